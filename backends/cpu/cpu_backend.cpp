@@ -1,0 +1,544 @@
+// The CPU backend: a plugin behind hal.h like any vendor's. Device memory is host memory,
+// kernels are host functions (HAL_MODULE_HOST) run once per block on a thread pool, and each
+// stream is an in-order queue drained by its own thread.
+#include <halcyon/hal.h>
+#include <halcyon/plugin.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "thread_pool.hpp"
+
+using halcyon::plugin::error;
+using halcyon::cpu::ThreadPool;
+
+namespace {
+
+constexpr uint32_t kMaxSharedPerBlock = 256 * 1024;
+constexpr uint32_t kMaxThreadsPerBlock = 1024;
+
+#if defined(__x86_64__)
+constexpr const char* kArch = "x86_64";
+#elif defined(__aarch64__)
+constexpr const char* kArch = "aarch64";
+#else
+constexpr const char* kArch = "unknown";
+#endif
+
+unsigned hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? n : 1;
+}
+
+// The cores this process may run on, in order.
+std::vector<int> allowed_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &set)) out.push_back(i);
+  if (out.empty())
+    for (unsigned i = 0; i < hardware_threads(); ++i) out.push_back(int(i));
+  return out;
+}
+
+}  // namespace
+
+struct hal_be_backend {
+  std::vector<int> cpus;
+};
+
+struct hal_be_stream;
+
+struct hal_be_device {
+  std::vector<int> cpus;
+  std::shared_ptr<ThreadPool> pool;  // whole-device pool, made on first use
+  std::mutex mu;
+  std::set<hal_be_stream*> streams;
+  std::set<int> partitioned;         // cores handed to live partitions
+
+  std::shared_ptr<ThreadPool> whole_pool() {
+    std::lock_guard lock(mu);
+    if (!pool) pool = std::make_shared<ThreadPool>(unsigned(cpus.size()), std::vector<int>{});
+    return pool;
+  }
+  void synchronize_all();
+};
+
+struct hal_be_partition {
+  hal_be_device* device;
+  std::shared_ptr<ThreadPool> pool;
+  std::vector<int> cpus;
+};
+
+struct hal_be_buffer {
+  hal_be_device* device;
+  void* data;
+  uint64_t size;
+};
+
+struct hal_be_stream {
+  hal_be_device* device;
+  std::shared_ptr<ThreadPool> pool;
+  std::mutex mu;
+  std::condition_variable cv_work, cv_idle;
+  std::deque<std::function<void()>> queue;
+  bool busy = false;
+  bool stop = false;
+  std::thread worker;
+
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(op));
+    }
+    cv_work.notify_one();
+  }
+  void drain() {
+    std::unique_lock lock(mu);
+    cv_idle.wait(lock, [&] { return queue.empty() && !busy; });
+  }
+  void run() {
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv_work.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty() && stop) return;
+      auto op = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      lock.unlock();
+      op();
+      lock.lock();
+      busy = false;
+      if (queue.empty()) cv_idle.notify_all();
+    }
+  }
+};
+
+void hal_be_device::synchronize_all() {
+  std::vector<hal_be_stream*> copy;
+  {
+    std::lock_guard lock(mu);
+    copy.assign(streams.begin(), streams.end());
+  }
+  for (auto* s : copy) s->drain();
+}
+
+// An event is a generation counter: record() bumps `recorded` and queues a marker that
+// publishes that generation with a timestamp when the stream reaches it.
+struct hal_be_event {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0;
+  uint64_t completed = 0;
+  std::chrono::steady_clock::time_point when{};
+};
+
+struct hal_be_module {
+  std::unordered_map<std::string, hal_host_kernel_entry> kernels;
+  std::vector<std::vector<hal_kernel_arg>> arg_storage;
+};
+
+struct hal_be_kernel {
+  hal_host_kernel_entry entry;
+};
+
+namespace {
+
+hal_error* cpu_create(const hal_host_api* host, hal_be_backend** out) {
+  halcyon::plugin::host() = host;
+  HAL_BACKEND_GUARD({
+    auto* b = new hal_be_backend;
+    b->cpus = allowed_cpus();
+    *out = b;
+    return nullptr;
+  })
+}
+
+void cpu_destroy(hal_be_backend* b) { delete b; }
+
+hal_error* cpu_device_count(hal_be_backend*, uint32_t* out) {
+  *out = 1;
+  return nullptr;
+}
+
+hal_error* cpu_device_open(hal_be_backend* b, uint32_t index, hal_be_device** out) {
+  HAL_BACKEND_GUARD({
+    auto* d = new hal_be_device;
+    d->cpus = b->cpus;
+    *out = d;
+    return nullptr;
+  })
+}
+
+void cpu_device_close(hal_be_device* d) {
+  d->synchronize_all();
+  delete d;
+}
+
+hal_error* cpu_device_info(hal_be_device* d, hal_device_info* info) {
+  std::snprintf(info->name, sizeof info->name, "host CPU (%zu threads)", d->cpus.size());
+  std::snprintf(info->vendor, sizeof info->vendor, "CPU");
+  std::snprintf(info->arch, sizeof info->arch, "%s", kArch);
+  info->compute_units = uint32_t(d->cpus.size());
+  info->simd_width = 1;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  info->memory_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  info->max_shared_per_block = kMaxSharedPerBlock;
+  info->max_threads_per_block = kMaxThreadsPerBlock;
+  info->clock_khz = 0;
+  std::snprintf(info->capabilities, sizeof info->capabilities,
+                "module.host partition.thread_set partition.enforced events.timing memory.host_coherent");
+  return nullptr;
+}
+
+hal_error* cpu_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_be_buffer** out,
+                             uint64_t* address, void** host) {
+  HAL_BACKEND_GUARD({
+    void* p = nullptr;
+    if (desc->size > 0) {
+      size_t align = desc->alignment > 64 ? size_t(desc->alignment) : 64;
+      size_t bytes = (size_t(desc->size) + align - 1) / align * align;
+      p = std::aligned_alloc(align, bytes);
+      if (!p)
+        return error(HAL_OUT_OF_MEMORY, fmt::format("cpu: could not allocate {} bytes", desc->size));
+    }
+    *out = new hal_be_buffer{d, p, desc->size};
+    *address = reinterpret_cast<uint64_t>(p);
+    *host = p;
+    return nullptr;
+  })
+}
+
+void cpu_buffer_destroy(hal_be_buffer* b) {
+  b->device->synchronize_all();  // queued work may still read it
+  std::free(b->data);
+  delete b;
+}
+
+hal_error* cpu_stream_create(hal_be_device* d, hal_be_partition* part, const hal_stream_desc*,
+                             hal_be_stream** out) {
+  HAL_BACKEND_GUARD({
+    auto* s = new hal_be_stream;
+    s->device = d;
+    s->pool = part ? part->pool : d->whole_pool();
+    s->worker = std::thread([s] { s->run(); });
+    {
+      std::lock_guard lock(d->mu);
+      d->streams.insert(s);
+    }
+    *out = s;
+    return nullptr;
+  })
+}
+
+void cpu_stream_destroy(hal_be_stream* s) {
+  {
+    std::lock_guard lock(s->mu);
+    s->stop = true;
+  }
+  s->cv_work.notify_all();
+  s->worker.join();
+  {
+    std::lock_guard lock(s->device->mu);
+    s->device->streams.erase(s);
+  }
+  delete s;
+}
+
+hal_error* cpu_stream_synchronize(hal_be_stream* s) {
+  s->drain();
+  return nullptr;
+}
+
+char* at(hal_be_buffer* b, uint64_t off) { return static_cast<char*>(b->data) + off; }
+
+hal_error* cpu_stream_write(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, const void* src,
+                            uint64_t size) {
+  HAL_BACKEND_GUARD({
+    s->push([=] { std::memcpy(at(dst, off), src, size); });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_stream_read(hal_be_stream* s, hal_be_buffer* src, uint64_t off, void* dst,
+                           uint64_t size) {
+  HAL_BACKEND_GUARD({
+    s->push([=] { std::memcpy(dst, at(src, off), size); });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_stream_copy(hal_be_stream* s, hal_be_buffer* dst, uint64_t doff, hal_be_buffer* src,
+                           uint64_t soff, uint64_t size) {
+  HAL_BACKEND_GUARD({
+    s->push([=] { std::memcpy(at(dst, doff), at(src, soff), size); });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, uint64_t size,
+                           uint32_t pattern, uint32_t psize) {
+  HAL_BACKEND_GUARD({
+    s->push([=] {
+      char* p = at(dst, off);
+      if (psize == 1) {
+        std::memset(p, int(pattern & 0xFF), size);
+        return;
+      }
+      for (uint64_t i = 0; i < size; i += psize) std::memcpy(p + i, &pattern, psize);
+    });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_stream_wait_event(hal_be_stream* s, hal_be_event* ev) {
+  HAL_BACKEND_GUARD({
+    uint64_t gen;
+    {
+      std::lock_guard lock(ev->mu);
+      gen = ev->recorded;
+    }
+    s->push([ev, gen] {
+      std::unique_lock lock(ev->mu);
+      ev->cv.wait(lock, [&] { return ev->completed >= gen; });
+    });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launch_desc* d) {
+  HAL_BACKEND_GUARD({
+    // The blob is copied: the caller may reuse its memory as soon as launch returns.
+    auto args = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(d->args), static_cast<const unsigned char*>(d->args) + d->args_size);
+    hal_host_launch_ctx base{};
+    base.struct_size = sizeof base;
+    std::memcpy(base.grid, d->grid, sizeof base.grid);
+    std::memcpy(base.block, d->block, sizeof base.block);
+    base.shared_bytes = d->shared_bytes;
+    hal_host_kernel_fn fn = k->entry.fn;
+    auto pool = s->pool;
+    s->push([fn, args, base, pool] {
+      uint64_t gx = base.grid[0], gy = base.grid[1], gz = base.grid[2];
+      std::vector<std::vector<unsigned char>> scratch(pool->size());
+      pool->parallel_for(gx * gy * gz, [&](uint64_t i, unsigned worker) {
+        hal_host_launch_ctx ctx = base;
+        ctx.block_id[0] = uint32_t(i % gx);
+        ctx.block_id[1] = uint32_t((i / gx) % gy);
+        ctx.block_id[2] = uint32_t(i / (gx * gy));
+        if (ctx.shared_bytes) {
+          auto& sh = scratch[worker];
+          sh.assign(ctx.shared_bytes, 0);
+          ctx.shared = sh.data();
+        }
+        fn(&ctx, args->data());
+      });
+    });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_event_create(hal_be_device*, const hal_event_desc*, hal_be_event** out) {
+  HAL_BACKEND_GUARD({
+    *out = new hal_be_event;
+    return nullptr;
+  })
+}
+
+void cpu_event_destroy(hal_be_event* ev) { delete ev; }
+
+hal_error* cpu_event_record(hal_be_event* ev, hal_be_stream* s) {
+  HAL_BACKEND_GUARD({
+    uint64_t gen;
+    {
+      std::lock_guard lock(ev->mu);
+      gen = ++ev->recorded;
+    }
+    s->push([ev, gen] {
+      {
+        std::lock_guard lock(ev->mu);
+        if (gen > ev->completed) {
+          ev->completed = gen;
+          ev->when = std::chrono::steady_clock::now();
+        }
+      }
+      ev->cv.notify_all();
+    });
+    return nullptr;
+  })
+}
+
+hal_error* cpu_event_query(hal_be_event* ev, bool* complete) {
+  std::lock_guard lock(ev->mu);
+  *complete = ev->completed >= ev->recorded;
+  return nullptr;
+}
+
+hal_error* cpu_event_synchronize(hal_be_event* ev) {
+  std::unique_lock lock(ev->mu);
+  uint64_t gen = ev->recorded;
+  ev->cv.wait(lock, [&] { return ev->completed >= gen; });
+  return nullptr;
+}
+
+hal_error* cpu_event_elapsed_ms(hal_be_event* a, hal_be_event* b, float* ms) {
+  std::scoped_lock lock(a->mu, b->mu);
+  if (a->completed < a->recorded || b->completed < b->recorded)
+    return error(HAL_FAILED_PRECONDITION, "cpu: hal_event_elapsed_ms: an event has not completed yet");
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return nullptr;
+}
+
+hal_error* cpu_module_load(hal_be_device*, const hal_module_desc* desc, hal_be_module** out) {
+  HAL_BACKEND_GUARD({
+    std::string name = desc->name ? desc->name : "<unnamed module>";
+    std::string target = desc->target;
+    if (target != "host" && target != kArch)
+      return error(HAL_ARCH_MISMATCH, fmt::format("cpu: module '{}' targets '{}'; this device runs 'host' ({}) modules",
+                                                  name, target, kArch));
+    if (desc->size < HAL_HOST_MODULE_IMAGE_MIN_SIZE)
+      return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': {} bytes is too small for a hal_host_module_image",
+                                                     name, desc->size));
+    auto* img = static_cast<const hal_host_module_image*>(desc->data);
+    if (img->struct_size < HAL_HOST_MODULE_IMAGE_MIN_SIZE || img->struct_size > desc->size)
+      return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': image struct_size {} is not valid (data is {} bytes)",
+                                                     name, img->struct_size, desc->size));
+    if (img->kernel_count > 0 && !img->kernels)
+      return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': kernels is NULL", name));
+    auto m = std::make_unique<hal_be_module>();
+    for (uint32_t i = 0; i < img->kernel_count; ++i) {
+      const hal_host_kernel_entry& k = img->kernels[i];
+      if (!k.name || !k.fn || (k.arg_count && !k.args))
+        return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': kernel #{} lacks a name, function or argument list", name, i));
+      for (uint32_t a = 0; a < k.arg_count; ++a)
+        if (uint64_t(k.args[a].offset) + k.args[a].size > k.args_size)
+          return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': kernel '{}' argument {} lies past its {}-byte blob",
+                                                         name, k.name, a, k.args_size));
+      m->kernels[k.name] = k;
+    }
+    *out = m.release();
+    return nullptr;
+  })
+}
+
+void cpu_module_destroy(hal_be_module* m) { delete m; }
+
+hal_error* cpu_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** out,
+                          hal_kernel_info* info, hal_kernel_arg* args, uint32_t cap) {
+  HAL_BACKEND_GUARD({
+    auto it = m->kernels.find(name);
+    if (it == m->kernels.end()) {
+      std::string names;
+      for (auto& [n, _] : m->kernels) names += (names.empty() ? "" : ", ") + n;
+      return error(HAL_NOT_FOUND, fmt::format("cpu: no kernel '{}' in module (it has: {})", name, names));
+    }
+    const auto& e = it->second;
+    if (e.arg_count > cap)
+      return error(HAL_OUT_OF_RANGE, fmt::format("cpu: kernel '{}' has {} arguments, more than {}", name, e.arg_count, cap));
+    info->arg_count = e.arg_count;
+    info->args_size = e.args_size;
+    info->max_threads_per_block = kMaxThreadsPerBlock;
+    for (uint32_t i = 0; i < e.arg_count; ++i) args[i] = e.args[i];
+    *out = new hal_be_kernel{e};
+    return nullptr;
+  })
+}
+
+void cpu_kernel_destroy(hal_be_kernel* k) { delete k; }
+
+hal_error* cpu_partition_split(hal_be_device* d, const hal_partition_desc* desc,
+                               hal_be_partition** part, hal_partition_info* pinfo,
+                               hal_be_partition** rem, hal_partition_info* rinfo) {
+  HAL_BACKEND_GUARD({
+    std::lock_guard lock(d->mu);
+    std::vector<int> free_cpus;
+    for (int c : d->cpus)
+      if (!d->partitioned.count(c)) free_cpus.push_back(c);
+    uint32_t want = desc->units;
+    if (want > free_cpus.size() || (rem && want == free_cpus.size()))
+      return error(HAL_OUT_OF_RANGE,
+                   fmt::format("cpu: asked for {} cores{}; {} of {} are not in another partition", want,
+                               rem ? " plus a non-empty remainder" : "", free_cpus.size(), d->cpus.size()));
+    auto make = [&](std::vector<int> cpus, hal_partition_info* info) {
+      auto* p = new hal_be_partition{d, std::make_shared<ThreadPool>(unsigned(cpus.size()), cpus), cpus};
+      for (int c : cpus) d->partitioned.insert(c);
+      info->units_requested = uint32_t(cpus.size());
+      info->units_granted = uint32_t(cpus.size());
+      info->mechanism = HAL_PARTITION_THREAD_SET;
+      info->enforced = p->pool->pinned() ? 1 : 0;
+      info->granularity = 1;
+      info->first_unit = uint32_t(cpus.front());
+      return p;
+    };
+    *part = make(std::vector<int>(free_cpus.begin(), free_cpus.begin() + want), pinfo);
+    if (rem) *rem = make(std::vector<int>(free_cpus.begin() + want, free_cpus.end()), rinfo);
+    return nullptr;
+  })
+}
+
+void cpu_partition_destroy(hal_be_partition* p) {
+  {
+    std::lock_guard lock(p->device->mu);
+    for (int c : p->cpus) p->device->partitioned.erase(c);
+  }
+  delete p;
+}
+
+const hal_backend_api kApi = {
+    sizeof(hal_backend_api),
+    nullptr,
+    HAL_ABI_MAJOR,
+    HAL_ABI_MINOR,
+    "cpu",
+    "host CPU; kernels are host functions run on a thread pool",
+    cpu_create,
+    cpu_destroy,
+    cpu_device_count,
+    nullptr,  // device_resolve: "cpu:0"
+    cpu_device_open,
+    cpu_device_close,
+    cpu_device_info,
+    cpu_buffer_create,
+    cpu_buffer_destroy,
+    cpu_stream_create,
+    cpu_stream_destroy,
+    cpu_stream_synchronize,
+    cpu_stream_write,
+    cpu_stream_read,
+    cpu_stream_copy,
+    cpu_stream_fill,
+    cpu_stream_wait_event,
+    cpu_stream_launch,
+    cpu_event_create,
+    cpu_event_destroy,
+    cpu_event_record,
+    cpu_event_query,
+    cpu_event_synchronize,
+    cpu_event_elapsed_ms,
+    cpu_module_load,
+    cpu_module_destroy,
+    cpu_kernel_get,
+    cpu_kernel_destroy,
+    cpu_partition_split,
+    cpu_partition_destroy,
+};
+
+}  // namespace
+
+extern "C" const hal_backend_api* halcyon_backend_api_cpu(void) { return &kApi; }

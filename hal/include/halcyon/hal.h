@@ -1,0 +1,566 @@
+/*
+ * halcyon/hal.h — the C ABI of halcyon.
+ *
+ * Two audiences build against this one header:
+ *   - embedders (inference servers, tools) call the hal_* functions below;
+ *   - vendors implement a backend by filling a hal_backend_api table (section "Backend
+ *     plugin contract") and exporting one symbol, HAL_PLUGIN_ENTRY_SYMBOL.
+ *
+ * ABI rules (they are what lets a server and a plugin built years apart work together):
+ *   - Every struct that crosses the boundary starts with `size_t struct_size` and a `next`
+ *     extension pointer. Fields are only ever appended; a struct's meaning never changes.
+ *   - Inputs: a reader accepts struct_size >= the struct's HAL_*_MIN_SIZE. Fields that lie past
+ *     struct_size are taken as their documented default; bytes past what the reader knows
+ *     (a newer caller) are ignored.
+ *   - Outputs: the writer fills only the fields that fit inside the caller's struct_size, so
+ *     an older caller with a smaller struct never has memory written past its end.
+ *   - MAJOR changes break the ABI (a plugin of another MAJOR is refused, with both versions
+ *     and the file named). MINOR additions are appended fields and appended table entries.
+ *   - Errors are values: every fallible call returns hal_error* (NULL on success). No
+ *     exception, abort or longjmp crosses this boundary.
+ *   - Objects are opaque, reference-counted handles. A null, released or wrong-typed handle
+ *     is reported as HAL_INVALID_HANDLE, never dereferenced.
+ */
+#ifndef HALCYON_HAL_H_
+#define HALCYON_HAL_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAL_ABI_MAJOR 1
+#define HAL_ABI_MINOR 0
+
+#if defined(_WIN32)
+#define HAL_API __declspec(dllexport)
+#else
+#define HAL_API __attribute__((visibility("default")))
+#endif
+
+/* Size of a struct up to and including FIELD: the struct_size of the version whose last
+ * field is FIELD. */
+#define HAL_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* ------------------------------------------------------------------------------------------
+ * Errors
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum hal_status {
+  HAL_OK = 0,
+  HAL_INVALID_ARGUMENT = 1,  /* a value is out of its domain (the message names it) */
+  HAL_INVALID_HANDLE = 2,    /* null, already released, or a handle of another type */
+  HAL_OUT_OF_RANGE = 3,      /* offset/size past the end of a buffer, index past a count */
+  HAL_OUT_OF_MEMORY = 4,
+  HAL_NOT_FOUND = 5,         /* unknown device URI, kernel name, backend name */
+  HAL_UNAVAILABLE = 6,       /* the backend cannot run on this machine (reason given) */
+  HAL_UNSUPPORTED = 7,       /* the device or backend does not offer this feature */
+  HAL_UNIMPLEMENTED = 8,     /* the backend has not implemented this entry point */
+  HAL_VERSION_MISMATCH = 9,  /* plugin ABI or struct version not acceptable */
+  HAL_ARCH_MISMATCH = 10,    /* module built for another architecture or format */
+  HAL_DEVICE_ERROR = 11,     /* the vendor driver reported a failure */
+  HAL_FAILED_PRECONDITION = 12, /* the call is valid but not in this state */
+  HAL_INTERNAL = 13
+} hal_status;
+
+/* Opaque error value. NULL means success. The caller owns a non-NULL error and frees it. */
+typedef struct hal_error_s hal_error;
+
+HAL_API hal_status hal_error_status(const hal_error* error);   /* HAL_OK for NULL */
+HAL_API const char* hal_error_message(const hal_error* error); /* "" for NULL; valid until freed */
+HAL_API void hal_error_free(hal_error* error);                 /* NULL is a no-op */
+HAL_API const char* hal_status_name(hal_status status);        /* "HAL_OUT_OF_RANGE", ... */
+/* Makes an error; the message is copied. For embedders who forward errors through hal. */
+HAL_API hal_error* hal_error_new(hal_status status, const char* message);
+
+/* Extension chain element: every `next` pointer points at a struct that starts like this.
+ * A reader ignores extension types it does not know. */
+typedef struct hal_extension {
+  size_t struct_size;
+  const struct hal_extension* next;
+  uint32_t type;
+} hal_extension;
+
+/* ------------------------------------------------------------------------------------------
+ * Handles
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct hal_device_s* hal_device;
+typedef struct hal_buffer_s* hal_buffer;
+typedef struct hal_stream_s* hal_stream;
+typedef struct hal_event_s* hal_event;
+typedef struct hal_module_s* hal_module;
+typedef struct hal_kernel_s* hal_kernel;
+typedef struct hal_partition_s* hal_partition;
+
+/* ------------------------------------------------------------------------------------------
+ * Library, registry, logging
+ * ---------------------------------------------------------------------------------------- */
+
+HAL_API void hal_abi_version(uint32_t* major, uint32_t* minor);
+
+typedef enum hal_log_level {
+  HAL_LOG_DEBUG = 0,
+  HAL_LOG_INFO = 1,
+  HAL_LOG_WARNING = 2,
+  HAL_LOG_ERROR = 3
+} hal_log_level;
+
+typedef void (*hal_log_fn)(void* user, hal_log_level level, const char* message);
+/* Replaces the log sink (default: stderr for warnings and errors; HALCYON_LOG=debug|info
+ * lowers the threshold). fn NULL restores the default. */
+HAL_API void hal_set_log_callback(hal_log_fn fn, void* user);
+
+enum {
+  HAL_INIT_NO_BUILTIN_BACKENDS = 1u << 0, /* skip backends compiled into libhalcyon */
+  HAL_INIT_NO_ENV_PATH = 1u << 1,         /* ignore HALCYON_BACKEND_PATH */
+  HAL_INIT_NO_INSTALL_DIR = 1u << 2       /* skip the install's plugin folder */
+};
+
+typedef struct hal_init_desc {
+  size_t struct_size;
+  const void* next;
+  uint32_t flags;            /* HAL_INIT_* */
+  const char* backend_path;  /* extra plugin files or folders, ':'-separated; searched first
+                                after built-ins; NULL = none */
+} hal_init_desc;
+#define HAL_INIT_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_init_desc, flags)
+#define HAL_INIT_DESC_SIZE HAL_SIZE_THROUGH(hal_init_desc, backend_path)
+
+/* Discovers backends: built-ins, then desc->backend_path, then HALCYON_BACKEND_PATH, then
+ * the install's plugin folder. Optional: the first call that needs the registry runs it with
+ * a NULL desc. Calling it again after discovery is HAL_FAILED_PRECONDITION. */
+HAL_API hal_error* hal_init(const hal_init_desc* desc);
+
+typedef enum hal_backend_state {
+  HAL_BACKEND_AVAILABLE = 0,   /* loaded, devices may be opened */
+  HAL_BACKEND_UNAVAILABLE = 1, /* loaded, but its probe said it cannot run here (reason) */
+  HAL_BACKEND_REFUSED = 2      /* the file was not accepted as a plugin (reason) */
+} hal_backend_state;
+
+/* One line of the discovery log: every backend and every plugin file that was tried. */
+typedef struct hal_backend_record {
+  size_t struct_size;
+  const void* next;
+  char name[32];       /* URI scheme, e.g. "cpu"; "" when the file was refused before naming */
+  char source[512];    /* "built-in" or the plugin file's path */
+  hal_backend_state state;
+  char reason[512];    /* why it is unavailable or refused; what was accepted otherwise */
+  uint32_t device_count;
+  uint32_t abi_major;  /* the plugin's ABI version, 0 if unknown */
+  uint32_t abi_minor;
+} hal_backend_record;
+#define HAL_BACKEND_RECORD_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_record, device_count)
+#define HAL_BACKEND_RECORD_SIZE HAL_SIZE_THROUGH(hal_backend_record, abi_minor)
+
+HAL_API hal_error* hal_registry_count(uint32_t* count);
+HAL_API hal_error* hal_registry_record(uint32_t index, hal_backend_record* out);
+/* Loads one more plugin file after init; `out` (may be NULL) receives its record. A refused
+ * file is an error (HAL_VERSION_MISMATCH, HAL_NOT_FOUND, ...) whose message says why. */
+HAL_API hal_error* hal_registry_load_plugin(const char* path, hal_backend_record* out);
+
+/* All devices of all available backends, in registry order: index -> URI ("cuda:0"). */
+HAL_API hal_error* hal_device_count(uint32_t* count);
+HAL_API hal_error* hal_device_uri(uint32_t index, char* uri, size_t uri_capacity);
+
+/* ------------------------------------------------------------------------------------------
+ * Devices
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct hal_device_info {
+  size_t struct_size;
+  const void* next;
+  char uri[64];                   /* "cuda:0" */
+  char name[128];                 /* "NVIDIA H100 80GB HBM3" */
+  char vendor[64];                /* "NVIDIA", "AMD", "Intel", "CPU", ... */
+  char arch[32];                  /* "sm_90a", "gfx942", "x86_64" */
+  uint32_t compute_units;         /* SMs, CUs, EUs, hardware threads */
+  uint32_t simd_width;            /* warp / wavefront / sub-group width */
+  uint64_t memory_bytes;
+  uint32_t max_shared_per_block;  /* bytes of shared memory / LDS one block may use */
+  uint32_t max_threads_per_block;
+  uint32_t clock_khz;
+  uint32_t reserved0;
+  char capabilities[512];         /* space-separated tags: "module.ptx partition.enforced fp8" */
+  uint64_t l2_cache_bytes;
+} hal_device_info;
+#define HAL_DEVICE_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_device_info, next)
+#define HAL_DEVICE_INFO_SIZE HAL_SIZE_THROUGH(hal_device_info, l2_cache_bytes)
+
+/* uri: "cpu", "cpu:0", "cuda:1", "hip:0", "ze:0", "amdgpu-sim:gfx942". A scheme without an
+ * index means device 0. */
+HAL_API hal_error* hal_device_open(const char* uri, hal_device* out);
+HAL_API hal_error* hal_device_retain(hal_device device);
+HAL_API hal_error* hal_device_release(hal_device device);
+HAL_API hal_error* hal_device_get_info(hal_device device, hal_device_info* out);
+HAL_API hal_error* hal_device_has_capability(hal_device device, const char* tag, bool* out);
+
+/* ------------------------------------------------------------------------------------------
+ * Compute partitions: a device split into disjoint sets of compute units
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum hal_partition_mechanism {
+  HAL_PARTITION_WHOLE_DEVICE = 0, /* no split */
+  HAL_PARTITION_GREEN_CONTEXT = 1,
+  HAL_PARTITION_CU_MASK = 2,
+  HAL_PARTITION_SUB_DEVICE = 3,
+  HAL_PARTITION_THREAD_SET = 4,
+  HAL_PARTITION_SOFT_CAP = 5      /* not enforced: kernels are asked to cap their grid */
+} hal_partition_mechanism;
+
+enum {
+  /* Finer granularity where the hardware allows it at some cost (CUDA: steps of 2 SMs with
+   * IGNORE_SM_COSCHEDULING instead of 8). */
+  HAL_PARTITION_FINE_GRAINED = 1u << 0
+};
+
+typedef struct hal_partition_desc {
+  size_t struct_size;
+  const void* next;
+  uint32_t units;   /* compute units wanted in the partition */
+  uint32_t flags;   /* HAL_PARTITION_* flags */
+} hal_partition_desc;
+#define HAL_PARTITION_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_partition_desc, flags)
+#define HAL_PARTITION_DESC_SIZE HAL_SIZE_THROUGH(hal_partition_desc, flags)
+
+typedef struct hal_partition_info {
+  size_t struct_size;
+  const void* next;
+  uint32_t units_requested;
+  uint32_t units_granted;
+  hal_partition_mechanism mechanism;
+  uint32_t enforced;        /* 1: work cannot run outside these units */
+  uint32_t granularity;     /* units come in steps of this many */
+  uint32_t first_unit;      /* lowest unit id when known, else UINT32_MAX */
+} hal_partition_info;
+#define HAL_PARTITION_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_partition_info, next)
+#define HAL_PARTITION_INFO_SIZE HAL_SIZE_THROUGH(hal_partition_info, first_unit)
+
+/* Splits the device: *part gets at least desc->units units (rounded up to the granularity),
+ * *remainder (optional, may be NULL) the rest. Both are disjoint. */
+HAL_API hal_error* hal_device_split(hal_device device, const hal_partition_desc* desc,
+                                    hal_partition* part, hal_partition* remainder);
+HAL_API hal_error* hal_partition_get_info(hal_partition partition, hal_partition_info* out);
+HAL_API hal_error* hal_partition_retain(hal_partition partition);
+HAL_API hal_error* hal_partition_release(hal_partition partition);
+
+/* ------------------------------------------------------------------------------------------
+ * Buffers
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum hal_memory_kind {
+  HAL_MEMORY_DEVICE = 0,      /* device memory; kernels take its device address */
+  HAL_MEMORY_HOST_PINNED = 1  /* page-locked host memory; host_pointer is valid */
+} hal_memory_kind;
+
+typedef struct hal_buffer_desc {
+  size_t struct_size;
+  const void* next;
+  hal_memory_kind kind;
+  uint32_t flags;      /* reserved, 0 */
+  uint64_t size;       /* bytes; 0 is allowed (no storage, address 0) */
+  uint64_t alignment;  /* optional; 0 = backend default (>= 256 on GPUs) */
+} hal_buffer_desc;
+#define HAL_BUFFER_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_buffer_desc, size)
+#define HAL_BUFFER_DESC_SIZE HAL_SIZE_THROUGH(hal_buffer_desc, alignment)
+
+typedef struct hal_buffer_info {
+  size_t struct_size;
+  const void* next;
+  hal_memory_kind kind;
+  uint32_t reserved0;
+  uint64_t size;
+  uint64_t device_address;  /* what a kernel argument holds for this buffer */
+  void* host_pointer;       /* HOST_PINNED (and CPU device memory): host-visible; else NULL */
+} hal_buffer_info;
+#define HAL_BUFFER_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_buffer_info, next)
+#define HAL_BUFFER_INFO_SIZE HAL_SIZE_THROUGH(hal_buffer_info, host_pointer)
+
+HAL_API hal_error* hal_buffer_create(hal_device device, const hal_buffer_desc* desc,
+                                     hal_buffer* out);
+HAL_API hal_error* hal_buffer_get_info(hal_buffer buffer, hal_buffer_info* out);
+/* Releasing the last reference waits for queued work on the device that may use it. */
+HAL_API hal_error* hal_buffer_retain(hal_buffer buffer);
+HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
+
+/* ------------------------------------------------------------------------------------------
+ * Streams (in-order queues) and events
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct hal_stream_desc {
+  size_t struct_size;
+  const void* next;
+  hal_partition partition;  /* NULL: the whole device */
+  uint32_t flags;           /* reserved, 0 */
+} hal_stream_desc;
+#define HAL_STREAM_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_stream_desc, next)
+#define HAL_STREAM_DESC_SIZE HAL_SIZE_THROUGH(hal_stream_desc, flags)
+
+/* desc may be NULL: a stream on the whole device. */
+HAL_API hal_error* hal_stream_create(hal_device device, const hal_stream_desc* desc,
+                                     hal_stream* out);
+HAL_API hal_error* hal_stream_retain(hal_stream stream);
+HAL_API hal_error* hal_stream_release(hal_stream stream);  /* waits for its work */
+HAL_API hal_error* hal_stream_synchronize(hal_stream stream);
+
+/* Stream-ordered transfers. Host memory passed to write/read must stay valid until the
+ * stream has reached the operation (synchronize, or an event recorded after it). Every
+ * offset/size pair is checked against the buffer's size before anything is queued. */
+HAL_API hal_error* hal_stream_write(hal_stream stream, hal_buffer dst, uint64_t dst_offset,
+                                    const void* src, uint64_t size);
+HAL_API hal_error* hal_stream_read(hal_stream stream, hal_buffer src, uint64_t src_offset,
+                                   void* dst, uint64_t size);
+HAL_API hal_error* hal_stream_copy(hal_stream stream, hal_buffer dst, uint64_t dst_offset,
+                                   hal_buffer src, uint64_t src_offset, uint64_t size);
+/* Repeats a 1-, 2- or 4-byte pattern; offset and size must be multiples of pattern_size. */
+HAL_API hal_error* hal_stream_fill(hal_stream stream, hal_buffer dst, uint64_t offset,
+                                   uint64_t size, const void* pattern, uint32_t pattern_size);
+
+typedef struct hal_event_desc {
+  size_t struct_size;
+  const void* next;
+  uint32_t flags;  /* HAL_EVENT_TIMING: the event can be used in hal_event_elapsed_ms */
+} hal_event_desc;
+#define HAL_EVENT_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_event_desc, flags)
+#define HAL_EVENT_DESC_SIZE HAL_SIZE_THROUGH(hal_event_desc, flags)
+enum { HAL_EVENT_TIMING = 1u << 0 };
+
+/* desc may be NULL: a timing event. */
+HAL_API hal_error* hal_event_create(hal_device device, const hal_event_desc* desc,
+                                    hal_event* out);
+HAL_API hal_error* hal_event_retain(hal_event event);
+HAL_API hal_error* hal_event_release(hal_event event);
+HAL_API hal_error* hal_event_record(hal_event event, hal_stream stream);
+/* Later work on `stream` waits until `event`'s recorded point completes. Waiting on an
+ * event that was never recorded is a no-op, as in CUDA. */
+HAL_API hal_error* hal_stream_wait_event(hal_stream stream, hal_event event);
+HAL_API hal_error* hal_event_query(hal_event event, bool* complete);
+HAL_API hal_error* hal_event_synchronize(hal_event event);
+/* Milliseconds between two recorded, completed timing events of one device. */
+HAL_API hal_error* hal_event_elapsed_ms(hal_event start, hal_event end, float* ms);
+
+/* ------------------------------------------------------------------------------------------
+ * Modules and kernels
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum hal_module_format {
+  HAL_MODULE_FORMAT_INVALID = 0,
+  HAL_MODULE_PTX = 1,    /* NVIDIA PTX text, NUL-terminated or sized */
+  HAL_MODULE_CUBIN = 2,  /* NVIDIA ELF cubin or fatbin */
+  HAL_MODULE_HSACO = 3,  /* AMD HSA code object (ELF) */
+  HAL_MODULE_SPIRV = 4,  /* SPIR-V binary */
+  HAL_MODULE_HOST = 5    /* data is a hal_host_module_image: host functions by name */
+} hal_module_format;
+
+typedef struct hal_module_desc {
+  size_t struct_size;
+  const void* next;
+  hal_module_format format;
+  uint32_t flags;        /* reserved, 0 */
+  const char* target;    /* architecture the binary was built for: "sm_90a", "sm_80",
+                            "gfx942", "host"; the backend refuses one its device cannot run,
+                            naming both, before any driver call */
+  const void* data;
+  size_t size;
+  const char* name;      /* for messages and caches, e.g. "moe_gate.sm_90a.ptx"; may be NULL */
+} hal_module_desc;
+#define HAL_MODULE_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_module_desc, name)
+#define HAL_MODULE_DESC_SIZE HAL_SIZE_THROUGH(hal_module_desc, name)
+
+typedef enum hal_arg_kind {
+  HAL_ARG_VALUE = 0,    /* bytes copied as they are (scalars, small structs) */
+  HAL_ARG_POINTER = 1   /* a device address (hal_buffer_info.device_address + offset) */
+} hal_arg_kind;
+
+/* One kernel parameter: where it sits in the packed argument blob. */
+typedef struct hal_kernel_arg {
+  uint32_t offset;
+  uint32_t size;
+  hal_arg_kind kind;
+} hal_kernel_arg;
+
+typedef struct hal_kernel_info {
+  size_t struct_size;
+  const void* next;
+  char name[128];
+  uint32_t arg_count;
+  uint32_t args_size;            /* bytes of the packed blob a launch must pass */
+  uint32_t max_threads_per_block;
+  uint32_t static_shared_bytes;
+  uint32_t registers;            /* per thread, 0 if unknown */
+  uint32_t reserved0;
+} hal_kernel_info;
+#define HAL_KERNEL_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_kernel_info, next)
+#define HAL_KERNEL_INFO_SIZE HAL_SIZE_THROUGH(hal_kernel_info, reserved0)
+
+HAL_API hal_error* hal_module_load(hal_device device, const hal_module_desc* desc,
+                                   hal_module* out);
+HAL_API hal_error* hal_module_retain(hal_module module);
+HAL_API hal_error* hal_module_release(hal_module module);
+HAL_API hal_error* hal_module_get_kernel(hal_module module, const char* name, hal_kernel* out);
+HAL_API hal_error* hal_kernel_get_info(hal_kernel kernel, hal_kernel_info* out);
+HAL_API hal_error* hal_kernel_get_arg(hal_kernel kernel, uint32_t index, hal_kernel_arg* out);
+HAL_API hal_error* hal_kernel_retain(hal_kernel kernel);
+HAL_API hal_error* hal_kernel_release(hal_kernel kernel);
+
+typedef struct hal_launch_desc {
+  size_t struct_size;
+  const void* next;
+  uint32_t grid[3];       /* blocks; each >= 1 */
+  uint32_t block[3];      /* threads per block; each >= 1, product <= max_threads_per_block */
+  uint32_t shared_bytes;  /* dynamic shared memory / LDS */
+  uint32_t reserved0;
+  const void* args;       /* packed blob laid out as hal_kernel_get_arg describes */
+  size_t args_size;       /* must equal hal_kernel_info.args_size */
+} hal_launch_desc;
+#define HAL_LAUNCH_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_launch_desc, args_size)
+#define HAL_LAUNCH_DESC_SIZE HAL_SIZE_THROUGH(hal_launch_desc, args_size)
+
+HAL_API hal_error* hal_stream_launch(hal_stream stream, hal_kernel kernel,
+                                     const hal_launch_desc* desc);
+
+/* Host kernels (HAL_MODULE_HOST): plain functions that a host-executing backend (the CPU
+ * backend, simulators) runs once per block. The argument blob is laid out as `args` says. */
+typedef struct hal_host_launch_ctx {
+  size_t struct_size;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t block_id[3];
+  uint32_t shared_bytes;
+  void* shared;           /* shared_bytes of scratch private to this block */
+} hal_host_launch_ctx;
+
+typedef void (*hal_host_kernel_fn)(const hal_host_launch_ctx* ctx, const void* args);
+
+typedef struct hal_host_kernel_entry {
+  const char* name;
+  hal_host_kernel_fn fn;
+  uint32_t arg_count;
+  const hal_kernel_arg* args;
+  uint32_t args_size;
+} hal_host_kernel_entry;
+
+typedef struct hal_host_module_image {
+  size_t struct_size;
+  const void* next;
+  uint32_t kernel_count;
+  const hal_host_kernel_entry* kernels;
+} hal_host_module_image;
+#define HAL_HOST_MODULE_IMAGE_MIN_SIZE HAL_SIZE_THROUGH(hal_host_module_image, kernels)
+
+/* ------------------------------------------------------------------------------------------
+ * Backend plugin contract
+ *
+ * A backend is a table of functions over its own opaque objects. libhalcyon validates every
+ * handle, struct_size, range and argument-blob size before calling into it, so a backend may
+ * assume well-formed input (non-NULL objects it created, in-range offsets, blob sizes that
+ * match the kernel). It reports failures by returning host->error_new(...).
+ *
+ * A plugin shared library exports exactly one function, named HAL_PLUGIN_ENTRY_SYMBOL, of
+ * type hal_plugin_entry_fn. It must not fail or touch a driver: probing happens in create().
+ * ---------------------------------------------------------------------------------------- */
+
+#define HAL_PLUGIN_ENTRY_SYMBOL "halcyon_backend_plugin"
+
+typedef struct hal_host_api {
+  size_t struct_size;
+  const void* next;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  hal_error* (*error_new)(hal_status status, const char* message);
+  void (*log)(hal_log_level level, const char* message);
+} hal_host_api;
+#define HAL_HOST_API_SIZE HAL_SIZE_THROUGH(hal_host_api, log)
+
+/* Backend-owned objects; each backend defines these structs privately. */
+typedef struct hal_be_backend hal_be_backend;
+typedef struct hal_be_device hal_be_device;
+typedef struct hal_be_buffer hal_be_buffer;
+typedef struct hal_be_stream hal_be_stream;
+typedef struct hal_be_event hal_be_event;
+typedef struct hal_be_module hal_be_module;
+typedef struct hal_be_kernel hal_be_kernel;
+typedef struct hal_be_partition hal_be_partition;
+
+typedef struct hal_backend_api {
+  size_t struct_size;
+  const void* next;
+  uint32_t abi_major;        /* HAL_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor;
+  const char* name;          /* URI scheme: "cpu", "cuda", "hip", "ze", "amdgpu-sim" */
+  const char* description;
+
+  /* Probe and set up. If the backend cannot run here it returns HAL_UNAVAILABLE with the
+   * reason ("libcuda.so.1 not found"); the registry records that and carries on. */
+  hal_error* (*create)(const hal_host_api* host, hal_be_backend** out);
+  void (*destroy)(hal_be_backend* backend);
+
+  hal_error* (*device_count)(hal_be_backend* backend, uint32_t* out);
+  /* Optional (NULL: the selector must be a decimal index). Maps the part of the URI after
+   * the scheme ("0", "gfx942") to a device index. */
+  hal_error* (*device_resolve)(hal_be_backend* backend, const char* selector, uint32_t* index);
+  hal_error* (*device_open)(hal_be_backend* backend, uint32_t index, hal_be_device** out);
+  void (*device_close)(hal_be_device* device);
+  /* `out` is a full-size (this header's) struct, zeroed, uri already filled. */
+  hal_error* (*device_info)(hal_be_device* device, hal_device_info* out);
+
+  hal_error* (*buffer_create)(hal_be_device* device, const hal_buffer_desc* desc,
+                              hal_be_buffer** out, uint64_t* device_address,
+                              void** host_pointer);
+  void (*buffer_destroy)(hal_be_buffer* buffer);
+
+  hal_error* (*stream_create)(hal_be_device* device, hal_be_partition* partition,
+                              const hal_stream_desc* desc, hal_be_stream** out);
+  void (*stream_destroy)(hal_be_stream* stream);
+  hal_error* (*stream_synchronize)(hal_be_stream* stream);
+  hal_error* (*stream_write)(hal_be_stream* stream, hal_be_buffer* dst, uint64_t dst_offset,
+                             const void* src, uint64_t size);
+  hal_error* (*stream_read)(hal_be_stream* stream, hal_be_buffer* src, uint64_t src_offset,
+                            void* dst, uint64_t size);
+  hal_error* (*stream_copy)(hal_be_stream* stream, hal_be_buffer* dst, uint64_t dst_offset,
+                            hal_be_buffer* src, uint64_t src_offset, uint64_t size);
+  hal_error* (*stream_fill)(hal_be_stream* stream, hal_be_buffer* dst, uint64_t offset,
+                            uint64_t size, uint32_t pattern, uint32_t pattern_size);
+  hal_error* (*stream_wait_event)(hal_be_stream* stream, hal_be_event* event);
+  hal_error* (*stream_launch)(hal_be_stream* stream, hal_be_kernel* kernel,
+                              const hal_launch_desc* desc);
+
+  hal_error* (*event_create)(hal_be_device* device, const hal_event_desc* desc,
+                             hal_be_event** out);
+  void (*event_destroy)(hal_be_event* event);
+  hal_error* (*event_record)(hal_be_event* event, hal_be_stream* stream);
+  hal_error* (*event_query)(hal_be_event* event, bool* complete);
+  hal_error* (*event_synchronize)(hal_be_event* event);
+  hal_error* (*event_elapsed_ms)(hal_be_event* start, hal_be_event* end, float* ms);
+
+  hal_error* (*module_load)(hal_be_device* device, const hal_module_desc* desc,
+                            hal_be_module** out);
+  void (*module_destroy)(hal_be_module* module);
+  /* Looks a kernel up. `info` is full-size and zeroed; the backend fills it and writes
+   * info->arg_count entries into `args` (capacity args_capacity; if more are needed it
+   * returns HAL_OUT_OF_RANGE stating the count). */
+  hal_error* (*kernel_get)(hal_be_module* module, const char* name, hal_be_kernel** out,
+                           hal_kernel_info* info, hal_kernel_arg* args,
+                           uint32_t args_capacity);
+  void (*kernel_destroy)(hal_be_kernel* kernel);
+
+  /* Optional (NULL: the device cannot be split; hal_device_split returns HAL_UNSUPPORTED).
+   * `remainder`/`remainder_info` are NULL when the caller does not want the rest. */
+  hal_error* (*partition_split)(hal_be_device* device, const hal_partition_desc* desc,
+                                hal_be_partition** part, hal_partition_info* part_info,
+                                hal_be_partition** remainder, hal_partition_info* remainder_info);
+  void (*partition_destroy)(hal_be_partition* partition);
+} hal_backend_api;
+#define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
+
+typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HALCYON_HAL_H_ */

@@ -1,0 +1,278 @@
+// The C++20 API over hal.h: RAII handles and Result<T>; no exceptions needed.
+//
+//   auto dev = halcyon::Device::open("cuda:0");
+//   if (!dev) { fmt::print("{}\n", dev.error().to_string()); return 1; }
+//   auto buf = dev->allocate(1 << 20);
+#pragma once
+
+#include <halcyon/hal.h>
+#include <halcyon/result.hpp>
+
+#include <array>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace halcyon {
+
+// A reference-counted C handle owned by a C++ object. Copy retains, destruction releases.
+template <typename H, hal_error* (*Retain)(H), hal_error* (*Release)(H)>
+class Handle {
+ public:
+  Handle() = default;
+  // Takes ownership of one reference.
+  explicit Handle(H h) : h_(h) {}
+  Handle(const Handle& o) : h_(o.h_) {
+    if (h_) hal_error_free(Retain(h_));
+  }
+  Handle(Handle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Handle& operator=(Handle o) noexcept {
+    std::swap(h_, o.h_);
+    return *this;
+  }
+  ~Handle() { reset(); }
+  void reset() {
+    if (h_) hal_error_free(Release(std::exchange(h_, nullptr)));
+  }
+  H get() const { return h_; }
+  H release_ownership() { return std::exchange(h_, nullptr); }
+  explicit operator bool() const { return h_ != nullptr; }
+
+ private:
+  H h_ = nullptr;
+};
+
+class Device;
+class Stream;
+
+class Buffer : public Handle<hal_buffer, hal_buffer_retain, hal_buffer_release> {
+ public:
+  using Handle::Handle;
+  Result<hal_buffer_info> info() const {
+    hal_buffer_info i{};
+    i.struct_size = sizeof i;
+    if (hal_error* e = hal_buffer_get_info(get(), &i)) return Error::adopt(e);
+    return i;
+  }
+  uint64_t size() const { auto i = info(); return i ? i->size : 0; }
+  uint64_t address() const { auto i = info(); return i ? i->device_address : 0; }
+  void* host_pointer() const { auto i = info(); return i ? i->host_pointer : nullptr; }
+};
+
+class Event : public Handle<hal_event, hal_event_retain, hal_event_release> {
+ public:
+  using Handle::Handle;
+  Status synchronize() const { return check(hal_event_synchronize(get())); }
+  Result<bool> query() const {
+    bool done = false;
+    if (hal_error* e = hal_event_query(get(), &done)) return Error::adopt(e);
+    return done;
+  }
+  // Milliseconds from `start` to this event.
+  Result<float> elapsed_since(const Event& start) const {
+    float ms = 0;
+    if (hal_error* e = hal_event_elapsed_ms(start.get(), get(), &ms)) return Error::adopt(e);
+    return ms;
+  }
+};
+
+class Kernel : public Handle<hal_kernel, hal_kernel_retain, hal_kernel_release> {
+ public:
+  using Handle::Handle;
+  Result<hal_kernel_info> info() const {
+    hal_kernel_info i{};
+    i.struct_size = sizeof i;
+    if (hal_error* e = hal_kernel_get_info(get(), &i)) return Error::adopt(e);
+    return i;
+  }
+  Result<std::vector<hal_kernel_arg>> args() const {
+    auto i = info();
+    if (!i) return i.error();
+    std::vector<hal_kernel_arg> out(i->arg_count);
+    for (uint32_t k = 0; k < i->arg_count; ++k)
+      if (hal_error* e = hal_kernel_get_arg(get(), k, &out[k])) return Error::adopt(e);
+    return out;
+  }
+};
+
+class Module : public Handle<hal_module, hal_module_retain, hal_module_release> {
+ public:
+  using Handle::Handle;
+  Result<Kernel> kernel(const char* name) const {
+    hal_kernel k = nullptr;
+    if (hal_error* e = hal_module_get_kernel(get(), name, &k)) return Error::adopt(e);
+    return Kernel(k);
+  }
+};
+
+class Partition : public Handle<hal_partition, hal_partition_retain, hal_partition_release> {
+ public:
+  using Handle::Handle;
+  Result<hal_partition_info> info() const {
+    hal_partition_info i{};
+    i.struct_size = sizeof i;
+    if (hal_error* e = hal_partition_get_info(get(), &i)) return Error::adopt(e);
+    return i;
+  }
+};
+
+// Packs kernel arguments into the blob a launch takes, following the kernel's layout.
+class ArgPack {
+ public:
+  ArgPack& pointer(const Buffer& b, uint64_t offset = 0) { return value(b.address() + offset); }
+  template <typename T>
+  ArgPack& value(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    size_t align = alignof(T) < 8 ? alignof(T) : 8;
+    size_t at = (bytes_.size() + align - 1) / align * align;
+    bytes_.resize(at + sizeof(T));
+    std::memcpy(bytes_.data() + at, &v, sizeof(T));
+    return *this;
+  }
+  const void* data() const { return bytes_.data(); }
+  size_t size() const { return bytes_.size(); }
+
+ private:
+  std::vector<unsigned char> bytes_;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+class Stream : public Handle<hal_stream, hal_stream_retain, hal_stream_release> {
+ public:
+  using Handle::Handle;
+  Status synchronize() const { return check(hal_stream_synchronize(get())); }
+  Status write(const Buffer& dst, uint64_t off, const void* src, uint64_t size) const {
+    return check(hal_stream_write(get(), dst.get(), off, src, size));
+  }
+  Status read(const Buffer& src, uint64_t off, void* dst, uint64_t size) const {
+    return check(hal_stream_read(get(), src.get(), off, dst, size));
+  }
+  Status copy(const Buffer& dst, uint64_t doff, const Buffer& src, uint64_t soff,
+              uint64_t size) const {
+    return check(hal_stream_copy(get(), dst.get(), doff, src.get(), soff, size));
+  }
+  template <typename T>
+  Status fill(const Buffer& dst, uint64_t off, uint64_t size, T pattern) const {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4);
+    return check(hal_stream_fill(get(), dst.get(), off, size, &pattern, sizeof(T)));
+  }
+  Status record(const Event& ev) const { return check(hal_event_record(ev.get(), get())); }
+  Status wait(const Event& ev) const { return check(hal_stream_wait_event(get(), ev.get())); }
+  Status launch(const Kernel& k, Dim3 grid, Dim3 block, const void* args, size_t args_size,
+                uint32_t shared_bytes = 0) const {
+    hal_launch_desc d{};
+    d.struct_size = sizeof d;
+    d.grid[0] = grid.x; d.grid[1] = grid.y; d.grid[2] = grid.z;
+    d.block[0] = block.x; d.block[1] = block.y; d.block[2] = block.z;
+    d.shared_bytes = shared_bytes;
+    d.args = args;
+    d.args_size = args_size;
+    return check(hal_stream_launch(get(), k.get(), &d));
+  }
+  Status launch(const Kernel& k, Dim3 grid, Dim3 block, const ArgPack& args,
+                uint32_t shared_bytes = 0) const {
+    return launch(k, grid, block, args.data(), args.size(), shared_bytes);
+  }
+};
+
+class Device : public Handle<hal_device, hal_device_retain, hal_device_release> {
+ public:
+  using Handle::Handle;
+  static Result<Device> open(const char* uri) {
+    hal_device d = nullptr;
+    if (hal_error* e = hal_device_open(uri, &d)) return Error::adopt(e);
+    return Device(d);
+  }
+  Result<hal_device_info> info() const {
+    hal_device_info i{};
+    i.struct_size = sizeof i;
+    if (hal_error* e = hal_device_get_info(get(), &i)) return Error::adopt(e);
+    return i;
+  }
+  bool has(const char* capability) const {
+    bool v = false;
+    hal_error* e = hal_device_has_capability(get(), capability, &v);
+    hal_error_free(e);
+    return v;
+  }
+  Result<Buffer> allocate(uint64_t size, hal_memory_kind kind = HAL_MEMORY_DEVICE) const {
+    hal_buffer_desc d{};
+    d.struct_size = sizeof d;
+    d.kind = kind;
+    d.size = size;
+    hal_buffer b = nullptr;
+    if (hal_error* e = hal_buffer_create(get(), &d, &b)) return Error::adopt(e);
+    return Buffer(b);
+  }
+  Result<Stream> create_stream(const Partition* partition = nullptr) const {
+    hal_stream_desc d{};
+    d.struct_size = sizeof d;
+    d.partition = partition ? partition->get() : nullptr;
+    hal_stream s = nullptr;
+    if (hal_error* e = hal_stream_create(get(), &d, &s)) return Error::adopt(e);
+    return Stream(s);
+  }
+  Result<Event> create_event(bool timing = true) const {
+    hal_event_desc d{};
+    d.struct_size = sizeof d;
+    d.flags = timing ? HAL_EVENT_TIMING : 0;
+    hal_event ev = nullptr;
+    if (hal_error* e = hal_event_create(get(), &d, &ev)) return Error::adopt(e);
+    return Event(ev);
+  }
+  Result<Module> load_module(hal_module_format format, const char* target, const void* data,
+                             size_t size, const char* name = nullptr) const {
+    hal_module_desc d{};
+    d.struct_size = sizeof d;
+    d.format = format;
+    d.target = target;
+    d.data = data;
+    d.size = size;
+    d.name = name;
+    hal_module m = nullptr;
+    if (hal_error* e = hal_module_load(get(), &d, &m)) return Error::adopt(e);
+    return Module(m);
+  }
+  // Splits off `units` compute units; the second partition holds the rest.
+  Result<std::pair<Partition, Partition>> split(uint32_t units, uint32_t flags = 0) const {
+    hal_partition_desc d{};
+    d.struct_size = sizeof d;
+    d.units = units;
+    d.flags = flags;
+    hal_partition a = nullptr, b = nullptr;
+    if (hal_error* e = hal_device_split(get(), &d, &a, &b)) return Error::adopt(e);
+    return std::pair<Partition, Partition>(Partition(a), Partition(b));
+  }
+};
+
+// The registry's view: every backend and plugin file tried, and the devices they offer.
+inline Result<std::vector<hal_backend_record>> backend_records() {
+  uint32_t n = 0;
+  if (hal_error* e = hal_registry_count(&n)) return Error::adopt(e);
+  std::vector<hal_backend_record> out(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    out[i].struct_size = sizeof(hal_backend_record);
+    if (hal_error* e = hal_registry_record(i, &out[i])) return Error::adopt(e);
+  }
+  return out;
+}
+
+inline Result<std::vector<std::string>> device_uris() {
+  uint32_t n = 0;
+  if (hal_error* e = hal_device_count(&n)) return Error::adopt(e);
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < n; ++i) {
+    char uri[64];
+    if (hal_error* e = hal_device_uri(i, uri, sizeof uri)) return Error::adopt(e);
+    out.emplace_back(uri);
+  }
+  return out;
+}
+
+}  // namespace halcyon

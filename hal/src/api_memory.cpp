@@ -1,0 +1,66 @@
+// Buffers.
+#include "core.hpp"
+
+namespace halcyon::core {
+BufferObj::~BufferObj() {
+  if (be) api().buffer_destroy(be);
+}
+}  // namespace halcyon::core
+
+using namespace halcyon::core;
+
+extern "C" {
+
+HAL_API hal_error* hal_buffer_create(hal_device d, const hal_buffer_desc* desc, hal_buffer* out) {
+  constexpr const char* fn = "hal_buffer_create";
+  HAL_CORE_GUARD(fn, {
+    if (!out) return err(HAL_INVALID_ARGUMENT, "{}: out is NULL", fn);
+    *out = nullptr;
+    hal_error* e = nullptr;
+    auto dev = lookup<DeviceObj>(d, fn, "device", &e);
+    if (!dev) return e;
+    hal_buffer_desc bd{};
+    if ((e = read_struct(desc, HAL_BUFFER_DESC_MIN_SIZE, &bd, fn, "hal_buffer_desc"))) return e;
+    if (bd.kind != HAL_MEMORY_DEVICE && bd.kind != HAL_MEMORY_HOST_PINNED)
+      return err(HAL_INVALID_ARGUMENT, "{}: memory kind {} is neither HAL_MEMORY_DEVICE nor HAL_MEMORY_HOST_PINNED", fn, int(bd.kind));
+    if (bd.flags != 0) return err(HAL_INVALID_ARGUMENT, "{}: flags 0x{:x} are reserved and must be 0", fn, bd.flags);
+    if (bd.alignment != 0 && (bd.alignment & (bd.alignment - 1)) != 0)
+      return err(HAL_INVALID_ARGUMENT, "{}: alignment {} is not a power of two", fn, bd.alignment);
+    if (bd.kind == HAL_MEMORY_DEVICE && dev->info.memory_bytes != 0 && bd.size > dev->info.memory_bytes)
+      return err(HAL_OUT_OF_MEMORY, "{}: {} bytes asked for, {} has {} bytes of memory", fn, bd.size,
+                 dev->uri, dev->info.memory_bytes);
+    auto b = std::make_shared<BufferObj>(dev);
+    b->kind = bd.kind;
+    b->size = bd.size;
+    if ((e = dev->api().buffer_create(dev->be, &bd, &b->be, &b->address, &b->host))) return e;
+    *out = reinterpret_cast<hal_buffer>(handle_insert(b));
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_buffer_get_info(hal_buffer h, hal_buffer_info* out) {
+  constexpr const char* fn = "hal_buffer_get_info";
+  HAL_CORE_GUARD(fn, {
+    hal_error* e = nullptr;
+    auto b = lookup<BufferObj>(h, fn, "buffer", &e);
+    if (!b) return e;
+    if ((e = check_out_struct(out, HAL_BUFFER_INFO_MIN_SIZE, fn, "hal_buffer_info"))) return e;
+    hal_buffer_info i{};
+    i.struct_size = sizeof i;
+    i.kind = b->kind;
+    i.size = b->size;
+    i.device_address = b->address;
+    i.host_pointer = b->host;
+    write_struct(i, out);
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_buffer_retain(hal_buffer h) {
+  HAL_CORE_GUARD("hal_buffer_retain", { return handle_retain(reinterpret_cast<uint64_t>(h), ObjType::Buffer, "hal_buffer_retain"); })
+}
+HAL_API hal_error* hal_buffer_release(hal_buffer h) {
+  HAL_CORE_GUARD("hal_buffer_release", { return handle_release(reinterpret_cast<uint64_t>(h), ObjType::Buffer, "hal_buffer_release"); })
+}
+
+}  // extern "C"

@@ -1,0 +1,168 @@
+// Modules, kernels and launches.
+#include "core.hpp"
+
+namespace halcyon::core {
+ModuleObj::~ModuleObj() {
+  if (be) api().module_destroy(be);
+}
+KernelObj::~KernelObj() {
+  if (be) api().kernel_destroy(be);
+}
+
+namespace {
+const char* format_name(hal_module_format f) {
+  switch (f) {
+    case HAL_MODULE_PTX: return "ptx";
+    case HAL_MODULE_CUBIN: return "cubin";
+    case HAL_MODULE_HSACO: return "hsaco";
+    case HAL_MODULE_SPIRV: return "spirv";
+    case HAL_MODULE_HOST: return "host";
+    default: return nullptr;
+  }
+}
+constexpr uint32_t kMaxKernelArgs = 256;
+}  // namespace
+}  // namespace halcyon::core
+
+using namespace halcyon::core;
+
+extern "C" {
+
+HAL_API hal_error* hal_module_load(hal_device d, const hal_module_desc* desc, hal_module* out) {
+  constexpr const char* fn = "hal_module_load";
+  HAL_CORE_GUARD(fn, {
+    if (!out) return err(HAL_INVALID_ARGUMENT, "{}: out is NULL", fn);
+    *out = nullptr;
+    hal_error* e = nullptr;
+    auto dev = lookup<DeviceObj>(d, fn, "device", &e);
+    if (!dev) return e;
+    hal_module_desc md{};
+    if ((e = read_struct(desc, HAL_MODULE_DESC_MIN_SIZE, &md, fn, "hal_module_desc"))) return e;
+    const char* fmt_name = format_name(md.format);
+    std::string mname = md.name ? md.name : "<unnamed module>";
+    if (!fmt_name) return err(HAL_INVALID_ARGUMENT, "{}: module '{}' has unknown format {}", fn, mname, int(md.format));
+    if (!md.data || md.size == 0) return err(HAL_INVALID_ARGUMENT, "{}: module '{}' has no data", fn, mname);
+    if (!md.target || !*md.target)
+      return err(HAL_INVALID_ARGUMENT, "{}: module '{}' has no target architecture tag", fn, mname);
+    // The device advertises the formats it loads as "module.<format>" capabilities.
+    std::string cap = std::string("module.") + fmt_name;
+    std::string caps = std::string(" ") + dev->info.capabilities + " ";
+    if (caps.find(" " + cap + " ") == std::string::npos)
+      return err(HAL_ARCH_MISMATCH, "{}: module '{}' is {} for {}, but {} ({}) does not load {} modules",
+                 fn, mname, fmt_name, md.target, dev->uri, dev->info.arch, fmt_name);
+    auto m = std::make_shared<ModuleObj>(dev);
+    m->name = mname;
+    if ((e = dev->api().module_load(dev->be, &md, &m->be))) return e;
+    *out = reinterpret_cast<hal_module>(handle_insert(m));
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_module_retain(hal_module h) {
+  HAL_CORE_GUARD("hal_module_retain", { return handle_retain(reinterpret_cast<uint64_t>(h), ObjType::Module, "hal_module_retain"); })
+}
+HAL_API hal_error* hal_module_release(hal_module h) {
+  HAL_CORE_GUARD("hal_module_release", { return handle_release(reinterpret_cast<uint64_t>(h), ObjType::Module, "hal_module_release"); })
+}
+
+HAL_API hal_error* hal_module_get_kernel(hal_module h, const char* name, hal_kernel* out) {
+  constexpr const char* fn = "hal_module_get_kernel";
+  HAL_CORE_GUARD(fn, {
+    if (!out) return err(HAL_INVALID_ARGUMENT, "{}: out is NULL", fn);
+    *out = nullptr;
+    hal_error* e = nullptr;
+    auto m = lookup<ModuleObj>(h, fn, "module", &e);
+    if (!m) return e;
+    if (!name || !*name) return err(HAL_INVALID_ARGUMENT, "{}: kernel name is NULL or empty", fn);
+    auto k = std::make_shared<KernelObj>(m->device, m);
+    k->info.struct_size = sizeof k->info;
+    k->args.resize(kMaxKernelArgs);
+    if ((e = m->api().kernel_get(m->be, name, &k->be, &k->info, k->args.data(), kMaxKernelArgs))) return e;
+    if (k->info.arg_count > kMaxKernelArgs)
+      return err(HAL_INTERNAL, "{}: backend reported {} arguments for '{}'", fn, k->info.arg_count, name);
+    k->args.resize(k->info.arg_count);
+    k->info.struct_size = sizeof k->info;
+    k->info.next = nullptr;
+    std::snprintf(k->info.name, sizeof k->info.name, "%s", name);
+    for (auto& a : k->args)
+      if (uint64_t(a.offset) + a.size > k->info.args_size)
+        return err(HAL_INTERNAL, "{}: kernel '{}' argument at {}+{} lies past its {}-byte blob", fn,
+                   name, a.offset, a.size, k->info.args_size);
+    *out = reinterpret_cast<hal_kernel>(handle_insert(k));
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_kernel_get_info(hal_kernel h, hal_kernel_info* out) {
+  constexpr const char* fn = "hal_kernel_get_info";
+  HAL_CORE_GUARD(fn, {
+    hal_error* e = nullptr;
+    auto k = lookup<KernelObj>(h, fn, "kernel", &e);
+    if (!k) return e;
+    if ((e = check_out_struct(out, HAL_KERNEL_INFO_MIN_SIZE, fn, "hal_kernel_info"))) return e;
+    write_struct(k->info, out);
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_kernel_get_arg(hal_kernel h, uint32_t index, hal_kernel_arg* out) {
+  constexpr const char* fn = "hal_kernel_get_arg";
+  HAL_CORE_GUARD(fn, {
+    hal_error* e = nullptr;
+    auto k = lookup<KernelObj>(h, fn, "kernel", &e);
+    if (!k) return e;
+    if (!out) return err(HAL_INVALID_ARGUMENT, "{}: out is NULL", fn);
+    if (index >= k->args.size())
+      return err(HAL_OUT_OF_RANGE, "{}: kernel '{}' has {} argument(s), index {} asked for", fn,
+                 k->info.name, k->args.size(), index);
+    *out = k->args[index];
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_kernel_retain(hal_kernel h) {
+  HAL_CORE_GUARD("hal_kernel_retain", { return handle_retain(reinterpret_cast<uint64_t>(h), ObjType::Kernel, "hal_kernel_retain"); })
+}
+HAL_API hal_error* hal_kernel_release(hal_kernel h) {
+  HAL_CORE_GUARD("hal_kernel_release", { return handle_release(reinterpret_cast<uint64_t>(h), ObjType::Kernel, "hal_kernel_release"); })
+}
+
+HAL_API hal_error* hal_stream_launch(hal_stream st, hal_kernel kh, const hal_launch_desc* desc) {
+  constexpr const char* fn = "hal_stream_launch";
+  HAL_CORE_GUARD(fn, {
+    hal_error* e = nullptr;
+    auto s = lookup<StreamObj>(st, fn, "stream", &e);
+    if (!s) return e;
+    auto k = lookup<KernelObj>(kh, fn, "kernel", &e);
+    if (!k) return e;
+    hal_launch_desc ld{};
+    if ((e = read_struct(desc, HAL_LAUNCH_DESC_MIN_SIZE, &ld, fn, "hal_launch_desc"))) return e;
+    if (k->device->uri != s->device->uri)
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}' was loaded on {}, the stream is on {}", fn,
+                 k->info.name, k->device->uri, s->device->uri);
+    if (ld.args_size != k->info.args_size)
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}' takes a {}-byte argument blob ({} argument(s)), got {} bytes",
+                 fn, k->info.name, k->info.args_size, k->info.arg_count, ld.args_size);
+    if (ld.args_size > 0 && !ld.args)
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': args is NULL", fn, k->info.name);
+    uint64_t threads = 1;
+    for (int i = 0; i < 3; ++i) {
+      if (ld.grid[i] == 0 || ld.block[i] == 0)
+        return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': grid ({},{},{}) and block ({},{},{}) must be >= 1 in every dimension",
+                   fn, k->info.name, ld.grid[0], ld.grid[1], ld.grid[2], ld.block[0], ld.block[1], ld.block[2]);
+      threads *= ld.block[i];
+    }
+    uint32_t max_threads = k->info.max_threads_per_block ? k->info.max_threads_per_block
+                                                         : s->device->info.max_threads_per_block;
+    if (max_threads && threads > max_threads)
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': block of {} threads exceeds its limit of {}", fn,
+                 k->info.name, threads, max_threads);
+    uint32_t max_shared = s->device->info.max_shared_per_block;
+    if (max_shared && uint64_t(ld.shared_bytes) + k->info.static_shared_bytes > max_shared)
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': {} dynamic + {} static bytes of shared memory exceed {}'s {} per block",
+                 fn, k->info.name, ld.shared_bytes, k->info.static_shared_bytes, s->device->uri, max_shared);
+    return s->api().stream_launch(s->be, k->be, &ld);
+  })
+}
+
+}  // extern "C"

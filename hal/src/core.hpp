@@ -1,0 +1,224 @@
+// Internal to libhalcyon: core objects behind the opaque handles, the handle table, and
+// helpers that every hal_* entry point uses to validate input before calling a backend.
+#pragma once
+
+#include <halcyon/hal.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct hal_error_s {
+  hal_status status;
+  std::string message;
+};
+
+namespace halcyon::core {
+
+// ---- errors -------------------------------------------------------------------------------
+hal_error* make_error(hal_status status, std::string message);
+
+template <typename... Args>
+hal_error* err(hal_status status, fmt::format_string<Args...> f, Args&&... args) {
+  return make_error(status, fmt::format(f, std::forward<Args>(args)...));
+}
+
+// Converts an exception escaping a core function into an error value.
+hal_error* error_from_current_exception(const char* function);
+
+void log(hal_log_level level, const std::string& message);
+extern const hal_host_api kHostApi;
+
+// ---- backends -----------------------------------------------------------------------------
+struct Backend {
+  const hal_backend_api* api = nullptr;
+  hal_be_backend* be = nullptr;
+  std::string name;
+  std::string source;  // "built-in" or the plugin's path
+  uint32_t device_count = 0;
+  void* dl = nullptr;
+  // Table entries appended after ABI 1.0 are usable only if the plugin's table holds them.
+  bool has_partition_split() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, partition_destroy) &&
+           api->partition_split && api->partition_destroy;
+  }
+};
+
+// ---- objects ------------------------------------------------------------------------------
+enum class ObjType : uint8_t {
+  Device = 1, Buffer, Stream, Event, Module, Kernel, Partition
+};
+const char* type_name(ObjType t);
+
+struct Object {
+  explicit Object(ObjType t) : type(t) {}
+  virtual ~Object() = default;
+  Object(const Object&) = delete;
+  Object& operator=(const Object&) = delete;
+  const ObjType type;
+  std::atomic<uint32_t> user_refs{1};
+  uint64_t handle = 0;
+};
+
+struct DeviceObj final : Object {
+  DeviceObj() : Object(ObjType::Device) {}
+  ~DeviceObj() override;
+  Backend* backend = nullptr;
+  hal_be_device* be = nullptr;
+  std::string uri;
+  hal_device_info info{};
+  std::atomic<int> live_children{0};  // for the "released before its children" report
+  const hal_backend_api& api() const { return *backend->api; }
+};
+
+// Every object but a device belongs to one; it keeps the device alive until it goes.
+struct DeviceChild : Object {
+  DeviceChild(ObjType t, std::shared_ptr<DeviceObj> d) : Object(t), device(std::move(d)) {
+    device->live_children.fetch_add(1);
+  }
+  ~DeviceChild() override { device->live_children.fetch_sub(1); }
+  std::shared_ptr<DeviceObj> device;
+  const hal_backend_api& api() const { return device->api(); }
+};
+
+struct PartitionObj final : DeviceChild {
+  explicit PartitionObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Partition, std::move(d)) {}
+  ~PartitionObj() override;
+  hal_be_partition* be = nullptr;
+  hal_partition_info info{};
+};
+
+struct BufferObj final : DeviceChild {
+  explicit BufferObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Buffer, std::move(d)) {}
+  ~BufferObj() override;
+  hal_be_buffer* be = nullptr;
+  hal_memory_kind kind = HAL_MEMORY_DEVICE;
+  uint64_t size = 0;
+  uint64_t address = 0;
+  void* host = nullptr;
+};
+
+struct StreamObj final : DeviceChild {
+  explicit StreamObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Stream, std::move(d)) {}
+  ~StreamObj() override;
+  hal_be_stream* be = nullptr;
+  std::shared_ptr<PartitionObj> partition;
+};
+
+struct EventObj final : DeviceChild {
+  explicit EventObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Event, std::move(d)) {}
+  ~EventObj() override;
+  hal_be_event* be = nullptr;
+  bool timing = true;
+  std::atomic<bool> recorded{false};
+};
+
+struct ModuleObj final : DeviceChild {
+  explicit ModuleObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Module, std::move(d)) {}
+  ~ModuleObj() override;
+  hal_be_module* be = nullptr;
+  std::string name;
+};
+
+struct KernelObj final : DeviceChild {
+  KernelObj(std::shared_ptr<DeviceObj> d, std::shared_ptr<ModuleObj> m)
+      : DeviceChild(ObjType::Kernel, std::move(d)), module(std::move(m)) {}
+  ~KernelObj() override;
+  hal_be_kernel* be = nullptr;
+  std::shared_ptr<ModuleObj> module;
+  hal_kernel_info info{};
+  std::vector<hal_kernel_arg> args;
+};
+
+template <typename T> constexpr ObjType type_of();
+template <> constexpr ObjType type_of<DeviceObj>() { return ObjType::Device; }
+template <> constexpr ObjType type_of<BufferObj>() { return ObjType::Buffer; }
+template <> constexpr ObjType type_of<StreamObj>() { return ObjType::Stream; }
+template <> constexpr ObjType type_of<EventObj>() { return ObjType::Event; }
+template <> constexpr ObjType type_of<ModuleObj>() { return ObjType::Module; }
+template <> constexpr ObjType type_of<KernelObj>() { return ObjType::Kernel; }
+template <> constexpr ObjType type_of<PartitionObj>() { return ObjType::Partition; }
+
+// ---- handle table -------------------------------------------------------------------------
+// A handle encodes type (8 bits), generation (24 bits) and slot+1 (32 bits). A released
+// handle's slot gets a new generation, so a stale handle is recognised, never dereferenced.
+uint64_t handle_insert(std::shared_ptr<Object> obj);
+// Looks a handle up; on failure returns null and sets *error (naming `what` and the value).
+std::shared_ptr<Object> handle_lookup(uint64_t h, ObjType type, const char* function,
+                                      const char* what, hal_error** error);
+hal_error* handle_retain(uint64_t h, ObjType type, const char* function);
+// Drops one user reference; the object is destroyed once no call or child still holds it.
+hal_error* handle_release(uint64_t h, ObjType type, const char* function);
+
+template <typename T, typename H>
+std::shared_ptr<T> lookup(H handle, const char* function, const char* what, hal_error** error) {
+  auto obj = handle_lookup(reinterpret_cast<uint64_t>(handle), type_of<T>(), function, what, error);
+  return std::static_pointer_cast<T>(obj);
+}
+
+template <typename H, typename T>
+H to_handle(const std::shared_ptr<T>& obj) {
+  return reinterpret_cast<H>(obj->handle);
+}
+
+// ---- struct versioning --------------------------------------------------------------------
+// Copies a caller's input struct into a full-size local one: fields past its struct_size keep
+// the defaults already in `out`; extra bytes from a newer caller are ignored.
+template <typename T>
+hal_error* read_struct(const T* in, size_t min_size, T* out, const char* function,
+                       const char* type_name) {
+  if (in == nullptr)
+    return err(HAL_INVALID_ARGUMENT, "{}: {} pointer is NULL", function, type_name);
+  if (in->struct_size < min_size)
+    return err(HAL_VERSION_MISMATCH,
+               "{}: {}.struct_size is {}, smaller than its first version ({} bytes): "
+               "set struct_size = sizeof({})",
+               function, type_name, in->struct_size, min_size, type_name);
+  std::memcpy(static_cast<void*>(out), in, std::min(in->struct_size, sizeof(T)));
+  out->struct_size = sizeof(T);
+  return nullptr;
+}
+
+// Checks an output struct's header; the caller later calls write_struct.
+template <typename T>
+hal_error* check_out_struct(const T* out, size_t min_size, const char* function,
+                            const char* type_name) {
+  if (out == nullptr)
+    return err(HAL_INVALID_ARGUMENT, "{}: output {} pointer is NULL", function, type_name);
+  if (out->struct_size < min_size)
+    return err(HAL_VERSION_MISMATCH,
+               "{}: output {}.struct_size is {}, smaller than its first version ({} bytes)",
+               function, type_name, out->struct_size, min_size);
+  return nullptr;
+}
+
+// Writes only the fields that fit in the caller's struct; its struct_size and next stay.
+template <typename T>
+void write_struct(const T& full, T* out) {
+  size_t n = std::min(out->struct_size, sizeof(T));
+  size_t header = offsetof(T, next) + sizeof(out->next);
+  if (n > header)
+    std::memcpy(reinterpret_cast<char*>(out) + header, reinterpret_cast<const char*>(&full) + header,
+                n - header);
+}
+
+// ---- registry -----------------------------------------------------------------------------
+hal_error* registry_ensure_init();
+// Finds a backend by URI scheme; fills the selector part.
+hal_error* registry_resolve(const char* uri, Backend** backend, uint32_t* index,
+                            std::string* canonical_uri);
+
+}  // namespace halcyon::core
+
+// Every hal_* body runs inside this: no exception crosses the C ABI.
+#define HAL_CORE_GUARD(function, ...)                                   \
+  try {                                                                 \
+    __VA_ARGS__                                                         \
+  } catch (...) {                                                       \
+    return ::halcyon::core::error_from_current_exception(function);     \
+  }

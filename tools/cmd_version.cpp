@@ -1,0 +1,15 @@
+#include <halcyon/hal.h>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+
+namespace {
+int run(const std::vector<std::string>&) {
+  uint32_t major = 0, minor = 0;
+  hal_abi_version(&major, &minor);
+  fmt::print("halcyon {} (C ABI {}.{})\n", HALCYON_VERSION, major, minor);
+  return 0;
+}
+halcyon::cli::Register reg({"version", "print the halcyon version and C ABI version", run});
+}  // namespace
