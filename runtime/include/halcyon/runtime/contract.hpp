@@ -1,0 +1,120 @@
+// Kernel contracts: one declaration per operator (kernels/<family>/<op>.contract), shared by
+// every implementation. Parsed from the text files embedded at build time.
+//
+// Line format (one statement a line, '#' starts a comment):
+//   op <name>
+//   summary <text>
+//   input  <name> <dtype> [<dims>] [optional]
+//   output <name> <dtype> [<dims>] exact | rel <tolerance>
+//   param  <name> int|f32|bool|enum <default> [<choice>|<choice>...]
+//   dim    <symbol> = <expression over params, dims and integers: + - * / ( )>
+//   range  <input> <lo> <hi>          value domain of random test inputs
+//   case   <sym>=<int> ... [<param>=<value> ...]
+//   note   <text>
+#pragma once
+
+#include <halcyon/result.hpp>
+#include <halcyon/runtime/tensor.hpp>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace halcyon::rt {
+
+struct Tolerance {
+  bool exact = false;
+  double rel = 0;  // ||out - ref|| / ||ref|| must not exceed this
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::string> dims;  // symbols or integer literals
+  bool optional = false;
+  Tolerance tolerance;            // outputs only
+};
+
+enum class ParamType : uint8_t { Int, F32, Bool, Enum };
+using ParamValue = std::variant<int64_t, double, bool, std::string>;
+
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::Int;
+  ParamValue default_value;
+  std::vector<std::string> choices;  // enum only
+};
+
+struct DimRule {
+  std::string symbol;
+  std::string expression;
+};
+
+struct ValueRange {
+  std::string input;
+  double lo = 0, hi = 1;
+};
+
+struct ContractCase {
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, std::string> params;  // as written; parsed by bind()
+  std::string text;                            // the line, for reports
+};
+
+struct Contract {
+  std::string op;
+  std::string summary;
+  std::string file;  // e.g. "moe/moe_gate.contract"
+  std::vector<TensorSpec> inputs, outputs;
+  std::vector<ParamSpec> params;
+  std::vector<DimRule> dim_rules;
+  std::vector<ValueRange> ranges;
+  std::vector<ContractCase> cases;
+  std::vector<std::string> notes;
+  std::string text;  // the contract as written
+
+  const TensorSpec* find_tensor(std::string_view name) const;
+  const ParamSpec* find_param(std::string_view name) const;
+  const ValueRange* find_range(std::string_view input) const;
+};
+
+Result<Contract> parse_contract(std::string_view text, std::string_view file);
+
+// Every contract compiled into the library, sorted by op name.
+const std::vector<Contract>& contracts();
+const Contract* find_contract(std::string_view op);
+
+// Parameters with defaults filled in and values type-checked.
+class ParamSet {
+ public:
+  int64_t i(std::string_view name) const;
+  double f(std::string_view name) const;
+  bool b(std::string_view name) const;
+  const std::string& s(std::string_view name) const;
+  const std::map<std::string, ParamValue, std::less<>>& values() const { return values_; }
+  std::map<std::string, ParamValue, std::less<>>& values() { return values_; }
+
+ private:
+  std::map<std::string, ParamValue, std::less<>> values_;
+};
+
+// A call checked against its contract: parameters typed, every dim symbol resolved.
+struct Binding {
+  ParamSet params;
+  std::map<std::string, int64_t, std::less<>> dims;
+  int64_t dim(std::string_view symbol) const;
+  // Shape of a tensor of the contract under these dims.
+  std::vector<int64_t> shape_of(const TensorSpec& spec) const;
+};
+
+// Resolves params (text values, defaults) and dims. Dims come from `dims` first (a case),
+// then from the shapes of given input tensors, then from dim rules.
+Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>& params,
+                     const std::map<std::string, int64_t>& dims,
+                     const std::map<std::string, std::vector<int64_t>>& input_shapes);
+
+std::string to_string(const ParamValue& v);
+
+}  // namespace halcyon::rt
