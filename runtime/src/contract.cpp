@@ -1,0 +1,419 @@
+// The .contract parser and call binding (see contract.hpp for the format).
+#include <halcyon/runtime/contract.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+namespace halcyon::rt {
+namespace {
+
+std::vector<std::string> split_ws(std::string_view s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!cur.empty()) out.push_back(std::move(cur)), cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_int(std::string_view s, int64_t* v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool parse_double(std::string_view s, double* v) {
+  std::string str(s);
+  char* end = nullptr;
+  *v = std::strtod(str.c_str(), &end);
+  return !str.empty() && end == str.c_str() + str.size();
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// Parses "[T, E]" (possibly spread over several tokens) starting at tokens[i].
+bool parse_dims(const std::vector<std::string>& tok, size_t& i, std::vector<std::string>* dims) {
+  std::string joined;
+  for (; i < tok.size(); ++i) {
+    joined += tok[i];
+    if (tok[i].find(']') != std::string::npos) {
+      ++i;
+      break;
+    }
+  }
+  if (joined.size() < 2 || joined.front() != '[' || joined.back() != ']') return false;
+  std::string inner = joined.substr(1, joined.size() - 2);
+  dims->clear();
+  if (inner.empty()) return true;  // a scalar: []
+  std::stringstream ss(inner);
+  std::string d;
+  while (std::getline(ss, d, ',')) {
+    auto t = std::string(trim(d));
+    int64_t v;
+    if (!is_identifier(t) && !parse_int(t, &v)) return false;
+    dims->push_back(t);
+  }
+  return true;
+}
+
+// Evaluates + - * / ( ) over integers and symbols.
+class Expr {
+ public:
+  Expr(std::string_view s, const std::map<std::string, int64_t, std::less<>>& env) : s_(s), env_(env) {}
+  bool eval(int64_t* out, std::string* err) {
+    if (!sum(out, err)) return false;
+    skip();
+    if (pos_ != s_.size()) {
+      *err = fmt::format("unexpected '{}' in '{}'", s_.substr(pos_), s_);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  void skip() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool sum(int64_t* v, std::string* err) {
+    if (!product(v, err)) return false;
+    for (;;) {
+      skip();
+      if (pos_ >= s_.size() || (s_[pos_] != '+' && s_[pos_] != '-')) return true;
+      char op = s_[pos_++];
+      int64_t r;
+      if (!product(&r, err)) return false;
+      *v = op == '+' ? *v + r : *v - r;
+    }
+  }
+  bool product(int64_t* v, std::string* err) {
+    if (!atom(v, err)) return false;
+    for (;;) {
+      skip();
+      if (pos_ >= s_.size() || (s_[pos_] != '*' && s_[pos_] != '/')) return true;
+      char op = s_[pos_++];
+      int64_t r;
+      if (!atom(&r, err)) return false;
+      if (op == '/' && r == 0) {
+        *err = fmt::format("division by zero in '{}'", s_);
+        return false;
+      }
+      *v = op == '*' ? *v * r : *v / r;
+    }
+  }
+  bool atom(int64_t* v, std::string* err) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == '(') {
+      ++pos_;
+      if (!sum(v, err)) return false;
+      skip();
+      if (pos_ >= s_.size() || s_[pos_] != ')') {
+        *err = fmt::format("missing ')' in '{}'", s_);
+        return false;
+      }
+      ++pos_;
+      return true;
+    }
+    size_t start = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    std::string_view tok = s_.substr(start, pos_ - start);
+    if (tok.empty()) {
+      *err = fmt::format("expected a number or symbol in '{}'", s_);
+      return false;
+    }
+    if (parse_int(tok, v)) return true;
+    auto it = env_.find(tok);
+    if (it == env_.end()) {
+      *err = fmt::format("'{}' is not known yet", tok);
+      return false;
+    }
+    *v = it->second;
+    return true;
+  }
+  std::string_view s_;
+  size_t pos_ = 0;
+  const std::map<std::string, int64_t, std::less<>>& env_;
+};
+
+Result<ParamValue> parse_param_value(const ParamSpec& p, std::string_view text) {
+  auto bad = [&](const char* what) {
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("parameter '{}': '{}' is not {}", p.name, text, what));
+  };
+  switch (p.type) {
+    case ParamType::Int: {
+      int64_t v;
+      if (!parse_int(text, &v)) return bad("an integer");
+      return ParamValue(v);
+    }
+    case ParamType::F32: {
+      double v;
+      if (!parse_double(text, &v) || !std::isfinite(v)) return bad("a finite number");
+      return ParamValue(v);
+    }
+    case ParamType::Bool:
+      if (text == "true" || text == "1") return ParamValue(true);
+      if (text == "false" || text == "0") return ParamValue(false);
+      return bad("true or false");
+    case ParamType::Enum:
+      if (std::find(p.choices.begin(), p.choices.end(), text) == p.choices.end()) {
+        std::string all;
+        for (auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
+        return Error(HAL_INVALID_ARGUMENT, fmt::format("parameter '{}': '{}' is not one of {}", p.name, text, all));
+      }
+      return ParamValue(std::string(text));
+  }
+  return bad("valid");
+}
+
+}  // namespace
+
+std::string to_string(const ParamValue& v) {
+  if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (auto* d = std::get_if<double>(&v)) return fmt::format("{}", *d);
+  if (auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  return std::get<std::string>(v);
+}
+
+const TensorSpec* Contract::find_tensor(std::string_view name) const {
+  for (auto* list : {&inputs, &outputs})
+    for (auto& t : *list)
+      if (t.name == name) return &t;
+  return nullptr;
+}
+const ParamSpec* Contract::find_param(std::string_view name) const {
+  for (auto& p : params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+const ValueRange* Contract::find_range(std::string_view input) const {
+  for (auto& r : ranges)
+    if (r.input == input) return &r;
+  return nullptr;
+}
+
+Result<Contract> parse_contract(std::string_view text, std::string_view file) {
+  Contract c;
+  c.file = std::string(file);
+  c.text = std::string(text);
+  int line_no = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    auto fail = [&](const std::string& why) {
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}:{}: {}", file, line_no, why));
+    };
+    auto tok = split_ws(line);
+    const std::string& kw = tok[0];
+    std::string_view rest = trim(line.substr(kw.size()));
+    if (kw == "op") {
+      if (tok.size() != 2 || !is_identifier(tok[1])) return fail("expected 'op <name>'");
+      c.op = tok[1];
+    } else if (kw == "summary") {
+      c.summary = std::string(rest);
+    } else if (kw == "note") {
+      c.notes.emplace_back(rest);
+    } else if (kw == "input" || kw == "output") {
+      if (tok.size() < 4) return fail(fmt::format("expected '{} <name> <dtype> [dims]'", kw));
+      TensorSpec t;
+      t.name = tok[1];
+      auto dt = parse_dtype(tok[2]);
+      if (!dt) return fail(fmt::format("unknown dtype '{}'", tok[2]));
+      t.dtype = *dt;
+      size_t i = 3;
+      if (!parse_dims(tok, i, &t.dims)) return fail("malformed dims: expected [A, B, 4]");
+      if (kw == "input") {
+        if (i < tok.size() && tok[i] == "optional") t.optional = true, ++i;
+        if (i != tok.size()) return fail(fmt::format("unexpected '{}'", tok[i]));
+        c.inputs.push_back(std::move(t));
+      } else {
+        if (i < tok.size() && tok[i] == "exact") {
+          t.tolerance.exact = true;
+          ++i;
+        } else if (i + 1 < tok.size() && tok[i] == "rel") {
+          if (!parse_double(tok[i + 1], &t.tolerance.rel) || t.tolerance.rel <= 0)
+            return fail(fmt::format("bad tolerance '{}'", tok[i + 1]));
+          i += 2;
+        } else {
+          return fail("an output needs a tolerance: 'exact' or 'rel <value>'");
+        }
+        if (i != tok.size()) return fail(fmt::format("unexpected '{}'", tok[i]));
+        c.outputs.push_back(std::move(t));
+      }
+    } else if (kw == "param") {
+      if (tok.size() < 4) return fail("expected 'param <name> <type> <default>'");
+      ParamSpec p;
+      p.name = tok[1];
+      if (tok[2] == "int") p.type = ParamType::Int;
+      else if (tok[2] == "f32") p.type = ParamType::F32;
+      else if (tok[2] == "bool") p.type = ParamType::Bool;
+      else if (tok[2] == "enum") p.type = ParamType::Enum;
+      else return fail(fmt::format("unknown param type '{}'", tok[2]));
+      if (p.type == ParamType::Enum) {
+        if (tok.size() != 5) return fail("expected 'param <name> enum <default> <a>|<b>|...'");
+        std::stringstream ss(tok[4]);
+        std::string choice;
+        while (std::getline(ss, choice, '|')) p.choices.push_back(choice);
+      } else if (tok.size() != 4) {
+        return fail(fmt::format("unexpected '{}'", tok[4]));
+      }
+      auto v = parse_param_value(p, tok[3]);
+      if (!v) return fail(v.error().message());
+      p.default_value = *v;
+      c.params.push_back(std::move(p));
+    } else if (kw == "dim") {
+      size_t eq = rest.find('=');
+      if (eq == std::string_view::npos) return fail("expected 'dim <symbol> = <expression>'");
+      DimRule r{std::string(trim(rest.substr(0, eq))), std::string(trim(rest.substr(eq + 1)))};
+      if (!is_identifier(r.symbol) || r.expression.empty()) return fail("expected 'dim <symbol> = <expression>'");
+      c.dim_rules.push_back(std::move(r));
+    } else if (kw == "range") {
+      ValueRange r;
+      if (tok.size() != 4 || !parse_double(tok[2], &r.lo) || !parse_double(tok[3], &r.hi) || r.lo > r.hi)
+        return fail("expected 'range <input> <lo> <hi>' with lo <= hi");
+      r.input = tok[1];
+      c.ranges.push_back(std::move(r));
+    } else if (kw == "case") {
+      ContractCase cc;
+      cc.text = std::string(rest);
+      for (size_t i = 1; i < tok.size(); ++i) {
+        size_t eq = tok[i].find('=');
+        if (eq == std::string::npos) return fail(fmt::format("case item '{}' is not name=value", tok[i]));
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        int64_t iv;
+        // A name that is a param is a param; anything else must be a dim symbol.
+        bool is_param = std::any_of(c.params.begin(), c.params.end(), [&](auto& p) { return p.name == k; });
+        if (is_param) cc.params[k] = v;
+        else if (parse_int(v, &iv)) cc.dims[k] = iv;
+        else return fail(fmt::format("case item '{}': '{}' is neither a param (declare params before cases) nor an integer dim", tok[i], k));
+      }
+      c.cases.push_back(std::move(cc));
+    } else {
+      return fail(fmt::format("unknown statement '{}'", kw));
+    }
+  }
+  if (c.op.empty()) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: no 'op' line", file));
+  if (c.outputs.empty()) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: op {} has no outputs", file, c.op));
+  for (auto& r : c.ranges)
+    if (!c.find_tensor(r.input)) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: range for unknown input '{}'", file, r.input));
+  return c;
+}
+
+int64_t ParamSet::i(std::string_view name) const { return std::get<int64_t>(values_.find(name)->second); }
+double ParamSet::f(std::string_view name) const { return std::get<double>(values_.find(name)->second); }
+bool ParamSet::b(std::string_view name) const { return std::get<bool>(values_.find(name)->second); }
+const std::string& ParamSet::s(std::string_view name) const {
+  return std::get<std::string>(values_.find(name)->second);
+}
+
+int64_t Binding::dim(std::string_view symbol) const {
+  auto it = dims.find(symbol);
+  return it == dims.end() ? -1 : it->second;
+}
+
+std::vector<int64_t> Binding::shape_of(const TensorSpec& spec) const {
+  std::vector<int64_t> out;
+  for (auto& d : spec.dims) {
+    int64_t v;
+    out.push_back(parse_int(d, &v) ? v : dim(d));
+  }
+  return out;
+}
+
+Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>& params,
+                     const std::map<std::string, int64_t>& dims,
+                     const std::map<std::string, std::vector<int64_t>>& input_shapes) {
+  Binding b;
+  for (auto& [k, v] : params)
+    if (!c.find_param(k))
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: unknown parameter '{}'", c.op, k));
+  for (auto& p : c.params) {
+    auto it = params.find(p.name);
+    if (it == params.end()) {
+      b.params.values()[p.name] = p.default_value;
+    } else {
+      auto v = parse_param_value(p, it->second);
+      if (!v) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: {}", c.op, v.error().message()));
+      b.params.values()[p.name] = *v;
+    }
+  }
+  // Int params are usable in dim expressions.
+  std::map<std::string, int64_t, std::less<>> env;
+  for (auto& [k, v] : b.params.values())
+    if (auto* i = std::get_if<int64_t>(&v)) env[k] = *i;
+  for (auto& [k, v] : dims) b.dims[k] = v;
+  for (auto& [name, shape] : input_shapes) {
+    const TensorSpec* spec = nullptr;
+    for (auto& t : c.inputs)
+      if (t.name == name) spec = &t;
+    if (!spec) {
+      if (c.find_tensor(name)) continue;  // an output given with its buffer: checked later
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: no input named '{}'", c.op, name));
+    }
+    if (shape.size() != spec->dims.size())
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: input '{}' has {} dimension(s), the contract says {} ([{}])",
+                                                     c.op, name, shape.size(), spec->dims.size(), fmt::join(spec->dims, ", ")));
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const std::string& sym = spec->dims[i];
+      int64_t lit;
+      int64_t want = parse_int(sym, &lit) ? lit : b.dim(sym);
+      if (want >= 0 && want != shape[i])
+        return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: input '{}' dimension {} ({}) is {}, expected {}", c.op, name,
+                                                       i, sym, shape[i], want));
+      if (want < 0) b.dims[sym] = shape[i];
+    }
+  }
+  // Dim rules, repeated until nothing changes (rules may refer to each other).
+  for (size_t round = 0; round <= c.dim_rules.size(); ++round) {
+    for (auto& [k, v] : b.dims) env[k] = v;
+    for (auto& r : c.dim_rules) {
+      int64_t v;
+      std::string why;
+      if (!Expr(r.expression, env).eval(&v, &why)) continue;
+      auto it = b.dims.find(r.symbol);
+      if (it != b.dims.end() && it->second != v)
+        return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: dimension {} is {}, but the contract says {} = {} = {}", c.op,
+                                                       r.symbol, it->second, r.symbol, r.expression, v));
+      b.dims[r.symbol] = v;
+    }
+  }
+  for (auto* list : {&c.inputs, &c.outputs})
+    for (auto& t : *list)
+      for (auto& d : t.dims) {
+        int64_t lit;
+        if (parse_int(d, &lit)) continue;
+        auto it = b.dims.find(d);
+        if (it == b.dims.end())
+          return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: dimension {} of '{}' is unknown (give the input or a case value)",
+                                                         c.op, d, t.name));
+        if (it->second < 0)
+          return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: dimension {} is negative ({})", c.op, d, it->second));
+      }
+  return b;
+}
+
+}  // namespace halcyon::rt
