@@ -366,14 +366,17 @@ Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>
   for (auto& [k, v] : b.params.values())
     if (auto* i = std::get_if<int64_t>(&v)) env[k] = *i;
   for (auto& [k, v] : dims) b.dims[k] = v;
-  for (auto& [name, shape] : input_shapes) {
-    const TensorSpec* spec = nullptr;
-    for (auto& t : c.inputs)
-      if (t.name == name) spec = &t;
-    if (!spec) {
-      if (c.find_tensor(name)) continue;  // an output given with its buffer: checked later
+  for (auto& [name, shape] : input_shapes)
+    if (!c.find_tensor(name))
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: no input named '{}'", c.op, name));
-    }
+  // Inputs in contract order, so the first input fixes a dim and later ones are checked
+  // against it (outputs are checked by the caller against shape_of()).
+  for (const TensorSpec& in : c.inputs) {
+    auto found = input_shapes.find(in.name);
+    if (found == input_shapes.end()) continue;
+    const std::string& name = in.name;
+    const std::vector<int64_t>& shape = found->second;
+    const TensorSpec* spec = &in;
     if (shape.size() != spec->dims.size())
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: input '{}' has {} dimension(s), the contract says {} ([{}])",
                                                      c.op, name, shape.size(), spec->dims.size(), fmt::join(spec->dims, ", ")));

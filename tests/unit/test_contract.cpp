@@ -1,0 +1,143 @@
+// The contract parser, call binding and operator dispatch rules.
+#include <halcyon/runtime/contract.hpp>
+#include <halcyon/runtime/op.hpp>
+
+#include "test_support.hpp"
+
+using namespace halcyon::rt;
+using test::unwrap;
+
+namespace {
+const char* kGate = R"(# a test contract
+op gate_test
+summary routing
+input logits f32 [T, E]
+input bias f32 [E] optional
+output ids i32 [T, K] exact
+output weights f32 [T, K] rel 1e-5
+param score enum sigmoid sigmoid|softmax
+param topk int 8
+param scale f32 2.5
+param normalize bool true
+dim K = topk
+dim TK = T * K
+range logits -4 4
+case T=1 E=16 topk=2
+case T=7 E=64 score=softmax
+note ties go to the lower index
+)";
+}
+
+TEST_CASE("contract: parse a well-formed contract") {
+  auto c = unwrap(parse_contract(kGate, "test/gate.contract"));
+  CHECK(c.op == "gate_test");
+  CHECK(c.summary == "routing");
+  REQUIRE(c.inputs.size() == 2);
+  CHECK(c.inputs[1].optional);
+  CHECK(c.inputs[0].dims == std::vector<std::string>{"T", "E"});
+  REQUIRE(c.outputs.size() == 2);
+  CHECK(c.outputs[0].tolerance.exact);
+  CHECK(c.outputs[1].tolerance.rel == doctest::Approx(1e-5));
+  REQUIRE(c.params.size() == 4);
+  CHECK(std::get<std::string>(c.params[0].default_value) == "sigmoid");
+  CHECK(c.params[0].choices.size() == 2);
+  CHECK(std::get<int64_t>(c.params[1].default_value) == 8);
+  CHECK(std::get<double>(c.params[2].default_value) == doctest::Approx(2.5));
+  CHECK(std::get<bool>(c.params[3].default_value));
+  REQUIRE(c.cases.size() == 2);
+  CHECK(c.cases[0].dims.at("T") == 1);
+  CHECK(c.cases[0].params.at("topk") == "2");
+  CHECK(c.find_range("logits")->lo == -4);
+  CHECK(c.notes.size() == 1);
+}
+
+TEST_CASE("contract: binding resolves dims from shapes, rules and cases") {
+  auto c = unwrap(parse_contract(kGate, "gate.contract"));
+  auto b = unwrap(bind(c, {{"topk", "4"}}, {}, {{"logits", {5, 32}}}));
+  CHECK(b.dim("T") == 5);
+  CHECK(b.dim("E") == 32);
+  CHECK(b.dim("K") == 4);
+  CHECK(b.dim("TK") == 20);
+  CHECK(b.params.i("topk") == 4);
+  CHECK(b.params.s("score") == "sigmoid");
+  CHECK(b.shape_of(c.outputs[0]) == std::vector<int64_t>{5, 4});
+  auto from_case = unwrap(bind(c, c.cases[1].params, c.cases[1].dims, {}));
+  CHECK(from_case.dim("K") == 8);
+  CHECK(from_case.params.s("score") == "softmax");
+}
+
+TEST_CASE("contract: binding errors name the bad value") {
+  auto c = unwrap(parse_contract(kGate, "gate.contract"));
+  auto bad_enum = bind(c, {{"score", "relu"}}, {}, {{"logits", {5, 32}}});
+  REQUIRE(!bad_enum.ok());
+  CHECK(bad_enum.error().message().find("'relu' is not one of sigmoid|softmax") != std::string::npos);
+  auto bad_int = bind(c, {{"topk", "eight"}}, {}, {{"logits", {5, 32}}});
+  REQUIRE(!bad_int.ok());
+  CHECK(bad_int.error().message().find("'eight' is not an integer") != std::string::npos);
+  auto unknown = bind(c, {{"colour", "red"}}, {}, {{"logits", {5, 32}}});
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.error().message().find("unknown parameter 'colour'") != std::string::npos);
+  auto rank = bind(c, {}, {}, {{"logits", {5, 32, 2}}});
+  REQUIRE(!rank.ok());
+  CHECK(rank.error().message().find("has 3 dimension(s)") != std::string::npos);
+  auto mismatch = bind(c, {}, {}, {{"logits", {5, 32}}, {"bias", {31}}});
+  REQUIRE(!mismatch.ok());
+  CHECK(mismatch.error().message().find("'bias' dimension 0 (E) is 31, expected 32") != std::string::npos);
+  auto missing = bind(c, {}, {}, {});
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().message().find("unknown") != std::string::npos);
+}
+
+TEST_CASE("contract: malformed contracts are rejected with file and line") {
+  auto r = parse_contract("op x\noutput y f32 [N]\n", "x.contract");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("x.contract:2: an output needs a tolerance") != std::string::npos);
+  r = parse_contract("op x\ninput a f99 [N]\n", "x.contract");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("unknown dtype 'f99'") != std::string::npos);
+  r = parse_contract("op x\ninput a f32 [N\n", "x.contract");
+  REQUIRE(!r.ok());
+  r = parse_contract("summary no op\n", "x.contract");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("no 'op' line") != std::string::npos);
+  r = parse_contract("op x\nfrobnicate\n", "x.contract");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("unknown statement 'frobnicate'") != std::string::npos);
+}
+
+TEST_CASE("contract: every embedded contract parses and binds its cases") {
+  for (auto& c : contracts()) {
+    CAPTURE(c.file);
+    CHECK(!c.op.empty());
+    CHECK(!c.cases.empty());
+    for (auto& cs : c.cases) {
+      CAPTURE(cs.text);
+      auto b = bind(c, cs.params, cs.dims, {});
+      CHECK_MESSAGE(b.ok(), (b.ok() ? std::string() : b.error().message()));
+    }
+  }
+}
+
+TEST_CASE("op: target compatibility rules") {
+  CHECK(target_runs_on(HAL_MODULE_PTX, "sm_80", "sm_90a"));
+  CHECK(target_runs_on(HAL_MODULE_PTX, "sm_80", "sm_80"));
+  CHECK_FALSE(target_runs_on(HAL_MODULE_PTX, "sm_90a", "sm_80"));
+  CHECK_FALSE(target_runs_on(HAL_MODULE_PTX, "sm_90a", "sm_100a"));
+  CHECK(target_runs_on(HAL_MODULE_PTX, "sm_90a", "sm_90a"));
+  CHECK_FALSE(target_runs_on(HAL_MODULE_PTX, "sm_90", "sm_86"));
+  CHECK(target_runs_on(HAL_MODULE_HSACO, "gfx942", "gfx942"));
+  CHECK_FALSE(target_runs_on(HAL_MODULE_HSACO, "gfx942", "gfx90a"));
+  CHECK(target_runs_on(HAL_MODULE_HOST, "host", "x86_64"));
+}
+
+TEST_CASE("op: unknown operators and missing implementations are clear errors") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::map<std::string, Tensor, std::less<>> t;
+  auto st = run_op(dev, s, "no_such_op", t);
+  REQUIRE(!st.ok());
+  CHECK(st.error().status() == HAL_NOT_FOUND);
+  std::string why;
+  CHECK(select_impl(dev, "no_such_op", &why) == nullptr);
+  CHECK(why.find("no implementation") != std::string::npos);
+}

@@ -1,0 +1,132 @@
+// Buffers, transfers and fills, with every range checked before anything is queued.
+#include "test_support.hpp"
+
+#include <numeric>
+#include <random>
+#include <vector>
+
+using test::expect_error;
+using test::expect_ok;
+using test::unwrap;
+
+namespace {
+struct Fixture {
+  halcyon::Device dev = unwrap(halcyon::Device::open(test::device_uri()));
+  halcyon::Stream stream = unwrap(dev.create_stream());
+};
+
+std::vector<unsigned char> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(Fixture, "memory: write/read round trip at odd sizes and unaligned offsets") {
+  for (uint64_t size : {1ull, 3ull, 255ull, 4097ull, (1ull << 20) + 13}) {
+    auto buf = unwrap(dev.allocate(size + 7));
+    auto data = random_bytes(size, uint32_t(size));
+    std::vector<unsigned char> back(size, 0);
+    unwrap(stream.write(buf, 7, data.data(), size));
+    unwrap(stream.read(buf, 7, back.data(), size));
+    unwrap(stream.synchronize());
+    CHECK_MESSAGE(back == data, "size ", size);
+  }
+}
+
+TEST_CASE_FIXTURE(Fixture, "memory: zero-sized buffers and transfers") {
+  auto empty = unwrap(dev.allocate(0));
+  CHECK(empty.size() == 0);
+  unwrap(stream.write(empty, 0, nullptr, 0));
+  expect_error(hal_stream_write(stream.get(), empty.get(), 1, nullptr, 0), HAL_OUT_OF_RANGE);
+}
+
+TEST_CASE_FIXTURE(Fixture, "memory: device to device copy and pinned host buffers") {
+  const uint64_t n = 10007;
+  auto a = unwrap(dev.allocate(n));
+  auto b = unwrap(dev.allocate(n + 5));
+  auto pinned = unwrap(dev.allocate(n, HAL_MEMORY_HOST_PINNED));
+  REQUIRE(pinned.host_pointer() != nullptr);
+  auto data = random_bytes(n, 7);
+  unwrap(stream.write(a, 0, data.data(), n));
+  unwrap(stream.copy(b, 5, a, 0, n));
+  unwrap(stream.copy(pinned, 0, b, 5, n));
+  unwrap(stream.synchronize());
+  CHECK(std::memcmp(pinned.host_pointer(), data.data(), n) == 0);
+  auto info = unwrap(pinned.info());
+  CHECK(info.kind == HAL_MEMORY_HOST_PINNED);
+}
+
+TEST_CASE_FIXTURE(Fixture, "memory: fills with 1, 2 and 4 byte patterns") {
+  auto buf = unwrap(dev.allocate(64));
+  unwrap(stream.fill<uint8_t>(buf, 0, 64, 0x11));
+  unwrap(stream.fill<uint16_t>(buf, 2, 6, 0xBEEF));
+  unwrap(stream.fill<uint32_t>(buf, 16, 8, 0x01234567u));
+  std::vector<unsigned char> back(64);
+  unwrap(stream.read(buf, 0, back.data(), 64));
+  unwrap(stream.synchronize());
+  CHECK(back[0] == 0x11);
+  CHECK(back[1] == 0x11);
+  uint16_t h;
+  std::memcpy(&h, &back[6], 2);
+  CHECK(h == 0xBEEF);
+  CHECK(back[8] == 0x11);
+  uint32_t w;
+  std::memcpy(&w, &back[20], 4);
+  CHECK(w == 0x01234567u);
+  CHECK(back[24] == 0x11);
+  CHECK(back[63] == 0x11);
+}
+
+TEST_CASE_FIXTURE(Fixture, "memory: out-of-range and malformed transfers are refused") {
+  auto buf = unwrap(dev.allocate(100));
+  auto other = unwrap(dev.allocate(10));
+  std::vector<unsigned char> host(200);
+  expect_error(hal_stream_write(stream.get(), buf.get(), 96, host.data(), 5), HAL_OUT_OF_RANGE, "[96, 96+5)");
+  expect_error(hal_stream_write(stream.get(), buf.get(), 101, host.data(), 0), HAL_OUT_OF_RANGE);
+  expect_error(hal_stream_read(stream.get(), buf.get(), 0, host.data(), 101), HAL_OUT_OF_RANGE, "100-byte buffer");
+  // offset + size overflowing 64 bits must not wrap around into range
+  expect_error(hal_stream_read(stream.get(), buf.get(), 50, host.data(), UINT64_MAX - 10), HAL_OUT_OF_RANGE);
+  expect_error(hal_stream_copy(stream.get(), other.get(), 0, buf.get(), 0, 11), HAL_OUT_OF_RANGE, "dst");
+  expect_error(hal_stream_copy(stream.get(), buf.get(), 0, other.get(), 5, 6), HAL_OUT_OF_RANGE, "src");
+  expect_error(hal_stream_copy(stream.get(), buf.get(), 10, buf.get(), 0, 20), HAL_INVALID_ARGUMENT, "overlap");
+  expect_error(hal_stream_write(stream.get(), buf.get(), 0, nullptr, 4), HAL_INVALID_ARGUMENT, "src is NULL");
+  uint32_t p = 0;
+  expect_error(hal_stream_fill(stream.get(), buf.get(), 0, 8, &p, 3), HAL_INVALID_ARGUMENT, "pattern_size 3");
+  expect_error(hal_stream_fill(stream.get(), buf.get(), 2, 8, &p, 4), HAL_INVALID_ARGUMENT, "multiples");
+  expect_error(hal_stream_fill(stream.get(), buf.get(), 0, 104, &p, 4), HAL_OUT_OF_RANGE);
+  expect_error(hal_stream_fill(stream.get(), buf.get(), 0, 8, nullptr, 4), HAL_INVALID_ARGUMENT, "pattern is NULL");
+  unwrap(stream.synchronize());
+}
+
+TEST_CASE_FIXTURE(Fixture, "memory: bad buffer descriptions are refused") {
+  hal_buffer b = nullptr;
+  hal_buffer_desc bd{};
+  bd.struct_size = sizeof bd;
+  bd.kind = static_cast<hal_memory_kind>(7);
+  bd.size = 8;
+  expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_INVALID_ARGUMENT, "memory kind 7");
+  bd.kind = HAL_MEMORY_DEVICE;
+  bd.alignment = 48;
+  expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_INVALID_ARGUMENT, "power of two");
+  bd.alignment = 0;
+  bd.flags = 1;
+  expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_INVALID_ARGUMENT, "reserved");
+  bd.flags = 0;
+  bd.size = UINT64_MAX / 2;
+  expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_OUT_OF_MEMORY);
+  CHECK(b == nullptr);
+  expect_error(hal_buffer_create(dev.get(), &bd, nullptr), HAL_INVALID_ARGUMENT, "out is NULL");
+}
+
+TEST_CASE_FIXTURE(Fixture, "memory: aligned allocations honour the alignment") {
+  hal_buffer_desc bd{};
+  bd.struct_size = sizeof bd;
+  bd.size = 100;
+  bd.alignment = 4096;
+  hal_buffer b = nullptr;
+  expect_ok(hal_buffer_create(dev.get(), &bd, &b));
+  halcyon::Buffer buf(b);
+  CHECK(buf.address() % 4096 == 0);
+}

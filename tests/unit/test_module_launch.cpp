@@ -1,0 +1,173 @@
+// Modules and launches: host kernels on the CPU backend, argument-blob checks, arch and
+// format mismatches, launch-shape limits.
+#include "test_support.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+using test::expect_error;
+using test::expect_ok;
+using test::unwrap;
+
+namespace {
+
+struct IotaArgs {
+  uint64_t out;
+  uint32_t n;
+  float scale;
+};
+const hal_kernel_arg kIotaArgs[] = {{0, 8, HAL_ARG_POINTER}, {8, 4, HAL_ARG_VALUE}, {12, 4, HAL_ARG_VALUE}};
+
+// out[i] = i * scale, one block covers block[0] elements.
+void iota_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
+  IotaArgs a;
+  std::memcpy(&a, blob, sizeof a);
+  float* out = reinterpret_cast<float*>(a.out);
+  uint64_t begin = uint64_t(ctx->block_id[0]) * ctx->block[0];
+  for (uint64_t i = begin; i < begin + ctx->block[0] && i < a.n; ++i) out[i] = float(i) * a.scale;
+}
+
+// Each block writes the sum of its shared scratch after filling it: checks shared memory
+// is private per block and sized as asked, and that 3-D block ids are right.
+void blockid_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
+  uint64_t outp;
+  std::memcpy(&outp, blob, 8);
+  uint32_t* out = reinterpret_cast<uint32_t*>(outp);
+  auto* sh = static_cast<uint32_t*>(ctx->shared);
+  uint32_t words = ctx->shared_bytes / 4;
+  uint32_t id = ctx->block_id[0] + ctx->grid[0] * (ctx->block_id[1] + ctx->grid[1] * ctx->block_id[2]);
+  for (uint32_t i = 0; i < words; ++i) sh[i] = id;
+  uint32_t sum = 0;
+  for (uint32_t i = 0; i < words; ++i) sum += sh[i];
+  out[id] = sum;
+}
+const hal_kernel_arg kBlockIdArgs[] = {{0, 8, HAL_ARG_POINTER}};
+
+const hal_host_kernel_entry kKernels[] = {
+    {"iota", iota_kernel, 3, kIotaArgs, sizeof(IotaArgs)},
+    {"blockid", blockid_kernel, 1, kBlockIdArgs, 8},
+};
+const hal_host_module_image kImage = {sizeof(hal_host_module_image), nullptr, 2, kKernels};
+
+struct Fixture {
+  halcyon::Device dev = unwrap(halcyon::Device::open(test::device_uri()));
+  halcyon::Stream stream = unwrap(dev.create_stream());
+  halcyon::Module mod = unwrap(dev.load_module(HAL_MODULE_HOST, "host", &kImage, sizeof kImage, "unit-test"));
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Fixture, "launch: a host kernel runs every block with its arguments") {
+  auto k = unwrap(mod.kernel("iota"));
+  auto info = unwrap(k.info());
+  CHECK(std::string(info.name) == "iota");
+  CHECK(info.arg_count == 3);
+  CHECK(info.args_size == sizeof(IotaArgs));
+  auto args = unwrap(k.args());
+  CHECK(args[0].kind == HAL_ARG_POINTER);
+  CHECK(args[2].offset == 12);
+  const uint32_t n = 1000;
+  auto out = unwrap(dev.allocate(n * 4));
+  IotaArgs a{out.address(), n, 0.5f};
+  unwrap(stream.launch(k, {(n + 63) / 64}, {64}, &a, sizeof a));
+  std::vector<float> back(n);
+  unwrap(stream.read(out, 0, back.data(), n * 4));
+  unwrap(stream.synchronize());
+  for (uint32_t i = 0; i < n; ++i) REQUIRE(back[i] == float(i) * 0.5f);
+}
+
+TEST_CASE_FIXTURE(Fixture, "launch: 3-D grids and per-block shared memory") {
+  auto k = unwrap(mod.kernel("blockid"));
+  const halcyon::Dim3 grid{3, 4, 5};
+  const uint32_t blocks = 3 * 4 * 5;
+  auto out = unwrap(dev.allocate(blocks * 4));
+  halcyon::ArgPack pack;
+  pack.pointer(out);
+  unwrap(stream.launch(k, grid, {1}, pack, 1024));
+  std::vector<uint32_t> back(blocks);
+  unwrap(stream.read(out, 0, back.data(), blocks * 4));
+  unwrap(stream.synchronize());
+  for (uint32_t id = 0; id < blocks; ++id) CHECK(back[id] == id * 256);
+}
+
+TEST_CASE_FIXTURE(Fixture, "launch: argument blob and launch shape are checked") {
+  auto k = unwrap(mod.kernel("iota"));
+  IotaArgs a{0, 0, 1.0f};
+  hal_launch_desc d{};
+  d.struct_size = sizeof d;
+  d.grid[0] = d.grid[1] = d.grid[2] = 1;
+  d.block[0] = d.block[1] = d.block[2] = 1;
+  d.args = &a;
+  d.args_size = 12;
+  expect_error(hal_stream_launch(stream.get(), k.get(), &d), HAL_INVALID_ARGUMENT, "takes a 16-byte argument blob");
+  d.args_size = sizeof a;
+  d.args = nullptr;
+  expect_error(hal_stream_launch(stream.get(), k.get(), &d), HAL_INVALID_ARGUMENT, "args is NULL");
+  d.args = &a;
+  d.grid[1] = 0;
+  expect_error(hal_stream_launch(stream.get(), k.get(), &d), HAL_INVALID_ARGUMENT, "must be >= 1");
+  d.grid[1] = 1;
+  d.block[0] = 2048;
+  expect_error(hal_stream_launch(stream.get(), k.get(), &d), HAL_INVALID_ARGUMENT, "exceeds its limit");
+  d.block[0] = 1;
+  d.shared_bytes = 1u << 30;
+  expect_error(hal_stream_launch(stream.get(), k.get(), &d), HAL_INVALID_ARGUMENT, "shared memory");
+  d.shared_bytes = 0;
+  expect_error(hal_stream_launch(stream.get(), k.get(), nullptr), HAL_INVALID_ARGUMENT, "NULL");
+  expect_ok(hal_stream_launch(stream.get(), k.get(), &d));  // n = 0: writes nothing
+  unwrap(stream.synchronize());
+  hal_kernel_arg arg{};
+  expect_error(hal_kernel_get_arg(k.get(), 3, &arg), HAL_OUT_OF_RANGE, "has 3 argument(s)");
+}
+
+TEST_CASE_FIXTURE(Fixture, "modules: wrong format, wrong architecture and corrupt images are refused") {
+  hal_module m = nullptr;
+  hal_module_desc d{};
+  d.struct_size = sizeof d;
+  const char ptx[] = ".version 8.0\n.target sm_90a\n.address_size 64\n";
+  d.format = HAL_MODULE_PTX;
+  d.target = "sm_90a";
+  d.data = ptx;
+  d.size = sizeof ptx;
+  d.name = "k.sm_90a.ptx";
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_ARCH_MISMATCH, "'k.sm_90a.ptx' is ptx for sm_90a");
+  d.format = HAL_MODULE_HOST;
+  d.target = "gfx942";
+  d.data = &kImage;
+  d.size = sizeof kImage;
+  d.name = "host-for-gfx942";
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_ARCH_MISMATCH, "gfx942");
+  d.target = "host";
+  d.size = 4;  // truncated
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "too small");
+  hal_host_module_image bad = kImage;
+  bad.kernels = nullptr;
+  d.data = &bad;
+  d.size = sizeof bad;
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "kernels is NULL");
+  d.format = static_cast<hal_module_format>(42);
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "unknown format 42");
+  d.format = HAL_MODULE_HOST;
+  d.target = nullptr;
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "target");
+  d.target = "host";
+  d.data = nullptr;
+  expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "no data");
+  CHECK(m == nullptr);
+  hal_kernel k = nullptr;
+  expect_error(hal_module_get_kernel(mod.get(), "missing_kernel", &k), HAL_NOT_FOUND, "missing_kernel");
+  expect_error(hal_module_get_kernel(mod.get(), nullptr, &k), HAL_INVALID_ARGUMENT);
+}
+
+TEST_CASE_FIXTURE(Fixture, "launch: a kernel stays usable after its module handle is released") {
+  auto k = unwrap(mod.kernel("iota"));
+  mod.reset();
+  auto out = unwrap(dev.allocate(64 * 4));
+  IotaArgs a{out.address(), 64, 2.0f};
+  unwrap(stream.launch(k, {1}, {64}, &a, sizeof a));
+  float last = 0;
+  unwrap(stream.read(out, 63 * 4, &last, 4));
+  unwrap(stream.synchronize());
+  CHECK(last == 126.0f);
+}

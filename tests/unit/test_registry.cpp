@@ -1,0 +1,112 @@
+// The registry: built-ins, plugin files accepted or refused with reasons, device URIs.
+#include "test_support.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+using test::expect_error;
+using test::expect_ok;
+using test::unwrap;
+
+namespace {
+hal_backend_record find_record(const std::string& source) {
+  auto recs = unwrap(halcyon::backend_records());
+  for (auto& r : recs)
+    if (source == r.source) return r;
+  FAIL("no record for ", source);
+  return {};
+}
+std::string plugin(const char* name) { return std::string(HALCYON_TEST_PLUGIN_DIR) + "/" + name; }
+}  // namespace
+
+TEST_CASE("registry: the built-in cpu backend is listed and offers cpu:0") {
+  auto recs = unwrap(halcyon::backend_records());
+  bool cpu = false;
+  for (auto& r : recs)
+    if (std::string(r.name) == "cpu" && r.state == HAL_BACKEND_AVAILABLE) {
+      cpu = true;
+      CHECK(std::string(r.source) == "built-in");
+      CHECK(r.device_count == 1);
+      CHECK(r.abi_major == HAL_ABI_MAJOR);
+    }
+  CHECK(cpu);
+  auto uris = unwrap(halcyon::device_uris());
+  REQUIRE(!uris.empty());
+  CHECK(uris[0] == "cpu:0");
+  char small[3];
+  expect_error(hal_device_uri(0, small, sizeof small), HAL_OUT_OF_RANGE, "needs 6 bytes");
+  char uri[64];
+  expect_error(hal_device_uri(1000, uri, sizeof uri), HAL_OUT_OF_RANGE);
+}
+
+TEST_CASE("registry: device URIs") {
+  hal_device d = nullptr;
+  expect_ok(hal_device_open("cpu", &d));
+  hal_device_info info{};
+  info.struct_size = sizeof info;
+  expect_ok(hal_device_get_info(d, &info));
+  CHECK(std::string(info.uri) == "cpu:0");
+  expect_ok(hal_device_release(d));
+  expect_error(hal_device_open("cpu:1", &d), HAL_NOT_FOUND, "has 1 device");
+  expect_error(hal_device_open("cpu:zero", &d), HAL_INVALID_ARGUMENT, "'zero' is not a device index");
+  expect_error(hal_device_open("quantum:0", &d), HAL_NOT_FOUND, "no backend named 'quantum'");
+  expect_error(hal_device_open("", &d), HAL_INVALID_ARGUMENT, "empty");
+  expect_error(hal_device_open(nullptr, &d), HAL_INVALID_ARGUMENT);
+  expect_error(hal_device_open("cpu", nullptr), HAL_INVALID_ARGUMENT, "out is NULL");
+}
+
+TEST_CASE("registry: plugin files are accepted or refused with the reason") {
+  hal_backend_record r{};
+  r.struct_size = sizeof r;
+
+  expect_error(hal_registry_load_plugin(plugin("libbad_noentry.so").c_str(), &r), HAL_NOT_FOUND, "not a halcyon backend plugin");
+  CHECK(r.state == HAL_BACKEND_REFUSED);
+
+  expect_error(hal_registry_load_plugin(plugin("libbad_future.so").c_str(), &r), HAL_VERSION_MISMATCH,
+               "built for halcyon ABI 2.3, this libhalcyon is ABI 1.0");
+  CHECK(r.state == HAL_BACKEND_REFUSED);
+  CHECK(r.abi_major == HAL_ABI_MAJOR + 1);
+  CHECK(std::string(r.reason).find("ABI 2.3") != std::string::npos);
+  CHECK(std::string(r.source).find("libbad_future.so") != std::string::npos);
+
+  expect_error(hal_registry_load_plugin(plugin("libbad_null.so").c_str(), &r), HAL_INVALID_ARGUMENT, "returned NULL");
+  expect_error(hal_registry_load_plugin(plugin("libbad_holey.so").c_str(), &r), HAL_INVALID_ARGUMENT, "is NULL");
+  expect_error(hal_registry_load_plugin(plugin("libbad_tiny.so").c_str(), &r), HAL_VERSION_MISMATCH, "smaller than ABI 1.0");
+  expect_error(hal_registry_load_plugin(plugin("libdoes_not_exist.so").c_str(), &r), HAL_NOT_FOUND, "no such file");
+  std::string text_file = std::string(HALCYON_TEST_PLUGIN_DIR) + "/not_elf.so";
+  std::ofstream(text_file) << "this is not a shared object\n";
+  expect_error(hal_registry_load_plugin(text_file.c_str(), &r), HAL_NOT_FOUND, "dlopen failed");
+  expect_error(hal_registry_load_plugin(nullptr, &r), HAL_INVALID_ARGUMENT);
+
+  // A loaded plugin whose probe says no: not an error, but the backend is unavailable.
+  expect_ok(hal_registry_load_plugin(plugin("libbad_unavailable.so").c_str(), &r));
+  CHECK(r.state == HAL_BACKEND_UNAVAILABLE);
+  CHECK(std::string(r.name) == "widget");
+  CHECK(std::string(r.reason) == "widget: libwidget.so.3 not found");
+  hal_device d = nullptr;
+  expect_error(hal_device_open("widget:0", &d), HAL_UNAVAILABLE, "libwidget.so.3 not found");
+
+  // The same cpu backend as a plugin file is refused: the built-in one is already there.
+  expect_error(hal_registry_load_plugin(HALCYON_CPU_PLUGIN, &r), HAL_FAILED_PRECONDITION, "already loaded from built-in");
+
+  // Every attempt is in the log that `halcyon info -v` prints.
+  CHECK(find_record(plugin("libbad_future.so")).state == HAL_BACKEND_REFUSED);
+  CHECK(find_record(plugin("libbad_unavailable.so")).state == HAL_BACKEND_UNAVAILABLE);
+  // The cpu backend was not disturbed by any of it.
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  CHECK(unwrap(dev.info()).compute_units > 0);
+}
+
+TEST_CASE("registry: an older, smaller hal_backend_record is filled only as far as it goes") {
+  struct {
+    hal_backend_record rec;
+    unsigned char canary[8];
+  } old{};
+  std::memset(&old, 0x77, sizeof old);
+  old.rec.struct_size = HAL_BACKEND_RECORD_MIN_SIZE;
+  old.rec.next = nullptr;
+  expect_ok(hal_registry_record(0, &old.rec));
+  CHECK(std::string(old.rec.name) == "cpu");
+  CHECK(old.rec.abi_major == 0x77777777u);  // past the old struct's end: untouched
+  for (unsigned char c : old.canary) CHECK(c == 0x77);
+}

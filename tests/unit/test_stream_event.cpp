@@ -1,0 +1,88 @@
+// Streams execute in order; events order work across streams and time it.
+#include "test_support.hpp"
+
+#include <thread>
+#include <vector>
+
+using test::expect_error;
+using test::expect_ok;
+using test::unwrap;
+
+TEST_CASE("streams: operations on one stream run in order") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  auto s = unwrap(dev.create_stream());
+  auto buf = unwrap(dev.allocate(4 * 1000));
+  std::vector<uint32_t> out(1000);
+  for (uint32_t round = 0; round < 20; ++round) unwrap(s.fill<uint32_t>(buf, 0, 4000, round));
+  unwrap(s.read(buf, 0, out.data(), 4000));
+  unwrap(s.synchronize());
+  for (uint32_t v : out) CHECK(v == 19u);
+}
+
+TEST_CASE("events: a stream waits for an event recorded on another") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  auto producer = unwrap(dev.create_stream());
+  auto consumer = unwrap(dev.create_stream());
+  auto ev = unwrap(dev.create_event());
+  const uint64_t n = 8 << 20;  // big enough that an unordered read would see old data
+  auto a = unwrap(dev.allocate(n));
+  auto b = unwrap(dev.allocate(n));
+  unwrap(producer.fill<uint32_t>(a, 0, n, 0));
+  unwrap(producer.synchronize());
+  for (int i = 0; i < 8; ++i) unwrap(producer.fill<uint32_t>(a, 0, n, 0x1000u + uint32_t(i)));
+  unwrap(producer.record(ev));
+  unwrap(consumer.wait(ev));
+  unwrap(consumer.copy(b, 0, a, 0, n));
+  std::vector<uint32_t> tail(16);
+  unwrap(consumer.read(b, n - 64, tail.data(), 64));
+  unwrap(consumer.synchronize());
+  for (uint32_t v : tail) CHECK(v == 0x1007u);
+  CHECK(unwrap(ev.query()));
+}
+
+TEST_CASE("events: query, synchronize and elapsed time") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  auto s = unwrap(dev.create_stream());
+  auto start = unwrap(dev.create_event());
+  auto end = unwrap(dev.create_event());
+  CHECK(unwrap(start.query()));  // never recorded: nothing to wait for
+  unwrap(start.synchronize());
+  expect_error(hal_event_elapsed_ms(start.get(), end.get(), nullptr), HAL_INVALID_ARGUMENT, "ms is NULL");
+  float ms = -1;
+  expect_error(hal_event_elapsed_ms(start.get(), end.get(), &ms), HAL_FAILED_PRECONDITION, "never recorded");
+  auto buf = unwrap(dev.allocate(64 << 20));
+  unwrap(s.record(start));
+  unwrap(s.fill<uint32_t>(buf, 0, 64 << 20, 3u));
+  unwrap(s.record(end));
+  unwrap(end.synchronize());
+  CHECK(unwrap(end.query()));
+  ms = unwrap(end.elapsed_since(start));
+  CHECK(ms > 0.0f);
+  CHECK(ms < 60000.0f);
+}
+
+TEST_CASE("events: bad event use is refused") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  auto s = unwrap(dev.create_stream());
+  auto no_timing = unwrap(dev.create_event(false));
+  auto timing = unwrap(dev.create_event(true));
+  unwrap(s.record(no_timing));
+  unwrap(s.record(timing));
+  unwrap(s.synchronize());
+  float ms = 0;
+  expect_error(hal_event_elapsed_ms(no_timing.get(), timing.get(), &ms), HAL_INVALID_ARGUMENT, "HAL_EVENT_TIMING");
+  hal_event_desc ed{};
+  ed.struct_size = sizeof ed;
+  ed.flags = 0x80;
+  hal_event e = nullptr;
+  expect_error(hal_event_create(dev.get(), &ed, &e), HAL_INVALID_ARGUMENT, "unknown flags");
+  bool done = false;
+  expect_error(hal_event_query(timing.get(), nullptr), HAL_INVALID_ARGUMENT);
+  expect_ok(hal_event_query(timing.get(), &done));
+  CHECK(done);
+  hal_stream_desc sd{};
+  sd.struct_size = sizeof sd;
+  sd.flags = 2;
+  hal_stream st = nullptr;
+  expect_error(hal_stream_create(dev.get(), &sd, &st), HAL_INVALID_ARGUMENT, "reserved");
+}
