@@ -1,0 +1,51 @@
+// The persistent PTX JIT cache: cubins the driver compiled from PTX, one file per
+// (PTX text, device architecture, driver version). Files are written to a temporary name and
+// renamed into place, so processes sharing the folder see either no file or a whole one; a
+// file that fails its checks is ignored and replaced. GPU-free: unit-tested anywhere.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace halcyon::cuda {
+
+struct PtxCacheKey {
+  uint64_t hash_a = 0;  // two independent 64-bit hashes of the PTX and the JIT settings
+  uint64_t hash_b = 0;
+  uint64_t ptx_size = 0;
+  std::string arch;     // device architecture, "sm_90a"
+  int driver_version = 0;
+  bool operator==(const PtxCacheKey&) const = default;
+};
+
+// `options` names anything else that changes the JIT's output (flags, halcyon's version).
+PtxCacheKey make_cache_key(std::string_view ptx, std::string_view arch, int driver_version,
+                           std::string_view options);
+
+// "0123456789abcdef0123456789abcdef-sm_90a-drv13000.cubin"
+std::string cache_file_name(const PtxCacheKey& key);
+
+// The cache folder: $HALCYON_CACHE_DIR/ptx, else $XDG_CACHE_HOME/halcyon/ptx, else
+// $HOME/.cache/halcyon/ptx. Empty (no cache) when HALCYON_PTX_CACHE=0|off or none is set.
+std::string ptx_cache_dir(const std::function<const char*(const char*)>& getenv);
+
+class PtxCache {
+ public:
+  explicit PtxCache(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+  bool enabled() const { return !dir_.empty(); }
+  std::string path(const PtxCacheKey& key) const { return dir_ + "/" + cache_file_name(key); }
+  // True and fills *cubin when a valid entry exists; false for a miss or a damaged file.
+  bool load(const PtxCacheKey& key, std::vector<char>* cubin) const;
+  // Writes atomically (temp file + rename). False and *why on failure; the cache is optional,
+  // so callers log and go on.
+  bool store(const PtxCacheKey& key, const void* cubin, size_t size, std::string* why) const;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace halcyon::cuda

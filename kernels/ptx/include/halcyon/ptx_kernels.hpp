@@ -1,0 +1,27 @@
+// PTX embedded at build time (kernels/ptx), tagged with the architecture it was built for.
+// Load one with hal_module_load(format HAL_MODULE_PTX, target = image->target).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace halcyon::ptx {
+
+struct Image {
+  const char* name;    // the kernel set, e.g. "vector_add"
+  const char* target;  // "sm_90a", "sm_80"
+  const char* text;    // NUL-terminated PTX
+  size_t size;         // bytes, without the NUL
+};
+
+std::span<const Image> all();
+
+// Exactly this name and target, or null.
+const Image* find(std::string_view name, std::string_view target);
+
+// The image of `name` that suits a device of architecture `device_arch` ("sm_90a"): an exact
+// match first, else the newest portable (no 'a'/'f' suffix) target not newer than the device.
+const Image* best_for(std::string_view name, std::string_view device_arch);
+
+}  // namespace halcyon::ptx
