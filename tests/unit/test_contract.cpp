@@ -4,6 +4,8 @@
 
 #include "test_support.hpp"
 
+#include <vector>
+
 using namespace halcyon::rt;
 using test::unwrap;
 
@@ -140,4 +142,38 @@ TEST_CASE("op: unknown operators and missing implementations are clear errors") 
   std::string why;
   CHECK(select_impl(dev, "no_such_op", &why) == nullptr);
   CHECK(why.find("no implementation") != std::string::npos);
+}
+
+TEST_CASE("op: run_op runs vector_add on the cpu through the HAL, and checks its inputs") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  const int64_t n = 40000;  // several blocks
+  std::vector<float> a(n), b(n), c(n, -1.0f);
+  for (int64_t i = 0; i < n; ++i) a[i] = float(i) * 0.25f, b[i] = 1.0f - float(i);
+  std::map<std::string, Tensor, std::less<>> t;
+  t["a"] = unwrap(make_tensor(dev, DType::f32, {n}));
+  t["b"] = unwrap(make_tensor(dev, DType::f32, {n}));
+  unwrap(s.write(t["a"].buffer, 0, a.data(), n * 4));
+  unwrap(s.write(t["b"].buffer, 0, b.data(), n * 4));
+  unwrap(allocate_outputs(dev, "vector_add", t));
+  REQUIRE(t.count("c"));
+  CHECK(t["c"].shape == std::vector<int64_t>{n});
+  unwrap(run_op(dev, s, "vector_add", t));
+  unwrap(s.read(t["c"].buffer, 0, c.data(), n * 4));
+  unwrap(s.synchronize());
+  for (int64_t i = 0; i < n; ++i) REQUIRE(c[i] == a[i] + b[i]);
+
+  t["b"].dtype = DType::i32;
+  auto st = run_op(dev, s, "vector_add", t);
+  REQUIRE(!st.ok());
+  CHECK(st.error().message().find("'b' is i32, the contract says f32") != std::string::npos);
+  t["b"].dtype = DType::f32;
+  t["b"].shape = {n - 1};
+  st = run_op(dev, s, "vector_add", t);
+  REQUIRE(!st.ok());
+  CHECK(st.error().message().find("expected") != std::string::npos);
+  t.erase("b");
+  st = run_op(dev, s, "vector_add", t);
+  REQUIRE(!st.ok());
+  CHECK(st.error().message().find("input 'b' is missing") != std::string::npos);
 }
