@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything halcyon's build needs on a fresh Debian 12 machine (apt only).
+# The CUDA Toolkit is not in Debian 12's main archive: when /usr/local/cuda (or nvcc on the
+# PATH) exists, the CUDA backend and the PTX checks are built; otherwise they are skipped
+# and `halcyon info -v` says why.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev
+      clang-19 lld-19 llvm-19-dev libamdhip64-dev libze-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all build packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
