@@ -203,6 +203,16 @@ const ParamSpec* Contract::find_param(std::string_view name) const {
     if (p.name == name) return &p;
   return nullptr;
 }
+const InputGenerator* Contract::find_generator(std::string_view input) const {
+  for (auto& g : generators)
+    if (g.input == input) return &g;
+  return nullptr;
+}
+const DefinedRows* Contract::find_defined_rows(std::string_view output) const {
+  for (auto& d : defined_rows)
+    if (d.output == output) return &d;
+  return nullptr;
+}
 const ValueRange* Contract::find_range(std::string_view input) const {
   for (auto& r : ranges)
     if (r.input == input) return &r;
@@ -297,6 +307,18 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
         return fail("expected 'range <input> <lo> <hi>' with lo <= hi");
       r.input = tok[1];
       c.ranges.push_back(std::move(r));
+    } else if (kw == "generate") {
+      if (tok.size() != 4 || tok[2] != "offsets" || !is_identifier(tok[3]))
+        return fail("expected 'generate <input> offsets <total dim>'");
+      c.generators.push_back({tok[1], tok[2], tok[3]});
+    } else if (kw == "rows") {
+      DefinedRows d;
+      size_t lb = tok.size() == 3 ? tok[2].find('[') : std::string::npos;
+      if (lb == std::string::npos || tok[2].back() != ']' || !parse_int(std::string_view(tok[2]).substr(lb + 1, tok[2].size() - lb - 2), &d.index))
+        return fail("expected 'rows <output> <tensor>[<index>]'");
+      d.output = tok[1];
+      d.count_tensor = tok[2].substr(0, lb);
+      c.defined_rows.push_back(std::move(d));
     } else if (kw == "case") {
       ContractCase cc;
       cc.text = std::string(rest);
@@ -320,6 +342,18 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
   if (c.outputs.empty()) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: op {} has no outputs", file, c.op));
   for (auto& r : c.ranges)
     if (!c.find_tensor(r.input)) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: range for unknown input '{}'", file, r.input));
+  for (auto& g : c.generators) {
+    const TensorSpec* t = c.find_tensor(g.input);
+    if (!t || t->dtype != DType::i32)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate: '{}' is not an i32 input", file, g.input));
+  }
+  for (auto& d : c.defined_rows) {
+    const TensorSpec* o = c.find_tensor(d.output);
+    const TensorSpec* n = c.find_tensor(d.count_tensor);
+    if (!o || o->dims.empty() || !n || n->dtype != DType::i32)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: rows: '{}' must be a tensor with rows and '{}' an i32 tensor",
+                                                     file, d.output, d.count_tensor));
+  }
   return c;
 }
 

@@ -177,3 +177,23 @@ TEST_CASE("op: run_op runs vector_add on the cpu through the HAL, and checks its
   REQUIRE(!st.ok());
   CHECK(st.error().message().find("input 'b' is missing") != std::string::npos);
 }
+
+TEST_CASE("contract: generators and defined-row rules") {
+  auto c = unwrap(parse_contract(R"(op g
+input a bf16 [R, H]
+input offsets i32 [EL1]
+output out bf16 [R, H] rel 1e-2
+output n i32 [1] exact
+dim EL1 = EL+1
+generate offsets offsets R
+rows out offsets[-1]
+case R=5 H=3 EL=2
+)", "g.contract"));
+  REQUIRE(c.find_generator("offsets"));
+  CHECK(c.find_generator("offsets")->total == "R");
+  REQUIRE(c.find_defined_rows("out"));
+  CHECK(c.find_defined_rows("out")->count_tensor == "offsets");
+  CHECK(c.find_defined_rows("out")->index == -1);
+  CHECK(!parse_contract("op g\ninput a f32 [N]\noutput o f32 [N] exact\ngenerate a offsets N\n", "x").ok());
+  CHECK(!parse_contract("op g\ninput a i32 [N]\noutput o f32 [N] exact\nrows o a\n", "x").ok());
+}

@@ -9,6 +9,12 @@
 //   param  <name> int|f32|bool|enum <default> [<choice>|<choice>...]
 //   dim    <symbol> = <expression over params, dims and integers: + - * / ( )>
 //   range  <input> <lo> <hi>          value domain of random test inputs
+//   generate <input> offsets <total>  a random test input that must be a valid offsets
+//                                     array: counts >= 0 (some zero) summing to dim <total>,
+//                                     as exclusive prefix sums
+//   rows   <output> <tensor>[<index>] only the leading rows of <output> are defined: as many
+//                                     as the int value of <tensor> at flat <index> (negative
+//                                     counts from the end); the rest is never compared
 //   case   <sym>=<int> ... [<param>=<value> ...]
 //   note   <text>
 #pragma once
@@ -57,6 +63,18 @@ struct ValueRange {
   double lo = 0, hi = 1;
 };
 
+struct InputGenerator {
+  std::string input;
+  std::string kind;   // "offsets"
+  std::string total;  // dim symbol the offsets sum to
+};
+
+struct DefinedRows {
+  std::string output;
+  std::string count_tensor;  // an input or output (int dtype)
+  int64_t index = 0;         // flat index; negative counts from the end
+};
+
 struct ContractCase {
   std::map<std::string, int64_t> dims;
   std::map<std::string, std::string> params;  // as written; parsed by bind()
@@ -71,6 +89,8 @@ struct Contract {
   std::vector<ParamSpec> params;
   std::vector<DimRule> dim_rules;
   std::vector<ValueRange> ranges;
+  std::vector<InputGenerator> generators;
+  std::vector<DefinedRows> defined_rows;
   std::vector<ContractCase> cases;
   std::vector<std::string> notes;
   std::string text;  // the contract as written
@@ -78,6 +98,8 @@ struct Contract {
   const TensorSpec* find_tensor(std::string_view name) const;
   const ParamSpec* find_param(std::string_view name) const;
   const ValueRange* find_range(std::string_view input) const;
+  const InputGenerator* find_generator(std::string_view input) const;
+  const DefinedRows* find_defined_rows(std::string_view output) const;
 };
 
 Result<Contract> parse_contract(std::string_view text, std::string_view file);
