@@ -69,7 +69,7 @@ uint32_t type_size(std::string_view t) {
 // One parameter declaration: ".param .u64 .ptr.global .align 16 name[4]".
 bool parse_param(std::string_view decl, PtxParam* p, std::string* error) {
   uint32_t elem = 0, align = 0, count = 1;
-  bool saw_param = false, after_align = false;
+  bool saw_param = false, after_align = false, pointee_align = false;
   size_t i = 0;
   auto fail = [&](const std::string& why) {
     *error = "parameter '" + std::string(trim(decl)) + "': " + why;
@@ -85,7 +85,8 @@ bool parse_param(std::string_view decl, PtxParam* p, std::string* error) {
       std::string_view w = decl.substr(b, i - b);
       if (w == "param") saw_param = true;
       else if (w == "ptr") p->pointer = true;
-      else if (w == "align") after_align = true;
+      // After .ptr, .align N is the alignment of what the pointer points to.
+      else if (w == "align") after_align = true, pointee_align = p->pointer;
       else if (uint32_t sz = type_size(w)) elem = sz;
       // state spaces after .ptr (.global, .const, .shared, .local) need nothing here
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -94,7 +95,7 @@ bool parse_param(std::string_view decl, PtxParam* p, std::string* error) {
       uint32_t v = 0;
       std::from_chars(decl.data() + b, decl.data() + i, v);
       if (!after_align) return fail("unexpected number");
-      align = v;
+      if (!pointee_align) align = v;
       after_align = false;
     } else if (is_ident_char(c) || c == '%') {
       size_t b = i++;

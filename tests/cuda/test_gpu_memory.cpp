@@ -1,0 +1,96 @@
+// Device properties, memory kinds and transfers on the GPU.
+#include "gpu_support.hpp"
+
+#include <cstring>
+
+using test::expect_error;
+using test::unwrap;
+
+TEST_CASE("cuda: device info describes the GPU") {
+  auto dev = gpu::open();
+  auto i = unwrap(dev.info());
+  MESSAGE(i.name << " " << i.arch << " SMs " << i.compute_units << " memory " << i.memory_bytes << " L2 "
+                 << i.l2_cache_bytes << " smem/block " << i.max_shared_per_block << " caps: " << i.capabilities);
+  CHECK(std::string(i.vendor) == "NVIDIA");
+  CHECK(std::string(i.arch).starts_with("sm_"));
+  CHECK(i.compute_units > 0);
+  CHECK(i.simd_width == 32);
+  CHECK(i.memory_bytes > (1ull << 30));
+  CHECK(i.max_shared_per_block >= 48 * 1024);
+  CHECK(i.max_threads_per_block >= 1024);
+  CHECK(i.l2_cache_bytes > 0);
+  CHECK(dev.has("module.ptx"));
+  CHECK(dev.has("module.cubin"));
+  CHECK_FALSE(dev.has("module.host"));
+}
+
+TEST_CASE("cuda: 256 MiB of random data survives write, device copy and read") {
+  auto dev = gpu::open();
+  auto s = unwrap(dev.create_stream());
+  const size_t n = 64u << 20;  // floats
+  auto data = gpu::random_floats(n, 11);
+  auto a = unwrap(dev.allocate(n * 4));
+  auto b = unwrap(dev.allocate(n * 4));
+  unwrap(s.fill<uint32_t>(b, 0, n * 4, 0xFFFFFFFFu));  // poison
+  unwrap(s.write(a, 0, data.data(), n * 4));
+  unwrap(s.copy(b, 0, a, 0, n * 4));
+  std::vector<float> back(n);
+  unwrap(s.read(b, 0, back.data(), n * 4));
+  unwrap(s.synchronize());
+  CHECK(std::memcmp(back.data(), data.data(), n * 4) == 0);
+}
+
+TEST_CASE("cuda: pinned host memory is host-visible and usable by kernels") {
+  auto dev = gpu::open();
+  auto s = unwrap(dev.create_stream());
+  const uint32_t n = 100003;  // a prime: the last block is partial
+  auto pa = unwrap(dev.allocate(n * 4, HAL_MEMORY_HOST_PINNED));
+  auto pb = unwrap(dev.allocate(n * 4, HAL_MEMORY_HOST_PINNED));
+  auto out = unwrap(dev.allocate(n * 4));
+  REQUIRE(pa.host_pointer() != nullptr);
+  auto x = gpu::random_floats(n, 1), y = gpu::random_floats(n, 2);
+  std::memcpy(pa.host_pointer(), x.data(), n * 4);
+  std::memcpy(pb.host_pointer(), y.data(), n * 4);
+  unwrap(s.fill<uint32_t>(out, 0, n * 4, 0x7FC00001u));  // NaN poison
+  auto mod = gpu::load(dev, "vector_add");
+  auto k = unwrap(mod.kernel("vector_add"));
+  halcyon::ArgPack args;
+  args.pointer(pa).pointer(pb).pointer(out).value(n);
+  unwrap(s.launch(k, {(n + 255) / 256}, {256}, args));
+  std::vector<float> got(n);
+  unwrap(s.read(out, 0, got.data(), n * 4));
+  unwrap(s.synchronize());
+  size_t bad = 0;
+  for (uint32_t i = 0; i < n; ++i) bad += got[i] != x[i] + y[i];
+  CHECK(bad == 0);
+}
+
+TEST_CASE("cuda: buffers are reused from the stream-ordered pool and stay correct") {
+  auto dev = gpu::open();
+  MESSAGE("memory.stream_ordered: " << dev.has("memory.stream_ordered"));
+  auto s = unwrap(dev.create_stream());
+  for (uint32_t round = 0; round < 50; ++round) {
+    auto b = unwrap(dev.allocate((1u << 20) + round * 4096));
+    CHECK(b.address() % 256 == 0);
+    unwrap(s.fill<uint32_t>(b, 0, 1u << 20, round));
+    uint32_t v = 0;
+    unwrap(s.read(b, (1u << 20) - 4, &v, 4));
+    unwrap(s.synchronize());
+    CHECK(v == round);
+  }
+}
+
+TEST_CASE("cuda: an allocation larger than the device is refused as out of memory") {
+  auto dev = gpu::open();
+  auto i = unwrap(dev.info());
+  hal_buffer_desc bd{};
+  bd.struct_size = sizeof bd;
+  bd.size = i.memory_bytes - (64ull << 20);  // passes the core's size check, fails in the driver
+  hal_buffer b = nullptr;
+  auto big1 = dev.allocate(bd.size);
+  if (big1.ok()) {  // the whole card was free: a second one cannot fit
+    expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_OUT_OF_MEMORY, "allocating");
+  } else {
+    CHECK(big1.error().status() == HAL_OUT_OF_MEMORY);
+  }
+}
