@@ -101,6 +101,7 @@ struct CudaModule {
 
 struct CudaKernel {
   CUkernel kernel = nullptr;
+  CUfunction primary = nullptr;  // the kernel in the primary context: launches skip a lookup
   std::vector<uint32_t> offsets;  // where each parameter starts in the hal argument blob
   std::atomic<uint32_t> dynamic_shared_limit{48 * 1024};
 };
@@ -464,8 +465,10 @@ hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_des
   }
   auto* blob = static_cast<char*>(const_cast<void*>(desc->args));
   for (size_t i = 0; i < n; ++i) params[i] = blob + k->offsets[i];
-  // A CUkernel launches in the context of the stream: primary or green.
-  CUresult r = d->cuLaunchKernel(reinterpret_cast<CUfunction>(k->kernel), desc->grid[0], desc->grid[1],
+  // A CUkernel launches in the context of the stream (primary or green); on the primary
+  // context's streams its CUfunction there is used directly.
+  CUfunction f = s->ctx == s->device->ctx && k->primary ? k->primary : reinterpret_cast<CUfunction>(k->kernel);
+  CUresult r = d->cuLaunchKernel(f, desc->grid[0], desc->grid[1],
                                  desc->grid[2], desc->block[0], desc->block[1], desc->block[2],
                                  desc->shared_bytes, s->stream, n ? params : nullptr, nullptr);
   if (r != CUDA_SUCCESS)
@@ -687,6 +690,10 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
     auto k = std::make_unique<CudaKernel>();
     CUresult r = d->cuLibraryGetKernel(&k->kernel, m->library, name);
     if (r != CUDA_SUCCESS) return cu_error(d, r, fmt::format("{}: kernel '{}' in module '{}'", dv->uri, name, m->name));
+    {
+      ContextScope scope(d, dv->ctx);
+      if (d->cuKernelGetFunction(&k->primary, k->kernel) != CUDA_SUCCESS) k->primary = nullptr;
+    }
     std::vector<PtxParam> params;
     std::vector<PtxParam> reported;
     bool have_reported = driver_params(d, k->kernel, &reported);
@@ -782,9 +789,12 @@ hal_error* cuda_partition_split(CudaDevice* dv, const hal_partition_desc* desc, 
     CU_TRY(d, d->cuDeviceGetDevResource(dv->dev, &input, CU_DEV_RESOURCE_TYPE_SM), dv->uri + ": cuDeviceGetDevResource");
     CUdevResource result{}, remaining{};
     unsigned groups = 1;
-    CU_TRY(d, d->cuDevSmResourceSplitByCount(&result, &groups, &input, &remaining,
-                                             fine ? CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING : 0, desc->units),
-           fmt::format("{}: splitting off {} SMs", dv->uri, desc->units));
+    CUresult r = d->cuDevSmResourceSplitByCount(&result, &groups, &input, &remaining,
+                                                fine ? CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING : 0, desc->units);
+    if (r == CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION || r == CUDA_ERROR_INVALID_VALUE)
+      return error(HAL_OUT_OF_RANGE, fmt::format("cuda: {}: {} SMs cannot be split off {} SMs in steps of {}: {}", dv->uri,
+                                                 desc->units, input.sm.smCount, granularity, result_string(*d, r)));
+    if (r != CUDA_SUCCESS) return cu_error(d, r, fmt::format("{}: splitting off {} SMs", dv->uri, desc->units));
     if (groups != 1 || result.sm.smCount == 0)
       return error(HAL_OUT_OF_RANGE, fmt::format("cuda: {}: {} SMs{} cannot be split off {} SMs", dv->uri,
                                                  desc->units, fine ? " (fine-grained)" : "", input.sm.smCount));

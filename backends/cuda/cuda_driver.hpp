@@ -32,7 +32,7 @@ constexpr int kMinDriverVersion = 12000;
   X(cuLaunchKernel, 4000) X(cuLinkCreate, 6050) X(cuLinkAddData, 6050)                 \
   X(cuLinkComplete, 5050) X(cuLinkDestroy, 5050) X(cuLibraryLoadData, 12000)           \
   X(cuLibraryUnload, 12000) X(cuLibraryGetKernel, 12000) X(cuKernelGetAttribute, 12000) \
-  X(cuKernelSetAttribute, 12000)
+  X(cuKernelSetAttribute, 12000) X(cuKernelGetFunction, 12000)
 
 // Optional: newer drivers only. A missing one turns a feature off, never the backend.
 #define HALCYON_CUDA_OPTIONAL(X)                                                       \

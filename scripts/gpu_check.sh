@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The whole GPU check in one call on the lent GPU machine (docs/backends/cuda.md):
+# configure + build (warnings as errors), every CTest test (unit, CUDA GPU tests, CUDA API
+# tests, conformance), `halcyon info -v`, `halcyon cts --device cuda:0` when that command
+# exists, and the CUDA launch/copy benchmark. Logs go to $OUT (or ./gpu-check-out).
+#
+# Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
+# (.devdeps, carried to the machine). Exit status: 0 only if every step passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${OUT:-$root/gpu-check-out}
+mkdir -p "$out"
+deps=$root/.devdeps/usr
+[ -d "$deps" ] || { echo "gpu_check: $deps missing: run pack-deps.sh first and carry .devdeps" >&2; exit 2; }
+export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HALCYON_CACHE_DIR=$(mktemp -d)  # a fresh PTX JIT cache for this run
+build=${BUILD_DIR:-build-gpu}
+summary=()
+failed=0
+
+step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps a summary line
+  local name=$1
+  shift
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL_LINES:-25}" "$out/$name.log"
+  summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$*")")
+  [ "$rc" -eq 0 ] || failed=1
+  return "$rc"
+}
+
+machine="host: $(hostname)  date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')
+gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
+echo "$machine"
+
+step configure cmake -S . -B "$build" -G Ninja -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON -DHALCYON_ENABLE_CUDA=ON ||
+  { printf '%s\n' "${summary[@]}"; exit 1; }
+step build ninja -C "$build" -k 0 -j"$(nproc)"  # keep going: one broken target must not hide the rest
+step info "$build/bin/halcyon" info -v
+TAIL_LINES=40 step ctest ctest --test-dir "$build" --output-on-failure --timeout 300 -j4
+cp "$build/Testing/Temporary/LastTest.log" "$out/ctest_full.log" 2>/dev/null  # every test's output
+if "$build/bin/halcyon" cts --help >/dev/null 2>&1; then
+  step cts "$build/bin/halcyon" cts --device cuda:0
+else
+  summary+=("cts        (no 'halcyon cts' command in this build: not run)")
+fi
+if [ -x "$build/bin/halcyon_bench_cuda" ]; then
+  step bench "$build/bin/halcyon_bench_cuda"
+fi
+echo "=== summary"
+{ echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
+exit "$failed"
