@@ -6,7 +6,8 @@
 #   - a .ptx file is taken as it is; its `.target` must be the one target listed.
 # Every PTX file is then assembled by ptxas for its target: the check CI runs without a GPU.
 # At run time halcyon::ptx::find("<kernel-set>", "sm_80") returns the text.
-# Call halcyon_ptx_finalize() once after the last halcyon_add_ptx().
+# Call halcyon_ptx_finalize() once after the last halcyon_add_ptx(); subfolders of kernels/ptx
+# (moe/, ops/, ...) may call halcyon_add_ptx too: they are added before it.
 set(HALCYON_PTX_EMBED_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/embed_ptx.cmake)
 
 function(halcyon_add_ptx)
@@ -25,6 +26,7 @@ function(halcyon_add_ptx)
     message(FATAL_ERROR "halcyon_add_ptx(${P_NAME}): SOURCE must be .cu or .ptx, not ${ext}")
   endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR})
+  set(embedded "")
   foreach(t IN LISTS P_TARGETS)
     if(NOT t MATCHES "^sm_[0-9]+[af]?$")
       message(FATAL_ERROR "halcyon_add_ptx(${P_NAME}): target '${t}' is not sm_XY, sm_XYa or sm_XYf")
@@ -50,9 +52,13 @@ function(halcyon_add_ptx)
               -P ${HALCYON_PTX_EMBED_SCRIPT}
       DEPENDS ${ptx} ${stem}.cubin ${HALCYON_PTX_EMBED_SCRIPT}
       COMMENT "embedding ${P_NAME}.${t}.ptx" VERBATIM)
+    list(APPEND embedded ${stem}.ptx.cpp)
     set_property(GLOBAL APPEND PROPERTY HALCYON_PTX_SOURCES ${stem}.ptx.cpp)
     set_property(GLOBAL APPEND PROPERTY HALCYON_PTX_ENTRIES "${P_NAME}|${t}|${sym}")
   endforeach()
+  # The rules live in this directory; halcyon_ptx_kernels (maybe in another) depends on this.
+  add_custom_target(halcyon_ptx_${P_NAME} DEPENDS ${embedded})
+  set_property(GLOBAL APPEND PROPERTY HALCYON_PTX_TARGETS halcyon_ptx_${P_NAME})
 endfunction()
 
 # Generates the name+target -> text table and builds halcyon_ptx_kernels.
@@ -77,7 +83,10 @@ function(halcyon_ptx_finalize)
     "  static const Image images[] = {\n${rows}  };\n"
     "  return {images, sizeof images / sizeof images[0]};\n}\n}  // namespace halcyon::ptx\n")
   configure_file(${table}.in ${table} COPYONLY)
+  get_property(steps GLOBAL PROPERTY HALCYON_PTX_TARGETS)
+  set_source_files_properties(${sources} PROPERTIES GENERATED TRUE)
   add_library(halcyon_ptx_kernels STATIC ${table} ${sources} ${CMAKE_CURRENT_SOURCE_DIR}/ptx_kernels.cpp)
+  add_dependencies(halcyon_ptx_kernels ${steps})
   target_include_directories(halcyon_ptx_kernels PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
   target_compile_features(halcyon_ptx_kernels PUBLIC cxx_std_20)
 endfunction()
