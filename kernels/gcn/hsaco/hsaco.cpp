@@ -253,7 +253,7 @@ bool parse(const void* data, size_t size, CodeObject* out, std::string* error) {
 
     const auto* sh = elf.at<Elf64_Shdr>(eh->e_shoff, eh->e_shnum);
     bool have_metadata = false;
-    std::map<std::string, uint64_t> symbols;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> symbols;  // name -> value, size
     for (int i = 0; i < eh->e_shnum; ++i) {
       if (sh[i].sh_type == SHT_NOTE) {
         uint64_t off = sh[i].sh_offset, end = off + sh[i].sh_size;
@@ -278,7 +278,7 @@ bool parse(const void* data, size_t size, CodeObject* out, std::string* error) {
         const auto* syms = elf.at<Elf64_Sym>(sh[i].sh_offset, n);
         for (uint64_t k = 0; k < n; ++k)
           if (syms[k].st_name < strtab.sh_size)
-            symbols[std::string(strs + syms[k].st_name, strnlen(strs + syms[k].st_name, strtab.sh_size - syms[k].st_name))] = syms[k].st_value;
+            symbols[std::string(strs + syms[k].st_name, strnlen(strs + syms[k].st_name, strtab.sh_size - syms[k].st_name))] = {syms[k].st_value, syms[k].st_size};
       }
     }
     if (!have_metadata) throw std::runtime_error("no NT_AMDGPU_METADATA note");
@@ -287,7 +287,7 @@ bool parse(const void* data, size_t size, CodeObject* out, std::string* error) {
     for (auto& k : out->kernels) {
       auto it = symbols.find(k.symbol);
       if (it == symbols.end()) throw std::runtime_error("kernel descriptor symbol '" + k.symbol + "' is missing");
-      k.descriptor_address = it->second;
+      k.descriptor_address = it->second.first;
       if (k.descriptor_address + 64 > image.size())
         throw std::runtime_error("kernel descriptor '" + k.symbol + "' lies outside the loaded image");
       read_descriptor(image.data() + k.descriptor_address, &k.descriptor);
@@ -295,6 +295,7 @@ bool parse(const void* data, size_t size, CodeObject* out, std::string* error) {
       if (code < 0 || uint64_t(code) >= image.size())
         throw std::runtime_error("kernel '" + k.name + "' code entry lies outside the loaded image");
       k.code_address = uint64_t(code);
+      if (auto f = symbols.find(k.name); f != symbols.end() && f->second.first == k.code_address) k.code_size = f->second.second;
     }
     return true;
   } catch (const std::exception& ex) {

@@ -48,6 +48,7 @@ struct Kernel {
   uint32_t max_flat_workgroup_size = 0;
   uint64_t descriptor_address = 0;  // virtual address of the kernel descriptor
   uint64_t code_address = 0;        // virtual address of the first instruction
+  uint64_t code_size = 0;           // bytes of the kernel's function symbol (0 if unknown)
   KernelDescriptor descriptor;
   // Bytes of the explicit (non-hidden) arguments: what a caller's packed blob holds.
   uint32_t explicit_args_size() const;
