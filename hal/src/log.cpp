@@ -61,3 +61,7 @@ extern "C" HAL_API void hal_set_log_callback(hal_log_fn fn, void* user) {
   halcyon::core::g_fn = fn;
   halcyon::core::g_user = user;
 }
+
+extern "C" HAL_API void hal_log(hal_log_level level, const char* message) {
+  halcyon::core::log(level, message ? message : "");
+}

@@ -311,6 +311,9 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
       if (tok.size() != 4 || tok[2] != "offsets" || !is_identifier(tok[3]))
         return fail("expected 'generate <input> offsets <total dim>'");
       c.generators.push_back({tok[1], tok[2], tok[3]});
+    } else if (kw == "bounds") {
+      if (tok.size() != 4) return fail("expected 'bounds <input> <lo> <hi>'");
+      c.bounds.push_back({tok[1], tok[2], tok[3]});
     } else if (kw == "rows") {
       DefinedRows d;
       size_t lb = tok.size() == 3 ? tok[2].find('[') : std::string::npos;
@@ -347,6 +350,11 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
     if (!t || t->dtype != DType::i32)
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate: '{}' is not an i32 input", file, g.input));
   }
+  for (auto& bd : c.bounds) {
+    const TensorSpec* t = c.find_tensor(bd.input);
+    if (!t || rt::dtype_is_float(t->dtype))
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: bounds: '{}' is not an integer input", file, bd.input));
+  }
   for (auto& d : c.defined_rows) {
     const TensorSpec* o = c.find_tensor(d.output);
     const TensorSpec* n = c.find_tensor(d.count_tensor);
@@ -355,6 +363,16 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
                                                      file, d.output, d.count_tensor));
   }
   return c;
+}
+
+Result<int64_t> evaluate(const Binding& b, std::string_view expression) {
+  std::map<std::string, int64_t, std::less<>> env(b.dims.begin(), b.dims.end());
+  for (auto& [k, v] : b.params.values())
+    if (auto* i = std::get_if<int64_t>(&v)) env.emplace(k, *i);
+  int64_t out = 0;
+  std::string why;
+  if (!Expr(expression, env).eval(&out, &why)) return Error(HAL_INVALID_ARGUMENT, why);
+  return out;
 }
 
 int64_t ParamSet::i(std::string_view name) const { return std::get<int64_t>(values_.find(name)->second); }

@@ -113,6 +113,8 @@ typedef void (*hal_log_fn)(void* user, hal_log_level level, const char* message)
 /* Replaces the log sink (default: stderr for warnings and errors; HALCYON_LOG=debug|info
  * lowers the threshold). fn NULL restores the default. */
 HAL_API void hal_set_log_callback(hal_log_fn fn, void* user);
+/* Sends a message to the log sink (for layers above hal: runtime, tools). */
+HAL_API void hal_log(hal_log_level level, const char* message);
 
 enum {
   HAL_INIT_NO_BUILTIN_BACKENDS = 1u << 0, /* skip backends compiled into libhalcyon */

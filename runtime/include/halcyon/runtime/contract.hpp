@@ -12,6 +12,8 @@
 //   generate <input> offsets <total>  a random test input that must be a valid offsets
 //                                     array: counts >= 0 (some zero) summing to dim <total>,
 //                                     as exclusive prefix sums
+//   bounds <input> <lo> <hi>          every value of an integer input must lie in [lo, hi)
+//                                     (expressions over dims): checked by `halcyon run`
 //   rows   <output> <tensor>[<index>] only the leading rows of <output> are defined: as many
 //                                     as the int value of <tensor> at flat <index> (negative
 //                                     counts from the end); the rest is never compared
@@ -69,6 +71,11 @@ struct InputGenerator {
   std::string total;  // dim symbol the offsets sum to
 };
 
+struct ValueBounds {
+  std::string input;
+  std::string lo, hi;  // expressions; valid values are [lo, hi)
+};
+
 struct DefinedRows {
   std::string output;
   std::string count_tensor;  // an input or output (int dtype)
@@ -91,6 +98,7 @@ struct Contract {
   std::vector<ValueRange> ranges;
   std::vector<InputGenerator> generators;
   std::vector<DefinedRows> defined_rows;
+  std::vector<ValueBounds> bounds;
   std::vector<ContractCase> cases;
   std::vector<std::string> notes;
   std::string text;  // the contract as written
@@ -138,5 +146,8 @@ Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>
                      const std::map<std::string, std::vector<int64_t>>& input_shapes);
 
 std::string to_string(const ParamValue& v);
+
+// Evaluates an expression over the binding's dims (and int params), e.g. "E" or "T*K".
+Result<int64_t> evaluate(const Binding& b, std::string_view expression);
 
 }  // namespace halcyon::rt

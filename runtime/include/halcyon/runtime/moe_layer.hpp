@@ -1,0 +1,66 @@
+// A mixture-of-experts layer (DeepSeek-V3 style) built from the operators:
+//   router GEMM (gemm_bf16) -> moe_gate -> moe_permute -> moe_grouped_gemm_swiglu
+//   -> moe_grouped_gemm (down) -> moe_combine
+// on any device whose backend implements them (the CPU always). Expert parallelism: only the
+// local experts [expert_begin, expert_begin + local_experts) have weights here; tokens routed
+// elsewhere contribute nothing to this rank's output.
+#pragma once
+
+#include <halcyon/runtime/op.hpp>
+
+#include <optional>
+
+namespace halcyon::rt {
+
+struct MoeLayerConfig {
+  int64_t hidden = 7168;
+  int64_t inter = 2048;  // expert intermediate size
+  int64_t experts = 256;
+  int64_t topk = 8;
+  std::string score = "sigmoid";
+  int64_t n_groups = 8;
+  int64_t topk_groups = 4;
+  bool normalize = true;
+  double routed_scale = 2.5;
+  int64_t expert_begin = 0;
+  int64_t local_experts = -1;  // -1: all experts are local
+
+  int64_t local() const { return local_experts < 0 ? experts : local_experts; }
+  static MoeLayerConfig deepseek_v3() { return {}; }
+};
+
+struct MoeLayerWeights {
+  Tensor w_router;                // [H, E] bf16
+  std::optional<Tensor> bias;     // [E] f32, selection only
+  Tensor w_gate_up;               // [EL, H, 2I] bf16: columns [0, I) gate, [I, 2I) up
+  Tensor w_down;                  // [EL, I, H] bf16
+};
+
+// Milliseconds per stage of the last forward() that asked for times.
+struct MoeStageTimes {
+  float router = 0, gate = 0, permute = 0, up = 0, down = 0, combine = 0;
+  float total() const { return router + gate + permute + up + down + combine; }
+};
+
+class MoeLayer {
+ public:
+  static Result<MoeLayer> create(const Device& device, MoeLayerConfig config, MoeLayerWeights weights);
+
+  // x [T, H] bf16 -> out [T, H] bf16, queued on `stream`. With `times`, each stage is
+  // bracketed by events and the call waits for the stream to read them.
+  Status forward(const Stream& stream, const Tensor& x, Tensor& out, MoeStageTimes* times = nullptr);
+
+  const MoeLayerConfig& config() const { return config_; }
+  // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name.
+  const std::map<std::string, Tensor, std::less<>>& workspace() const { return ws_; }
+
+ private:
+  Status ensure_workspace(int64_t tokens);
+  Device device_;
+  MoeLayerConfig config_;
+  MoeLayerWeights weights_;
+  int64_t ws_tokens_ = -1;
+  std::map<std::string, Tensor, std::less<>> ws_;
+};
+
+}  // namespace halcyon::rt

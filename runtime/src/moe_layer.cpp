@@ -1,0 +1,148 @@
+#include <halcyon/runtime/moe_layer.hpp>
+
+#include <fmt/format.h>
+
+namespace halcyon::rt {
+namespace {
+
+Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<int64_t> shape) {
+  if (!t.buffer) return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: {} has no buffer", what));
+  if (t.dtype != dtype || t.shape != shape) {
+    Tensor want;
+    want.shape = shape;
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: {} is {} {}, expected {} {}", what, dtype_name(t.dtype),
+                                                   t.shape_string(), dtype_name(dtype), want.shape_string()));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w) {
+  const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
+  if (H < 1 || I < 1 || E < 1 || c.topk < 1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: hidden {}, inter {}, experts {}, topk {} must all be >= 1",
+                                                   H, I, E, c.topk));
+  if (c.expert_begin < 0 || EL < 1 || c.expert_begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: local experts [{}, {}) do not lie within [0, {})",
+                                                   c.expert_begin, c.expert_begin + EL, E));
+  HALCYON_TRY(expect_shape("w_router", w.w_router, DType::bf16, {H, E}));
+  if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {E}));
+  HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}));
+  HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}));
+  for (const char* op : {"gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm_swiglu", "moe_grouped_gemm", "moe_combine"}) {
+    std::string why;
+    if (!select_impl(device, op, &why)) return Error(HAL_UNSUPPORTED, fmt::format("MoeLayer: {}", why));
+  }
+  MoeLayer layer;
+  layer.device_ = device;
+  layer.config_ = std::move(c);
+  layer.weights_ = std::move(w);
+  return layer;
+}
+
+Status MoeLayer::ensure_workspace(int64_t T) {
+  if (T == ws_tokens_) return {};
+  const int64_t H = config_.hidden, I = config_.inter, E = config_.experts, K = config_.topk, EL = config_.local();
+  ws_.clear();
+  struct Spec {
+    const char* name;
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  for (const Spec& s : std::initializer_list<Spec>{{"logits", DType::f32, {T, E}},
+                                                    {"topk_ids", DType::i32, {T, K}},
+                                                    {"topk_weights", DType::f32, {T, K}},
+                                                    {"permuted", DType::bf16, {T * K, H}},
+                                                    {"expert_counts", DType::i32, {EL}},
+                                                    {"expert_offsets", DType::i32, {EL + 1}},
+                                                    {"row_to_slot", DType::i32, {T * K}},
+                                                    {"slot_to_row", DType::i32, {T, K}},
+                                                    {"num_rows", DType::i32, {1}},
+                                                    {"hidden", DType::bf16, {T * K, I}},
+                                                    {"expert_out", DType::bf16, {T * K, H}}}) {
+    auto t = make_tensor(device_, s.dtype, s.shape);
+    if (!t) return t.error();
+    ws_[s.name] = std::move(t).value();
+  }
+  ws_tokens_ = T;
+  return {};
+}
+
+Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, MoeStageTimes* times) {
+  const auto& c = config_;
+  if (x.shape.size() != 2) return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: x is {}, expected [T, {}]", x.shape_string(), c.hidden));
+  const int64_t T = x.shape[0];
+  HALCYON_TRY(expect_shape("x", x, DType::bf16, {T, c.hidden}));
+  HALCYON_TRY(expect_shape("out", out, DType::bf16, {T, c.hidden}));
+  HALCYON_TRY(ensure_workspace(T));
+  auto& w = ws_;
+  const std::string s_topk = std::to_string(c.topk);
+
+  std::vector<Event> marks;
+  auto mark = [&]() -> Status {
+    if (!times) return {};
+    auto ev = device_.create_event(true);
+    if (!ev) return ev.error();
+    HALCYON_TRY(stream.record(*ev));
+    marks.push_back(std::move(ev).value());
+    return {};
+  };
+  using TensorMap = std::map<std::string, Tensor, std::less<>>;
+
+  HALCYON_TRY(mark());
+  TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", w["logits"]}};
+  HALCYON_TRY(run_op(device_, stream, "gemm_bf16", router));
+  HALCYON_TRY(mark());
+
+  TensorMap gate{{"logits", w["logits"]}, {"topk_ids", w["topk_ids"]}, {"topk_weights", w["topk_weights"]}};
+  if (weights_.bias) gate["bias"] = *weights_.bias;
+  HALCYON_TRY(run_op(device_, stream, "moe_gate", gate,
+                     {{"score", c.score},
+                      {"n_groups", std::to_string(c.n_groups)},
+                      {"topk_groups", std::to_string(c.topk_groups)},
+                      {"topk", s_topk},
+                      {"normalize", c.normalize ? "true" : "false"},
+                      {"routed_scale", fmt::format("{}", c.routed_scale)}}));
+  HALCYON_TRY(mark());
+
+  TensorMap permute{{"x", x},
+                    {"topk_ids", w["topk_ids"]},
+                    {"permuted", w["permuted"]},
+                    {"expert_counts", w["expert_counts"]},
+                    {"expert_offsets", w["expert_offsets"]},
+                    {"row_to_slot", w["row_to_slot"]},
+                    {"slot_to_row", w["slot_to_row"]},
+                    {"num_rows", w["num_rows"]}};
+  HALCYON_TRY(run_op(device_, stream, "moe_permute", permute,
+                     {{"expert_begin", std::to_string(c.expert_begin)}, {"n_experts", std::to_string(c.experts)}}));
+  HALCYON_TRY(mark());
+
+  TensorMap up{{"a", w["permuted"]}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", w["expert_offsets"]},
+               {"out", w["hidden"]}};
+  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu", up));
+  HALCYON_TRY(mark());
+
+  TensorMap down{{"a", w["hidden"]}, {"w", weights_.w_down}, {"expert_offsets", w["expert_offsets"]},
+                 {"out", w["expert_out"]}};
+  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm", down));
+  HALCYON_TRY(mark());
+
+  TensorMap combine{{"expert_out", w["expert_out"]}, {"topk_weights", w["topk_weights"]},
+                    {"slot_to_row", w["slot_to_row"]}, {"out", out}};
+  HALCYON_TRY(run_op(device_, stream, "moe_combine", combine));
+  HALCYON_TRY(mark());
+
+  if (times) {
+    HALCYON_TRY(marks.back().synchronize());
+    float* fields[] = {&times->router, &times->gate, &times->permute, &times->up, &times->down, &times->combine};
+    for (size_t i = 0; i + 1 < marks.size(); ++i) {
+      auto ms = marks[i + 1].elapsed_since(marks[i]);
+      if (!ms) return ms.error();
+      *fields[i] = *ms;
+    }
+  }
+  return {};
+}
+
+}  // namespace halcyon::rt
