@@ -55,8 +55,8 @@ std::string Memory::describe_miss(uint64_t addr, uint64_t size) const {
                        below->name, below->base, below->base + below->size);
   std::string out = "outside every buffer";
   if (below)
-    out += fmt::format("; {} bytes after {} [0x{:x}, 0x{:x})", addr - (below->base + below->size), below->name, below->base,
-                       below->base + below->size);
+    out += fmt::format("; it starts {} bytes past the end of {} [0x{:x}, 0x{:x})", addr - (below->base + below->size),
+                       below->name, below->base, below->base + below->size);
   if (above) out += fmt::format("; {} bytes before {} at 0x{:x}", above->base - addr, above->name, above->base);
   return out;
 }

@@ -1,0 +1,117 @@
+// The hand-written kernels of kernels/gcn, from the embedded registry, on amdgpu-sim for both
+// gfx942 and gfx90a against CPU references, on awkward shapes (1, primes, non-multiples of
+// the block or tile), outputs poisoned before the run.
+#include <halcyon/gcn/kernels.hpp>
+
+#include "sim_harness.hpp"
+
+using namespace amdtest;
+
+namespace {
+
+const char* const kArchs[] = {"gfx942", "gfx90a"};
+
+halcyon::Kernel registry_kernel(Sim& sim, const char* name, halcyon::Module* keep) {
+  const halcyon::gcn::KernelImage* img = halcyon::gcn::find(name, sim.arch);
+  REQUIRE_MESSAGE(img != nullptr, name << " is not embedded for " << sim.arch);
+  *keep = must(sim.dev.load_module(HAL_MODULE_HSACO, img->target.c_str(), img->data, img->size, name), "load");
+  return must(keep->kernel(name), "kernel");
+}
+
+}  // namespace
+
+TEST_CASE("the registry holds every hand-written kernel for both targets, with checked metadata") {
+  for (const char* name : {"halcyon_vector_add_f32", "halcyon_softmax_rows_f32", "halcyon_gemm_bf16_tile"})
+    for (const char* arch : kArchs) {
+      CAPTURE(name);
+      CAPTURE(arch);
+      const auto* img = halcyon::gcn::find(name, arch);
+      REQUIRE(img != nullptr);
+      CHECK(img->code.arch == arch);
+      CHECK(img->kernel().wavefront_size == 64);
+      CHECK(img->contract.find(std::string("kernel ") + name) != std::string::npos);
+    }
+  CHECK(halcyon::gcn::find("halcyon_vector_add_f32", "gfx1100") == nullptr);
+  CHECK(halcyon::gcn::kernels().size() == 6);
+}
+
+TEST_CASE("gcn vector add") {
+  for (const char* arch : kArchs)
+    for (uint32_t n : {1u, 255u, 256u, 1000u, 4097u}) {
+      CAPTURE(arch);
+      CAPTURE(n);
+      Sim sim(arch);
+      halcyon::Module mod;
+      auto k = registry_kernel(sim, "halcyon_vector_add_f32", &mod);
+      auto a = random_floats(n, 10 + n), b = random_floats(n, 20 + n);
+      auto da = sim.upload(a), db = sim.upload(b);
+      auto dc = sim.poisoned<float>(n);
+      halcyon::ArgPack args;
+      args.pointer(da).pointer(db).pointer(dc).value(n);
+      must(sim.stream.launch(k, {(n + 255) / 256}, {256}, args), "launch");
+      auto c = sim.download<float>(dc, n);
+      for (uint32_t i = 0; i < n; ++i) REQUIRE(c[i] == a[i] + b[i]);
+    }
+}
+
+TEST_CASE("gcn row softmax") {
+  struct Shape {
+    uint32_t rows, cols;
+  };
+  for (const char* arch : kArchs)
+    for (Shape s : {Shape{1, 1}, Shape{3, 7}, Shape{5, 256}, Shape{4, 257}, Shape{2, 1000}}) {
+      CAPTURE(arch);
+      CAPTURE(s.rows);
+      CAPTURE(s.cols);
+      Sim sim(arch);
+      halcyon::Module mod;
+      auto k = registry_kernel(sim, "halcyon_softmax_rows_f32", &mod);
+      auto x = random_floats(size_t(s.rows) * s.cols, 30 + s.cols, -8.0f, 8.0f);
+      auto dx = sim.upload(x);
+      auto dy = sim.poisoned<float>(x.size());
+      halcyon::ArgPack args;
+      args.pointer(dx).pointer(dy).value(s.rows).value(s.cols);
+      must(sim.stream.launch(k, {s.rows}, {256}, args), "launch");
+      auto y = sim.download<float>(dy, x.size());
+      for (uint32_t r = 0; r < s.rows; ++r) {
+        double mx = -INFINITY, sum = 0;
+        for (uint32_t j = 0; j < s.cols; ++j) mx = std::max(mx, double(x[r * s.cols + j]));
+        for (uint32_t j = 0; j < s.cols; ++j) sum += std::exp(double(x[r * s.cols + j]) - mx);
+        std::vector<float> out(y.begin() + r * s.cols, y.begin() + (r + 1) * s.cols);
+        std::vector<double> ref(s.cols);
+        for (uint32_t j = 0; j < s.cols; ++j) ref[j] = std::exp(double(x[r * s.cols + j]) - mx) / sum;
+        CAPTURE(r);
+        CHECK(rel_error(out, ref) < 1e-5);
+      }
+    }
+}
+
+TEST_CASE("gcn bf16 GEMM tile on MFMA") {
+  struct Shape {
+    int m, n, k;
+  };
+  for (const char* arch : kArchs)
+    for (Shape s : {Shape{32, 32, 8}, Shape{64, 96, 40}, Shape{96, 32, 128}}) {
+      CAPTURE(arch);
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      Sim sim(arch);
+      halcyon::Module mod;
+      auto kern = registry_kernel(sim, "halcyon_gemm_bf16_tile", &mod);
+      auto fa = random_floats(size_t(s.m) * s.k, 40 + s.k), fb = random_floats(size_t(s.k) * s.n, 50 + s.n);
+      std::vector<uint16_t> a(fa.size()), b(fb.size());
+      for (size_t i = 0; i < a.size(); ++i) a[i] = to_bf16(fa[i]);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = to_bf16(fb[i]);
+      auto da = sim.upload(a), db = sim.upload(b);
+      auto dc = sim.poisoned<float>(size_t(s.m) * s.n);
+      halcyon::ArgPack args;
+      args.pointer(da).pointer(db).pointer(dc).value(s.m).value(s.n).value(s.k);
+      CHECK(must(kern.info(), "info").args_size == args.size());
+      must(sim.stream.launch(kern, {uint32_t(s.n / 32), uint32_t(s.m / 32)}, {64}, args), "launch");
+      auto c = sim.download<float>(dc, size_t(s.m) * s.n);
+      auto ref = gemm_ref(a, b, s.m, s.n, s.k, from_bf16);
+      CHECK(rel_error(c, ref) < 1e-5);
+      for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::fabs(c[i] - ref[i]) < 1e-4);
+    }
+}
