@@ -618,6 +618,10 @@ hal_error* cuda_module_load(CudaDevice* dv, const hal_module_desc* desc, CudaMod
     m->name = name;
     std::vector<char> cubin;
     const void* image = desc->data;
+    if (!is_ptx) {
+      if (std::string why = check_cubin_image(desc->data, desc->size); !why.empty())
+        return error(HAL_INVALID_ARGUMENT, what + ": not a loadable cubin: " + why);
+    }
     if (is_ptx) {
       const char* text = static_cast<const char*>(desc->data);
       std::string ptx(text, strnlen(text, desc->size));
@@ -659,20 +663,31 @@ void cuda_module_destroy(CudaModule* m) {
   delete m;
 }
 
-// The parameter layout the driver reports (CUDA 12.4+), or false when it cannot.
-bool driver_params(const Driver* d, CUkernel k, std::vector<PtxParam>* out) {
-  if (!d->cuKernelGetParamInfo) return false;
-  out->clear();
-  for (size_t i = 0;; ++i) {
-    size_t off = 0, size = 0;
-    CUresult r = d->cuKernelGetParamInfo(k, i, &off, &size);
-    if (r == CUDA_ERROR_INVALID_VALUE) return true;  // past the last parameter
-    if (r != CUDA_SUCCESS) return false;
-    PtxParam p;
-    p.offset = uint32_t(off);
-    p.size = uint32_t(size);
-    out->push_back(p);
-  }
+// The parameter layout the driver reports (CUDA 12.4+), or false and *why when it cannot.
+bool driver_params(const Driver* d, CUkernel k, CUfunction f, std::vector<PtxParam>* out, std::string* why) {
+  auto query = [&](auto fn, auto handle, const char* name) {
+    out->clear();
+    for (size_t i = 0;; ++i) {
+      size_t off = 0, size = 0;
+      CUresult r = fn(handle, i, &off, &size);
+      if (r == CUDA_ERROR_INVALID_VALUE && i > 0) return true;  // past the last parameter
+      if (r != CUDA_SUCCESS) {
+        // Index 0 of a kernel without parameters is also INVALID_VALUE: indistinguishable
+        // from a failure here, so it counts as "no parameters" only if the other query agrees.
+        if (r == CUDA_ERROR_INVALID_VALUE) return true;
+        *why += std::string(*why == "" ? "" : "; ") + name + ": " + result_string(*d, r);
+        return false;
+      }
+      PtxParam p;
+      p.offset = uint32_t(off);
+      p.size = uint32_t(size);
+      out->push_back(p);
+    }
+  };
+  if (d->cuKernelGetParamInfo && query(d->cuKernelGetParamInfo, k, "cuKernelGetParamInfo")) return true;
+  if (d->cuFuncGetParamInfo && f && query(d->cuFuncGetParamInfo, f, "cuFuncGetParamInfo")) return true;
+  if (!d->cuKernelGetParamInfo && !d->cuFuncGetParamInfo) *why = "the driver has neither cuKernelGetParamInfo nor cuFuncGetParamInfo (CUDA 12.4)";
+  return false;
 }
 
 hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, hal_kernel_info* info,
@@ -696,29 +711,30 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
     }
     std::vector<PtxParam> params;
     std::vector<PtxParam> reported;
-    bool have_reported = driver_params(d, k->kernel, &reported);
+    std::string no_report;
+    bool have_reported = driver_params(d, k->kernel, k->primary, &reported, &no_report);
     if (entry) {
       params = entry->params;
-      if (have_reported) {
-        bool same = reported.size() == params.size();
-        for (size_t i = 0; same && i < params.size(); ++i)
-          same = reported[i].offset == params[i].offset && reported[i].size == params[i].size;
-        if (!same) {  // the driver is the authority; keep PTX's pointer marks only if counts agree
-          halcyon::plugin::log(HAL_LOG_WARNING,
-                               fmt::format("cuda: kernel '{}': the PTX parameter layout ({} parameters, {} bytes) differs "
-                                           "from the driver's ({} parameters); using the driver's",
-                                           name, params.size(), entry->args_size, reported.size()));
-          for (size_t i = 0; i < reported.size(); ++i)
-            reported[i].pointer = reported.size() == params.size() && params[i].pointer;
+      if (have_reported && reported.size() == params.size()) {
+        bool same = true;
+        for (size_t i = 0; i < params.size(); ++i)
+          same = same && reported[i].offset == params[i].offset && reported[i].size == params[i].size;
+        if (!same) {  // the driver is the authority on offsets; PTX keeps its pointer marks
+          halcyon::plugin::log(HAL_LOG_WARNING, fmt::format("cuda: kernel '{}': the PTX parameter offsets differ from "
+                                                            "the driver's; using the driver's", name));
+          for (size_t i = 0; i < params.size(); ++i) reported[i].pointer = params[i].pointer;
           params = reported;
         }
+      } else if (have_reported) {  // a count that disagrees is the query failing, not the PTX
+        halcyon::plugin::log(HAL_LOG_WARNING, fmt::format("cuda: kernel '{}': the driver reports {} parameters, the PTX "
+                                                          "{}; using the PTX's", name, reported.size(), params.size()));
       }
     } else if (have_reported) {
       params = reported;  // cubin: sizes and offsets from the driver; kinds unknown
     } else {
-      return error(HAL_UNSUPPORTED, fmt::format("cuda: kernel '{}' of cubin module '{}': its argument layout needs "
-                                                "cuKernelGetParamInfo (a CUDA 12.4 driver); load PTX instead",
-                                                name, m->name));
+      return error(HAL_UNSUPPORTED, fmt::format("cuda: kernel '{}' of cubin module '{}': the driver does not report its "
+                                                "argument layout ({}); load PTX instead",
+                                                name, m->name, no_report));
     }
     if (params.size() > cap)
       return error(HAL_OUT_OF_RANGE, fmt::format("cuda: kernel '{}' has {} parameters, more than {}", name, params.size(), cap));

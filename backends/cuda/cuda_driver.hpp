@@ -38,7 +38,7 @@ constexpr int kMinDriverVersion = 12000;
 #define HALCYON_CUDA_OPTIONAL(X)                                                       \
   X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020) X(cuMemPoolSetAttribute, 11020) \
   X(cuMemPoolTrimTo, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020) \
-  X(cuKernelGetParamInfo, 12040) X(cuDeviceGetDevResource, 12040)                      \
+  X(cuKernelGetParamInfo, 12040) X(cuFuncGetParamInfo, 12040) X(cuDeviceGetDevResource, 12040)                      \
   X(cuDevSmResourceSplitByCount, 12040) X(cuDevResourceGenerateDesc, 12040)            \
   X(cuGreenCtxCreate, 12040) X(cuGreenCtxDestroy, 12040) X(cuCtxFromGreenCtx, 12040)   \
   X(cuGreenCtxStreamCreate, 12050)

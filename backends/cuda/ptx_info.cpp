@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstring>
 
 namespace halcyon::cuda {
 namespace {
@@ -232,6 +233,46 @@ std::string check_target(std::string_view target, bool is_ptx, int major, int mi
   if (a->major != major || minor < a->minor)
     return what + " runs only on compute capability " + std::to_string(a->major) + ".x with x >= " +
            std::to_string(a->minor) + "; this device is " + dev;
+  return {};
+}
+
+namespace {
+template <typename T>
+T read_le(const unsigned char* p, size_t at) {
+  T v;
+  std::memcpy(&v, p + at, sizeof v);
+  return v;
+}
+}  // namespace
+
+std::string check_cubin_image(const void* data, size_t size) {
+  auto* p = static_cast<const unsigned char*>(data);
+  constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
+  if (size >= 16 && read_le<uint32_t>(p, 0) == kFatbinMagic) {
+    uint64_t header = read_le<uint16_t>(p, 6), payload = read_le<uint64_t>(p, 8);
+    if (header < 16 || header + payload > size)
+      return "fatbin of " + std::to_string(size) + " bytes declares " + std::to_string(header + payload);
+    return {};
+  }
+  if (size < 64 || std::memcmp(p, "\x7f" "ELF", 4) != 0)
+    return size < 64 ? "only " + std::to_string(size) + " bytes: too short for an ELF header" : "not an ELF file or a fatbin";
+  if (p[4] != 2 || p[5] != 1) return "not a 64-bit little-endian ELF file";
+  constexpr uint16_t kEmCuda = 190;
+  if (read_le<uint16_t>(p, 18) != kEmCuda) return "an ELF file for another machine (not EM_CUDA)";
+  uint64_t phoff = read_le<uint64_t>(p, 32), shoff = read_le<uint64_t>(p, 40);
+  uint64_t phent = read_le<uint16_t>(p, 54), phnum = read_le<uint16_t>(p, 56);
+  uint64_t shent = read_le<uint16_t>(p, 58), shnum = read_le<uint16_t>(p, 60);
+  if ((phnum && (phent < 56 || phoff > size || phent * phnum > size - phoff)) ||
+      (shnum && (shent < 64 || shoff > size || shent * shnum > size - shoff)))
+    return "ELF headers lie past the end of the " + std::to_string(size) + "-byte image";
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const size_t at = size_t(shoff + i * shent);
+    constexpr uint32_t kNoBits = 8;
+    if (read_le<uint32_t>(p, at + 4) == kNoBits) continue;
+    uint64_t off = read_le<uint64_t>(p, at + 24), len = read_le<uint64_t>(p, at + 32);
+    if (off > size || len > size - off)
+      return "ELF section " + std::to_string(i) + " lies past the end of the " + std::to_string(size) + "-byte image";
+  }
   return {};
 }
 

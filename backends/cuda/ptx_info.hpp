@@ -57,4 +57,9 @@ std::string device_arch_name(int major, int minor);
 // major, minor at least the target's). A cubin runs only within its major version.
 std::string check_target(std::string_view target, bool is_ptx, int major, int minor);
 
+// Empty when `data` is a whole NVIDIA ELF cubin (64-bit, EM_CUDA, every header and section
+// inside `size`) or a fatbin whose header and payload fit; otherwise what is wrong. The
+// driver's loaders take no size, so a truncated image must be refused before them.
+std::string check_cubin_image(const void* data, size_t size);
+
 }  // namespace halcyon::cuda

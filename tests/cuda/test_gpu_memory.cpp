@@ -1,6 +1,8 @@
 // Device properties, memory kinds and transfers on the GPU.
 #include "gpu_support.hpp"
 
+#include "cuda_driver.hpp"
+
 #include <cstring>
 
 using test::expect_error;
@@ -11,6 +13,11 @@ TEST_CASE("cuda: device info describes the GPU") {
   auto i = unwrap(dev.info());
   MESSAGE(i.name << " " << i.arch << " SMs " << i.compute_units << " memory " << i.memory_bytes << " L2 "
                  << i.l2_cache_bytes << " smem/block " << i.max_shared_per_block << " caps: " << i.capabilities);
+  std::string why;
+  const halcyon::cuda::Driver* d = halcyon::cuda::load_driver(&why);
+  REQUIRE(d);
+  MESSAGE("driver CUDA " << halcyon::cuda::version_string(d->version) << "; optional symbols missing: "
+                         << (d->missing_optional.empty() ? "none" : d->missing_optional));
   CHECK(std::string(i.vendor) == "NVIDIA");
   CHECK(std::string(i.arch).starts_with("sm_"));
   CHECK(i.compute_units > 0);

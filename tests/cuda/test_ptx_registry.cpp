@@ -5,7 +5,10 @@
 
 #include "ptx_info.hpp"
 
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 TEST_CASE("ptx registry: test kernels are embedded for their targets") {
   CHECK(halcyon::ptx::find("vector_add", "sm_90a"));
@@ -36,4 +39,22 @@ TEST_CASE("ptx registry: best_for picks the exact tag, else the newest portable 
   auto* blackwell = halcyon::ptx::best_for("vector_add", "sm_100a");  // sm_90a never runs there
   REQUIRE(blackwell);
   CHECK(std::string(blackwell->target) == "sm_80");
+}
+
+TEST_CASE("cubin check: ptxas output passes; truncated or foreign images are refused") {
+  std::ifstream in(std::string(HALCYON_PTX_BINARY_DIR) + "/vector_add.sm_80.cubin", std::ios::binary);
+  REQUIRE(in.good());
+  std::vector<char> cubin((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(cubin.size() > 64);
+  CHECK(halcyon::cuda::check_cubin_image(cubin.data(), cubin.size()) == "");
+  CHECK(halcyon::cuda::check_cubin_image(cubin.data(), 16).find("too short") != std::string::npos);
+  CHECK(halcyon::cuda::check_cubin_image(cubin.data(), cubin.size() - 1).find("past the end") != std::string::npos);
+  std::vector<char> other = cubin;
+  other[18] = 62;  // EM_X86_64
+  CHECK(halcyon::cuda::check_cubin_image(other.data(), other.size()).find("EM_CUDA") != std::string::npos);
+  const char text[] = "this is not a cubin at all, but it is long enough to hold an ELF header......";
+  CHECK(halcyon::cuda::check_cubin_image(text, sizeof text).find("not an ELF") != std::string::npos);
+  // A fatbin header whose payload is longer than the data.
+  unsigned char fat[32] = {0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0};
+  CHECK(halcyon::cuda::check_cubin_image(fat, sizeof fat).find("fatbin") != std::string::npos);
 }

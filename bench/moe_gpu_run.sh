@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One device call for the PTX operators: GPU tests against the CPU reference, `halcyon bench
+# moe` at 4096/512/128 tokens, the torch side (bench/moe_vs_torch.py) in the same call, and
+# `halcyon cts --device cuda:0` when the CLI has it. Run from the repository root on the GPU
+# machine with prebuilt binaries in $1 (default .bench: bin/halcyon, halcyon_ptx_ops_tests,
+# lib/) and .devdeps (fmt); logs and JSON go to $OUT (at most 8 files).
+#   bash bench/moe_gpu_run.sh [.bench] [tests|bench|torch|cts ...]
+set -u -o pipefail
+B=${1:-.bench}
+shift || true
+what=${*:-tests bench torch cts}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/.devdeps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+log=$OUT/bench.txt
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv; } \
+  | tee "$log"
+for w in $what; do
+  case $w in
+    tests)
+      timeout 300 "$B/halcyon_ptx_ops_tests" 2>&1 | tee "$OUT/tests.log" | tail -40 ;;
+    bench)
+      for T in 4096 512 128; do
+        echo "\$ halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
+        timeout 150 "$B/bin/halcyon" bench moe --device cuda:0 --tokens "$T" --json "$OUT/bench_$T.json" 2>&1 | tee -a "$log"
+      done ;;
+    torch)
+      echo "\$ python3 bench/moe_vs_torch.py" | tee -a "$log"
+      timeout 300 python3 bench/moe_vs_torch.py --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
+    cts)
+      if "$B/bin/halcyon" 2>&1 | grep -q "cts"; then
+        timeout 120 "$B/bin/halcyon" cts --device cuda:0 > "$OUT/cts.txt" 2>&1
+        tail -30 "$OUT/cts.txt"
+      fi ;;
+  esac
+done
+date -u | tee -a "$log"
