@@ -1,0 +1,292 @@
+// `halcyon launch`: loads one PTX file or HSA code object, launches one kernel with arguments
+// given on the command line (buffers from .npy files, scalars by value) and writes every buffer
+// argument back to DIR/NAME.npy. The arguments are checked against the kernel's own metadata
+// (count, pointer or value, size) before anything runs.
+#include <halcyon/halcyon.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "command.hpp"
+#include "launch_npy.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: halcyon launch --device URI --module FILE --kernel NAME --grid X[,Y,Z] --block X[,Y,Z]\n"
+    "                      [--shared BYTES] --arg KIND:VALUE ... --out DIR\n"
+    "  FILE: .ptx (PTX; target from its .target line) or .hsaco/.co/.o (HSA code object; target\n"
+    "        from the ELF header).\n"
+    "  --arg, once per kernel argument, in order:\n"
+    "        buf:NAME=FILE.npy   a device buffer filled from the file, written back to DIR/NAME.npy\n"
+    "        u32:V  i32:V  u64:V  f32:V   a scalar\n";
+
+struct Arg {
+  std::string kind;   // buf, u32, i32, u64, f32
+  std::string name;   // buffers
+  std::string value;  // scalars: the literal; buffers: the .npy path
+  halcyon::npy::Array array;
+  halcyon::Buffer buffer;
+};
+
+struct Options {
+  std::string device, module, kernel, out;
+  halcyon::Dim3 grid, block;
+  uint32_t shared = 0;
+  std::vector<Arg> args;
+};
+
+bool parse_dim(const std::string& s, halcyon::Dim3* d, std::string* err) {
+  uint32_t v[3] = {1, 1, 1};
+  size_t i = 0, pos = 0;
+  while (pos <= s.size() && i < 3) {
+    size_t comma = s.find(',', pos);
+    std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    unsigned long x = std::strtoul(part.c_str(), &end, 10);
+    if (part.empty() || *end || x == 0 || x > 0xffffffffu) {
+      *err = "'" + s + "' is not X[,Y,Z] with positive integers";
+      return false;
+    }
+    v[i++] = uint32_t(x);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+    if (i == 3) {
+      *err = "'" + s + "' has more than three dimensions";
+      return false;
+    }
+  }
+  *d = {v[0], v[1], v[2]};
+  return true;
+}
+
+std::string parse_arg(const std::string& s, Arg* a) {
+  auto colon = s.find(':');
+  if (colon == std::string::npos) return "--arg '" + s + "' is not KIND:VALUE";
+  a->kind = s.substr(0, colon);
+  std::string rest = s.substr(colon + 1);
+  if (a->kind == "buf") {
+    auto eq = rest.find('=');
+    if (eq == std::string::npos || eq == 0) return "--arg '" + s + "' is not buf:NAME=FILE.npy";
+    a->name = rest.substr(0, eq);
+    a->value = rest.substr(eq + 1);
+    if (a->name.find('/') != std::string::npos) return "buffer name '" + a->name + "' may not contain '/'";
+    return "";
+  }
+  if (a->kind != "u32" && a->kind != "i32" && a->kind != "u64" && a->kind != "f32")
+    return "--arg '" + s + "': kind '" + a->kind + "' is not one of buf, u32, i32, u64, f32";
+  a->value = rest;
+  return "";
+}
+
+// Encodes a scalar argument; "" or the reason it does not parse.
+std::string scalar_bytes(const Arg& a, std::vector<unsigned char>* out) {
+  const char* s = a.value.c_str();
+  char* end = nullptr;
+  errno = 0;
+  auto put = [&](const void* p, size_t n) { out->assign(static_cast<const unsigned char*>(p), static_cast<const unsigned char*>(p) + n); };
+  if (a.kind == "f32") {
+    float f = std::strtof(s, &end);
+    put(&f, 4);
+  } else if (a.kind == "i32") {
+    long long v = std::strtoll(s, &end, 0);
+    if (v < INT32_MIN || v > INT32_MAX) errno = ERANGE;
+    int32_t x = int32_t(v);
+    put(&x, 4);
+  } else {
+    if (*s == '-') errno = ERANGE;
+    unsigned long long v = std::strtoull(s, &end, 0);
+    if (a.kind == "u32") {
+      if (v > 0xffffffffull) errno = ERANGE;
+      uint32_t x = uint32_t(v);
+      put(&x, 4);
+    } else {
+      uint64_t x = v;
+      put(&x, 8);
+    }
+  }
+  if (a.value.empty() || *end || errno) return "'" + a.value + "' is not a valid " + a.kind;
+  return "";
+}
+
+std::optional<std::vector<char>> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// PTX: the word after ".target" ("sm_90a"). HSA code object: EF_AMDGPU_MACH of the ELF header.
+std::string module_target(const std::vector<char>& data, hal_module_format format, std::string* err) {
+  if (format == HAL_MODULE_PTX) {
+    std::string text(data.begin(), data.end());
+    auto t = text.find(".target");
+    if (t == std::string::npos) {
+      *err = "the PTX has no .target line";
+      return "";
+    }
+    size_t b = text.find_first_not_of(" \t", t + 7), e = text.find_first_of(" \t,\r\n", b);
+    return text.substr(b, e - b);
+  }
+  if (data.size() < 64 || std::memcmp(data.data(), "\x7f" "ELF", 4) != 0 || uint8_t(data[18]) != 224) {
+    *err = "the file is not an AMDGPU ELF code object";
+    return "";
+  }
+  uint32_t flags;
+  std::memcpy(&flags, data.data() + 48, 4);
+  switch (flags & 0xff) {  // EF_AMDGPU_MACH_AMDGCN_*
+    case 0x2f: return "gfx908";
+    case 0x3f: return "gfx90a";
+    case 0x40: return "gfx940";
+    case 0x4b: return "gfx941";
+    case 0x4c: return "gfx942";
+    case 0x41: return "gfx1100";
+  }
+  *err = fmt::format("unknown EF_AMDGPU_MACH 0x{:x} in the ELF header", flags & 0xff);
+  return "";
+}
+
+int fail(const std::string& msg) {
+  fmt::print(stderr, "halcyon launch: {}\n", msg);
+  return 1;
+}
+
+int run(const std::vector<std::string>& argv) {
+  Options o;
+  std::string err;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-h" || a == "--help") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (i + 1 >= argv.size()) {
+      fmt::print(stderr, "halcyon launch: option '{}' needs a value\n{}", a, kUsage);
+      return 2;
+    }
+    const std::string& v = argv[++i];
+    if (a == "--device") o.device = v;
+    else if (a == "--module") o.module = v;
+    else if (a == "--kernel") o.kernel = v;
+    else if (a == "--out") o.out = v;
+    else if (a == "--grid" || a == "--block") {
+      if (!parse_dim(v, a == "--grid" ? &o.grid : &o.block, &err)) return fail(a + ": " + err);
+    } else if (a == "--shared") {
+      char* end = nullptr;
+      unsigned long s = std::strtoul(v.c_str(), &end, 0);
+      if (v.empty() || *end || s > 0xffffffffu) return fail("--shared: '" + v + "' is not a byte count");
+      o.shared = uint32_t(s);
+    } else if (a == "--arg") {
+      Arg arg;
+      if (std::string e = parse_arg(v, &arg); !e.empty()) return fail(e);
+      o.args.push_back(std::move(arg));
+    } else {
+      fmt::print(stderr, "halcyon launch: unknown option '{}'\n{}", a, kUsage);
+      return 2;
+    }
+  }
+  for (auto [name, val] : {std::pair{"--device", &o.device}, {"--module", &o.module}, {"--kernel", &o.kernel}, {"--out", &o.out}})
+    if (val->empty()) {
+      fmt::print(stderr, "halcyon launch: {} is required\n{}", name, kUsage);
+      return 2;
+    }
+
+  auto data = read_file(o.module);
+  if (!data) return fail("cannot read " + o.module);
+  hal_module_format format = HAL_MODULE_FORMAT_INVALID;
+  if (ends_with(o.module, ".ptx")) {
+    format = HAL_MODULE_PTX;
+    data->push_back('\0');
+  } else if (ends_with(o.module, ".hsaco") || ends_with(o.module, ".co") || ends_with(o.module, ".o")) {
+    format = HAL_MODULE_HSACO;
+  } else {
+    return fail("cannot tell the format of " + o.module + " (expected .ptx, .hsaco, .co or .o)");
+  }
+  std::string target = module_target(*data, format, &err);
+  if (target.empty()) return fail(o.module + ": " + err);
+
+  auto dev = halcyon::Device::open(o.device.c_str());
+  if (!dev) return fail(dev.error().to_string());
+  auto mod = dev->load_module(format, target.c_str(), data->data(), data->size(), o.module.c_str());
+  if (!mod) return fail(mod.error().to_string());
+  auto kern = mod->kernel(o.kernel.c_str());
+  if (!kern) return fail(kern.error().to_string());
+  auto info = kern->info();
+  auto params = kern->args();
+  if (!info || !params) return fail("cannot read the kernel's argument layout");
+
+  // The arguments given must match the kernel's metadata one by one.
+  if (params->size() != o.args.size())
+    return fail(fmt::format("kernel '{}' takes {} arguments, {} were given with --arg", o.kernel, params->size(), o.args.size()));
+  std::vector<unsigned char> blob(info->args_size, 0);
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    Arg& a = o.args[i];
+    const hal_kernel_arg& p = (*params)[i];
+    std::string want = p.kind == HAL_ARG_POINTER ? "a buffer" : fmt::format("a {}-byte value", p.size);
+    if (a.kind == "buf") {
+      if (p.kind != HAL_ARG_POINTER || p.size != 8)
+        return fail(fmt::format("argument {} of '{}' is {}, but buf:{} gives a buffer", i, o.kernel, want, a.name));
+      if (std::string e = halcyon::npy::read(a.value, &a.array); !e.empty()) return fail(e);
+      auto b = dev->allocate(std::max<uint64_t>(1, a.array.data.size()));
+      if (!b) return fail(b.error().to_string());
+      a.buffer = std::move(*b);
+      uint64_t addr = a.buffer.address();
+      std::memcpy(blob.data() + p.offset, &addr, 8);
+    } else {
+      std::vector<unsigned char> bytes;
+      if (std::string e = scalar_bytes(a, &bytes); !e.empty()) return fail(fmt::format("argument {}: {}", i, e));
+      if (p.kind != HAL_ARG_VALUE || p.size != bytes.size())
+        return fail(fmt::format("argument {} of '{}' is {}, but {}:{} gives a {}-byte value", i, o.kernel, want, a.kind,
+                                a.value, bytes.size()));
+      std::memcpy(blob.data() + p.offset, bytes.data(), bytes.size());
+    }
+  }
+
+  auto stream = dev->create_stream();
+  if (!stream) return fail(stream.error().to_string());
+  for (auto& a : o.args)
+    if (a.kind == "buf" && !a.array.data.empty())
+      if (auto s = stream->write(a.buffer, 0, a.array.data.data(), a.array.data.size()); !s) return fail(s.error().to_string());
+  auto start = dev->create_event(), end = dev->create_event();
+  if (start) (void)stream->record(*start);
+  if (auto s = stream->launch(*kern, o.grid, o.block, blob.data(), blob.size(), o.shared); !s)
+    return fail(s.error().to_string());
+  if (end) (void)stream->record(*end);
+  if (auto s = stream->synchronize(); !s) return fail(s.error().to_string());
+
+  if (mkdir(o.out.c_str(), 0777) != 0 && errno != EEXIST) return fail("cannot create " + o.out + ": " + std::strerror(errno));
+  std::vector<std::string> written;
+  for (auto& a : o.args) {
+    if (a.kind != "buf") continue;
+    if (!a.array.data.empty())
+      if (auto s = stream->read(a.buffer, 0, a.array.data.data(), a.array.data.size()); !s) return fail(s.error().to_string());
+    if (auto s = stream->synchronize(); !s) return fail(s.error().to_string());
+    std::string path = o.out + "/" + a.name + ".npy";
+    if (std::string e = halcyon::npy::write(path, a.array); !e.empty()) return fail(e);
+    written.push_back(path);
+  }
+  float ms = 0;
+  bool timed = false;
+  if (start && end)
+    if (auto e = end->elapsed_since(*start); e.ok()) {
+      ms = e.value();
+      timed = true;
+    }
+  fmt::print("launched {} on {}: grid ({},{},{}) block ({},{},{}){}\n", o.kernel, o.device, o.grid.x, o.grid.y, o.grid.z,
+             o.block.x, o.block.y, o.block.z, timed ? fmt::format(", {:.3f} ms", ms) : "");
+  for (auto& w : written) fmt::print("wrote {}\n", w);
+  return 0;
+}
+
+halcyon::cli::Register reg({"launch", "run one kernel of a PTX file or HSA code object on .npy inputs", run});
+
+}  // namespace
