@@ -1,0 +1,209 @@
+// Shared device code of the GEMM kernels (gemm_sm80.cu, gemm_sm90.cu): the argument block,
+// the persistent tile scheduler over per-expert row segments, bf16 conversions and stores.
+// Device code only (compiled with `nvcc -ptx`); no CUDA runtime calls.
+#pragma once
+
+#include <stdint.h>
+
+namespace hc {
+
+// What every GEMM entry point takes (one 8-byte .param each; launchers mirror this order).
+//   a        [R, K] bf16, row-major
+//   b        [EL, K, ldb] bf16, row-major per expert (K rows of ldb columns)
+//   offsets  [EL + 1] i32 on the device: rows [offsets[e], offsets[e+1]) use expert e;
+//            0 = one dense segment [0, R) (gemm_bf16)
+//   out      [R, N] bf16 or f32
+//   N        output columns; for SwiGLU N = I and ldb = 2I (gate columns [0, I), up [I, 2I))
+enum Epilogue { kStoreBf16 = 0, kSwigluBf16 = 1, kStoreF32 = 2 };
+
+// The persistent grid walks tiles numbered expert by expert; within an expert, n-tile by
+// n-tile; within an n-tile, m-tile by m-tile, so the CTAs running at one time share the same
+// weight tiles through L2 (each expert's weights are read from memory about once).
+struct TileMap {
+  int* seg;    // [EL + 1] row offsets, clamped to [0, R] and made non-decreasing
+  int* first;  // [EL + 1] first tile of each expert; first[EL] = total tiles
+  int EL;
+};
+
+// Exclusive scan of per-thread sums over a block of THREADS threads. Returns the prefix of
+// this thread; *total gets the sum of all. scratch: THREADS/32 + 1 ints of shared memory.
+template <int THREADS>
+__device__ __forceinline__ int block_exclusive_scan(int v, int* scratch, int* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  __syncthreads();
+  if (lane == 31) scratch[warp] = incl;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int w = 0; w < THREADS / 32; ++w) {
+      int c = scratch[w];
+      scratch[w] = run;
+      run += c;
+    }
+    scratch[THREADS / 32] = run;
+  }
+  __syncthreads();
+  *total = scratch[THREADS / 32];
+  return scratch[warp] + incl - v;
+}
+
+// Reads the offsets (or makes the one dense segment) and numbers the tiles.
+template <int THREADS, int BM>
+__device__ __forceinline__ TileMap build_tile_map(const int* offsets, long long R, int EL, int n_tiles, int* smem,
+                                                  int* scratch) {
+  TileMap m;
+  m.seg = smem;
+  m.first = smem + EL + 1;
+  m.EL = EL;
+  if (offsets == nullptr) {
+    if (threadIdx.x == 0) {
+      m.seg[0] = 0;
+      m.seg[1] = (int)R;
+    }
+  } else {
+    for (int i = threadIdx.x; i <= EL; i += THREADS) {
+      long long o = offsets[i];
+      m.seg[i] = (int)(o < 0 ? 0 : (o > R ? R : o));
+    }
+  }
+  __syncthreads();
+  // Each thread owns a run of consecutive experts.
+  const int per = (EL + THREADS - 1) / THREADS;
+  const int e0 = threadIdx.x * per;
+  int sum = 0;
+  for (int e = e0; e < e0 + per && e < EL; ++e) {
+    int rows = m.seg[e + 1] - m.seg[e];
+    sum += rows > 0 ? (rows + BM - 1) / BM * n_tiles : 0;
+  }
+  int total = 0;
+  int run = block_exclusive_scan<THREADS>(sum, scratch, &total);
+  for (int e = e0; e < e0 + per && e < EL; ++e) {
+    m.first[e] = run;
+    int rows = m.seg[e + 1] - m.seg[e];
+    run += rows > 0 ? (rows + BM - 1) / BM * n_tiles : 0;
+  }
+  if (threadIdx.x == 0) m.first[EL] = total;
+  __syncthreads();
+  return m;
+}
+
+struct Tile {
+  int expert, n_tile, row0, row_end;
+};
+
+template <int BM>
+__device__ __forceinline__ Tile decode_tile(const TileMap& m, int t) {
+  int lo = 0, hi = m.EL - 1;  // the last expert whose first tile is <= t
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (m.first[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  const int rows = m.seg[lo + 1] - m.seg[lo];
+  const int m_tiles = (rows + BM - 1) / BM;
+  const int local = t - m.first[lo];
+  Tile tile;
+  tile.expert = lo;
+  tile.n_tile = local / m_tiles;
+  tile.row0 = m.seg[lo] + (local % m_tiles) * BM;
+  tile.row_end = m.seg[lo + 1];
+  return tile;
+}
+
+// The global column of 8-column chunk `chunk` of n-tile `n_tile` (tile width BN) of the
+// weights, and in *valid how many of its 8 columns exist. With SwiGLU the tile's first BN/2
+// columns are gate columns [j, j + BN/2) and the rest the up columns [N + j, ...) that pair
+// with them (the weights have 2N columns).
+template <int EPI, int BN>
+__device__ __forceinline__ long long b_column(int n_tile, int chunk, long long N, long long* valid) {
+  constexpr int kHalf = BN / 16;  // chunks per half tile
+  long long col, left;
+  if (EPI == kSwigluBf16) {
+    const long long j = (long long)n_tile * (BN / 2) + (chunk % kHalf) * 8;
+    col = chunk < kHalf ? j : N + j;
+    left = N - j;
+  } else {
+    col = (long long)n_tile * BN + chunk * 8;
+    left = N - col;
+  }
+  *valid = left <= 0 ? 0 : (left < 8 ? left : 8);
+  return col;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ __forceinline__ unsigned short to_bf16(float v) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+// Stores the values of output row `row`, columns col and col+1 (col+1 may be past N).
+template <int EPI>
+__device__ __forceinline__ void store_pair(void* out, long long row, long long N, long long col, float v0, float v1) {
+  if (col >= N) return;
+  if (EPI == kStoreF32) {
+    float* o = (float*)out + row * N + col;
+    if (col + 1 < N && (N & 1) == 0) {
+      *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+    } else {
+      o[0] = v0;
+      if (col + 1 < N) o[1] = v1;
+    }
+  } else {
+    unsigned short* o = (unsigned short*)out + row * N + col;
+    if (col + 1 < N && (N & 1) == 0) {
+      *reinterpret_cast<uint32_t*>(o) = pack_bf16x2(v0, v1);
+    } else {
+      o[0] = to_bf16(v0);
+      if (col + 1 < N) o[1] = to_bf16(v1);
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// One 16-byte chunk (8 bf16) of a row from global memory into shared memory: cp.async when
+// the row is 16-byte aligned (kVec), else element by element with the bounds checked.
+// `valid` = elements of the chunk that exist (0..8).
+template <bool kVec>
+__device__ __forceinline__ void load_chunk(unsigned short* dst, const unsigned short* src, int valid,
+                                           const void* any_address) {
+  if (kVec) {
+    cp_async16(smem_addr(dst), valid > 0 ? (const void*)src : any_address, valid > 0 ? 16 : 0);
+  } else {
+    unsigned short v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j < valid ? src[j] : (unsigned short)0;
+    uint4 q;
+    q.x = v[0] | (uint32_t(v[1]) << 16);
+    q.y = v[2] | (uint32_t(v[3]) << 16);
+    q.z = v[4] | (uint32_t(v[5]) << 16);
+    q.w = v[6] | (uint32_t(v[7]) << 16);
+    *reinterpret_cast<uint4*>(dst) = q;
+  }
+}
+
+}  // namespace hc

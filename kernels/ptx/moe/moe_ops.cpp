@@ -1,0 +1,193 @@
+// PTX implementations of the MoE operators: launchers for moe_routing.cu (gate, permute,
+// combine) and the grouped GEMMs (gemm_sm80.cu: mma.sync, any NVIDIA GPU from sm_80;
+// gemm_sm90.cu: wgmma, Hopper sm_90a). Data-dependent sizes stay on the device: the GEMMs read
+// expert_offsets there and walk their tiles with a persistent grid; nothing here syncs.
+#include "../ops/ptx_launch.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+namespace halcyon::ptxop {
+
+namespace {
+
+struct GemmConfig {
+  const char* image;
+  const char* entries[3];  // by epilogue: bf16, SwiGLU bf16, f32
+  int bm, bn;              // tile; with SwiGLU bn/2 outputs per n-tile
+  int threads;
+  uint32_t stage_bytes;    // shared memory besides the tile map
+  int ctas_per_sm;
+};
+
+constexpr GemmConfig kSm80{"moe_gemm_sm80",
+                           {"hc_moe_gemm_sm80", "hc_moe_gemm_swiglu_sm80", "hc_gemm_bf16_sm80"},
+                           128, 128, 256, 4 * (128 * 32 + 32 * 128) * 2, 2};
+constexpr GemmConfig kSm80Unaligned{"moe_gemm_sm80",
+                                    {"hc_moe_gemm_sm80_u", "hc_moe_gemm_swiglu_sm80_u", "hc_gemm_bf16_sm80_u"},
+                                    128, 128, 256, 4 * (128 * 32 + 32 * 128) * 2, 2};
+constexpr GemmConfig kSm90{"moe_gemm_sm90",
+                           {"hc_moe_gemm_sm90", "hc_moe_gemm_swiglu_sm90", "hc_gemm_bf16_sm90"},
+                           128, 256, 256, 4 * (128 * 64 + 64 * 256) * 2 + 1024, 1};
+
+}  // namespace
+
+Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper) {
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const bool aligned = g.K % 8 == 0 && g.N % 8 == 0;
+  hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
+  const GemmConfig& c = !aligned ? kSm80Unaligned : hopper ? kSm90 : kSm80;
+  const int64_t experts = g.offsets ? g.EL : 1;
+  const int64_t n_tiles = epilogue == 1 ? ceil_div(g.N, c.bn / 2) : ceil_div(g.N, c.bn);
+  const int64_t max_tiles = (ceil_div(g.R, c.bm) + (g.offsets ? experts : 0)) * n_tiles;
+  if (max_tiles == 0) return {};
+  if (max_tiles > INT_MAX || g.R > INT_MAX)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
+                                               ctx.contract.op, g.R, g.N));
+  const uint64_t shared = c.stage_bytes + uint64_t(16 + 2 * (experts + 1)) * 4;
+  if (dev->max_shared_per_block && shared > dev->max_shared_per_block)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} experts need {} bytes of shared memory, {} has {}",
+                                               ctx.contract.op, experts, shared, dev->uri, dev->max_shared_per_block));
+  auto k = kernel(ctx, *dev, c.image, c.entries[epilogue]);
+  if (!k) return k.error();
+  const int64_t grid = std::min<int64_t>(max_tiles, int64_t(dev->compute_units) * c.ctas_per_sm);
+  return launch(ctx, *k, {uint32_t(grid)}, {uint32_t(c.threads)}, g, uint32_t(shared));
+}
+
+namespace {
+
+// ---- moe_gate ------------------------------------------------------------------------------
+struct GateArgs {
+  uint64_t logits, bias, ids, weights;
+  int64_t T, E, softmax, n_groups, topk_groups, topk, normalize;
+  double routed_scale;
+  int64_t per_warp_bytes;
+};
+Status moe_gate(rt::OpContext& ctx) {
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const auto& p = ctx.params();
+  const int64_t T = ctx.dim("T"), E = ctx.dim("E");
+  const int64_t G = p.i("n_groups"), TG = p.i("topk_groups"), K = p.i("topk");
+  const float scale = float(p.f("routed_scale"));
+  if (E < 1 || G < 1 || E % G != 0)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: E = {} is not divisible into n_groups = {} groups", E, G));
+  if (TG < 1 || TG > G)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: topk_groups = {} is not in [1, n_groups = {}]", TG, G));
+  if (K < 1 || K > TG * (E / G))
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("moe_gate: topk = {} is not in [1, {}] (topk_groups x E / n_groups)", K, TG * (E / G)));
+  if (!std::isfinite(scale))
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: routed_scale = {} is not finite", scale));
+  if (T == 0) return {};
+  const int64_t per_warp = (16 * E + 5 * G + 15) / 16 * 16;
+  const int64_t limit = dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024;
+  const int64_t warps = std::min<int64_t>(4, std::min<int64_t>(48 * 1024, limit) / per_warp);
+  if (warps < 1)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_gate: E = {} experts need {} bytes of shared memory per token", E,
+                                              per_warp));
+  auto k = kernel(ctx, *dev, "moe_routing", "hc_moe_gate");
+  if (!k) return k.error();
+  const rt::Tensor* bias = ctx.optional_tensor("bias");
+  GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
+             ctx.tensor("topk_weights").address(), T, E, p.s("score") == "softmax", G, TG, K, p.b("normalize"),
+             double(scale), per_warp};
+  return launch(ctx, *k, {uint32_t(ceil_div(T, warps))}, {uint32_t(32 * warps)}, a, uint32_t(warps * per_warp));
+}
+
+// ---- moe_permute ---------------------------------------------------------------------------
+struct PlanArgs {
+  uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
+  int64_t slots, E, expert_begin, EL;
+};
+struct ScatterArgs {
+  uint64_t x, slot_to_row, permuted;
+  int64_t T, K, H;
+};
+Status moe_permute(rt::OpContext& ctx) {
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), EL = ctx.dim("EL");
+  const int64_t E = ctx.dim("E");
+  const int64_t begin = ctx.params().i("expert_begin");
+  if (begin < 0 || EL < 0 || begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
+  if (T * K > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("moe_permute: T * K = {} exceeds int32", T * K));
+  // One block: W warps, each with a histogram of EL counters in shared memory.
+  const int64_t limit = std::min<int64_t>(dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024, 96 * 1024);
+  const int64_t W = std::min<int64_t>(32, (limit - 4 * (EL + 32)) / std::max<int64_t>(4 * EL, 1));
+  if (W < 1)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_permute: {} local experts do not fit in shared memory", EL));
+  auto plan = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_plan");
+  if (!plan) return plan.error();
+  auto scatter = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_scatter");
+  if (!scatter) return scatter.error();
+  PlanArgs a{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
+             ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
+             ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
+             T * K, E, begin, EL};
+  HALCYON_TRY(launch(ctx, *plan, {1}, {uint32_t(32 * W)}, a, uint32_t(4 * (W * EL + EL + 32))));
+  if (T == 0 || K == 0) return {};
+  ScatterArgs s{ctx.tensor("x").address(), a.slot_to_row, ctx.tensor("permuted").address(), T, K, H};
+  return launch(ctx, *scatter, {uint32_t(T)}, {128}, s);
+}
+
+// ---- grouped GEMMs -------------------------------------------------------------------------
+// An empty inner dimension: every output is 0.
+Status zero_rows(rt::OpContext& ctx, int64_t bytes) {
+  const rt::Tensor& out = ctx.tensor("out");
+  return ctx.stream.fill<uint16_t>(out.buffer, out.offset, uint64_t(bytes), uint16_t(0));
+}
+Status grouped_swiglu(rt::OpContext& ctx, bool hopper) {
+  const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
+  if (R == 0 || I == 0 || EL == 0) return {};
+  if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
+  GemmArgs g{ctx.tensor("a").address(), ctx.tensor("w_gate_up").address(), ctx.tensor("expert_offsets").address(),
+             ctx.tensor("out").address(), R, H, I, EL};
+  return launch_gemm(ctx, kGemmSwiglu, g, hopper);
+}
+Status grouped_down(rt::OpContext& ctx, bool hopper) {
+  const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
+  if (R == 0 || H == 0 || EL == 0) return {};
+  if (I == 0) return zero_rows(ctx, R * H * 2);
+  GemmArgs g{ctx.tensor("a").address(), ctx.tensor("w").address(), ctx.tensor("expert_offsets").address(),
+             ctx.tensor("out").address(), R, I, H, EL};
+  return launch_gemm(ctx, kGemmBf16, g, hopper);
+}
+Status swiglu_sm80(rt::OpContext& ctx) { return grouped_swiglu(ctx, false); }
+Status down_sm80(rt::OpContext& ctx) { return grouped_down(ctx, false); }
+
+// ---- moe_combine ---------------------------------------------------------------------------
+struct CombineArgs {
+  uint64_t expert_out, weights, slot_to_row, out;
+  int64_t R, T, K, H;
+};
+Status moe_combine(rt::OpContext& ctx) {
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const int64_t R = ctx.dim("R"), T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
+  if (T == 0 || H == 0) return {};
+  auto k = kernel(ctx, *dev, "moe_routing", "hc_moe_combine");
+  if (!k) return k.error();
+  CombineArgs a{ctx.tensor("expert_out").address(), ctx.tensor("topk_weights").address(),
+                ctx.tensor("slot_to_row").address(), ctx.tensor("out").address(), R, T, K, H};
+  return launch(ctx, *k, {uint32_t(T)}, {128}, a);
+}
+
+rt::RegisterOpImpl r1({"moe_gate", HAL_MODULE_PTX, "sm_80", "", 10, moe_gate});
+rt::RegisterOpImpl r2({"moe_permute", HAL_MODULE_PTX, "sm_80", "", 10, moe_permute});
+rt::RegisterOpImpl r3({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_sm80});
+rt::RegisterOpImpl r4({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_80", "", 10, down_sm80});
+rt::RegisterOpImpl r5({"moe_combine", HAL_MODULE_PTX, "sm_80", "", 10, moe_combine});
+#ifdef HALCYON_PTX_HAVE_SM90_GEMM
+Status swiglu_sm90(rt::OpContext& ctx) { return grouped_swiglu(ctx, true); }
+Status down_sm90(rt::OpContext& ctx) { return grouped_down(ctx, true); }
+rt::RegisterOpImpl r6({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_sm90});
+rt::RegisterOpImpl r7({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_90a", "", 20, down_sm90});
+#endif
+
+}  // namespace
+}  // namespace halcyon::ptxop
