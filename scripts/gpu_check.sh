@@ -39,7 +39,10 @@ echo "$machine"
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON -DHALCYON_ENABLE_CUDA=ON ||
   { printf '%s\n' "${summary[@]}"; exit 1; }
 step build ninja -C "$build" -k 0 -j"$(nproc)"  # keep going: one broken target must not hide the rest
-step info "$build/bin/halcyon" info -v
+# The device as halcyon sees it, then the same with the driver hidden: cuda must turn
+# unavailable with the reason while the CPU backend carries on.
+step info bash -c "'$build/bin/halcyon' info -v && echo '--- with HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1:' &&
+  HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1 '$build/bin/halcyon' info -v"
 TAIL_LINES=40 step ctest ctest --test-dir "$build" --output-on-failure --timeout 300 -j4
 cp "$build/Testing/Temporary/LastTest.log" "$out/ctest_full.log" 2>/dev/null  # every test's output
 if "$build/bin/halcyon" cts --help >/dev/null 2>&1; then

@@ -1,6 +1,6 @@
 // The NVIDIA backend: the CUDA driver API (loaded at run time, see cuda_driver.hpp) behind
-// hal.h. Devices are primary contexts; modules are CUlibrary objects, which are not tied to a
-// context, so one kernel handle launches on the whole device and on green-context partitions.
+// hal.h. Devices are primary contexts; partitions are green contexts; modules are loaded
+// into the primary context and, for partitions, as context-independent libraries.
 #include <halcyon/hal.h>
 #include <halcyon/plugin.hpp>
 
@@ -91,8 +91,13 @@ struct CudaEvent {
   unsigned flags = 0;
 };
 
+// One image, loaded twice: a CUmodule in the primary context (streams on the whole device)
+// and, where green contexts exist, a context-independent CUlibrary whose CUkernels run in
+// whichever (green) context a partition's stream belongs to. The library loads lazily, so a
+// context that never launches it costs nothing.
 struct CudaModule {
   CudaDevice* device = nullptr;
+  CUmodule module = nullptr;
   CUlibrary library = nullptr;
   std::string name;
   bool have_ptx = false;
@@ -100,8 +105,8 @@ struct CudaModule {
 };
 
 struct CudaKernel {
-  CUkernel kernel = nullptr;
-  CUfunction primary = nullptr;  // the kernel in the primary context: launches skip a lookup
+  CUfunction primary = nullptr;  // from the CUmodule: the primary context's streams
+  CUkernel kernel = nullptr;     // from the CUlibrary: partition streams (null without one)
   std::vector<uint32_t> offsets;  // where each parameter starts in the hal argument blob
   std::atomic<uint32_t> dynamic_shared_limit{48 * 1024};
 };
@@ -448,9 +453,12 @@ hal_error* cuda_stream_wait_event(CudaStream* s, CudaEvent* ev) {
 hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_desc* desc) {
   const Driver* d = s->device->d;
   if (desc->shared_bytes > k->dynamic_shared_limit.load(std::memory_order_relaxed)) {
-    CU_TRY(d, d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(desc->shared_bytes),
-                                      k->kernel, s->device->dev),
-           fmt::format("{}: raising the kernel's dynamic shared memory to {} bytes", s->device->uri, desc->shared_bytes));
+    std::string what = fmt::format("{}: raising the kernel's dynamic shared memory to {} bytes", s->device->uri,
+                                   desc->shared_bytes);
+    CU_TRY(d, d->cuFuncSetAttribute(k->primary, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(desc->shared_bytes)), what);
+    if (k->kernel)
+      CU_TRY(d, d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(desc->shared_bytes),
+                                        k->kernel, s->device->dev), what);
     k->dynamic_shared_limit.store(desc->shared_bytes, std::memory_order_relaxed);
   }
   // The driver copies each parameter from where kernelParams points: into the caller's blob.
@@ -465,9 +473,8 @@ hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_des
   }
   auto* blob = static_cast<char*>(const_cast<void*>(desc->args));
   for (size_t i = 0; i < n; ++i) params[i] = blob + k->offsets[i];
-  // A CUkernel launches in the context of the stream (primary or green); on the primary
-  // context's streams its CUfunction there is used directly.
-  CUfunction f = s->ctx == s->device->ctx && k->primary ? k->primary : reinterpret_cast<CUfunction>(k->kernel);
+  // A partition's stream runs the library's CUkernel, which launches in the stream's context.
+  CUfunction f = s->ctx == s->device->ctx || !k->kernel ? k->primary : reinterpret_cast<CUfunction>(k->kernel);
   CUresult r = d->cuLaunchKernel(f, desc->grid[0], desc->grid[1],
                                  desc->grid[2], desc->block[0], desc->block[1], desc->block[2],
                                  desc->shared_bytes, s->stream, n ? params : nullptr, nullptr);
@@ -648,18 +655,29 @@ hal_error* cuda_module_load(CudaDevice* dv, const hal_module_desc* desc, CudaMod
       }
       image = cubin.data();
     }
-    JitLog log;
     ContextScope scope(d, dv->ctx);
-    CUresult r = d->cuLibraryLoadData(&m->library, image, log.options, log.values, log.count, nullptr, nullptr, 0);
+    JitLog log;
+    CUresult r = d->cuModuleLoadDataEx(&m->module, image, log.count, log.options, log.values);
     if (r != CUDA_SUCCESS) return cu_error(d, r, what + ": loading" + log.text());
+    if (dv->green) {
+      JitLog lib_log;
+      r = d->cuLibraryLoadData(&m->library, image, lib_log.options, lib_log.values, lib_log.count, nullptr, nullptr, 0);
+      if (r != CUDA_SUCCESS) {
+        d->cuModuleUnload(m->module);
+        return cu_error(d, r, what + ": loading for partitions" + lib_log.text());
+      }
+    }
     *out = m.release();
     return nullptr;
   })
 }
 
 void cuda_module_destroy(CudaModule* m) {
-  m->device->synchronize_all();  // kernels of this library may still be running
-  m->device->d->cuLibraryUnload(m->library);
+  const Driver* d = m->device->d;
+  m->device->synchronize_all();  // its kernels may still be running
+  ContextScope scope(d, m->device->ctx);
+  d->cuModuleUnload(m->module);
+  if (m->library) d->cuLibraryUnload(m->library);
   delete m;
 }
 
@@ -684,8 +702,8 @@ bool driver_params(const Driver* d, CUkernel k, CUfunction f, std::vector<PtxPar
       out->push_back(p);
     }
   };
-  if (d->cuKernelGetParamInfo && query(d->cuKernelGetParamInfo, k, "cuKernelGetParamInfo")) return true;
-  if (d->cuFuncGetParamInfo && f && query(d->cuFuncGetParamInfo, f, "cuFuncGetParamInfo")) return true;
+  if (d->cuFuncGetParamInfo && query(d->cuFuncGetParamInfo, f, "cuFuncGetParamInfo")) return true;
+  if (d->cuKernelGetParamInfo && k && query(d->cuKernelGetParamInfo, k, "cuKernelGetParamInfo")) return true;
   if (!d->cuKernelGetParamInfo && !d->cuFuncGetParamInfo) *why = "the driver has neither cuKernelGetParamInfo nor cuFuncGetParamInfo (CUDA 12.4)";
   return false;
 }
@@ -703,12 +721,10 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
                                               names.empty() ? "no .entry" : names));
     }
     auto k = std::make_unique<CudaKernel>();
-    CUresult r = d->cuLibraryGetKernel(&k->kernel, m->library, name);
-    if (r != CUDA_SUCCESS) return cu_error(d, r, fmt::format("{}: kernel '{}' in module '{}'", dv->uri, name, m->name));
-    {
-      ContextScope scope(d, dv->ctx);
-      if (d->cuKernelGetFunction(&k->primary, k->kernel) != CUDA_SUCCESS) k->primary = nullptr;
-    }
+    std::string what = fmt::format("{}: kernel '{}' in module '{}'", dv->uri, name, m->name);
+    ContextScope scope(d, dv->ctx);
+    CU_TRY(d, d->cuModuleGetFunction(&k->primary, m->module, name), what);
+    if (m->library) CU_TRY(d, d->cuLibraryGetKernel(&k->kernel, m->library, name), what + " (for partitions)");
     std::vector<PtxParam> params;
     std::vector<PtxParam> reported;
     std::string no_report;
@@ -749,11 +765,11 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
     info->arg_count = uint32_t(params.size());
     info->args_size = end;
     int v = 0;
-    if (d->cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->kernel, dv->dev) == CUDA_SUCCESS)
+    if (d->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->primary) == CUDA_SUCCESS)
       info->max_threads_per_block = uint32_t(v);
-    if (d->cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->kernel, dv->dev) == CUDA_SUCCESS)
+    if (d->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->primary) == CUDA_SUCCESS)
       info->static_shared_bytes = uint32_t(v);
-    if (d->cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, k->kernel, dv->dev) == CUDA_SUCCESS)
+    if (d->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, k->primary) == CUDA_SUCCESS)
       info->registers = uint32_t(v);
     *out = k.release();
     return nullptr;

@@ -29,19 +29,19 @@ constexpr int kMinDriverVersion = 12000;
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                \
   X(cuEventQuery, 2000) X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)        \
   X(cuModuleLoadDataEx, 2010) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)     \
-  X(cuLaunchKernel, 4000) X(cuLinkCreate, 6050) X(cuLinkAddData, 6050)                 \
-  X(cuLinkComplete, 5050) X(cuLinkDestroy, 5050) X(cuLibraryLoadData, 12000)           \
-  X(cuLibraryUnload, 12000) X(cuLibraryGetKernel, 12000) X(cuKernelGetAttribute, 12000) \
-  X(cuKernelSetAttribute, 12000) X(cuKernelGetFunction, 12000)
+  X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuLaunchKernel, 4000)      \
+  X(cuLinkCreate, 6050) X(cuLinkAddData, 6050) X(cuLinkComplete, 5050) X(cuLinkDestroy, 5050)
 
 // Optional: newer drivers only. A missing one turns a feature off, never the backend.
 #define HALCYON_CUDA_OPTIONAL(X)                                                       \
   X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020) X(cuMemPoolSetAttribute, 11020) \
   X(cuMemPoolTrimTo, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020) \
-  X(cuKernelGetParamInfo, 12040) X(cuFuncGetParamInfo, 12040) X(cuDeviceGetDevResource, 12040)                      \
+  X(cuKernelGetParamInfo, 12040) X(cuFuncGetParamInfo, 12040)                          \
+  X(cuDeviceGetDevResource, 12040)                                                     \
   X(cuDevSmResourceSplitByCount, 12040) X(cuDevResourceGenerateDesc, 12040)            \
   X(cuGreenCtxCreate, 12040) X(cuGreenCtxDestroy, 12040) X(cuCtxFromGreenCtx, 12040)   \
-  X(cuGreenCtxStreamCreate, 12050)
+  X(cuGreenCtxStreamCreate, 12050) X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) \
+  X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)
 
 struct Driver {
 #define HALCYON_CUDA_FIELD(name, ver) PFN_##name##_v##ver name = nullptr;
@@ -56,8 +56,10 @@ struct Driver {
            cuMemAllocFromPoolAsync && cuMemFreeAsync;
   }
   bool has_green_contexts() const {
+    // Kernels launch in green contexts as CUkernels of a context-independent CUlibrary.
     return cuDeviceGetDevResource && cuDevSmResourceSplitByCount && cuDevResourceGenerateDesc &&
-           cuGreenCtxCreate && cuGreenCtxDestroy && cuGreenCtxStreamCreate;
+           cuGreenCtxCreate && cuGreenCtxDestroy && cuGreenCtxStreamCreate && cuLibraryLoadData &&
+           cuLibraryUnload && cuLibraryGetKernel && cuKernelSetAttribute;
   }
 };
 
