@@ -51,7 +51,8 @@ else
   summary+=("cts        (no 'halcyon cts' command in this build: not run)")
 fi
 if [ -x "$build/bin/halcyon_bench_cuda" ]; then
-  step bench "$build/bin/halcyon_bench_cuda"
+  # Three runs: the spread between runs is part of the result.
+  TAIL_LINES=20 step bench bash -c "for i in 1 2 3; do echo \"--- run \$i\"; '$build/bin/halcyon_bench_cuda' || exit 1; done"
 fi
 echo "=== summary"
 { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
