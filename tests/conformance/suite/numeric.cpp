@@ -1,0 +1,197 @@
+// The numeric suite: every case of every operator contract, run on the device under test and
+// on the CPU reference with the same seeded random inputs. Outputs are poisoned (all bytes
+// 0xFF: NaN for floats, -1 for signed integers) before each run, so elements an
+// implementation leaves unwritten fail; NaN and Inf never pass; integer outputs must match
+// exactly, float outputs within the contract's ||out - ref|| / ||ref||.
+#include <halcyon/runtime/op.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "numeric_values.hpp"
+#include "testing.hpp"
+
+namespace halcyon::cts {
+namespace {
+
+using rt::DType;
+
+// Inputs drawn for one case: bytes per input name, in the contract's dtypes.
+using HostTensors = std::map<std::string, std::vector<uint8_t>>;
+
+// A valid offsets array: n counts >= 0 summing to `total` (at least one zero when n > 1),
+// as n + 1 exclusive prefix sums.
+std::vector<uint8_t> random_offsets(std::mt19937_64& rng, int64_t entries, int64_t total) {
+  int64_t n = std::max<int64_t>(entries - 1, 0);
+  std::vector<int64_t> cuts;
+  std::uniform_int_distribution<int64_t> at(0, total);
+  for (int64_t i = 0; i + 1 < n; ++i) cuts.push_back(at(rng));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<int64_t> counts;
+  int64_t prev = 0;
+  for (int64_t c : cuts) counts.push_back(c - prev), prev = c;
+  if (n > 0) counts.push_back(total - prev);
+  if (n > 1 && std::find(counts.begin(), counts.end(), 0) == counts.end()) {
+    // Empty experts are the case kernels get wrong: move one count onto its neighbour.
+    size_t k = std::uniform_int_distribution<size_t>(0, counts.size() - 2)(rng);
+    counts[k + 1] += counts[k];
+    counts[k] = 0;
+  }
+  std::vector<uint8_t> out(size_t(entries) * 4);
+  int32_t sum = 0;
+  for (int64_t i = 0; i < entries; ++i) {
+    std::memcpy(out.data() + 4 * i, &sum, 4);
+    if (i < n) sum += int32_t(counts[size_t(i)]);
+  }
+  return out;
+}
+
+HostTensors random_inputs(TestContext& t, const rt::Contract& c, const rt::Binding& b) {
+  HostTensors out;
+  for (auto& in : c.inputs) {
+    int64_t n = 1;
+    for (int64_t d : b.shape_of(in)) n *= d;
+    if (const rt::InputGenerator* g = c.find_generator(in.name)) {
+      if (g->kind != "offsets")
+        t.require_failed(fmt::format("input {}: the suite does not know generator '{}'", in.name, g->kind));
+      out[in.name] = random_offsets(t.rng, n, b.dim(g->total));
+      continue;
+    }
+    const rt::ValueRange* r = c.find_range(in.name);
+    auto [lo, hi] = r ? std::pair{r->lo, r->hi} : default_range(in.dtype);
+    out[in.name] = random_values(t.rng, in.dtype, size_t(n), lo, hi);
+  }
+  return out;
+}
+
+// The CPU device that computes expected outputs, opened once per process.
+const Device* reference_device(std::string* why) {
+  static std::once_flag once;
+  static Device* dev = nullptr;
+  static std::string error;
+  std::call_once(once, [] {
+    auto d = Device::open("cpu");
+    if (d) dev = new Device(std::move(d).value());  // lives as long as the process
+    else error = d.error().to_string();
+  });
+  if (!dev && why) *why = error;
+  return dev;
+}
+
+// Runs one case on `device`: uploads inputs, poisons the outputs, runs, reads them back.
+HostTensors run_case(TestContext& t, const Device& device, const rt::Contract& c, const rt::ContractCase& cs,
+                     const HostTensors& inputs, std::string_view role) {
+  Stream s = t.must(device.create_stream(), fmt::format("{}: create a stream", role));
+  std::map<std::string, rt::Tensor, std::less<>> tensors;
+  rt::Binding b = t.must(rt::bind(c, cs.params, cs.dims, {}), fmt::format("{}: bind", role));
+  for (auto& in : c.inputs) {
+    auto tensor = t.must(rt::make_tensor(device, in.dtype, b.shape_of(in)), fmt::format("{}: allocate {}", role, in.name));
+    const auto& bytes = inputs.at(in.name);
+    t.must(s.write(tensor.buffer, tensor.offset, bytes.data(), bytes.size()), fmt::format("{}: upload {}", role, in.name));
+    tensors[in.name] = std::move(tensor);
+  }
+  t.must(rt::allocate_outputs(device, c.op, tensors, cs.params), fmt::format("{}: allocate outputs", role));
+  for (auto& out : c.outputs) {
+    const rt::Tensor& o = tensors.at(out.name);
+    if (o.bytes()) t.must(s.fill(o.buffer, o.offset, o.bytes(), uint8_t(0xFF)), fmt::format("{}: poison {}", role, out.name));
+  }
+  t.must(rt::run_op(device, s, c.op, tensors, cs.params), fmt::format("{}: run {}", role, c.op));
+  HostTensors result;
+  for (auto& out : c.outputs) {
+    const rt::Tensor& o = tensors.at(out.name);
+    std::vector<uint8_t> bytes(o.bytes());
+    t.must(s.read(o.buffer, o.offset, bytes.data(), bytes.size()), fmt::format("{}: read {}", role, out.name));
+    result[out.name] = std::move(bytes);
+  }
+  t.must(s.synchronize(), fmt::format("{}: synchronize", role));
+  return result;
+}
+
+int64_t defined_row_count(TestContext& t, const rt::DefinedRows& d, const HostTensors& inputs,
+                          const HostTensors& ref_outputs) {
+  const std::vector<uint8_t>* bytes = nullptr;
+  if (auto it = ref_outputs.find(d.count_tensor); it != ref_outputs.end()) bytes = &it->second;
+  else if (auto in = inputs.find(d.count_tensor); in != inputs.end()) bytes = &in->second;
+  if (!bytes) t.require_failed(fmt::format("rows: no tensor named {}", d.count_tensor));
+  int64_t n = int64_t(bytes->size() / 4);
+  int64_t i = d.index < 0 ? n + d.index : d.index;
+  if (i < 0 || i >= n) t.require_failed(fmt::format("rows: index {} is outside {}'s {} elements", d.index, d.count_tensor, n));
+  int32_t v;
+  std::memcpy(&v, bytes->data() + 4 * i, 4);
+  return v;
+}
+
+void run_numeric_case(TestContext& t, const rt::Contract& c, size_t case_index) {
+  const rt::ContractCase& cs = c.cases[case_index];
+  std::string why;
+  if (!rt::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
+  const Device* ref = reference_device(&why);
+  if (!ref) t.require_failed(fmt::format("the CPU reference device cannot be opened: {}", why));
+  rt::Binding b = t.must(rt::bind(c, cs.params, cs.dims, {}), fmt::format("bind case '{}'", cs.text));
+  HostTensors inputs = random_inputs(t, c, b);
+  HostTensors got = run_case(t, t.device, c, cs, inputs, "device");
+  HostTensors want = run_case(t, *ref, c, cs, inputs, "reference");
+  for (auto& out : c.outputs) {
+    std::vector<uint8_t>& g = got.at(out.name);
+    std::vector<uint8_t>& w = want.at(out.name);
+    if (const rt::DefinedRows* d = c.find_defined_rows(out.name)) {
+      // Only the leading rows are defined; their count comes from the reference's tensors.
+      int64_t rows = defined_row_count(t, *d, inputs, want);
+      auto shape = b.shape_of(out);
+      size_t row_bytes = rt::dtype_size(out.dtype);
+      for (size_t i = 1; i < shape.size(); ++i) row_bytes *= size_t(shape[i]);
+      if (rows < 0 || (!shape.empty() && rows > shape[0]))
+        t.require_failed(fmt::format("output {}: the reference says {} defined rows of {}", out.name, rows, shape[0]));
+      g.resize(std::min(g.size(), size_t(rows) * row_bytes));
+      w.resize(std::min(w.size(), size_t(rows) * row_bytes));
+      t.note(fmt::format("{}: first {} row(s) compared", out.name, rows));
+    }
+    Comparison cmp = compare_output(out.dtype, out.tolerance.exact, out.tolerance.rel, g, w);
+    t.note(fmt::format("{}: {}", out.name, cmp.summary));
+    if (!cmp.ok) t.fail(fmt::format("case '{}' output {}: {} (test seed {})", cs.text, out.name, cmp.failure, t.seed));
+  }
+}
+
+bool is_prime(int64_t n) {
+  if (n < 2) return false;
+  for (int64_t d = 2; d * d <= n; ++d)
+    if (n % d == 0) return false;
+  return true;
+}
+
+// The contract's cases must reach the awkward shapes: a dimension of 1 and a prime >= 3
+// (not a multiple of any power-of-two tile).
+void check_case_coverage(TestContext& t, const rt::Contract& c) {
+  bool has_one = false, has_prime = false;
+  for (auto& cs : c.cases) {
+    auto b = rt::bind(c, cs.params, cs.dims, {});
+    if (!b) {
+      t.fail(fmt::format("case '{}' does not bind: {}", cs.text, b.error().to_string()));
+      continue;
+    }
+    for (auto& [sym, v] : b->dims) {
+      has_one = has_one || v == 1;
+      has_prime = has_prime || (v >= 3 && is_prime(v));
+    }
+  }
+  CTS_CHECK(t, !c.cases.empty(), "{} declares no case lines", c.file);
+  CTS_CHECK(t, has_one, "no case of {} has a dimension of 1", c.file);
+  CTS_CHECK(t, has_prime, "no case of {} has a prime dimension (>= 3)", c.file);
+  t.note(fmt::format("{} case(s)", c.cases.size()));
+}
+
+}  // namespace
+
+std::vector<TestCase> numeric_tests(const Device&, const hal_device_info&) {
+  std::vector<TestCase> out;
+  for (const rt::Contract& c : rt::contracts()) {
+    const rt::Contract* cp = &c;
+    out.push_back({fmt::format("numeric.{}.cases", c.op), {}, [cp](TestContext& t) { check_case_coverage(t, *cp); }});
+    for (size_t k = 0; k < c.cases.size(); ++k)
+      out.push_back({fmt::format("numeric.{}.{}", c.op, k), {}, [cp, k](TestContext& t) { run_numeric_case(t, *cp, k); }});
+  }
+  return out;
+}
+
+}  // namespace halcyon::cts

@@ -1,0 +1,178 @@
+#include "numeric_values.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace halcyon::cts {
+
+using rt::DType;
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+
+float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);           // NaN
+  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);          // rounds to Inf
+  if (abs < 0x38800000u) {                                          // subnormal or zero
+    float scaled = std::bit_cast<float>(abs) * 16777216.0f;          // * 2^24: units of 2^-24
+    return uint16_t(sign | uint32_t(std::nearbyint(scaled)));
+  }
+  uint32_t mant = abs & 0x7fffffu;
+  uint32_t exp = (abs >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // nearest even; may carry into exp
+  return uint16_t(sign | h);
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+  if (exp == 0) {
+    float v = float(mant) / 16777216.0f;  // mant * 2^-24
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+double element(DType t, const uint8_t* p, size_t i) {
+  switch (t) {
+    case DType::f32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::f64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    case DType::f16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return f16_to_f32(v); }
+    case DType::bf16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return bf16_to_f32(v); }
+    case DType::i32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::i64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return double(v); }
+    case DType::u8: return p[i];
+  }
+  return 0;
+}
+
+std::pair<double, double> default_range(DType t) {
+  switch (t) {
+    case DType::u8: return {0, 255};
+    case DType::i32:
+    case DType::i64: return {0, 15};
+    default: return {-1, 1};
+  }
+}
+
+std::vector<uint8_t> random_values(std::mt19937_64& rng, DType t, size_t n, double lo, double hi) {
+  std::vector<uint8_t> out(n * rt::dtype_size(t));
+  uint8_t* p = out.data();
+  if (!rt::dtype_is_float(t)) {
+    std::uniform_int_distribution<int64_t> d(int64_t(std::ceil(lo)), int64_t(std::floor(hi)));
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v = d(rng);
+      if (t == DType::i32) { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); }
+      else if (t == DType::i64) std::memcpy(p + 8 * i, &v, 8);
+      else p[i] = uint8_t(v);
+    }
+    return out;
+  }
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (size_t i = 0; i < n; ++i) {
+    double v = d(rng);
+    switch (t) {
+      case DType::f32: { float x = float(v); std::memcpy(p + 4 * i, &x, 4); break; }
+      case DType::f64: std::memcpy(p + 8 * i, &v, 8); break;
+      case DType::f16: { uint16_t x = f32_to_f16(float(v)); std::memcpy(p + 2 * i, &x, 2); break; }
+      case DType::bf16: { uint16_t x = f32_to_bf16(float(v)); std::memcpy(p + 2 * i, &x, 2); break; }
+      default: break;
+    }
+  }
+  return out;
+}
+
+namespace {
+// Does element i still hold the 0xFF poison bytes?
+bool is_poison(const std::vector<uint8_t>& bytes, size_t size, size_t i) {
+  for (size_t k = 0; k < size; ++k)
+    if (bytes[i * size + k] != 0xFF) return false;
+  return true;
+}
+}  // namespace
+
+Comparison compare_output(DType t, bool exact, double rel, const std::vector<uint8_t>& got,
+                          const std::vector<uint8_t>& want) {
+  Comparison c;
+  size_t size = rt::dtype_size(t);
+  if (got.size() != want.size()) {
+    c.ok = false;
+    c.failure = fmt::format("{} bytes, the reference has {}", got.size(), want.size());
+    return c;
+  }
+  size_t n = got.size() / size;
+  auto describe = [&](size_t i) {
+    return fmt::format("element [{}] is {}{}, expected {}", i, element(t, got.data(), i),
+                       is_poison(got, size, i) ? " (still the poison: never written)" : "", element(t, want.data(), i));
+  };
+  size_t nonfinite = 0, ref_nonfinite = 0, mismatches = 0, first_bad = n, first_ref_bad = n, first_mismatch = n;
+  size_t poisoned = 0;
+  double diff2 = 0, ref2 = 0, worst = -1;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double g = element(t, got.data(), i), w = element(t, want.data(), i);
+    poisoned += is_poison(got, size, i);
+    if (!std::isfinite(w)) {
+      if (ref_nonfinite++ == 0) first_ref_bad = i;
+      continue;
+    }
+    if (!std::isfinite(g)) {
+      if (nonfinite++ == 0) first_bad = i;
+      continue;
+    }
+    if (g != w && mismatches++ == 0) first_mismatch = i;
+    double d = g - w;
+    diff2 += d * d;
+    ref2 += w * w;
+    if (std::fabs(d) > worst) worst = std::fabs(d), worst_i = i;
+  }
+  if (ref_nonfinite) {
+    c.ok = false;
+    c.failure = fmt::format("the reference output holds {} NaN/Inf element(s), first [{}]; the case cannot be checked",
+                            ref_nonfinite, first_ref_bad);
+    return c;
+  }
+  if (nonfinite) {
+    c.ok = false;
+    c.failure = fmt::format("{} of {} elements are NaN or Inf ({} still poisoned); first: {}", nonfinite, n, poisoned,
+                            describe(first_bad));
+    return c;
+  }
+  if (exact || !rt::dtype_is_float(t)) {
+    c.error = double(mismatches);
+    c.summary = fmt::format("exact, {} element(s)", n);
+    if (mismatches) {
+      c.ok = false;
+      c.failure = fmt::format("{} of {} elements differ ({} still poisoned); first: {}", mismatches, n, poisoned,
+                              describe(first_mismatch));
+    }
+    return c;
+  }
+  c.error = ref2 > 0 ? std::sqrt(diff2) / std::sqrt(ref2) : std::sqrt(diff2);
+  c.summary = fmt::format("rel err {:.3g} <= {:.3g}", c.error, rel);
+  if (!(c.error <= rel)) {
+    c.ok = false;
+    c.summary = fmt::format("rel err {:.3g} > {:.3g}", c.error, rel);
+    c.failure = fmt::format("||out - ref|| / ||ref|| = {:.3g} exceeds the tolerance {:.3g} over {} elements; "
+                            "largest difference: {}",
+                            c.error, rel, n, describe(worst_i));
+  }
+  return c;
+}
+
+}  // namespace halcyon::cts

@@ -1,0 +1,42 @@
+// Host-side values for the numeric suite: random inputs in every dtype and the comparison
+// of an output against the reference.
+#pragma once
+
+#include <halcyon/runtime/tensor.hpp>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace halcyon::cts {
+
+// bf16 and f16 from f32 (round to nearest even) and back.
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+
+// Element i of a tensor's bytes, as a double.
+double element(rt::DType t, const uint8_t* data, size_t i);
+
+// The value domain of inputs without a `range` line (docs/conformance.md).
+std::pair<double, double> default_range(rt::DType t);
+
+// n values: integers uniform in [lo, hi], floats uniform in [lo, hi) then rounded to the dtype.
+std::vector<uint8_t> random_values(std::mt19937_64& rng, rt::DType t, size_t n, double lo, double hi);
+
+struct Comparison {
+  bool ok = true;
+  double error = 0;     // relative error (floats) or mismatch count (exact)
+  std::string summary;  // "rel err 1.2e-07 <= 1e-05", "exact, 64 elements"
+  std::string failure;  // why it failed, naming the first bad element
+};
+
+// Compares `got` with `want`: NaN/Inf in got fails; exact (integers always) or
+// ||got - want|| / ||want|| <= rel.
+Comparison compare_output(rt::DType t, bool exact, double rel, const std::vector<uint8_t>& got,
+                          const std::vector<uint8_t>& want);
+
+}  // namespace halcyon::cts

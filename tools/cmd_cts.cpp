@@ -1,0 +1,160 @@
+// `halcyon cts`: the conformance suite (tests/conformance/suite). A vendor certifies a backend
+// with it; CI runs it on every backend the machine has. docs/conformance.md explains it.
+#include <halcyon/cts/cts.hpp>
+#include <halcyon/halcyon.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <tuple>
+
+#include "command.hpp"
+
+namespace {
+
+// Exit status when the selected backend has no device here: CTest's SKIP_RETURN_CODE.
+constexpr int kNoDevice = 77;
+
+void usage(std::FILE* out) {
+  fmt::print(out,
+             "usage: halcyon cts [--backend B] [--device URI] [--filter GLOB] [--seed N]\n"
+             "                   [--junit FILE] [--report FILE.md] [--progress live|plain|quiet] [--list]\n"
+             "\n"
+             "Runs the conformance suite: the API suite and the numeric suite (every operator\n"
+             "contract against the CPU reference) on every selected device.\n"
+             "\n"
+             "  --backend B     only devices of backend B (URI scheme: cpu, cuda, hip, ...)\n"
+             "  --device URI    only this device (e.g. cuda:1)\n"
+             "  --filter GLOB   test names to run, comma-separated globs; '-GLOB' excludes\n"
+             "                  (e.g. 'api.*', 'numeric.moe_gate.*,-*.cases')\n"
+             "  --seed N        seed of the random inputs (printed by every run)\n"
+             "  --junit FILE    write JUnit XML for CI systems\n"
+             "  --report FILE   write a Markdown report\n"
+             "  --progress M    live (default on a terminal), plain (default otherwise), quiet\n"
+             "  --list          print the tests that would run, and exit\n"
+             "\n"
+             "exit status: 0 all passed; 1 a test failed or passed unexpectedly; 2 bad usage;\n"
+             "{} no device of the selected backend on this machine.\n",
+             kNoDevice);
+}
+
+int run(const std::vector<std::string>& args) {
+  halcyon::cts::Options o;
+  std::string junit, report;
+  bool list = false;
+  o.command = "halcyon cts";
+  for (auto& a : args) o.command += " " + a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    bool has_inline = false;
+    if (a.starts_with("--") && a.find('=') != std::string::npos) {
+      value = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      has_inline = true;
+    }
+    auto take = [&](std::string* dst) {
+      if (has_inline) {
+        *dst = value;
+        return true;
+      }
+      if (i + 1 >= args.size()) {
+        fmt::print(stderr, "halcyon cts: {} needs a value\n", a);
+        return false;
+      }
+      *dst = args[++i];
+      return true;
+    };
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--backend") {
+      if (!take(&o.backend)) return 2;
+    } else if (a == "--device") {
+      if (!take(&o.device)) return 2;
+    } else if (a == "--filter") {
+      if (!take(&o.filter)) return 2;
+    } else if (a == "--junit") {
+      if (!take(&junit)) return 2;
+    } else if (a == "--report") {
+      if (!take(&report)) return 2;
+    } else if (a == "--list") {
+      list = true;
+    } else if (a == "--seed") {
+      std::string s;
+      if (!take(&s)) return 2;
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), o.seed);
+      if (ec != std::errc() || p != s.data() + s.size()) {
+        fmt::print(stderr, "halcyon cts: --seed '{}' is not an unsigned integer\n", s);
+        return 2;
+      }
+      o.seed_given = true;
+    } else if (a == "--progress") {
+      std::string m;
+      if (!take(&m)) return 2;
+      if (m == "live") o.progress = halcyon::cts::Progress::live;
+      else if (m == "plain") o.progress = halcyon::cts::Progress::plain;
+      else if (m == "quiet") o.progress = halcyon::cts::Progress::quiet;
+      else {
+        fmt::print(stderr, "halcyon cts: --progress '{}' is not live, plain or quiet\n", m);
+        return 2;
+      }
+    } else {
+      fmt::print(stderr, "halcyon cts: unknown option '{}'\n", args[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  if (list) {
+    auto uris = halcyon::device_uris();
+    if (!uris) {
+      fmt::print(stderr, "halcyon cts: {}\n", uris.error().to_string());
+      return 1;
+    }
+    int shown = 0;
+    for (auto& uri : *uris) {
+      if (!o.device.empty() && uri != o.device) continue;
+      if (!o.backend.empty() && uri.substr(0, uri.find(':')) != o.backend) continue;
+      auto names = halcyon::cts::list_tests(uri, o);
+      if (!names) {
+        fmt::print(stderr, "halcyon cts: {}\n", names.error().message());
+        return 1;
+      }
+      for (auto& n : *names) fmt::print("{} {}\n", uri, n);
+      ++shown;
+    }
+    if (!shown) {
+      fmt::print(stderr, "halcyon cts: no matching device\n");
+      return kNoDevice;
+    }
+    return 0;
+  }
+
+  halcyon::cts::RunOutcome r = halcyon::cts::run(o);
+  if (r.error == halcyon::cts::RunError::bad_option) {
+    fmt::print(stderr, "halcyon cts: {}\n", r.message);
+    return 2;
+  }
+  if (r.error == halcyon::cts::RunError::no_device) {
+    fmt::print("halcyon cts: SKIPPED: {}\n", r.message);
+    return kNoDevice;
+  }
+  halcyon::cts::print_summary(stdout, r.report);
+  int status = r.report.ok() ? 0 : 1;
+  using Writer = halcyon::Status (*)(const halcyon::cts::Report&, const std::string&);
+  for (auto [path, write, what] : {std::tuple<const std::string&, Writer, const char*>{junit, halcyon::cts::write_junit, "JUnit XML"},
+                                   {report, halcyon::cts::write_markdown, "report"}}) {
+    if (path.empty()) continue;
+    if (auto s = write(r.report, path); !s) {
+      fmt::print(stderr, "halcyon cts: {}\n", s.error().message());
+      status = 1;
+    } else {
+      fmt::print("{}: {}\n", what, path);
+    }
+  }
+  return status;
+}
+
+halcyon::cli::Register reg({"cts", "conformance suite: API and numeric tests of every backend (JUnit, report)", run});
+
+}  // namespace
