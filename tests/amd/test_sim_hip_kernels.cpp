@@ -126,3 +126,23 @@ TEST_CASE("clang-compiled MFMA GEMMs (bf16 and f16, 32x32x8 and 16x16x16) match 
     }
   }
 }
+
+TEST_CASE("clang-compiled buffer loads and stores honour the resource's range") {
+  for (const char* arch : kArchs) {
+    CAPTURE(arch);
+    Sim sim(arch);
+    auto co = test_object("vector_ops", arch);
+    auto mod = sim.load(co, "vector_ops");
+    auto k = must(mod.kernel("buffer_scale"), "kernel");
+    const uint32_t n = 100;
+    std::vector<uint32_t> in(n);
+    for (uint32_t i = 0; i < n; ++i) in[i] = i + 1;
+    auto din = sim.upload(in);
+    auto dout = sim.poisoned<uint32_t>(n);  // exactly n elements: lanes past n must not write
+    halcyon::ArgPack args;
+    args.pointer(din).pointer(dout).value(n);
+    must(sim.stream.launch(k, {2}, {64}, args), "launch");
+    auto out = sim.download<uint32_t>(dout, n);
+    for (uint32_t i = 0; i < n; ++i) REQUIRE(out[i] == in[i] * 3 + 1);
+  }
+}
