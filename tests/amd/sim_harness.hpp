@@ -18,11 +18,11 @@ namespace amdtest {
 // Fails the current test with the error when `r` holds one.
 template <typename T>
 T must(halcyon::Result<T> r, const char* what) {
-  if (!r) FAIL(what << ": " << r.error().to_string());
+  if (!r) FAIL(std::string(what) << ": " << r.error().to_string());
   return std::move(r).value();
 }
 inline void must(halcyon::Status s, const char* what) {
-  if (!s) FAIL(what << ": " << s.error().to_string());
+  if (!s) FAIL(std::string(what) << ": " << s.error().to_string());
 }
 
 inline std::vector<unsigned char> read_file(const std::string& path) {
