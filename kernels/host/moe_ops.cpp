@@ -113,7 +113,7 @@ HostKernel k_permute_gather("moe_permute_gather", permute_gather_kernel,
 
 Status moe_permute(rt::OpContext& ctx) {
   int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
-  int64_t begin = ctx.params().i("expert_begin");
+  int64_t begin = ctx.params().i("expert_begin");  // EL = expert_end - expert_begin
   if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
   if (begin < 0 || EL < 0 || begin + EL > E)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})",

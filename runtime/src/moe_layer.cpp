@@ -115,7 +115,9 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                     {"slot_to_row", w["slot_to_row"]},
                     {"num_rows", w["num_rows"]}};
   HALCYON_TRY(run_op(device_, stream, "moe_permute", permute,
-                     {{"expert_begin", std::to_string(c.expert_begin)}, {"n_experts", std::to_string(c.experts)}}));
+                     {{"n_experts", std::to_string(c.experts)},
+                      {"expert_begin", std::to_string(c.expert_begin)},
+                      {"expert_end", std::to_string(c.expert_begin + c.local())}}));
   HALCYON_TRY(mark());
 
   TensorMap up{{"a", w["permuted"]}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", w["expert_offsets"]},
