@@ -55,7 +55,7 @@ uint64_t word_hash(const void* data, size_t n) {
     h = mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, p + i, n - i);
+  if (n > i) std::memcpy(&tail, p + i, n - i);
   return mix64(h ^ tail ^ (uint64_t(n - i) << 56));
 }
 
