@@ -127,7 +127,7 @@ TEST_CASE("grouped GEMMs: bad offsets and sizes are reported and nothing is writ
   expect_invalid(run({0, 2, 3}, 3, 3, 3), {"expert_offsets has 3 entries", "E_local + 1 = 4"});
   expect_invalid(run({1, 2, 3}, 3, 2, 3), {"expert_offsets[0] = 1"});
   expect_invalid(run({0, 3, 2}, 3, 2, 2), {"decreases at expert 1", "3 then 2"});
-  expect_invalid(run({0, 2, 3}, 3, 2, 4), {"expert_offsets[E_local = 2] = 3", "R = 4"});
+  expect_invalid(run({0, 2, 4}, 3, 2, 3), {"expert_offsets[E_local = 2] = 4", "past R = 3"});
   expect_invalid(run({0, 2, 3}, 3, 2, 3, 0), {"moe_grouped_gemm_swiglu", "I = 0"});
   expect_invalid(run({0, 2, 3}, 3, 2, 3, 2, RowRange{2, 4}), {"row range [2, 4)"});
   CHECK(out == std::vector<bf16>(6, kPoison));
@@ -138,4 +138,21 @@ TEST_CASE("grouped GEMMs: bad offsets and sizes are reported and nothing is writ
   expect_invalid(moe_grouped_gemm(a.data(), w.data(), off.data(), 3, 2, 3, 2, -1, out.data()),
                  {"H = -1"});
   CHECK(out == std::vector<bf16>(6, kPoison));
+}
+
+TEST_CASE("grouped GEMMs: rows past expert_offsets[E_local] are capacity, never read or written") {
+  // 2 experts own rows [0, 1) and [1, 3); R = 5 rows of capacity, rows 3 and 4 stay poisoned.
+  const int64_t R = 5, H = 2, I = 2, E_local = 2;
+  std::vector<bf16> a(size_t(R * H)), w(size_t(E_local * H * 2 * I)), wd(size_t(E_local * I * H));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float_to_bf16(0.25f * float(i % 7) - 0.5f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(0.125f * float(i % 5) - 0.25f);
+  for (size_t i = 0; i < wd.size(); ++i) wd[i] = float_to_bf16(0.5f - 0.125f * float(i % 6));
+  const std::vector<int32_t> off{0, 1, 3};
+  std::vector<bf16> h(size_t(R * I), kPoison), y(size_t(R * H), kPoison);
+  REQUIRE(moe_grouped_gemm_swiglu(a.data(), w.data(), off.data(), 3, E_local, R, H, I, h.data()).ok());
+  REQUIRE(moe_grouped_gemm(h.data(), wd.data(), off.data(), 3, E_local, R, I, H, y.data()).ok());
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < I; ++j) CHECK((h[size_t(r * I + j)] == kPoison) == (r >= 3));
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < H; ++j) CHECK((y[size_t(r * H + j)] == kPoison) == (r >= 3));
 }

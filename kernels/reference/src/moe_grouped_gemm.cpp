@@ -59,7 +59,8 @@ Status moe_grouped_gemm_swiglu(const bf16* a, const bf16* w_gate_up,
                            check_grouped(kOp, a, w_gate_up, expert_offsets, offsets_len,
                                          E_local, R, "H", H, "I", I, out, rows));
   std::vector<double> acc(2 * I);
-  for (int64_t row = r.begin; row < r.end; ++row) {
+  const int64_t used_end = std::min<int64_t>(r.end, expert_offsets[E_local]);
+  for (int64_t row = r.begin; row < used_end; ++row) {
     const int64_t e = expert_of_row(expert_offsets, E_local, row);
     row_times_matrix(a + row * H, w_gate_up + e * H * 2 * I, H, 2 * I, acc.data());
     for (int64_t j = 0; j < I; ++j) {
@@ -78,7 +79,8 @@ Status moe_grouped_gemm(const bf16* a, const bf16* w, const int32_t* expert_offs
                            check_grouped(kOp, a, w, expert_offsets, offsets_len, E_local, R,
                                          "I", I, "H", H, out, rows));
   std::vector<double> acc(H);
-  for (int64_t row = r.begin; row < r.end; ++row) {
+  const int64_t used_end = std::min<int64_t>(r.end, expert_offsets[E_local]);
+  for (int64_t row = r.begin; row < used_end; ++row) {
     const int64_t e = expert_of_row(expert_offsets, E_local, row);
     row_times_matrix(a + row * I, w + e * I * H, I, H, acc.data());
     for (int64_t n = 0; n < H; ++n) out[row * H + n] = to_bf16(acc[n]);

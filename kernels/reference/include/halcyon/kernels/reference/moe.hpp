@@ -103,7 +103,8 @@ Status moe_permute(const bf16* x, const int32_t* topk_ids, int64_t T, int64_t K,
 // ---------------------------------------------------------------------------------------
 // Grouped GEMMs over per-expert row segments: the rows [offsets[e], offsets[e+1]) of `a`
 // belong to local expert e and are multiplied by that expert's weights. offsets must have
-// offsets_len == E_local + 1 entries, start at 0, never decrease, and end at R.
+// offsets_len == E_local + 1 entries, start at 0, never decrease, and end at or before R:
+// R is the rows' capacity, and rows from offsets[E_local] to R are neither read nor written.
 // bf16 inputs, fp64 accumulation (exact products), one rounding to bf16. rows: permuted rows.
 // ---------------------------------------------------------------------------------------
 
