@@ -144,9 +144,9 @@ TEST_CASE("grouped GEMMs: rows past expert_offsets[E_local] are capacity, never 
   // 2 experts own rows [0, 1) and [1, 3); R = 5 rows of capacity, rows 3 and 4 stay poisoned.
   const int64_t R = 5, H = 2, I = 2, E_local = 2;
   std::vector<bf16> a(size_t(R * H)), w(size_t(E_local * H * 2 * I)), wd(size_t(E_local * I * H));
-  for (size_t i = 0; i < a.size(); ++i) a[i] = float_to_bf16(0.25f * float(i % 7) - 0.5f);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(0.125f * float(i % 5) - 0.25f);
-  for (size_t i = 0; i < wd.size(); ++i) wd[i] = float_to_bf16(0.5f - 0.125f * float(i % 6));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = halcyon::ref::float_to_bf16(0.25f * float(i % 7) - 0.5f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = halcyon::ref::float_to_bf16(0.125f * float(i % 5) - 0.25f);
+  for (size_t i = 0; i < wd.size(); ++i) wd[i] = halcyon::ref::float_to_bf16(0.5f - 0.125f * float(i % 6));
   const std::vector<int32_t> off{0, 1, 3};
   std::vector<bf16> h(size_t(R * I), kPoison), y(size_t(R * H), kPoison);
   REQUIRE(moe_grouped_gemm_swiglu(a.data(), w.data(), off.data(), 3, E_local, R, H, I, h.data()).ok());
