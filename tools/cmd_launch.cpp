@@ -32,7 +32,6 @@ struct Arg {
   std::string name;   // buffers
   std::string value;  // scalars: the literal; buffers: the .npy path
   halcyon::npy::Array array;
-  halcyon::Buffer buffer;
 };
 
 struct Options {
@@ -228,6 +227,7 @@ int run(const std::vector<std::string>& argv) {
   if (params->size() != o.args.size())
     return fail(fmt::format("kernel '{}' takes {} arguments, {} were given with --arg", o.kernel, params->size(), o.args.size()));
   std::vector<unsigned char> blob(info->args_size, 0);
+  std::vector<halcyon::Buffer> buffers(o.args.size());  // released before the device
   for (size_t i = 0; i < o.args.size(); ++i) {
     Arg& a = o.args[i];
     const hal_kernel_arg& p = (*params)[i];
@@ -238,8 +238,8 @@ int run(const std::vector<std::string>& argv) {
       if (std::string e = halcyon::npy::read(a.value, &a.array); !e.empty()) return fail(e);
       auto b = dev->allocate(std::max<uint64_t>(1, a.array.data.size()));
       if (!b) return fail(b.error().to_string());
-      a.buffer = std::move(*b);
-      uint64_t addr = a.buffer.address();
+      buffers[i] = std::move(*b);
+      uint64_t addr = buffers[i].address();
       std::memcpy(blob.data() + p.offset, &addr, 8);
     } else {
       std::vector<unsigned char> bytes;
@@ -253,9 +253,10 @@ int run(const std::vector<std::string>& argv) {
 
   auto stream = dev->create_stream();
   if (!stream) return fail(stream.error().to_string());
-  for (auto& a : o.args)
-    if (a.kind == "buf" && !a.array.data.empty())
-      if (auto s = stream->write(a.buffer, 0, a.array.data.data(), a.array.data.size()); !s) return fail(s.error().to_string());
+  for (size_t i = 0; i < o.args.size(); ++i)
+    if (o.args[i].kind == "buf" && !o.args[i].array.data.empty())
+      if (auto s = stream->write(buffers[i], 0, o.args[i].array.data.data(), o.args[i].array.data.size()); !s)
+        return fail(s.error().to_string());
   auto start = dev->create_event(), end = dev->create_event();
   if (start) (void)stream->record(*start);
   if (auto s = stream->launch(*kern, o.grid, o.block, blob.data(), blob.size(), o.shared); !s)
@@ -265,10 +266,11 @@ int run(const std::vector<std::string>& argv) {
 
   if (mkdir(o.out.c_str(), 0777) != 0 && errno != EEXIST) return fail("cannot create " + o.out + ": " + std::strerror(errno));
   std::vector<std::string> written;
-  for (auto& a : o.args) {
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    Arg& a = o.args[i];
     if (a.kind != "buf") continue;
     if (!a.array.data.empty())
-      if (auto s = stream->read(a.buffer, 0, a.array.data.data(), a.array.data.size()); !s) return fail(s.error().to_string());
+      if (auto s = stream->read(buffers[i], 0, a.array.data.data(), a.array.data.size()); !s) return fail(s.error().to_string());
     if (auto s = stream->synchronize(); !s) return fail(s.error().to_string());
     std::string path = o.out + "/" + a.name + ".npy";
     if (std::string e = halcyon::npy::write(path, a.array); !e.empty()) return fail(e);

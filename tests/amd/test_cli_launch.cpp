@@ -51,6 +51,8 @@ TEST_CASE("halcyon launch runs a code object on .npy files and writes every buff
   std::string args = "--arg buf:a=" + dir + "/a.npy --arg buf:b=" + dir + "/b.npy --arg buf:c=" + dir + "/c.npy ";
   std::string out;
   REQUIRE_MESSAGE(cli(common + args + "--arg u32:300 --out " + dir + "/out", &out) == 0, out);
+  CHECK(out.find("warning") == std::string::npos);  // e.g. objects outliving their device
+  CHECK(out.find("wrote " + dir + "/out/c.npy") != std::string::npos);
   halcyon::npy::Array c;
   REQUIRE(halcyon::npy::read(dir + "/out/c.npy", &c) == "");
   REQUIRE(c.shape == std::vector<uint64_t>{n});
