@@ -8,7 +8,7 @@
 set -u -o pipefail
 B=${1:-.bench}
 shift || true
-what=${*:-tests bench torch cts}
+what=${*:-sass tests bench torch cts}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/.devdeps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -18,21 +18,25 @@ log=$OUT/bench.txt
   | tee "$log"
 for w in $what; do
   case $w in
+    sass)  # the Hopper GEMM's machine code: HGMMA (wgmma) present?
+      for c in "$B"/*.cubin; do
+        [ -f "$c" ] && echo "$c: $(cuobjdump -sass "$c" | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$c" | grep -c -E 'LDL|STL') LDL/STL" | tee -a "$log"
+      done ;;
     tests)
-      timeout 300 "$B/halcyon_ptx_ops_tests" 2>&1 | tee "$OUT/tests.log" | tail -40 ;;
+      timeout 200 "$B/halcyon_ptx_ops_tests" 2>&1 | tee "$OUT/tests.log" | tail -40 ;;
     bench)
       for T in 4096 512 128; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
-        timeout 150 "$B/bin/halcyon" bench moe --device cuda:0 --tokens "$T" --json "$OUT/bench_$T.json" 2>&1 | tee -a "$log"
+        timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens "$T" --json "$OUT/bench_$T.json" 2>&1 | tee -a "$log"
       done ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py" | tee -a "$log"
-      timeout 300 python3 bench/moe_vs_torch.py --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
+      timeout 200 python3 bench/moe_vs_torch.py --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
     cts)
-      if "$B/bin/halcyon" 2>&1 | grep -q "cts"; then
-        timeout 120 "$B/bin/halcyon" cts --device cuda:0 > "$OUT/cts.txt" 2>&1
-        tail -30 "$OUT/cts.txt"
-      fi ;;
+      echo "\$ halcyon cts --device cuda:0" | tee -a "$log"
+      timeout 90 "$B/bin/halcyon" cts --device cuda:0 > "$OUT/cts.txt" 2>&1
+      echo "rc=$?" >> "$OUT/cts.txt"
+      tail -25 "$OUT/cts.txt" | tee -a "$log" ;;
   esac
 done
 date -u | tee -a "$log"

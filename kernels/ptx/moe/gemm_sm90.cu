@@ -102,6 +102,9 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
   float d[128];
   for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
     const Tile t = decode_tile<BM>(map, ti);
+    // A tile of 64 rows or fewer (an expert's last rows): the second warpgroup has nothing to
+    // multiply and leaves the tensor cores to the first (it still loads and synchronises).
+    const bool active = wg == 0 || t.row_end - t.row0 > 64;
 #pragma unroll
     for (int s = 0; s < STAGES - 2; ++s) {
       if (s < k_tiles) load_stage<EPI>(base + s * STAGE_BYTES, a, b, t, K, N, ldb, s * BK);
@@ -117,6 +120,7 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
       if (nk < k_tiles) load_stage<EPI>(base + (nk % STAGES) * STAGE_BYTES, a, b, t, K, N, ldb, nk * BK);
       cp_async_commit();
 
+      if (!active) continue;
       const uint32_t sa = base + (kt % STAGES) * STAGE_BYTES + wg * 64 * 128;
       const uint32_t sb = base + (kt % STAGES) * STAGE_BYTES + A_BYTES;
       fence_acc(d);

@@ -148,14 +148,23 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   int* h = hist + warp * EL;
   const unsigned lt = (1u << lane) - 1u;
 
-  for (long long b = s0; b < s1; b += 32) {
-    const long long s = b + lane;
-    const int id = s < s1 ? topk_ids[s] : -1;
-    const bool local = s < s1 && id >= expert_begin && id < expert_begin + EL && id < E;
-    const int key = local ? id - (int)expert_begin : EL + lane;
-    const unsigned peers = __match_any_sync(0xffffffffu, key);
-    if (local && (peers & lt) == 0) h[key] += __popc(peers);
-    __syncwarp();
+  // Eight groups of 32 slots per step: their loads are all in flight before the first use.
+  for (long long b = s0; b < s1; b += 256) {
+    int ids[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const long long s = b + j * 32 + lane;
+      ids[j] = s < s1 ? topk_ids[s] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int id = ids[j];
+      const bool local = id >= expert_begin && id < expert_begin + EL && id < E;
+      const int key = local ? id - (int)expert_begin : EL + lane;
+      const unsigned peers = __match_any_sync(0xffffffffu, key);
+      if (local && (peers & lt) == 0) h[key] += __popc(peers);
+      __syncwarp();
+    }
   }
   __syncthreads();
 
@@ -201,19 +210,27 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   }
   __syncthreads();
 
-  for (long long b = s0; b < s1; b += 32) {
-    const long long s = b + lane;
-    const bool in = s < s1;
-    const int id = in ? topk_ids[s] : -1;
-    const bool local = in && id >= expert_begin && id < expert_begin + EL && id < E;
-    const int key = local ? id - (int)expert_begin : EL + lane;
-    const unsigned peers = __match_any_sync(0xffffffffu, key);
-    const int row = local ? h[key] + __popc(peers & lt) : -1;
-    __syncwarp();
-    if (local && (peers & lt) == 0) h[key] += __popc(peers);
-    __syncwarp();
-    if (in) slot_to_row[s] = row;
-    if (row >= 0) row_to_slot[row] = (int)s;
+  for (long long b = s0; b < s1; b += 256) {
+    int ids[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const long long s = b + j * 32 + lane;
+      ids[j] = s < s1 ? topk_ids[s] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const long long s = b + j * 32 + lane;
+      const int id = ids[j];
+      const bool local = id >= expert_begin && id < expert_begin + EL && id < E;
+      const int key = local ? id - (int)expert_begin : EL + lane;
+      const unsigned peers = __match_any_sync(0xffffffffu, key);
+      const int row = local ? h[key] + __popc(peers & lt) : -1;
+      __syncwarp();
+      if (local && (peers & lt) == 0) h[key] += __popc(peers);
+      __syncwarp();
+      if (s < s1) slot_to_row[s] = row;
+      if (row >= 0) row_to_slot[row] = (int)s;
+    }
   }
 }
 
@@ -229,11 +246,19 @@ extern "C" __global__ void hc_moe_permute_scatter(const unsigned short* __restri
   if ((H & 7) == 0) {
     const uint4* src = reinterpret_cast<const uint4*>(x + t * H);
     const long long n = H >> 3;
-    for (long long c = threadIdx.x; c < n; c += blockDim.x) {
-      const uint4 v = src[c];
+    const long long step = blockDim.x;
+    for (long long c0 = threadIdx.x; c0 < n; c0 += 4 * step) {
+      uint4 v[4];  // four chunks in flight before the stores
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (c0 + q * step < n) v[q] = src[c0 + q * step];
       for (long long k = 0; k < K; ++k) {
         const int r = rows[k];
-        if (r >= 0) reinterpret_cast<uint4*>(permuted + (long long)r * H)[c] = v;
+        if (r < 0) continue;
+        uint4* dst = reinterpret_cast<uint4*>(permuted + (long long)r * H);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (c0 + q * step < n) dst[c0 + q * step] = v[q];
       }
     }
   } else {

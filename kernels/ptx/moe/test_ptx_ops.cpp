@@ -63,6 +63,7 @@ rt::Tensor output(rt::DType dt, std::vector<int64_t> shape) {
   // Poison: NaN for f32 (0xffffffff) and bf16 (0xffff); 0x7f7f7f7f for i32.
   if (t.bytes()) {
     if (t.dtype == rt::DType::i32) ok(stream().fill<uint32_t>(t.buffer, t.offset, t.bytes(), 0x7f7f7f7fu));
+    else if (t.dtype == rt::DType::bf16) ok(stream().fill<uint16_t>(t.buffer, t.offset, t.bytes(), uint16_t(0xffff)));
     else ok(stream().fill<uint32_t>(t.buffer, t.offset, t.bytes(), 0xffffffffu));
   }
   return t;
