@@ -8,7 +8,7 @@
 
 namespace {
 
-const char* state_word(hal_backend_state s) {
+const char* state_word(uint32_t s) {
   switch (s) {
     case HAL_BACKEND_AVAILABLE: return "available";
     case HAL_BACKEND_UNAVAILABLE: return "unavailable";

@@ -10,7 +10,7 @@ KernelObj::~KernelObj() {
 }
 
 namespace {
-const char* format_name(hal_module_format f) {
+const char* format_name(uint32_t f) {
   switch (f) {
     case HAL_MODULE_PTX: return "ptx";
     case HAL_MODULE_CUBIN: return "cubin";

@@ -97,7 +97,7 @@ struct BufferObj final : DeviceChild {
   explicit BufferObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Buffer, std::move(d)) {}
   ~BufferObj() override;
   hal_be_buffer* be = nullptr;
-  hal_memory_kind kind = HAL_MEMORY_DEVICE;
+  uint32_t kind = HAL_MEMORY_DEVICE;  // hal_memory_kind
   uint64_t size = 0;
   uint64_t address = 0;
   void* host = nullptr;

@@ -47,7 +47,7 @@ hal_backend_record make_record(std::string_view name, std::string_view source,
   return r;
 }
 
-const char* state_word(hal_backend_state s) {
+const char* state_word(uint32_t s) {
   return s == HAL_BACKEND_AVAILABLE ? "available" : s == HAL_BACKEND_UNAVAILABLE ? "unavailable" : "refused";
 }
 

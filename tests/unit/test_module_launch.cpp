@@ -146,7 +146,7 @@ TEST_CASE_FIXTURE(Fixture, "modules: wrong format, wrong architecture and corrup
   d.data = &bad;
   d.size = sizeof bad;
   expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "kernels is NULL");
-  d.format = static_cast<hal_module_format>(42);
+  d.format = 42;
   expect_error(hal_module_load(dev.get(), &d, &m), HAL_INVALID_ARGUMENT, "unknown format 42");
   d.format = HAL_MODULE_HOST;
   d.target = nullptr;

@@ -16,6 +16,8 @@
  *     an older caller with a smaller struct never has memory written past its end.
  *   - MAJOR changes break the ABI (a plugin of another MAJOR is refused, with both versions
  *     and the file named). MINOR additions are appended fields and appended table entries.
+ *   - Enumerations are passed in structs as uint32_t, so that their size is fixed and a
+ *     value this version does not know is an error, not undefined behaviour.
  *   - Errors are values: every fallible call returns hal_error* (NULL on success). No
  *     exception, abort or longjmp crosses this boundary.
  *   - Objects are opaque, reference-counted handles. A null, released or wrong-typed handle
@@ -149,7 +151,7 @@ typedef struct hal_backend_record {
   const void* next;
   char name[32];       /* URI scheme, e.g. "cpu"; "" when the file was refused before naming */
   char source[512];    /* "built-in" or the plugin file's path */
-  hal_backend_state state;
+  uint32_t state;      /* hal_backend_state */
   char reason[512];    /* why it is unavailable or refused; what was accepted otherwise */
   uint32_t device_count;
   uint32_t abi_major;  /* the plugin's ABI version, 0 if unknown */
@@ -233,7 +235,7 @@ typedef struct hal_partition_info {
   const void* next;
   uint32_t units_requested;
   uint32_t units_granted;
-  hal_partition_mechanism mechanism;
+  uint32_t mechanism;       /* hal_partition_mechanism */
   uint32_t enforced;        /* 1: work cannot run outside these units */
   uint32_t granularity;     /* units come in steps of this many */
   uint32_t first_unit;      /* lowest unit id when known, else UINT32_MAX */
@@ -261,7 +263,7 @@ typedef enum hal_memory_kind {
 typedef struct hal_buffer_desc {
   size_t struct_size;
   const void* next;
-  hal_memory_kind kind;
+  uint32_t kind;       /* hal_memory_kind */
   uint32_t flags;      /* reserved, 0 */
   uint64_t size;       /* bytes; 0 is allowed (no storage, address 0) */
   uint64_t alignment;  /* optional; 0 = backend default (>= 256 on GPUs) */
@@ -272,7 +274,7 @@ typedef struct hal_buffer_desc {
 typedef struct hal_buffer_info {
   size_t struct_size;
   const void* next;
-  hal_memory_kind kind;
+  uint32_t kind;            /* hal_memory_kind */
   uint32_t reserved0;
   uint64_t size;
   uint64_t device_address;  /* what a kernel argument holds for this buffer */
@@ -360,7 +362,7 @@ typedef enum hal_module_format {
 typedef struct hal_module_desc {
   size_t struct_size;
   const void* next;
-  hal_module_format format;
+  uint32_t format;       /* hal_module_format */
   uint32_t flags;        /* reserved, 0 */
   const char* target;    /* architecture the binary was built for: "sm_90a", "sm_80",
                             "gfx942", "host"; the backend refuses one its device cannot run,
@@ -381,7 +383,7 @@ typedef enum hal_arg_kind {
 typedef struct hal_kernel_arg {
   uint32_t offset;
   uint32_t size;
-  hal_arg_kind kind;
+  uint32_t kind;  /* hal_arg_kind */
 } hal_kernel_arg;
 
 typedef struct hal_kernel_info {
