@@ -1,0 +1,80 @@
+/*
+ * halcyon/runtime.h — the C ABI of the runtime: run any operator, and the MoE layer, on
+ * hal handles. Same rules as hal.h: struct_size first, errors as values (hal_error*).
+ */
+#ifndef HALCYON_RUNTIME_H_
+#define HALCYON_RUNTIME_H_
+
+#include <halcyon/hal.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hrt_dtype {
+  HRT_F32 = 0,
+  HRT_F16 = 1,
+  HRT_BF16 = 2,
+  HRT_I32 = 3,
+  HRT_I64 = 4,
+  HRT_U8 = 5,
+  HRT_F64 = 6
+} hrt_dtype;
+
+#define HRT_MAX_RANK 8
+
+/* A named tensor argument of an operator: a region of a buffer, row-major. */
+typedef struct hrt_tensor {
+  const char* name;     /* the contract's input or output name */
+  hal_buffer buffer;
+  uint64_t offset;      /* bytes */
+  uint32_t dtype;       /* hrt_dtype */
+  uint32_t rank;
+  int64_t shape[HRT_MAX_RANK];
+} hrt_tensor;
+
+typedef struct hrt_param {
+  const char* name;
+  const char* value;    /* as text: "8", "sigmoid", "true", "2.5" */
+} hrt_param;
+
+/* Runs operator `op` on `stream`: inputs and pre-allocated outputs by contract name. */
+HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* op,
+                              const hrt_tensor* tensors, uint32_t tensor_count,
+                              const hrt_param* params, uint32_t param_count);
+
+typedef struct hrt_moe_layer_s* hrt_moe_layer;
+
+typedef struct hrt_moe_layer_desc {
+  size_t struct_size;
+  const void* next;
+  int64_t hidden;
+  int64_t inter;
+  int64_t experts;
+  int64_t topk;
+  int64_t n_groups;
+  int64_t topk_groups;
+  int64_t expert_begin;
+  int64_t local_experts;  /* -1: all */
+  uint32_t softmax;       /* 0: sigmoid scores, 1: softmax */
+  uint32_t normalize;
+  double routed_scale;
+  hal_buffer w_router;    /* [hidden, experts] bf16 */
+  hal_buffer bias;        /* [experts] f32, or NULL */
+  hal_buffer w_gate_up;   /* [local, hidden, 2*inter] bf16 */
+  hal_buffer w_down;      /* [local, inter, hidden] bf16 */
+} hrt_moe_layer_desc;
+#define HRT_MOE_LAYER_DESC_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_desc, w_down)
+
+HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc,
+                                        hrt_moe_layer* out);
+/* x [tokens, hidden] bf16 -> out [tokens, hidden] bf16, queued on stream. */
+HAL_API hal_error* hrt_moe_layer_forward(hrt_moe_layer layer, hal_stream stream, hal_buffer x,
+                                         hal_buffer out, int64_t tokens);
+HAL_API void hrt_moe_layer_destroy(hrt_moe_layer layer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HALCYON_RUNTIME_H_ */
