@@ -4,6 +4,7 @@
 # tests, conformance), `halcyon info -v`, `halcyon cts --device cuda:0` when that command
 # exists, and the CUDA launch/copy benchmark. Logs go to $OUT (or ./gpu-check-out).
 #
+# GPU_CHECK_ASAN=1 adds the CUDA tests under AddressSanitizer + UBSan.
 # Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
 # (.devdeps, carried to the machine). Exit status: 0 only if every step passed.
 set -uo pipefail
@@ -36,9 +37,10 @@ machine="host: $(hostname)  date: $(date -u +%FT%TZ)  commit: $(git rev-parse --
 gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
 echo "$machine"
 
-step configure cmake -S . -B "$build" -G Ninja -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON -DHALCYON_ENABLE_CUDA=ON ||
-  { printf '%s\n' "${summary[@]}"; exit 1; }
-step build ninja -C "$build" -k 0 -j"$(nproc)"  # keep going: one broken target must not hide the rest
+# Keep going (-k 0): one broken target must not hide the rest.
+step build bash -c "cmake -S . -B '$build' -G Ninja -DCMAKE_PREFIX_PATH='$deps' -DHALCYON_WERROR=ON \
+  -DHALCYON_ENABLE_CUDA=ON && ninja -C '$build' -k 0 -j$(nproc)"
+[ -x "$build/bin/halcyon" ] || { printf '%s\n' "${summary[@]}"; exit 1; }
 # The device as halcyon sees it, then the same with the driver hidden: cuda must turn
 # unavailable with the reason while the CPU backend carries on.
 step info bash -c "'$build/bin/halcyon' info -v && echo '--- with HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1:' &&
@@ -53,6 +55,15 @@ fi
 if [ -x "$build/bin/halcyon_bench_cuda" ]; then
   # Three runs: the spread between runs is part of the result.
   TAIL_LINES=20 step bench bash -c "for i in 1 2 3; do echo \"--- run \$i\"; '$build/bin/halcyon_bench_cuda' || exit 1; done"
+fi
+# GPU_CHECK_ASAN=1: the CUDA tests again under AddressSanitizer + UBSan, with the real driver
+# (protect_shadow_gap=0: the driver maps memory where ASan's shadow gap would be).
+if [ "${GPU_CHECK_ASAN:-0}" = 1 ]; then
+  step asan bash -c "cmake -S . -B '$build-asan' -G Ninja -DCMAKE_PREFIX_PATH='$deps' -DCMAKE_BUILD_TYPE=Debug \
+    -DHALCYON_WERROR=ON -DHALCYON_SANITIZE=address,undefined -DHALCYON_ENABLE_CUDA=ON >/dev/null &&
+    ninja -C '$build-asan' -j$(nproc) halcyon_cuda_unit_tests halcyon_cuda_gpu_tests halcyon_cuda_api_tests &&
+    cd '$build-asan' && ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest -R '^cuda[.]' --output-on-failure"
 fi
 echo "=== summary"
 { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"

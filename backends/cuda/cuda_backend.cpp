@@ -31,10 +31,6 @@ constexpr uint64_t kHostAlign = 4096;
 // Changes whenever the JIT settings below change, so old cache entries stop matching.
 constexpr const char* kJitSettings = "halcyon-jit-1;O4;cuLink";
 
-}  // namespace
-
-namespace {
-
 struct CudaBackend {
   const Driver* d = nullptr;
   int device_count = 0;
@@ -111,9 +107,6 @@ struct CudaKernel {
   std::atomic<uint32_t> dynamic_shared_limit{48 * 1024};
 };
 
-}  // namespace
-
-namespace {
 
 hal_error* cu_error(const Driver* d, CUresult r, const std::string& what) {
   hal_status st = HAL_DEVICE_ERROR;
@@ -162,9 +155,6 @@ int attr(CudaDevice* dv, CUdevice_attribute a) {
   return v;
 }
 
-}  // namespace
-
-namespace {
 void CudaDevice::synchronize_all() {
   std::vector<CudaStream*> copy;
   {
@@ -174,9 +164,6 @@ void CudaDevice::synchronize_all() {
   for (auto* s : copy) d->cuStreamSynchronize(s->stream);
   if (alloc_stream) d->cuStreamSynchronize(alloc_stream);
 }
-}  // namespace
-
-namespace {
 
 // ---- backend and devices ------------------------------------------------------------------
 
@@ -302,7 +289,7 @@ hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaB
     const Driver* d = dv->d;
     auto b = std::make_unique<CudaBuffer>();
     b->device = dv;
-    b->kind = desc->kind;
+    b->kind = static_cast<hal_memory_kind>(desc->kind);
     *address = 0;
     *host = nullptr;
     if (desc->size == 0) {
