@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 

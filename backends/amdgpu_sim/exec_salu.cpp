@@ -76,7 +76,9 @@ uint32_t brev32(uint32_t x) {
   return o;
 }
 
-bool add_overflows(int32_t a, int32_t b, int32_t r) { return ((a >= 0) == (b >= 0)) && ((r >= 0) != (a >= 0)); }
+// Signed overflow of r = a + b and r = a - b, from the sign bits (no signed arithmetic).
+bool add_overflows(uint32_t a, uint32_t b, uint32_t r) { return ((a ^ r) & (b ^ r)) >> 31; }
+bool sub_overflows(uint32_t a, uint32_t b, uint32_t r) { return ((a ^ b) & (a ^ r)) >> 31; }
 
 // s_cmp_<cond>_<type>: aux = condition, aux2 = type (executor.cpp's tables).
 bool compare_u64(int cond, uint64_t a, uint64_t b, bool is_signed) {
@@ -118,15 +120,15 @@ std::vector<HandlerEntry> salu_handlers() {
       {"s_mul_hi_u32", H { (void)d; write32(w, in.ops[0], 0, uint32_t((uint64_t(S32(1)) * S32(2)) >> 32)); }},
       {"s_mul_hi_i32", H {
          (void)d;
-         write32(w, in.ops[0], 0, uint32_t(uint64_t(int64_t(int32_t(S32(1))) * int64_t(int32_t(S32(2)))) >> 32));
+         write32(w, in.ops[0], 0, uint32_t(uint64_t(int64_t(int32_t(S32(1))) * int64_t(int32_t(S32(2)))) >> 32));  // |product| < 2^62
        }},
       {"s_mulk_i32", H { (void)d; write32(w, in.ops[0], 0, S32(0) * uint32_t(int32_t(int16_t(in.ops[1].ival)))); }},
       {"s_addk_i32", H {
          (void)d;
-         int32_t a = int32_t(S32(0)), b = int16_t(in.ops[1].ival);
-         int32_t r = int32_t(uint32_t(a) + uint32_t(b));
+         uint32_t a = S32(0), b = uint32_t(int32_t(int16_t(in.ops[1].ival)));
+         uint32_t r = a + b;
          w.scc = add_overflows(a, b, r);
-         write32(w, in.ops[0], 0, uint32_t(r));
+         write32(w, in.ops[0], 0, r);
        }},
       {"s_bfm_b32", H { (void)d; write32(w, in.ops[0], 0, ((S32(1) & 31) == 0 ? 0u : ((1u << (S32(1) & 31)) - 1)) << (S32(2) & 31)); }},
       {"s_getpc_b64", H { write64(w, in.ops[0], 0, d.code_base + in.addr + in.size); }},
@@ -137,8 +139,8 @@ std::vector<HandlerEntry> salu_handlers() {
       SOP2("s_sub_u32", a - b, b > a),
       SOP2("s_addc_u32", a + b + uint32_t(w.scc), (uint64_t(a) + b + uint64_t(w.scc)) >> 32 != 0),
       SOP2("s_subb_u32", a - b - uint32_t(w.scc), uint64_t(b) + uint64_t(w.scc) > a),
-      SOP2("s_add_i32", a + b, add_overflows(int32_t(a), int32_t(b), int32_t(r))),
-      SOP2("s_sub_i32", a - b, add_overflows(int32_t(a), -int32_t(b), int32_t(r)) || (b == 0x80000000u && int32_t(a) >= 0)),
+      SOP2("s_add_i32", a + b, add_overflows(a, b, r)),
+      SOP2("s_sub_i32", a - b, sub_overflows(a, b, r)),
       SOP2("s_min_u32", a < b ? a : b, a < b),
       SOP2("s_max_u32", a > b ? a : b, a > b),
       SOP2("s_min_i32", int32_t(a) < int32_t(b) ? a : b, int32_t(a) < int32_t(b)),

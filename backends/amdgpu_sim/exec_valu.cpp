@@ -291,10 +291,10 @@ std::vector<HandlerEntry> valu_handlers() {
       VI2("v_mul_hi_u32", uint32_t((uint64_t(a) * b) >> 32)),
       VI2("v_mul_hi_i32", uint32_t(uint64_t(int64_t(int32_t(a)) * int32_t(b)) >> 32)),
       VI2("v_mul_u32_u24", (a & 0xffffff) * (b & 0xffffff)),
-      VI2("v_mul_i32_i24", uint32_t(i24(a) * i24(b))),
+      VI2("v_mul_i32_i24", uint32_t(int64_t(i24(a)) * i24(b))),
       VI2("v_mul_hi_u32_u24", uint32_t((uint64_t(a & 0xffffff) * (b & 0xffffff)) >> 32)),
       VI3("v_mad_u32_u24", (a & 0xffffff) * (b & 0xffffff) + c),
-      VI3("v_mad_i32_i24", uint32_t(i24(a) * i24(b)) + c),
+      VI3("v_mad_i32_i24", uint32_t(int64_t(i24(a)) * i24(b)) + c),
       {"v_mad_u64_u32", H {
          (void)d;
          uint64_t carry = 0;
@@ -307,7 +307,7 @@ std::vector<HandlerEntry> valu_handlers() {
        }},
       {"v_mad_i64_i32", H {
          (void)d;
-         LANES write64(w, in.ops[0], l, uint64_t(int64_t(int32_t(U(2))) * int32_t(U(3)) + int64_t(U64(4))));
+         LANES write64(w, in.ops[0], l, uint64_t(int64_t(int32_t(U(2))) * int32_t(U(3))) + U64(4));
          write_mask(w, in.ops[1], 0);
        }},
       {"v_lshl_add_u64", H { (void)d; LANES write64(w, in.ops[0], l, (U64(1) << (U(2) & 63)) + U64(3)); }},

@@ -86,12 +86,13 @@ TEST_CASE("gcn row softmax") {
     }
 }
 
-TEST_CASE("gcn bf16 GEMM tile on MFMA") {
+TEST_CASE("gcn bf16 GEMM tile on MFMA, including shapes that are not multiples of the tile") {
   struct Shape {
     int m, n, k;
   };
   for (const char* arch : kArchs)
-    for (Shape s : {Shape{32, 32, 8}, Shape{64, 96, 40}, Shape{96, 32, 128}}) {
+    for (Shape s : {Shape{1, 1, 1}, Shape{32, 32, 8}, Shape{33, 17, 19}, Shape{7, 130, 37}, Shape{64, 96, 40},
+                    Shape{96, 32, 128}}) {
       CAPTURE(arch);
       CAPTURE(s.m);
       CAPTURE(s.n);
@@ -108,7 +109,7 @@ TEST_CASE("gcn bf16 GEMM tile on MFMA") {
       halcyon::ArgPack args;
       args.pointer(da).pointer(db).pointer(dc).value(s.m).value(s.n).value(s.k);
       CHECK(must(kern.info(), "info").args_size == args.size());
-      must(sim.stream.launch(kern, {uint32_t(s.n / 32), uint32_t(s.m / 32)}, {64}, args), "launch");
+      must(sim.stream.launch(kern, {uint32_t(s.n + 31) / 32, uint32_t(s.m + 31) / 32}, {64}, args), "launch");
       auto c = sim.download<float>(dc, size_t(s.m) * s.n);
       auto ref = gemm_ref(a, b, s.m, s.n, s.k, from_bf16);
       CHECK(rel_error(c, ref) < 1e-5);

@@ -1,30 +1,62 @@
 // c[M][N] (f32) = a[M][K] (bf16) x b[K][N] (bf16), all row-major, on MFMA 32x32x8 bf16.
-// Launch: block (64,1,1), grid (N / 32, M / 32, 1): one wave per 32x32 tile of c.
-// Requires M % 32 == 0, N % 32 == 0, K % 8 == 0, K >= 8; every buffer below 4 GiB.
+// Launch: block (64,1,1), grid (ceil(N / 32), ceil(M / 32), 1): one wave per 32x32 tile of c.
+// Any M, N, K >= 1: elements outside the matrices are read as zero and never written. Every
+// buffer must lie below 4 GiB of offsets. Loads are one bf16 at a time, so any K is aligned.
 // Register layout of v_mfma_f32_32x32x8 bf16 (CDNA2 and CDNA3 alike), lane l:
 //   A operand: a[i = l % 32][k0 + 4 * (l / 32) + 0..3] in two VGPRs (low half first)
 //   B operand: b[k0 + 4 * (l / 32) + 0..3][j = l % 32]
 //   result register r: c[8 * (r / 4) + 4 * (l / 32) + r % 4][l % 32], in a0..a15
 // Registers in: s[0:1] kernarg pointer, s2 workgroup id x (tile column), s3 workgroup id y
 // (tile row), v0 work-item id x.
+// Registers used: v1 = l % 32, v2 = kq = 4 * (l / 32), v3 = (row0 + i) * K, v4 = col0 + j,
+// s[20:21] = lanes whose a row is inside M, s[22:23] = lanes whose column is inside N.
 #include "gcn_target.inc"
 .amdgcn_target GCN_TARGET_ID
 
-// Four result rows of one register group: read a0..a3 style accumulators and store them
-// one c row apart, then step to the next group (5 rows further).
-.macro STORE_GROUP r0, r1, r2, r3
-  v_accvgpr_read_b32 v15, a\r0
-  global_store_dword v14, v15, s[8:9]
-  v_add_u32 v14, s18, v14
-  v_accvgpr_read_b32 v15, a\r1
-  global_store_dword v14, v15, s[8:9]
-  v_add_u32 v14, s18, v14
-  v_accvgpr_read_b32 v15, a\r2
-  global_store_dword v14, v15, s[8:9]
-  v_add_u32 v14, s18, v14
-  v_accvgpr_read_b32 v15, a\r3
-  global_store_dword v14, v15, s[8:9]
-  v_add_u32 v14, s19, v14
+// v5 = k0 + kq + e; s[24:25] = lanes with v5 < K.
+.macro K_INDEX e
+  v_add_u32 v5, s17, v2
+  v_add_u32 v5, \e, v5
+  v_cmp_gt_u32 s[24:25], s12, v5
+.endm
+
+// \dst = a[row0 + i][k0 + kq + e], or 0 outside a (those lanes read element 0 instead).
+.macro LOAD_A e, dst
+  K_INDEX \e
+  s_and_b64 s[26:27], s[24:25], s[20:21]
+  v_add_u32 v6, v3, v5
+  v_cndmask_b32 v6, 0, v6, s[26:27]
+  v_lshlrev_b32 v6, 1, v6
+  global_load_ushort \dst, v6, s[4:5]
+  s_waitcnt vmcnt(0)
+  v_cndmask_b32 \dst, 0, \dst, s[26:27]
+.endm
+
+// \dst = b[k0 + kq + e][col0 + j], or 0 outside b.
+.macro LOAD_B e, dst
+  K_INDEX \e
+  s_and_b64 s[26:27], s[24:25], s[22:23]
+  v_mul_lo_u32 v6, v5, s11
+  v_add_u32 v6, v6, v4
+  v_cndmask_b32 v6, 0, v6, s[26:27]
+  v_lshlrev_b32 v6, 1, v6
+  global_load_ushort \dst, v6, s[6:7]
+  s_waitcnt vmcnt(0)
+  v_cndmask_b32 \dst, 0, \dst, s[26:27]
+.endm
+
+// Stores accumulator \acc to c[v20][col0 + j] on lanes inside c, then moves v20 down \step rows.
+.macro STORE_C acc, step
+  v_cmp_gt_u32 vcc, s10, v20
+  s_and_b64 vcc, vcc, s[22:23]
+  s_and_saveexec_b64 s[30:31], vcc
+  v_mul_lo_u32 v21, v20, s11
+  v_add_u32 v21, v21, v4
+  v_lshlrev_b32 v21, 2, v21
+  v_accvgpr_read_b32 v22, \acc
+  global_store_dword v21, v22, s[8:9]
+  s_mov_b64 exec, s[30:31]
+  v_add_u32 v20, \step, v20
 .endm
 
 .text
@@ -36,59 +68,59 @@ halcyon_gemm_bf16_tile:
   s_load_dwordx2 s[8:9], s[0:1], 0x10       // c
   s_load_dwordx2 s[10:11], s[0:1], 0x18     // M, N
   s_load_dword s12, s[0:1], 0x20            // K
-  v_and_b32 v1, 31, v0                      // l % 32
+  v_and_b32 v1, 31, v0                      // i = j = l % 32
   v_lshrrev_b32 v2, 5, v0
   v_lshlrev_b32 v2, 2, v2                   // kq = 4 * (l / 32)
   .irp r, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
   v_accvgpr_write_b32 a\r, 0
   .endr
   s_waitcnt lgkmcnt(0)
-  s_lshl_b32 s13, s3, 5                     // tile row * 32
-  s_lshl_b32 s14, s2, 5                     // tile column * 32
-  v_add_u32 v3, s13, v1                     // a: ((row0 + i) * K + kq) * 2
+  s_lshl_b32 s13, s3, 5                     // row0 = tile row * 32
+  s_lshl_b32 s14, s2, 5                     // col0 = tile column * 32
+  v_add_u32 v3, s13, v1                     // a row of this lane
+  v_cmp_gt_u32 s[20:21], s10, v3
   v_mul_lo_u32 v3, v3, s12
-  v_add_u32 v3, v3, v2
-  v_lshlrev_b32 v3, 1, v3
-  v_mul_lo_u32 v4, v2, s11                  // b: (kq * N + col0 + j) * 2
-  v_add_u32 v4, s14, v4
-  v_add_u32 v4, v4, v1
-  v_lshlrev_b32 v4, 1, v4
-  s_lshl_b32 s15, s11, 1                    // bytes per b row
-  s_lshl_b32 s16, s11, 4                    // bytes per 8 b rows
+  v_add_u32 v4, s14, v1                     // b and c column of this lane
+  v_cmp_gt_u32 s[22:23], s11, v4
   s_mov_b32 s17, 0                          // k0
 .Lk_loop:
-  global_load_dwordx2 v[6:7], v3, s[4:5]    // a[i][k0 + kq + 0..3]
-  global_load_ushort v8, v4, s[6:7]         // b[k0 + kq + 0..3][j]
-  v_add_u32 v5, s15, v4
-  global_load_ushort v9, v5, s[6:7]
-  v_add_u32 v5, s15, v5
-  global_load_ushort v10, v5, s[6:7]
-  v_add_u32 v5, s15, v5
-  global_load_ushort v11, v5, s[6:7]
-  s_waitcnt vmcnt(0)
-  v_lshl_or_b32 v12, v9, 16, v8
-  v_lshl_or_b32 v13, v11, 16, v10
+  LOAD_A 0, v8
+  LOAD_A 1, v9
+  LOAD_A 2, v10
+  LOAD_A 3, v11
+  LOAD_B 0, v12
+  LOAD_B 1, v13
+  LOAD_B 2, v14
+  LOAD_B 3, v15
+  v_lshl_or_b32 v16, v9, 16, v8             // a[i][k0 + kq + 0..1]
+  v_lshl_or_b32 v17, v11, 16, v10           // a[i][k0 + kq + 2..3]
+  v_lshl_or_b32 v18, v13, 16, v12
+  v_lshl_or_b32 v19, v15, 16, v14
   s_nop 1
-  MFMA_F32_32X32X8_BF16 a[0:15], v[6:7], v[12:13], a[0:15]
-  v_add_u32 v3, 16, v3                      // a: 8 columns further
-  v_add_u32 v4, s16, v4                     // b: 8 rows further
+  MFMA_F32_32X32X8_BF16 a[0:15], v[16:17], v[18:19], a[0:15]
   s_add_u32 s17, s17, 8
   s_cmp_lt_u32 s17, s12
   s_cbranch_scc1 .Lk_loop
   s_nop 7                                   // MFMA results are ready after 16 passes
   s_nop 7
   s_nop 7
-  v_add_u32 v14, s13, v2                    // c: ((row0 + kq) * N + col0 + j) * 4
-  v_mul_lo_u32 v14, v14, s11
-  v_add_u32 v14, s14, v14
-  v_add_u32 v14, v14, v1
-  v_lshlrev_b32 v14, 2, v14
-  s_lshl_b32 s18, s11, 2                    // bytes per c row
-  s_mul_i32 s19, s18, 5                     // from row 3 of a group to row 0 of the next
-  STORE_GROUP 0, 1, 2, 3
-  STORE_GROUP 4, 5, 6, 7
-  STORE_GROUP 8, 9, 10, 11
-  STORE_GROUP 12, 13, 14, 15
+  v_add_u32 v20, s13, v2                    // c row of register 0: row0 + kq
+  STORE_C a0, 1
+  STORE_C a1, 1
+  STORE_C a2, 1
+  STORE_C a3, 5
+  STORE_C a4, 1
+  STORE_C a5, 1
+  STORE_C a6, 1
+  STORE_C a7, 5
+  STORE_C a8, 1
+  STORE_C a9, 1
+  STORE_C a10, 1
+  STORE_C a11, 5
+  STORE_C a12, 1
+  STORE_C a13, 1
+  STORE_C a14, 1
+  STORE_C a15, 1
   s_endpgm
 .size halcyon_gemm_bf16_tile, .-halcyon_gemm_bf16_tile
 
@@ -101,9 +133,9 @@ halcyon_gemm_bf16_tile:
   .amdhsa_system_vgpr_workitem_id 0
   .amdhsa_kernarg_size 36
   .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 32
-  .amdhsa_next_free_sgpr 20
-  .amdhsa_accum_offset 16
+  .amdhsa_next_free_vgpr 40
+  .amdhsa_next_free_sgpr 32
+  .amdhsa_accum_offset 24
 .end_amdhsa_kernel
 
 .amdgpu_metadata
@@ -118,8 +150,8 @@ amdhsa.kernels:
     .group_segment_fixed_size: 0
     .private_segment_fixed_size: 0
     .wavefront_size: 64
-    .sgpr_count: 20
-    .vgpr_count: 16
+    .sgpr_count: 32
+    .vgpr_count: 23
     .agpr_count: 16
     .max_flat_workgroup_size: 64
     .args:
