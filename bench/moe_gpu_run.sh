@@ -29,6 +29,9 @@ for w in $what; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
         timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens "$T" --json "$OUT/bench_$T.json" 2>&1 | tee -a "$log"
       done ;;
+    bench-ws)  # the warp-specialized Hopper GEMM, for comparison
+      echo "\$ HALCYON_PTX_SM90_GEMM=ws halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
+      HALCYON_PTX_SM90_GEMM=ws timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 2>&1 | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py" | tee -a "$log"
       timeout 200 python3 bench/moe_vs_torch.py --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;

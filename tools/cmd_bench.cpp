@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -174,15 +175,16 @@ int bench_moe(const std::vector<std::string>& args) {
             alloc("h", DType::bf16, {TK, I}) && alloc("w_down", DType::bf16, {E, I, H}) &&
             alloc("y", DType::bf16, {TK, H}) && alloc("out", DType::bf16, {T, H});
   if (!ok) return 1;
-  // Router weights scaled by about 1/sqrt(H) so that the logits stay in the sigmoid's working
-  // range and the routing is balanced, as a trained router's is; expert weights by 1/16.
+  // Router weights scaled so that the logits have a spread of about 1 (rms of these values is
+  // about 0.31: logit rms ~ sqrt(H) * 0.31 * 0.31 * 2^-shift) and the small bias does not decide
+  // the routing: balanced, as a trained router's is. Expert weights scaled by 1/16.
   int shift = 0;
-  while ((int64_t(1) << (2 * shift)) < H) ++shift;
+  while (std::sqrt(double(H)) * 0.096 / double(int64_t(1) << shift) > 1.5) ++shift;
   Filler bf{*dev, s, {}}, rf{*dev, s, {}}, wf{*dev, s, {}}, ff{*dev, s, {}};
   TRY_OR_FAIL(bf.init(1, false, 0));
   TRY_OR_FAIL(rf.init(3, false, 0, shift));
   TRY_OR_FAIL(wf.init(4, false, 0, 4));
-  TRY_OR_FAIL(ff.init(2, true, 0.05f));
+  TRY_OR_FAIL(ff.init(2, true, 0.01f));
   TRY_OR_FAIL(bf.fill(t["x"]));
   TRY_OR_FAIL(rf.fill(t["w_router"]));
   for (const char* n : {"w_gate_up", "w_down"}) TRY_OR_FAIL(wf.fill(t[n]));

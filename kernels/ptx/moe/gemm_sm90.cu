@@ -55,13 +55,14 @@ __device__ __forceinline__ void fence_acc(float* d) {
   for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <int EPI>
+// Loads one stage with NT threads; `tid` in [0, NT).
+template <int EPI, int NT = THREADS>
 __device__ __forceinline__ void load_stage(uint32_t s, const unsigned short* a, const unsigned short* b, const Tile& t,
-                                           long long K, long long N, long long ldb, int k0) {
-  // A: 128 rows x 8 chunks = 1024 chunks, 4 per thread.
+                                           long long K, long long N, long long ldb, int k0, int tid = threadIdx.x) {
+  // A: 128 rows x 8 chunks = 1024 chunks.
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int c = threadIdx.x + i * THREADS;
+  for (int i = 0; i < 1024 / NT; ++i) {
+    const int c = tid + i * NT;
     const int row = c >> 3, chunk = c & 7;
     const long long grow = (long long)t.row0 + row;
     const long long k = k0 + chunk * 8;
@@ -69,11 +70,11 @@ __device__ __forceinline__ void load_stage(uint32_t s, const unsigned short* a, 
     cp_async16(s + row * 128 + ((chunk ^ (row & 7)) << 4), ok ? (const void*)(a + grow * K + k) : (const void*)a,
                ok ? 16 : 0);
   }
-  // B: 64 k rows x 32 chunks = 2048 chunks, 8 per thread.
+  // B: 64 k rows x 32 chunks = 2048 chunks.
   const unsigned short* be = b + (long long)t.expert * K * ldb;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int c = threadIdx.x + i * THREADS;
+  for (int i = 0; i < 2048 / NT; ++i) {
+    const int c = tid + i * NT;
     const int row = c >> 5, chunk = c & 31;
     const long long k = k0 + row;
     long long cols;
@@ -81,6 +82,32 @@ __device__ __forceinline__ void load_stage(uint32_t s, const unsigned short* a, 
     const bool ok = k < K && cols > 0;
     const uint32_t dst = s + A_BYTES + (chunk >> 3) * 8192 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
     cp_async16(dst, ok ? (const void*)(be + k * ldb + col) : (const void*)b, ok ? 16 : 0);
+  }
+}
+
+// Accumulator d[4j + 2h + q] of warpgroup `wg` is tile row wg * 64 + (warp % 4) * 16 + lane / 4
+// + 8h, column 8j + (lane % 4) * 2 + q.
+template <int EPI>
+__device__ __forceinline__ void epilogue(void* out, const Tile& t, long long N, const float* d, int wg) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long row = (long long)t.row0 + wg * 64 + w * 16 + (lane >> 2) + 8 * h;
+    if (row >= t.row_end) continue;
+    if (EPI == kSwigluBf16) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const long long col = (long long)t.n_tile * (BN / 2) + 8 * j + (lane & 3) * 2;
+        store_pair<EPI>(out, row, N, col, silu_mul(d[4 * j + 2 * h], d[4 * (j + 16) + 2 * h]),
+                        silu_mul(d[4 * j + 2 * h + 1], d[4 * (j + 16) + 2 * h + 1]));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const long long col = (long long)t.n_tile * BN + 8 * j + (lane & 3) * 2;
+        store_pair<EPI>(out, row, N, col, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      }
+    }
   }
 }
 
@@ -140,31 +167,114 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next tile loads
 
-    // Epilogue: accumulator d[4j + 2h + q] is row (warp % 4) * 16 + lane / 4 + 8h of this
-    // warpgroup's 64, column 8j + (lane % 4) * 2 + q.
-    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long row = (long long)t.row0 + wg * 64 + w * 16 + (lane >> 2) + 8 * h;
-      if (row >= t.row_end) continue;
-      if (EPI == kSwigluBf16) {
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const long long col = (long long)t.n_tile * (BN / 2) + 8 * j + (lane & 3) * 2;
-          store_pair<EPI>(out, row, N, col, silu_mul(d[4 * j + 2 * h], d[4 * (j + 16) + 2 * h]),
-                          silu_mul(d[4 * j + 2 * h + 1], d[4 * (j + 16) + 2 * h + 1]));
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const long long col = (long long)t.n_tile * BN + 8 * j + (lane & 3) * 2;
-          store_pair<EPI>(out, row, N, col, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-        }
-      }
-    }
+    epilogue<EPI>(out, t, N, d, wg);
   }
 }
 
+
+// ---- warp-specialized variant ---------------------------------------------------------------
+// 384 threads: warpgroup 0 loads (cp.async, 56 registers), warpgroups 1 and 2 multiply (224
+// registers). Stages are handed over with mbarriers instead of block barriers, so the tensor
+// cores never wait for address arithmetic and the loads of the next tile overlap the
+// epilogue of this one. full[s]: the 128 loader threads arrive once the stage's bytes are in
+// shared memory (each after its own cp.async.wait_group and a proxy fence, so wgmma sees the
+// data); empty[s]: the 256 multiplying threads arrive once their wgmma has read the stage.
+constexpr int WS_THREADS = 384;
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+template <int EPI>
+__device__ __forceinline__ void grouped_gemm_ws(const unsigned short* a, const unsigned short* b, const int* offsets,
+                                                void* out, long long R, long long K, long long N, long long EL) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  const uint32_t bars = base + STAGES * STAGE_BYTES;  // full[STAGES], empty[STAGES]
+  int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + STAGES * STAGE_BYTES + 16 * STAGES);
+  const int n_experts = offsets ? (int)EL : 1;
+  const long long ldb = EPI == kSwigluBf16 ? 2 * N : N;
+  const int n_tiles = EPI == kSwigluBf16 ? (int)((N + BN / 2 - 1) / (BN / 2)) : (int)((N + BN - 1) / BN);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(bars + 8 * i, 128);
+      mbar_init(bars + 8 * (STAGES + i), 256);
+    }
+  }
+  TileMap map = build_tile_map<WS_THREADS, BM>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  const int total = map.first[n_experts];
+  const int k_tiles = (int)((K + BK - 1) / BK);
+  const int wg = threadIdx.x >> 7;
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    const int tid = threadIdx.x;
+    uint32_t it = 0;
+    for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+      const Tile t = decode_tile<BM>(map, ti);
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const uint32_t st = it % STAGES;
+        if (it >= STAGES) mbar_wait(bars + 8 * (STAGES + st), ((it / STAGES) - 1) & 1);
+        load_stage<EPI, 128>(base + st * STAGE_BYTES, a, b, t, K, N, ldb, kt * BK, tid);
+        cp_async_commit();
+        if (it > 0) {  // the previous stage has landed: publish it
+          cp_async_wait<1>();
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          mbar_arrive(bars + 8 * ((it - 1) % STAGES));
+        }
+      }
+    }
+    if (it > 0) {
+      cp_async_wait<0>();
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      mbar_arrive(bars + 8 * ((it - 1) % STAGES));
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+    const int cg = wg - 1;  // consumer warpgroup: rows cg * 64 ... + 63 of the tile
+    float d[128];
+    uint32_t it = 0;
+    for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+      const Tile t = decode_tile<BM>(map, ti);
+      const bool active = cg == 0 || t.row_end - t.row0 > 64;
+      const uint32_t first = it;
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const uint32_t st = it % STAGES;
+        mbar_wait(bars + 8 * st, (it / STAGES) & 1);
+        if (active) {
+          const uint32_t sa = base + st * STAGE_BYTES + cg * 64 * 128;
+          const uint32_t sb = base + st * STAGE_BYTES + A_BYTES;
+          fence_acc(d);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 16; ++kk)
+            wgmma_m64n256k16(d, make_desc(sa + kk * 32, 16, 1024), make_desc(sb + kk * 2048, 8192, 1024),
+                             (kt > 0 || kk > 0) ? 1 : 0);
+          wgmma_commit();
+          fence_acc(d);
+          wgmma_wait<1>();
+        }
+        if (it > first) mbar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));  // its wgmma is done
+      }
+      wgmma_wait<0>();
+      fence_acc(d);
+      if (it > first) mbar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+      if (active) epilogue<EPI>(out, t, N, d, cg);
+    }
+  }
+}
 }  // namespace
 }  // namespace hc
 
@@ -178,3 +288,14 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
 HC_GEMM_ENTRY(hc_moe_gemm_swiglu_sm90, hc::kSwigluBf16)
 HC_GEMM_ENTRY(hc_moe_gemm_sm90, hc::kStoreBf16)
 HC_GEMM_ENTRY(hc_gemm_bf16_sm90, hc::kStoreF32)
+
+#define HC_GEMM_WS_ENTRY(NAME, EPI)                                                                          \
+  extern "C" __global__ void __launch_bounds__(hc::WS_THREADS, 1)                                           \
+      NAME(const unsigned short* a, const unsigned short* b, const int* offsets, void* out, long long R,     \
+           long long K, long long N, long long EL) {                                                         \
+    hc::grouped_gemm_ws<EPI>(a, b, offsets, out, R, K, N, EL);                                               \
+  }
+
+HC_GEMM_WS_ENTRY(hc_moe_gemm_swiglu_sm90ws, hc::kSwigluBf16)
+HC_GEMM_WS_ENTRY(hc_moe_gemm_sm90ws, hc::kStoreBf16)
+HC_GEMM_WS_ENTRY(hc_gemm_bf16_sm90ws, hc::kStoreF32)

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 namespace halcyon::ptxop {
 
@@ -30,6 +32,18 @@ constexpr GemmConfig kSm80Unaligned{"moe_gemm_sm80",
 constexpr GemmConfig kSm90{"moe_gemm_sm90",
                            {"hc_moe_gemm_sm90", "hc_moe_gemm_swiglu_sm90", "hc_gemm_bf16_sm90"},
                            128, 256, 256, 4 * (128 * 64 + 64 * 256) * 2 + 1024, 1};
+constexpr GemmConfig kSm90Ws{"moe_gemm_sm90",
+                             {"hc_moe_gemm_sm90ws", "hc_moe_gemm_swiglu_sm90ws", "hc_gemm_bf16_sm90ws"},
+                             128, 256, 384, 4 * (128 * 64 + 64 * 256) * 2 + 1024 + 64, 1};
+
+// HALCYON_PTX_SM90_GEMM=ws selects the warp-specialized Hopper kernel (a loader warpgroup,
+// mbarrier hand-off). Measured on an H100 at the DeepSeek-V3 shape it ran no faster than the
+// simpler one (12.25 vs 12.03 ms for both grouped GEMMs, docs/PERFORMANCE.md): both are
+// limited by L2 -> shared memory traffic, not by load issue. So the simple one is the default.
+bool sm90_ws() {
+  const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
+  return v && std::string_view(v) == "ws";
+}
 
 }  // namespace
 
@@ -38,7 +52,7 @@ Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hop
   if (!dev) return dev.error();
   const bool aligned = g.K % 8 == 0 && g.N % 8 == 0;
   hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
-  const GemmConfig& c = !aligned ? kSm80Unaligned : hopper ? kSm90 : kSm80;
+  const GemmConfig& c = !aligned ? kSm80Unaligned : !hopper ? kSm80 : sm90_ws() ? kSm90Ws : kSm90;
   const int64_t experts = g.offsets ? g.EL : 1;
   const int64_t n_tiles = epilogue == 1 ? ceil_div(g.N, c.bn / 2) : ceil_div(g.N, c.bn);
   const int64_t max_tiles = (ceil_div(g.R, c.bm) + (g.offsets ? experts : 0)) * n_tiles;

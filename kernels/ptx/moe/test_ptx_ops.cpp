@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -136,6 +137,38 @@ double tol_of(const char* op, const char* out) {
 }
 
 
+// Every PTX implementation of `op` that runs on this device (sm_80 and sm_90a on a Hopper),
+// so that each is checked, not only the one run_op would choose; the sm_90a GEMMs twice, with
+// and without warp specialization (HALCYON_PTX_SM90_GEMM, read by the launcher).
+struct Variant {
+  rt::OpImpl impl;
+  const char* sm90_gemm;  // value of HALCYON_PTX_SM90_GEMM while it runs
+};
+std::vector<Variant> ptx_impls(const char* op) {
+  const std::string arch = ok(device().info()).arch;
+  std::vector<Variant> v;
+  for (auto& i : rt::impls_of(op)) {
+    if (i.format != HAL_MODULE_PTX || !rt::target_runs_on(i.format, i.target, arch)) continue;
+    v.push_back({i, "basic"});
+    if (i.target == "sm_90a") v.push_back({i, "ws"});
+  }
+  REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", arch);
+  return v;
+}
+
+// Runs one implementation directly, bound as run_op binds it.
+void run_impl(const Variant& variant, const char* op, Tensors& t, const std::map<std::string, std::string>& params = {}) {
+  const rt::OpImpl& impl = variant.impl;
+  setenv("HALCYON_PTX_SM90_GEMM", variant.sm90_gemm, 1);
+  const rt::Contract& c = *rt::find_contract(op);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (auto& in : c.inputs)
+    if (auto it = t.find(in.name); it != t.end()) shapes[in.name] = it->second.shape;
+  rt::Binding b = ok(rt::bind(c, params, {}, shapes));
+  rt::OpContext ctx{device(), stream(), c, b, t};
+  ok(impl.fn(ctx));
+}
+
 }  // namespace
 
 TEST_CASE("vector_add: every contract case") {
@@ -170,12 +203,16 @@ TEST_CASE("row_softmax: every contract case") {
 void gemm_case(int64_t M, int64_t N, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
   auto a = uniform_bf16(M * K, -1, 1, rng), b = uniform_bf16(K * N, -1, 1, rng);
-  Tensors t{{"a", upload(rt::DType::bf16, {M, K}, a)}, {"b", upload(rt::DType::bf16, {K, N}, b)},
-            {"c", output(rt::DType::f32, {M, N})}};
-  ok(rt::run_op(device(), stream(), "gemm_bf16", t));
   std::vector<float> want(M * N);
   ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, 0, M);
-  check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("gemm_bf16", "c"));
+  for (auto& impl : ptx_impls("gemm_bf16")) {
+    CAPTURE(impl.impl.target);
+    CAPTURE(impl.sm90_gemm);
+    Tensors t{{"a", upload(rt::DType::bf16, {M, K}, a)}, {"b", upload(rt::DType::bf16, {K, N}, b)},
+              {"c", output(rt::DType::f32, {M, N})}};
+    run_impl(impl, "gemm_bf16", t);
+    check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("gemm_bf16", "c"));
+  }
 }
 
 TEST_CASE("gemm_bf16: every contract case, and tile-crossing shapes") {
@@ -341,57 +378,60 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
   auto w = uniform_bf16(EL * Kd * ldb, -1, 1, rng);
   auto off = random_offsets(live, EL, rng);
   const char* op = swiglu ? "moe_grouped_gemm_swiglu" : "moe_grouped_gemm";
-  Tensors t{{"a", upload(rt::DType::bf16, {R, Kd}, a)},
-            {swiglu ? "w_gate_up" : "w", upload(rt::DType::bf16, {EL, Kd, ldb}, w)},
-            {"expert_offsets", upload(rt::DType::i32, {EL + 1}, off)},
-            {"out", output(rt::DType::bf16, {R, Nd})}};
-  ok(rt::run_op(device(), stream(), op, t));
-  auto out = download<uint16_t>(t["out"]);
-  std::vector<double> got, want;
-  for (int64_t e = 0; e < EL; ++e) {
-    int64_t r0 = off[e], r1 = off[e + 1];
-    if (r1 <= r0) continue;
-    if (sample_rows > 0 && (e % 5 == 0 || e == EL - 1)) {  // a few experts: reference time  // a few rows at the start, around row 128, and at the end
-      std::vector<std::pair<int64_t, int64_t>> picks{{r0, std::min(r1, r0 + sample_rows)}};
-      if (r1 - r0 > 136) picks.push_back({r0 + 124, r0 + 132});
-      if (r1 - r0 > sample_rows) picks.push_back({std::max(r0 + sample_rows, r1 - 2), r1});
-      for (auto [b, end] : picks) {
-        int32_t seg[2] = {0, int32_t(end - b)};
-        std::vector<uint16_t> o((end - b) * Nd);
-        const auto* we = reinterpret_cast<const ref::bf16*>(w.data() + e * Kd * ldb);
-        const auto* ae = reinterpret_cast<const ref::bf16*>(a.data() + b * Kd);
-        if (swiglu)
-          ok(ref::moe_grouped_gemm_swiglu(ae, we, seg, 2, 1, end - b, H, I, reinterpret_cast<ref::bf16*>(o.data())));
-        else
-          ok(ref::moe_grouped_gemm(ae, we, seg, 2, 1, end - b, I, H, reinterpret_cast<ref::bf16*>(o.data())));
-        for (int64_t i = 0; i < (end - b) * Nd; ++i) {
-          got.push_back(bf(out[b * Nd + i]));
-          want.push_back(bf(o[i]));
+  rt::Tensor ta = upload(rt::DType::bf16, {R, Kd}, a), tw = upload(rt::DType::bf16, {EL, Kd, ldb}, w),
+             toff = upload(rt::DType::i32, {EL + 1}, off);
+  for (auto& impl : ptx_impls(op)) {
+    CAPTURE(impl.impl.target);
+    CAPTURE(impl.sm90_gemm);
+    Tensors t{{"a", ta}, {swiglu ? "w_gate_up" : "w", tw}, {"expert_offsets", toff}, {"out", output(rt::DType::bf16, {R, Nd})}};
+    run_impl(impl, op, t);
+    auto out = download<uint16_t>(t["out"]);
+    std::vector<double> got, want;
+    for (int64_t e = 0; e < EL; ++e) {
+      int64_t r0 = off[e], r1 = off[e + 1];
+      if (r1 <= r0) continue;
+      if (sample_rows > 0 && (e % 5 == 0 || e == EL - 1)) {  // a few experts; rows at the start, around row 128, at the end
+        std::vector<std::pair<int64_t, int64_t>> picks{{r0, std::min(r1, r0 + sample_rows)}};
+        if (r1 - r0 > 136) picks.push_back({r0 + 124, r0 + 132});
+        if (r1 - r0 > sample_rows) picks.push_back({std::max(r0 + sample_rows, r1 - 2), r1});
+        for (auto [b, end] : picks) {
+          int32_t seg[2] = {0, int32_t(end - b)};
+          std::vector<uint16_t> o((end - b) * Nd);
+          const auto* we = reinterpret_cast<const ref::bf16*>(w.data() + e * Kd * ldb);
+          const auto* ae = reinterpret_cast<const ref::bf16*>(a.data() + b * Kd);
+          if (swiglu)
+            ok(ref::moe_grouped_gemm_swiglu(ae, we, seg, 2, 1, end - b, H, I, reinterpret_cast<ref::bf16*>(o.data())));
+          else
+            ok(ref::moe_grouped_gemm(ae, we, seg, 2, 1, end - b, I, H, reinterpret_cast<ref::bf16*>(o.data())));
+          for (int64_t i = 0; i < (end - b) * Nd; ++i) {
+            got.push_back(bf(out[b * Nd + i]));
+            want.push_back(bf(o[i]));
+          }
         }
       }
     }
-  }
-  if (sample_rows == 0) {
-    std::vector<uint16_t> o(R * Nd, 0);
-    std::vector<int32_t> full = off;
-    full[EL] = int32_t(live);
-    if (swiglu)
-      ok(ref::moe_grouped_gemm_swiglu(reinterpret_cast<const ref::bf16*>(a.data()),
-                                      reinterpret_cast<const ref::bf16*>(w.data()), full.data(), EL + 1, EL, live, H, I,
-                                      reinterpret_cast<ref::bf16*>(o.data())));
-    else
-      ok(ref::moe_grouped_gemm(reinterpret_cast<const ref::bf16*>(a.data()), reinterpret_cast<const ref::bf16*>(w.data()),
-                               full.data(), EL + 1, EL, live, I, H, reinterpret_cast<ref::bf16*>(o.data())));
-    for (int64_t i = 0; i < live * Nd; ++i) {
-      got.push_back(bf(out[i]));
-      want.push_back(bf(o[i]));
+    if (sample_rows == 0) {
+      std::vector<uint16_t> o(R * Nd, 0);
+      std::vector<int32_t> full = off;
+      full[EL] = int32_t(live);
+      if (swiglu)
+        ok(ref::moe_grouped_gemm_swiglu(reinterpret_cast<const ref::bf16*>(a.data()),
+                                        reinterpret_cast<const ref::bf16*>(w.data()), full.data(), EL + 1, EL, live, H, I,
+                                        reinterpret_cast<ref::bf16*>(o.data())));
+      else
+        ok(ref::moe_grouped_gemm(reinterpret_cast<const ref::bf16*>(a.data()), reinterpret_cast<const ref::bf16*>(w.data()),
+                                 full.data(), EL + 1, EL, live, I, H, reinterpret_cast<ref::bf16*>(o.data())));
+      for (int64_t i = 0; i < live * Nd; ++i) {
+        got.push_back(bf(out[i]));
+        want.push_back(bf(o[i]));
+      }
     }
-  }
-  check_close("out", got, want, tol_of(op, "out"));
-  if (live < R) {  // rows past offsets[EL]: still the poison
-    bool untouched = true;
-    for (int64_t i = live * Nd; i < R * Nd; ++i) untouched = untouched && out[i] == 0xffff;
-    CHECK_MESSAGE(untouched, "rows past expert_offsets[EL] were written");
+    check_close("out", got, want, tol_of(op, "out"));
+    if (live < R) {  // rows past offsets[EL]: still the poison
+      bool untouched = true;
+      for (int64_t i = live * Nd; i < R * Nd; ++i) untouched = untouched && out[i] == 0xffff;
+      CHECK_MESSAGE(untouched, "rows past expert_offsets[EL] were written");
+    }
   }
 }
 
