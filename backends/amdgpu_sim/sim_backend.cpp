@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +34,7 @@ struct Model {
   const char* arch;
   const char* name;
   uint32_t compute_units;
-  uint64_t memory_bytes;  // what the modelled part has; the simulator uses host memory
+  uint64_t memory_bytes;  // what the modelled part has (capped at the host's memory)
 };
 const Model kModels[] = {
     {"gfx942", "AMD Instinct MI300X (amdgpu-sim functional model)", 304, 192ull << 30},
@@ -136,7 +137,10 @@ hal_error* sim_device_info(hal_be_device* d, hal_device_info* info) {
   std::snprintf(info->arch, sizeof info->arch, "%s", d->model->arch);
   info->compute_units = d->model->compute_units;
   info->simd_width = 64;
-  info->memory_bytes = d->model->memory_bytes;
+  // Device memory is host memory: never report more than the host has.
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  uint64_t host = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : d->model->memory_bytes;
+  info->memory_bytes = std::min(d->model->memory_bytes, host);
   info->max_shared_per_block = kLdsPerWorkgroup;
   info->max_threads_per_block = 1024;
   std::snprintf(info->capabilities, sizeof info->capabilities,
