@@ -61,7 +61,7 @@ fi
 if [ "${GPU_CHECK_ASAN:-0}" = 1 ]; then
   step asan bash -c "cmake -S . -B '$build-asan' -G Ninja -DCMAKE_PREFIX_PATH='$deps' -DCMAKE_BUILD_TYPE=Debug \
     -DHALCYON_WERROR=ON -DHALCYON_SANITIZE=address,undefined -DHALCYON_ENABLE_CUDA=ON >/dev/null &&
-    ninja -C '$build-asan' -j$(nproc) halcyon_cuda_unit_tests halcyon_cuda_gpu_tests halcyon_cuda_api_tests &&
+    ninja -C '$build-asan' -j$(nproc) halcyon_backend_cuda halcyon_cuda_unit_tests halcyon_cuda_gpu_tests halcyon_cuda_api_tests &&
     cd '$build-asan' && ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -R '^cuda[.]' --output-on-failure"
 fi
