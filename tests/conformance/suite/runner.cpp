@@ -235,6 +235,7 @@ class ProgressPrinter {
   void finished(size_t n, const TestResult& r) {
     bool bad = r.outcome == Outcome::failed || r.outcome == Outcome::unexpected_pass;
     failures_ += bad;
+    if (!out_) return;
     if (mode_ == Progress::live) {
       if (!bad) return;
       fmt::print(out_, "\r\x1b[K");
@@ -249,7 +250,7 @@ class ProgressPrinter {
     std::fflush(out_);
   }
   void done() {
-    if (mode_ == Progress::live) fmt::print(out_, "\r\x1b[K");
+    if (out_ && mode_ == Progress::live) fmt::print(out_, "\r\x1b[K");
   }
 
  private:

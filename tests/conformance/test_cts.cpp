@@ -1,0 +1,479 @@
+// Tests of the conformance suite itself: that it passes a correct backend, catches broken
+// kernels, applies declared expectations, and that its JUnit XML agrees with its summary.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <halcyon/cts/cts.hpp>
+#include <halcyon/halcyon.hpp>
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "junit_reader.hpp"
+
+#ifdef HALCYON_CTS_NUMERIC
+#include <halcyon/runtime/op.hpp>
+
+#include "numeric_values.hpp"
+#endif
+
+using halcyon::cts::Expectation;
+using halcyon::cts::Outcome;
+
+namespace {
+
+halcyon::cts::Options options(std::string device, std::string filter) {
+  halcyon::cts::Options o;
+  o.device = std::move(device);
+  o.filter = std::move(filter);
+  o.out = nullptr;  // quiet
+  o.seed = 20261122;
+  o.seed_given = true;
+  return o;
+}
+
+halcyon::cts::Report run_ok(const halcyon::cts::Options& o) {
+  auto r = halcyon::cts::run(o);
+  REQUIRE_MESSAGE(r.error == halcyon::cts::RunError::none, r.message);
+  return r.report;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+#ifdef HALCYON_CTS_NUMERIC
+namespace rt = halcyon::rt;
+
+// ---- deliberately broken operator implementations for the test-only backends ----------------
+
+const rt::OpImpl* reference_impl(std::string_view op) {
+  static auto cpu = halcyon::Device::open("cpu");
+  return cpu ? rt::select_impl(*cpu, op) : nullptr;
+}
+
+void store(rt::DType t, double v, uint8_t* p) {
+  switch (t) {
+    case rt::DType::f32: { float x = float(v); std::memcpy(p, &x, 4); break; }
+    case rt::DType::f64: std::memcpy(p, &v, 8); break;
+    case rt::DType::f16: { uint16_t x = halcyon::cts::f32_to_f16(float(v)); std::memcpy(p, &x, 2); break; }
+    case rt::DType::bf16: { uint16_t x = halcyon::cts::f32_to_bf16(float(v)); std::memcpy(p, &x, 2); break; }
+    case rt::DType::i32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
+    case rt::DType::i64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
+    case rt::DType::u8: *p = uint8_t(v); break;
+  }
+}
+
+// How many leading elements of an output the contract defines (all, unless a `rows` line
+// limits them to the count held by another tensor).
+halcyon::Result<size_t> defined_elements(rt::OpContext& ctx, const rt::TensorSpec& out) {
+  const rt::Tensor& t = ctx.tensor(out.name);
+  size_t n = size_t(t.numel());
+  const rt::DefinedRows* d = ctx.contract.find_defined_rows(out.name);
+  if (!d || n == 0) return n;
+  const rt::Tensor& counts = ctx.tensor(d->count_tensor);
+  int64_t k = d->index < 0 ? counts.numel() + d->index : d->index;
+  int32_t rows = 0;
+  HALCYON_TRY(ctx.stream.read(counts.buffer, counts.offset + uint64_t(k) * 4, &rows, 4));
+  HALCYON_TRY(ctx.stream.synchronize());
+  return std::min(n, size_t(std::max(rows, 0)) * (n / size_t(t.shape[0])));
+}
+
+// The reference, then one defined element of the first output that has one changed: by 1
+// for integers, by 1 + 2 ||output|| for floats (so the relative error exceeds 2).
+halcyon::Status flip_one_element(rt::OpContext& ctx) {
+  const rt::OpImpl* ref = reference_impl(ctx.contract.op);
+  if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
+  HALCYON_TRY(ref->fn(ctx));
+  for (auto& out : ctx.contract.outputs) {
+    const rt::Tensor& t = ctx.tensor(out.name);
+    auto defined = defined_elements(ctx, out);
+    if (!defined) return defined.error();
+    if (*defined == 0) continue;
+    std::vector<uint8_t> bytes(t.bytes());
+    HALCYON_TRY(ctx.stream.read(t.buffer, t.offset, bytes.data(), bytes.size()));
+    HALCYON_TRY(ctx.stream.synchronize());
+    size_t n = *defined, i = n / 2, size = rt::dtype_size(t.dtype);
+    double v = halcyon::cts::element(t.dtype, bytes.data(), i), norm = 0;
+    for (size_t k = 0; k < n; ++k) norm += std::pow(halcyon::cts::element(t.dtype, bytes.data(), k), 2);
+    double changed = rt::dtype_is_float(t.dtype) ? v + 1 + 2 * std::sqrt(norm) : v + 1;
+    uint8_t enc[8];
+    store(t.dtype, changed, enc);
+    HALCYON_TRY(ctx.stream.write(t.buffer, t.offset + i * size, enc, size));
+    return ctx.stream.synchronize();
+  }
+  return halcyon::Error(HAL_INTERNAL, "flip: no output to change");
+}
+
+// The reference into scratch outputs, then all but the last eighth (at least one element) of
+// each output copied out: the rest keeps whatever the output held before.
+halcyon::Status leave_tail_unwritten(rt::OpContext& ctx) {
+  const rt::OpImpl* ref = reference_impl(ctx.contract.op);
+  if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
+  std::map<std::string, rt::Tensor, std::less<>> scratch = ctx.tensors;
+  for (auto& out : ctx.contract.outputs) {
+    const rt::Tensor& real = ctx.tensor(out.name);
+    auto t = rt::make_tensor(ctx.device, real.dtype, real.shape);
+    if (!t) return t.error();
+    scratch[out.name] = std::move(t).value();
+  }
+  rt::OpContext inner{ctx.device, ctx.stream, ctx.contract, ctx.binding, scratch};
+  HALCYON_TRY(ref->fn(inner));
+  for (auto& out : ctx.contract.outputs) {
+    const rt::Tensor& real = ctx.tensor(out.name);
+    const rt::Tensor& s = scratch.at(out.name);
+    uint64_t n = uint64_t(real.numel());
+    if (n == 0) continue;
+    uint64_t keep = n - std::max<uint64_t>(1, n / 8);
+    HALCYON_TRY(ctx.stream.copy(real.buffer, real.offset, s.buffer, s.offset, keep * rt::dtype_size(real.dtype)));
+  }
+  return ctx.stream.synchronize();
+}
+
+// Ops whose reference exists get a broken implementation on each test-only backend.
+std::vector<std::string> register_broken_impls() {
+  std::vector<std::string> ops;
+  for (const rt::Contract& c : rt::contracts()) {
+    if (!reference_impl(c.op)) continue;
+    ops.push_back(c.op);
+    rt::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-flip", 0, flip_one_element});
+    rt::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-short", 0, leave_tail_unwritten});
+  }
+  return ops;
+}
+
+std::vector<std::string>& broken_ops() {
+  static std::vector<std::string> ops;
+  return ops;
+}
+
+std::string op_of(const std::string& test) {  // "numeric.<op>.<k>" -> op
+  auto a = test.find('.'), b = test.rfind('.');
+  return test.substr(a + 1, b - a - 1);
+}
+
+// Every numeric case of an op with a broken implementation fails, with a message that
+// contains `evidence`; there is at least one.
+void expect_caught(const halcyon::cts::Report& rep, std::initializer_list<const char*> evidence) {
+  int failed = 0;
+  for (auto& r : rep.results) {
+    bool broken = std::count(broken_ops().begin(), broken_ops().end(), op_of(r.name)) > 0;
+    INFO(r.device, " ", r.name, ": ", std::string(halcyon::cts::outcome_name(r.outcome)), ": ", r.message);
+    if (!broken) {
+      CHECK(r.outcome == Outcome::unsupported);
+      continue;
+    }
+    CHECK(r.outcome == Outcome::failed);
+    bool named = std::any_of(evidence.begin(), evidence.end(),
+                             [&](const char* e) { return r.message.find(e) != std::string::npos; });
+    CHECK(named);
+    failed += r.outcome == Outcome::failed;
+  }
+  CHECK(failed >= 1);
+  CHECK_FALSE(rep.ok());
+}
+
+TEST_CASE("a backend that changes one output element fails the numeric suite") {
+  REQUIRE_FALSE(broken_ops().empty());
+  auto rep = run_ok(options("cts-flip:0", "numeric.*,-*.cases"));
+  expect_caught(rep, {"exceeds the tolerance", "elements differ"});
+}
+
+TEST_CASE("a backend that leaves the last output elements unwritten fails the numeric suite") {
+  REQUIRE_FALSE(broken_ops().empty());
+  auto rep = run_ok(options("cts-short:0", "numeric.*,-*.cases"));
+  expect_caught(rep, {"still the poison", "still poisoned"});
+}
+
+TEST_CASE("the same seed reproduces a run, another seed changes the inputs") {
+  auto o = options("cts-flip:0", "numeric.*,-*.cases");
+  auto a = run_ok(o), b = run_ok(o);
+  o.seed += 1;
+  auto c = run_ok(o);
+  REQUIRE(a.results.size() == b.results.size());
+  REQUIRE(a.results.size() == c.results.size());
+  int differs = 0;
+  for (size_t i = 0; i < a.results.size(); ++i) {
+    CHECK(a.results[i].message == b.results[i].message);  // the messages quote element values
+    differs += a.results[i].message != c.results[i].message;
+  }
+  CHECK(differs > 0);
+}
+
+TEST_CASE("the CPU backend passes the numeric suite, and its outputs are checked") {
+  auto rep = run_ok(options("cpu:0", "numeric.*"));
+  CHECK(rep.ok());
+  int compared = 0;
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", r.message);
+    CHECK(r.outcome != Outcome::failed);
+    compared += r.outcome == Outcome::passed && r.detail.find("rel err") != std::string::npos;
+  }
+  CHECK(compared >= 1);
+}
+#endif  // HALCYON_CTS_NUMERIC
+
+TEST_CASE("glob and filter") {
+  using halcyon::cts::filter_match;
+  using halcyon::cts::glob_match;
+  CHECK(glob_match("api.*", "api.copy.roundtrip"));
+  CHECK(glob_match("*.copy.*", "api.copy.roundtrip"));
+  CHECK(glob_match("numeric.moe_gate.?", "numeric.moe_gate.3"));
+  CHECK_FALSE(glob_match("numeric.moe_gate.?", "numeric.moe_gate.cases"));
+  CHECK_FALSE(glob_match("api.copy", "api.copy.roundtrip"));
+  CHECK(glob_match("a*b*c", "axxbyyc"));
+  CHECK_FALSE(glob_match("a*b*c", "axxbyy"));
+  CHECK(filter_match("", "anything"));
+  CHECK(filter_match("api.*,numeric.*", "numeric.x.1"));
+  CHECK_FALSE(filter_match("api.*,-api.copy.*", "api.copy.largest"));
+  CHECK(filter_match("-api.copy.*", "api.fill.patterns"));
+}
+
+TEST_CASE("the CPU backend passes the API suite") {
+  auto rep = run_ok(options("cpu:0", "api.*"));
+  CHECK(rep.ok());
+  auto c = rep.totals();
+  CHECK(c.failed == 0);
+  CHECK(c.passed >= 20);
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", std::string(halcyon::cts::outcome_name(r.outcome)), ": ", r.message);
+    // The CPU device advertises every capability the API suite selects on; only the split
+    // test may find a single-core machine.
+    if (r.name != "api.partition.split") CHECK(r.outcome == Outcome::passed);
+  }
+}
+
+TEST_CASE("declared expectations: unsupported is not run, an expected failure that passes is reported") {
+  auto o = options("cpu:0", "api.device.*,api.alloc.*");
+  o.extra_expectations = {{"cpu",
+                           {{Expectation::Kind::unsupported, "api.alloc.*", "test: no allocator"},
+                            {Expectation::Kind::expected_failure, "api.device.info", "test: stale declaration"}}}};
+  auto rep = run_ok(o);
+  int unsupported = 0;
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", r.message);
+    if (r.name.starts_with("api.alloc.")) {
+      CHECK(r.outcome == Outcome::unsupported);
+      CHECK(r.message.find("test: no allocator") != std::string::npos);
+      CHECK(r.seconds == 0);
+      ++unsupported;
+    } else if (r.name == "api.device.info") {
+      CHECK(r.outcome == Outcome::unexpected_pass);
+      CHECK(r.message.find("stale declaration") != std::string::npos);
+    } else {
+      CHECK(r.outcome == Outcome::passed);
+    }
+  }
+  CHECK(unsupported == 3);
+  CHECK_FALSE(rep.ok());  // an unexpected pass fails the run
+}
+
+#ifdef HALCYON_CTS_NUMERIC
+TEST_CASE("a declared expected failure that fails is not a failure of the run") {
+  REQUIRE_FALSE(broken_ops().empty());
+  std::string op = broken_ops().front();
+  auto o = options("cts-flip:0", "numeric." + op + ".*,-*.cases");
+  o.extra_expectations = {{"cts-flip", {{Expectation::Kind::expected_failure, "numeric.*", "test: known broken"}}}};
+  auto rep = run_ok(o);
+  REQUIRE_FALSE(rep.results.empty());
+  for (auto& r : rep.results) CHECK(r.outcome == Outcome::expected_failure);
+  CHECK(rep.ok());
+}
+#endif
+
+TEST_CASE("xml_escape produces text the reader decodes back") {
+  std::string nasty = "a<b>&\"c'\n\td\x01";
+  std::string doc = "<r v=\"" + halcyon::cts::xml_escape(nasty) + "\">" + halcyon::cts::xml_escape(nasty) + "</r>";
+  cts_test::XmlElement root;
+  std::string err;
+  REQUIRE_MESSAGE(cts_test::parse_xml(doc, &root, &err), err);
+  CHECK(root.attribute("v") == "a<b>&\"c'\n\td?");
+  CHECK(root.text == "a<b>&\"c'\n\td?");
+  CHECK_FALSE(cts_test::parse_xml("<r v=\"a<b\"/>", &root, &err));
+  CHECK_FALSE(cts_test::parse_xml("<r>&bogus;</r>", &root, &err));
+  CHECK_FALSE(cts_test::parse_xml("<r><s></r>", &root, &err));
+}
+
+// Counts of one <testsuite>, read from its <testcase> children.
+halcyon::cts::Counts count_cases(const cts_test::XmlElement& suite) {
+  halcyon::cts::Counts c;
+  for (auto& tc : suite.children) {
+    if (tc.name != "testcase") continue;
+    if (auto* f = tc.child("failure")) {
+      c.add(f->attribute("type") == "unexpected pass" ? Outcome::unexpected_pass : Outcome::failed);
+    } else if (auto* s = tc.child("skipped")) {
+      std::string m = s->attribute("message");
+      bool xfail = m.starts_with("expected failure:");
+      CHECK((xfail || m.starts_with("unsupported:")));
+      c.add(xfail ? Outcome::expected_failure : Outcome::unsupported);
+    } else {
+      c.add(Outcome::passed);
+    }
+  }
+  return c;
+}
+
+void check_junit_against(const std::string& xml, const std::map<std::string, halcyon::cts::Counts>& summary) {
+  cts_test::XmlElement root;
+  std::string err;
+  REQUIRE_MESSAGE(cts_test::parse_xml(xml, &root, &err), err);
+  REQUIRE(root.name == "testsuites");
+  size_t suites = 0;
+  int total = 0, failures = 0, skipped = 0;
+  for (auto& s : root.children) {
+    if (s.name != "testsuite") continue;
+    ++suites;
+    std::string backend = s.attribute("name").substr(4);  // "cts.<backend>"
+    INFO("testsuite ", s.attribute("name"));
+    REQUIRE(summary.count(backend) == 1);
+    const auto& want = summary.at(backend);
+    auto got = count_cases(s);
+    CHECK(got.passed == want.passed);
+    CHECK(got.failed == want.failed);
+    CHECK(got.unsupported == want.unsupported);
+    CHECK(got.expected_failure == want.expected_failure);
+    CHECK(got.unexpected_pass == want.unexpected_pass);
+    CHECK(std::stoi(s.attribute("tests")) == want.total());
+    CHECK(std::stoi(s.attribute("failures")) == want.failed + want.unexpected_pass);
+    CHECK(std::stoi(s.attribute("skipped")) == want.unsupported + want.expected_failure);
+    CHECK(std::stoi(s.attribute("errors")) == 0);
+    total += want.total();
+    failures += want.failed + want.unexpected_pass;
+    skipped += want.unsupported + want.expected_failure;
+  }
+  CHECK(suites == summary.size());
+  CHECK(std::stoi(root.attribute("tests")) == total);
+  CHECK(std::stoi(root.attribute("failures")) == failures);
+  CHECK(std::stoi(root.attribute("skipped")) == skipped);
+}
+
+TEST_CASE("JUnit XML counts match the summary, for every kind of outcome") {
+  // Two backends and all five outcomes: passes and an unexpected pass on cpu, unsupported
+  // tests on both, failures and expected failures on cts-flip.
+  auto a = options("cpu:0", "api.device.*,api.alloc.*,numeric.*");
+  a.extra_expectations = {{"cpu",
+                           {{Expectation::Kind::unsupported, "api.alloc.*", "test: not here <&>"},
+                            {Expectation::Kind::expected_failure, "api.device.info", "test: stale \"declaration\""}}}};
+  halcyon::cts::Report rep = run_ok(a);
+  auto b = options("cts-flip:0", "api.event.*,numeric.*");
+  b.extra_expectations = {{"cts-flip", {{Expectation::Kind::expected_failure, "numeric.*.0", "test: known"}}}};
+  halcyon::cts::Report second = run_ok(b);
+  rep.results.insert(rep.results.end(), second.results.begin(), second.results.end());
+  rep.devices.insert(rep.devices.end(), second.devices.begin(), second.devices.end());
+
+  auto per = rep.per_backend();
+  REQUIRE(per.size() == 2);
+  CHECK(per["cpu"].passed > 0);
+  CHECK(per["cpu"].unsupported == 3);
+  CHECK(per["cpu"].unexpected_pass == 1);
+#ifdef HALCYON_CTS_NUMERIC
+  CHECK(per["cts-flip"].failed > 0);
+  CHECK(per["cts-flip"].expected_failure > 0);
+#endif
+  std::string path = std::string(CTS_TEST_OUT) + "/suite-test-junit.xml";
+  REQUIRE(halcyon::cts::write_junit(rep, path).ok());
+  check_junit_against(read_file(path), per);
+
+  std::string md = std::string(CTS_TEST_OUT) + "/suite-test-report.md";
+  REQUIRE(halcyon::cts::write_markdown(rep, md).ok());
+  std::string text = read_file(md);
+  auto c = per["cpu"];
+  CHECK(text.find(fmt::format("| cpu | {} | {} | {} | {} | {} | {} |", c.passed, c.failed, c.unsupported,
+                              c.expected_failure, c.unexpected_pass, c.total())) != std::string::npos);
+  CHECK(text.find("**FAILED**") != std::string::npos);
+}
+
+// ---- the command ------------------------------------------------------------------------------
+
+struct CommandResult {
+  int status = -1;
+  std::string out;
+};
+
+CommandResult run_command(const std::string& args) {
+  std::string cmd = std::string(CTS_HALCYON_CLI) + " " + args + " 2>&1";
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// The summary table's row of `backend`: passed failed unsupported xfail xpass total.
+std::vector<int> summary_row(const std::string& out, const std::string& backend) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first != backend) continue;
+    std::vector<int> v;
+    int x;
+    while (words >> x) v.push_back(x);
+    if (v.size() == 6) return v;
+  }
+  return {};
+}
+
+TEST_CASE("halcyon cts: the printed summary, the JUnit file and the exit status agree") {
+  std::string xml = std::string(CTS_TEST_OUT) + "/suite-test-cli.xml";
+  std::remove(xml.c_str());
+  auto r = run_command("cts --backend cpu --filter 'api.device.*,api.copy.out_of_range,numeric.*' --seed 4242 "
+                       "--progress plain --junit " + xml);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("seed 4242") != std::string::npos);
+  auto row = summary_row(r.out, "cpu");
+  REQUIRE(row.size() == 6);
+  halcyon::cts::Counts c;
+  c.passed = row[0], c.failed = row[1], c.unsupported = row[2], c.expected_failure = row[3], c.unexpected_pass = row[4];
+  CHECK(c.total() == row[5]);
+  CHECK(c.passed >= 3);
+  check_junit_against(read_file(xml), {{"cpu", c}});
+}
+
+TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options are usage errors (2)") {
+  auto r = run_command("cts --backend cts-no-such-backend");
+  INFO(r.out);
+  CHECK(r.status == 77);
+  CHECK(r.out.find("cts-no-such-backend") != std::string::npos);
+  CHECK(run_command("cts --seed banana").status == 2);
+  CHECK(run_command("cts --no-such-option").status == 2);
+  auto list = run_command("cts --backend cpu --list --filter 'api.copy.*'");
+  CHECK(list.status == 0);
+  CHECK(list.out.find("cpu:0 api.copy.roundtrip") != std::string::npos);
+  CHECK(list.out.find("api.fill") == std::string::npos);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Hermetic: the built-in backends plus the two test-only ones.
+  hal_init_desc d{};
+  d.struct_size = sizeof d;
+  d.flags = HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;
+  d.backend_path = CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN;
+  if (hal_error* e = hal_init(&d)) {
+    std::fprintf(stderr, "hal_init: %s\n", hal_error_message(e));
+    return 1;
+  }
+#ifdef HALCYON_CTS_NUMERIC
+  broken_ops() = register_broken_impls();
+#endif
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
