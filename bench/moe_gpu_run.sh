@@ -32,6 +32,15 @@ for w in $what; do
     bench-ws)  # the warp-specialized Hopper GEMM, for comparison
       echo "\$ HALCYON_PTX_SM90_GEMM=ws halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
       HALCYON_PTX_SM90_GEMM=ws timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 2>&1 | tee -a "$log" ;;
+    ncu)  # one launch of each grouped GEMM at the DeepSeek shape: where the time goes
+      echo "\$ ncu (SOL, memory workload) on hc_moe_gemm_swiglu_sm90 / hc_moe_gemm_sm90, T=4096" | tee -a "$log"
+      timeout 240 ncu --kernel-name regex:'hc_moe_gemm_(swiglu_)?sm90$' --launch-count 2 --clock-control none \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --iters 1 > "$OUT/ncu.txt" 2>&1
+      timeout 150 ncu --kernel-name regex:'hc_moe_(gate|permute_plan|permute_scatter|combine)' --launch-count 4 --clock-control none \
+        --section SpeedOfLight "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --iters 1 >> "$OUT/ncu.txt" 2>&1
+      grep -E "hc_moe|Duration|Throughput|L2 Hit|Mem Busy|Max Bandwidth|DRAM|L1/TEX Hit|SM Busy|Memory \[%\]" "$OUT/ncu.txt" \
+        | head -80 | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py" | tee -a "$log"
       timeout 200 python3 bench/moe_vs_torch.py --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
