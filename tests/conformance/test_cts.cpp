@@ -453,6 +453,9 @@ TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options ar
   CHECK(r.out.find("cts-no-such-backend") != std::string::npos);
   CHECK(run_command("cts --seed banana").status == 2);
   CHECK(run_command("cts --no-such-option").status == 2);
+  auto none = run_command("cts --backend cpu --filter 'no.such.test.*'");
+  CHECK(none.status == 2);
+  CHECK(none.out.find("no.such.test.*") != std::string::npos);
   auto list = run_command("cts --backend cpu --list --filter 'api.copy.*'");
   CHECK(list.status == 0);
   CHECK(list.out.find("cpu:0 api.copy.roundtrip") != std::string::npos);

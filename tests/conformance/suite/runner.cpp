@@ -166,6 +166,10 @@ RunOutcome make_plan(const Options& o, Plan* plan) {
     plan->total += d.tests.size();
     plan->devices.push_back(std::move(d));
   }
+  if (plan->total == 0) {
+    out.error = RunError::bad_option;
+    out.message = fmt::format("no test name matches --filter '{}' ('halcyon cts --list' prints them)", o.filter);
+  }
   return out;
 }
 
