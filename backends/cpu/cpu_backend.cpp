@@ -59,17 +59,19 @@ std::vector<int> allowed_cpus() {
 
 }  // namespace
 
-struct hal_be_backend {
+namespace {
+
+struct CpuBackend {
   std::vector<int> cpus;
 };
 
-struct hal_be_stream;
+struct CpuStream;
 
-struct hal_be_device {
+struct CpuDevice {
   std::vector<int> cpus;
   std::shared_ptr<ThreadPool> pool;  // whole-device pool, made on first use
   std::mutex mu;
-  std::set<hal_be_stream*> streams;
+  std::set<CpuStream*> streams;
   std::set<int> partitioned;         // cores handed to live partitions
 
   std::shared_ptr<ThreadPool> whole_pool() {
@@ -80,20 +82,20 @@ struct hal_be_device {
   void synchronize_all();
 };
 
-struct hal_be_partition {
-  hal_be_device* device;
+struct CpuPartition {
+  CpuDevice* device;
   std::shared_ptr<ThreadPool> pool;
   std::vector<int> cpus;
 };
 
-struct hal_be_buffer {
-  hal_be_device* device;
+struct CpuBuffer {
+  CpuDevice* device;
   void* data;
   uint64_t size;
 };
 
-struct hal_be_stream {
-  hal_be_device* device;
+struct CpuStream {
+  CpuDevice* device;
   std::shared_ptr<ThreadPool> pool;
   std::mutex mu;
   std::condition_variable cv_work, cv_idle;
@@ -130,8 +132,8 @@ struct hal_be_stream {
   }
 };
 
-void hal_be_device::synchronize_all() {
-  std::vector<hal_be_stream*> copy;
+void CpuDevice::synchronize_all() {
+  std::vector<CpuStream*> copy;
   {
     std::lock_guard lock(mu);
     copy.assign(streams.begin(), streams.end());
@@ -141,7 +143,7 @@ void hal_be_device::synchronize_all() {
 
 // An event is a generation counter: record() bumps `recorded` and queues a marker that
 // publishes that generation with a timestamp when the stream reaches it.
-struct hal_be_event {
+struct CpuEvent {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0;
@@ -149,49 +151,60 @@ struct hal_be_event {
   std::chrono::steady_clock::time_point when{};
 };
 
-struct hal_be_module {
+struct CpuModule {
   std::unordered_map<std::string, hal_host_kernel_entry> kernels;
   std::vector<std::vector<hal_kernel_arg>> arg_storage;
 };
 
-struct hal_be_kernel {
+struct CpuKernel {
   hal_host_kernel_entry entry;
 };
 
+}  // namespace
+
+HAL_BACKEND_TYPE(CpuBackend, hal_be_backend)
+HAL_BACKEND_TYPE(CpuDevice, hal_be_device)
+HAL_BACKEND_TYPE(CpuPartition, hal_be_partition)
+HAL_BACKEND_TYPE(CpuBuffer, hal_be_buffer)
+HAL_BACKEND_TYPE(CpuStream, hal_be_stream)
+HAL_BACKEND_TYPE(CpuEvent, hal_be_event)
+HAL_BACKEND_TYPE(CpuModule, hal_be_module)
+HAL_BACKEND_TYPE(CpuKernel, hal_be_kernel)
+
 namespace {
 
-hal_error* cpu_create(const hal_host_api* host, hal_be_backend** out) {
+hal_error* cpu_create(const hal_host_api* host, CpuBackend** out) {
   halcyon::plugin::host() = host;
   HAL_BACKEND_GUARD({
-    auto* b = new hal_be_backend;
+    auto* b = new CpuBackend;
     b->cpus = allowed_cpus();
     *out = b;
     return nullptr;
   })
 }
 
-void cpu_destroy(hal_be_backend* b) { delete b; }
+void cpu_destroy(CpuBackend* b) { delete b; }
 
-hal_error* cpu_device_count(hal_be_backend*, uint32_t* out) {
+hal_error* cpu_device_count(CpuBackend*, uint32_t* out) {
   *out = 1;
   return nullptr;
 }
 
-hal_error* cpu_device_open(hal_be_backend* b, uint32_t index, hal_be_device** out) {
+hal_error* cpu_device_open(CpuBackend* b, uint32_t index, CpuDevice** out) {
   HAL_BACKEND_GUARD({
-    auto* d = new hal_be_device;
+    auto* d = new CpuDevice;
     d->cpus = b->cpus;
     *out = d;
     return nullptr;
   })
 }
 
-void cpu_device_close(hal_be_device* d) {
+void cpu_device_close(CpuDevice* d) {
   d->synchronize_all();
   delete d;
 }
 
-hal_error* cpu_device_info(hal_be_device* d, hal_device_info* info) {
+hal_error* cpu_device_info(CpuDevice* d, hal_device_info* info) {
   std::snprintf(info->name, sizeof info->name, "host CPU (%zu threads)", d->cpus.size());
   std::snprintf(info->vendor, sizeof info->vendor, "CPU");
   std::snprintf(info->arch, sizeof info->arch, "%s", kArch);
@@ -207,7 +220,7 @@ hal_error* cpu_device_info(hal_be_device* d, hal_device_info* info) {
   return nullptr;
 }
 
-hal_error* cpu_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_be_buffer** out,
+hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffer** out,
                              uint64_t* address, void** host) {
   HAL_BACKEND_GUARD({
     void* p = nullptr;
@@ -218,23 +231,23 @@ hal_error* cpu_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_
       if (!p)
         return error(HAL_OUT_OF_MEMORY, fmt::format("cpu: could not allocate {} bytes", desc->size));
     }
-    *out = new hal_be_buffer{d, p, desc->size};
+    *out = new CpuBuffer{d, p, desc->size};
     *address = reinterpret_cast<uint64_t>(p);
     *host = p;
     return nullptr;
   })
 }
 
-void cpu_buffer_destroy(hal_be_buffer* b) {
+void cpu_buffer_destroy(CpuBuffer* b) {
   b->device->synchronize_all();  // queued work may still read it
   std::free(b->data);
   delete b;
 }
 
-hal_error* cpu_stream_create(hal_be_device* d, hal_be_partition* part, const hal_stream_desc*,
-                             hal_be_stream** out) {
+hal_error* cpu_stream_create(CpuDevice* d, CpuPartition* part, const hal_stream_desc*,
+                             CpuStream** out) {
   HAL_BACKEND_GUARD({
-    auto* s = new hal_be_stream;
+    auto* s = new CpuStream;
     s->device = d;
     s->pool = part ? part->pool : d->whole_pool();
     s->worker = std::thread([s] { s->run(); });
@@ -247,7 +260,7 @@ hal_error* cpu_stream_create(hal_be_device* d, hal_be_partition* part, const hal
   })
 }
 
-void cpu_stream_destroy(hal_be_stream* s) {
+void cpu_stream_destroy(CpuStream* s) {
   {
     std::lock_guard lock(s->mu);
     s->stop = true;
@@ -261,14 +274,14 @@ void cpu_stream_destroy(hal_be_stream* s) {
   delete s;
 }
 
-hal_error* cpu_stream_synchronize(hal_be_stream* s) {
+hal_error* cpu_stream_synchronize(CpuStream* s) {
   s->drain();
   return nullptr;
 }
 
-char* at(hal_be_buffer* b, uint64_t off) { return static_cast<char*>(b->data) + off; }
+char* at(CpuBuffer* b, uint64_t off) { return static_cast<char*>(b->data) + off; }
 
-hal_error* cpu_stream_write(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, const void* src,
+hal_error* cpu_stream_write(CpuStream* s, CpuBuffer* dst, uint64_t off, const void* src,
                             uint64_t size) {
   HAL_BACKEND_GUARD({
     s->push([=] { std::memcpy(at(dst, off), src, size); });
@@ -276,7 +289,7 @@ hal_error* cpu_stream_write(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, 
   })
 }
 
-hal_error* cpu_stream_read(hal_be_stream* s, hal_be_buffer* src, uint64_t off, void* dst,
+hal_error* cpu_stream_read(CpuStream* s, CpuBuffer* src, uint64_t off, void* dst,
                            uint64_t size) {
   HAL_BACKEND_GUARD({
     s->push([=] { std::memcpy(dst, at(src, off), size); });
@@ -284,7 +297,7 @@ hal_error* cpu_stream_read(hal_be_stream* s, hal_be_buffer* src, uint64_t off, v
   })
 }
 
-hal_error* cpu_stream_copy(hal_be_stream* s, hal_be_buffer* dst, uint64_t doff, hal_be_buffer* src,
+hal_error* cpu_stream_copy(CpuStream* s, CpuBuffer* dst, uint64_t doff, CpuBuffer* src,
                            uint64_t soff, uint64_t size) {
   HAL_BACKEND_GUARD({
     s->push([=] { std::memcpy(at(dst, doff), at(src, soff), size); });
@@ -292,7 +305,7 @@ hal_error* cpu_stream_copy(hal_be_stream* s, hal_be_buffer* dst, uint64_t doff, 
   })
 }
 
-hal_error* cpu_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, uint64_t size,
+hal_error* cpu_stream_fill(CpuStream* s, CpuBuffer* dst, uint64_t off, uint64_t size,
                            uint32_t pattern, uint32_t psize) {
   HAL_BACKEND_GUARD({
     s->push([=] {
@@ -307,7 +320,7 @@ hal_error* cpu_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, u
   })
 }
 
-hal_error* cpu_stream_wait_event(hal_be_stream* s, hal_be_event* ev) {
+hal_error* cpu_stream_wait_event(CpuStream* s, CpuEvent* ev) {
   HAL_BACKEND_GUARD({
     uint64_t gen;
     {
@@ -322,7 +335,7 @@ hal_error* cpu_stream_wait_event(hal_be_stream* s, hal_be_event* ev) {
   })
 }
 
-hal_error* cpu_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launch_desc* d) {
+hal_error* cpu_stream_launch(CpuStream* s, CpuKernel* k, const hal_launch_desc* d) {
   HAL_BACKEND_GUARD({
     // The blob is copied: the caller may reuse its memory as soon as launch returns.
     auto args = std::make_shared<std::vector<unsigned char>>(
@@ -354,16 +367,16 @@ hal_error* cpu_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launc
   })
 }
 
-hal_error* cpu_event_create(hal_be_device*, const hal_event_desc*, hal_be_event** out) {
+hal_error* cpu_event_create(CpuDevice*, const hal_event_desc*, CpuEvent** out) {
   HAL_BACKEND_GUARD({
-    *out = new hal_be_event;
+    *out = new CpuEvent;
     return nullptr;
   })
 }
 
-void cpu_event_destroy(hal_be_event* ev) { delete ev; }
+void cpu_event_destroy(CpuEvent* ev) { delete ev; }
 
-hal_error* cpu_event_record(hal_be_event* ev, hal_be_stream* s) {
+hal_error* cpu_event_record(CpuEvent* ev, CpuStream* s) {
   HAL_BACKEND_GUARD({
     uint64_t gen;
     {
@@ -384,20 +397,20 @@ hal_error* cpu_event_record(hal_be_event* ev, hal_be_stream* s) {
   })
 }
 
-hal_error* cpu_event_query(hal_be_event* ev, bool* complete) {
+hal_error* cpu_event_query(CpuEvent* ev, bool* complete) {
   std::lock_guard lock(ev->mu);
   *complete = ev->completed >= ev->recorded;
   return nullptr;
 }
 
-hal_error* cpu_event_synchronize(hal_be_event* ev) {
+hal_error* cpu_event_synchronize(CpuEvent* ev) {
   std::unique_lock lock(ev->mu);
   uint64_t gen = ev->recorded;
   ev->cv.wait(lock, [&] { return ev->completed >= gen; });
   return nullptr;
 }
 
-hal_error* cpu_event_elapsed_ms(hal_be_event* a, hal_be_event* b, float* ms) {
+hal_error* cpu_event_elapsed_ms(CpuEvent* a, CpuEvent* b, float* ms) {
   std::scoped_lock lock(a->mu, b->mu);
   if (a->completed < a->recorded || b->completed < b->recorded)
     return error(HAL_FAILED_PRECONDITION, "cpu: hal_event_elapsed_ms: an event has not completed yet");
@@ -405,7 +418,7 @@ hal_error* cpu_event_elapsed_ms(hal_be_event* a, hal_be_event* b, float* ms) {
   return nullptr;
 }
 
-hal_error* cpu_module_load(hal_be_device*, const hal_module_desc* desc, hal_be_module** out) {
+hal_error* cpu_module_load(CpuDevice*, const hal_module_desc* desc, CpuModule** out) {
   HAL_BACKEND_GUARD({
     std::string name = desc->name ? desc->name : "<unnamed module>";
     std::string target = desc->target;
@@ -421,7 +434,7 @@ hal_error* cpu_module_load(hal_be_device*, const hal_module_desc* desc, hal_be_m
                                                      name, img->struct_size, desc->size));
     if (img->kernel_count > 0 && !img->kernels)
       return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': kernels is NULL", name));
-    auto m = std::make_unique<hal_be_module>();
+    auto m = std::make_unique<CpuModule>();
     for (uint32_t i = 0; i < img->kernel_count; ++i) {
       const hal_host_kernel_entry& k = img->kernels[i];
       if (!k.name || !k.fn || (k.arg_count && !k.args))
@@ -437,9 +450,9 @@ hal_error* cpu_module_load(hal_be_device*, const hal_module_desc* desc, hal_be_m
   })
 }
 
-void cpu_module_destroy(hal_be_module* m) { delete m; }
+void cpu_module_destroy(CpuModule* m) { delete m; }
 
-hal_error* cpu_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** out,
+hal_error* cpu_kernel_get(CpuModule* m, const char* name, CpuKernel** out,
                           hal_kernel_info* info, hal_kernel_arg* args, uint32_t cap) {
   HAL_BACKEND_GUARD({
     auto it = m->kernels.find(name);
@@ -455,16 +468,16 @@ hal_error* cpu_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** ou
     info->args_size = e.args_size;
     info->max_threads_per_block = kMaxThreadsPerBlock;
     for (uint32_t i = 0; i < e.arg_count; ++i) args[i] = e.args[i];
-    *out = new hal_be_kernel{e};
+    *out = new CpuKernel{e};
     return nullptr;
   })
 }
 
-void cpu_kernel_destroy(hal_be_kernel* k) { delete k; }
+void cpu_kernel_destroy(CpuKernel* k) { delete k; }
 
-hal_error* cpu_partition_split(hal_be_device* d, const hal_partition_desc* desc,
-                               hal_be_partition** part, hal_partition_info* pinfo,
-                               hal_be_partition** rem, hal_partition_info* rinfo) {
+hal_error* cpu_partition_split(CpuDevice* d, const hal_partition_desc* desc,
+                               CpuPartition** part, hal_partition_info* pinfo,
+                               CpuPartition** rem, hal_partition_info* rinfo) {
   HAL_BACKEND_GUARD({
     std::lock_guard lock(d->mu);
     std::vector<int> free_cpus;
@@ -476,7 +489,7 @@ hal_error* cpu_partition_split(hal_be_device* d, const hal_partition_desc* desc,
                    fmt::format("cpu: asked for {} cores{}; {} of {} are not in another partition", want,
                                rem ? " plus a non-empty remainder" : "", free_cpus.size(), d->cpus.size()));
     auto make = [&](std::vector<int> cpus, hal_partition_info* info) {
-      auto* p = new hal_be_partition{d, std::make_shared<ThreadPool>(unsigned(cpus.size()), cpus), cpus};
+      auto* p = new CpuPartition{d, std::make_shared<ThreadPool>(unsigned(cpus.size()), cpus), cpus};
       for (int c : cpus) d->partitioned.insert(c);
       info->units_requested = uint32_t(cpus.size());
       info->units_granted = uint32_t(cpus.size());
@@ -492,7 +505,7 @@ hal_error* cpu_partition_split(hal_be_device* d, const hal_partition_desc* desc,
   })
 }
 
-void cpu_partition_destroy(hal_be_partition* p) {
+void cpu_partition_destroy(CpuPartition* p) {
   {
     std::lock_guard lock(p->device->mu);
     for (int c : p->cpus) p->device->partitioned.erase(c);
@@ -507,36 +520,36 @@ const hal_backend_api kApi = {
     HAL_ABI_MINOR,
     "cpu",
     "host CPU; kernels are host functions run on a thread pool",
-    cpu_create,
-    cpu_destroy,
-    cpu_device_count,
+    HAL_BACKEND_FN(cpu_create),
+    HAL_BACKEND_FN(cpu_destroy),
+    HAL_BACKEND_FN(cpu_device_count),
     nullptr,  // device_resolve: "cpu:0"
-    cpu_device_open,
-    cpu_device_close,
-    cpu_device_info,
-    cpu_buffer_create,
-    cpu_buffer_destroy,
-    cpu_stream_create,
-    cpu_stream_destroy,
-    cpu_stream_synchronize,
-    cpu_stream_write,
-    cpu_stream_read,
-    cpu_stream_copy,
-    cpu_stream_fill,
-    cpu_stream_wait_event,
-    cpu_stream_launch,
-    cpu_event_create,
-    cpu_event_destroy,
-    cpu_event_record,
-    cpu_event_query,
-    cpu_event_synchronize,
-    cpu_event_elapsed_ms,
-    cpu_module_load,
-    cpu_module_destroy,
-    cpu_kernel_get,
-    cpu_kernel_destroy,
-    cpu_partition_split,
-    cpu_partition_destroy,
+    HAL_BACKEND_FN(cpu_device_open),
+    HAL_BACKEND_FN(cpu_device_close),
+    HAL_BACKEND_FN(cpu_device_info),
+    HAL_BACKEND_FN(cpu_buffer_create),
+    HAL_BACKEND_FN(cpu_buffer_destroy),
+    HAL_BACKEND_FN(cpu_stream_create),
+    HAL_BACKEND_FN(cpu_stream_destroy),
+    HAL_BACKEND_FN(cpu_stream_synchronize),
+    HAL_BACKEND_FN(cpu_stream_write),
+    HAL_BACKEND_FN(cpu_stream_read),
+    HAL_BACKEND_FN(cpu_stream_copy),
+    HAL_BACKEND_FN(cpu_stream_fill),
+    HAL_BACKEND_FN(cpu_stream_wait_event),
+    HAL_BACKEND_FN(cpu_stream_launch),
+    HAL_BACKEND_FN(cpu_event_create),
+    HAL_BACKEND_FN(cpu_event_destroy),
+    HAL_BACKEND_FN(cpu_event_record),
+    HAL_BACKEND_FN(cpu_event_query),
+    HAL_BACKEND_FN(cpu_event_synchronize),
+    HAL_BACKEND_FN(cpu_event_elapsed_ms),
+    HAL_BACKEND_FN(cpu_module_load),
+    HAL_BACKEND_FN(cpu_module_destroy),
+    HAL_BACKEND_FN(cpu_kernel_get),
+    HAL_BACKEND_FN(cpu_kernel_destroy),
+    HAL_BACKEND_FN(cpu_partition_split),
+    HAL_BACKEND_FN(cpu_partition_destroy),
 };
 
 }  // namespace

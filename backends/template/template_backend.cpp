@@ -11,14 +11,26 @@
 #include <string>
 
 // Your objects. Each holds whatever your driver needs (context, queue, allocation...).
-struct hal_be_backend {};
-struct hal_be_device {};
-struct hal_be_buffer {};
-struct hal_be_stream {};
-struct hal_be_event {};
-struct hal_be_module {};
-struct hal_be_kernel {};
-struct hal_be_partition {};
+// Never define hal.h's hal_be_* structs themselves: backends share libhalcyon, and two
+// definitions of one struct would collide. HAL_BACKEND_TYPE maps yours to them.
+namespace {
+struct TBackend {};
+struct TDevice {};
+struct TBuffer {};
+struct TStream {};
+struct TEvent {};
+struct TModule {};
+struct TKernel {};
+struct TPartition {};
+}  // namespace
+HAL_BACKEND_TYPE(TBackend, hal_be_backend)
+HAL_BACKEND_TYPE(TDevice, hal_be_device)
+HAL_BACKEND_TYPE(TBuffer, hal_be_buffer)
+HAL_BACKEND_TYPE(TStream, hal_be_stream)
+HAL_BACKEND_TYPE(TEvent, hal_be_event)
+HAL_BACKEND_TYPE(TModule, hal_be_module)
+HAL_BACKEND_TYPE(TKernel, hal_be_kernel)
+HAL_BACKEND_TYPE(TPartition, hal_be_partition)
 
 namespace {
 
@@ -29,73 +41,73 @@ hal_error* unimplemented(const char* entry) {
 
 // Probe the machine here: load the vendor's driver library with dlopen, count devices, and
 // return HAL_UNAVAILABLE with the reason ("libvendor.so.1 not found") when it cannot run.
-hal_error* t_create(const hal_host_api* host, hal_be_backend**) {
+hal_error* t_create(const hal_host_api* host, TBackend**) {
   halcyon::plugin::host() = host;
   return unimplemented("create");
 }
-void t_destroy(hal_be_backend* b) { delete b; }
-hal_error* t_device_count(hal_be_backend*, uint32_t*) { return unimplemented("device_count"); }
-hal_error* t_device_open(hal_be_backend*, uint32_t, hal_be_device**) { return unimplemented("device_open"); }
-void t_device_close(hal_be_device* d) { delete d; }
+void t_destroy(TBackend* b) { delete b; }
+hal_error* t_device_count(TBackend*, uint32_t*) { return unimplemented("device_count"); }
+hal_error* t_device_open(TBackend*, uint32_t, TDevice**) { return unimplemented("device_open"); }
+void t_device_close(TDevice* d) { delete d; }
 // Fill name, vendor, arch, compute_units, simd_width, memory_bytes, limits, and the
 // capability tags, including "module.<format>" for each binary format you load.
-hal_error* t_device_info(hal_be_device*, hal_device_info*) { return unimplemented("device_info"); }
-hal_error* t_buffer_create(hal_be_device*, const hal_buffer_desc*, hal_be_buffer**, uint64_t*, void**) {
+hal_error* t_device_info(TDevice*, hal_device_info*) { return unimplemented("device_info"); }
+hal_error* t_buffer_create(TDevice*, const hal_buffer_desc*, TBuffer**, uint64_t*, void**) {
   return unimplemented("buffer_create");
 }
 // Must not free memory that work already queued on any stream may still use.
-void t_buffer_destroy(hal_be_buffer* b) { delete b; }
-hal_error* t_stream_create(hal_be_device*, hal_be_partition*, const hal_stream_desc*, hal_be_stream**) {
+void t_buffer_destroy(TBuffer* b) { delete b; }
+hal_error* t_stream_create(TDevice*, TPartition*, const hal_stream_desc*, TStream**) {
   return unimplemented("stream_create");
 }
-void t_stream_destroy(hal_be_stream* s) { delete s; }
-hal_error* t_stream_synchronize(hal_be_stream*) { return unimplemented("stream_synchronize"); }
-hal_error* t_stream_write(hal_be_stream*, hal_be_buffer*, uint64_t, const void*, uint64_t) {
+void t_stream_destroy(TStream* s) { delete s; }
+hal_error* t_stream_synchronize(TStream*) { return unimplemented("stream_synchronize"); }
+hal_error* t_stream_write(TStream*, TBuffer*, uint64_t, const void*, uint64_t) {
   return unimplemented("stream_write");
 }
-hal_error* t_stream_read(hal_be_stream*, hal_be_buffer*, uint64_t, void*, uint64_t) {
+hal_error* t_stream_read(TStream*, TBuffer*, uint64_t, void*, uint64_t) {
   return unimplemented("stream_read");
 }
-hal_error* t_stream_copy(hal_be_stream*, hal_be_buffer*, uint64_t, hal_be_buffer*, uint64_t, uint64_t) {
+hal_error* t_stream_copy(TStream*, TBuffer*, uint64_t, TBuffer*, uint64_t, uint64_t) {
   return unimplemented("stream_copy");
 }
-hal_error* t_stream_fill(hal_be_stream*, hal_be_buffer*, uint64_t, uint64_t, uint32_t, uint32_t) {
+hal_error* t_stream_fill(TStream*, TBuffer*, uint64_t, uint64_t, uint32_t, uint32_t) {
   return unimplemented("stream_fill");
 }
-hal_error* t_stream_wait_event(hal_be_stream*, hal_be_event*) { return unimplemented("stream_wait_event"); }
+hal_error* t_stream_wait_event(TStream*, TEvent*) { return unimplemented("stream_wait_event"); }
 // The blob is already checked against the kernel's argument layout; pass it to the driver.
-hal_error* t_stream_launch(hal_be_stream*, hal_be_kernel*, const hal_launch_desc*) {
+hal_error* t_stream_launch(TStream*, TKernel*, const hal_launch_desc*) {
   return unimplemented("stream_launch");
 }
-hal_error* t_event_create(hal_be_device*, const hal_event_desc*, hal_be_event**) { return unimplemented("event_create"); }
-void t_event_destroy(hal_be_event* e) { delete e; }
-hal_error* t_event_record(hal_be_event*, hal_be_stream*) { return unimplemented("event_record"); }
-hal_error* t_event_query(hal_be_event*, bool*) { return unimplemented("event_query"); }
-hal_error* t_event_synchronize(hal_be_event*) { return unimplemented("event_synchronize"); }
-hal_error* t_event_elapsed_ms(hal_be_event*, hal_be_event*, float*) { return unimplemented("event_elapsed_ms"); }
+hal_error* t_event_create(TDevice*, const hal_event_desc*, TEvent**) { return unimplemented("event_create"); }
+void t_event_destroy(TEvent* e) { delete e; }
+hal_error* t_event_record(TEvent*, TStream*) { return unimplemented("event_record"); }
+hal_error* t_event_query(TEvent*, bool*) { return unimplemented("event_query"); }
+hal_error* t_event_synchronize(TEvent*) { return unimplemented("event_synchronize"); }
+hal_error* t_event_elapsed_ms(TEvent*, TEvent*, float*) { return unimplemented("event_elapsed_ms"); }
 // Refuse a binary built for another architecture with HAL_ARCH_MISMATCH naming both,
 // before calling the driver.
-hal_error* t_module_load(hal_be_device*, const hal_module_desc*, hal_be_module**) { return unimplemented("module_load"); }
-void t_module_destroy(hal_be_module* m) { delete m; }
-hal_error* t_kernel_get(hal_be_module*, const char*, hal_be_kernel**, hal_kernel_info*, hal_kernel_arg*, uint32_t) {
+hal_error* t_module_load(TDevice*, const hal_module_desc*, TModule**) { return unimplemented("module_load"); }
+void t_module_destroy(TModule* m) { delete m; }
+hal_error* t_kernel_get(TModule*, const char*, TKernel**, hal_kernel_info*, hal_kernel_arg*, uint32_t) {
   return unimplemented("kernel_get");
 }
-void t_kernel_destroy(hal_be_kernel* k) { delete k; }
+void t_kernel_destroy(TKernel* k) { delete k; }
 // Optional: leave partition_split NULL if the hardware cannot split its compute units.
-hal_error* t_partition_split(hal_be_device*, const hal_partition_desc*, hal_be_partition**, hal_partition_info*,
-                             hal_be_partition**, hal_partition_info*) {
+hal_error* t_partition_split(TDevice*, const hal_partition_desc*, TPartition**, hal_partition_info*,
+                             TPartition**, hal_partition_info*) {
   return unimplemented("partition_split");
 }
-void t_partition_destroy(hal_be_partition* p) { delete p; }
+void t_partition_destroy(TPartition* p) { delete p; }
 
 const hal_backend_api kApi = {
     sizeof(hal_backend_api), nullptr, HAL_ABI_MAJOR, HAL_ABI_MINOR,
     "template", "skeleton for a new vendor backend (every entry is unimplemented)",
-    t_create, t_destroy, t_device_count, nullptr, t_device_open, t_device_close, t_device_info,
-    t_buffer_create, t_buffer_destroy, t_stream_create, t_stream_destroy, t_stream_synchronize,
-    t_stream_write, t_stream_read, t_stream_copy, t_stream_fill, t_stream_wait_event, t_stream_launch,
-    t_event_create, t_event_destroy, t_event_record, t_event_query, t_event_synchronize, t_event_elapsed_ms,
-    t_module_load, t_module_destroy, t_kernel_get, t_kernel_destroy, t_partition_split, t_partition_destroy,
+    HAL_BACKEND_FN(t_create), HAL_BACKEND_FN(t_destroy), HAL_BACKEND_FN(t_device_count), nullptr, HAL_BACKEND_FN(t_device_open), HAL_BACKEND_FN(t_device_close), HAL_BACKEND_FN(t_device_info),
+    HAL_BACKEND_FN(t_buffer_create), HAL_BACKEND_FN(t_buffer_destroy), HAL_BACKEND_FN(t_stream_create), HAL_BACKEND_FN(t_stream_destroy), HAL_BACKEND_FN(t_stream_synchronize),
+    HAL_BACKEND_FN(t_stream_write), HAL_BACKEND_FN(t_stream_read), HAL_BACKEND_FN(t_stream_copy), HAL_BACKEND_FN(t_stream_fill), HAL_BACKEND_FN(t_stream_wait_event), HAL_BACKEND_FN(t_stream_launch),
+    HAL_BACKEND_FN(t_event_create), HAL_BACKEND_FN(t_event_destroy), HAL_BACKEND_FN(t_event_record), HAL_BACKEND_FN(t_event_query), HAL_BACKEND_FN(t_event_synchronize), HAL_BACKEND_FN(t_event_elapsed_ms),
+    HAL_BACKEND_FN(t_module_load), HAL_BACKEND_FN(t_module_destroy), HAL_BACKEND_FN(t_kernel_get), HAL_BACKEND_FN(t_kernel_destroy), HAL_BACKEND_FN(t_partition_split), HAL_BACKEND_FN(t_partition_destroy),
 };
 
 }  // namespace

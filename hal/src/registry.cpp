@@ -90,6 +90,12 @@ hal_error* adopt_backend(Registry& reg, const hal_backend_api* api, std::string_
   if (name.empty() || name.size() >= 32 || name.find_first_of(":/ ") != std::string::npos)
     return refuse(HAL_INVALID_ARGUMENT, "", fmt::format("backend name '{}' is not a valid URI scheme", name));
   // Every ABI 1.0 entry but the optional device_resolve must be present.
+  static const char* const kEntryNames[] = {
+      "create", "destroy", "device_count", "device_resolve", "device_open", "device_close", "device_info",
+      "buffer_create", "buffer_destroy", "stream_create", "stream_destroy", "stream_synchronize", "stream_write",
+      "stream_read", "stream_copy", "stream_fill", "stream_wait_event", "stream_launch", "event_create",
+      "event_destroy", "event_record", "event_query", "event_synchronize", "event_elapsed_ms", "module_load",
+      "module_destroy", "kernel_get", "kernel_destroy"};
   const void* const* fns = reinterpret_cast<const void* const*>(&api->create);
   const void* const* end = reinterpret_cast<const void* const*>(
       reinterpret_cast<const char*>(api) + HAL_BACKEND_API_MIN_SIZE);
@@ -97,7 +103,8 @@ hal_error* adopt_backend(Registry& reg, const hal_backend_api* api, std::string_
     if (p == reinterpret_cast<const void* const*>(&api->device_resolve)) continue;
     if (*p == nullptr)
       return refuse(HAL_INVALID_ARGUMENT, name,
-                    fmt::format("required entry #{} of the function table is NULL", p - fns));
+                    fmt::format("required entry '{}' of the function table is NULL",
+                                size_t(p - fns) < std::size(kEntryNames) ? kEntryNames[p - fns] : "?"));
   }
   for (auto& b : reg.backends)
     if (b->name == name)

@@ -70,7 +70,7 @@ TEST_CASE("registry: plugin files are accepted or refused with the reason") {
   CHECK(std::string(r.source).find("libbad_future.so") != std::string::npos);
 
   expect_error(hal_registry_load_plugin(plugin("libbad_null.so").c_str(), &r), HAL_INVALID_ARGUMENT, "returned NULL");
-  expect_error(hal_registry_load_plugin(plugin("libbad_holey.so").c_str(), &r), HAL_INVALID_ARGUMENT, "is NULL");
+  expect_error(hal_registry_load_plugin(plugin("libbad_holey.so").c_str(), &r), HAL_INVALID_ARGUMENT, "required entry 'device_open' of the function table is NULL");
   expect_error(hal_registry_load_plugin(plugin("libbad_tiny.so").c_str(), &r), HAL_VERSION_MISMATCH, "smaller than ABI 1.0");
   expect_error(hal_registry_load_plugin(plugin("libdoes_not_exist.so").c_str(), &r), HAL_NOT_FOUND, "no such file");
   std::string text_file = std::string(HALCYON_TEST_PLUGIN_DIR) + "/not_elf.so";

@@ -479,7 +479,10 @@ typedef struct hal_host_api {
 } hal_host_api;
 #define HAL_HOST_API_SIZE HAL_SIZE_THROUGH(hal_host_api, log)
 
-/* Backend-owned objects; each backend defines these structs privately. */
+/* Backend-owned objects, opaque to libhalcyon. A backend must NOT define these structs:
+ * several backends link into one library, and two definitions of one struct are an ODR
+ * violation (their inline destructors would be merged). Use your own types and cast at the
+ * table boundary; hal/include/halcyon/plugin.hpp's HAL_BACKEND_TYPE/HAL_BACKEND_FN do it. */
 typedef struct hal_be_backend hal_be_backend;
 typedef struct hal_be_device hal_be_device;
 typedef struct hal_be_buffer hal_be_buffer;
