@@ -1,4 +1,5 @@
-# halcyon_add_backend(NAME <identifier> SOURCES ... [LIBRARIES ...] [INCLUDES ...] [PLUGIN_ONLY])
+# halcyon_add_backend(NAME <identifier> SOURCES ... [LIBRARIES ...] [INCLUDES ...] [SCHEME <uri scheme>]
+#                     [PLUGIN_ONLY])
 #
 # Every backend is built twice from the same object files:
 #   - built into libhalcyon (listed in the generated built-in table; not with PLUGIN_ONLY), and
@@ -7,7 +8,10 @@
 # The backend's sources must define
 #   extern "C" const hal_backend_api* halcyon_backend_api_<NAME>(void);
 function(halcyon_add_backend)
-  cmake_parse_arguments(B "PLUGIN_ONLY" "NAME" "SOURCES;LIBRARIES;INCLUDES" ${ARGN})
+  cmake_parse_arguments(B "PLUGIN_ONLY" "NAME;SCHEME" "SOURCES;LIBRARIES;INCLUDES" ${ARGN})
+  if(NOT B_SCHEME)
+    string(REPLACE "_" "-" B_SCHEME ${B_NAME})  # the device URI scheme, e.g. amdgpu-sim
+  endif()
   set(objs halcyon_backend_${B_NAME}_objs)
   add_library(${objs} OBJECT ${B_SOURCES})
   target_link_libraries(${objs} PUBLIC halcyon_headers ${B_LIBRARIES})
@@ -30,6 +34,7 @@ function(halcyon_add_backend)
 
   if(NOT B_PLUGIN_ONLY)
     set_property(GLOBAL APPEND PROPERTY HALCYON_BUILTIN_BACKENDS ${B_NAME})
+    set_property(GLOBAL APPEND PROPERTY HALCYON_BUILTIN_SCHEMES ${B_SCHEME})
     set_property(GLOBAL APPEND PROPERTY HALCYON_BUILTIN_LIBRARIES ${B_LIBRARIES})
   endif()
 endfunction()
