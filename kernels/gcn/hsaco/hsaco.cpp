@@ -203,7 +203,8 @@ const Kernel* CodeObject::find(const std::string& name) const {
 
 std::vector<unsigned char> CodeObject::load_image() const {
   std::vector<unsigned char> img(image_size, 0);
-  for (auto& s : segments) std::memcpy(img.data() + s.vaddr, s.bytes.data(), s.bytes.size());
+  for (auto& s : segments)
+    if (!s.bytes.empty()) std::memcpy(img.data() + s.vaddr, s.bytes.data(), s.bytes.size());
   return img;
 }
 
