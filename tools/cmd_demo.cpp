@@ -107,7 +107,8 @@ int run(const std::vector<std::string>& args) {
     std::string why;
     const OpImpl* impl = select_impl(*dev, op, &why);
     if (!impl) return fail(Error(HAL_UNSUPPORTED, why));
-    fmt::print("  {:<24} {} {}\n", op, impl->format == HAL_MODULE_HOST ? "host code" : "PTX/code object", impl->target);
+    const char* kinds[] = {"?", "PTX", "cubin", "code object", "SPIR-V", "host code"};
+    fmt::print("  {:<24} {} for {}\n", op, kinds[impl->format <= HAL_MODULE_HOST ? impl->format : 0], impl->target);
   }
   auto stream = dev->create_stream();
   if (!stream) return fail(stream.error());
