@@ -3,18 +3,12 @@
 // CPU backend split the work across its threads.
 #pragma once
 
+#include <halcyon/kernels/reference/bf16.hpp>
+
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace halcyon::ref {
-
-inline float bf16_bits_to_float(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 inline void vector_add(const float* a, const float* b, float* c, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) c[i] = a[i] + b[i];
@@ -39,7 +33,7 @@ inline void gemm_bf16(const uint16_t* a, const uint16_t* b, float* c, int64_t N,
   for (int64_t m = m0; m < m1; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += double(bf16_bits_to_float(a[m * K + k])) * bf16_bits_to_float(b[k * N + n]);
+      for (int64_t k = 0; k < K; ++k) acc += double(bf16_to_float(bf16{a[m * K + k]})) * bf16_to_float(bf16{b[k * N + n]});
       c[m * N + n] = float(acc);
     }
 }
