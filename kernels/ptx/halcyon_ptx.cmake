@@ -15,6 +15,11 @@ function(halcyon_add_ptx)
   if(NOT P_NAME OR NOT P_SOURCE OR NOT P_TARGETS)
     message(FATAL_ERROR "halcyon_add_ptx: NAME, SOURCE and TARGETS are required")
   endif()
+  get_property(done GLOBAL PROPERTY HALCYON_PTX_FINALIZED)
+  if(done)
+    message(FATAL_ERROR "halcyon_add_ptx(${P_NAME}) after halcyon_ptx_finalize(): its PTX would not be in "
+                        "halcyon_ptx_kernels; call it from a folder added before halcyon_ptx_finalize()")
+  endif()
   get_filename_component(src ${P_SOURCE} ABSOLUTE)
   get_filename_component(ext ${src} LAST_EXT)
   if(ext STREQUAL ".ptx")
@@ -56,7 +61,11 @@ function(halcyon_add_ptx)
     set_property(GLOBAL APPEND PROPERTY HALCYON_PTX_SOURCES ${stem}.ptx.cpp)
     set_property(GLOBAL APPEND PROPERTY HALCYON_PTX_ENTRIES "${P_NAME}|${t}|${sym}")
   endforeach()
-  # The rules live in this directory; halcyon_ptx_kernels (maybe in another) depends on this.
+  # The rules live in this directory, but halcyon_ptx_kernels (made by halcyon_ptx_finalize,
+  # usually in kernels/ptx) compiles the generated .ptx.cpp files. A custom command's outputs
+  # get a build rule only in targets of its own directory, so this target runs them, and
+  # halcyon_ptx_finalize makes halcyon_ptx_kernels depend on it: a folder calling
+  # halcyon_add_ptx needs nothing else (no target or add_dependencies of its own).
   add_custom_target(halcyon_ptx_${P_NAME} DEPENDS ${embedded})
   set_property(GLOBAL APPEND PROPERTY HALCYON_PTX_TARGETS halcyon_ptx_${P_NAME})
 endfunction()
@@ -84,9 +93,15 @@ function(halcyon_ptx_finalize)
     "  return {images, sizeof images / sizeof images[0]};\n}\n}  // namespace halcyon::ptx\n")
   configure_file(${table}.in ${table} COPYONLY)
   get_property(steps GLOBAL PROPERTY HALCYON_PTX_TARGETS)
+  # GENERATED is seen in every directory (CMP0118, NEW from CMake 3.20); the generating rules
+  # are run by the per-set targets, which halcyon_ptx_kernels depends on (build order), and
+  # each object depends on its .ptx.cpp file (rebuilt when the kernel source changes).
   set_source_files_properties(${sources} PROPERTIES GENERATED TRUE)
   add_library(halcyon_ptx_kernels STATIC ${table} ${sources} ${CMAKE_CURRENT_SOURCE_DIR}/ptx_kernels.cpp)
-  add_dependencies(halcyon_ptx_kernels ${steps})
+  if(steps)
+    add_dependencies(halcyon_ptx_kernels ${steps})
+  endif()
+  set_property(GLOBAL PROPERTY HALCYON_PTX_FINALIZED TRUE)
   target_include_directories(halcyon_ptx_kernels PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
   target_compile_features(halcyon_ptx_kernels PUBLIC cxx_std_20)
 endfunction()
