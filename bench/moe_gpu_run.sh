@@ -32,6 +32,9 @@ for w in $what; do
     bench-ws)  # the warp-specialized Hopper GEMM, for comparison
       echo "\$ HALCYON_PTX_SM90_GEMM=ws halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
       HALCYON_PTX_SM90_GEMM=ws timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 2>&1 | tee -a "$log" ;;
+    bench-plan1)  # moe_permute with the single-block plan, for comparison
+      echo "\$ HALCYON_PTX_PERMUTE_PLAN=one halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
+      HALCYON_PTX_PERMUTE_PLAN=one timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_plan1.json" 2>&1 | tee -a "$log" ;;
     ncu)  # one launch of each grouped GEMM at the DeepSeek shape: where the time goes
       echo "\$ ncu (SOL, memory workload) on hc_moe_gemm_swiglu_sm90 / hc_moe_gemm_sm90, T=4096" | tee -a "$log"
       timeout 240 ncu --kernel-name regex:'hc_moe_gemm_(swiglu_)?sm90$' --launch-count 2 --clock-control none \

@@ -124,17 +124,43 @@ extern "C" __global__ void hc_moe_gate(const float* __restrict__ logits, const f
 }
 
 // ----------------------------------------------------------------------------------------
-// moe_permute, step 1 (one block of W warps): counts, offsets, both index maps. Warp w owns a
-// contiguous run of slots; hist[w][e] counts its slots per local expert (pass 1), becomes
-// the first row of warp w's slots of expert e (column scan + expert scan), and pass 2 hands
-// out rows in slot order (__match_any_sync ranks equal experts within 32 slots), which makes
-// the order stable: by expert, then by slot.
+// moe_permute, step 1 (B blocks of W warps): counts, offsets, both index maps. Block b owns
+// slots [b * per_block, (b + 1) * per_block); warp w of it a contiguous run of those;
+// hist[w][e] counts its slots per local expert (pass 1), becomes the first row of warp w's
+// slots of expert e (column scan + expert scan + the slots of expert e in blocks before b), and
+// pass 2 hands out rows in slot order (__match_any_sync ranks equal experts within 32 slots),
+// which makes the order stable: by expert, then by slot. With B > 1 the slots of each expert
+// in each block come from hc_moe_permute_count (block_counts [B][EL], run before); every block
+// sums them itself (B * EL ints from L2) and block 0 writes the counts and offsets. No atomic
+// decides an order: the only atomics are the shared-memory counts of hc_moe_permute_count.
 // ----------------------------------------------------------------------------------------
+__device__ __forceinline__ bool permute_local(int id, long long E, long long begin, int EL) {
+  return id >= begin && id < begin + EL && id < E;
+}
+
+// moe_permute, step 0 when B > 1: block b counts its slots per local expert.
+extern "C" __global__ void hc_moe_permute_count(const int* __restrict__ topk_ids, int* __restrict__ block_counts,
+                                                long long slots, long long E, long long expert_begin, long long EL_,
+                                                long long per_block) {
+  extern __shared__ __align__(16) int ismem[];
+  const int EL = (int)EL_;
+  for (int i = threadIdx.x; i < EL; i += blockDim.x) ismem[i] = 0;
+  __syncthreads();
+  const long long b0 = blockIdx.x * per_block, b1 = b0 + per_block < slots ? b0 + per_block : slots;
+  for (long long s = b0 + threadIdx.x; s < b1; s += blockDim.x) {
+    const int id = topk_ids[s];
+    if (permute_local(id, E, expert_begin, EL)) atomicAdd(&ismem[id - (int)expert_begin], 1);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < EL; i += blockDim.x) block_counts[(long long)blockIdx.x * EL + i] = ismem[i];
+}
+
 extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
                                                int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
                                                int* __restrict__ slot_to_row, int* __restrict__ num_rows,
                                                long long slots, long long E, long long expert_begin,
-                                               long long EL_) {
+                                               long long EL_, const int* __restrict__ block_counts,
+                                               long long per_block) {
   extern __shared__ __align__(16) int ismem[];
   const int EL = (int)EL_;
   const int W = blockDim.x >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -143,8 +169,10 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   int* scratch = cnt + EL;      // [32]
   for (int i = threadIdx.x; i < W * EL; i += blockDim.x) hist[i] = 0;
   __syncthreads();
-  const long long seg = ((slots + W - 1) / W + 31) / 32 * 32;
-  const long long s0 = warp * seg, s1 = s0 + seg < slots ? s0 + seg : slots;
+  const long long bs0 = blockIdx.x * per_block;
+  const long long bs1 = bs0 + per_block < slots ? bs0 + per_block : slots;
+  const long long seg = ((bs1 - bs0 + W - 1) / W + 31) / 32 * 32;
+  const long long s0 = bs0 + warp * seg, s1 = s0 + seg < bs1 ? s0 + seg : bs1;
   int* h = hist + warp * EL;
   const unsigned lt = (1u << lane) - 1u;
 
@@ -168,20 +196,30 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   }
   __syncthreads();
 
-  // Column scan: hist[w][e] = slots of expert e in warps before w; cnt[e] = its total.
+  // Column scan: hist[w][e] = slots of expert e in warps before w (plus, with several blocks,
+  // in blocks before this one); cnt[e] = the expert's total.
   const int per = (EL + blockDim.x - 1) / blockDim.x;
   const int e0 = threadIdx.x * per;
   int mine = 0;
   for (int e = e0; e < e0 + per && e < EL; ++e) {
-    int run = 0;
+    int before = 0, total = 0;
+    if (block_counts) {
+      for (int b = 0; b < (int)gridDim.x; ++b) {
+        const int c = block_counts[(long long)b * EL + e];
+        before += b < (int)blockIdx.x ? c : 0;
+        total += c;
+      }
+    }
+    int run = before;
     for (int w = 0; w < W; ++w) {
       int c = hist[w * EL + e];
       hist[w * EL + e] = run;
       run += c;
     }
-    cnt[e] = run;
-    expert_counts[e] = run;
-    mine += run;
+    if (!block_counts) total = run;
+    cnt[e] = total;
+    if (blockIdx.x == 0) expert_counts[e] = total;
+    mine += total;
   }
   // Exclusive scan of the per-thread totals -> expert offsets; hist becomes absolute rows.
   int incl = mine;
@@ -198,13 +236,15 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
       scratch[w] = run;
       run += c;
     }
-    expert_offsets[EL] = run;
-    *num_rows = run;
+    if (blockIdx.x == 0) {
+      expert_offsets[EL] = run;
+      *num_rows = run;
+    }
   }
   __syncthreads();
   int run = scratch[warp] + incl - mine;
   for (int e = e0; e < e0 + per && e < EL; ++e) {
-    expert_offsets[e] = run;
+    if (blockIdx.x == 0) expert_offsets[e] = run;
     for (int w = 0; w < W; ++w) hist[w * EL + e] += run;
     run += cnt[e];
   }

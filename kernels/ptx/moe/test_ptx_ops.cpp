@@ -263,6 +263,42 @@ struct PermuteOut {
   std::vector<int32_t> counts, offsets, row_to_slot, slot_to_row, num_rows;
 };
 
+// Runs moe_permute on the device and checks every output against the reference: counts,
+// offsets, num_rows and slot_to_row in full, row_to_slot and permuted in their first R rows.
+// Returns R.
+int64_t check_permute(int64_t T, int64_t K, int64_t H, int64_t E, int64_t begin, int64_t EL,
+                      const std::vector<int32_t>& ids, std::mt19937& rng,
+                      const std::map<std::string, std::string>& params) {
+  auto x = uniform_bf16(T * H, -2, 2, rng);
+  Tensors t{{"x", upload(rt::DType::bf16, {T, H}, x)},         {"topk_ids", upload(rt::DType::i32, {T, K}, ids)},
+            {"permuted", output(rt::DType::bf16, {T * K, H})}, {"expert_counts", output(rt::DType::i32, {EL})},
+            {"expert_offsets", output(rt::DType::i32, {EL + 1})}, {"row_to_slot", output(rt::DType::i32, {T * K})},
+            {"slot_to_row", output(rt::DType::i32, {T, K})},   {"num_rows", output(rt::DType::i32, {1})}};
+  ok(rt::run_op(device(), stream(), "moe_permute", t, params));
+  PermuteOut want;
+  want.permuted.assign(T * K * H, 0);
+  want.counts.assign(EL, 0);
+  want.offsets.assign(EL + 1, 0);
+  want.row_to_slot.assign(T * K, 0);
+  want.slot_to_row.assign(T * K, 0);
+  want.num_rows.assign(1, 0);
+  ok(ref::moe_permute(reinterpret_cast<const ref::bf16*>(x.data()), ids.data(), T, K, H, E, begin, begin + EL,
+                      reinterpret_cast<ref::bf16*>(want.permuted.data()), want.counts.data(), want.offsets.data(),
+                      want.row_to_slot.data(), want.slot_to_row.data(), want.num_rows.data()));
+  const int64_t R = want.num_rows[0];
+  CHECK(download<int32_t>(t["num_rows"]) == want.num_rows);
+  CHECK(download<int32_t>(t["expert_counts"]) == want.counts);
+  CHECK(download<int32_t>(t["expert_offsets"]) == want.offsets);
+  CHECK(download<int32_t>(t["slot_to_row"]) == want.slot_to_row);
+  auto r2s = download<int32_t>(t["row_to_slot"]);
+  CHECK(std::vector<int32_t>(r2s.begin(), r2s.begin() + R) ==
+        std::vector<int32_t>(want.row_to_slot.begin(), want.row_to_slot.begin() + R));
+  auto perm = download<uint16_t>(t["permuted"]);
+  CHECK(std::vector<uint16_t>(perm.begin(), perm.begin() + R * H) ==
+        std::vector<uint16_t>(want.permuted.begin(), want.permuted.begin() + R * H));
+  return R;
+}
+
 TEST_CASE("moe_permute: every contract case (stable order, first R rows)") {
   int n = 0;
   for (auto& c : rt::find_contract("moe_permute")->cases) {
@@ -272,46 +308,30 @@ TEST_CASE("moe_permute: every contract case (stable order, first R rows)") {
     rt::Binding bound = ok(rt::bind(contract, c.params, c.dims, {}));  // E, EL from the params
     int64_t T = bound.dim("T"), K = bound.dim("K"), H = bound.dim("H"), E = bound.dim("E"), EL = bound.dim("EL");
     int64_t begin = bound.params.i("expert_begin");
-    auto x = uniform_bf16(T * H, -2, 2, rng);
     std::vector<int32_t> ids(T * K);
     std::uniform_int_distribution<int32_t> u(0, 15);
     for (auto& v : ids) v = u(rng);
-    Tensors t{{"x", upload(rt::DType::bf16, {T, H}, x)},
-              {"topk_ids", upload(rt::DType::i32, {T, K}, ids)},
-              {"permuted", output(rt::DType::bf16, {T * K, H})},
-              {"expert_counts", output(rt::DType::i32, {EL})},
-              {"expert_offsets", output(rt::DType::i32, {EL + 1})},
-              {"row_to_slot", output(rt::DType::i32, {T * K})},
-              {"slot_to_row", output(rt::DType::i32, {T, K})},
-              {"num_rows", output(rt::DType::i32, {1})}};
-    ok(rt::run_op(device(), stream(), "moe_permute", t, c.params));
-    PermuteOut want;
-    want.permuted.assign(T * K * H, 0);
-    want.counts.assign(EL, 0);
-    want.offsets.assign(EL + 1, 0);
-    want.row_to_slot.assign(T * K, 0);
-    want.slot_to_row.assign(T * K, 0);
-    want.num_rows.assign(1, 0);
-    ok(ref::moe_permute(reinterpret_cast<const ref::bf16*>(x.data()), ids.data(), T, K, H, E, begin, begin + EL,
-                        reinterpret_cast<ref::bf16*>(want.permuted.data()), want.counts.data(), want.offsets.data(),
-                        want.row_to_slot.data(), want.slot_to_row.data(), want.num_rows.data()));
-    const int64_t R = want.num_rows[0];
-    CHECK(download<int32_t>(t["num_rows"]) == want.num_rows);
-    CHECK(download<int32_t>(t["expert_counts"]) == want.counts);
-    CHECK(download<int32_t>(t["expert_offsets"]) == want.offsets);
-    CHECK(download<int32_t>(t["slot_to_row"]) == want.slot_to_row);
-    auto r2s = download<int32_t>(t["row_to_slot"]);
-    CHECK(std::vector<int32_t>(r2s.begin(), r2s.begin() + R) == std::vector<int32_t>(want.row_to_slot.begin(), want.row_to_slot.begin() + R));
-    auto perm = download<uint16_t>(t["permuted"]);
-    CHECK(std::vector<uint16_t>(perm.begin(), perm.begin() + R * H) ==
-          std::vector<uint16_t>(want.permuted.begin(), want.permuted.begin() + R * H));
+    check_permute(T, K, H, E, begin, EL, ids, rng, c.params);
   }
+}
+
+// Several plan blocks (above 2048 slots), a local expert range and ids outside it, uneven block sizes, and one expert taking a third of the slots (its rows span every
+// block): the order must still be by expert, then by slot.
+TEST_CASE("moe_permute: multi-block plan with a local expert range") {
+  std::mt19937 rng(g_seed + 65);
+  const int64_t T = 1111, K = 7, H = 24, E = 40, begin = 8, EL = 20;
+  std::vector<int32_t> ids(T * K);
+  std::uniform_int_distribution<int32_t> u(0, int32_t(E - 1)), third(0, 2);  // ids outside [0, E) are refused
+  for (auto& v : ids) v = third(rng) == 0 ? 13 : u(rng);
+  const int64_t R = check_permute(T, K, H, E, begin, EL, ids, rng,
+                                  {{"n_experts", std::to_string(E)}, {"expert_begin", std::to_string(begin)},
+                                   {"expert_end", std::to_string(begin + EL)}});
+  CHECK(R > T * K / 3);  // the skewed expert alone has about a third of the slots
 }
 
 TEST_CASE("moe_permute: DeepSeek-V3 routing size (T=4096, K=8, E=256, H=7168)") {
   std::mt19937 rng(g_seed + 60);
   const int64_t T = 4096, K = 8, H = 7168, E = 256, EL = 256;
-  auto x = uniform_bf16(T * H, -2, 2, rng);
   std::vector<int32_t> ids(T * K);
   for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token, as a router gives
     std::vector<int32_t> all(E);
@@ -322,25 +342,8 @@ TEST_CASE("moe_permute: DeepSeek-V3 routing size (T=4096, K=8, E=256, H=7168)") 
       ids[t * K + k] = all[k];
     }
   }
-  Tensors t{{"x", upload(rt::DType::bf16, {T, H}, x)},         {"topk_ids", upload(rt::DType::i32, {T, K}, ids)},
-            {"permuted", output(rt::DType::bf16, {T * K, H})}, {"expert_counts", output(rt::DType::i32, {EL})},
-            {"expert_offsets", output(rt::DType::i32, {EL + 1})}, {"row_to_slot", output(rt::DType::i32, {T * K})},
-            {"slot_to_row", output(rt::DType::i32, {T, K})},   {"num_rows", output(rt::DType::i32, {1})}};
-  ok(rt::run_op(device(), stream(), "moe_permute", t));
-  PermuteOut w;
-  w.permuted.assign(T * K * H, 0);
-  w.counts.assign(EL, 0);
-  w.offsets.assign(EL + 1, 0);
-  w.row_to_slot.assign(T * K, 0);
-  w.slot_to_row.assign(T * K, 0);
-  w.num_rows.assign(1, 0);
-  ok(ref::moe_permute(reinterpret_cast<const ref::bf16*>(x.data()), ids.data(), T, K, H, E, 0, EL,
-                      reinterpret_cast<ref::bf16*>(w.permuted.data()), w.counts.data(), w.offsets.data(),
-                      w.row_to_slot.data(), w.slot_to_row.data(), w.num_rows.data()));
-  CHECK(download<int32_t>(t["expert_offsets"]) == w.offsets);
-  CHECK(download<int32_t>(t["slot_to_row"]) == w.slot_to_row);
-  CHECK(download<int32_t>(t["row_to_slot"]) == w.row_to_slot);
-  CHECK(download<uint16_t>(t["permuted"]) == w.permuted);
+  // Every slot is local (EL = E): R = T * K, so permuted is checked in full.
+  CHECK(check_permute(T, K, H, E, 0, EL, ids, rng, {}) == T * K);
 }
 
 TEST_CASE("moe_combine: every contract case") {
