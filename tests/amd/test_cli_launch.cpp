@@ -1,6 +1,7 @@
 // `halcyon launch` end to end: a hand-written code object run on amdgpu-sim with .npy inputs,
 // and the errors for arguments that do not match the kernel's metadata.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +13,11 @@ using namespace amdtest;
 
 namespace {
 
+// One folder per process: ctest may run the built-in and the plugin variants at once.
 std::string work_dir() {
   std::string d = HALCYON_LAUNCH_WORK_DIR;
+  mkdir(d.c_str(), 0777);
+  d += "/" + std::to_string(getpid());
   mkdir(d.c_str(), 0777);
   return d;
 }
