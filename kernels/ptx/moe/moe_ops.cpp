@@ -114,36 +114,13 @@ Status moe_gate(rt::OpContext& ctx) {
 // ---- moe_permute ---------------------------------------------------------------------------
 struct PlanArgs {
   uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
-  int64_t slots, E, expert_begin, EL;
-  uint64_t block_counts;  // 0 with one block
-  int64_t per_block;
-};
-
-// Scratch device memory for a launcher: one buffer per (device, stream, purpose, size), made on
-// first use and kept for the life of the process (the op framework has no workspace clause
-// yet; when it has one, this goes). Keyed by stream so that launches on two streams never
-// share a buffer; launches on one stream run in order, so reusing it there is safe. A stream
-// handle that is destroyed and reused keeps its entry (same device, so still valid).
-Result<uint64_t> workspace(const rt::OpContext& ctx, const DeviceFacts& dev, const char* what, uint64_t bytes) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, Buffer>;  // never freed: lives as long as the devices
-  const std::string key = fmt::format("{}\n{}\n{}\n{}", dev.uri, static_cast<const void*>(ctx.stream.get()), what, bytes);
-  std::lock_guard lock(mu);
-  if (auto it = cache->find(key); it != cache->end()) return it->second.address();
-  auto b = ctx.device.allocate(bytes);
-  if (!b) return b.error();
-  const uint64_t address = b->address();
-  cache->emplace(key, std::move(*b));
-  return address;
-}
-struct CountArgs {
-  uint64_t ids, block_counts;
   int64_t slots, E, expert_begin, EL, per_block;
 };
 struct ScatterArgs {
   uint64_t x, slot_to_row, permuted;
   int64_t T, K, H;
 };
+
 Status moe_permute(rt::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
@@ -155,9 +132,9 @@ Status moe_permute(rt::OpContext& ctx) {
                  fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
   if (T * K > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("moe_permute: T * K = {} exceeds int32", T * K));
   // The plan: B blocks of W warps, each warp with a histogram of EL counters in shared memory.
-  // Up to 2048 slots one block does it all (one launch); above, blocks of ~1024 slots (at most
-  // 128 blocks: each block reads B * EL counts) after a count kernel, with a workspace of
-  // B * EL counts. The single block took 82 us of moe_permute's 278 us at 32768 slots.
+  // Up to 2048 slots one block does it all; above, blocks of ~1024 slots (at most 128: each
+  // block also counts all T*K slots itself, which spares a workspace and a second launch). The
+  // single block took 82 us of moe_permute's 278 us at 32768 slots.
   const int64_t slots = T * K;
   const int64_t limit = std::min<int64_t>(dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024, 96 * 1024);
   // HALCYON_PTX_PERMUTE_PLAN=one keeps the single-block plan (for comparison).
@@ -165,7 +142,8 @@ Status moe_permute(rt::OpContext& ctx) {
   const bool single = slots <= 2048 || EL == 0 || (one && std::string_view(one) == "one");
   const int64_t B = single ? 1 : std::min<int64_t>(128, ceil_div(slots, 1024));
   const int64_t per_block = B == 1 ? std::max<int64_t>(slots, 1) : ceil_div(ceil_div(slots, B), 32) * 32;
-  const int64_t W = std::min<int64_t>(B == 1 ? 32 : 8, (limit - 4 * (EL + 32)) / std::max<int64_t>(4 * EL, 1));
+  const int64_t counters = B == 1 ? EL : 3 * EL;  // cnt (+ pre, tot with several blocks)
+  const int64_t W = std::min<int64_t>(B == 1 ? 32 : 8, (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
   if (W < 1)
     return Error(HAL_UNSUPPORTED, fmt::format("moe_permute: {} local experts do not fit in shared memory", EL));
   auto plan = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_plan");
@@ -175,18 +153,8 @@ Status moe_permute(rt::OpContext& ctx) {
   PlanArgs a{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
              ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
              ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
-             slots, E, begin, EL, 0, per_block};
-  if (B > 1) {
-    auto count = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_count");
-    if (!count) return count.error();
-    auto ws = workspace(ctx, *dev, "moe_permute.block_counts", uint64_t(B * EL) * 4);
-    if (!ws) return ws.error();
-    a.block_counts = *ws;
-    CountArgs c{a.ids, a.block_counts, slots, E, begin, EL, per_block};
-    HALCYON_TRY(launch(ctx, *count, {uint32_t(B)}, {256}, c, uint32_t(4 * EL)));
-  }
-  HALCYON_TRY(launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, a,
-                     uint32_t(4 * (W * EL + EL + 32))));
+             slots, E, begin, EL, per_block};
+  HALCYON_TRY(launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, a, uint32_t(4 * (W * EL + counters + 32))));
   if (T == 0 || K == 0) return {};
   ScatterArgs s{ctx.tensor("x").address(), a.slot_to_row, ctx.tensor("permuted").address(), T, K, H};
   return launch(ctx, *scatter, {uint32_t(T)}, {128}, s);

@@ -129,48 +129,51 @@ extern "C" __global__ void hc_moe_gate(const float* __restrict__ logits, const f
 // hist[w][e] counts its slots per local expert (pass 1), becomes the first row of warp w's
 // slots of expert e (column scan + expert scan + the slots of expert e in blocks before b), and
 // pass 2 hands out rows in slot order (__match_any_sync ranks equal experts within 32 slots),
-// which makes the order stable: by expert, then by slot. With B > 1 the slots of each expert
-// in each block come from hc_moe_permute_count (block_counts [B][EL], run before); every block
-// sums them itself (B * EL ints from L2) and block 0 writes the counts and offsets. No atomic
-// decides an order: the only atomics are the shared-memory counts of hc_moe_permute_count.
+// which makes the order stable: by expert, then by slot. With B > 1 every block first counts
+// all slots itself (pre[e]: those of expert e before its own slots, tot[e]: all of them; the
+// B blocks read T*K ids each, from L2), so no block waits for another and no scratch memory is
+// needed; block 0 writes the counts and offsets. No atomic decides an order: the only atomics
+// are these shared-memory counts.
 // ----------------------------------------------------------------------------------------
-__device__ __forceinline__ bool permute_local(int id, long long E, long long begin, int EL) {
-  return id >= begin && id < begin + EL && id < E;
-}
-
-// moe_permute, step 0 when B > 1: block b counts its slots per local expert.
-extern "C" __global__ void hc_moe_permute_count(const int* __restrict__ topk_ids, int* __restrict__ block_counts,
-                                                long long slots, long long E, long long expert_begin, long long EL_,
-                                                long long per_block) {
-  extern __shared__ __align__(16) int ismem[];
-  const int EL = (int)EL_;
-  for (int i = threadIdx.x; i < EL; i += blockDim.x) ismem[i] = 0;
-  __syncthreads();
-  const long long b0 = blockIdx.x * per_block, b1 = b0 + per_block < slots ? b0 + per_block : slots;
-  for (long long s = b0 + threadIdx.x; s < b1; s += blockDim.x) {
-    const int id = topk_ids[s];
-    if (permute_local(id, E, expert_begin, EL)) atomicAdd(&ismem[id - (int)expert_begin], 1);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < EL; i += blockDim.x) block_counts[(long long)blockIdx.x * EL + i] = ismem[i];
-}
-
 extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
                                                int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
                                                int* __restrict__ slot_to_row, int* __restrict__ num_rows,
                                                long long slots, long long E, long long expert_begin,
-                                               long long EL_, const int* __restrict__ block_counts,
-                                               long long per_block) {
+                                               long long EL_, long long per_block) {
   extern __shared__ __align__(16) int ismem[];
   const int EL = (int)EL_;
   const int W = blockDim.x >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int* hist = ismem;            // [W][EL]
   int* cnt = hist + W * EL;     // [EL]
   int* scratch = cnt + EL;      // [32]
+  int* pre = scratch + 32;      // [EL] with several blocks: slots of expert e before this block's
+  int* tot = pre + EL;          // [EL] with several blocks: all slots of expert e
+  const bool multi = gridDim.x > 1;
   for (int i = threadIdx.x; i < W * EL; i += blockDim.x) hist[i] = 0;
+  if (multi)
+    for (int i = threadIdx.x; i < EL; i += blockDim.x) pre[i] = tot[i] = 0;
   __syncthreads();
   const long long bs0 = blockIdx.x * per_block;
   const long long bs1 = bs0 + per_block < slots ? bs0 + per_block : slots;
+  if (multi) {  // 16 loads in flight per thread before their counts
+    for (long long b = 0; b < slots; b += 16LL * blockDim.x) {
+      int ids[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const long long s = b + (long long)j * blockDim.x + threadIdx.x;
+        ids[j] = s < slots ? topk_ids[s] : -1;
+      }
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const long long s = b + (long long)j * blockDim.x + threadIdx.x;
+        const int id = ids[j];
+        if (id >= expert_begin && id < expert_begin + EL && id < E) {
+          atomicAdd(&tot[id - (int)expert_begin], 1);
+          if (s < bs0) atomicAdd(&pre[id - (int)expert_begin], 1);
+        }
+      }
+    }
+  }
   const long long seg = ((bs1 - bs0 + W - 1) / W + 31) / 32 * 32;
   const long long s0 = bs0 + warp * seg, s1 = s0 + seg < bs1 ? s0 + seg : bs1;
   int* h = hist + warp * EL;
@@ -202,21 +205,13 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   const int e0 = threadIdx.x * per;
   int mine = 0;
   for (int e = e0; e < e0 + per && e < EL; ++e) {
-    int before = 0, total = 0;
-    if (block_counts) {
-      for (int b = 0; b < (int)gridDim.x; ++b) {
-        const int c = block_counts[(long long)b * EL + e];
-        before += b < (int)blockIdx.x ? c : 0;
-        total += c;
-      }
-    }
-    int run = before;
+    int run = multi ? pre[e] : 0;
     for (int w = 0; w < W; ++w) {
       int c = hist[w * EL + e];
       hist[w * EL + e] = run;
       run += c;
     }
-    if (!block_counts) total = run;
+    const int total = multi ? tot[e] : run;
     cnt[e] = total;
     if (blockIdx.x == 0) expert_counts[e] = total;
     mine += total;
