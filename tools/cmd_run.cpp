@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "command.hpp"
@@ -206,8 +207,15 @@ int run(const std::vector<std::string>& args) {
     } else if (a == "--set") {
       std::string k, v;
       kv(value(), &k, &v);
+      bool is_dim = false;
+      for (auto* list : {&c->inputs, &c->outputs})
+        for (auto& t : *list) is_dim |= std::find(t.dims.begin(), t.dims.end(), k) != t.dims.end();
+      for (auto& r : c->dim_rules) is_dim |= r.symbol == k;
       if (c->find_param(k)) {
         params[k] = v;
+      } else if (!is_dim) {
+        fmt::print(stderr, "halcyon run: {} has no parameter '{}' ('halcyon run {} --help' lists them)\n", op, k, op);
+        return 2;
       } else {
         char* end = nullptr;
         long long d = std::strtoll(v.c_str(), &end, 10);

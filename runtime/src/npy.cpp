@@ -6,13 +6,13 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <string_view>
 
 namespace halcyon::rt {
 
 size_t NpyArray::item_size() const {
   if (descr.size() < 3) return 0;
-  return size_t(std::stoul(descr.substr(2)));
+  return size_t(std::strtoul(descr.c_str() + 2, nullptr, 10));
 }
 
 int64_t NpyArray::numel() const {
@@ -43,19 +43,40 @@ Result<NpyArray> read_npy(const std::string& path) {
   if (header_len > (1u << 20)) return bad("header too large");
   std::string header(header_len, '\0');
   if (!f.read(header.data(), header_len)) return bad("truncated header");
-  std::smatch m;
+  // The header is a Python dict literal; only three keys matter and their syntax is fixed.
+  auto value_of = [&](std::string_view key) -> std::string_view {
+    size_t k = header.find(std::string("'") + std::string(key) + "'");
+    if (k == std::string::npos) return {};
+    size_t colon = header.find(':', k);
+    if (colon == std::string::npos) return {};
+    size_t v = header.find_first_not_of(" ", colon + 1);
+    return v == std::string::npos ? std::string_view() : std::string_view(header).substr(v);
+  };
   NpyArray a;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) return bad("header has no 'descr'");
-  a.descr = m[1];
+  std::string_view descr = value_of("descr");
+  if (descr.size() < 2 || descr[0] != '\'' || descr.find('\'', 1) == std::string_view::npos) return bad("header has no 'descr'");
+  a.descr = std::string(descr.substr(1, descr.find('\'', 1) - 1));
   if (a.descr == "<V2" || a.descr == "|V2") a.descr = "<u2";
-  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|') || !std::isalpha(static_cast<unsigned char>(a.descr[1])))
+  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|') || !std::isalpha(static_cast<unsigned char>(a.descr[1])) ||
+      !std::isdigit(static_cast<unsigned char>(a.descr[2])))
     return bad(fmt::format("dtype '{}' is not a little-endian scalar type", a.descr));
-  if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*True)"))) return bad("Fortran-order arrays are not supported; save with C order");
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) return bad("header has no 'shape'");
-  std::string dims = m[1];
-  static const std::regex number(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number); it != std::sregex_iterator(); ++it)
-    a.shape.push_back(std::stoll(it->str()));
+  if (value_of("fortran_order").starts_with("True")) return bad("Fortran-order arrays are not supported; save with C order");
+  std::string_view shape = value_of("shape");
+  if (shape.empty() || shape[0] != '(' || shape.find(')') == std::string_view::npos) return bad("header has no 'shape'");
+  shape = shape.substr(1, shape.find(')') - 1);
+  int64_t cur = -1;
+  for (char ch : shape) {
+    if (std::isdigit(static_cast<unsigned char>(ch))) {
+      cur = (cur < 0 ? 0 : cur) * 10 + (ch - '0');
+    } else if (ch == ',') {
+      if (cur < 0) return bad("malformed shape");
+      a.shape.push_back(cur);
+      cur = -1;
+    } else if (ch != ' ' && ch != 'L') {
+      return bad("malformed shape");
+    }
+  }
+  if (cur >= 0) a.shape.push_back(cur);
   size_t bytes = size_t(a.numel()) * a.item_size();
   a.data.resize(bytes);
   if (bytes && !f.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(bytes)))

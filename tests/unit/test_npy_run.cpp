@@ -1,0 +1,104 @@
+// .npy files and `halcyon run` end to end: the user's tensors in, one .npy per output out,
+// and bad input refused with a clear message before anything runs.
+#include <halcyon/runtime/npy.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace halcyon::rt;
+using test::unwrap;
+
+namespace {
+std::string tmp(const std::string& name) { return std::string(HALCYON_TEST_TMP) + "/" + name; }
+
+// Runs a command, returns its exit status and everything it printed.
+int run(const std::string& cmd, std::string* output) {
+  std::string full = cmd + " > " + tmp("run_out.txt") + " 2>&1";
+  int rc = std::system(full.c_str());
+  std::ifstream f(tmp("run_out.txt"));
+  output->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+}  // namespace
+
+TEST_CASE("npy: write and read back scalars, vectors and matrices") {
+  std::system(("mkdir -p " + std::string(HALCYON_TEST_TMP)).c_str());
+  std::vector<float> m = {1, 2, 3, 4, 5, 6};
+  unwrap(write_npy(tmp("m.npy"), "<f4", {2, 3}, m.data(), m.size() * 4));
+  auto a = unwrap(read_npy(tmp("m.npy")));
+  CHECK(a.descr == "<f4");
+  CHECK(a.shape == std::vector<int64_t>{2, 3});
+  CHECK(a.item_size() == 4);
+  REQUIRE(a.data.size() == 24);
+  CHECK(std::memcmp(a.data.data(), m.data(), 24) == 0);
+  int32_t s = 42;
+  unwrap(write_npy(tmp("s.npy"), "<i4", {}, &s, 4));
+  auto b = unwrap(read_npy(tmp("s.npy")));
+  CHECK(b.shape.empty());
+  CHECK(b.numel() == 1);
+  std::vector<int64_t> v = {7, -8, 9};
+  unwrap(write_npy(tmp("v.npy"), "<i8", {3}, v.data(), 24));
+  CHECK(unwrap(read_npy(tmp("v.npy"))).shape == std::vector<int64_t>{3});
+}
+
+TEST_CASE("npy: malformed files are refused with the reason") {
+  std::ofstream(tmp("bad.npy")) << "not numpy at all";
+  auto r = read_npy(tmp("bad.npy"));
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("bad magic") != std::string::npos);
+  std::vector<float> m(6, 1.0f);
+  unwrap(write_npy(tmp("short.npy"), "<f4", {2, 3}, m.data(), 12));  // half the data
+  r = read_npy(tmp("short.npy"));
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("shorter than the 24 bytes") != std::string::npos);
+  r = read_npy(tmp("missing.npy"));
+  REQUIRE(!r.ok());
+  CHECK(r.error().status() == HAL_NOT_FOUND);
+}
+
+TEST_CASE("halcyon run: an operator on the user's .npy tensors") {
+  std::vector<float> a = {1, 2, 3, 4, 5}, b = {0.5f, 0.25f, -1, 8, 0};
+  unwrap(write_npy(tmp("a.npy"), "<f4", {5}, a.data(), 20));
+  unwrap(write_npy(tmp("b.npy"), "<f4", {5}, b.data(), 20));
+  std::string out;
+  int rc = run(std::string(HALCYON_CLI) + " run vector_add --device cpu --in a=" + tmp("a.npy") + " --in b=" +
+                   tmp("b.npy") + " --out " + tmp("va"),
+               &out);
+  REQUIRE_MESSAGE(rc == 0, out);
+  auto c = unwrap(read_npy(tmp("va/c.npy")));
+  REQUIRE(c.numel() == 5);
+  for (int i = 0; i < 5; ++i) {
+    float v;
+    std::memcpy(&v, &c.data[size_t(i) * 4], 4);
+    CHECK(v == a[size_t(i)] + b[size_t(i)]);
+  }
+  // Shapes, dtypes, unknown parameters and out-of-bounds ids are refused before running.
+  rc = run(std::string(HALCYON_CLI) + " run vector_add --in a=" + tmp("a.npy") + " --in b=" + tmp("m.npy") + " --out " + tmp("x"), &out);
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("'b' has 2 dimension(s)") != std::string::npos, out);
+  std::vector<int32_t> ids = {0, 3, 1, 9};  // 9 is not an expert of 8
+  unwrap(write_npy(tmp("ids.npy"), "<i4", {2, 2}, ids.data(), 16));
+  std::vector<float> x(2 * 4, 0.5f);
+  unwrap(write_npy(tmp("x.npy"), "<f4", {2, 4}, x.data(), 32));
+  rc = run(std::string(HALCYON_CLI) + " run moe_permute --in x=" + tmp("x.npy") + " --in topk_ids=" + tmp("ids.npy") +
+               " --set n_experts=8 --set expert_end=8 --out " + tmp("p"),
+           &out);
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("element 3 is 9, outside [0, 8)") != std::string::npos, out);
+  rc = run(std::string(HALCYON_CLI) + " run vector_add --in a=" + tmp("a.npy") + " --in b=" + tmp("b.npy") +
+               " --set alpha=2 --out " + tmp("x"),
+           &out);
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("no parameter 'alpha'") != std::string::npos, out);
+  rc = run(std::string(HALCYON_CLI) + " run --list", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("moe_grouped_gemm_swiglu") != std::string::npos);
+  rc = run(std::string(HALCYON_CLI) + " run moe_gate --help", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("routed_scale") != std::string::npos);
+}
