@@ -44,13 +44,17 @@ constexpr uint32_t kLdsPerWorkgroup = 64 * 1024;
 
 }  // namespace
 
-struct hal_be_backend {
+namespace {
+
+struct SimPartition;  // never made: a simulator has no compute units to split
+
+struct SimBackend {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<sim::Decoder>> decoders;  // per arch, made on first use
 };
 
-struct hal_be_device {
-  hal_be_backend* backend;
+struct SimDevice {
+  SimBackend* backend;
   const Model* model;
   sim::Memory memory;
   std::mutex mu;
@@ -64,22 +68,22 @@ struct hal_be_device {
   }
 };
 
-struct hal_be_buffer {
-  hal_be_device* device;
+struct SimBuffer {
+  SimDevice* device;
   void* data;
 };
 
-struct hal_be_stream {
-  hal_be_device* device;
+struct SimStream {
+  SimDevice* device;
 };
 
-struct hal_be_event {
+struct SimEvent {
   std::chrono::steady_clock::time_point when{};
   bool recorded = false;
 };
 
-struct hal_be_module {
-  hal_be_device* device;
+struct SimModule {
+  SimDevice* device;
   std::string name;
   halcyon::hsaco::CodeObject code;
   std::vector<unsigned char> image;  // the loaded image the kernels execute from
@@ -87,29 +91,40 @@ struct hal_be_module {
   std::map<std::string, std::shared_ptr<sim::Program>> programs;
 };
 
-struct hal_be_kernel {
-  hal_be_module* module;
+struct SimKernel {
+  SimModule* module;
   std::shared_ptr<sim::Program> program;
 };
 
+}  // namespace
+
+HAL_BACKEND_TYPE(SimBackend, hal_be_backend)
+HAL_BACKEND_TYPE(SimDevice, hal_be_device)
+HAL_BACKEND_TYPE(SimPartition, hal_be_partition)
+HAL_BACKEND_TYPE(SimBuffer, hal_be_buffer)
+HAL_BACKEND_TYPE(SimStream, hal_be_stream)
+HAL_BACKEND_TYPE(SimEvent, hal_be_event)
+HAL_BACKEND_TYPE(SimModule, hal_be_module)
+HAL_BACKEND_TYPE(SimKernel, hal_be_kernel)
+
 namespace {
 
-hal_error* sim_create(const hal_host_api* host, hal_be_backend** out) {
+hal_error* sim_create(const hal_host_api* host, SimBackend** out) {
   halcyon::plugin::host() = host;
   HAL_BACKEND_GUARD({
-    *out = new hal_be_backend;
+    *out = new SimBackend;
     return nullptr;
   })
 }
 
-void sim_destroy(hal_be_backend* b) { delete b; }
+void sim_destroy(SimBackend* b) { delete b; }
 
-hal_error* sim_device_count(hal_be_backend*, uint32_t* out) {
+hal_error* sim_device_count(SimBackend*, uint32_t* out) {
   *out = uint32_t(std::size(kModels));
   return nullptr;
 }
 
-hal_error* sim_device_resolve(hal_be_backend*, const char* selector, uint32_t* index) {
+hal_error* sim_device_resolve(SimBackend*, const char* selector, uint32_t* index) {
   std::string s = selector;
   for (uint32_t i = 0; i < std::size(kModels); ++i)
     if (s == kModels[i].arch || s == std::to_string(i)) {
@@ -119,9 +134,9 @@ hal_error* sim_device_resolve(hal_be_backend*, const char* selector, uint32_t* i
   return error(HAL_NOT_FOUND, fmt::format("amdgpu-sim: no device '{}' (have: 0 or gfx942, 1 or gfx90a)", s));
 }
 
-hal_error* sim_device_open(hal_be_backend* b, uint32_t index, hal_be_device** out) {
+hal_error* sim_device_open(SimBackend* b, uint32_t index, SimDevice** out) {
   HAL_BACKEND_GUARD({
-    auto* d = new hal_be_device;
+    auto* d = new SimDevice;
     d->backend = b;
     d->model = &kModels[index];
     *out = d;
@@ -129,9 +144,9 @@ hal_error* sim_device_open(hal_be_backend* b, uint32_t index, hal_be_device** ou
   })
 }
 
-void sim_device_close(hal_be_device* d) { delete d; }
+void sim_device_close(SimDevice* d) { delete d; }
 
-hal_error* sim_device_info(hal_be_device* d, hal_device_info* info) {
+hal_error* sim_device_info(SimDevice* d, hal_device_info* info) {
   std::snprintf(info->name, sizeof info->name, "%s", d->model->name);
   std::snprintf(info->vendor, sizeof info->vendor, "AMD");
   std::snprintf(info->arch, sizeof info->arch, "%s", d->model->arch);
@@ -148,7 +163,7 @@ hal_error* sim_device_info(hal_be_device* d, hal_device_info* info) {
   return nullptr;
 }
 
-hal_error* sim_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_be_buffer** out, uint64_t* address,
+hal_error* sim_buffer_create(SimDevice* d, const hal_buffer_desc* desc, SimBuffer** out, uint64_t* address,
                              void** host) {
   HAL_BACKEND_GUARD({
     void* p = nullptr;
@@ -164,7 +179,7 @@ hal_error* sim_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_
       d->memory.add(reinterpret_cast<uint64_t>(p), desc->size,
                     fmt::format("buffer #{} ({} bytes)", id, desc->size));
     }
-    *out = new hal_be_buffer{d, p};
+    *out = new SimBuffer{d, p};
     *address = reinterpret_cast<uint64_t>(p);
     // Device memory is not host-visible on a GPU; keep it that way so code written against the
     // simulator also works on hardware.
@@ -173,45 +188,45 @@ hal_error* sim_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_
   })
 }
 
-void sim_buffer_destroy(hal_be_buffer* b) {
+void sim_buffer_destroy(SimBuffer* b) {
   if (b->data) b->device->memory.remove(reinterpret_cast<uint64_t>(b->data));
   std::free(b->data);
   delete b;
 }
 
-hal_error* sim_stream_create(hal_be_device* d, hal_be_partition*, const hal_stream_desc*, hal_be_stream** out) {
+hal_error* sim_stream_create(SimDevice* d, SimPartition*, const hal_stream_desc*, SimStream** out) {
   HAL_BACKEND_GUARD({
-    *out = new hal_be_stream{d};
+    *out = new SimStream{d};
     return nullptr;
   })
 }
 
-void sim_stream_destroy(hal_be_stream* s) { delete s; }
-hal_error* sim_stream_synchronize(hal_be_stream*) { return nullptr; }
+void sim_stream_destroy(SimStream* s) { delete s; }
+hal_error* sim_stream_synchronize(SimStream*) { return nullptr; }
 
-char* at(hal_be_buffer* b, uint64_t off) { return static_cast<char*>(b->data) + off; }
+char* at(SimBuffer* b, uint64_t off) { return static_cast<char*>(b->data) + off; }
 
 // Transfers hold the memory lock so that they never overlap a launch on another stream.
-hal_error* sim_stream_write(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, const void* src, uint64_t size) {
+hal_error* sim_stream_write(SimStream* s, SimBuffer* dst, uint64_t off, const void* src, uint64_t size) {
   std::lock_guard lock(s->device->memory.mutex());
   if (size) std::memcpy(at(dst, off), src, size);
   return nullptr;
 }
 
-hal_error* sim_stream_read(hal_be_stream* s, hal_be_buffer* src, uint64_t off, void* dst, uint64_t size) {
+hal_error* sim_stream_read(SimStream* s, SimBuffer* src, uint64_t off, void* dst, uint64_t size) {
   std::lock_guard lock(s->device->memory.mutex());
   if (size) std::memcpy(dst, at(src, off), size);
   return nullptr;
 }
 
-hal_error* sim_stream_copy(hal_be_stream* s, hal_be_buffer* dst, uint64_t doff, hal_be_buffer* src, uint64_t soff,
+hal_error* sim_stream_copy(SimStream* s, SimBuffer* dst, uint64_t doff, SimBuffer* src, uint64_t soff,
                            uint64_t size) {
   std::lock_guard lock(s->device->memory.mutex());
   if (size) std::memmove(at(dst, doff), at(src, soff), size);
   return nullptr;
 }
 
-hal_error* sim_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, uint64_t size, uint32_t pattern,
+hal_error* sim_stream_fill(SimStream* s, SimBuffer* dst, uint64_t off, uint64_t size, uint32_t pattern,
                            uint32_t psize) {
   std::lock_guard lock(s->device->memory.mutex());
   char* p = at(dst, off);
@@ -219,9 +234,9 @@ hal_error* sim_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, u
   return nullptr;
 }
 
-hal_error* sim_stream_wait_event(hal_be_stream*, hal_be_event*) { return nullptr; }  // work is done at enqueue
+hal_error* sim_stream_wait_event(SimStream*, SimEvent*) { return nullptr; }  // work is done at enqueue
 
-hal_error* sim_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launch_desc* desc) {
+hal_error* sim_stream_launch(SimStream* s, SimKernel* k, const hal_launch_desc* desc) {
   HAL_BACKEND_GUARD({
     sim::LaunchParams p{};
     std::memcpy(p.grid, desc->grid, sizeof p.grid);
@@ -240,38 +255,38 @@ hal_error* sim_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launc
   })
 }
 
-hal_error* sim_event_create(hal_be_device*, const hal_event_desc*, hal_be_event** out) {
+hal_error* sim_event_create(SimDevice*, const hal_event_desc*, SimEvent** out) {
   HAL_BACKEND_GUARD({
-    *out = new hal_be_event;
+    *out = new SimEvent;
     return nullptr;
   })
 }
 
-void sim_event_destroy(hal_be_event* ev) { delete ev; }
+void sim_event_destroy(SimEvent* ev) { delete ev; }
 
-hal_error* sim_event_record(hal_be_event* ev, hal_be_stream*) {
+hal_error* sim_event_record(SimEvent* ev, SimStream*) {
   ev->when = std::chrono::steady_clock::now();
   ev->recorded = true;
   return nullptr;
 }
 
-hal_error* sim_event_query(hal_be_event*, bool* complete) {
+hal_error* sim_event_query(SimEvent*, bool* complete) {
   *complete = true;
   return nullptr;
 }
 
-hal_error* sim_event_synchronize(hal_be_event*) { return nullptr; }
+hal_error* sim_event_synchronize(SimEvent*) { return nullptr; }
 
-hal_error* sim_event_elapsed_ms(hal_be_event* a, hal_be_event* b, float* ms) {
+hal_error* sim_event_elapsed_ms(SimEvent* a, SimEvent* b, float* ms) {
   if (!a->recorded || !b->recorded)
     return error(HAL_FAILED_PRECONDITION, "amdgpu-sim: hal_event_elapsed_ms: an event was never recorded");
   *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return nullptr;
 }
 
-hal_error* sim_module_load(hal_be_device* d, const hal_module_desc* desc, hal_be_module** out) {
+hal_error* sim_module_load(SimDevice* d, const hal_module_desc* desc, SimModule** out) {
   HAL_BACKEND_GUARD({
-    auto m = std::make_unique<hal_be_module>();
+    auto m = std::make_unique<SimModule>();
     m->device = d;
     m->name = desc->name ? desc->name : "<unnamed module>";
     std::string target = desc->target;
@@ -291,9 +306,9 @@ hal_error* sim_module_load(hal_be_device* d, const hal_module_desc* desc, hal_be
   })
 }
 
-void sim_module_destroy(hal_be_module* m) { delete m; }
+void sim_module_destroy(SimModule* m) { delete m; }
 
-hal_error* sim_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** out, hal_kernel_info* info,
+hal_error* sim_kernel_get(SimModule* m, const char* name, SimKernel** out, hal_kernel_info* info,
                           hal_kernel_arg* args, uint32_t cap) {
   HAL_BACKEND_GUARD({
     const halcyon::hsaco::Kernel* k = m->code.find(name);
@@ -327,12 +342,12 @@ hal_error* sim_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** ou
       }
       prog = p;
     }
-    *out = new hal_be_kernel{m, prog};
+    *out = new SimKernel{m, prog};
     return nullptr;
   })
 }
 
-void sim_kernel_destroy(hal_be_kernel* k) { delete k; }
+void sim_kernel_destroy(SimKernel* k) { delete k; }
 
 const hal_backend_api kApi = {
     sizeof(hal_backend_api),
@@ -341,34 +356,34 @@ const hal_backend_api kApi = {
     HAL_ABI_MINOR,
     "amdgpu-sim",
     "functional simulator of AMD gfx942/gfx90a running HSA code objects on the host",
-    sim_create,
-    sim_destroy,
-    sim_device_count,
-    sim_device_resolve,
-    sim_device_open,
-    sim_device_close,
-    sim_device_info,
-    sim_buffer_create,
-    sim_buffer_destroy,
-    sim_stream_create,
-    sim_stream_destroy,
-    sim_stream_synchronize,
-    sim_stream_write,
-    sim_stream_read,
-    sim_stream_copy,
-    sim_stream_fill,
-    sim_stream_wait_event,
-    sim_stream_launch,
-    sim_event_create,
-    sim_event_destroy,
-    sim_event_record,
-    sim_event_query,
-    sim_event_synchronize,
-    sim_event_elapsed_ms,
-    sim_module_load,
-    sim_module_destroy,
-    sim_kernel_get,
-    sim_kernel_destroy,
+    HAL_BACKEND_FN(sim_create),
+    HAL_BACKEND_FN(sim_destroy),
+    HAL_BACKEND_FN(sim_device_count),
+    HAL_BACKEND_FN(sim_device_resolve),
+    HAL_BACKEND_FN(sim_device_open),
+    HAL_BACKEND_FN(sim_device_close),
+    HAL_BACKEND_FN(sim_device_info),
+    HAL_BACKEND_FN(sim_buffer_create),
+    HAL_BACKEND_FN(sim_buffer_destroy),
+    HAL_BACKEND_FN(sim_stream_create),
+    HAL_BACKEND_FN(sim_stream_destroy),
+    HAL_BACKEND_FN(sim_stream_synchronize),
+    HAL_BACKEND_FN(sim_stream_write),
+    HAL_BACKEND_FN(sim_stream_read),
+    HAL_BACKEND_FN(sim_stream_copy),
+    HAL_BACKEND_FN(sim_stream_fill),
+    HAL_BACKEND_FN(sim_stream_wait_event),
+    HAL_BACKEND_FN(sim_stream_launch),
+    HAL_BACKEND_FN(sim_event_create),
+    HAL_BACKEND_FN(sim_event_destroy),
+    HAL_BACKEND_FN(sim_event_record),
+    HAL_BACKEND_FN(sim_event_query),
+    HAL_BACKEND_FN(sim_event_synchronize),
+    HAL_BACKEND_FN(sim_event_elapsed_ms),
+    HAL_BACKEND_FN(sim_module_load),
+    HAL_BACKEND_FN(sim_module_destroy),
+    HAL_BACKEND_FN(sim_kernel_get),
+    HAL_BACKEND_FN(sim_kernel_destroy),
     nullptr,  // partition_split: a simulator has no compute units to split
     nullptr,
 };

@@ -26,13 +26,15 @@
 using halcyon::plugin::error;
 namespace hip = halcyon::hip;
 
-struct hal_be_backend {
+namespace {
+
+struct HipBackend {
   hip::Library lib;
   int device_count = 0;
 };
 
-struct hal_be_device {
-  hal_be_backend* backend;
+struct HipDevice {
+  HipBackend* backend;
   int index;
   std::string name, arch;  // arch without feature suffix: "gfx942"
   hip::CuLayout layout;
@@ -41,38 +43,49 @@ struct hal_be_device {
   const hip::Symbols& s() const { return backend->lib.sym; }
 };
 
-struct hal_be_partition {
-  hal_be_device* device;
+struct HipPartition {
+  HipDevice* device;
   std::vector<uint32_t> cus;
   std::vector<uint32_t> mask;
 };
 
-struct hal_be_buffer {
-  hal_be_device* device;
+struct HipBuffer {
+  HipDevice* device;
   void* ptr;
   bool host;
 };
 
-struct hal_be_stream {
-  hal_be_device* device;
+struct HipStream {
+  HipDevice* device;
   hipStream_t stream;
 };
 
-struct hal_be_event {
-  hal_be_device* device;
+struct HipEvent {
+  HipDevice* device;
   hipEvent_t event;
 };
 
-struct hal_be_module {
-  hal_be_device* device;
+struct HipModule {
+  HipDevice* device;
   hipModule_t module;
   halcyon::hsaco::CodeObject code;
   std::string name;
 };
 
-struct hal_be_kernel {
+struct HipKernel {
   hipFunction_t function;
 };
+
+}  // namespace
+
+HAL_BACKEND_TYPE(HipBackend, hal_be_backend)
+HAL_BACKEND_TYPE(HipDevice, hal_be_device)
+HAL_BACKEND_TYPE(HipPartition, hal_be_partition)
+HAL_BACKEND_TYPE(HipBuffer, hal_be_buffer)
+HAL_BACKEND_TYPE(HipStream, hal_be_stream)
+HAL_BACKEND_TYPE(HipEvent, hal_be_event)
+HAL_BACKEND_TYPE(HipModule, hal_be_module)
+HAL_BACKEND_TYPE(HipKernel, hal_be_kernel)
 
 namespace {
 
@@ -92,12 +105,12 @@ void logged(hipError_t rc, const char* what) {
 }
 
 // HIP's current device is per thread: every entry point that creates something selects it.
-hal_error* use(hal_be_device* d) { return check(d->s(), d->s().hipSetDevice(d->index), "hipSetDevice"); }
+hal_error* use(HipDevice* d) { return check(d->s(), d->s().hipSetDevice(d->index), "hipSetDevice"); }
 
-hal_error* hip_create(const hal_host_api* host, hal_be_backend** out) {
+hal_error* hip_create(const hal_host_api* host, HipBackend** out) {
   halcyon::plugin::host() = host;
   HAL_BACKEND_GUARD({
-    auto b = std::make_unique<hal_be_backend>();
+    auto b = std::make_unique<HipBackend>();
     std::string why;
     if (!b->lib.open(&why)) return error(HAL_UNAVAILABLE, "hip: " + why);
     const hip::Symbols& s = b->lib.sym;
@@ -118,9 +131,9 @@ hal_error* hip_create(const hal_host_api* host, hal_be_backend** out) {
   })
 }
 
-void hip_destroy(hal_be_backend* b) { delete b; }
+void hip_destroy(HipBackend* b) { delete b; }
 
-hal_error* hip_device_count(hal_be_backend* b, uint32_t* out) {
+hal_error* hip_device_count(HipBackend* b, uint32_t* out) {
   *out = uint32_t(b->device_count);
   return nullptr;
 }
@@ -131,9 +144,9 @@ int attribute(const hip::Symbols& s, hipDeviceAttribute_t a, int index) {
   return v;
 }
 
-hal_error* hip_device_open(hal_be_backend* b, uint32_t index, hal_be_device** out) {
+hal_error* hip_device_open(HipBackend* b, uint32_t index, HipDevice** out) {
   HAL_BACKEND_GUARD({
-    auto d = std::make_unique<hal_be_device>();
+    auto d = std::make_unique<HipDevice>();
     d->backend = b;
     d->index = int(index);
     const hip::Symbols& s = b->lib.sym;
@@ -148,9 +161,9 @@ hal_error* hip_device_open(hal_be_backend* b, uint32_t index, hal_be_device** ou
   })
 }
 
-void hip_device_close(hal_be_device* d) { delete d; }
+void hip_device_close(HipDevice* d) { delete d; }
 
-hal_error* hip_device_info(hal_be_device* d, hal_device_info* info) {
+hal_error* hip_device_info(HipDevice* d, hal_device_info* info) {
   const hip::Symbols& s = d->s();
   std::snprintf(info->name, sizeof info->name, "%s", d->name.c_str());
   std::snprintf(info->vendor, sizeof info->vendor, "AMD");
@@ -168,7 +181,7 @@ hal_error* hip_device_info(hal_be_device* d, hal_device_info* info) {
   return nullptr;
 }
 
-hal_error* hip_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_be_buffer** out,
+hal_error* hip_buffer_create(HipDevice* d, const hal_buffer_desc* desc, HipBuffer** out,
                              uint64_t* address, void** host) {
   HAL_BACKEND_GUARD({
     if (hal_error* e = use(d)) return e;
@@ -180,14 +193,14 @@ hal_error* hip_buffer_create(hal_be_device* d, const hal_buffer_desc* desc, hal_
                                rc == hipErrorOutOfMemory ? HAL_OUT_OF_MEMORY : HAL_DEVICE_ERROR))
         return e;
     }
-    *out = new hal_be_buffer{d, p, pinned};
+    *out = new HipBuffer{d, p, pinned};
     *address = reinterpret_cast<uint64_t>(p);
     *host = pinned ? p : nullptr;
     return nullptr;
   })
 }
 
-void hip_buffer_destroy(hal_be_buffer* b) {
+void hip_buffer_destroy(HipBuffer* b) {
   if (!b->ptr) {
     delete b;
     return;
@@ -202,8 +215,8 @@ void hip_buffer_destroy(hal_be_buffer* b) {
   delete b;
 }
 
-hal_error* hip_stream_create(hal_be_device* d, hal_be_partition* part, const hal_stream_desc*,
-                             hal_be_stream** out) {
+hal_error* hip_stream_create(HipDevice* d, HipPartition* part, const hal_stream_desc*,
+                             HipStream** out) {
   HAL_BACKEND_GUARD({
     if (hal_error* e = use(d)) return e;
     hipStream_t st = nullptr;
@@ -214,44 +227,44 @@ hal_error* hip_stream_create(hal_be_device* d, hal_be_partition* part, const hal
     } else {
       HIP_CHECK(d, hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
     }
-    *out = new hal_be_stream{d, st};
+    *out = new HipStream{d, st};
     return nullptr;
   })
 }
 
-void hip_stream_destroy(hal_be_stream* s) {
+void hip_stream_destroy(HipStream* s) {
   logged(s->device->s().hipStreamSynchronize(s->stream), "hipStreamSynchronize");
   logged(s->device->s().hipStreamDestroy(s->stream), "hipStreamDestroy");
   delete s;
 }
 
-hal_error* hip_stream_synchronize(hal_be_stream* s) {
+hal_error* hip_stream_synchronize(HipStream* s) {
   HIP_CHECK(s->device, hipStreamSynchronize(s->stream));
   return nullptr;
 }
 
-char* at(hal_be_buffer* b, uint64_t off) { return static_cast<char*>(b->ptr) + off; }
+char* at(HipBuffer* b, uint64_t off) { return static_cast<char*>(b->ptr) + off; }
 
-hal_error* hip_stream_write(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, const void* src, uint64_t size) {
+hal_error* hip_stream_write(HipStream* s, HipBuffer* dst, uint64_t off, const void* src, uint64_t size) {
   if (size == 0) return nullptr;
   HIP_CHECK(s->device, hipMemcpyAsync(at(dst, off), src, size, hipMemcpyHostToDevice, s->stream));
   return nullptr;
 }
 
-hal_error* hip_stream_read(hal_be_stream* s, hal_be_buffer* src, uint64_t off, void* dst, uint64_t size) {
+hal_error* hip_stream_read(HipStream* s, HipBuffer* src, uint64_t off, void* dst, uint64_t size) {
   if (size == 0) return nullptr;
   HIP_CHECK(s->device, hipMemcpyAsync(dst, at(src, off), size, hipMemcpyDeviceToHost, s->stream));
   return nullptr;
 }
 
-hal_error* hip_stream_copy(hal_be_stream* s, hal_be_buffer* dst, uint64_t doff, hal_be_buffer* src,
+hal_error* hip_stream_copy(HipStream* s, HipBuffer* dst, uint64_t doff, HipBuffer* src,
                            uint64_t soff, uint64_t size) {
   if (size == 0) return nullptr;
   HIP_CHECK(s->device, hipMemcpyAsync(at(dst, doff), at(src, soff), size, hipMemcpyDeviceToDevice, s->stream));
   return nullptr;
 }
 
-hal_error* hip_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, uint64_t size,
+hal_error* hip_stream_fill(HipStream* s, HipBuffer* dst, uint64_t off, uint64_t size,
                            uint32_t pattern, uint32_t psize) {
   if (size == 0) return nullptr;
   auto p = reinterpret_cast<hipDeviceptr_t>(at(dst, off));
@@ -265,12 +278,12 @@ hal_error* hip_stream_fill(hal_be_stream* s, hal_be_buffer* dst, uint64_t off, u
   return nullptr;
 }
 
-hal_error* hip_stream_wait_event(hal_be_stream* s, hal_be_event* ev) {
+hal_error* hip_stream_wait_event(HipStream* s, HipEvent* ev) {
   HIP_CHECK(s->device, hipStreamWaitEvent(s->stream, ev->event, 0));
   return nullptr;
 }
 
-hal_error* hip_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launch_desc* d) {
+hal_error* hip_stream_launch(HipStream* s, HipKernel* k, const hal_launch_desc* d) {
   // HIP copies the explicit-argument buffer at launch and appends the hidden arguments.
   size_t size = d->args_size;
   std::vector<unsigned char> blob(static_cast<const unsigned char*>(d->args),
@@ -283,28 +296,28 @@ hal_error* hip_stream_launch(hal_be_stream* s, hal_be_kernel* k, const hal_launc
   return nullptr;
 }
 
-hal_error* hip_event_create(hal_be_device* d, const hal_event_desc* desc, hal_be_event** out) {
+hal_error* hip_event_create(HipDevice* d, const hal_event_desc* desc, HipEvent** out) {
   HAL_BACKEND_GUARD({
     if (hal_error* e = use(d)) return e;
     hipEvent_t ev = nullptr;
     unsigned flags = (desc->flags & HAL_EVENT_TIMING) ? hipEventDefault : hipEventDisableTiming;
     HIP_CHECK(d, hipEventCreateWithFlags(&ev, flags));
-    *out = new hal_be_event{d, ev};
+    *out = new HipEvent{d, ev};
     return nullptr;
   })
 }
 
-void hip_event_destroy(hal_be_event* ev) {
+void hip_event_destroy(HipEvent* ev) {
   logged(ev->device->s().hipEventDestroy(ev->event), "hipEventDestroy");
   delete ev;
 }
 
-hal_error* hip_event_record(hal_be_event* ev, hal_be_stream* s) {
+hal_error* hip_event_record(HipEvent* ev, HipStream* s) {
   HIP_CHECK(ev->device, hipEventRecord(ev->event, s->stream));
   return nullptr;
 }
 
-hal_error* hip_event_query(hal_be_event* ev, bool* complete) {
+hal_error* hip_event_query(HipEvent* ev, bool* complete) {
   hipError_t rc = ev->device->s().hipEventQuery(ev->event);
   if (rc == hipErrorNotReady) {
     *complete = false;
@@ -314,19 +327,19 @@ hal_error* hip_event_query(hal_be_event* ev, bool* complete) {
   return check(ev->device->s(), rc, "hipEventQuery");
 }
 
-hal_error* hip_event_synchronize(hal_be_event* ev) {
+hal_error* hip_event_synchronize(HipEvent* ev) {
   HIP_CHECK(ev->device, hipEventSynchronize(ev->event));
   return nullptr;
 }
 
-hal_error* hip_event_elapsed_ms(hal_be_event* a, hal_be_event* b, float* ms) {
+hal_error* hip_event_elapsed_ms(HipEvent* a, HipEvent* b, float* ms) {
   HIP_CHECK(a->device, hipEventElapsedTime(ms, a->event, b->event));
   return nullptr;
 }
 
-hal_error* hip_module_load(hal_be_device* d, const hal_module_desc* desc, hal_be_module** out) {
+hal_error* hip_module_load(HipDevice* d, const hal_module_desc* desc, HipModule** out) {
   HAL_BACKEND_GUARD({
-    auto m = std::make_unique<hal_be_module>();
+    auto m = std::make_unique<HipModule>();
     m->device = d;
     m->name = desc->name ? desc->name : "<unnamed module>";
     std::string target = desc->target;
@@ -347,12 +360,12 @@ hal_error* hip_module_load(hal_be_device* d, const hal_module_desc* desc, hal_be
   })
 }
 
-void hip_module_destroy(hal_be_module* m) {
+void hip_module_destroy(HipModule* m) {
   logged(m->device->s().hipModuleUnload(m->module), "hipModuleUnload");
   delete m;
 }
 
-hal_error* hip_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** out, hal_kernel_info* info,
+hal_error* hip_kernel_get(HipModule* m, const char* name, HipKernel** out, hal_kernel_info* info,
                           hal_kernel_arg* args, uint32_t cap) {
   HAL_BACKEND_GUARD({
     const halcyon::hsaco::Kernel* k = m->code.find(name);
@@ -375,15 +388,15 @@ hal_error* hip_kernel_get(hal_be_module* m, const char* name, hal_be_kernel** ou
     info->registers = k->vgpr_count;
     hipFunction_t f = nullptr;
     HIP_CHECK(m->device, hipModuleGetFunction(&f, m->module, name));
-    *out = new hal_be_kernel{f};
+    *out = new HipKernel{f};
     return nullptr;
   })
 }
 
-void hip_kernel_destroy(hal_be_kernel* k) { delete k; }
+void hip_kernel_destroy(HipKernel* k) { delete k; }
 
-hal_error* hip_partition_split(hal_be_device* d, const hal_partition_desc* desc, hal_be_partition** part,
-                               hal_partition_info* pinfo, hal_be_partition** rem, hal_partition_info* rinfo) {
+hal_error* hip_partition_split(HipDevice* d, const hal_partition_desc* desc, HipPartition** part,
+                               hal_partition_info* pinfo, HipPartition** rem, hal_partition_info* rinfo) {
   HAL_BACKEND_GUARD({
     if (!d->s().hipExtStreamCreateWithCUMask)
       return error(HAL_UNSUPPORTED, fmt::format("hip: {} does not export hipExtStreamCreateWithCUMask", d->backend->lib.path));
@@ -397,7 +410,7 @@ hal_error* hip_partition_split(hal_be_device* d, const hal_partition_desc* desc,
                    fmt::format("hip: asked for {} CUs (rounded to {}, steps of {} for {} XCDs){}; {} of {} are free",
                                desc->units, want, d->layout.xcds, d->layout.xcds, rem ? " plus a non-empty remainder" : "",
                                free_cus.size(), d->layout.cu_count));
-    auto make = [&](std::vector<uint32_t> cus, uint32_t requested, hal_partition_info* info) -> hal_be_partition* {
+    auto make = [&](std::vector<uint32_t> cus, uint32_t requested, hal_partition_info* info) -> HipPartition* {
       auto mask = hip::make_cu_mask(d->layout, cus);
       std::string why = hip::validate_cu_mask(mask, d->layout.cu_count);
       if (!why.empty()) throw std::runtime_error(why);
@@ -408,7 +421,7 @@ hal_error* hip_partition_split(hal_be_device* d, const hal_partition_desc* desc,
       info->enforced = 1;
       info->granularity = d->layout.xcds;
       info->first_unit = cus.front();
-      return new hal_be_partition{d, std::move(cus), std::move(mask)};
+      return new HipPartition{d, std::move(cus), std::move(mask)};
     };
     std::vector<uint32_t> mine(free_cus.begin(), free_cus.begin() + want);
     std::vector<uint32_t> rest(free_cus.begin() + want, free_cus.end());
@@ -418,7 +431,7 @@ hal_error* hip_partition_split(hal_be_device* d, const hal_partition_desc* desc,
   })
 }
 
-void hip_partition_destroy(hal_be_partition* p) {
+void hip_partition_destroy(HipPartition* p) {
   std::lock_guard lock(p->device->mu);
   for (uint32_t c : p->cus) p->device->claimed_cus.erase(c);
   delete p;
@@ -431,36 +444,36 @@ const hal_backend_api kApi = {
     HAL_ABI_MINOR,
     "hip",
     "AMD GPUs through HIP (libamdhip64, loaded at run time)",
-    hip_create,
-    hip_destroy,
-    hip_device_count,
+    HAL_BACKEND_FN(hip_create),
+    HAL_BACKEND_FN(hip_destroy),
+    HAL_BACKEND_FN(hip_device_count),
     nullptr,
-    hip_device_open,
-    hip_device_close,
-    hip_device_info,
-    hip_buffer_create,
-    hip_buffer_destroy,
-    hip_stream_create,
-    hip_stream_destroy,
-    hip_stream_synchronize,
-    hip_stream_write,
-    hip_stream_read,
-    hip_stream_copy,
-    hip_stream_fill,
-    hip_stream_wait_event,
-    hip_stream_launch,
-    hip_event_create,
-    hip_event_destroy,
-    hip_event_record,
-    hip_event_query,
-    hip_event_synchronize,
-    hip_event_elapsed_ms,
-    hip_module_load,
-    hip_module_destroy,
-    hip_kernel_get,
-    hip_kernel_destroy,
-    hip_partition_split,
-    hip_partition_destroy,
+    HAL_BACKEND_FN(hip_device_open),
+    HAL_BACKEND_FN(hip_device_close),
+    HAL_BACKEND_FN(hip_device_info),
+    HAL_BACKEND_FN(hip_buffer_create),
+    HAL_BACKEND_FN(hip_buffer_destroy),
+    HAL_BACKEND_FN(hip_stream_create),
+    HAL_BACKEND_FN(hip_stream_destroy),
+    HAL_BACKEND_FN(hip_stream_synchronize),
+    HAL_BACKEND_FN(hip_stream_write),
+    HAL_BACKEND_FN(hip_stream_read),
+    HAL_BACKEND_FN(hip_stream_copy),
+    HAL_BACKEND_FN(hip_stream_fill),
+    HAL_BACKEND_FN(hip_stream_wait_event),
+    HAL_BACKEND_FN(hip_stream_launch),
+    HAL_BACKEND_FN(hip_event_create),
+    HAL_BACKEND_FN(hip_event_destroy),
+    HAL_BACKEND_FN(hip_event_record),
+    HAL_BACKEND_FN(hip_event_query),
+    HAL_BACKEND_FN(hip_event_synchronize),
+    HAL_BACKEND_FN(hip_event_elapsed_ms),
+    HAL_BACKEND_FN(hip_module_load),
+    HAL_BACKEND_FN(hip_module_destroy),
+    HAL_BACKEND_FN(hip_kernel_get),
+    HAL_BACKEND_FN(hip_kernel_destroy),
+    HAL_BACKEND_FN(hip_partition_split),
+    HAL_BACKEND_FN(hip_partition_destroy),
 };
 
 }  // namespace
