@@ -17,8 +17,9 @@ namespace hc {
 enum Epilogue { kStoreBf16 = 0, kSwigluBf16 = 1, kStoreF32 = 2 };
 
 // The persistent grid walks tiles numbered expert by expert; within an expert, n-tile by
-// n-tile; within an n-tile, m-tile by m-tile, so the CTAs running at one time share the same
-// weight tiles through L2 (each expert's weights are read from memory about once).
+// n-tile; within an n-tile, m-tile by m-tile, so that CTAs running at one time can share weight
+// tiles through L2. (A walk that keeps sharing CTAs in lockstep, with 256-row tiles for larger
+// experts, was measured slower at every size: docs/kernels/ptx.md, "Tried".)
 struct TileMap {
   int* seg;    // [EL + 1] row offsets, clamped to [0, R] and made non-decreasing
   int* first;  // [EL + 1] first tile of each expert; first[EL] = total tiles
