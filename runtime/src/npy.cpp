@@ -45,7 +45,10 @@ Result<NpyArray> read_npy(const std::string& path) {
   if (!f.read(header.data(), header_len)) return bad("truncated header");
   // The header is a Python dict literal; only three keys matter and their syntax is fixed.
   auto value_of = [&](std::string_view key) -> std::string_view {
-    size_t k = header.find(std::string("'") + std::string(key) + "'");
+    std::string quoted;
+    quoted.reserve(key.size() + 2);
+    quoted.append(1, '\'').append(key).append(1, '\'');
+    size_t k = header.find(quoted);
     if (k == std::string::npos) return {};
     size_t colon = header.find(':', k);
     if (colon == std::string::npos) return {};
