@@ -27,7 +27,7 @@ int run(const std::string& cmd, std::string* output) {
 }  // namespace
 
 TEST_CASE("npy: write and read back scalars, vectors and matrices") {
-  std::system(("mkdir -p " + std::string(HALCYON_TEST_TMP)).c_str());
+  REQUIRE(std::system(("mkdir -p " + std::string(HALCYON_TEST_TMP)).c_str()) == 0);
   std::vector<float> m = {1, 2, 3, 4, 5, 6};
   unwrap(write_npy(tmp("m.npy"), "<f4", {2, 3}, m.data(), m.size() * 4));
   auto a = unwrap(read_npy(tmp("m.npy")));
