@@ -23,6 +23,7 @@
 #include "decoder.hpp"
 #include "executor.hpp"
 #include "hsaco.hpp"
+#include "hsaco_hal.hpp"
 #include "memory.hpp"
 
 using halcyon::plugin::error;
@@ -311,23 +312,8 @@ void sim_module_destroy(SimModule* m) { delete m; }
 hal_error* sim_kernel_get(SimModule* m, const char* name, SimKernel** out, hal_kernel_info* info,
                           hal_kernel_arg* args, uint32_t cap) {
   HAL_BACKEND_GUARD({
-    const halcyon::hsaco::Kernel* k = m->code.find(name);
-    if (!k) {
-      std::string names;
-      for (auto& kk : m->code.kernels) names += (names.empty() ? "" : ", ") + kk.name;
-      return error(HAL_NOT_FOUND, fmt::format("amdgpu-sim: no kernel '{}' in module '{}' (it has: {})", name, m->name, names));
-    }
-    uint32_t n = 0;
-    for (auto& a : k->args)
-      if (!a.hidden()) {
-        if (n >= cap) return error(HAL_OUT_OF_RANGE, fmt::format("amdgpu-sim: kernel '{}' has more than {} arguments", name, cap));
-        args[n++] = {a.offset, a.size, a.value_kind == "global_buffer" ? HAL_ARG_POINTER : HAL_ARG_VALUE};
-      }
-    info->arg_count = n;
-    info->args_size = k->explicit_args_size();
-    info->max_threads_per_block = k->max_flat_workgroup_size ? k->max_flat_workgroup_size : 1024;
-    info->static_shared_bytes = k->group_segment_fixed_size;
-    info->registers = k->vgpr_count;
+    const halcyon::hsaco::Kernel* k = nullptr;
+    if (hal_error* e = halcyon::hsaco::describe_kernel(m->code, "amdgpu-sim", m->name, name, info, args, cap, &k)) return e;
     std::shared_ptr<sim::Program> prog;
     {
       std::lock_guard lock(m->mu);

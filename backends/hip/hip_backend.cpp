@@ -22,6 +22,7 @@
 #include "cu_mask.hpp"
 #include "hip_symbols.hpp"
 #include "hsaco.hpp"
+#include "hsaco_hal.hpp"
 
 using halcyon::plugin::error;
 namespace hip = halcyon::hip;
@@ -368,24 +369,8 @@ void hip_module_destroy(HipModule* m) {
 hal_error* hip_kernel_get(HipModule* m, const char* name, HipKernel** out, hal_kernel_info* info,
                           hal_kernel_arg* args, uint32_t cap) {
   HAL_BACKEND_GUARD({
-    const halcyon::hsaco::Kernel* k = m->code.find(name);
-    if (!k) {
-      std::string names;
-      for (auto& kk : m->code.kernels) names += (names.empty() ? "" : ", ") + kk.name;
-      return error(HAL_NOT_FOUND, fmt::format("hip: no kernel '{}' in module '{}' (it has: {})", name, m->name, names));
-    }
-    uint32_t n = 0;
-    for (auto& a : k->args)
-      if (!a.hidden()) {
-        if (n >= cap)
-          return error(HAL_OUT_OF_RANGE, fmt::format("hip: kernel '{}' has more than {} arguments", name, cap));
-        args[n++] = {a.offset, a.size, a.value_kind == "global_buffer" ? HAL_ARG_POINTER : HAL_ARG_VALUE};
-      }
-    info->arg_count = n;
-    info->args_size = k->explicit_args_size();
-    info->max_threads_per_block = k->max_flat_workgroup_size;
-    info->static_shared_bytes = k->group_segment_fixed_size;
-    info->registers = k->vgpr_count;
+    const halcyon::hsaco::Kernel* k = nullptr;
+    if (hal_error* e = halcyon::hsaco::describe_kernel(m->code, "hip", m->name, name, info, args, cap, &k)) return e;
     hipFunction_t f = nullptr;
     HIP_CHECK(m->device, hipModuleGetFunction(&f, m->module, name));
     *out = new HipKernel{f};
