@@ -372,6 +372,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(sim_kernel_destroy),
     nullptr,  // partition_split: a simulator has no compute units to split
     nullptr,
+    nullptr,  // tensor_map_encode: no tensor copy engine
 };
 
 }  // namespace

@@ -550,6 +550,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(cpu_kernel_destroy),
     HAL_BACKEND_FN(cpu_partition_split),
     HAL_BACKEND_FN(cpu_partition_destroy),
+    nullptr,  // tensor_map_encode: no tensor copy engine
 };
 
 }  // namespace

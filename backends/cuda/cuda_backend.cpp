@@ -904,6 +904,7 @@ const hal_backend_api kApi = {
     &Entry<cuda_kernel_destroy>::call,
     &Entry<cuda_partition_split>::call,
     &Entry<cuda_partition_destroy>::call,
+    nullptr,  // tensor_map_encode
 };
 
 }  // namespace

@@ -459,6 +459,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_kernel_destroy),
     HAL_BACKEND_FN(hip_partition_split),
     HAL_BACKEND_FN(hip_partition_destroy),
+    nullptr,  // tensor_map_encode: not offered by this backend
 };
 
 }  // namespace

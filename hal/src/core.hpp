@@ -47,6 +47,10 @@ struct Backend {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, partition_destroy) &&
            api->partition_split && api->partition_destroy;
   }
+  bool has_tensor_map_encode() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode) &&
+           api->tensor_map_encode;
+  }
 };
 
 // ---- objects ------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ TEST_CASE("registry: plugin files are accepted or refused with the reason") {
   CHECK(r.state == HAL_BACKEND_REFUSED);
 
   expect_error(hal_registry_load_plugin(plugin("libbad_future.so").c_str(), &r), HAL_VERSION_MISMATCH,
-               "built for halcyon ABI 2.3, this libhalcyon is ABI 1.0");
+               "built for halcyon ABI 2.3, this libhalcyon is ABI 1." + std::to_string(HAL_ABI_MINOR));
   CHECK(r.state == HAL_BACKEND_REFUSED);
   CHECK(r.abi_major == HAL_ABI_MAJOR + 1);
   CHECK(std::string(r.reason).find("ABI 2.3") != std::string::npos);
@@ -95,6 +95,29 @@ TEST_CASE("registry: plugin files are accepted or refused with the reason") {
   // The cpu backend was not disturbed by any of it.
   auto dev = unwrap(halcyon::Device::open("cpu"));
   CHECK(unwrap(dev.info()).compute_units > 0);
+}
+
+TEST_CASE("registry: a plugin built for ABI 1.0 loads; entries appended since count as NULL") {
+  hal_backend_record r{};
+  r.struct_size = sizeof r;
+  expect_ok(hal_registry_load_plugin(plugin("libbad_abi10.so").c_str(), &r));
+  CHECK(r.state == HAL_BACKEND_AVAILABLE);
+  CHECK(std::string(r.name) == "abi10");
+  CHECK(r.abi_minor == 0);
+  CHECK(r.device_count == 1);
+  auto old = unwrap(halcyon::Device::open("abi10:0"));
+  auto buf = unwrap(old.allocate(4096));
+  // Its table stops at partition_destroy; the tensor_map_encode slot behind it (which the
+  // plugin fills with a function that fails loudly) must not be read.
+  auto d = halcyon::tensor_map_desc(buf.get(), HAL_TENSOR_MAP_U8, {4096}, {64});
+  unsigned char map[HAL_TENSOR_MAP_BYTES];
+  expect_error(hal_device_encode_tensor_map(old.get(), &d, map, sizeof map), HAL_UNSUPPORTED,
+               "abi10:0 (backend abi10) does not encode tensor maps");
+  CHECK_FALSE(old.has("tensor_map"));
+  // A buffer of one device does not make a tensor map on another.
+  auto cpu = unwrap(halcyon::Device::open("cpu:0"));
+  expect_error(hal_device_encode_tensor_map(cpu.get(), &d, map, sizeof map), HAL_INVALID_ARGUMENT,
+               "desc->buffer belongs to abi10:0, not cpu:0");
 }
 
 TEST_CASE("registry: an older, smaller hal_backend_record is filled only as far as it goes") {

@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 0
+#define HAL_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -289,6 +289,79 @@ HAL_API hal_error* hal_buffer_get_info(hal_buffer buffer, hal_buffer_info* out);
 /* Releasing the last reference waits for queued work on the device that may use it. */
 HAL_API hal_error* hal_buffer_retain(hal_buffer buffer);
 HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
+
+/* ------------------------------------------------------------------------------------------
+ * Tensor maps (ABI 1.1): host-encoded descriptors of a tiled tensor in a buffer, which a
+ * kernel passes to the device's tensor copy engine (NVIDIA: the tensor memory accelerator,
+ * `cp.async.bulk.tensor`). Optional: a device without one reports HAL_UNSUPPORTED; devices
+ * that have one advertise the capability tag "tensor_map".
+ * ---------------------------------------------------------------------------------------- */
+
+/* Size of an encoded tensor map. Opaque; kernels take it by value, as a 64-byte-aligned
+ * parameter (PTX: `.param .align 64 .b8 tmap[128]`, CUDA C++: `const __grid_constant__`). */
+#define HAL_TENSOR_MAP_BYTES 128
+
+typedef enum hal_tensor_map_dtype {
+  HAL_TENSOR_MAP_U8 = 1,
+  HAL_TENSOR_MAP_U16,
+  HAL_TENSOR_MAP_U32,
+  HAL_TENSOR_MAP_I32,
+  HAL_TENSOR_MAP_U64,
+  HAL_TENSOR_MAP_I64,
+  HAL_TENSOR_MAP_F16,
+  HAL_TENSOR_MAP_BF16,
+  HAL_TENSOR_MAP_F32,
+  HAL_TENSOR_MAP_F64
+} hal_tensor_map_dtype;
+
+/* The shared-memory layout a copy writes, against bank conflicts: the box is laid out densely,
+ * innermost dimension first, then 16-byte chunk c of each 128-byte line L of the destination
+ * moves to chunk c ^ (L % (span / 16)), span = 32, 64 or 128 (so with 128B and 128-byte box
+ * rows, chunk c of row r lands at chunk c ^ (r % 8)). The box's inner extent (box[0] times the
+ * element size) must not exceed the span; align the destination to 1024 bytes. */
+typedef enum hal_tensor_map_swizzle {
+  HAL_TENSOR_MAP_SWIZZLE_NONE = 0,
+  HAL_TENSOR_MAP_SWIZZLE_32B,
+  HAL_TENSOR_MAP_SWIZZLE_64B,
+  HAL_TENSOR_MAP_SWIZZLE_128B
+} hal_tensor_map_swizzle;
+
+/* How much the L2 cache fetches from memory per request the copy makes. */
+typedef enum hal_tensor_map_l2 {
+  HAL_TENSOR_MAP_L2_NONE = 0,
+  HAL_TENSOR_MAP_L2_64B,
+  HAL_TENSOR_MAP_L2_128B,
+  HAL_TENSOR_MAP_L2_256B
+} hal_tensor_map_l2;
+
+typedef struct hal_tensor_map_desc {
+  size_t struct_size;
+  const void* next;
+  hal_buffer buffer;      /* the tensor's first element is at buffer + offset */
+  uint64_t offset;        /* bytes */
+  uint32_t dtype;         /* hal_tensor_map_dtype */
+  uint32_t rank;          /* 1..5 */
+  uint64_t dims[5];       /* elements per dimension, innermost first; each >= 1 */
+  uint64_t strides[5];    /* bytes between consecutive indices of dimension i; strides[0] must
+                             be the element size (the innermost dimension is dense) */
+  uint32_t box[5];        /* elements one copy moves in each dimension; each >= 1 (a box may
+                             be larger than the tensor: elements outside it read as oob_nan says) */
+  uint32_t swizzle;       /* hal_tensor_map_swizzle */
+  uint32_t l2_promotion;  /* hal_tensor_map_l2 */
+  uint32_t oob_nan;       /* 0: out-of-bounds elements read as zero; 1: as NaN (float dtypes only) */
+} hal_tensor_map_desc;
+#define HAL_TENSOR_MAP_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_tensor_map_desc, oob_nan)
+#define HAL_TENSOR_MAP_DESC_SIZE HAL_SIZE_THROUGH(hal_tensor_map_desc, oob_nan)
+
+/* Encodes a tiled tensor map of desc->buffer (a buffer of `device`) into out[0..127]
+ * (out_size >= HAL_TENSOR_MAP_BYTES). Entries past desc->rank are ignored. The core checks the
+ * handles, the ranges and values above, and that the whole tensor lies inside the buffer
+ * (offset + sum of (dims[i] - 1) * strides[i] + element size <= buffer size); the backend adds
+ * its hardware's limits (CUDA: 16-byte-aligned address and strides, box <= 256, ...), each
+ * error naming the field and its value. `out` is written only on success. The map holds the
+ * buffer's address, not a reference: it is valid while the buffer lives. */
+HAL_API hal_error* hal_device_encode_tensor_map(hal_device device, const hal_tensor_map_desc* desc,
+                                                void* out, size_t out_size);
 
 /* ------------------------------------------------------------------------------------------
  * Streams (in-order queues) and events
@@ -560,9 +633,20 @@ typedef struct hal_backend_api {
                                 hal_be_partition** part, hal_partition_info* part_info,
                                 hal_be_partition** remainder, hal_partition_info* remainder_info);
   void (*partition_destroy)(hal_be_partition* partition);
+
+  /* ---- ABI 1.1 (a plugin table of ABI 1.0's size still loads: these count as NULL) ---- */
+
+  /* Optional (NULL: hal_device_encode_tensor_map returns HAL_UNSUPPORTED). `address` is the
+   * buffer's device address + desc->offset; the core has checked every field as hal.h says
+   * and that the tensor lies in the buffer. `out` is HAL_TENSOR_MAP_BYTES bytes, 64-byte
+   * aligned; the core copies it to the caller's memory only when this returns NULL. */
+  hal_error* (*tensor_map_encode)(hal_be_device* device, uint64_t address,
+                                  const hal_tensor_map_desc* desc, void* out);
 } hal_backend_api;
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
-#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
+/* ABI 1.0's table ended at partition_destroy. */
+#define HAL_BACKEND_API_1_0_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
 
 typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
 

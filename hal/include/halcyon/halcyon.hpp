@@ -7,6 +7,7 @@
 
 #include <halcyon/hal.h>
 #include <halcyon/result.hpp>
+#include <halcyon/tensor_map.hpp>
 
 #include <array>
 #include <cstring>
@@ -119,14 +120,21 @@ class Partition : public Handle<hal_partition, hal_partition_retain, hal_partiti
   }
 };
 
-// Packs kernel arguments into the blob a launch takes, following the kernel's layout.
+// An encoded tensor map (Device::encode_tensor_map): 128 opaque bytes that a kernel takes by
+// value as a 64-byte-aligned parameter; ArgPack::value places it at a multiple of 64.
+struct TensorMap {
+  alignas(64) unsigned char bytes[HAL_TENSOR_MAP_BYTES];
+};
+
+// Packs kernel arguments into the blob a launch takes, following the kernel's layout: each
+// value at its natural alignment (alignof), as PTX parameter lists place them.
 class ArgPack {
  public:
   ArgPack& pointer(const Buffer& b, uint64_t offset = 0) { return value(b.address() + offset); }
   template <typename T>
   ArgPack& value(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    size_t align = alignof(T) < 8 ? alignof(T) : 8;
+    size_t align = alignof(T);
     size_t at = (bytes_.size() + align - 1) / align * align;
     bytes_.resize(at + sizeof(T));
     std::memcpy(bytes_.data() + at, &v, sizeof(T));
@@ -238,6 +246,17 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
     hal_module m = nullptr;
     if (hal_error* e = hal_module_load(get(), &d, &m)) return Error::adopt(e);
     return Module(m);
+  }
+  // Encodes a tiled tensor map of desc.buffer (hal_device_encode_tensor_map). A desc whose
+  // struct_size is 0 is taken as this header's version (sizeof); any other value is passed on
+  // as it is. Errors name the field: HAL_UNSUPPORTED where the device has no tensor maps
+  // (capability "tensor_map").
+  Result<TensorMap> encode_tensor_map(const hal_tensor_map_desc& desc) const {
+    hal_tensor_map_desc d = desc;
+    if (d.struct_size == 0) d.struct_size = sizeof d;
+    TensorMap map{};
+    if (hal_error* e = hal_device_encode_tensor_map(get(), &d, map.bytes, sizeof map.bytes)) return Error::adopt(e);
+    return map;
   }
   // Splits off `units` compute units; the second partition holds the rest.
   Result<std::pair<Partition, Partition>> split(uint32_t units, uint32_t flags = 0) const {

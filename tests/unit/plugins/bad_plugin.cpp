@@ -1,7 +1,9 @@
 // Test-only plugin files that the registry must refuse (or mark unavailable), one per
-// BAD_PLUGIN_KIND. None of them may crash the process that tries to load them.
+// BAD_PLUGIN_KIND, and one it must accept although it is older (kind 6, ABI 1.0). None of
+// them may crash the process that tries to load them.
 #include <halcyon/hal.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -53,6 +55,51 @@ void never_void(A...) {}
   return t;
 }
 
+#if BAD_PLUGIN_KIND == 6
+// A working backend as a plugin built against ABI 1.0 would be: one device, buffers in host
+// memory, and a table that ends at partition_destroy.
+const hal_host_api* g_host = nullptr;
+int g_backend = 0, g_device = 0;
+hal_error* v10_create(const hal_host_api* host, hal_be_backend** out) {
+  g_host = host;
+  *out = reinterpret_cast<hal_be_backend*>(&g_backend);
+  return nullptr;
+}
+hal_error* v10_device_count(hal_be_backend*, uint32_t* n) {
+  *n = 1;
+  return nullptr;
+}
+hal_error* v10_device_open(hal_be_backend*, uint32_t, hal_be_device** out) {
+  *out = reinterpret_cast<hal_be_device*>(&g_device);
+  return nullptr;
+}
+hal_error* v10_device_info(hal_be_device*, hal_device_info* info) {
+  std::strcpy(info->name, "ABI 1.0 test device");
+  std::strcpy(info->vendor, "test");
+  std::strcpy(info->arch, "none");
+  info->compute_units = 1;
+  info->simd_width = 1;
+  info->memory_bytes = 1 << 20;
+  info->max_threads_per_block = 1;
+  return nullptr;
+}
+hal_error* v10_buffer_create(hal_be_device*, const hal_buffer_desc* desc, hal_be_buffer** out, uint64_t* address,
+                             void** host) {
+  void* p = std::calloc(1, desc->size ? desc->size : 1);
+  if (!p) return g_host->error_new(HAL_OUT_OF_MEMORY, "abi10: calloc failed");
+  *out = static_cast<hal_be_buffer*>(p);
+  *address = reinterpret_cast<uintptr_t>(p);
+  *host = p;
+  return nullptr;
+}
+void v10_buffer_destroy(hal_be_buffer* b) { std::free(b); }
+// Lies past the table's struct_size: a libhalcyon that called it would be reading a newer
+// plugin's entry out of an older one's table.
+hal_error* v10_tensor_map_encode(hal_be_device*, uint64_t, const hal_tensor_map_desc*, void*) {
+  return g_host->error_new(HAL_INTERNAL, "abi10: tensor_map_encode lies past the table's struct_size and was called");
+}
+#endif
+
 }  // namespace
 
 #if BAD_PLUGIN_KIND != 0  // kind 0 exports no entry point at all
@@ -70,6 +117,21 @@ extern "C" HAL_API const hal_backend_api* halcyon_backend_plugin(void) {
   return &t;
 #elif BAD_PLUGIN_KIND == 5  // a table too small for ABI 1.0
   static hal_backend_api t = [] { auto x = make_table("tiny"); x.struct_size = HAL_BACKEND_API_MIN_SIZE - 8; return x; }();
+  return &t;
+#elif BAD_PLUGIN_KIND == 6  // not bad: built for ABI 1.0, whose table ended at partition_destroy
+  static hal_backend_api t = [] {
+    auto x = make_table("abi10");
+    x.struct_size = HAL_BACKEND_API_1_0_SIZE;
+    x.abi_minor = 0;
+    x.create = v10_create;
+    x.device_count = v10_device_count;
+    x.device_open = v10_device_open;
+    x.device_info = v10_device_info;
+    x.buffer_create = v10_buffer_create;
+    x.buffer_destroy = v10_buffer_destroy;
+    x.tensor_map_encode = v10_tensor_map_encode;
+    return x;
+  }();
   return &t;
 #endif
 }
