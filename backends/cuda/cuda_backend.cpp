@@ -19,6 +19,7 @@
 #include "cuda_driver.hpp"
 #include "ptx_cache.hpp"
 #include "ptx_info.hpp"
+#include "tensor_map.hpp"
 
 using halcyon::plugin::error;
 using namespace halcyon::cuda;
@@ -257,6 +258,9 @@ void cuda_device_close(CudaDevice* dv) {
   delete dv;
 }
 
+// The tensor memory accelerator (cp.async.bulk.tensor) exists from compute capability 9.0.
+bool has_tensor_maps(const CudaDevice* dv) { return dv->cc_major >= 9 && dv->d->cuTensorMapEncodeTiled; }
+
 hal_error* cuda_device_info(CudaDevice* dv, hal_device_info* info) {
   HAL_BACKEND_GUARD({
     const Driver* d = dv->d;
@@ -276,6 +280,7 @@ hal_error* cuda_device_info(CudaDevice* dv, hal_device_info* info) {
     if (dv->pool) caps += " memory.stream_ordered";
     if (dv->backend->cache.enabled()) caps += " ptx.jit_cache";
     if (dv->green) caps += " partition.green_context partition.enforced";
+    if (has_tensor_maps(dv)) caps += " tensor_map";
     std::snprintf(info->capabilities, sizeof info->capabilities, "%s", caps.c_str());
     return nullptr;
   })
@@ -833,6 +838,32 @@ hal_error* cuda_partition_split(CudaDevice* dv, const hal_partition_desc* desc, 
   })
 }
 
+// ---- tensor maps --------------------------------------------------------------------------
+
+hal_error* cuda_tensor_map_encode(CudaDevice* dv, uint64_t address, const hal_tensor_map_desc* desc, void* out) {
+  HAL_BACKEND_GUARD({
+    const Driver* d = dv->d;
+    if (!d->cuTensorMapEncodeTiled)
+      return error(HAL_UNSUPPORTED, fmt::format("cuda: {}: the driver (CUDA {}) has no cuTensorMapEncodeTiled", dv->uri,
+                                                version_string(d->version)));
+    if (!has_tensor_maps(dv))
+      return error(HAL_UNSUPPORTED, fmt::format("cuda: {} is {} (compute capability {}.{}): tensor maps need the tensor "
+                                                "memory accelerator of compute capability 9.0 or newer",
+                                                dv->uri, dv->arch, dv->cc_major, dv->cc_minor));
+    TiledTensorMap t;
+    if (std::string why = tiled_tensor_map(*desc, address, &t); !why.empty())
+      return error(HAL_INVALID_ARGUMENT, fmt::format("cuda: {}: tensor map ({}): {}", dv->uri, describe_tensor_map(*desc), why));
+    static_assert(sizeof(CUtensorMap) == HAL_TENSOR_MAP_BYTES);
+    CUtensorMap map;  // cuda.h aligns it to 64 (CUDA 12) or 128 (CUDA 13) bytes; the driver needs 64
+    ContextScope scope(d, dv->ctx);
+    CU_TRY(d, d->cuTensorMapEncodeTiled(&map, t.dtype, t.rank, t.address, t.dims, t.strides, t.box, t.element_strides,
+                                        t.interleave, t.swizzle, t.l2_promotion, t.oob_fill),
+           fmt::format("{}: cuTensorMapEncodeTiled ({})", dv->uri, describe_tensor_map(*desc)));
+    std::memcpy(out, &map, sizeof map);
+    return nullptr;
+  })
+}
+
 // hal.h leaves hal_be_* incomplete for each backend to define, but several backends live in
 // one library: defining those structs here would break the one-definition rule (their
 // inline destructors would be merged across backends). The backend's own types stay in this
@@ -904,7 +935,7 @@ const hal_backend_api kApi = {
     &Entry<cuda_kernel_destroy>::call,
     &Entry<cuda_partition_split>::call,
     &Entry<cuda_partition_destroy>::call,
-    nullptr,  // tensor_map_encode
+    &Entry<cuda_tensor_map_encode>::call,
 };
 
 }  // namespace

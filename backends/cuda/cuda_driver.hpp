@@ -41,7 +41,8 @@ constexpr int kMinDriverVersion = 12000;
   X(cuDevSmResourceSplitByCount, 12040) X(cuDevResourceGenerateDesc, 12040)            \
   X(cuGreenCtxCreate, 12040) X(cuGreenCtxDestroy, 12040) X(cuCtxFromGreenCtx, 12040)   \
   X(cuGreenCtxStreamCreate, 12050) X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) \
-  X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)
+  X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)                          \
+  X(cuTensorMapEncodeTiled, 12000)
 
 struct Driver {
 #define HALCYON_CUDA_FIELD(name, ver) PFN_##name##_v##ver name = nullptr;
