@@ -724,12 +724,16 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
     if (entry) {
       params = entry->params;
       if (have_reported && reported.size() == params.size()) {
+        // The blob's layout is ours to choose: the launch hands the driver one pointer per
+        // parameter, so only sizes must agree. The PTX's natural layout (from offset 0) is kept,
+        // as C structs and ArgPack produce it; the driver's offsets may legitimately differ for
+        // parameters aligned beyond 16 bytes (a 64-aligned tensor map after a pointer: the
+        // driver says 48, relative to its parameter bank, not 64).
         bool same = true;
-        for (size_t i = 0; i < params.size(); ++i)
-          same = same && reported[i].offset == params[i].offset && reported[i].size == params[i].size;
-        if (!same) {  // the driver is the authority on offsets; PTX keeps its pointer marks
-          halcyon::plugin::log(HAL_LOG_WARNING, fmt::format("cuda: kernel '{}': the PTX parameter offsets differ from "
-                                                            "the driver's; using the driver's", name));
+        for (size_t i = 0; i < params.size(); ++i) same = same && reported[i].size == params[i].size;
+        if (!same) {  // the driver is the authority on sizes; PTX keeps its pointer marks
+          halcyon::plugin::log(HAL_LOG_WARNING, fmt::format("cuda: kernel '{}': the PTX parameter sizes differ from "
+                                                            "the driver's; using the driver's layout", name));
           for (size_t i = 0; i < params.size(); ++i) reported[i].pointer = params[i].pointer;
           params = reported;
         }
