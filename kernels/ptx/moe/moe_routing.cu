@@ -135,6 +135,31 @@ extern "C" __global__ void hc_moe_gate(const float* __restrict__ logits, const f
 // needed; block 0 writes the counts and offsets. No atomic decides an order: the only atomics
 // are these shared-memory counts.
 // ----------------------------------------------------------------------------------------
+// A warp's walk over slots [s0, s1) of topk_ids, eight groups of 32 per step so that their
+// loads are all in flight before the first use. f(slot, local, key, peers) runs for every lane
+// of each group: key = the local expert (or a per-lane key past EL for slots that are not
+// local), peers = the lanes of the group with the same key.
+template <typename F>
+__device__ __forceinline__ void walk_slots(const int* __restrict__ topk_ids, long long s0, long long s1,
+                                           long long expert_begin, long long EL, long long E, F&& f) {
+  const int lane = threadIdx.x & 31;
+  for (long long b = s0; b < s1; b += 256) {
+    int ids[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const long long s = b + j * 32 + lane;
+      ids[j] = s < s1 ? topk_ids[s] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int id = ids[j];
+      const bool local = id >= expert_begin && id < expert_begin + EL && id < E;
+      const int key = local ? id - (int)expert_begin : (int)EL + lane;
+      f(b + j * 32 + lane, local, key, __match_any_sync(0xffffffffu, key));
+    }
+  }
+}
+
 extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
                                                int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
                                                int* __restrict__ slot_to_row, int* __restrict__ num_rows,
@@ -179,24 +204,10 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   int* h = hist + warp * EL;
   const unsigned lt = (1u << lane) - 1u;
 
-  // Eight groups of 32 slots per step: their loads are all in flight before the first use.
-  for (long long b = s0; b < s1; b += 256) {
-    int ids[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const long long s = b + j * 32 + lane;
-      ids[j] = s < s1 ? topk_ids[s] : -1;
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int id = ids[j];
-      const bool local = id >= expert_begin && id < expert_begin + EL && id < E;
-      const int key = local ? id - (int)expert_begin : EL + lane;
-      const unsigned peers = __match_any_sync(0xffffffffu, key);
-      if (local && (peers & lt) == 0) h[key] += __popc(peers);
-      __syncwarp();
-    }
-  }
+  walk_slots(topk_ids, s0, s1, expert_begin, EL, E, [&](long long, bool local, int key, unsigned peers) {
+    if (local && (peers & lt) == 0) h[key] += __popc(peers);
+    __syncwarp();
+  });
   __syncthreads();
 
   // Column scan: hist[w][e] = slots of expert e in warps before w (plus, with several blocks,
@@ -245,28 +256,14 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
   }
   __syncthreads();
 
-  for (long long b = s0; b < s1; b += 256) {
-    int ids[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const long long s = b + j * 32 + lane;
-      ids[j] = s < s1 ? topk_ids[s] : -1;
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const long long s = b + j * 32 + lane;
-      const int id = ids[j];
-      const bool local = id >= expert_begin && id < expert_begin + EL && id < E;
-      const int key = local ? id - (int)expert_begin : EL + lane;
-      const unsigned peers = __match_any_sync(0xffffffffu, key);
-      const int row = local ? h[key] + __popc(peers & lt) : -1;
-      __syncwarp();
-      if (local && (peers & lt) == 0) h[key] += __popc(peers);
-      __syncwarp();
-      if (s < s1) slot_to_row[s] = row;
-      if (row >= 0) row_to_slot[row] = (int)s;
-    }
-  }
+  walk_slots(topk_ids, s0, s1, expert_begin, EL, E, [&](long long s, bool local, int key, unsigned peers) {
+    const int row = local ? h[key] + __popc(peers & lt) : -1;
+    __syncwarp();
+    if (local && (peers & lt) == 0) h[key] += __popc(peers);
+    __syncwarp();
+    if (s < s1) slot_to_row[s] = row;
+    if (row >= 0) row_to_slot[row] = (int)s;
+  });
 }
 
 // moe_permute, step 2: one block per token reads its row once and writes it to each of its
