@@ -29,15 +29,21 @@ for w in $what; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
         timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens "$T" --json "$OUT/bench_$T.json" 2>&1 | tee -a "$log"
       done ;;
-    bench-ws)  # the warp-specialized Hopper GEMM, for comparison
-      echo "\$ HALCYON_PTX_SM90_GEMM=ws halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
-      HALCYON_PTX_SM90_GEMM=ws timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 2>&1 | tee -a "$log" ;;
+    bench-basic)  # the cp.async Hopper GEMM instead of the TMA one, for comparison
+      echo "\$ HALCYON_PTX_SM90_GEMM=basic halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
+      HALCYON_PTX_SM90_GEMM=basic timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_basic.json" 2>&1 | tee -a "$log" ;;
+    bench-tma)  # one Hopper GEMM variant by name, 4096 and 512 tokens, for comparison
+      v=${w#bench-}
+      for T in 4096 512; do
+        echo "\$ HALCYON_PTX_SM90_GEMM=$v halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
+        HALCYON_PTX_SM90_GEMM=$v timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens $T 2>&1 | tee -a "$log"
+      done ;;
     bench-plan1)  # moe_permute with the single-block plan, for comparison
       echo "\$ HALCYON_PTX_PERMUTE_PLAN=one halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
       HALCYON_PTX_PERMUTE_PLAN=one timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_plan1.json" 2>&1 | tee -a "$log" ;;
     ncu)  # one launch of each grouped GEMM at the DeepSeek shape: where the time goes
-      echo "\$ ncu (SOL, memory workload) on hc_moe_gemm_swiglu_sm90 / hc_moe_gemm_sm90, T=4096" | tee -a "$log"
-      timeout 240 ncu --kernel-name regex:'hc_moe_gemm_(swiglu_)?sm90$' --launch-count 2 --clock-control none \
+      echo "\$ ncu (SOL, memory workload) on hc_moe_gemm_swiglu_sm90tma / hc_moe_gemm_sm90tma, T=4096" | tee -a "$log"
+      timeout 240 ncu --kernel-name regex:'hc_moe_gemm_(swiglu_)?sm90(tma)?$' --launch-count 2 --clock-control none \
         --section SpeedOfLight --section MemoryWorkloadAnalysis \
         "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --iters 1 > "$OUT/ncu.txt" 2>&1
       timeout 150 ncu --kernel-name regex:'hc_moe_(gate|permute_plan|permute_scatter|combine)' --launch-count 4 --clock-control none \

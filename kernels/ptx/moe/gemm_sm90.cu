@@ -1,12 +1,14 @@
-// Grouped GEMM for Hopper (sm_90a): wgmma (m64n256k16, bf16 in, fp32 accumulators in
-// registers) reading both operands from 128-byte-swizzled shared memory, fed by a multistage
-// cp.async pipeline, over the same persistent (expert, n-tile, m-tile) walk as gemm_sm80.cu.
+// Grouped GEMMs for Hopper (sm_90a), two kernels over the same persistent (expert, n-tile,
+// m-tile) walk as gemm_sm80.cu, both with wgmma (bf16 in, fp32 accumulators in registers)
+// reading both operands from 128-byte-swizzled shared memory:
+//   - grouped_gemm (*_sm90): m64n256k16, fed by a multistage cp.async pipeline. Runs wherever
+//     Hopper does (no tensor map needed) and serves gemm_bf16 (f32 out) and rows that the TMA
+//     kernel cannot take.
+//   - grouped_gemm_tma (*_sm90tma, below): the default for the MoE grouped GEMMs; tiles of up
+//     to 256 rows so that an expert's weights stream once, loaded by the tensor memory
+//     accelerator with tensor maps from hal_device_encode_tensor_map.
 //
-// Why cp.async and not the tensor memory accelerator: a TMA descriptor (CUtensorMap) is made
-// by the driver (cuTensorMapEncodeTiled) and the HAL has no entry point for it yet; cp.async
-// with the swizzle computed by hand gives wgmma the layout it wants without one.
-//
-// CTA: 256 threads = 2 warpgroups; each owns 64 rows x 256 columns of a 128 x 256 tile
+// grouped_gemm. CTA: 256 threads = 2 warpgroups; each owns 64 rows x 256 columns of a 128 x 256 tile
 // (SwiGLU: 128 gate + the matching 128 up columns -> 128 outputs). BK = 64, 4 stages of
 // 48 KB; loads run 2 stages ahead of the tensor cores, and one wgmma group stays in flight.
 //
@@ -85,26 +87,29 @@ __device__ __forceinline__ void load_stage(uint32_t s, const unsigned short* a, 
   }
 }
 
-// Accumulator d[4j + 2h + q] of warpgroup `wg` is tile row wg * 64 + (warp % 4) * 16 + lane / 4
-// + 8h, column 8j + (lane % 4) * 2 + q.
-template <int EPI>
-__device__ __forceinline__ void epilogue(void* out, const Tile& t, long long N, const float* d, int wg) {
+// Stores the accumulators of one m64nCOLS wgmma chain: d[4j + 2h + q] is tile row blk * 64 +
+// (warp % 4) * 16 + lane / 4 + 8h, column 8j + (lane % 4) * 2 + q. With SwiGLU the first
+// COLS/2 columns are gate columns and the rest the up columns that pair with them, so an
+// n-tile makes COLS/2 outputs.
+template <int EPI, int COLS>
+__device__ __forceinline__ void epilogue(void* out, const Tile& t, long long N, const float* d, int blk) {
   const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+  constexpr int J = COLS / 8;  // 8-column groups
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const long long row = (long long)t.row0 + wg * 64 + w * 16 + (lane >> 2) + 8 * h;
+    const long long row = (long long)t.row0 + blk * 64 + w * 16 + (lane >> 2) + 8 * h;
     if (row >= t.row_end) continue;
     if (EPI == kSwigluBf16) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const long long col = (long long)t.n_tile * (BN / 2) + 8 * j + (lane & 3) * 2;
-        store_pair<EPI>(out, row, N, col, silu_mul(d[4 * j + 2 * h], d[4 * (j + 16) + 2 * h]),
-                        silu_mul(d[4 * j + 2 * h + 1], d[4 * (j + 16) + 2 * h + 1]));
+      for (int j = 0; j < J / 2; ++j) {
+        const long long col = (long long)t.n_tile * (COLS / 2) + 8 * j + (lane & 3) * 2;
+        store_pair<EPI>(out, row, N, col, silu_mul(d[4 * j + 2 * h], d[4 * (j + J / 2) + 2 * h]),
+                        silu_mul(d[4 * j + 2 * h + 1], d[4 * (j + J / 2) + 2 * h + 1]));
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const long long col = (long long)t.n_tile * BN + 8 * j + (lane & 3) * 2;
+      for (int j = 0; j < J; ++j) {
+        const long long col = (long long)t.n_tile * COLS + 8 * j + (lane & 3) * 2;
         store_pair<EPI>(out, row, N, col, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
       }
     }
@@ -167,25 +172,55 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next tile loads
 
-    epilogue<EPI>(out, t, N, d, wg);
+    epilogue<EPI, BN>(out, t, N, d, wg);
   }
 }
 
 
-// ---- warp-specialized variant ---------------------------------------------------------------
-// 384 threads: warpgroup 0 loads (cp.async, 56 registers), warpgroups 1 and 2 multiply (224
-// registers). Stages are handed over with mbarriers instead of block barriers, so the tensor
-// cores never wait for address arithmetic and the loads of the next tile overlap the
-// epilogue of this one. full[s]: the 128 loader threads arrive once the stage's bytes are in
-// shared memory (each after its own cp.async.wait_group and a proxy fence, so wgmma sees the
-// data); empty[s]: the 256 multiplying threads arrive once their wgmma has read the stage.
-constexpr int WS_THREADS = 384;
+// ---- the tensor-memory-accelerator kernel (default on Hopper when the HAL makes tensor maps) --
+// Why another kernel: at the DeepSeek-V3 shape (4096 tokens, 256 experts, ~128 rows each) the
+// kernel above reads each expert's weights once per 128-row tile, i.e. twice for most experts
+// (~1.5x the weight bytes; ncu: DRAM ~86% busy, L2 hit 15%), and spends issue slots on
+// cp.async address arithmetic. Here a tile is up to 256 rows x 128 weight columns, so an
+// expert of up to 256 rows streams its weights exactly once, and the loads are TMA copies
+// issued by one thread, so the tensor cores and the memory system never wait for address math.
+//
+// CTA: 384 threads. Warpgroup 0 produces: one thread issues the A copies, another the B copies;
+// warpgroups 1 and 2 multiply: consumer c owns the tile's 64-row blocks c and c + 2 (so a
+// 128-row tile keeps both busy), each block an m64n128 wgmma chain with 64 fp32 accumulators
+// per thread. Per k-step of 64, in two rings of slots (1024-byte aligned):
+//   A (4 slots x 32 KB): up to four 64 x 64 boxes (rows x k, K-major, SW128), only as many as
+//      the tile has rows
+//   B (4 slots x 16 KB): two 64 x 64 boxes (k x 64 columns, MN-major, SW128): for SwiGLU the
+//      gate columns [64j, 64j + 64) and the matching up columns [N + 64j, ...) -> 64 outputs
+//      per tile; else columns [128j, 128j + 128)
+// which are exactly the layouts the wgmma descriptors of the kernel above describe. Rows past
+// the tensor (R), k past K and columns past the weights are zero-filled by the copy; rows of
+// the next expert inside a partial 64-row block are multiplied but never stored.
+// Why two rings, each with its own producer thread: the B copies (DRAM) need not wait behind
+// the A copies (mostly L2) of the same k-step. Measured on an H200 (docs/kernels/ptx.md): at
+// 128 and 512 tokens two rings beat one ring of 4 x 48 KB stages (0.5-0.7 ms less for the
+// experts); 3 A + 7 B slots and 4 A + 5 B slots were slower at 4096 tokens than 4 + 4.
+// full[s]: one arrive (its producer's expect_tx) + the copies' bytes; empty[s]: one arrive
+// per consumer warp once its wgmma has read the slot.
+struct alignas(64) TensorMap {
+  unsigned long long q[16];
+};
+constexpr int T_BM = 256, T_BN = 128, T_THREADS = 384;
+constexpr int BOX_BYTES = 64 * 64 * 2;
+constexpr int A_SLOTS = 4, B_SLOTS = 4;
+constexpr int A_SLOT_BYTES = 4 * BOX_BYTES, B_SLOT_BYTES = 2 * BOX_BYTES;
+constexpr int RING_BYTES = A_SLOTS * A_SLOT_BYTES + B_SLOTS * B_SLOT_BYTES;
+constexpr int N_BARS = 2 * (A_SLOTS + B_SLOTS);
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
@@ -195,83 +230,169 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+__device__ __forceinline__ void tma_2d(uint32_t dst, const TensorMap* map, int c0, int c1, uint32_t bar,
+                                       uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c0, int c1, int c2, uint32_t bar,
+                                       uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
+      : "memory");
+}
 
+__device__ __forceinline__ void wgmma_m64n128k16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+__device__ __forceinline__ void fence_acc64(float* d) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// One k-tile (4 x k16) of the 64-row block at `sa` into d.
+__device__ __forceinline__ void mma_k_tile(float* d, uint32_t sa, uint32_t sb, bool first) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_m64n128k16(d, make_desc(sa + kk * 32, 16, 1024), make_desc(sb + kk * 2048, 8192, 1024),
+                     (!first || kk > 0) ? 1 : 0);
+}
+
+// ta: 2-D map of a [R, K] (box 64 k x 64 rows); ta16: the same with 16-row boxes, for the
+// last rows of a tile (A is the operand every n-tile of an expert re-reads from L2: loading a
+// 70-row tile as 64 + 16 rows instead of 2 x 64 saves that traffic; rows of a block that are
+// not loaded hold stale data, which only ever reaches output rows that are not stored);
+// tb: 3-D map of b [EL, K, ldb] (box 64 columns x 64 k x 1 expert); all bf16, 128-byte swizzle
+// (the swizzle follows the shared-memory address, so a 16-row box at a 2 KB offset lands where
+// the rows of a 64-row box would).
 template <int EPI>
-__device__ __forceinline__ void grouped_gemm_ws(const unsigned short* a, const unsigned short* b, const int* offsets,
-                                                void* out, long long R, long long K, long long N, long long EL) {
+__device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
+                                                 const int* offsets,
+                                                 void* out, long long R, long long K, long long N, long long EL) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
-  const uint32_t bars = base + STAGES * STAGE_BYTES;  // full[STAGES], empty[STAGES]
-  int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + STAGES * STAGE_BYTES + 16 * STAGES);
-  const int n_experts = offsets ? (int)EL : 1;
-  const long long ldb = EPI == kSwigluBf16 ? 2 * N : N;
-  const int n_tiles = EPI == kSwigluBf16 ? (int)((N + BN / 2 - 1) / (BN / 2)) : (int)((N + BN - 1) / BN);
+  const uint32_t ring_a = base, ring_b = base + A_SLOTS * A_SLOT_BYTES;
+  // fullA[A_SLOTS], emptyA[A_SLOTS], fullB[B_SLOTS], emptyB[B_SLOTS]
+  const uint32_t full_a = base + RING_BYTES, empty_a = full_a + 8 * A_SLOTS, full_b = empty_a + 8 * A_SLOTS,
+                 empty_b = full_b + 8 * B_SLOTS;
+  int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + RING_BYTES + 8 * N_BARS);
+  const int n_experts = (int)EL;
+  const int n_tiles = EPI == kSwigluBf16 ? (int)((N + T_BN / 2 - 1) / (T_BN / 2)) : (int)((N + T_BN - 1) / T_BN);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(bars + 8 * i, 128);
-      mbar_init(bars + 8 * (STAGES + i), 256);
-    }
+    for (int i = 0; i < A_SLOTS; ++i) mbar_init(full_a + 8 * i, 1), mbar_init(empty_a + 8 * i, 8);
+    for (int i = 0; i < B_SLOTS; ++i) mbar_init(full_b + 8 * i, 1), mbar_init(empty_b + 8 * i, 8);
+    // The copies complete on these barriers through the async proxy.
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  TileMap map = build_tile_map<WS_THREADS, BM>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  TileMap map = build_tile_map<T_THREADS, T_BM>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
   const int total = map.first[n_experts];
-  const int k_tiles = (int)((K + BK - 1) / BK);
+  const int k_tiles = (int)((K + 63) / 64);
   const int wg = threadIdx.x >> 7;
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
-    const int tid = threadIdx.x;
-    uint32_t it = 0;
-    for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-      const Tile t = decode_tile<BM>(map, ti);
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const uint32_t st = it % STAGES;
-        if (it >= STAGES) mbar_wait(bars + 8 * (STAGES + st), ((it / STAGES) - 1) & 1);
-        load_stage<EPI, 128>(base + st * STAGE_BYTES, a, b, t, K, N, ldb, kt * BK, tid);
-        cp_async_commit();
-        if (it > 0) {  // the previous stage has landed: publish it
-          cp_async_wait<1>();
-          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-          mbar_arrive(bars + 8 * ((it - 1) % STAGES));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    // Thread 0 issues the A copies, thread 32 (another warp) the B copies: each waits only
+    // for its own ring.
+    const bool a_producer = threadIdx.x == 0, b_producer = threadIdx.x == 32;
+    if (a_producer || b_producer) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(a_producer ? ta : tb) : "memory");
+      if (a_producer) asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
+      // Weights stream through once: evict them first. Activations are re-read by every
+      // n-tile of their expert: keep them.
+      uint64_t policy;
+      if (a_producer) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+      else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+      const uint32_t slots = a_producer ? A_SLOTS : B_SLOTS;
+      const uint32_t fulls = a_producer ? full_a : full_b, empties = a_producer ? empty_a : empty_b;
+      uint32_t it = 0;
+      for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+        const Tile t = decode_tile<T_BM>(map, ti);
+        const int rows = min(t.row_end - t.row0, T_BM);
+        const int full_blocks = rows >> 6, tail16 = ((rows & 63) + 15) >> 4;  // 64-row boxes, 16-row boxes
+        const int c0 = EPI == kSwigluBf16 ? t.n_tile * 64 : t.n_tile * 128;
+        const int c1 = EPI == kSwigluBf16 ? (int)N + t.n_tile * 64 : c0 + 64;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const uint32_t st = it % slots;
+          if (it >= slots) mbar_wait(empties + 8 * st, ((it / slots) - 1) & 1);
+          const uint32_t full = fulls + 8 * st;
+          if (a_producer) {
+            const uint32_t s = ring_a + st * A_SLOT_BYTES;
+            mbar_expect_tx(full, (uint32_t)full_blocks * BOX_BYTES + (uint32_t)tail16 * (BOX_BYTES / 4));
+            for (int b = 0; b < full_blocks; ++b) tma_2d(s + b * BOX_BYTES, ta, kt * 64, t.row0 + 64 * b, full, policy);
+            for (int j = 0; j < tail16; ++j)
+              tma_2d(s + full_blocks * BOX_BYTES + j * (BOX_BYTES / 4), ta16, kt * 64,
+                     t.row0 + 64 * full_blocks + 16 * j, full, policy);
+          } else {
+            const uint32_t s = ring_b + st * B_SLOT_BYTES;
+            mbar_expect_tx(full, 2 * BOX_BYTES);
+            tma_3d(s, tb, c0, kt * 64, t.expert, full, policy);
+            tma_3d(s + BOX_BYTES, tb, c1, kt * 64, t.expert, full, policy);
+          }
         }
       }
-    }
-    if (it > 0) {
-      cp_async_wait<0>();
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      mbar_arrive(bars + 8 * ((it - 1) % STAGES));
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
-    const int cg = wg - 1;  // consumer warpgroup: rows cg * 64 ... + 63 of the tile
-    float d[128];
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cg = wg - 1;
+    const bool lead = (threadIdx.x & 31) == 0;
+    auto release = [&](uint32_t it) {  // k-step it's slots: one arrival per warp
+      if (lead) {
+        mbar_arrive(empty_a + 8 * (it % A_SLOTS));
+        mbar_arrive(empty_b + 8 * (it % B_SLOTS));
+      }
+    };
+    float d0[64], d1[64];
     uint32_t it = 0;
     for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-      const Tile t = decode_tile<BM>(map, ti);
-      const bool active = cg == 0 || t.row_end - t.row0 > 64;
+      const Tile t = decode_tile<T_BM>(map, ti);
+      const int blocks = (min(t.row_end - t.row0, T_BM) + 63) >> 6;
+      const int nb = (blocks > cg) + (blocks > cg + 2);  // blocks cg and cg + 2
       const uint32_t first = it;
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const uint32_t st = it % STAGES;
-        mbar_wait(bars + 8 * st, (it / STAGES) & 1);
-        if (active) {
-          const uint32_t sa = base + st * STAGE_BYTES + cg * 64 * 128;
-          const uint32_t sb = base + st * STAGE_BYTES + A_BYTES;
-          fence_acc(d);
+        const uint32_t sta = it % A_SLOTS, stb = it % B_SLOTS;
+        mbar_wait(full_b + 8 * stb, (it / B_SLOTS) & 1);
+        mbar_wait(full_a + 8 * sta, (it / A_SLOTS) & 1);
+        const uint32_t sa = ring_a + sta * A_SLOT_BYTES + cg * BOX_BYTES, sb = ring_b + stb * B_SLOT_BYTES;
+        // Two paths rather than a branch between wgmmas: ptxas keeps each chain asynchronous.
+        if (nb == 2) {
+          fence_acc64(d0);
+          fence_acc64(d1);
           wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < BK / 16; ++kk)
-            wgmma_m64n256k16(d, make_desc(sa + kk * 32, 16, 1024), make_desc(sb + kk * 2048, 8192, 1024),
-                             (kt > 0 || kk > 0) ? 1 : 0);
+          mma_k_tile(d0, sa, sb, kt == 0);
+          mma_k_tile(d1, sa + 2 * BOX_BYTES, sb, kt == 0);
           wgmma_commit();
-          fence_acc(d);
+          fence_acc64(d0);
+          fence_acc64(d1);
+          wgmma_wait<1>();
+        } else if (nb == 1) {
+          fence_acc64(d0);
+          wgmma_fence();
+          mma_k_tile(d0, sa, sb, kt == 0);
+          wgmma_commit();
+          fence_acc64(d0);
           wgmma_wait<1>();
         }
-        if (it > first) mbar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));  // its wgmma is done
+        // The slots before these have been read (wait_group 1 leaves only this one pending).
+        if (it > first) release(it - 1);
       }
       wgmma_wait<0>();
-      fence_acc(d);
-      if (it > first) mbar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
-      if (active) epilogue<EPI>(out, t, N, d, cg);
+      fence_acc64(d0);
+      fence_acc64(d1);
+      if (it > first) release(it - 1);
+      if (nb >= 1) epilogue<EPI, T_BN>(out, t, N, d0, cg);
+      if (nb >= 2) epilogue<EPI, T_BN>(out, t, N, d1, cg + 2);
     }
   }
 }
@@ -289,13 +410,13 @@ HC_GEMM_ENTRY(hc_moe_gemm_swiglu_sm90, hc::kSwigluBf16)
 HC_GEMM_ENTRY(hc_moe_gemm_sm90, hc::kStoreBf16)
 HC_GEMM_ENTRY(hc_gemm_bf16_sm90, hc::kStoreF32)
 
-#define HC_GEMM_WS_ENTRY(NAME, EPI)                                                                          \
-  extern "C" __global__ void __launch_bounds__(hc::WS_THREADS, 1)                                           \
-      NAME(const unsigned short* a, const unsigned short* b, const int* offsets, void* out, long long R,     \
-           long long K, long long N, long long EL) {                                                         \
-    hc::grouped_gemm_ws<EPI>(a, b, offsets, out, R, K, N, EL);                                               \
+#define HC_GEMM_TMA_ENTRY(NAME, EPI)                                                                         \
+  extern "C" __global__ void __launch_bounds__(hc::T_THREADS, 1)                                            \
+      NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
+           const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
+           long long N, long long EL) {                                                                      \
+    hc::grouped_gemm_tma<EPI>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                   \
   }
 
-HC_GEMM_WS_ENTRY(hc_moe_gemm_swiglu_sm90ws, hc::kSwigluBf16)
-HC_GEMM_WS_ENTRY(hc_moe_gemm_sm90ws, hc::kStoreBf16)
-HC_GEMM_WS_ENTRY(hc_gemm_bf16_sm90ws, hc::kStoreF32)
+HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma, hc::kSwigluBf16)
+HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16)

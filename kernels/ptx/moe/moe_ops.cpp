@@ -32,27 +32,105 @@ constexpr GemmConfig kSm80Unaligned{"moe_gemm_sm80",
 constexpr GemmConfig kSm90{"moe_gemm_sm90",
                            {"hc_moe_gemm_sm90", "hc_moe_gemm_swiglu_sm90", "hc_gemm_bf16_sm90"},
                            128, 256, 256, 4 * (128 * 64 + 64 * 256) * 2 + 1024, 1};
-constexpr GemmConfig kSm90Ws{"moe_gemm_sm90",
-                             {"hc_moe_gemm_sm90ws", "hc_moe_gemm_swiglu_sm90ws", "hc_gemm_bf16_sm90ws"},
-                             128, 256, 384, 4 * (128 * 64 + 64 * 256) * 2 + 1024 + 64, 1};
 
-// HALCYON_PTX_SM90_GEMM=ws selects the warp-specialized Hopper kernel (a loader warpgroup,
-// mbarrier hand-off). Measured on an H100 at the DeepSeek-V3 shape it ran no faster than the
-// simpler one (12.25 vs 12.03 ms for both grouped GEMMs, docs/PERFORMANCE.md): both are
-// limited by L2 -> shared memory traffic, not by load issue. So the simple one is the default.
-bool sm90_ws() {
+// Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
+// kernel even where the TMA one could run; =tma requires the TMA kernel (an error says why it
+// cannot run) so that tests know which one they checked; unset: TMA where it applies.
+enum class Sm90Gemm { kAuto, kBasic, kTma };
+Sm90Gemm sm90_gemm() {
   const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
-  return v && std::string_view(v) == "ws";
+  if (v && std::string_view(v) == "basic") return Sm90Gemm::kBasic;
+  if (v && std::string_view(v) == "tma") return Sm90Gemm::kTma;
+  return Sm90Gemm::kAuto;
+}
+
+// The TMA kernel (gemm_sm90.cu, grouped_gemm_tma): 256 x 128 tiles; rings of 3 x 32 KB (A)
+// and 7 x 16 KB (B) with two mbarriers per slot.
+constexpr uint32_t kTmaRingBytes = (4 * 4 + 4 * 2) * 64 * 64 * 2 + 2 * (4 + 4) * 8;
+constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
+// A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
+// (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
+Result<TensorMap> bf16_map(const rt::OpContext& ctx, const rt::Tensor& t, std::initializer_list<uint64_t> dims,
+                           uint32_t rows = 64) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = HAL_TENSOR_MAP_BF16;
+  d.rank = uint32_t(dims.size());
+  uint64_t stride = 2;
+  uint32_t i = 0;
+  for (uint64_t n : dims) {
+    d.dims[i] = n;
+    d.strides[i] = stride;
+    d.box[i] = i == 0 ? 64 : i == 1 ? rows : 1;
+    stride *= n;
+    ++i;
+  }
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  return ctx.device.encode_tensor_map(d);
+}
+
+// Launches the TMA kernel, or returns false in *ran when it does not apply here (no tensor
+// maps on this device, rows not 16-byte aligned, too many experts for its shared memory).
+Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue, const GemmArgs& g,
+                       const rt::Tensor& a, const rt::Tensor& b, bool* ran) {
+  *ran = false;
+  const Sm90Gemm mode = sm90_gemm();
+  if (mode == Sm90Gemm::kBasic) return {};
+  const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
+  const uint64_t shared = 1024 + kTmaRingBytes + uint64_t(16 + 2 * (g.EL + 1)) * 4;
+  std::string why;
+  if (epilogue == kGemmF32 || !g.offsets) why = "not a grouped bf16 GEMM";
+  else if (g.K % 8 || ldb % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
+    why = fmt::format("rows are not 16-byte aligned (K = {}, weight row {} elements)", g.K, ldb);
+  else if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
+    why = fmt::format("{} experts need {} bytes of shared memory, {} has {}", g.EL, shared, dev.uri,
+                      dev.max_shared_per_block);
+  if (!why.empty()) {
+    if (mode != Sm90Gemm::kAuto)
+      return Error(HAL_UNSUPPORTED, fmt::format("{}: the TMA kernel cannot run: {}", ctx.contract.op, why));
+    return {};
+  }
+  auto ta = bf16_map(ctx, a, {uint64_t(g.K), uint64_t(g.R)});
+  // No tensor maps on this device: the cp.async kernel (unless the TMA one was required).
+  if (!ta && ta.error().status() == HAL_UNSUPPORTED && mode == Sm90Gemm::kAuto) return {};
+  if (!ta) return ta.error();
+  auto ta16 = bf16_map(ctx, a, {uint64_t(g.K), uint64_t(g.R)}, 16);
+  if (!ta16) return ta16.error();
+  auto tb = bf16_map(ctx, b, {uint64_t(ldb), uint64_t(g.K), uint64_t(g.EL)});
+  if (!tb) return tb.error();
+  const int64_t n_tiles = epilogue == kGemmSwiglu ? ceil_div(g.N, kTmaBn / 2) : ceil_div(g.N, kTmaBn);
+  const int64_t max_tiles = (ceil_div(g.R, kTmaBm) + g.EL) * n_tiles;
+  if (max_tiles > INT_MAX)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
+                                               ctx.contract.op, g.R, g.N));
+  auto k = kernel(ctx, dev, "moe_gemm_sm90", epilogue == kGemmSwiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");
+  if (!k) return k.error();
+  const int64_t grid = std::min<int64_t>(max_tiles, dev.compute_units);
+  auto blob = pack_args(*k, {{ta->bytes, sizeof ta->bytes}, {ta16->bytes, sizeof ta16->bytes}, {tb->bytes, sizeof tb->bytes},
+                             {&g.offsets, 8}, {&g.out, 8}, {&g.R, 8}, {&g.K, 8}, {&g.N, 8}, {&g.EL, 8}});
+  if (!blob) return blob.error();
+  *ran = true;
+  return ctx.stream.launch(*k, {uint32_t(grid)}, {uint32_t(kTmaThreads)}, blob->data(), blob->size(),
+                           uint32_t(shared));
 }
 
 }  // namespace
 
-Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper) {
+Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const rt::Tensor* a,
+                   const rt::Tensor* b) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const bool aligned = g.K % 8 == 0 && g.N % 8 == 0;
   hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
-  const GemmConfig& c = !aligned ? kSm80Unaligned : !hopper ? kSm80 : sm90_ws() ? kSm90Ws : kSm90;
+  if (hopper && a && b) {
+    bool ran = false;
+    HALCYON_TRY(launch_gemm_tma(ctx, *dev, epilogue, g, *a, *b, &ran));
+    if (ran) return {};
+  }
+  const GemmConfig& c = !aligned ? kSm80Unaligned : !hopper ? kSm80 : kSm90;
   const int64_t experts = g.offsets ? g.EL : 1;
   const int64_t n_tiles = epilogue == 1 ? ceil_div(g.N, c.bn / 2) : ceil_div(g.N, c.bn);
   const int64_t max_tiles = (ceil_div(g.R, c.bm) + (g.offsets ? experts : 0)) * n_tiles;
@@ -172,7 +250,7 @@ Status grouped_swiglu(rt::OpContext& ctx, bool hopper) {
   if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
   GemmArgs g{ctx.tensor("a").address(), ctx.tensor("w_gate_up").address(), ctx.tensor("expert_offsets").address(),
              ctx.tensor("out").address(), R, H, I, EL};
-  return launch_gemm(ctx, kGemmSwiglu, g, hopper);
+  return launch_gemm(ctx, kGemmSwiglu, g, hopper, &ctx.tensor("a"), &ctx.tensor("w_gate_up"));
 }
 Status grouped_down(rt::OpContext& ctx, bool hopper) {
   const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
@@ -180,7 +258,7 @@ Status grouped_down(rt::OpContext& ctx, bool hopper) {
   if (I == 0) return zero_rows(ctx, R * H * 2);
   GemmArgs g{ctx.tensor("a").address(), ctx.tensor("w").address(), ctx.tensor("expert_offsets").address(),
              ctx.tensor("out").address(), R, I, H, EL};
-  return launch_gemm(ctx, kGemmBf16, g, hopper);
+  return launch_gemm(ctx, kGemmBf16, g, hopper, &ctx.tensor("a"), &ctx.tensor("w"));
 }
 Status swiglu_sm80(rt::OpContext& ctx) { return grouped_swiglu(ctx, false); }
 Status down_sm80(rt::OpContext& ctx) { return grouped_down(ctx, false); }

@@ -138,19 +138,20 @@ double tol_of(const char* op, const char* out) {
 
 
 // Every PTX implementation of `op` that runs on this device (sm_80 and sm_90a on a Hopper),
-// so that each is checked, not only the one run_op would choose; the sm_90a GEMMs twice, with
-// and without warp specialization (HALCYON_PTX_SM90_GEMM, read by the launcher).
+// so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs twice:
+// the cp.async kernel and the TMA kernel (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma"
+// makes it fail rather than fall back, so a pass means the TMA kernel ran).
 struct Variant {
   rt::OpImpl impl;
   const char* sm90_gemm;  // value of HALCYON_PTX_SM90_GEMM while it runs
 };
-std::vector<Variant> ptx_impls(const char* op) {
+std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false) {
   const std::string arch = ok(device().info()).arch;
   std::vector<Variant> v;
   for (auto& i : rt::impls_of(op)) {
     if (i.format != HAL_MODULE_PTX || !rt::target_runs_on(i.format, i.target, arch)) continue;
-    v.push_back({i, "basic"});
-    if (i.target == "sm_90a") v.push_back({i, "ws"});
+    v.push_back({i, "basic"});  // on sm_90a: the cp.async wgmma kernel
+    if (i.target == "sm_90a" && tma_applies) v.push_back({i, "tma"});
   }
   REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", arch);
   return v;
@@ -383,7 +384,9 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
   const char* op = swiglu ? "moe_grouped_gemm_swiglu" : "moe_grouped_gemm";
   rt::Tensor ta = upload(rt::DType::bf16, {R, Kd}, a), tw = upload(rt::DType::bf16, {EL, Kd, ldb}, w),
              toff = upload(rt::DType::i32, {EL + 1}, off);
-  for (auto& impl : ptx_impls(op)) {
+  // The TMA kernel needs 16-byte aligned rows (and a device that makes tensor maps: sm_90).
+  const bool tma = Kd % 8 == 0 && ldb % 8 == 0 && Nd % 8 == 0;
+  for (auto& impl : ptx_impls(op, tma)) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
     Tensors t{{"a", ta}, {swiglu ? "w_gate_up" : "w", tw}, {"expert_offsets", toff}, {"out", output(rt::DType::bf16, {R, Nd})}};
@@ -446,6 +449,8 @@ TEST_CASE("moe_grouped_gemm_swiglu: every contract case") {
   }
   SUBCASE("aligned, several tiles and experts") { grouped_case(true, 700, 256, 192, 5, g_seed + 120); }
   SUBCASE("capacity rows past offsets[EL]") { grouped_case(true, 300, 128, 64, 3, g_seed + 121, 200); }
+  SUBCASE("k, columns and rows that end inside a 64-wide box") { grouped_case(true, 333, 200, 72, 4, g_seed + 122); }
+  SUBCASE("one expert of 700 rows (three 256-row chunks)") { grouped_case(true, 700, 128, 64, 1, g_seed + 123); }
 }
 
 TEST_CASE("moe_grouped_gemm: every contract case") {
@@ -456,6 +461,8 @@ TEST_CASE("moe_grouped_gemm: every contract case") {
   }
   SUBCASE("aligned, several tiles and experts") { grouped_case(false, 700, 384, 256, 5, g_seed + 220); }
   SUBCASE("capacity rows past offsets[EL]") { grouped_case(false, 300, 128, 64, 3, g_seed + 221, 200); }
+  SUBCASE("k, columns and rows that end inside a 64-wide box") { grouped_case(false, 333, 72, 200, 4, g_seed + 222); }
+  SUBCASE("one expert of 700 rows (three 256-row chunks)") { grouped_case(false, 700, 64, 128, 1, g_seed + 223); }
 }
 
 TEST_CASE("grouped GEMMs: DeepSeek-V3 expert shape (R=32768, H=7168, I=2048), 16 experts, sampled rows") {
