@@ -37,9 +37,14 @@ struct Tma {
     return k;
   }
 
-  // Copies the box at (c0, c1, c2) with one cp.async.bulk.tensor; returns the shared bytes.
+  // Copies the box at (c0, c1, c2) of a map of T with one cp.async.bulk.tensor; returns the
+  // shared bytes. The innermost coordinate must be a multiple of 16 bytes (c0 * sizeof(T)): the
+  // copy engine raises an illegal instruction otherwise, which kills the context
+  // (docs/backends/cuda.md), so a test that broke the rule would fail every test after it.
+  template <typename T>
   std::vector<unsigned char> load_box(const halcyon::TensorMap& map, int c0, int c1, int c2, uint32_t rank,
                                       uint32_t box_bytes) const {
+    REQUIRE_MESSAGE(int64_t(c0) * int64_t(sizeof(T)) % 16 == 0, "c0 = ", c0, " is not a multiple of 16 bytes");
     auto k = kernel();
     auto s = unwrap(dev.create_stream());
     auto out = unwrap(dev.allocate(box_bytes));
@@ -137,13 +142,15 @@ TEST_CASE_FIXTURE(Tma, "tensor map: a 2-D bf16 box {64, 64} with SWIZZLE_128B, i
   d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
   d.l2_promotion = HAL_TENSOR_MAP_L2_128B;
   auto map = unwrap(dev.encode_tensor_map(d));
-  const int coords[][2] = {{0, 0}, {64, 32}, {160, 120}, {136, 86}, {-16, -8}, {190, -60}};
+  // x: multiples of 8 elements (16 bytes), see load_box; (184, -60) crosses the right edge
+  // (16 columns inside) and the top (4 rows inside) at once.
+  const int coords[][2] = {{0, 0}, {64, 32}, {160, 120}, {136, 86}, {-16, -8}, {184, -60}};
   for (auto [c0, c1] : coords) {
-    auto got = load_box(map, c0, c1, 0, 2, 64 * 64 * 2);
+    auto got = load_box<uint16_t>(map, c0, c1, 0, 2, 64 * 64 * 2);
     check_box<uint16_t>(got, d, c0, c1, 0, 128, value);
   }
   // The pattern itself, as the HAL documents it: row r at r * 128 bytes, chunk c at c ^ (r % 8).
-  auto got = load_box(map, 0, 0, 0, 2, 64 * 64 * 2);
+  auto got = load_box<uint16_t>(map, 0, 0, 0, 2, 64 * 64 * 2);
   for (uint32_t r : {0u, 1u, 7u, 8u, 13u}) {
     for (uint32_t c = 0; c < 8; ++c) {
       uint16_t v;
@@ -167,7 +174,8 @@ TEST_CASE_FIXTURE(Tma, "tensor map: 3-D f32 without swizzle, padded strides, zer
     CAPTURE(nan);
     d.oob_nan = nan;
     auto map = unwrap(dev.encode_tensor_map(d));
-    for (auto [c0, c1, c2] : coords) check_box<float>(load_box(map, c0, c1, c2, 3, box_bytes), d, c0, c1, c2, 0, value);
+    for (auto [c0, c1, c2] : coords)
+      check_box<float>(load_box<float>(map, c0, c1, c2, 3, box_bytes), d, c0, c1, c2, 0, value);
   }
 }
 
@@ -182,7 +190,7 @@ TEST_CASE_FIXTURE(Tma, "tensor map: 3-D u16 with SWIZZLE_64B") {
   auto map = unwrap(dev.encode_tensor_map(d));
   const int coords[][3] = {{0, 0, 0}, {32, 8, 2}, {48, 12, 3}};
   for (auto [c0, c1, c2] : coords)
-    check_box<uint16_t>(load_box(map, c0, c1, c2, 3, 32 * 8 * 2 * 2), d, c0, c1, c2, 64, value);
+    check_box<uint16_t>(load_box<uint16_t>(map, c0, c1, c2, 3, 32 * 8 * 2 * 2), d, c0, c1, c2, 64, value);
 }
 
 TEST_CASE_FIXTURE(Tma, "tensor map: the driver's limits are refused before it, naming the field") {

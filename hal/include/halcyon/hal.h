@@ -358,8 +358,10 @@ typedef struct hal_tensor_map_desc {
  * handles, the ranges and values above, and that the whole tensor lies inside the buffer
  * (offset + sum of (dims[i] - 1) * strides[i] + element size <= buffer size); the backend adds
  * its hardware's limits (CUDA: 16-byte-aligned address and strides, box <= 256, ...), each
- * error naming the field and its value. `out` is written only on success. The map holds the
- * buffer's address, not a reference: it is valid while the buffer lives. */
+ * error naming the field and its value. Copy coordinates are the kernel's: on CUDA the innermost
+ * one times the element size must be a multiple of 16 bytes (else an illegal instruction).
+ * `out` is written only on success. The map holds the buffer's address, not a reference: it is
+ * valid while the buffer lives. */
 HAL_API hal_error* hal_device_encode_tensor_map(hal_device device, const hal_tensor_map_desc* desc,
                                                 void* out, size_t out_size);
 

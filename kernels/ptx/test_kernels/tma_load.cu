@@ -3,8 +3,10 @@
 // (cp.async.bulk.tensor), waits on an mbarrier, and writes the box_bytes of shared memory, as
 // the copy laid them out (swizzled or not), to out. The box starts at element coordinates
 // (c0, c1, c2) of a rank-2 or rank-3 map; coordinates may be negative or past the end, and
-// elements outside the tensor read as zero (or NaN, as the map says). The shared destination
-// is aligned to 1024 bytes, the repeat of the 128-byte swizzle pattern.
+// elements outside the tensor read as zero (or NaN, as the map says), but c0 times the element
+// size must be a multiple of 16 bytes: the copy raises an illegal instruction (seen on an H200)
+// otherwise, which kills the context; the caller checks it (the map does not know c0). The
+// shared destination is aligned to 1024 bytes, the repeat of the 128-byte swizzle pattern.
 //
 // The map is a 64-byte-aligned 128-byte parameter at offset 64 (after the pointer), PTX
 // `.param .align 64 .b8 tma_load_param_1[128]`: what the argument blob must reproduce.
