@@ -191,16 +191,18 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
 // per thread. Per k-step of 64, in two rings of slots (1024-byte aligned):
 //   A (4 slots x 32 KB): up to four 64 x 64 boxes (rows x k, K-major, SW128), only as many as
 //      the tile has rows
-//   B (4 slots x 16 KB): two 64 x 64 boxes (k x 64 columns, MN-major, SW128): for SwiGLU the
+//   B (4 or 5 slots x 16 KB): two 64 x 64 boxes (k x 64 columns, MN-major, SW128): for SwiGLU the
 //      gate columns [64j, 64j + 64) and the matching up columns [N + 64j, ...) -> 64 outputs
 //      per tile; else columns [128j, 128j + 128)
 // which are exactly the layouts the wgmma descriptors of the kernel above describe. Rows past
 // the tensor (R), k past K and columns past the weights are zero-filled by the copy; rows of
 // the next expert inside a partial 64-row block are multiplied but never stored.
 // Why two rings, each with its own producer thread: the B copies (DRAM) need not wait behind
-// the A copies (mostly L2) of the same k-step. Measured on an H200 (docs/kernels/ptx.md): at
-// 128 and 512 tokens two rings beat one ring of 4 x 48 KB stages (0.5-0.7 ms less for the
-// experts); 3 A + 7 B slots and 4 A + 5 B slots were slower at 4096 tokens than 4 + 4.
+// the A copies (mostly L2) of the same k-step, and the B ring's depth can follow the batch.
+// Two builds (docs/kernels/ptx.md has the measurements): 4 B slots (*_sm90tma), best with
+// ~128 rows per expert (4096 tokens, where more B in flight made the down GEMM slower), and
+// 5 B slots (*_sm90tma_b5), best with few rows per expert (128-512 tokens: weight-streaming
+// only, where more bytes in flight is what counts).
 // full[s]: one arrive (its producer's expect_tx) + the copies' bytes; empty[s]: one arrive
 // per consumer warp once its wgmma has read the slot.
 struct alignas(64) TensorMap {
@@ -208,10 +210,8 @@ struct alignas(64) TensorMap {
 };
 constexpr int T_BM = 256, T_BN = 128, T_THREADS = 384;
 constexpr int BOX_BYTES = 64 * 64 * 2;
-constexpr int A_SLOTS = 4, B_SLOTS = 4;
+constexpr int A_SLOTS = 4;
 constexpr int A_SLOT_BYTES = 4 * BOX_BYTES, B_SLOT_BYTES = 2 * BOX_BYTES;
-constexpr int RING_BYTES = A_SLOTS * A_SLOT_BYTES + B_SLOTS * B_SLOT_BYTES;
-constexpr int N_BARS = 2 * (A_SLOTS + B_SLOTS);
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -276,10 +276,12 @@ __device__ __forceinline__ void mma_k_tile(float* d, uint32_t sa, uint32_t sb, b
 // tb: 3-D map of b [EL, K, ldb] (box 64 columns x 64 k x 1 expert); all bf16, 128-byte swizzle
 // (the swizzle follows the shared-memory address, so a 16-row box at a 2 KB offset lands where
 // the rows of a 64-row box would).
-template <int EPI>
+template <int EPI, int B_SLOTS>
 __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                  const int* offsets,
                                                  void* out, long long R, long long K, long long N, long long EL) {
+  constexpr int RING_BYTES = A_SLOTS * A_SLOT_BYTES + B_SLOTS * B_SLOT_BYTES;
+  constexpr int N_BARS = 2 * (A_SLOTS + B_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -410,13 +412,15 @@ HC_GEMM_ENTRY(hc_moe_gemm_swiglu_sm90, hc::kSwigluBf16)
 HC_GEMM_ENTRY(hc_moe_gemm_sm90, hc::kStoreBf16)
 HC_GEMM_ENTRY(hc_gemm_bf16_sm90, hc::kStoreF32)
 
-#define HC_GEMM_TMA_ENTRY(NAME, EPI)                                                                         \
+#define HC_GEMM_TMA_ENTRY(NAME, EPI, B_SLOTS)                                                                \
   extern "C" __global__ void __launch_bounds__(hc::T_THREADS, 1)                                            \
       NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
            const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
            long long N, long long EL) {                                                                      \
-    hc::grouped_gemm_tma<EPI>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                   \
+    hc::grouped_gemm_tma<EPI, B_SLOTS>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                          \
   }
 
-HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma, hc::kSwigluBf16)
-HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16)
+HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma, hc::kSwigluBf16, 4)
+HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16, 4)
+HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma_b5, hc::kSwigluBf16, 5)
+HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma_b5, hc::kStoreBf16, 5)

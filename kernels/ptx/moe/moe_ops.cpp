@@ -44,9 +44,11 @@ Sm90Gemm sm90_gemm() {
   return Sm90Gemm::kAuto;
 }
 
-// The TMA kernel (gemm_sm90.cu, grouped_gemm_tma): 256 x 128 tiles; rings of 3 x 32 KB (A)
-// and 7 x 16 KB (B) with two mbarriers per slot.
-constexpr uint32_t kTmaRingBytes = (4 * 4 + 4 * 2) * 64 * 64 * 2 + 2 * (4 + 4) * 8;
+// The TMA kernel (gemm_sm90.cu, grouped_gemm_tma): 256 x 128 tiles; rings of 4 x 32 KB (A)
+// and 4 or 5 x 16 KB (B) with two mbarriers per slot.
+constexpr uint32_t tma_ring_bytes(int b_slots) { return (4 * 4 + b_slots * 2) * 64 * 64 * 2 + 2 * (4 + b_slots) * 8; }
+// The 5-slot B ring where experts average <= 64 rows (measured: docs/kernels/ptx.md).
+constexpr int64_t kTmaDeepRingRows = 64;
 constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
@@ -80,7 +82,8 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   const Sm90Gemm mode = sm90_gemm();
   if (mode == Sm90Gemm::kBasic) return {};
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
-  const uint64_t shared = 1024 + kTmaRingBytes + uint64_t(16 + 2 * (g.EL + 1)) * 4;
+  const bool deep = g.R <= kTmaDeepRingRows * g.EL;
+  const uint64_t shared = 1024 + tma_ring_bytes(deep ? 5 : 4) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
   std::string why;
   if (epilogue == kGemmF32 || !g.offsets) why = "not a grouped bf16 GEMM";
   else if (g.K % 8 || ldb % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
@@ -106,7 +109,9 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   if (max_tiles > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, g.R, g.N));
-  auto k = kernel(ctx, dev, "moe_gemm_sm90", epilogue == kGemmSwiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");
+  const char* entry = epilogue == kGemmSwiglu ? (deep ? "hc_moe_gemm_swiglu_sm90tma_b5" : "hc_moe_gemm_swiglu_sm90tma")
+                                              : (deep ? "hc_moe_gemm_sm90tma_b5" : "hc_moe_gemm_sm90tma");
+  auto k = kernel(ctx, dev, "moe_gemm_sm90", entry);
   if (!k) return k.error();
   const int64_t grid = std::min<int64_t>(max_tiles, dev.compute_units);
   auto blob = pack_args(*k, {{ta->bytes, sizeof ta->bytes}, {ta16->bytes, sizeof ta16->bytes}, {tb->bytes, sizeof tb->bytes},
