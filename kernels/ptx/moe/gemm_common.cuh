@@ -116,6 +116,13 @@ __device__ __forceinline__ Tile decode_tile(const TileMap& m, int t) {
   return tile;
 }
 
+// n-tiles of BN weight columns over N output columns: with SwiGLU a tile's BN columns are BN/2
+// gate + BN/2 up columns, so it makes BN/2 outputs. (Launchers: ptxop::gemm_n_tiles.)
+template <int EPI, int BN>
+__device__ __forceinline__ int n_tiles_of(long long N) {
+  return EPI == kSwigluBf16 ? (int)((N + BN / 2 - 1) / (BN / 2)) : (int)((N + BN - 1) / BN);
+}
+
 // The global column of 8-column chunk `chunk` of n-tile `n_tile` (tile width BN) of the
 // weights, and in *valid how many of its 8 columns exist. With SwiGLU the tile's first BN/2
 // columns are gate columns [j, j + BN/2) and the rest the up columns [N + j, ...) that pair

@@ -138,7 +138,7 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
   int* ints = reinterpret_cast<int*>(smem_raw + STAGES * STAGE_ELEMS * 2);
   const int n_experts = offsets ? (int)EL : 1;
   const long long ldb = EPI == kSwigluBf16 ? 2 * N : N;
-  const int n_tiles = EPI == kSwigluBf16 ? (int)((N + BN / 2 - 1) / (BN / 2)) : (int)((N + BN - 1) / BN);
+  const int n_tiles = n_tiles_of<EPI, BN>(N);
   TileMap map = build_tile_map<THREADS, BM>(offsets, R, n_experts, n_tiles, ints + 16, ints);
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + BK - 1) / BK);

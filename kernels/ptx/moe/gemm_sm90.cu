@@ -125,7 +125,7 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
   int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + STAGES * STAGE_BYTES);
   const int n_experts = offsets ? (int)EL : 1;
   const long long ldb = EPI == kSwigluBf16 ? 2 * N : N;
-  const int n_tiles = EPI == kSwigluBf16 ? (int)((N + BN / 2 - 1) / (BN / 2)) : (int)((N + BN - 1) / BN);
+  const int n_tiles = n_tiles_of<EPI, BN>(N);
   TileMap map = build_tile_map<THREADS, BM>(offsets, R, n_experts, n_tiles, ints + 16, ints);
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + BK - 1) / BK);
@@ -291,7 +291,7 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
                  empty_b = full_b + 8 * B_SLOTS;
   int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + RING_BYTES + 8 * N_BARS);
   const int n_experts = (int)EL;
-  const int n_tiles = EPI == kSwigluBf16 ? (int)((N + T_BN / 2 - 1) / (T_BN / 2)) : (int)((N + T_BN - 1) / T_BN);
+  const int n_tiles = n_tiles_of<EPI, T_BN>(N);
   if (threadIdx.x == 0) {
     for (int i = 0; i < A_SLOTS; ++i) mbar_init(full_a + 8 * i, 1), mbar_init(empty_a + 8 * i, 8);
     for (int i = 0; i < B_SLOTS; ++i) mbar_init(full_b + 8 * i, 1), mbar_init(empty_b + 8 * i, 8);

@@ -104,7 +104,7 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   if (!ta16) return ta16.error();
   auto tb = bf16_map(ctx, b, {uint64_t(ldb), uint64_t(g.K), uint64_t(g.EL)});
   if (!tb) return tb.error();
-  const int64_t n_tiles = epilogue == kGemmSwiglu ? ceil_div(g.N, kTmaBn / 2) : ceil_div(g.N, kTmaBn);
+  const int64_t n_tiles = gemm_n_tiles(epilogue, g.N, kTmaBn);
   const int64_t max_tiles = (ceil_div(g.R, kTmaBm) + g.EL) * n_tiles;
   if (max_tiles > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
@@ -114,12 +114,11 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   auto k = kernel(ctx, dev, "moe_gemm_sm90", entry);
   if (!k) return k.error();
   const int64_t grid = std::min<int64_t>(max_tiles, dev.compute_units);
-  auto blob = pack_args(*k, {{ta->bytes, sizeof ta->bytes}, {ta16->bytes, sizeof ta16->bytes}, {tb->bytes, sizeof tb->bytes},
-                             {&g.offsets, 8}, {&g.out, 8}, {&g.R, 8}, {&g.K, 8}, {&g.N, 8}, {&g.EL, 8}});
-  if (!blob) return blob.error();
+  // ArgPack places the 64-byte-aligned tensor maps as the PTX parameter list does.
+  ArgPack args;
+  args.value(*ta).value(*ta16).value(*tb).value(g.offsets).value(g.out).value(g.R).value(g.K).value(g.N).value(g.EL);
   *ran = true;
-  return ctx.stream.launch(*k, {uint32_t(grid)}, {uint32_t(kTmaThreads)}, blob->data(), blob->size(),
-                           uint32_t(shared));
+  return ctx.stream.launch(*k, {uint32_t(grid)}, {uint32_t(kTmaThreads)}, args, uint32_t(shared));
 }
 
 }  // namespace
@@ -137,7 +136,7 @@ Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hop
   }
   const GemmConfig& c = !aligned ? kSm80Unaligned : !hopper ? kSm80 : kSm90;
   const int64_t experts = g.offsets ? g.EL : 1;
-  const int64_t n_tiles = epilogue == 1 ? ceil_div(g.N, c.bn / 2) : ceil_div(g.N, c.bn);
+  const int64_t n_tiles = gemm_n_tiles(epilogue, g.N, c.bn);
   const int64_t max_tiles = (ceil_div(g.R, c.bm) + (g.offsets ? experts : 0)) * n_tiles;
   if (max_tiles == 0) return {};
   if (max_tiles > INT_MAX || g.R > INT_MAX)

@@ -9,9 +9,7 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 #include <map>
-#include <vector>
 #include <mutex>
 #include <string>
 
@@ -59,35 +57,6 @@ Status launch(const rt::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, 
   return ctx.stream.launch(k, grid, block, &args, sizeof args, shared_bytes);
 }
 
-// The argument blob of `k` with one field per parameter, each copied to the offset the kernel
-// reports (hal_kernel_get_arg). Needed for parameters aligned beyond 8 bytes, such as tensor
-// maps (64): the CUDA driver lays those out relative to its own parameter bank, not from 0 as
-// a packed struct would.
-struct ArgField {
-  const void* data;
-  size_t size;
-};
-inline Result<std::vector<unsigned char>> pack_args(const Kernel& k, std::initializer_list<ArgField> fields) {
-  auto args = k.args();
-  if (!args) return args.error();
-  auto info = k.info();
-  if (!info) return info.error();
-  if (args->size() != fields.size())
-    return Error(HAL_INTERNAL, fmt::format("kernel '{}' takes {} parameters, the launcher packs {}", info->name,
-                                           args->size(), fields.size()));
-  std::vector<unsigned char> blob(info->args_size, 0);
-  size_t i = 0;
-  for (const ArgField& f : fields) {
-    const hal_kernel_arg& a = (*args)[i];
-    if (a.size != f.size || uint64_t(a.offset) + a.size > blob.size())
-      return Error(HAL_INTERNAL, fmt::format("kernel '{}': parameter {} is {} bytes at offset {}, the launcher has {} bytes",
-                                             info->name, i, a.size, a.offset, f.size));
-    std::memcpy(blob.data() + a.offset, f.data, f.size);
-    ++i;
-  }
-  return blob;
-}
-
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The argument block of the GEMM kernels (kernels/ptx/moe/gemm_common.cuh).
@@ -96,6 +65,10 @@ struct GemmArgs {
   int64_t R, K, N, EL;
 };
 enum GemmEpilogue : int { kGemmBf16 = 0, kGemmSwiglu = 1, kGemmF32 = 2 };
+// The kernels' n_tiles_of (gemm_common.cuh): n-tiles of bn weight columns over N outputs.
+inline int64_t gemm_n_tiles(int epilogue, int64_t N, int64_t bn) {
+  return epilogue == kGemmSwiglu ? ceil_div(N, bn / 2) : ceil_div(N, bn);
+}
 
 // Launches the grouped GEMM (kernels/ptx/moe/moe_ops.cpp): on sm_90a when `hopper` and the rows
 // are 16-byte aligned the wgmma kernels — the TMA one when the tensors `a` and `b` are given and
