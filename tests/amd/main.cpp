@@ -2,7 +2,7 @@
 // --plugin=<file> only that plugin file is loaded, so the same tests run through the plugin path.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
-#include <halcyon/hal.h>
+#include <halcyon/halcyon.hpp>
 
 #include <cstdio>
 #include <string>
@@ -18,15 +18,10 @@ int main(int argc, char** argv) {
     else
       rest.push_back(argv[i]);
   }
-  hal_init_desc d{};
-  d.struct_size = sizeof d;
-  d.flags = HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;  // hermetic
-  if (!plugin.empty()) {
-    d.flags |= HAL_INIT_NO_BUILTIN_BACKENDS;
-    d.backend_path = plugin.c_str();
-  }
-  if (hal_error* e = hal_init(&d)) {
-    std::fprintf(stderr, "hal_init: %s\n", hal_error_message(e));
+  uint32_t flags = HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;  // hermetic
+  if (!plugin.empty()) flags |= HAL_INIT_NO_BUILTIN_BACKENDS;
+  if (auto s = halcyon::init(flags, plugin.empty() ? nullptr : plugin.c_str()); !s) {
+    std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
   }
   doctest::Context ctx(int(rest.size()), rest.data());

@@ -466,12 +466,8 @@ TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options ar
 
 int main(int argc, char** argv) {
   // Hermetic: the built-in backends plus the two test-only ones.
-  hal_init_desc d{};
-  d.struct_size = sizeof d;
-  d.flags = HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;
-  d.backend_path = CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN;
-  if (hal_error* e = hal_init(&d)) {
-    std::fprintf(stderr, "hal_init: %s\n", hal_error_message(e));
+  if (auto s = halcyon::init(HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR, CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN); !s) {
+    std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
   }
 #ifdef HALCYON_CTS_NUMERIC

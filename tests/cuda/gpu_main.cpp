@@ -2,7 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <halcyon/hal.h>
+#include <halcyon/halcyon.hpp>
 
 #include <cstdio>
 
@@ -11,11 +11,9 @@ const char* device_uri() { return "cuda:0"; }
 }  // namespace test
 
 int main(int argc, char** argv) {
-  hal_init_desc d{};
-  d.struct_size = sizeof d;
-  d.flags = HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;  // hermetic: built-ins only
-  if (hal_error* e = hal_init(&d)) {
-    std::fprintf(stderr, "hal_init: %s\n", hal_error_message(e));
+  // Hermetic: built-ins only.
+  if (auto s = halcyon::init(HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR); !s) {
+    std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
   }
   hal_device dev = nullptr;

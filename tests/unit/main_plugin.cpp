@@ -8,12 +8,10 @@
 const char* test::device_uri() { return "cpu:0"; }
 
 int main(int argc, char** argv) {
-  hal_init_desc d{};
-  d.struct_size = sizeof d;
-  d.flags = HAL_INIT_NO_BUILTIN_BACKENDS | HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;
-  d.backend_path = HALCYON_CPU_PLUGIN;
-  if (hal_error* e = hal_init(&d)) {
-    std::fprintf(stderr, "hal_init: %s\n", hal_error_message(e));
+  if (auto s = halcyon::init(HAL_INIT_NO_BUILTIN_BACKENDS | HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR,
+                              HALCYON_CPU_PLUGIN);
+      !s) {
+    std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
   }
   // Prove the device really comes from the plugin file.

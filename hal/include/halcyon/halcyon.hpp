@@ -270,6 +270,16 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
   }
 };
 
+// Discovers backends (hal_init) with HAL_INIT_* flags and extra plugin files or folders
+// (':'-separated, or nullptr). Optional: the first call that needs the registry does it.
+inline Status init(uint32_t flags = 0, const char* backend_path = nullptr) {
+  hal_init_desc d{};
+  d.struct_size = sizeof d;
+  d.flags = flags;
+  d.backend_path = backend_path;
+  return check(hal_init(&d));
+}
+
 // The registry's view: every backend and plugin file tried, and the devices they offer.
 inline Result<std::vector<hal_backend_record>> backend_records() {
   uint32_t n = 0;
