@@ -32,7 +32,15 @@ for w in $what; do
     bench-basic)  # the cp.async Hopper GEMM instead of the TMA one, for comparison
       echo "\$ HALCYON_PTX_SM90_GEMM=basic halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
       HALCYON_PTX_SM90_GEMM=basic timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_basic.json" 2>&1 | tee -a "$log" ;;
-    bench-tma)  # one Hopper GEMM variant by name, 4096 and 512 tokens, for comparison
+    compare)  # the row-tile and the swap-AB TMA kernels alternately in one call: 4096 tokens twice each, 512 and 128 once
+      for T in 4096 4096 512 128; do
+        for v in tma swap; do
+          echo "\$ HALCYON_PTX_SM90_GEMM=$v halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
+          HALCYON_PTX_SM90_GEMM=$v timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens $T 2>&1 \
+            | grep -E "rows|copy|swiglu|down|experts|layer" | tee -a "$log"
+        done
+      done ;;
+    bench-tma|bench-swap)  # one Hopper GEMM variant by name, 4096 and 512 tokens, for comparison
       v=${w#bench-}
       for T in 4096 512; do
         echo "\$ HALCYON_PTX_SM90_GEMM=$v halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"

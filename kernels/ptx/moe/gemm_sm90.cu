@@ -398,6 +398,323 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
     }
   }
 }
+
+// ---- swap-AB: the weights as the wgmma M operand, the tokens as N (the down projection's default) ----
+// Why: at ~128 rows per expert (4096 tokens) the kernel above spends its tensor-core time on
+// 64-row blocks (an expert of 130 rows computes 192) and re-reads each expert's activation rows
+// from L2 once per 64 outputs, while one k-step's compute is about as long as its weights take
+// to arrive. Here D^T = W^T A^T: a wgmma's M is 64 weight columns and its N the expert's tokens
+// in steps of 16 (130 rows compute as 144), so a tile can be 256 weight columns wide (the
+// activation rows are read half as often, and a k-step carries 32 KB of weights, twice the
+// bytes in flight per slot) with at most S_TN tokens of accumulators per thread.
+//
+// CTA: 256 threads, two warpgroups c = 0, 1, each owning two 64-column weight blocks and all the
+// tile's tokens: for SwiGLU gate columns [128j + 64c, +64) and the up columns that pair with
+// them (64 outputs), else columns [256j + 128c, +128). Thread 0 also issues the copies (see
+// SwapProducer). Why no producer warp: up to 176 tokens need 176 accumulators per thread. A
+// 384-thread CTA starts with 168 registers, and the driver's JIT (which compiles our PTX)
+// spilled the accumulators to local memory under setmaxnreg (ncu on an H200: 370 M local
+// requests, 12x slower) where the toolkit's ptxas did not; 288 threads at 224 registers do not
+// fit (the driver allows 256: each of the 4 SM sub-partitions holds 16 K registers). 256 threads
+// start with up to 255 registers, so no compiler needs to look past the entry limit.
+// Per k-step of 64, S_SLOTS slots of:
+//   tokens  (22 KB): the tile's rows, rounded up to 16, K-major SW128 (64-row boxes, then 16-row
+//           boxes): the wgmma B operand, not transposed
+//   weights (32 KB): four 64 x 64 boxes (k x 64 columns, MN-major SW128), box 2c + h for consumer
+//           c: the wgmma A operand, transposed by the instruction
+// An expert of more than S_TN rows takes several tiles per n-tile (adjacent in the walk, so the
+// second reads the weights from L2). The accumulators hold D^T (row = weight column, column =
+// token); the epilogue swaps pairs between neighbouring lanes so that each store writes two
+// adjacent output columns of one token.
+constexpr int S_TN = 176, S_BN = 256, S_SLOTS = 4, S_THREADS = 256;
+constexpr int S_A_SLOT_BYTES = S_TN * 128, S_B_SLOT_BYTES = 4 * BOX_BYTES;
+
+// wgmma m64nNTk16, A (weights) MN-major from shared memory, B (tokens) K-major: NT/2 accumulators.
+template <int NT>
+__device__ __forceinline__ void wgmma_swap(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
+#define HC_OUT8(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3]), "+f"(d[b + 4]), "+f"(d[b + 5]), \
+                   "+f"(d[b + 6]), "+f"(d[b + 7])
+#define HC_ACC_1 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define HC_ACC_2 HC_ACC_1 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define HC_ACC_3 HC_ACC_2 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define HC_ACC_4 HC_ACC_3 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define HC_ACC_5 HC_ACC_4 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define HC_ACC_6 HC_ACC_5 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define HC_ACC_7 HC_ACC_6 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define HC_ACC_8 HC_ACC_7 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define HC_ACC_9 HC_ACC_8 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define HC_ACC_10 HC_ACC_9 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define HC_ACC_11 HC_ACC_10 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define HC_OUTS_1 HC_OUT8(0)
+#define HC_OUTS_2 HC_OUTS_1, HC_OUT8(8)
+#define HC_OUTS_3 HC_OUTS_2, HC_OUT8(16)
+#define HC_OUTS_4 HC_OUTS_3, HC_OUT8(24)
+#define HC_OUTS_5 HC_OUTS_4, HC_OUT8(32)
+#define HC_OUTS_6 HC_OUTS_5, HC_OUT8(40)
+#define HC_OUTS_7 HC_OUTS_6, HC_OUT8(48)
+#define HC_OUTS_8 HC_OUTS_7, HC_OUT8(56)
+#define HC_OUTS_9 HC_OUTS_8, HC_OUT8(64)
+#define HC_OUTS_10 HC_OUTS_9, HC_OUT8(72)
+#define HC_OUTS_11 HC_OUTS_10, HC_OUT8(80)
+// imm-scale-a 1, imm-scale-b 1, imm-trans-a 1 (the weights are [k][column]), imm-trans-b 0.
+#define HC_WGMMA_SWAP(NT, K8, IA, IB, IS)                                                                  \
+  template <>                                                                                             \
+  __device__ __forceinline__ void wgmma_swap<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                          \
+                 "wgmma.mma_async.sync.aligned.m64n" #NT "k16.f32.bf16.bf16 {" HC_ACC_##K8 "}, %" #IA ", %" #IB \
+                 ", p, 1, 1, 1, 0;\n}\n"                                                                   \
+                 : HC_OUTS_##K8                                                                            \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                \
+  }
+HC_WGMMA_SWAP(16, 1, 8, 9, 10)
+HC_WGMMA_SWAP(32, 2, 16, 17, 18)
+HC_WGMMA_SWAP(48, 3, 24, 25, 26)
+HC_WGMMA_SWAP(64, 4, 32, 33, 34)
+HC_WGMMA_SWAP(80, 5, 40, 41, 42)
+HC_WGMMA_SWAP(96, 6, 48, 49, 50)
+HC_WGMMA_SWAP(112, 7, 56, 57, 58)
+HC_WGMMA_SWAP(128, 8, 64, 65, 66)
+HC_WGMMA_SWAP(144, 9, 72, 73, 74)
+HC_WGMMA_SWAP(160, 10, 80, 81, 82)
+HC_WGMMA_SWAP(176, 11, 88, 89, 90)
+#undef HC_WGMMA_SWAP
+
+template <int N_ACC>
+__device__ __forceinline__ void fence_regs(float* d) {
+#pragma unroll
+  for (int i = 0; i < N_ACC; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Stores one consumer's part of a swap-AB tile: d0/d1 = blocks 2c and 2c + 1 (SwiGLU: gate, up).
+// d[4j + 2h + q] is weight column 16 (warp % 4) + lane / 4 + 8h of the block, token 8j + (lane %
+// 4) * 2 + q. Lanes 4 apart hold neighbouring columns: the even one keeps token 8j + 2(lane % 4)
+// of both columns, the odd one token + 1, so each store is two adjacent bf16 of one output row.
+template <int EPI, int NT>
+__device__ __forceinline__ void epilogue_swap(void* out, const Tile& t, int rows, long long N, const float* d0,
+                                              const float* d1, int cg) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, qq = lane & 3;
+  const bool odd = g & 1;
+  constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;  // SwiGLU: gate and up make one block of outputs
+  // This thread's first output column; tokens go j by j (outer loop), so that the blocks share
+  // the row address and the accumulators of a finished j free their registers.
+  const long long col0 = (EPI == kSwigluBf16 ? (long long)t.n_tile * 128 + 64 * cg : (long long)t.n_tile * 256 + 128 * cg) +
+                         16 * warp + (g & ~1);
+  const int tok0 = 2 * qq + (odd ? 1 : 0);
+  unsigned short* row = (unsigned short*)out + ((long long)t.row0 + tok0) * N;
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j, row += 8 * N) {
+    const bool tok_ok = 8 * j + tok0 < rows;
+#pragma unroll
+    for (int nb = 0; nb < BLOCKS; ++nb) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 4 * j + 2 * h;
+        float v0, v1;
+        if (EPI == kSwigluBf16) {
+          v0 = silu_mul(d0[i], d1[i]);
+          v1 = silu_mul(d0[i + 1], d1[i + 1]);
+        } else {
+          v0 = nb ? d1[i] : d0[i];
+          v1 = nb ? d1[i + 1] : d0[i + 1];
+        }
+        const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+        const long long col = col0 + 64 * nb + 8 * h;
+        if (tok_ok && col < N)
+          *reinterpret_cast<uint32_t*>(row + col) = odd ? pack_bf16x2(recv, v1) : pack_bf16x2(v0, recv);
+      }
+    }
+  }
+}
+
+struct SwapRings {
+  uint32_t ring_a, ring_b, full_a, empty_a, full_b, empty_b;
+};
+
+__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// The copies, issued by thread 0 between its own k-steps. It walks the CTA's (tile, k-step)
+// sequence on its own cursor and keeps up to S_SLOTS k-steps loaded ahead of the consumers: a
+// slot is refilled once all 8 warps have released it. It waits only for the k-step its own
+// warpgroup needs next (the other warpgroup can always release that slot: every earlier k-step
+// is loaded); otherwise it looks (test_wait) and comes back at the next k-step.
+struct SwapProducer {
+  const TensorMap *ta, *ta16, *tb;
+  TileMap map;
+  int total, k_tiles, ti, kt, n16;
+  Tile t;
+  uint32_t it;
+  long long N;
+  uint64_t keep, stream;  // L2 policies: activations are re-read by each n-tile, weights once
+
+  __device__ __forceinline__ void start(int first_tile) {
+    ti = first_tile;
+    kt = 0;
+    it = 0;
+    if (ti < total) next_tile();
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(keep));
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(stream));
+  }
+  __device__ __forceinline__ void next_tile() {
+    t = decode_tile<S_TN>(map, ti);
+    n16 = (min(t.row_end - t.row0, S_TN) + 15) & ~15;
+  }
+  template <int EPI>
+  __device__ __forceinline__ void fill(uint32_t need, const SwapRings& r) {
+    while (ti < total && it < need + S_SLOTS) {
+      const uint32_t st = it % S_SLOTS;
+      if (it >= S_SLOTS) {
+        const uint32_t parity = ((it / S_SLOTS) - 1) & 1;
+        if (it > need) {
+          if (!mbar_test(r.empty_b + 8 * st, parity) || !mbar_test(r.empty_a + 8 * st, parity)) return;
+        } else {
+          mbar_wait(r.empty_b + 8 * st, parity);
+          mbar_wait(r.empty_a + 8 * st, parity);
+        }
+      }
+      const uint32_t sb = r.ring_b + st * S_B_SLOT_BYTES, fb = r.full_b + 8 * st;
+      mbar_expect_tx(fb, 4 * BOX_BYTES);
+      // In address order: for SwiGLU the tile's 128 gate columns, then its 128 up columns (the
+      // interleaved order measured the same).
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int col = EPI == kSwigluBf16 ? (h ? (int)N : 0) + t.n_tile * 128 + 64 * c
+                                             : t.n_tile * 256 + 128 * c + 64 * h;
+          tma_3d(sb + (2 * c + h) * BOX_BYTES, tb, col, kt * 64, t.expert, fb, stream);
+        }
+      const uint32_t sa = r.ring_a + st * S_A_SLOT_BYTES, fa = r.full_a + 8 * st;
+      const int full_blocks = n16 >> 6, tail16 = (n16 & 63) >> 4;
+      mbar_expect_tx(fa, (uint32_t)n16 * 128);
+      for (int b = 0; b < full_blocks; ++b) tma_2d(sa + b * BOX_BYTES, ta, kt * 64, t.row0 + 64 * b, fa, keep);
+      for (int j = 0; j < tail16; ++j)
+        tma_2d(sa + full_blocks * BOX_BYTES + j * (BOX_BYTES / 4), ta16, kt * 64, t.row0 + 64 * full_blocks + 16 * j,
+               fa, keep);
+      ++it;
+      if (++kt == k_tiles) {
+        kt = 0;
+        ti += gridDim.x;
+        if (ti < total) next_tile();
+      }
+    }
+  }
+};
+
+// One tile for a consumer warpgroup, NT = the tile's rows rounded up to 16: the k loop, then
+// the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase).
+template <int EPI, int NT>
+__device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int rows, int k_tiles, uint32_t& it,
+                                          const SwapRings& r, SwapProducer& prod, int cg, void* out, long long N) {
+  const bool lead = (threadIdx.x & 31) == 0;
+  const uint32_t first = it;
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    if (threadIdx.x == 0) prod.fill<EPI>(it, r);
+    const uint32_t sta = it % S_SLOTS, stb = it % S_SLOTS;
+    mbar_wait(r.full_b + 8 * stb, (it / S_SLOTS) & 1);
+    mbar_wait(r.full_a + 8 * sta, (it / S_SLOTS) & 1);
+    const uint32_t sa = r.ring_a + sta * S_A_SLOT_BYTES;
+    const uint32_t sw = r.ring_b + stb * S_B_SLOT_BYTES + cg * 2 * BOX_BYTES;
+    fence_regs<NT / 2>(d0);
+    fence_regs<NT / 2>(d1);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      // weights: 16 k rows = 2048 bytes on; tokens: 16 k = 32 bytes along each swizzled row
+      const uint64_t db = make_desc(sa + kk * 32, 16, 1024);
+      const int scale = (kt > 0 || kk > 0) ? 1 : 0;
+      wgmma_swap<NT>(d0, make_desc(sw + kk * 2048, 8192, 1024), db, scale);
+      wgmma_swap<NT>(d1, make_desc(sw + BOX_BYTES + kk * 2048, 8192, 1024), db, scale);
+    }
+    wgmma_commit();
+    fence_regs<NT / 2>(d0);
+    fence_regs<NT / 2>(d1);
+    wgmma_wait<1>();
+    if (it > first && lead) {  // k-step it - 1 has been read
+      mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
+      mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
+    }
+  }
+  wgmma_wait<0>();
+  fence_regs<NT / 2>(d0);
+  fence_regs<NT / 2>(d1);
+  if (it > first && lead) {
+    mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
+    mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
+  }
+  epilogue_swap<EPI, NT>(out, t, rows, N, d0, d1, cg);
+}
+
+// ta: 2-D map of a [R, K] (box 64 k x 64 rows); ta16: the same with 16-row boxes; tb: 3-D map of
+// b [EL, K, ldb] (box 64 columns x 64 k x 1 expert); all bf16, 128-byte swizzle.
+template <int EPI>
+__device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
+                                                  const int* offsets, void* out, long long R, long long K, long long N,
+                                                  long long EL) {
+  constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
+  constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  SwapRings r;
+  r.ring_a = base;
+  r.ring_b = base + S_SLOTS * S_A_SLOT_BYTES;
+  r.full_a = base + RING_BYTES;
+  r.empty_a = r.full_a + 8 * S_SLOTS;
+  r.full_b = r.empty_a + 8 * S_SLOTS;
+  r.empty_b = r.full_b + 8 * S_SLOTS;
+  int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + RING_BYTES + 8 * N_BARS);
+  const int n_experts = (int)EL;
+  const int n_tiles = n_tiles_of<EPI, S_BN>(N);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_a + 8 * i, 1), mbar_init(r.empty_a + 8 * i, 8);
+    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  TileMap map = build_tile_map<S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  const int total = map.first[n_experts];
+  const int k_tiles = (int)((K + 63) / 64);
+  const int cg = threadIdx.x >> 7;
+  SwapProducer prod;
+  if (threadIdx.x == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
+    prod.ta = ta;
+    prod.ta16 = ta16;
+    prod.tb = tb;
+    prod.map = map;
+    prod.total = total;
+    prod.k_tiles = k_tiles;
+    prod.N = N;
+    prod.start(blockIdx.x);
+  }
+  {
+    float d0[S_TN / 2], d1[S_TN / 2];
+    uint32_t it = 0;
+    for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+      const Tile t = decode_tile<S_TN>(map, ti);
+      const int rows = min(t.row_end - t.row0, S_TN);
+      switch ((rows + 15) >> 4) {
+#define HC_SWAP_CASE(K16) \
+  case K16:                \
+    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
+    break;
+        HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
+        HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
+#undef HC_SWAP_CASE
+        default: break;
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace hc
 
@@ -424,3 +741,14 @@ HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma, hc::kSwigluBf16, 4)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16, 4)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma_b5, hc::kSwigluBf16, 5)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma_b5, hc::kStoreBf16, 5)
+
+#define HC_GEMM_SWAP_ENTRY(NAME, EPI)                                                                        \
+  extern "C" __global__ void __launch_bounds__(hc::S_THREADS, 1)                                                                                      \
+      NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
+           const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
+           long long N, long long EL) {                                                                      \
+    hc::grouped_gemm_swap<EPI>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
+  }
+
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16)
