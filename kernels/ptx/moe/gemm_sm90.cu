@@ -406,7 +406,7 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // to arrive. Here D^T = W^T A^T: a wgmma's M is 64 weight columns and its N the expert's tokens
 // in steps of 16 (130 rows compute as 144), so a tile can be 256 weight columns wide (the
 // activation rows are read half as often, and a k-step carries 32 KB of weights, twice the
-// bytes in flight per slot) with at most S_TN tokens of accumulators per thread.
+// bytes in flight per slot) with at most TN tokens of accumulators per thread.
 //
 // CTA: 256 threads, two warpgroups c = 0, 1, each owning two 64-column weight blocks and all the
 // tile's tokens: for SwiGLU gate columns [128j + 64c, +64) and the up columns that pair with
@@ -422,12 +422,22 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 //           boxes): the wgmma B operand, not transposed
 //   weights (32 KB): four 64 x 64 boxes (k x 64 columns, MN-major SW128), box 2c + h for consumer
 //           c: the wgmma A operand, transposed by the instruction
-// An expert of more than S_TN rows takes several tiles per n-tile (adjacent in the walk, so the
+// An expert of more than TN rows takes several tiles per n-tile (adjacent in the walk, so the
 // second reads the weights from L2). The accumulators hold D^T (row = weight column, column =
 // token); the epilogue swaps pairs between neighbouring lanes so that each store writes two
 // adjacent output columns of one token.
-constexpr int S_TN = 176, S_BN = 256, S_SLOTS = 4, S_THREADS = 256;
-constexpr int S_A_SLOT_BYTES = S_TN * 128, S_B_SLOT_BYTES = 4 * BOX_BYTES;
+// A narrow build (WIDE = false) has the row-tile kernel's tile shape with swapped operands: 128
+// weight columns (two blocks, both multiplied by both consumers) x up to 256 tokens, consumer c
+// taking the c-th half of them (rounded up to 16); its k-step carries 16 KB of weights.
+constexpr int S_SLOTS = 4, S_THREADS = 256;
+template <bool WIDE>
+struct SwapShape {
+  static constexpr int TN = WIDE ? 176 : 256;       // tokens per tile
+  static constexpr int BN = WIDE ? 256 : 128;       // weight columns per tile
+  static constexpr int BOXES = BN / 64;             // 64 x 64 weight boxes per k-step
+  static constexpr int WG_TN = WIDE ? TN : TN / 2;  // tokens per consumer, at most
+  static constexpr int A_SLOT = TN * 128, B_SLOT = BOXES * BOX_BYTES;
+};
 
 // wgmma m64nNTk16, A (weights) MN-major from shared memory, B (tokens) K-major: NT/2 accumulators.
 template <int NT>
@@ -489,18 +499,19 @@ __device__ __forceinline__ void fence_regs(float* d) {
 // d[4j + 2h + q] is weight column 16 (warp % 4) + lane / 4 + 8h of the block, token 8j + (lane %
 // 4) * 2 + q. Lanes 4 apart hold neighbouring columns: the even one keeps token 8j + 2(lane % 4)
 // of both columns, the odd one token + 1, so each store is two adjacent bf16 of one output row.
-template <int EPI, int NT>
-__device__ __forceinline__ void epilogue_swap(void* out, const Tile& t, int rows, long long N, const float* d0,
-                                              const float* d1, int cg) {
+template <int EPI, bool WIDE, int NT>
+__device__ __forceinline__ void epilogue_swap(void* out, const Tile& t, int tok_base, int rows, long long N,
+                                              const float* d0, const float* d1, int cg) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, qq = lane & 3;
   const bool odd = g & 1;
   constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;  // SwiGLU: gate and up make one block of outputs
   // This thread's first output column; tokens go j by j (outer loop), so that the blocks share
   // the row address and the accumulators of a finished j free their registers.
-  const long long col0 = (EPI == kSwigluBf16 ? (long long)t.n_tile * 128 + 64 * cg : (long long)t.n_tile * 256 + 128 * cg) +
+  const long long n0 = (long long)t.n_tile * SwapShape<WIDE>::BN;  // first weight column of the tile
+  const long long col0 = (EPI == kSwigluBf16 ? n0 / 2 : n0) + (WIDE ? (EPI == kSwigluBf16 ? 64 : 128) * cg : 0) +
                          16 * warp + (g & ~1);
   const int tok0 = 2 * qq + (odd ? 1 : 0);
-  unsigned short* row = (unsigned short*)out + ((long long)t.row0 + tok0) * N;
+  unsigned short* row = (unsigned short*)out + ((long long)t.row0 + tok_base + tok0) * N;
 #pragma unroll
   for (int j = 0; j < NT / 8; ++j, row += 8 * N) {
     const bool tok_ok = 8 * j + tok0 < rows;
@@ -545,7 +556,9 @@ __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
 // slot is refilled once all 8 warps have released it. It waits only for the k-step its own
 // warpgroup needs next (the other warpgroup can always release that slot: every earlier k-step
 // is loaded); otherwise it looks (test_wait) and comes back at the next k-step.
+template <bool WIDE>
 struct SwapProducer {
+  using S = SwapShape<WIDE>;
   const TensorMap *ta, *ta16, *tb;
   TileMap map;
   int total, k_tiles, ti, kt, n16;
@@ -563,8 +576,10 @@ struct SwapProducer {
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(stream));
   }
   __device__ __forceinline__ void next_tile() {
-    t = decode_tile<S_TN>(map, ti);
-    n16 = (min(t.row_end - t.row0, S_TN) + 15) & ~15;
+    t = decode_tile<S::TN>(map, ti);
+    const int rows = min(t.row_end - t.row0, S::TN);
+    // the rows the consumers multiply: all, rounded up to 16, or two halves so rounded
+    n16 = WIDE ? (rows + 15) & ~15 : 2 * (((rows + 1) / 2 + 15) & ~15);
   }
   template <int EPI>
   __device__ __forceinline__ void fill(uint32_t need, const SwapRings& r) {
@@ -579,19 +594,19 @@ struct SwapProducer {
           mbar_wait(r.empty_a + 8 * st, parity);
         }
       }
-      const uint32_t sb = r.ring_b + st * S_B_SLOT_BYTES, fb = r.full_b + 8 * st;
-      mbar_expect_tx(fb, 4 * BOX_BYTES);
+      const uint32_t sb = r.ring_b + st * S::B_SLOT, fb = r.full_b + 8 * st;
+      mbar_expect_tx(fb, S::B_SLOT);
       // In address order: for SwiGLU the tile's 128 gate columns, then its 128 up columns (the
       // interleaved order measured the same).
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int col = EPI == kSwigluBf16 ? (h ? (int)N : 0) + t.n_tile * 128 + 64 * c
-                                             : t.n_tile * 256 + 128 * c + 64 * h;
+        for (int c = 0; c < S::BOXES / 2; ++c) {  // box 2c + h: consumer c's block h (narrow: block h)
+          const int n0 = t.n_tile * S::BN;
+          const int col = EPI == kSwigluBf16 ? (h ? (int)N : 0) + n0 / 2 + 64 * c : n0 + 128 * c + 64 * h;
           tma_3d(sb + (2 * c + h) * BOX_BYTES, tb, col, kt * 64, t.expert, fb, stream);
         }
-      const uint32_t sa = r.ring_a + st * S_A_SLOT_BYTES, fa = r.full_a + 8 * st;
+      const uint32_t sa = r.ring_a + st * S::A_SLOT, fa = r.full_a + 8 * st;
       const int full_blocks = n16 >> 6, tail16 = (n16 & 63) >> 4;
       mbar_expect_tx(fa, (uint32_t)n16 * 128);
       for (int b = 0; b < full_blocks; ++b) tma_2d(sa + b * BOX_BYTES, ta, kt * 64, t.row0 + 64 * b, fa, keep);
@@ -610,18 +625,20 @@ struct SwapProducer {
 
 // One tile for a consumer warpgroup, NT = the tile's rows rounded up to 16: the k loop, then
 // the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase).
-template <int EPI, int NT>
-__device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int rows, int k_tiles, uint32_t& it,
-                                          const SwapRings& r, SwapProducer& prod, int cg, void* out, long long N) {
+template <int EPI, bool WIDE, int NT>
+__device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int tok_base, int rows, int k_tiles,
+                                          uint32_t& it, const SwapRings& r, SwapProducer<WIDE>& prod, int cg, void* out,
+                                          long long N) {
+  using S = SwapShape<WIDE>;
   const bool lead = (threadIdx.x & 31) == 0;
   const uint32_t first = it;
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-    if (threadIdx.x == 0) prod.fill<EPI>(it, r);
+    if (threadIdx.x == 0) prod.template fill<EPI>(it, r);
     const uint32_t sta = it % S_SLOTS, stb = it % S_SLOTS;
     mbar_wait(r.full_b + 8 * stb, (it / S_SLOTS) & 1);
     mbar_wait(r.full_a + 8 * sta, (it / S_SLOTS) & 1);
-    const uint32_t sa = r.ring_a + sta * S_A_SLOT_BYTES;
-    const uint32_t sw = r.ring_b + stb * S_B_SLOT_BYTES + cg * 2 * BOX_BYTES;
+    const uint32_t sa = r.ring_a + sta * S::A_SLOT + tok_base * 128;  // 16-row steps keep the swizzle phase
+    const uint32_t sw = r.ring_b + stb * S::B_SLOT + (WIDE ? cg * 2 * BOX_BYTES : 0);
     fence_regs<NT / 2>(d0);
     fence_regs<NT / 2>(d1);
     wgmma_fence();
@@ -649,40 +666,41 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
     mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
     mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
   }
-  epilogue_swap<EPI, NT>(out, t, rows, N, d0, d1, cg);
+  epilogue_swap<EPI, WIDE, NT>(out, t, tok_base, rows, N, d0, d1, cg);
 }
 
 // ta: 2-D map of a [R, K] (box 64 k x 64 rows); ta16: the same with 16-row boxes; tb: 3-D map of
 // b [EL, K, ldb] (box 64 columns x 64 k x 1 expert); all bf16, 128-byte swizzle.
-template <int EPI>
+template <int EPI, bool WIDE>
 __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                   const int* offsets, void* out, long long R, long long K, long long N,
                                                   long long EL) {
-  constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
+  using S = SwapShape<WIDE>;
+  constexpr int RING_BYTES = S_SLOTS * (S::A_SLOT + S::B_SLOT);
   constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   SwapRings r;
   r.ring_a = base;
-  r.ring_b = base + S_SLOTS * S_A_SLOT_BYTES;
+  r.ring_b = base + S_SLOTS * S::A_SLOT;
   r.full_a = base + RING_BYTES;
   r.empty_a = r.full_a + 8 * S_SLOTS;
   r.full_b = r.empty_a + 8 * S_SLOTS;
   r.empty_b = r.full_b + 8 * S_SLOTS;
   int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + RING_BYTES + 8 * N_BARS);
   const int n_experts = (int)EL;
-  const int n_tiles = n_tiles_of<EPI, S_BN>(N);
+  const int n_tiles = n_tiles_of<EPI, S::BN>(N);
   if (threadIdx.x == 0) {
     for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_a + 8 * i, 1), mbar_init(r.empty_a + 8 * i, 8);
     for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  TileMap map = build_tile_map<S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  TileMap map = build_tile_map<S_THREADS, S::TN>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + 63) / 64);
   const int cg = threadIdx.x >> 7;
-  SwapProducer prod;
+  SwapProducer<WIDE> prod;
   if (threadIdx.x == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
@@ -697,15 +715,20 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
     prod.start(blockIdx.x);
   }
   {
-    float d0[S_TN / 2], d1[S_TN / 2];
+    float d0[S::WG_TN / 2], d1[S::WG_TN / 2];
     uint32_t it = 0;
     for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-      const Tile t = decode_tile<S_TN>(map, ti);
-      const int rows = min(t.row_end - t.row0, S_TN);
-      switch ((rows + 15) >> 4) {
-#define HC_SWAP_CASE(K16) \
-  case K16:                \
-    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
+      const Tile t = decode_tile<S::TN>(map, ti);
+      const int rows = min(t.row_end - t.row0, S::TN);
+      // This consumer's tokens [tok_base, tok_base + mine) of the tile, multiplied as nt rows.
+      const int half = ((rows + 1) / 2 + 15) & ~15;
+      const int nt = WIDE ? (rows + 15) & ~15 : half, tok_base = WIDE ? 0 : cg * half;
+      const int mine = WIDE ? rows : min(rows - tok_base, half);  // may be <= 0: nothing to store
+      switch (nt >> 4) {
+#define HC_SWAP_CASE(K16)                                                                                \
+  case K16:                                                                                              \
+    if constexpr (16 * K16 <= S::WG_TN)                                                                  \
+      swap_tile<EPI, WIDE, 16 * K16>(d0, d1, t, tok_base, mine, k_tiles, it, r, prod, cg, out, N);       \
     break;
         HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
         HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
@@ -742,13 +765,15 @@ HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16, 4)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma_b5, hc::kSwigluBf16, 5)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma_b5, hc::kStoreBf16, 5)
 
-#define HC_GEMM_SWAP_ENTRY(NAME, EPI)                                                                        \
+#define HC_GEMM_SWAP_ENTRY(NAME, EPI, WIDE)                                                                        \
   extern "C" __global__ void __launch_bounds__(hc::S_THREADS, 1)                                                                                      \
       NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
            const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
            long long N, long long EL) {                                                                      \
-    hc::grouped_gemm_swap<EPI>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
+    hc::grouped_gemm_swap<EPI, WIDE>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
   }
 
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16, true)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16, true)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapn, hc::kSwigluBf16, false)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapn, hc::kStoreBf16, false)
