@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -141,12 +142,14 @@ double tol_of(const char* op, const char* out) {
 // so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs four times:
 // the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel in its wide and narrow
 // builds (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma", "swap" and "swapn" make it fail
-// rather than fall back, so a pass means that kernel ran).
+// rather than fall back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
+// cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required).
 struct Variant {
   rt::OpImpl impl;
-  const char* sm90_gemm;  // value of HALCYON_PTX_SM90_GEMM while it runs
+  const char* sm90_gemm;        // value of HALCYON_PTX_SM90_GEMM while it runs
+  const char* split = nullptr;  // HALCYON_PTX_SM90_SPLITK (cluster size of the split-K kernel); unset if null
 };
-std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false) {
+std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool splitk_applies = false) {
   const std::string arch = ok(device().info()).arch;
   std::vector<Variant> v;
   for (auto& i : rt::impls_of(op)) {
@@ -157,6 +160,7 @@ std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false) {
       v.push_back({i, "swap"});
       v.push_back({i, "swapn"});
     }
+    if (i.target == "sm_90a" && splitk_applies) v.push_back({i, "splitk"});
   }
   REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", arch);
   return v;
@@ -166,6 +170,8 @@ std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false) {
 void run_impl(const Variant& variant, const char* op, Tensors& t, const std::map<std::string, std::string>& params = {}) {
   const rt::OpImpl& impl = variant.impl;
   setenv("HALCYON_PTX_SM90_GEMM", variant.sm90_gemm, 1);
+  if (variant.split) setenv("HALCYON_PTX_SM90_SPLITK", variant.split, 1);
+  else unsetenv("HALCYON_PTX_SM90_SPLITK");
   const rt::Contract& c = *rt::find_contract(op);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (auto& in : c.inputs)
@@ -211,7 +217,8 @@ void gemm_case(int64_t M, int64_t N, int64_t K, uint32_t seed) {
   auto a = uniform_bf16(M * K, -1, 1, rng), b = uniform_bf16(K * N, -1, 1, rng);
   std::vector<float> want(M * N);
   ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, 0, M);
-  for (auto& impl : ptx_impls("gemm_bf16")) {
+  // The split-K kernel needs 16-byte aligned rows (and tensor maps).
+  for (auto& impl : ptx_impls("gemm_bf16", false, K % 8 == 0 && N % 8 == 0)) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
     Tensors t{{"a", upload(rt::DType::bf16, {M, K}, a)}, {"b", upload(rt::DType::bf16, {K, N}, b)},
@@ -228,6 +235,84 @@ TEST_CASE("gemm_bf16: every contract case, and tile-crossing shapes") {
   }
   SUBCASE("aligned, several tiles") { gemm_case(300, 264, 520, g_seed + 3); }
   SUBCASE("router shape (T=256, H=7168, E=256)") { gemm_case(256, 256, 7168, g_seed + 4); }
+}
+
+// The sm_90a implementation of `op` when this device runs it (a Hopper), else none.
+std::optional<rt::OpImpl> sm90_impl(const char* op) {
+  const std::string arch = ok(device().info()).arch;
+  for (auto& i : rt::impls_of(op))
+    if (i.format == HAL_MODULE_PTX && i.target == "sm_90a" && rt::target_runs_on(i.format, i.target, arch)) return i;
+  return std::nullopt;
+}
+
+// The split-K kernel with each cluster size, whatever the launcher would pick: tiles of <= 64
+// rows (the second consumer idle, one A box), n-tiles of one or three 64-column boxes, k ending
+// inside a k-tile, uneven k splits, and K = 8 (one k-tile: most CTAs of a cluster have none).
+TEST_CASE("gemm_bf16: split-K cluster kernel (sm_90a), every cluster size") {
+  auto impl = sm90_impl("gemm_bf16");
+  if (!impl) {
+    MESSAGE("not a Hopper (sm_90a) device: skipped");
+    return;
+  }
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (Shape sh : {Shape{300, 264, 1000}, Shape{333, 136, 520}, Shape{130, 8, 8}}) {
+    std::mt19937 rng(g_seed + 5);
+    auto a = uniform_bf16(sh.M * sh.K, -1, 1, rng), b = uniform_bf16(sh.K * sh.N, -1, 1, rng);
+    std::vector<float> want(sh.M * sh.N);
+    ref::gemm_bf16(a.data(), b.data(), want.data(), sh.N, sh.K, 0, sh.M);
+    for (const char* split : {"2", "3", "4", "8"}) {
+      CAPTURE(sh.M);
+      CAPTURE(sh.N);
+      CAPTURE(sh.K);
+      CAPTURE(split);
+      Tensors t{{"a", upload(rt::DType::bf16, {sh.M, sh.K}, a)}, {"b", upload(rt::DType::bf16, {sh.K, sh.N}, b)},
+                {"c", output(rt::DType::f32, {sh.M, sh.N})}};
+      run_impl({*impl, "splitk", split}, "gemm_bf16", t);
+      check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("gemm_bf16", "c"));
+    }
+  }
+}
+
+// The MoE router GEMM of DeepSeek-V3 at 4096 tokens (the shape the split-K kernel is for):
+// rows of the first tile (every CTA's share of a tile, for any cluster size) and rows spread
+// over all tiles against the reference; two runs bit for bit equal (the result feeds a top-k:
+// ties must not flip); the launcher's own choice (no variable set) gives the same bits, i.e.
+// it picks this kernel with the same split.
+TEST_CASE("gemm_bf16: router shape 4096 x 7168 x 256 (split-K on sm_90a), sampled rows, bit-identical reruns") {
+  auto impl = sm90_impl("gemm_bf16");
+  if (!impl) {
+    MESSAGE("not a Hopper (sm_90a) device: skipped");
+    return;
+  }
+  const int64_t M = 4096, K = 7168, N = 256;
+  std::mt19937 rng(g_seed + 6);
+  auto a = uniform_bf16(M * K, -1, 1, rng), b = uniform_bf16(K * N, -1, 1, rng);
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < 128; ++r) rows.push_back(r);
+  for (int64_t r = 128; r < M; r += 37) rows.push_back(r);
+  rows.push_back(M - 1);
+  std::vector<float> want(M * N);
+  for (int64_t r : rows) ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, r, r + 1);
+  rt::Tensor ta = upload(rt::DType::bf16, {M, K}, a), tb = upload(rt::DType::bf16, {K, N}, b);
+  auto run = [&](const char* mode) {
+    Tensors t{{"a", ta}, {"b", tb}, {"c", output(rt::DType::f32, {M, N})}};
+    run_impl({*impl, mode}, "gemm_bf16", t);
+    return download<float>(t["c"]);
+  };
+  const std::vector<float> first = run("splitk"), second = run("splitk"), chosen = run("auto");
+  std::vector<double> got, ref_rows;
+  for (int64_t r : rows)
+    for (int64_t n = 0; n < N; ++n) {
+      got.push_back(first[r * N + n]);
+      ref_rows.push_back(want[r * N + n]);
+    }
+  check_close("c (sampled rows)", got, ref_rows, tol_of("gemm_bf16", "c"));
+  CHECK_MESSAGE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0,
+                "two runs of the split-K kernel differ");
+  CHECK_MESSAGE(std::memcmp(first.data(), chosen.data(), first.size() * sizeof(float)) == 0,
+                "the launcher's own choice differs from the split-K kernel's result (another kernel or split?)");
 }
 
 TEST_CASE("moe_gate: every contract case, with and without bias") {

@@ -1,5 +1,6 @@
 // PTX implementations of vector_add, row_softmax (basic_ops.cu) and gemm_bf16 (the dense case
-// of the grouped GEMM in kernels/ptx/moe/gemm_sm80.cu and gemm_sm90.cu).
+// of the grouped GEMM in kernels/ptx/moe/gemm_sm80.cu and gemm_sm90.cu; on sm_90a with few
+// output tiles the split-K kernel of kernels/ptx/moe/gemm_sm90_splitk.cu).
 #include "ptx_launch.hpp"
 
 namespace halcyon::ptxop {
@@ -41,6 +42,11 @@ Status gemm_bf16_any(rt::OpContext& ctx, bool hopper) {
   if (M == 0 || N == 0) return {};
   if (K == 0) return ctx.stream.fill<uint32_t>(ctx.tensor("c").buffer, ctx.tensor("c").offset, uint64_t(M * N) * 4, 0u);
   GemmArgs g{ctx.tensor("a").address(), ctx.tensor("b").address(), 0, ctx.tensor("c").address(), M, K, N, 1};
+  if (hopper) {  // few output tiles (the MoE router GEMM): split-K over clusters
+    bool ran = false;
+    HALCYON_TRY(launch_gemm_splitk(ctx, g, ctx.tensor("a"), ctx.tensor("b"), &ran));
+    if (ran) return {};
+  }
   return launch_gemm(ctx, kGemmF32, g, hopper);
 }
 Status gemm_bf16_sm80(rt::OpContext& ctx) { return gemm_bf16_any(ctx, false); }

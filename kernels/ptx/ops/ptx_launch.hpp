@@ -76,4 +76,9 @@ inline int64_t gemm_n_tiles(int epilogue, int64_t N, int64_t bn) {
 Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const rt::Tensor* a = nullptr,
                    const rt::Tensor* b = nullptr);
 
+// gemm_bf16 on sm_90a with few output tiles (kernels/ptx/moe/gemm_splitk.cpp): split-K over a
+// thread-block cluster. *ran = false when it does not apply (then launch_gemm).
+Status launch_gemm_splitk(rt::OpContext& ctx, const GemmArgs& g, const rt::Tensor& a, const rt::Tensor& b,
+                          bool* ran);
+
 }  // namespace halcyon::ptxop

@@ -1,0 +1,300 @@
+// gemm_bf16 (C[M, N] f32 = A[M, K] bf16 x B[K, N] bf16, row-major) on Hopper (sm_90a) when it
+// has few output tiles: deterministic split-K across a thread-block cluster.
+//
+// Why: the grouped kernel (gemm_sm90.cu) gives each 128 x 256 output tile to one CTA. The
+// DeepSeek-V3 router GEMM (M = 4096 tokens, K = 7168, N = 256 experts) has 32 such tiles, so
+// 32 of 132 SMs worked (123 us; cuBLAS 39-45 us). Here a cluster of S CTAs computes one tile:
+// CTA r of the cluster multiplies k-tiles [r * kt / S, (r + 1) * kt / S), keeps its fp32
+// partial tile in its own shared memory, and after a cluster barrier each CTA sums 1/S of the
+// tile's elements over the S partials, read through distributed shared memory (mapa +
+// ld.shared::cluster) in the fixed order r = 0, 1, ..., S-1. No atomics and no workspace: the
+// result is bit-identical run to run for a given S (the launcher picks S from the shape and
+// the SM count, so another device may round differently, within the contract tolerance).
+// Entry points hc_gemm_bf16_sm90_splitk{2,3,4,8}: S = 2, 3, 4, 8 (compile-time cluster
+// dimensions, `.reqnctapercluster`, which a plain launch honours; grid = tiles x S, one tile
+// per cluster, not persistent).
+//
+// CTA: 384 threads. Warpgroup 0 produces: one thread issues TMA copies (tensor maps from
+// hal_device_encode_tensor_map) into a ring of 4 stages; warpgroups 1 and 2 multiply, consumer
+// c owning rows [64c, 64c + 64) of the tile with wgmma m64n256k16 (128 fp32 accumulators per
+// thread). Why TMA rather than the cp.async pipeline of gemm_sm90.cu: that kernel keeps only
+// two stages of loads ahead, and its 123 us over 112 k-steps at 32 CTAs is ~1.1 us per 64-deep
+// k-step, about half the tensor rate (latency-bound, it seems); a producer thread keeps every
+// free slot loading, and the tensor cores never wait for address arithmetic.
+// A stage (1024-byte aligned, 48 KB), the layouts the wgmma descriptors of gemm_sm90.cu use:
+//   A: two 64 x 64 boxes (rows x k, K-major, SW128), rows row0 .. row0 + 127
+//   B: four 64 x 64 boxes (k x 64 columns, MN-major, SW128), columns col0 .. col0 + 255
+// Boxes wholly outside the tensors are not loaded (their slot keeps stale data, which only
+// reaches accumulator rows or columns that are never stored); parts of boxes outside the
+// tensors (rows >= M, k >= K, columns >= N) are zero-filled by the copy.
+// full[s]: the producer's arrive.expect_tx + the copies' bytes; empty[s]: one arrival per
+// consumer warp once its wgmma has read the slot.
+//
+// After the k loop the ring holds the partial tile: 128 rows x 264 floats (256 + 8 of padding,
+// so that a warp's float2 stores of one accumulator column group fill the 32 banks twice
+// instead of hitting 8 banks eight times), 132 KB of the 192 KB ring.
+#include "gemm_common.cuh"
+
+namespace hc {
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 384;
+constexpr int BOX_BYTES = 64 * 64 * 2;  // one 64 x 64 bf16 box
+constexpr int A_BYTES = 2 * BOX_BYTES, STAGE_BYTES = A_BYTES + 4 * BOX_BYTES;
+constexpr int LDP = BN + 8;              // partial tile row stride, floats
+constexpr int TILE_F4 = BM * BN / 4;     // float4 groups of a tile
+static_assert(BM * LDP * 4 <= STAGES * STAGE_BYTES, "the partial tile must fit in the ring");
+
+struct alignas(64) TensorMap {
+  unsigned long long q[16];
+};
+
+// ---- copies of gemm_sm90.cu's wrappers (kept there unchanged) ------------------------------
+// wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets
+// (all >> 4), 128-byte swizzle (layout type 1 in bits 62-63).
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  uint64_t d = 0;
+  d |= uint64_t((saddr & 0x3FFFF) >> 4);
+  d |= uint64_t((lbo >> 4) & 0x3FFF) << 16;
+  d |= uint64_t((sbo >> 4) & 0x3FFF) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+// d = A x B + (scale_d ? d : 0).
+__device__ __forceinline__ void wgmma_m64n256k16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across wgmma boundaries.
+__device__ __forceinline__ void fence_acc(float* d) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void tma_2d(uint32_t dst, const TensorMap* map, int c0, int c1, uint32_t bar,
+                                       uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// ---- cluster ---------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_index() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: shared-memory writes before it (release) are
+// visible to reads after it (acquire) in any CTA of the cluster. Threads that have exited
+// count as arrived, so a CTA that returned early could never hang its peers.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// The address of this CTA's shared byte `saddr` in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ float4 ld_cluster(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// ta: 2-D map of a [M, K] (box 64 k x 64 rows); tb: 2-D map of b [K, N] (box 64 columns x
+// 64 k); both bf16, 128-byte swizzle.
+template <int S>
+__device__ __forceinline__ void gemm_splitk(const TensorMap* ta, const TensorMap* tb, float* out, long long M,
+                                            long long K, long long N) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  const uint32_t full = base + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
+
+  // Tile t = cluster index: m-tile t % m_tiles, n-tile t / m_tiles (clusters running together
+  // share the weight columns). This CTA's k-tiles: [kb, kb + nk); nk may be 0 when K is short.
+  const int rank = (int)cluster_rank();
+  const int tile = (int)cluster_index();
+  const int m_tiles = (int)((M + BM - 1) / BM);
+  const int row0 = (tile % m_tiles) * BM, col0 = (tile / m_tiles) * BN;
+  const int k_tiles = (int)((K + BK - 1) / BK);
+  const int kb = k_tiles * rank / S, nk = k_tiles * (rank + 1) / S - kb;
+  const int a_boxes = M - row0 > 64 ? 2 : 1;                     // 64-row boxes inside the tensor
+  const int b_boxes = (int)min((N - col0 + 63) / 64, 4LL);        // 64-column boxes
+  const int wg = threadIdx.x >> 7;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) mbar_init(full + 8 * i, 1), mbar_init(empty + 8 * i, 8);
+    // The copies complete on these barriers through the async proxy.
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0 && nk > 0) {
+      asm volatile("prefetch.tensormap [%0];\nprefetch.tensormap [%1];\n" ::"l"(ta), "l"(tb) : "memory");
+      // Activations stream through once: evict them first. The weights are re-read by every
+      // m-tile: keep them.
+      uint64_t pa, pb;
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pa));
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pb));
+      const uint32_t bytes = (uint32_t)(a_boxes + b_boxes) * BOX_BYTES;
+      for (int it = 0; it < nk; ++it) {
+        const int st = it % STAGES;
+        if (it >= STAGES) mbar_wait(empty + 8 * st, ((it / STAGES) - 1) & 1);
+        const uint32_t s = base + st * STAGE_BYTES, bar = full + 8 * st;
+        const int k = (kb + it) * BK;
+        mbar_expect_tx(bar, bytes);
+        for (int b = 0; b < a_boxes; ++b) tma_2d(s + b * BOX_BYTES, ta, k, row0 + 64 * b, bar, pa);
+        for (int b = 0; b < b_boxes; ++b) tma_2d(s + A_BYTES + b * BOX_BYTES, tb, col0 + 64 * b, k, bar, pb);
+      }
+    }
+    __syncwarp();
+    cluster_sync();  // 1: the partial tiles are in shared memory
+    cluster_sync();  // 2: every CTA has read them
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cg = wg - 1;
+    // A tile of <= 64 rows: the second consumer's rows are not loaded; it only synchronises.
+    const bool active = cg < a_boxes;
+    const bool lead = (threadIdx.x & 31) == 0;
+    float d[128];
+    for (int it = 0; it < nk; ++it) {
+      const int st = it % STAGES;
+      mbar_wait(full + 8 * st, (it / STAGES) & 1);
+      if (active) {
+        const uint32_t sa = base + st * STAGE_BYTES + cg * BOX_BYTES, sb = base + st * STAGE_BYTES + A_BYTES;
+        fence_acc(d);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          // A: 16 k = 32 bytes further along each swizzled row; B: 16 k rows = 2048 bytes.
+          wgmma_m64n256k16(d, make_desc(sa + kk * 32, 16, 1024), make_desc(sb + kk * 2048, 8192, 1024),
+                           (it > 0 || kk > 0) ? 1 : 0);
+        wgmma_commit();
+        fence_acc(d);
+        wgmma_wait<1>();
+      }
+      // wait_group 1 leaves only this k-step's wgmma pending: the previous slot has been read.
+      if (it > 0 && lead) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+    fence_acc(d);
+    if (nk == 0 || !active) {  // no k-tile here (K shorter than S k-tiles), or rows not loaded
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    }
+    // Both consumers are done with the ring (their wgmma reads included) before it holds the
+    // partial tile; every copy has landed (each full barrier was waited for).
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+
+    // d[4j + 2h + q] is tile row cg * 64 + (warp % 4) * 16 + lane / 4 + 8h, column
+    // 8j + (lane % 4) * 2 + q.
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t row = base + (uint32_t)((cg * 64 + w * 16 + (lane >> 2) + 8 * h) * LDP + (lane & 3) * 2) * 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(row + j * 32), "f"(d[4 * j + 2 * h]),
+                     "f"(d[4 * j + 2 * h + 1])
+                     : "memory");
+    }
+    cluster_sync();  // 1
+
+    // This CTA's share of the tile: float4 groups [f0, f1) (row f / 64, columns 4 (f % 64) ..
+    // + 3), summed over the partials of ranks 0 .. S-1 in that order (the order fixes the
+    // rounding, so any CTA would produce the same bits). Two groups per thread per step keep
+    // 2S remote loads in flight.
+    uint32_t peer[S];
+#pragma unroll
+    for (int r = 0; r < S; ++r) peer[r] = cluster_map(base, (uint32_t)r);
+    constexpr int PER = (TILE_F4 + S - 1) / S;
+    const int f0 = rank * PER, f1 = min(f0 + PER, TILE_F4);
+    for (int f = f0 + (int)threadIdx.x - 128; f < f1; f += 512) {
+      float4 p[2][S];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int g = min(f + 256 * u, f1 - 1);  // a clamped duplicate is loaded, not stored
+        const uint32_t off = (uint32_t)((g >> 6) * LDP + (g & 63) * 4) * 4;
+#pragma unroll
+        for (int r = 0; r < S; ++r) p[u][r] = ld_cluster(peer[r] + off);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int g = f + 256 * u;
+        float4 s = p[u][0];
+#pragma unroll
+        for (int r = 1; r < S; ++r) {
+          s.x += p[u][r].x;
+          s.y += p[u][r].y;
+          s.z += p[u][r].z;
+          s.w += p[u][r].w;
+        }
+        const long long grow = row0 + (g >> 6), gcol = col0 + (g & 63) * 4;
+        // N % 4 == 0 (the launcher requires N % 8): a group is wholly inside or outside.
+        if (g < f1 && grow < M && gcol < N) *reinterpret_cast<float4*>(out + grow * N + gcol) = s;
+      }
+    }
+    cluster_sync();  // 2: no CTA leaves (freeing its shared memory) while a peer still reads it
+  }
+}
+
+}  // namespace
+}  // namespace hc
+
+#define HC_SPLITK_ENTRY(S)                                                                                  \
+  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(hc::THREADS, 1)                    \
+      hc_gemm_bf16_sm90_splitk##S(const __grid_constant__ hc::TensorMap ta,                                 \
+                                  const __grid_constant__ hc::TensorMap tb, float* out, long long M,        \
+                                  long long K, long long N) {                                               \
+    hc::gemm_splitk<S>(&ta, &tb, out, M, K, N);                                                             \
+  }
+
+HC_SPLITK_ENTRY(2)
+HC_SPLITK_ENTRY(3)
+HC_SPLITK_ENTRY(4)
+HC_SPLITK_ENTRY(8)

@@ -1,0 +1,109 @@
+// Launcher of the split-K gemm_bf16 kernel for Hopper (gemm_sm90_splitk.cu): a cluster of S
+// CTAs per 128 x 256 output tile, for GEMMs with too few tiles to fill the GPU (the MoE router
+// GEMM: 4096 x 7168 x 256 is 32 tiles on 132 SMs). Other shapes keep the grouped kernel
+// (launch_gemm in moe_ops.cpp).
+#include "../ops/ptx_launch.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <string_view>
+
+namespace halcyon::ptxop {
+
+namespace {
+
+constexpr const char* kImage = "moe_gemm_sm90_splitk";
+constexpr int64_t kBm = 128, kBn = 256, kBk = 64;
+constexpr uint32_t kThreads = 384;
+// 1024 (alignment) + 4 stages x 48 KB + 8 mbarriers.
+constexpr uint32_t kShared = 1024 + 4 * 48 * 1024 + 8 * 8;
+
+// How many CTAs of each cluster size surely run at once: a cluster must fit in one GPC, and
+// GPCs of an H100 have 14 to 18 SMs, so clusters of 3 to 8 may leave SMs idle; with a GPC of
+// 14 SMs, 32 clusters of 4 (the router shape) might not all fit, and the last would run in a
+// second wave at twice the time. Pairs always fit (SMs come in pairs).
+int64_t resident_ctas(int s, int64_t sms) { return s == 2 ? sms : sms * 3 / 4; }
+
+// The split: the largest S in {8, 4, 3, 2} whose tiles x S CTAs all run at once and that gives
+// each CTA at least two k-tiles; 0 = the grouped kernel is as good (the tiles fill the GPU or
+// K is short). `required`: any S (the kernel is correct for every shape; tests).
+int split_of(int64_t tiles, int64_t k_tiles, int64_t sms, bool required) {
+  for (int s : {8, 4, 3, 2})
+    if (tiles * s <= resident_ctas(s, sms) && (required || k_tiles >= 2 * s)) return s;
+  return required ? 2 : 0;
+}
+
+Result<TensorMap> map_2d(const rt::OpContext& ctx, const rt::Tensor& t, uint64_t inner, uint64_t outer) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = HAL_TENSOR_MAP_BF16;
+  d.rank = 2;
+  d.dims[0] = inner;
+  d.dims[1] = outer;
+  d.strides[0] = 2;
+  d.strides[1] = inner * 2;
+  d.box[0] = 64;
+  d.box[1] = 64;
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  return ctx.device.encode_tensor_map(d);
+}
+
+}  // namespace
+
+Status launch_gemm_splitk(rt::OpContext& ctx, const GemmArgs& g, const rt::Tensor& a, const rt::Tensor& b,
+                          bool* ran) {
+  *ran = false;
+  // HALCYON_PTX_SM90_GEMM=basic: the grouped cp.async kernel only; =splitk: this kernel
+  // whatever the shape (an error says why it cannot run), so tests know what they checked.
+  const char* mode = std::getenv("HALCYON_PTX_SM90_GEMM");
+  if (mode && std::string_view(mode) == "basic") return {};
+  const bool required = mode && std::string_view(mode) == "splitk";
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const int64_t tiles = ceil_div(g.R, kBm) * ceil_div(g.N, kBn), k_tiles = ceil_div(g.K, kBk);
+  int s = split_of(tiles, k_tiles, dev->compute_units, required);
+  // HALCYON_PTX_SM90_SPLITK=2|3|4|8 sets S (comparisons, tests).
+  if (const char* v = std::getenv("HALCYON_PTX_SM90_SPLITK"); v && s) {
+    const std::string_view sv(v);
+    if (sv != "2" && sv != "3" && sv != "4" && sv != "8")
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("HALCYON_PTX_SM90_SPLITK = '{}': 2, 3, 4 or 8", sv));
+    s = sv[0] - '0';
+  }
+  std::string why;
+  if (!ptx::find(kImage, "sm_90a")) why = "its PTX image was not built";
+  else if (!s) why = fmt::format("{} tiles fill the GPU or K = {} is short", tiles, g.K);
+  else if (g.K % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
+    why = fmt::format("rows or addresses are not 16-byte aligned (K = {}, N = {})", g.K, g.N);
+  else if (g.R > INT_MAX || g.K > INT_MAX || g.N > INT_MAX || tiles * s > INT_MAX)
+    why = fmt::format("{} x {} x {} is too large for int coordinates", g.R, g.K, g.N);
+  else if (dev->max_shared_per_block && kShared > dev->max_shared_per_block)
+    why = fmt::format("it needs {} bytes of shared memory, {} has {}", kShared, dev->uri, dev->max_shared_per_block);
+  if (!why.empty()) {
+    if (required)
+      return Error(HAL_UNSUPPORTED, fmt::format("{}: the split-K kernel cannot run: {}", ctx.contract.op, why));
+    return {};
+  }
+  auto ta = map_2d(ctx, a, uint64_t(g.K), uint64_t(g.R));
+  // No tensor maps on this device: the grouped kernel (unless this one was required).
+  if (!ta && ta.error().status() == HAL_UNSUPPORTED && !required) return {};
+  if (!ta) return ta.error();
+  auto tb = map_2d(ctx, b, uint64_t(g.N), uint64_t(g.K));
+  if (!tb) return tb.error();
+  static constexpr const char* kEntries[9] = {nullptr, nullptr, "hc_gemm_bf16_sm90_splitk2", "hc_gemm_bf16_sm90_splitk3",
+                                              "hc_gemm_bf16_sm90_splitk4", nullptr, nullptr, nullptr,
+                                              "hc_gemm_bf16_sm90_splitk8"};
+  auto k = kernel(ctx, *dev, kImage, kEntries[s]);
+  if (!k) return k.error();
+  // ArgPack places the 64-byte-aligned tensor maps as the PTX parameter list does.
+  ArgPack args;
+  args.value(*ta).value(*tb).value(g.out).value(g.R).value(g.K).value(g.N);
+  *ran = true;
+  // The kernel's cluster dimensions are compile-time (.reqnctapercluster): a plain launch,
+  // grid = tiles x S, a multiple of S.
+  return ctx.stream.launch(*k, {uint32_t(tiles * s)}, {kThreads}, args, kShared);
+}
+
+}  // namespace halcyon::ptxop
