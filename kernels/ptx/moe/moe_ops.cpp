@@ -34,19 +34,18 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
                            128, 256, 256, 4 * (128 * 64 + 64 * 256) * 2 + 1024, 1};
 
 // Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
-// kernel even where a TMA one could run; =tma requires the row-tile TMA kernel, =swap the
-// swap-AB TMA kernel and =swapn its narrow build (an error says why it cannot run), so that
-// tests know which one they checked; unset: where they apply, swap-AB for the down projection above kTmaDeepRingRows rows
+// kernel even where a TMA one could run; =tma requires the row-tile TMA kernel and =swap the
+// swap-AB TMA kernel (an error says why it cannot run), so that tests know which one they
+// checked; unset: where they apply, swap-AB for the down projection above kTmaDeepRingRows rows
 // per expert, the row-tile kernel otherwise. Measured on an H200 at 4096 tokens (same call,
 // docs/PERFORMANCE.md): down 2.22-2.25 ms with swap-AB vs 2.63-2.68 ms; the SwiGLU GEMM 6.29 ms
 // with swap-AB vs 5.56-5.79 ms, and 12% slower at 128 tokens too, so it stays on the row tiles.
-enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapNarrow };
+enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap };
 Sm90Gemm sm90_gemm() {
   const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
   if (v && std::string_view(v) == "basic") return Sm90Gemm::kBasic;
   if (v && std::string_view(v) == "tma") return Sm90Gemm::kTma;
   if (v && std::string_view(v) == "swap") return Sm90Gemm::kSwap;
-  if (v && std::string_view(v) == "swapn") return Sm90Gemm::kSwapNarrow;
   return Sm90Gemm::kAuto;
 }
 
@@ -56,17 +55,11 @@ constexpr uint32_t tma_ring_bytes(int b_slots) { return (4 * 4 + b_slots * 2) * 
 // The 5-slot B ring where experts average <= 64 rows (measured: docs/kernels/ptx.md).
 constexpr int64_t kTmaDeepRingRows = 64;
 constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
-// The swap-AB kernel (grouped_gemm_swap, SwapShape): 256 threads, 4 slots of tokens + weights
-// with two mbarriers per slot and ring; tiles of up to 176 tokens x 256 weight columns, or in
-// the narrow build 256 tokens x 128 columns.
-struct SwapConfig {
-  int tn, bn;
-  const char* entries[2];  // bf16, SwiGLU
-  constexpr uint32_t ring_bytes() const { return 4 * (tn * 128 + bn / 64 * 64 * 64 * 2) + 4 * 4 * 8; }
-};
-constexpr SwapConfig kSwapWide{176, 256, {"hc_moe_gemm_sm90swap", "hc_moe_gemm_swiglu_sm90swap"}};
-constexpr SwapConfig kSwapNarrow{256, 128, {"hc_moe_gemm_sm90swapn", "hc_moe_gemm_swiglu_sm90swapn"}};
-constexpr int kSwapThreads = 256;
+// The swap-AB kernel (grouped_gemm_swap): 256 threads, tiles of up to 176 tokens x 256 weight
+// columns; 4 slots of 22 KB (tokens) + 2 x 16 KB (weights, one ring per warpgroup), two
+// mbarriers per slot and ring.
+constexpr int kSwapTn = 176, kSwapBn = 256, kSwapThreads = 256;
+constexpr uint32_t kSwapRingBytes = 4 * (kSwapTn * 128 + 4 * 64 * 64 * 2) + 6 * 4 * 8;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
 Result<TensorMap> bf16_map(const rt::OpContext& ctx, const rt::Tensor& t, std::initializer_list<uint64_t> dims,
@@ -100,12 +93,9 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   if (mode == Sm90Gemm::kBasic) return {};
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
   const bool deep = g.R <= kTmaDeepRingRows * g.EL;
-  const SwapConfig* swap = mode == Sm90Gemm::kSwap                                     ? &kSwapWide
-                           : mode == Sm90Gemm::kSwapNarrow                              ? &kSwapNarrow
-                           : mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16 ? &kSwapWide
-                                                                                        : nullptr;
+  const bool swap = mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
   const uint64_t shared =
-      1024 + (swap ? swap->ring_bytes() : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
+      1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
   std::string why;
   if (epilogue == kGemmF32 || !g.offsets) why = "not a grouped bf16 GEMM";
   else if (g.K % 8 || ldb % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
@@ -126,13 +116,13 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   if (!ta16) return ta16.error();
   auto tb = bf16_map(ctx, b, {uint64_t(ldb), uint64_t(g.K), uint64_t(g.EL)});
   if (!tb) return tb.error();
-  const int64_t n_tiles = gemm_n_tiles(epilogue, g.N, swap ? swap->bn : kTmaBn);
-  const int64_t max_tiles = (ceil_div(g.R, swap ? swap->tn : kTmaBm) + g.EL) * n_tiles;
+  const int64_t n_tiles = gemm_n_tiles(epilogue, g.N, swap ? kSwapBn : kTmaBn);
+  const int64_t max_tiles = (ceil_div(g.R, swap ? kSwapTn : kTmaBm) + g.EL) * n_tiles;
   if (max_tiles > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, g.R, g.N));
   const bool swiglu = epilogue == kGemmSwiglu;
-  const char* entry = swap   ? swap->entries[swiglu]
+  const char* entry = swap   ? (swiglu ? "hc_moe_gemm_swiglu_sm90swap" : "hc_moe_gemm_sm90swap")
                       : deep ? (swiglu ? "hc_moe_gemm_swiglu_sm90tma_b5" : "hc_moe_gemm_sm90tma_b5")
                              : (swiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");
   auto k = kernel(ctx, dev, "moe_gemm_sm90", entry);

@@ -139,10 +139,10 @@ double tol_of(const char* op, const char* out) {
 
 
 // Every PTX implementation of `op` that runs on this device (sm_80 and sm_90a on a Hopper),
-// so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs four times:
-// the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel in its wide and narrow
-// builds (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma", "swap" and "swapn" make it fail
-// rather than fall back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
+// so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs three
+// times: the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel
+// (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma" and "swap" make it fail rather than fall
+// back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
 // cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required).
 struct Variant {
   rt::OpImpl impl;
@@ -158,7 +158,6 @@ std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool sp
     if (i.target == "sm_90a" && tma_applies) {
       v.push_back({i, "tma"});
       v.push_back({i, "swap"});
-      v.push_back({i, "swapn"});
     }
     if (i.target == "sm_90a" && splitk_applies) v.push_back({i, "splitk"});
   }
