@@ -137,8 +137,6 @@ extern "C" __global__ void hc_moe_gate(const float* __restrict__ logits, const f
 // ----------------------------------------------------------------------------------------
 namespace {
 
-// BEGIN moe_gate fast path (a host emulation extracts this part)
-
 // A key per value, ordered as ranks_before orders values: NaN ranks as -inf, -0 ties with +0.
 // Every key of a value is > 0, so 0 stands for "no candidate".
 __device__ __forceinline__ unsigned rank_key(float v) {
@@ -295,8 +293,6 @@ __device__ __forceinline__ void moe_gate_fast(const float* __restrict__ logits, 
     topk_weights[t * K + lane] = (float)((double)score / denom * routed_scale);
   }
 }
-
-// END moe_gate fast path
 
 }  // namespace
 
