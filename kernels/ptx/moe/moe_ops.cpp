@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 namespace halcyon::ptxop {
@@ -175,6 +176,22 @@ struct GateArgs {
   double routed_scale;
   int64_t per_warp_bytes;
 };
+// Why the fast path (moe_routing.cu, "moe_gate fast path") cannot take these arguments, or ""
+// if it can: sigmoid, E = 32 * P with P <= 8 or P even <= 16, V = 4, 2 or 1 values a load as P
+// allows (both rows V * 4-byte aligned), topk <= 32, and every group kept or n_groups <= 32 with
+// a group of gs experts that is either gs / V whole lanes of one 32 * V chunk or whole chunks.
+std::string gate_fast_misfit(const GateArgs& a) {
+  const int64_t P = a.E / 32, V = P % 4 == 0 ? 4 : P % 2 == 0 ? 2 : 1, W = 32 * V, gs = a.E / a.n_groups;
+  if (a.softmax) return "softmax scores";
+  if (a.E % 32 || P > 16 || (P > 8 && P % 2)) return fmt::format("E = {} is not 32 x (1..8, or even up to 16)", a.E);
+  if (a.topk > 32) return fmt::format("topk = {} > 32", a.topk);
+  if (a.topk_groups < a.n_groups && a.n_groups > 32) return fmt::format("n_groups = {} > 32", a.n_groups);
+  if (a.topk_groups < a.n_groups && !(gs % V == 0 && W % gs == 0) && gs % W != 0)
+    return fmt::format("groups of {} experts do not fit lanes of {} ({} experts a chunk)", gs, V, W);
+  if (a.logits % (4 * V) || a.bias % (4 * V)) return fmt::format("logits or bias not {}-byte aligned", 4 * V);
+  return {};
+}
+
 Status moe_gate(rt::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
@@ -192,6 +209,25 @@ Status moe_gate(rt::OpContext& ctx) {
   if (!std::isfinite(scale))
     return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: routed_scale = {} is not finite", scale));
   if (T == 0) return {};
+  const rt::Tensor* bias = ctx.optional_tensor("bias");
+  const bool softmax = p.s("score") == "softmax";
+  GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
+             ctx.tensor("topk_weights").address(), T, E, softmax, G, TG, K, p.b("normalize"), double(scale), 0};
+  // The register fast path (hc_moe_gate_p<E/32>, moe_routing.cu) where it applies, else the
+  // general kernel. HALCYON_PTX_GATE=general keeps the general kernel; =fast requires the fast
+  // path (an error says why it cannot run), so that tests know which kernel they checked.
+  const char* mode = std::getenv("HALCYON_PTX_GATE");
+  const bool want_general = mode && std::string_view(mode) == "general";
+  const bool want_fast = mode && std::string_view(mode) == "fast";
+  if (!want_general) {
+    const std::string why = gate_fast_misfit(a);
+    if (why.empty()) {
+      auto k = kernel(ctx, *dev, "moe_routing", fmt::format("hc_moe_gate_p{}", E / 32).c_str());
+      if (!k) return k.error();
+      return launch(ctx, *k, {uint32_t(ceil_div(T, 4))}, {128}, a);
+    }
+    if (want_fast) return Error(HAL_UNSUPPORTED, fmt::format("moe_gate: the fast path cannot run: {}", why));
+  }
   const int64_t per_warp = (16 * E + 5 * G + 15) / 16 * 16;
   const int64_t limit = dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024;
   const int64_t warps = std::min<int64_t>(4, std::min<int64_t>(48 * 1024, limit) / per_warp);
@@ -200,10 +236,7 @@ Status moe_gate(rt::OpContext& ctx) {
                                               per_warp));
   auto k = kernel(ctx, *dev, "moe_routing", "hc_moe_gate");
   if (!k) return k.error();
-  const rt::Tensor* bias = ctx.optional_tensor("bias");
-  GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
-             ctx.tensor("topk_weights").address(), T, E, p.s("score") == "softmax", G, TG, K, p.b("normalize"),
-             double(scale), per_warp};
+  a.per_warp_bytes = per_warp;
   return launch(ctx, *k, {uint32_t(ceil_div(T, warps))}, {uint32_t(32 * warps)}, a, uint32_t(warps * per_warp));
 }
 

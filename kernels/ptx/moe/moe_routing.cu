@@ -124,6 +124,205 @@ extern "C" __global__ void hc_moe_gate(const float* __restrict__ logits, const f
 }
 
 // ----------------------------------------------------------------------------------------
+// moe_gate fast path (the launcher picks it where it applies, else hc_moe_gate): sigmoid
+// scores, E = 32 * P experts (P <= 16), a group of gs = E / n_groups experts that fits the
+// layout below (or all groups kept), n_groups <= 32, topk <= 32. One warp per token with the
+// row in registers: lane l holds experts W*q + V*l + j (W = 32 * V, chunk q < P / V, j < V;
+// V = 4, 2 or 1 as P allows), so the row is read with coalesced V-wide loads and a group lies
+// in gs / V adjacent lanes of one chunk (gs <= W) or in whole chunks (gs a multiple of W): its
+// top two are an in-lane step and a few shuffles. Rankings compare rank_key: 32 bits ordered
+// as ranks_before orders values, so an arg-max round is two redux.sync (the best key, then the
+// lowest expert with it) and no shared memory is used. Same arithmetic as hc_moe_gate where a
+// number is computed, so ids and weights come out bit for bit the same.
+// ----------------------------------------------------------------------------------------
+namespace {
+
+// A key per value, ordered as ranks_before orders values: NaN ranks as -inf, -0 ties with +0.
+// Every key of a value is > 0, so 0 stands for "no candidate".
+__device__ __forceinline__ unsigned rank_key(float v) {
+  unsigned b = __float_as_uint(v);
+  if (isnan(v)) b = 0xff800000u;
+  if (b == 0x80000000u) b = 0u;
+  return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+// The value of a key: NaN comes back as -inf and -0 as +0, which changes no sum's rank.
+__device__ __forceinline__ float key_value(unsigned k) {
+  return __uint_as_float((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
+}
+__device__ __forceinline__ unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+__device__ __forceinline__ unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+// (t1, t2) = the two largest of the multiset {t1, t2, u1, u2}, given t1 >= t2 and u1 >= u2. A
+// group score is the sum of two values, so which of two equal keys is kept does not matter.
+__device__ __forceinline__ void top2_merge(unsigned& t1, unsigned& t2, unsigned u1, unsigned u2) {
+  t2 = umax(umax(t2, u2), umin(t1, u1));
+  t1 = umax(t1, u1);
+}
+
+template <int V>
+__device__ __forceinline__ void load_vec(const float* p, float* v) {
+  if constexpr (V == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(p);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+  } else if constexpr (V == 2) {
+    const float2 a = *reinterpret_cast<const float2*>(p);
+    v[0] = a.x, v[1] = a.y;
+  } else {
+    v[0] = *p;
+  }
+}
+
+template <int V, int Q>
+__device__ __forceinline__ void moe_gate_fast(const float* __restrict__ logits, const float* __restrict__ bias,
+                                              int* __restrict__ topk_ids, float* __restrict__ topk_weights,
+                                              long long T, int G, int TG, int K, bool normalize,
+                                              double routed_scale) {
+  constexpr int P = V * Q, W = 32 * V, E = 32 * P;
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  const long long t = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (t >= T) return;  // the whole warp: t is per warp
+
+  // Every load is issued before the first use, so the row and the bias are in flight together.
+  float x[P], b[P];
+#pragma unroll
+  for (int q = 0; q < Q; ++q) {
+    load_vec<V>(logits + t * E + q * W + lane * V, x + q * V);
+    if (bias) {
+      load_vec<V>(bias + q * W + lane * V, b + q * V);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) b[q * V + j] = 0.0f;
+    }
+  }
+  float sc[P];
+  unsigned key[P];  // selection score keys; 0 once an expert is out (dropped group, or chosen)
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    sc[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+    key[i] = rank_key(sc[i] + b[i]);
+  }
+
+  // Group scores and the kept groups (nothing to do when every group is kept).
+  const int gs = E / G;
+  if (TG < G) {
+    unsigned t1[Q], t2[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      t1[q] = key[q * V], t2[q] = 0u;
+#pragma unroll
+      for (int j = 1; j < V; ++j) top2_merge(t1[q], t2[q], key[q * V + j], 0u);
+    }
+    // A group of C whole chunks: fold them into its last chunk, then copy that back.
+    const int C = gs > W ? gs / W : 1;
+    if (C > 1) {
+#pragma unroll
+      for (int q = 1; q < Q; ++q)
+        if (q % C) top2_merge(t1[q], t2[q], t1[q - 1], t2[q - 1]);
+#pragma unroll
+      for (int q = Q - 2; q >= 0; --q)
+        if ((q + 1) % C) t1[q] = t1[q + 1], t2[q] = t2[q + 1];
+    }
+    // Across the L lanes of a group (aligned runs of L, a power of two).
+    const int L = gs < W ? gs / V : 32;
+    for (int o = 1; o < L; o <<= 1) {
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const unsigned u1 = __shfl_xor_sync(kAll, t1[q], o), u2 = __shfl_xor_sync(kAll, t2[q], o);
+        top2_merge(t1[q], t2[q], u1, u2);
+      }
+    }
+    unsigned gk[Q];
+    int rank[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      const float v = key_value(t1[q]);
+      gk[q] = rank_key(gs > 1 ? v + key_value(t2[q]) : v);
+      rank[q] = 0;
+    }
+    // A group is kept if fewer than TG groups rank before it: every lane reads the G group
+    // scores (G independent shuffles, each from the chunk where the group starts) instead of
+    // TG dependent arg-max rounds. Group h ranks before this lane's group of chunk q on a tie
+    // if it lies before it: (h + 1) * gs <= the lane's first expert there.
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      for (int h = (q * W + gs - 1) / gs; h * gs < (q + 1) * W; ++h) {
+        const unsigned kh = __shfl_sync(kAll, gk[q], (h * gs - q * W) / V);
+#pragma unroll
+        for (int r = 0; r < Q; ++r)
+          rank[r] += kh > gk[r] || (kh == gk[r] && (h + 1) * gs <= r * W + lane * V);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (rank[q] >= TG) key[q * V + j] = 0u;
+  }
+
+  // Top-k: K arg-max rounds over each lane's best remaining expert (ties: lower slot = lower
+  // expert). Every lane accumulates the chosen scores in k order, lane k keeps choice k.
+  unsigned bk;
+  int bj;
+  float bs;
+  auto lane_best = [&]() {
+    bk = key[0], bj = 0, bs = sc[0];
+#pragma unroll
+    for (int j = 1; j < P; ++j)
+      if (key[j] > bk) bk = key[j], bj = j, bs = sc[j];
+  };
+  lane_best();
+  double sum = 0.0;
+  int id = 0;
+  float score = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    const unsigned m = __reduce_max_sync(kAll, bk);
+    const int e = (int)__reduce_min_sync(kAll, bk == m ? (unsigned)((bj / V) * W + lane * V + bj % V) : kAll);
+    const int owner = (e % W) / V;
+    const float s = __shfl_sync(kAll, bs, owner);
+    sum += s;
+    if (lane == k) id = e, score = s;
+#pragma unroll
+    for (int j = 0; j < P; ++j)
+      if (lane == owner && j == bj) key[j] = 0u;
+    lane_best();
+  }
+  // Weights as hc_moe_gate computes them (fp64 sum in k order), written by K lanes.
+  const double denom = normalize && sum != 0.0 ? sum : 1.0;
+  if (lane < K) {
+    topk_ids[t * K + lane] = id;
+    topk_weights[t * K + lane] = (float)((double)score / denom * routed_scale);
+  }
+}
+
+}  // namespace
+
+// One entry point per P = E / 32 up to 8, and even P up to 16 (V = 4, 2 or 1 values per load;
+// an odd P above 8 would hold 9+ chunks of one value a lane: more registers, a spill at P = 11).
+// The argument list is hc_moe_gate's (E, softmax and per_warp_bytes unused): one launcher
+// struct serves both.
+#define HC_MOE_GATE_FAST(P, V)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(128) hc_moe_gate_p##P(                                           \
+      const float* __restrict__ logits, const float* __restrict__ bias, int* __restrict__ topk_ids,             \
+      float* __restrict__ topk_weights, long long T, long long, long long, long long G, long long topk_groups, \
+      long long topk, long long normalize, double routed_scale, long long) {                                    \
+    moe_gate_fast<V, P / V>(logits, bias, topk_ids, topk_weights, T, (int)G, (int)topk_groups, (int)topk,       \
+                            normalize != 0, routed_scale);                                                      \
+  }
+HC_MOE_GATE_FAST(1, 1)
+HC_MOE_GATE_FAST(2, 2)
+HC_MOE_GATE_FAST(3, 1)
+HC_MOE_GATE_FAST(4, 4)
+HC_MOE_GATE_FAST(5, 1)
+HC_MOE_GATE_FAST(6, 2)
+HC_MOE_GATE_FAST(7, 1)
+HC_MOE_GATE_FAST(8, 4)
+HC_MOE_GATE_FAST(10, 2)
+HC_MOE_GATE_FAST(12, 4)
+HC_MOE_GATE_FAST(14, 2)
+HC_MOE_GATE_FAST(16, 4)
+#undef HC_MOE_GATE_FAST
+
+// ----------------------------------------------------------------------------------------
 // moe_permute, step 1 (B blocks of W warps): counts, offsets, both index maps. Block b owns
 // slots [b * per_block, (b + 1) * per_block); warp w of it a contiguous run of those;
 // hist[w][e] counts its slots per local expert (pass 1), becomes the first row of warp w's

@@ -348,6 +348,79 @@ TEST_CASE("moe_gate: every contract case, with and without bias") {
   }
 }
 
+// The register fast path of moe_gate (HALCYON_PTX_GATE=fast makes the launcher fail rather than
+// fall back, so a pass means it ran) on each of its layouts, DeepSeek-V3 at 4096 tokens among
+// them, on three kinds of input: the contract's random range; logits and bias on a few values
+// (ties between experts and between group scores everywhere); NaN, +-inf and underflowing
+// scores. Ids must equal the reference's; ids and weights must equal the general kernel's bit
+// for bit (same scores and arithmetic); weights must match the reference where all are finite.
+TEST_CASE("moe_gate: fast path layouts, ties and NaN, bit for bit with the general kernel") {
+  struct Shape {
+    int64_t T, E, G, TG, K;
+    bool normalize;
+    float scale;
+  };
+  const Shape shapes[] = {{4096, 256, 8, 4, 8, true, 2.5f},  {257, 64, 8, 3, 6, true, 1.5f},
+                          {257, 128, 1, 1, 8, true, 1.0f},   {257, 512, 2, 1, 8, false, 1.0f},
+                          {257, 160, 5, 2, 6, true, 1.0f},   {257, 384, 12, 5, 32, true, 1.0f},
+                          {257, 448, 7, 3, 10, true, 1.0f},  {257, 128, 32, 6, 20, true, 1.0f},
+                          {257, 32, 16, 3, 6, false, 2.0f}};
+  int n = 0;
+  for (const Shape& sh : shapes) {
+    for (int kind = 0; kind < 3; ++kind) {
+      for (bool with_bias : {false, true}) {
+        const std::string what = fmt::format("T={} E={} n_groups={} topk_groups={} topk={} inputs {} bias {}", sh.T,
+                                             sh.E, sh.G, sh.TG, sh.K, kind, with_bias);
+        CAPTURE(what);
+        std::mt19937 rng(g_seed + 200 + n++);
+        const int64_t T = sh.T, E = sh.E, K = sh.K;
+        auto logits = uniform(T * E, -4, 4, rng);
+        auto bias = uniform(E, -0.25, 0.25, rng);
+        std::uniform_int_distribution<int> q(-2, 2), pick(0, 99);
+        if (kind == 1) {
+          for (auto& x : logits) x = 0.5f * q(rng);
+          for (auto& b : bias) b = 0.125f * q(rng);
+        } else if (kind == 2) {
+          for (auto& x : logits) {
+            const int r = pick(rng);
+            x = r < 4 ? NAN : r < 7 ? INFINITY : r < 10 ? -INFINITY : r < 14 ? -200.f : 0.5f * q(rng);
+          }
+          for (auto& b : bias) b = pick(rng) < 3 ? NAN : 0.125f * q(rng);
+          for (int64_t e = 0; e < E; ++e) logits[e] = -200.f;  // token 0: every score 0, a sum of 0
+        }
+        const std::map<std::string, std::string> params{
+            {"score", "sigmoid"}, {"n_groups", std::to_string(sh.G)}, {"topk_groups", std::to_string(sh.TG)},
+            {"topk", std::to_string(K)}, {"normalize", sh.normalize ? "true" : "false"},
+            {"routed_scale", fmt::format("{}", sh.scale)}};
+        std::vector<int32_t> ids[2];
+        std::vector<float> w[2];
+        for (int fast : {1, 0}) {
+          setenv("HALCYON_PTX_GATE", fast ? "fast" : "general", 1);
+          Tensors t{{"logits", upload(rt::DType::f32, {T, E}, logits)},
+                    {"topk_ids", output(rt::DType::i32, {T, K})},
+                    {"topk_weights", output(rt::DType::f32, {T, K})}};
+          if (with_bias) t["bias"] = upload(rt::DType::f32, {E}, bias);
+          const halcyon::Status st = rt::run_op(device(), stream(), "moe_gate", t, params);
+          unsetenv("HALCYON_PTX_GATE");
+          ok(st);
+          ids[fast] = download<int32_t>(t["topk_ids"]);
+          w[fast] = download<float>(t["topk_weights"]);
+        }
+        ref::MoeGateParams p;
+        p.n_groups = sh.G, p.topk_groups = sh.TG, p.topk = K, p.normalize = sh.normalize, p.routed_scale = sh.scale;
+        std::vector<int32_t> want_ids(T * K);
+        std::vector<float> want_w(T * K);
+        ok(ref::moe_gate(logits.data(), with_bias ? bias.data() : nullptr, T, E, p, want_ids.data(), want_w.data()));
+        CHECK(ids[1] == want_ids);
+        CHECK(ids[1] == ids[0]);
+        CHECK(std::memcmp(w[1].data(), w[0].data(), w[0].size() * sizeof(float)) == 0);
+        if (kind != 2)
+          check_close("topk_weights", widen(w[1]), widen(want_w), tol_of("moe_gate", "topk_weights"));
+      }
+    }
+  }
+}
+
 struct PermuteOut {
   std::vector<uint16_t> permuted;
   std::vector<int32_t> counts, offsets, row_to_slot, slot_to_row, num_rows;
