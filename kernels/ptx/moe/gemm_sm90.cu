@@ -405,34 +405,33 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // from L2 once per 64 outputs, while one k-step's compute is about as long as its weights take
 // to arrive. Here D^T = W^T A^T: a wgmma's M is 64 weight columns and its N the expert's tokens
 // in steps of 16 (130 rows compute as 144), so a tile can be 256 weight columns wide (the
-// activation rows are read half as often) with at most S_TN tokens of accumulators per thread.
+// activation rows are read half as often, and a k-step carries 32 KB of weights, twice the
+// bytes in flight per slot) with at most S_TN tokens of accumulators per thread.
 //
 // CTA: 256 threads, two warpgroups c = 0, 1, each owning two 64-column weight blocks and all the
 // tile's tokens: for SwiGLU gate columns [128j + 64c, +64) and the up columns that pair with
-// them (64 outputs), else columns [256j + 128c, +128). Per k-step of 64, S_SLOTS slots of:
+// them (64 outputs), else columns [256j + 128c, +128). Thread 0 also issues the copies (see
+// SwapProducer). Why no producer warp: up to 176 tokens need 176 accumulators per thread. A
+// 384-thread CTA starts with 168 registers, and the driver's JIT (which compiles our PTX)
+// spilled the accumulators to local memory under setmaxnreg (ncu on an H200: 370 M local
+// requests, 12x slower) where the toolkit's ptxas did not; 288 threads at 224 registers do not
+// fit (the driver allows 256: each of the 4 SM sub-partitions holds 16 K registers). 256 threads
+// start with up to 255 registers, so no compiler needs to look past the entry limit.
+// Tried on an H200 and not kept (docs/kernels/ptx.md): a weight ring and producer thread per
+// warpgroup, so that a slot is refilled as soon as its own warpgroup is done (more weights in
+// flight: down 3.08-3.35 ms instead of 2.22-2.25 at 4096 tokens, slower at 128 too), and a
+// narrow build of 128 weight columns x 256 tokens (37-43% of the copy rate).
+// Per k-step of 64, S_SLOTS slots of:
 //   tokens  (22 KB): the tile's rows, rounded up to 16, K-major SW128 (64-row boxes, then 16-row
-//           boxes): the wgmma B operand, not transposed; read by both warpgroups
-//   weights (2 x 16 KB): per warpgroup its two 64 x 64 boxes (k x 64 columns, MN-major SW128):
-//           the wgmma A operand, transposed by the instruction
-// Each warpgroup has its own weight ring (full/empty barriers per slot) and its own producer
-// thread (threads 0 and 128, between their k-steps; thread 0 also loads the tokens), so a
-// weight slot is refilled as soon as the 4 warps that read it are done, not when the other
-// warpgroup is. With one ring refilled by thread 0 once both warpgroups had released a slot,
-// two of the four slots were always waiting, ~1.1 us per k-step whatever its bytes (H200,
-// docs/kernels/ptx.md), and a narrow build (128 weight columns, both warpgroups reading both
-// blocks) reached 37-43% of the copy rate.
-// Why no producer warp: up to 176 tokens need 176 accumulators per thread. A 384-thread CTA
-// starts with 168 registers, and the driver's JIT (which compiles our PTX) spilled the
-// accumulators to local memory under setmaxnreg (ncu on an H200: 370 M local requests, 12x
-// slower) where the toolkit's ptxas did not; 288 threads at 224 registers do not fit (the driver
-// allows 256: each of the 4 SM sub-partitions holds 16 K registers). 256 threads start with up
-// to 255 registers, so no compiler needs to look past the entry limit.
+//           boxes): the wgmma B operand, not transposed
+//   weights (32 KB): four 64 x 64 boxes (k x 64 columns, MN-major SW128), box 2c + h for consumer
+//           c: the wgmma A operand, transposed by the instruction
 // An expert of more than S_TN rows takes several tiles per n-tile (adjacent in the walk, so the
 // second reads the weights from L2). The accumulators hold D^T (row = weight column, column =
 // token); the epilogue swaps pairs between neighbouring lanes so that each store writes two
 // adjacent output columns of one token.
 constexpr int S_TN = 176, S_BN = 256, S_SLOTS = 4, S_THREADS = 256;
-constexpr int S_A_SLOT = S_TN * 128, S_B_SLOT = 4 * BOX_BYTES;  // weights: warpgroup c's boxes at 2c, 2c + 1
+constexpr int S_A_SLOT_BYTES = S_TN * 128, S_B_SLOT_BYTES = 4 * BOX_BYTES;
 
 // wgmma m64nNTk16, A (weights) MN-major from shared memory, B (tokens) K-major: NT/2 accumulators.
 template <int NT>
@@ -531,8 +530,6 @@ __device__ __forceinline__ void epilogue_swap(void* out, const Tile& t, int rows
   }
 }
 
-// Shared-memory addresses of the rings and their barriers: tokens full_a/empty_a[S_SLOTS],
-// warpgroup c's weights full_b/empty_b[c * S_SLOTS + slot].
 struct SwapRings {
   uint32_t ring_a, ring_b, full_a, empty_a, full_b, empty_b;
 };
@@ -547,82 +544,70 @@ __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
   return done != 0;
 }
 
-// A walk over the CTA's (tile, k-step) sequence: the order in which the rings are filled.
-struct SwapCursor {
-  int ti, kt, n16;  // n16: the tile's rows rounded up to 16
-  Tile t;
-  uint32_t it;  // k-steps so far: slot it % S_SLOTS, phase it / S_SLOTS
-  __device__ __forceinline__ void start(const TileMap& map, int total) {
-    ti = blockIdx.x;
-    kt = 0;
-    it = 0;
-    if (ti < total) at_tile(map);
-  }
-  __device__ __forceinline__ void at_tile(const TileMap& map) {
-    t = decode_tile<S_TN>(map, ti);
-    n16 = (min(t.row_end - t.row0, S_TN) + 15) & ~15;
-  }
-  __device__ __forceinline__ void advance(const TileMap& map, int total, int k_tiles) {
-    ++it;
-    if (++kt == k_tiles) {
-      kt = 0;
-      ti += gridDim.x;
-      if (ti < total) at_tile(map);
-    }
-  }
-  // May slot `it` be refilled? Before k-step `need` is loaded, wait; past it, only look.
-  __device__ __forceinline__ bool slot_free(uint32_t empty, uint32_t need) const {
-    if (it < S_SLOTS) return true;
-    const uint32_t bar = empty + 8 * (it % S_SLOTS), parity = ((it / S_SLOTS) - 1) & 1;
-    if (it > need) return mbar_test(bar, parity);
-    mbar_wait(bar, parity);
-    return true;
-  }
-};
-
-// The copies of one warpgroup's producer thread, issued between its k-steps: its weight ring
-// (and, for warpgroup 0, the token ring) up to S_SLOTS k-steps ahead of `need`, the k-step its
-// warpgroup multiplies next. It waits only when slot `need` itself is still empty (every earlier
-// k-step is loaded, so the warps it waits for can always get there); otherwise it looks
-// (test_wait) and comes back at the next k-step.
+// The copies, issued by thread 0 between its own k-steps. It walks the CTA's (tile, k-step)
+// sequence on its own cursor and keeps up to S_SLOTS k-steps loaded ahead of the consumers: a
+// slot is refilled once all 8 warps have released it. It waits only for the k-step its own
+// warpgroup needs next (the other warpgroup can always release that slot: every earlier k-step
+// is loaded); otherwise it looks (test_wait) and comes back at the next k-step.
 struct SwapProducer {
   const TensorMap *ta, *ta16, *tb;
   TileMap map;
-  int total, k_tiles, cg;
+  int total, k_tiles, ti, kt, n16;
+  Tile t;
+  uint32_t it;
   long long N;
-  SwapCursor w, a;  // weights, tokens (warpgroup 0)
   uint64_t keep, stream;  // L2 policies: activations are re-read by each n-tile, weights once
 
-  __device__ __forceinline__ void start() {
-    w.start(map, total);
-    a.start(map, total);
+  __device__ __forceinline__ void start(int first_tile) {
+    ti = first_tile;
+    kt = 0;
+    it = 0;
+    if (ti < total) next_tile();
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(keep));
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(stream));
   }
+  __device__ __forceinline__ void next_tile() {
+    t = decode_tile<S_TN>(map, ti);
+    n16 = (min(t.row_end - t.row0, S_TN) + 15) & ~15;
+  }
   template <int EPI>
   __device__ __forceinline__ void fill(uint32_t need, const SwapRings& r) {
-    const uint32_t full_b = r.full_b + 8 * S_SLOTS * cg, empty_b = r.empty_b + 8 * S_SLOTS * cg;
-    while (w.ti < total && w.it < need + S_SLOTS && w.slot_free(empty_b, need)) {
-      const uint32_t st = w.it % S_SLOTS, sb = r.ring_b + st * S_B_SLOT + cg * 2 * BOX_BYTES, fb = full_b + 8 * st;
-      mbar_expect_tx(fb, 2 * BOX_BYTES);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = EPI == kSwigluBf16 ? (h ? (int)N : 0) + w.t.n_tile * 128 + 64 * cg
-                                           : w.t.n_tile * 256 + 128 * cg + 64 * h;
-        tma_3d(sb + h * BOX_BYTES, tb, col, w.kt * 64, w.t.expert, fb, stream);
+    while (ti < total && it < need + S_SLOTS) {
+      const uint32_t st = it % S_SLOTS;
+      if (it >= S_SLOTS) {
+        const uint32_t parity = ((it / S_SLOTS) - 1) & 1;
+        if (it > need) {
+          if (!mbar_test(r.empty_b + 8 * st, parity) || !mbar_test(r.empty_a + 8 * st, parity)) return;
+        } else {
+          mbar_wait(r.empty_b + 8 * st, parity);
+          mbar_wait(r.empty_a + 8 * st, parity);
+        }
       }
-      w.advance(map, total, k_tiles);
-    }
-    if (cg != 0) return;
-    while (a.ti < total && a.it < need + S_SLOTS && a.slot_free(r.empty_a, need)) {
-      const uint32_t st = a.it % S_SLOTS, sa = r.ring_a + st * S_A_SLOT, fa = r.full_a + 8 * st;
-      const int full_blocks = a.n16 >> 6, tail16 = (a.n16 & 63) >> 4;
-      mbar_expect_tx(fa, (uint32_t)a.n16 * 128);
-      for (int b = 0; b < full_blocks; ++b) tma_2d(sa + b * BOX_BYTES, ta, a.kt * 64, a.t.row0 + 64 * b, fa, keep);
+      const uint32_t sb = r.ring_b + st * S_B_SLOT_BYTES, fb = r.full_b + 8 * st;
+      mbar_expect_tx(fb, 4 * BOX_BYTES);
+      // In address order: for SwiGLU the tile's 128 gate columns, then its 128 up columns (the
+      // interleaved order measured the same).
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int col = EPI == kSwigluBf16 ? (h ? (int)N : 0) + t.n_tile * 128 + 64 * c
+                                             : t.n_tile * 256 + 128 * c + 64 * h;
+          tma_3d(sb + (2 * c + h) * BOX_BYTES, tb, col, kt * 64, t.expert, fb, stream);
+        }
+      const uint32_t sa = r.ring_a + st * S_A_SLOT_BYTES, fa = r.full_a + 8 * st;
+      const int full_blocks = n16 >> 6, tail16 = (n16 & 63) >> 4;
+      mbar_expect_tx(fa, (uint32_t)n16 * 128);
+      for (int b = 0; b < full_blocks; ++b) tma_2d(sa + b * BOX_BYTES, ta, kt * 64, t.row0 + 64 * b, fa, keep);
       for (int j = 0; j < tail16; ++j)
-        tma_2d(sa + full_blocks * BOX_BYTES + j * (BOX_BYTES / 4), ta16, a.kt * 64,
-               a.t.row0 + 64 * full_blocks + 16 * j, fa, keep);
-      a.advance(map, total, k_tiles);
+        tma_2d(sa + full_blocks * BOX_BYTES + j * (BOX_BYTES / 4), ta16, kt * 64, t.row0 + 64 * full_blocks + 16 * j,
+               fa, keep);
+      ++it;
+      if (++kt == k_tiles) {
+        kt = 0;
+        ti += gridDim.x;
+        if (ti < total) next_tile();
+      }
     }
   }
 };
@@ -631,18 +616,16 @@ struct SwapProducer {
 // the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase).
 template <int EPI, int NT>
 __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int rows, int k_tiles, uint32_t& it,
-                                          const SwapRings& r, SwapProducer& prod, bool producer, int cg, void* out,
-                                          long long N) {
+                                          const SwapRings& r, SwapProducer& prod, int cg, void* out, long long N) {
   const bool lead = (threadIdx.x & 31) == 0;
-  const uint32_t full_b = r.full_b + 8 * S_SLOTS * cg, empty_b = r.empty_b + 8 * S_SLOTS * cg;
   const uint32_t first = it;
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-    if (producer) prod.fill<EPI>(it, r);
-    const uint32_t st = it % S_SLOTS;
-    mbar_wait(full_b + 8 * st, (it / S_SLOTS) & 1);
-    mbar_wait(r.full_a + 8 * st, (it / S_SLOTS) & 1);
-    const uint32_t sa = r.ring_a + st * S_A_SLOT;
-    const uint32_t sw = r.ring_b + st * S_B_SLOT + cg * 2 * BOX_BYTES;
+    if (threadIdx.x == 0) prod.fill<EPI>(it, r);
+    const uint32_t sta = it % S_SLOTS, stb = it % S_SLOTS;
+    mbar_wait(r.full_b + 8 * stb, (it / S_SLOTS) & 1);
+    mbar_wait(r.full_a + 8 * sta, (it / S_SLOTS) & 1);
+    const uint32_t sa = r.ring_a + sta * S_A_SLOT_BYTES;
+    const uint32_t sw = r.ring_b + stb * S_B_SLOT_BYTES + cg * 2 * BOX_BYTES;
     fence_regs<NT / 2>(d0);
     fence_regs<NT / 2>(d1);
     wgmma_fence();
@@ -660,7 +643,7 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
     wgmma_wait<1>();
     if (it > first && lead) {  // k-step it - 1 has been read
       mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
-      mbar_arrive(empty_b + 8 * ((it - 1) % S_SLOTS));
+      mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
     }
   }
   wgmma_wait<0>();
@@ -668,7 +651,7 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
   fence_regs<NT / 2>(d1);
   if (it > first && lead) {
     mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
-    mbar_arrive(empty_b + 8 * ((it - 1) % S_SLOTS));
+    mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
   }
   epilogue_swap<EPI, NT>(out, t, rows, N, d0, d1, cg);
 }
@@ -679,64 +662,60 @@ template <int EPI>
 __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                   const int* offsets, void* out, long long R, long long K, long long N,
                                                   long long EL) {
-  constexpr int RING_BYTES = S_SLOTS * (S_A_SLOT + S_B_SLOT);
-  constexpr int N_BARS = 6 * S_SLOTS;
+  constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
+  constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   SwapRings r;
   r.ring_a = base;
-  r.ring_b = base + S_SLOTS * S_A_SLOT;
+  r.ring_b = base + S_SLOTS * S_A_SLOT_BYTES;
   r.full_a = base + RING_BYTES;
   r.empty_a = r.full_a + 8 * S_SLOTS;
   r.full_b = r.empty_a + 8 * S_SLOTS;
-  r.empty_b = r.full_b + 16 * S_SLOTS;
+  r.empty_b = r.full_b + 8 * S_SLOTS;
   int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + RING_BYTES + 8 * N_BARS);
   const int n_experts = (int)EL;
   const int n_tiles = n_tiles_of<EPI, S_BN>(N);
   if (threadIdx.x == 0) {
     for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_a + 8 * i, 1), mbar_init(r.empty_a + 8 * i, 8);
-    for (int i = 0; i < 2 * S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 4);
-    // The copies complete on these barriers through the async proxy.
+    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   TileMap map = build_tile_map<S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + 63) / 64);
   const int cg = threadIdx.x >> 7;
-  const bool producer = (threadIdx.x & 127) == 0;
   SwapProducer prod;
-  if (producer) {
+  if (threadIdx.x == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
-    if (cg == 0) {
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
-    }
     prod.ta = ta;
     prod.ta16 = ta16;
     prod.tb = tb;
     prod.map = map;
     prod.total = total;
     prod.k_tiles = k_tiles;
-    prod.cg = cg;
     prod.N = N;
-    prod.start();
+    prod.start(blockIdx.x);
   }
-  float d0[S_TN / 2], d1[S_TN / 2];
-  uint32_t it = 0;
-  for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-    const Tile t = decode_tile<S_TN>(map, ti);
-    const int rows = min(t.row_end - t.row0, S_TN);
-    switch ((rows + 15) >> 4) {
-#define HC_SWAP_CASE(K16)                                                                           \
-  case K16:                                                                                         \
-    if constexpr (16 * K16 <= S_TN)                                                                 \
-      swap_tile<EPI, 16 * K16>(d0, d1, t, rows, k_tiles, it, r, prod, producer, cg, out, N);        \
+  {
+    float d0[S_TN / 2], d1[S_TN / 2];
+    uint32_t it = 0;
+    for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+      const Tile t = decode_tile<S_TN>(map, ti);
+      const int rows = min(t.row_end - t.row0, S_TN);
+      switch ((rows + 15) >> 4) {
+#define HC_SWAP_CASE(K16) \
+  case K16:                \
+    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
     break;
-      HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
-      HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
+        HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
+        HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
 #undef HC_SWAP_CASE
-      default: break;
+        default: break;
+      }
     }
   }
 }

@@ -57,10 +57,9 @@ constexpr uint32_t tma_ring_bytes(int b_slots) { return (4 * 4 + b_slots * 2) * 
 constexpr int64_t kTmaDeepRingRows = 64;
 constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
 // The swap-AB kernel (grouped_gemm_swap): 256 threads, tiles of up to 176 tokens x 256 weight
-// columns; 4 slots of 22 KB (tokens) + 2 x 16 KB (weights, one ring per warpgroup), two
-// mbarriers per slot and ring.
+// columns; 4 slots of 22 KB (tokens) + 32 KB (weights), two mbarriers per slot and ring.
 constexpr int kSwapTn = 176, kSwapBn = 256, kSwapThreads = 256;
-constexpr uint32_t kSwapRingBytes = 4 * (kSwapTn * 128 + 4 * 64 * 64 * 2) + 6 * 4 * 8;
+constexpr uint32_t kSwapRingBytes = 4 * (kSwapTn * 128 + 4 * 64 * 64 * 2) + 4 * 4 * 8;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
 Result<TensorMap> bf16_map(const rt::OpContext& ctx, const rt::Tensor& t, std::initializer_list<uint64_t> dims,
