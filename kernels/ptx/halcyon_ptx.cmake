@@ -5,7 +5,9 @@
 #     written in CUDA C++ with inline PTX; they make no CUDA runtime calls);
 #   - a .ptx file is taken as it is; its `.target` must be the one target listed.
 # Every PTX file is then assembled by ptxas for its target: the check CI runs without a GPU.
-# At run time halcyon::ptx::find("<kernel-set>", "sm_80") returns the text.
+# Its cubin is embedded too: a device of exactly that target runs the toolkit's machine code
+# (the driver's JIT can compile the same PTX worse: docs/backends/cuda.md), others JIT the PTX.
+# At run time halcyon::ptx::find("<kernel-set>", "sm_80") returns both.
 # Call halcyon_ptx_finalize() once after the last halcyon_add_ptx(); subfolders of kernels/ptx
 # (moe/, ops/, ...) may call halcyon_add_ptx too: they are added before it.
 set(HALCYON_PTX_EMBED_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/embed_ptx.cmake)
@@ -53,7 +55,7 @@ function(halcyon_add_ptx)
       COMMENT "ptxas ${P_NAME} for ${t}" VERBATIM)
     string(MAKE_C_IDENTIFIER "halcyon_ptx_${P_NAME}_${t}" sym)
     add_custom_command(OUTPUT ${stem}.ptx.cpp
-      COMMAND ${CMAKE_COMMAND} -DIN=${ptx} -DOUT=${stem}.ptx.cpp -DSYMBOL=${sym} -DTARGET=${t}
+      COMMAND ${CMAKE_COMMAND} -DIN=${ptx} -DCUBIN=${stem}.cubin -DOUT=${stem}.ptx.cpp -DSYMBOL=${sym} -DTARGET=${t}
               -P ${HALCYON_PTX_EMBED_SCRIPT}
       DEPENDS ${ptx} ${stem}.cubin ${HALCYON_PTX_EMBED_SCRIPT}
       COMMENT "embedding ${P_NAME}.${t}.ptx" VERBATIM)
@@ -81,8 +83,9 @@ function(halcyon_ptx_finalize)
     list(GET parts 0 name)
     list(GET parts 1 target)
     list(GET parts 2 sym)
-    string(APPEND decls "extern const char ${sym}[];\nextern const size_t ${sym}_size;\n")
-    string(APPEND rows "    {\"${name}\", \"${target}\", ${sym}, ${sym}_size},\n")
+    string(APPEND decls "extern const char ${sym}[];\nextern const size_t ${sym}_size;\n"
+                        "extern const unsigned char ${sym}_cubin[];\nextern const size_t ${sym}_cubin_size;\n")
+    string(APPEND rows "    {\"${name}\", \"${target}\", ${sym}, ${sym}_size, ${sym}_cubin, ${sym}_cubin_size},\n")
   endforeach()
   set(table ${CMAKE_CURRENT_BINARY_DIR}/ptx_table.cpp)
   file(WRITE ${table}.in

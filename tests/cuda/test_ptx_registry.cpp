@@ -1,4 +1,5 @@
-// The PTX embedded by kernels/ptx: every image is there, tagged, and matches its .target.
+// The PTX embedded by kernels/ptx: every image is there, tagged, matches its .target, and
+// carries a whole cubin.
 #include <doctest/doctest.h>
 
 #include <halcyon/ptx_kernels.hpp>
@@ -22,6 +23,9 @@ TEST_CASE("ptx registry: test kernels are embedded for their targets") {
     REQUIRE_MESSAGE(halcyon::cuda::parse_ptx(std::string(img.text, img.size), &info, &why), why);
     CHECK_MESSAGE(info.target == img.target, img.name);
     CHECK(std::string(img.text).size() == img.size);
+    // The cubin ptxas made of it rides along, whole (launchers load it on that exact target).
+    REQUIRE_MESSAGE(img.cubin_size > 0, img.name, " ", img.target);
+    CHECK_MESSAGE(halcyon::cuda::check_cubin_image(img.cubin, img.cubin_size) == "", img.name, " ", img.target);
   }
 }
 

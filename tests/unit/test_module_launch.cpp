@@ -171,3 +171,43 @@ TEST_CASE_FIXTURE(Fixture, "launch: a kernel stays usable after its module handl
   unwrap(stream.synchronize());
   CHECK(last == 126.0f);
 }
+
+TEST_CASE("ArgPack: natural alignment by default; a kernel's own layout when given") {
+  struct alignas(64) Map {
+    unsigned char b[128];
+  };
+  Map m{};
+  for (int i = 0; i < 128; ++i) m.b[i] = static_cast<unsigned char>(i);
+  const uint64_t p = 0x1122334455667788ull;
+  const int32_t n = -7;
+
+  halcyon::ArgPack natural;
+  natural.value(p).value(m).value(n);  // 8 bytes, the map at 64, the int right after it
+  CHECK(natural.ok());
+  REQUIRE(natural.size() == 64 + 128 + 4);
+  const auto* nb = static_cast<const unsigned char*>(natural.data());
+  CHECK(std::memcmp(nb, &p, 8) == 0);
+  CHECK(std::memcmp(nb + 64, m.b, 128) == 0);
+  CHECK(std::memcmp(nb + 192, &n, 4) == 0);
+
+  // A layout as a backend may report it for a module without a parameter list: other offsets.
+  std::vector<hal_kernel_arg> layout{{0, 8, 0}, {48, 128, 0}, {176, 4, 0}};
+  halcyon::ArgPack own(layout);
+  own.value(p).value(m).value(n);
+  CHECK(own.ok());
+  REQUIRE(own.size() == 180);
+  const auto* ob = static_cast<const unsigned char*>(own.data());
+  CHECK(std::memcmp(ob, &p, 8) == 0);
+  CHECK(std::memcmp(ob + 48, m.b, 128) == 0);
+  CHECK(std::memcmp(ob + 176, &n, 4) == 0);
+
+  halcyon::ArgPack short_pack(layout);  // an argument missing
+  short_pack.value(p).value(m);
+  CHECK_FALSE(short_pack.ok());
+  halcyon::ArgPack wrong_size(layout);  // an 8-byte value where the layout has 4 bytes
+  wrong_size.value(p).value(m).value(p);
+  CHECK_FALSE(wrong_size.ok());
+  halcyon::ArgPack too_many(layout);
+  too_many.value(p).value(m).value(n).value(n);
+  CHECK_FALSE(too_many.ok());
+}

@@ -9,6 +9,7 @@
 #include <halcyon/result.hpp>
 #include <halcyon/tensor_map.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <span>
@@ -126,25 +127,49 @@ struct TensorMap {
   alignas(64) unsigned char bytes[HAL_TENSOR_MAP_BYTES];
 };
 
-// Packs kernel arguments into the blob a launch takes, following the kernel's layout: each
-// value at its natural alignment (alignof), as PTX parameter lists place them.
+// Packs kernel arguments into the blob a launch takes. Default: each value at its natural
+// alignment (alignof), as PTX parameter lists place them. Given the kernel's own layout
+// (Kernel::args()), value i goes to the offset the backend reports for argument i, which is
+// what a backend's layout for a module without a parameter list (a cubin) needs; a value whose
+// size is not the argument's, or one past the last argument, leaves the pack invalid (ok()).
 class ArgPack {
  public:
+  ArgPack() = default;
+  explicit ArgPack(std::vector<hal_kernel_arg> layout) : layout_(std::move(layout)) {
+    size_t end = 0;
+    for (const hal_kernel_arg& a : layout_) end = std::max<size_t>(end, size_t(a.offset) + a.size);
+    bytes_.resize(end);
+  }
   ArgPack& pointer(const Buffer& b, uint64_t offset = 0) { return value(b.address() + offset); }
   template <typename T>
   ArgPack& value(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    size_t align = alignof(T);
-    size_t at = (bytes_.size() + align - 1) / align * align;
-    bytes_.resize(at + sizeof(T));
+    size_t at;
+    if (!layout_.empty()) {
+      if (count_ >= layout_.size() || layout_[count_].size != sizeof(T)) {
+        bad_ = true;
+        return *this;
+      }
+      at = layout_[count_].offset;
+    } else {
+      size_t align = alignof(T);
+      at = (bytes_.size() + align - 1) / align * align;
+      bytes_.resize(at + sizeof(T));
+    }
+    ++count_;
     std::memcpy(bytes_.data() + at, &v, sizeof(T));
     return *this;
   }
+  // With a layout: every argument given once, each of its size.
+  bool ok() const { return !bad_ && (layout_.empty() || count_ == layout_.size()); }
   const void* data() const { return bytes_.data(); }
   size_t size() const { return bytes_.size(); }
 
  private:
+  std::vector<hal_kernel_arg> layout_;
   std::vector<unsigned char> bytes_;
+  size_t count_ = 0;
+  bool bad_ = false;
 };
 
 struct Dim3 {

@@ -95,15 +95,13 @@ Status launch_gemm_splitk(rt::OpContext& ctx, const GemmArgs& g, const rt::Tenso
   static constexpr const char* kEntries[9] = {nullptr, nullptr, "hc_gemm_bf16_sm90_splitk2", "hc_gemm_bf16_sm90_splitk3",
                                               "hc_gemm_bf16_sm90_splitk4", nullptr, nullptr, nullptr,
                                               "hc_gemm_bf16_sm90_splitk8"};
-  auto k = kernel(ctx, *dev, kImage, kEntries[s]);
+  auto k = kernel(ctx, *dev, kImage, kEntries[s], CodeFrom::kCubinIfExact);  // setmaxnreg consumers
   if (!k) return k.error();
-  // ArgPack places the 64-byte-aligned tensor maps as the PTX parameter list does.
-  ArgPack args;
-  args.value(*ta).value(*tb).value(g.out).value(g.R).value(g.K).value(g.N);
   *ran = true;
   // The kernel's cluster dimensions are compile-time (.reqnctapercluster): a plain launch,
   // grid = tiles x S, a multiple of S.
-  return ctx.stream.launch(*k, {uint32_t(tiles * s)}, {kThreads}, args, kShared);
+  return launch_packed(ctx, *k, {uint32_t(tiles * s)}, {kThreads}, kShared,
+                       [&](ArgPack& a) { a.value(*ta).value(*tb).value(g.out).value(g.R).value(g.K).value(g.N); });
 }
 
 }  // namespace halcyon::ptxop

@@ -125,14 +125,16 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   const char* entry = swap   ? (swiglu ? "hc_moe_gemm_swiglu_sm90swap" : "hc_moe_gemm_sm90swap")
                       : deep ? (swiglu ? "hc_moe_gemm_swiglu_sm90tma_b5" : "hc_moe_gemm_sm90tma_b5")
                              : (swiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");
-  auto k = kernel(ctx, dev, "moe_gemm_sm90", entry);
+  // The row-tile kernel's consumers take their registers with setmaxnreg: its cubin (ptx_launch.hpp).
+  auto k = kernel(ctx, dev, "moe_gemm_sm90", entry, swap ? CodeFrom::kPtx : CodeFrom::kCubinIfExact);
   if (!k) return k.error();
   const int64_t grid = std::min<int64_t>(max_tiles, dev.compute_units);
-  // ArgPack places the 64-byte-aligned tensor maps as the PTX parameter list does.
-  ArgPack args;
-  args.value(*ta).value(*ta16).value(*tb).value(g.offsets).value(g.out).value(g.R).value(g.K).value(g.N).value(g.EL);
   *ran = true;
-  return ctx.stream.launch(*k, {uint32_t(grid)}, {uint32_t(swap ? kSwapThreads : kTmaThreads)}, args, uint32_t(shared));
+  return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(swap ? kSwapThreads : kTmaThreads)}, uint32_t(shared),
+                       [&](ArgPack& a) {
+                         a.value(*ta).value(*ta16).value(*tb).value(g.offsets).value(g.out).value(g.R).value(g.K);
+                         a.value(g.N).value(g.EL);
+                       });
 }
 
 }  // namespace

@@ -143,11 +143,14 @@ double tol_of(const char* op, const char* out) {
 // times: the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel
 // (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma" and "swap" make it fail rather than fall
 // back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
-// cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required).
+// cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required). The TMA and
+// split-K kernels run again with their code from the other source (HALCYON_PTX_LOAD: the
+// embedded cubin or the driver's JIT of the PTX), so both ways the launcher may load them pass.
 struct Variant {
   rt::OpImpl impl;
   const char* sm90_gemm;        // value of HALCYON_PTX_SM90_GEMM while it runs
   const char* split = nullptr;  // HALCYON_PTX_SM90_SPLITK (cluster size of the split-K kernel); unset if null
+  const char* load = nullptr;   // HALCYON_PTX_LOAD (ptx or cubin); unset if null: the launcher's choice
 };
 std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool splitk_applies = false) {
   const std::string arch = ok(device().info()).arch;
@@ -156,10 +159,15 @@ std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool sp
     if (i.format != HAL_MODULE_PTX || !rt::target_runs_on(i.format, i.target, arch)) continue;
     v.push_back({i, "basic"});  // on sm_90a: the cp.async wgmma kernel
     if (i.target == "sm_90a" && tma_applies) {
-      v.push_back({i, "tma"});
-      v.push_back({i, "swap"});
+      v.push_back({i, "tma"});                     // cubin on sm_90a
+      v.push_back({i, "tma", nullptr, "ptx"});
+      v.push_back({i, "swap"});                    // JIT-compiled PTX
+      v.push_back({i, "swap", nullptr, "cubin"});
     }
-    if (i.target == "sm_90a" && splitk_applies) v.push_back({i, "splitk"});
+    if (i.target == "sm_90a" && splitk_applies) {
+      v.push_back({i, "splitk"});                  // cubin on sm_90a
+      v.push_back({i, "splitk", nullptr, "ptx"});
+    }
   }
   REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", arch);
   return v;
@@ -171,6 +179,8 @@ void run_impl(const Variant& variant, const char* op, Tensors& t, const std::map
   setenv("HALCYON_PTX_SM90_GEMM", variant.sm90_gemm, 1);
   if (variant.split) setenv("HALCYON_PTX_SM90_SPLITK", variant.split, 1);
   else unsetenv("HALCYON_PTX_SM90_SPLITK");
+  if (variant.load) setenv("HALCYON_PTX_LOAD", variant.load, 1);
+  else unsetenv("HALCYON_PTX_LOAD");
   const rt::Contract& c = *rt::find_contract(op);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (auto& in : c.inputs)
@@ -220,6 +230,7 @@ void gemm_case(int64_t M, int64_t N, int64_t K, uint32_t seed) {
   for (auto& impl : ptx_impls("gemm_bf16", false, K % 8 == 0 && N % 8 == 0)) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
+    CAPTURE(impl.load);
     Tensors t{{"a", upload(rt::DType::bf16, {M, K}, a)}, {"b", upload(rt::DType::bf16, {K, N}, b)},
               {"c", output(rt::DType::f32, {M, N})}};
     run_impl(impl, "gemm_bf16", t);
@@ -551,6 +562,7 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
   for (auto& impl : ptx_impls(op, tma)) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
+    CAPTURE(impl.load);
     Tensors t{{"a", ta}, {swiglu ? "w_gate_up" : "w", tw}, {"expert_offsets", toff}, {"out", output(rt::DType::bf16, {R, Nd})}};
     run_impl(impl, op, t);
     auto out = download<uint16_t>(t["out"]);

@@ -9,9 +9,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 namespace halcyon::ptxop {
 
@@ -28,12 +30,28 @@ inline Result<DeviceFacts> facts(const rt::OpContext& ctx) {
                      info->max_shared_per_block};
 }
 
+// Where a kernel's machine code comes from. kPtx: the driver's JIT compiles the PTX (any device
+// the PTX runs on). kCubinIfExact: on a device of exactly the image's target, the cubin the
+// toolkit's ptxas made at build time; for kernels that take registers with setmaxnreg, which
+// the driver's JIT allocated worse (docs/backends/cuda.md: on an H200 the row-tile TMA GEMM ran
+// 4.8-5.6 ms as a cubin, 6.0-6.1 ms JIT-compiled). HALCYON_PTX_LOAD=ptx or =cubin overrides
+// the choice for every kernel (comparisons; a driver that refuses the cubin falls back to PTX).
+enum class CodeFrom { kPtx, kCubinIfExact };
+inline bool load_cubin(CodeFrom from) {
+  const char* v = std::getenv("HALCYON_PTX_LOAD");
+  if (v && std::string_view(v) == "ptx") return false;
+  if (v && std::string_view(v) == "cubin") return true;
+  return from == CodeFrom::kCubinIfExact;
+}
+
 // Kernel `entry` of embedded image `image`, built for the device's architecture (or the newest
-// portable target it can run). Kernels are cached per device and entry.
-inline Result<Kernel> kernel(const rt::OpContext& ctx, const DeviceFacts& dev, const char* image, const char* entry) {
+// portable target it can run). Kernels are cached per device, code source and entry.
+inline Result<Kernel> kernel(const rt::OpContext& ctx, const DeviceFacts& dev, const char* image, const char* entry,
+                             CodeFrom from = CodeFrom::kPtx) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, Kernel>;  // lives as long as the loaded modules
-  std::string key = dev.uri + '\n' + image + '\n' + entry;
+  const bool cubin = load_cubin(from);
+  std::string key = dev.uri + '\n' + image + '\n' + entry + (cubin ? "\ncubin" : "");
   {
     std::lock_guard lock(mu);
     if (auto it = cache->find(key); it != cache->end()) return it->second;
@@ -41,7 +59,11 @@ inline Result<Kernel> kernel(const rt::OpContext& ctx, const DeviceFacts& dev, c
   const ptx::Image* img = ptx::best_for(image, dev.arch);
   if (!img)
     return Error(HAL_UNSUPPORTED, fmt::format("no PTX image '{}' runs on {} ({})", image, dev.uri, dev.arch));
-  auto m = ctx.module(HAL_MODULE_PTX, img->target, img->text, img->size + 1, image);
+  // The cubin only on exactly its target; if the driver refuses it (too old), the PTX.
+  Result<Module> m = Error(HAL_UNSUPPORTED, "");
+  if (cubin && img->cubin_size && dev.arch == img->target)
+    m = ctx.module(HAL_MODULE_CUBIN, img->target, img->cubin, img->cubin_size, (std::string(image) + ".cubin").c_str());
+  if (!m) m = ctx.module(HAL_MODULE_PTX, img->target, img->text, img->size + 1, image);
   if (!m) return m.error();
   auto k = m->kernel(entry);
   if (!k) return k.error();
@@ -55,6 +77,22 @@ Status launch(const rt::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, 
               uint32_t shared_bytes = 0) {
   static_assert(sizeof(Args) % 8 == 0, "PTX arguments are packed as 8-byte fields");
   return ctx.stream.launch(k, grid, block, &args, sizeof args, shared_bytes);
+}
+
+// Launches a kernel whose arguments are packed by `fill(ArgPack&)` at the offsets the backend
+// reports for it: needed where parameters have larger alignment (64-byte tensor maps), whose
+// layout differs between a PTX module (the parameter list's) and a cubin (the driver's).
+template <typename Fill>
+Status launch_packed(const rt::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+                     Fill&& fill) {
+  auto layout = k.args();
+  if (!layout) return layout.error();
+  ArgPack args(std::move(*layout));
+  fill(args);
+  if (!args.ok())
+    return Error(HAL_INTERNAL, fmt::format("{}: the launcher's arguments do not match the kernel's parameter list",
+                                           ctx.contract.op));
+  return ctx.stream.launch(k, grid, block, args, shared_bytes);
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

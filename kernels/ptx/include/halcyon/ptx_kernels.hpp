@@ -1,5 +1,7 @@
-// PTX embedded at build time (kernels/ptx), tagged with the architecture it was built for.
-// Load one with hal_module_load(format HAL_MODULE_PTX, target = image->target).
+// PTX embedded at build time (kernels/ptx), tagged with the architecture it was built for, with
+// the cubin the toolkit's ptxas made of it. Load the PTX with hal_module_load(format
+// HAL_MODULE_PTX, target = image->target), or on a device of exactly that target the cubin
+// (HAL_MODULE_CUBIN).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +15,8 @@ struct Image {
   const char* target;  // "sm_90a", "sm_80"
   const char* text;    // NUL-terminated PTX
   size_t size;         // bytes, without the NUL
+  const unsigned char* cubin;  // ptxas -arch=<target> of that PTX
+  size_t cubin_size;
 };
 
 std::span<const Image> all();
