@@ -416,7 +416,9 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // spilled the accumulators to local memory under setmaxnreg (ncu on an H200: 370 M local
 // requests, 12x slower) where the toolkit's ptxas did not; 288 threads at 224 registers do not
 // fit (the driver allows 256: each of the 4 SM sub-partitions holds 16 K registers). 256 threads
-// start with up to 255 registers, so no compiler needs to look past the entry limit.
+// start with up to 255 registers, so no compiler needs to look past the entry limit. (Since
+// then launchers can load the toolkit's cubin instead, ptx_launch.hpp: a producer-warpgroup
+// build with setmaxnreg, loaded that way, is the next step, docs/kernels/ptx.md.)
 // Tried on an H200 and not kept (docs/kernels/ptx.md): a weight ring and producer thread per
 // warpgroup, so that a slot is refilled as soon as its own warpgroup is done (more weights in
 // flight: down 3.08-3.35 ms instead of 2.22-2.25 at 4096 tokens, slower at 128 too), and a
