@@ -32,9 +32,9 @@ for w in $what; do
     bench-basic)  # the cp.async Hopper GEMM instead of the TMA one, for comparison
       echo "\$ HALCYON_PTX_SM90_GEMM=basic halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
       HALCYON_PTX_SM90_GEMM=basic timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_basic.json" 2>&1 | tee -a "$log" ;;
-    compare)  # the row-tile and the swap-AB TMA kernels alternately in one call: 4096 tokens twice each, 512 and 128 once
+    compare)  # the row-tile and the swap-AB TMA kernels (both builds) alternately in one call: 4096 tokens twice each, 512 and 128 once
       for T in 4096 4096 512 128; do
-        for v in tma swap; do
+        for v in tma swap swapw; do
           echo "\$ HALCYON_PTX_SM90_GEMM=$v halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
           HALCYON_PTX_SM90_GEMM=$v timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens $T 2>&1 \
             | grep -E "rows|copy|swiglu|down|experts|layer" | tee -a "$log"

@@ -363,7 +363,7 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // second reads the weights from L2). The accumulators hold D^T (row = weight column, column =
 // token); the epilogue swaps pairs between neighbouring lanes so that each store writes two
 // adjacent output columns of one token.
-constexpr int S_TN = 176, S_BN = 256, S_SLOTS = 4, S_THREADS = 256;
+constexpr int S_TN = 176, S_BN = 256, S_SLOTS = 4, S_THREADS = 256, S_WS_THREADS = 384;
 constexpr int S_A_SLOT_BYTES = S_TN * 128, S_B_SLOT_BYTES = 4 * BOX_BYTES;
 
 // wgmma m64nNTk16, A (weights) MN-major from shared memory, B (tokens) K-major: NT/2 accumulators.
@@ -477,11 +477,13 @@ __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
   return done != 0;
 }
 
-// The copies, issued by thread 0 between its own k-steps. It walks the CTA's (tile, k-step)
-// sequence on its own cursor and keeps up to S_SLOTS k-steps loaded ahead of the consumers: a
-// slot is refilled once all 8 warps have released it. It waits only for the k-step its own
-// warpgroup needs next (the other warpgroup can always release that slot: every earlier k-step
-// is loaded); otherwise it looks (test_wait) and comes back at the next k-step.
+// The copies. A producer walks the CTA's (tile, k-step) sequence on its own cursor and keeps up
+// to S_SLOTS k-steps loaded ahead of the consumers: a slot is refilled once all 8 consumer warps
+// have released it. fill(): thread 0 of the 256-thread kernel, between its own k-steps; it
+// waits only for the k-step its own warpgroup needs next (the other warpgroup can always
+// release that slot: every earlier k-step is loaded), otherwise it looks (test_wait) and comes
+// back at the next k-step. run(): a thread of the warp-specialized kernel's producer warpgroup,
+// which does nothing else, for the weight ring or the token ring.
 struct SwapProducer {
   const TensorMap *ta, *ta16, *tb;
   TileMap map;
@@ -503,19 +505,11 @@ struct SwapProducer {
     t = decode_tile<S_TN>(map, ti);
     n16 = (min(t.row_end - t.row0, S_TN) + 15) & ~15;
   }
+  // The copies of k-step `it` into its slot (the weights, the tokens, or both), then the next.
   template <int EPI>
-  __device__ __forceinline__ void fill(uint32_t need, const SwapRings& r) {
-    while (ti < total && it < need + S_SLOTS) {
-      const uint32_t st = it % S_SLOTS;
-      if (it >= S_SLOTS) {
-        const uint32_t parity = ((it / S_SLOTS) - 1) & 1;
-        if (it > need) {
-          if (!mbar_test(r.empty_b + 8 * st, parity) || !mbar_test(r.empty_a + 8 * st, parity)) return;
-        } else {
-          mbar_wait(r.empty_b + 8 * st, parity);
-          mbar_wait(r.empty_a + 8 * st, parity);
-        }
-      }
+  __device__ __forceinline__ void issue(const SwapRings& r, bool weights, bool tokens) {
+    const uint32_t st = it % S_SLOTS;
+    if (weights) {
       const uint32_t sb = r.ring_b + st * S_B_SLOT_BYTES, fb = r.full_b + 8 * st;
       mbar_expect_tx(fb, 4 * BOX_BYTES);
       // In address order: for SwiGLU the tile's 128 gate columns, then its 128 up columns (the
@@ -528,6 +522,8 @@ struct SwapProducer {
                                              : t.n_tile * 256 + 128 * c + 64 * h;
           tma_3d(sb + (2 * c + h) * BOX_BYTES, tb, col, kt * 64, t.expert, fb, stream);
         }
+    }
+    if (tokens) {
       const uint32_t sa = r.ring_a + st * S_A_SLOT_BYTES, fa = r.full_a + 8 * st;
       const int full_blocks = n16 >> 6, tail16 = (n16 & 63) >> 4;
       mbar_expect_tx(fa, (uint32_t)n16 * 128);
@@ -535,25 +531,49 @@ struct SwapProducer {
       for (int j = 0; j < tail16; ++j)
         tma_2d(sa + full_blocks * BOX_BYTES + j * (BOX_BYTES / 4), ta16, kt * 64, t.row0 + 64 * full_blocks + 16 * j,
                fa, keep);
-      ++it;
-      if (++kt == k_tiles) {
-        kt = 0;
-        ti += gridDim.x;
-        if (ti < total) next_tile();
+    }
+    ++it;
+    if (++kt == k_tiles) {
+      kt = 0;
+      ti += gridDim.x;
+      if (ti < total) next_tile();
+    }
+  }
+  template <int EPI>
+  __device__ __forceinline__ void fill(uint32_t need, const SwapRings& r) {
+    while (ti < total && it < need + S_SLOTS) {
+      if (it >= S_SLOTS) {
+        const uint32_t st = it % S_SLOTS, parity = ((it / S_SLOTS) - 1) & 1;
+        if (it > need) {
+          if (!mbar_test(r.empty_b + 8 * st, parity) || !mbar_test(r.empty_a + 8 * st, parity)) return;
+        } else {
+          mbar_wait(r.empty_b + 8 * st, parity);
+          mbar_wait(r.empty_a + 8 * st, parity);
+        }
       }
+      issue<EPI>(r, true, true);
+    }
+  }
+  template <int EPI>
+  __device__ __forceinline__ void run(const SwapRings& r, bool weights) {
+    const uint32_t empty = weights ? r.empty_b : r.empty_a;
+    while (ti < total) {
+      if (it >= S_SLOTS) mbar_wait(empty + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
+      issue<EPI>(r, weights, !weights);
     }
   }
 };
 
 // One tile for a consumer warpgroup, NT = the tile's rows rounded up to 16: the k loop, then
-// the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase).
-template <int EPI, int NT>
+// the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase). WS: a
+// producer warpgroup issues the copies; else thread 0 does, between its k-steps.
+template <int EPI, int NT, bool WS>
 __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int rows, int k_tiles, uint32_t& it,
                                           const SwapRings& r, SwapProducer& prod, int cg, void* out, long long N) {
   const bool lead = (threadIdx.x & 31) == 0;
   const uint32_t first = it;
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-    if (threadIdx.x == 0) prod.fill<EPI>(it, r);
+    if (!WS && threadIdx.x == 0) prod.fill<EPI>(it, r);
     const uint32_t sta = it % S_SLOTS, stb = it % S_SLOTS;
     mbar_wait(r.full_b + 8 * stb, (it / S_SLOTS) & 1);
     mbar_wait(r.full_a + 8 * sta, (it / S_SLOTS) & 1);
@@ -591,7 +611,13 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
 
 // ta: 2-D map of a [R, K] (box 64 k x 64 rows); ta16: the same with 16-row boxes; tb: 3-D map of
 // b [EL, K, ldb] (box 64 columns x 64 k x 1 expert); all bf16, 128-byte swizzle.
-template <int EPI>
+// WS (the warp-specialized build, *_sm90swapw, S_WS_THREADS): warpgroup 0 produces, thread 0
+// the tokens and thread 32 the weights (SwapProducer::run), with setmaxnreg 40; warpgroups 1
+// and 2 multiply with setmaxnreg 232, enough for 2 x 88 accumulators. Its ring is as deep as
+// its slots (the 256-thread build keeps about two of four slots loading). It needs the
+// toolkit's cubin: the driver's JIT spilled such accumulators (the comment above); the launcher
+// loads it so (ptx_launch.hpp, CodeFrom). Not yet run on a GPU (docs/kernels/ptx.md).
+template <int EPI, bool WS>
 __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                   const int* offsets, void* out, long long R, long long K, long long N,
                                                   long long EL) {
@@ -615,12 +641,15 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
     for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  TileMap map = build_tile_map<S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  TileMap map = build_tile_map<WS ? S_WS_THREADS : S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16,
+                                                                     ints);  // syncs
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + 63) / 64);
-  const int cg = threadIdx.x >> 7;
+  const int wg = threadIdx.x >> 7;
+  const int cg = WS ? wg - 1 : wg;
   SwapProducer prod;
-  if (threadIdx.x == 0) {
+  const bool producer = WS ? (threadIdx.x == 0 || threadIdx.x == 32) : threadIdx.x == 0;
+  if (producer) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
@@ -633,7 +662,11 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
     prod.N = N;
     prod.start(blockIdx.x);
   }
-  {
+  if (WS && wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (producer) prod.run<EPI>(r, threadIdx.x == 32);  // thread 32: weights, thread 0: tokens
+  } else {
+    if (WS) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     float d0[S_TN / 2], d1[S_TN / 2];
     uint32_t it = 0;
     for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
@@ -642,7 +675,7 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
       switch ((rows + 15) >> 4) {
 #define HC_SWAP_CASE(K16) \
   case K16:                \
-    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
+    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16, WS>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
     break;
         HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
         HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
@@ -679,13 +712,15 @@ HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16, 4)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma_b5, hc::kSwigluBf16, 5)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma_b5, hc::kStoreBf16, 5)
 
-#define HC_GEMM_SWAP_ENTRY(NAME, EPI)                                                                        \
-  extern "C" __global__ void __launch_bounds__(hc::S_THREADS, 1)                                                                                      \
+#define HC_GEMM_SWAP_ENTRY(NAME, EPI, WS, THREADS)                                                           \
+  extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                  \
       NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
            const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
            long long N, long long EL) {                                                                      \
-    hc::grouped_gemm_swap<EPI>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
+    hc::grouped_gemm_swap<EPI, WS>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
   }
 
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16, false, hc::S_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16, false, hc::S_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapw, hc::kSwigluBf16, true, hc::S_WS_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapw, hc::kStoreBf16, true, hc::S_WS_THREADS)

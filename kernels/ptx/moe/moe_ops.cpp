@@ -35,18 +35,19 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
                            128, 256, 256, 4 * (128 * 64 + 64 * 256) * 2 + 1024, 1};
 
 // Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
-// kernel even where a TMA one could run; =tma requires the row-tile TMA kernel and =swap the
-// swap-AB TMA kernel (an error says why it cannot run), so that tests know which one they
-// checked; unset: where they apply, swap-AB for the down projection above kTmaDeepRingRows rows
+// kernel even where a TMA one could run; =tma requires the row-tile TMA kernel, =swap the
+// swap-AB TMA kernel and =swapw its warp-specialized build (not yet run on a GPU; an error
+// says why one cannot run), so that tests know which one they checked; unset: where they apply, swap-AB for the down projection above kTmaDeepRingRows rows
 // per expert, the row-tile kernel otherwise. Measured on an H200 at 4096 tokens (same call,
 // docs/PERFORMANCE.md): down 2.22-2.25 ms with swap-AB vs 2.63-2.68 ms; the SwiGLU GEMM 6.29 ms
 // with swap-AB vs 5.56-5.79 ms, and 12% slower at 128 tokens too, so it stays on the row tiles.
-enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap };
+enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs };
 Sm90Gemm sm90_gemm() {
   const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
   if (v && std::string_view(v) == "basic") return Sm90Gemm::kBasic;
   if (v && std::string_view(v) == "tma") return Sm90Gemm::kTma;
   if (v && std::string_view(v) == "swap") return Sm90Gemm::kSwap;
+  if (v && std::string_view(v) == "swapw") return Sm90Gemm::kSwapWs;
   return Sm90Gemm::kAuto;
 }
 
@@ -58,7 +59,7 @@ constexpr int64_t kTmaDeepRingRows = 64;
 constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
 // The swap-AB kernel (grouped_gemm_swap): 256 threads, tiles of up to 176 tokens x 256 weight
 // columns; 4 slots of 22 KB (tokens) + 32 KB (weights), two mbarriers per slot and ring.
-constexpr int kSwapTn = 176, kSwapBn = 256, kSwapThreads = 256;
+constexpr int kSwapTn = 176, kSwapBn = 256, kSwapThreads = 256, kSwapWsThreads = 384;
 constexpr uint32_t kSwapRingBytes = 4 * (kSwapTn * 128 + 4 * 64 * 64 * 2) + 4 * 4 * 8;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
@@ -93,7 +94,8 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   if (mode == Sm90Gemm::kBasic) return {};
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
   const bool deep = g.R <= kTmaDeepRingRows * g.EL;
-  const bool swap = mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
+  const bool swap_ws = mode == Sm90Gemm::kSwapWs;  // the same tiles and rings, a producer warpgroup
+  const bool swap = swap_ws || mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
   const uint64_t shared =
       1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
   std::string why;
@@ -122,15 +124,18 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, g.R, g.N));
   const bool swiglu = epilogue == kGemmSwiglu;
-  const char* entry = swap   ? (swiglu ? "hc_moe_gemm_swiglu_sm90swap" : "hc_moe_gemm_sm90swap")
+  const char* entry = swap_ws ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapw" : "hc_moe_gemm_sm90swapw")
+                      : swap  ? (swiglu ? "hc_moe_gemm_swiglu_sm90swap" : "hc_moe_gemm_sm90swap")
                       : deep ? (swiglu ? "hc_moe_gemm_swiglu_sm90tma_b5" : "hc_moe_gemm_sm90tma_b5")
                              : (swiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");
-  // The row-tile kernel's consumers take their registers with setmaxnreg: its cubin (ptx_launch.hpp).
-  auto k = kernel(ctx, dev, "moe_gemm_sm90", entry, swap ? CodeFrom::kPtx : CodeFrom::kCubinIfExact);
+  // The row-tile and warp-specialized swap-AB kernels' consumers take their registers with
+  // setmaxnreg: their cubins (ptx_launch.hpp).
+  auto k = kernel(ctx, dev, "moe_gemm_sm90", entry, swap && !swap_ws ? CodeFrom::kPtx : CodeFrom::kCubinIfExact);
   if (!k) return k.error();
   const int64_t grid = std::min<int64_t>(max_tiles, dev.compute_units);
   *ran = true;
-  return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(swap ? kSwapThreads : kTmaThreads)}, uint32_t(shared),
+  const int threads = swap_ws ? kSwapWsThreads : swap ? kSwapThreads : kTmaThreads;
+  return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(threads)}, uint32_t(shared),
                        [&](ArgPack& a) {
                          a.value(*ta).value(*ta16).value(*tb).value(g.offsets).value(g.out).value(g.R).value(g.K);
                          a.value(g.N).value(g.EL);
