@@ -36,11 +36,15 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
 
 // Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
 // kernel even where a TMA one could run; =tma requires the row-tile TMA kernel, =swap the
-// swap-AB TMA kernel and =swapw its warp-specialized build (not yet run on a GPU; an error
-// says why one cannot run), so that tests know which one they checked; unset: where they apply, swap-AB for the down projection above kTmaDeepRingRows rows
-// per expert, the row-tile kernel otherwise. Measured on an H200 at 4096 tokens (same call,
-// docs/PERFORMANCE.md): down 2.22-2.25 ms with swap-AB vs 2.63-2.68 ms; the SwiGLU GEMM 6.29 ms
-// with swap-AB vs 5.56-5.79 ms, and 12% slower at 128 tokens too, so it stays on the row tiles.
+// 256-thread swap-AB TMA kernel and =swapw its warp-specialized build (an error says why one
+// cannot run), so that tests know which one they checked. Unset: the warp-specialized swap-AB
+// kernel for both GEMMs wherever its cubin loads (a device of exactly sm_90a); measured
+// 2026-11-23 at 4096 tokens in one call per machine (docs/PERFORMANCE.md): H200 experts
+// 5.95-6.08 ms vs 7.30-7.79 ms with the row tiles (SwiGLU 3.82-3.96 vs 4.54-5.08 ms), H100
+// 8.33 vs 8.67-8.69 ms, and level or faster at 128 and 512 tokens. The driver's JIT spills its
+// 232-register consumers, so without the cubin the earlier choice stands: the 256-thread
+// swap-AB kernel for the down projection above kTmaDeepRingRows rows per expert, the row-tile
+// kernel otherwise.
 enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs };
 Sm90Gemm sm90_gemm() {
   const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
@@ -94,7 +98,8 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   if (mode == Sm90Gemm::kBasic) return {};
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
   const bool deep = g.R <= kTmaDeepRingRows * g.EL;
-  const bool swap_ws = mode == Sm90Gemm::kSwapWs;  // the same tiles and rings, a producer warpgroup
+  // The same tiles and rings as swap-AB, with a producer warpgroup.
+  const bool swap_ws = mode == Sm90Gemm::kSwapWs || (mode == Sm90Gemm::kAuto && cubin_applies(dev, "moe_gemm_sm90"));
   const bool swap = swap_ws || mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
   const uint64_t shared =
       1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;

@@ -44,6 +44,15 @@ inline bool load_cubin(CodeFrom from) {
   return from == CodeFrom::kCubinIfExact;
 }
 
+// Whether kernel() below, asked for CodeFrom::kCubinIfExact, loads image `image`'s cubin on this
+// device (unless the driver refuses it): launchers whose fastest kernel is only fast as a cubin
+// choose it by this.
+inline bool cubin_applies(const DeviceFacts& dev, const char* image) {
+  if (!load_cubin(CodeFrom::kCubinIfExact)) return false;
+  const ptx::Image* img = ptx::best_for(image, dev.arch);
+  return img && img->cubin_size && dev.arch == img->target;
+}
+
 // Kernel `entry` of embedded image `image`, built for the device's architecture (or the newest
 // portable target it can run). Kernels are cached per device, code source and entry.
 inline Result<Kernel> kernel(const rt::OpContext& ctx, const DeviceFacts& dev, const char* image, const char* entry,
