@@ -1,12 +1,15 @@
 // `halcyon bench moe`: times an MoE layer stage by stage through the operators (run_op), so
 // whatever implementation the device selects is what gets measured:
 //   router logits (gemm_bf16 [T,H] x [H,E] -> f32), moe_gate, moe_permute,
-//   moe_grouped_gemm_swiglu, moe_grouped_gemm (down), moe_combine, and the whole layer.
+//   moe_grouped_gemm_swiglu, moe_grouped_gemm (down), moe_combine, and, where the device
+//   implements moe_grouped_gemm_swiglu_gather, moe_permute without its row copy and the gather
+//   GEMM; then the whole layer as MoeLayer runs it (the gather path where it takes it).
 // Each stage: warm-up, then --iters timed runs between events, each after a write of twice
 // the L2 size so that no stage is timed out of a warm cache; the median is reported with the
 // bytes it must move and its FLOPs, and the fraction of the byte floor (bytes / the
 // device-to-device copy rate measured in the same run) and of the FLOP floor (--peak-tflops).
 // Inputs are random (never zeros). --json writes every figure.
+#include <halcyon/runtime/moe_layer.hpp>
 #include <halcyon/runtime/op.hpp>
 
 #include <fmt/format.h>
@@ -57,7 +60,10 @@ int usage() {
       "                         [--peak-tflops F] [--json FILE]\n"
       "  Times the MoE layer's stages through the operators on one device. Defaults: the\n"
       "  DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256 experts in 8 groups, top-4 groups,\n"
-      "  hidden 7168, expert intermediate 2048) on a GPU; 64 tokens, top-4 of 16, 256, 128 on cpu.\n");
+      "  hidden 7168, expert intermediate 2048) on a GPU; 64 tokens, top-4 of 16, 256, 128 on cpu.\n"
+      "  Where the device implements moe_grouped_gemm_swiglu_gather, moe_permute without its row\n"
+      "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
+      "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n");
   return 2;
 }
 
@@ -254,6 +260,24 @@ int bench_moe(const std::vector<std::string>& args) {
     return run("moe_grouped_gemm_swiglu", {{"a", "permuted"}, {"w_gate_up", "w_gate_up"},
                                            {"expert_offsets", "expert_offsets"}, {"out", "h"}});
   };
+  // The gather path: the plan without the row copy, then the SwiGLU GEMM reading x's rows
+  // through row_to_slot.
+  auto permute_plan_only = [&] {
+    auto params = permute_params;
+    params["write_permuted"] = "false";
+    return run("moe_permute", {{"x", "x"}, {"topk_ids", "topk_ids"}, {"permuted", "permuted"},
+                               {"expert_counts", "expert_counts"}, {"expert_offsets", "expert_offsets"},
+                               {"row_to_slot", "row_to_slot"}, {"slot_to_row", "slot_to_row"}, {"num_rows", "num_rows"}},
+               params);
+  };
+  auto swiglu_gather = [&] {
+    return run("moe_grouped_gemm_swiglu_gather", {{"x", "x"}, {"w_gate_up", "w_gate_up"},
+                                                  {"expert_offsets", "expert_offsets"}, {"row_to_slot", "row_to_slot"},
+                                                  {"out", "h"}},
+               {{"topk", std::to_string(K)}});
+  };
+  const bool has_gather = rt::select_impl(*dev, "moe_grouped_gemm_swiglu_gather") != nullptr;
+  const bool layer_gathers = rt::moe_gather_path(*dev);  // what MoeLayer on this device runs
   auto down = [&] {
     return run("moe_grouped_gemm", {{"a", "h"}, {"w", "w_down"}, {"expert_offsets", "expert_offsets"}, {"out", "y"}});
   };
@@ -268,6 +292,10 @@ int bench_moe(const std::vector<std::string>& args) {
   TRY_OR_FAIL(swiglu());
   TRY_OR_FAIL(down());
   TRY_OR_FAIL(combine());
+  if (has_gather) {
+    TRY_OR_FAIL(permute_plan_only());
+    TRY_OR_FAIL(swiglu_gather());
+  }
   std::vector<int32_t> counts(E);
   TRY_OR_FAIL(s.read(t["expert_counts"].buffer, 0, counts.data(), counts.size() * 4));
   TRY_OR_FAIL(s.synchronize());
@@ -289,6 +317,20 @@ int bench_moe(const std::vector<std::string>& args) {
       {"moe_combine", 0, double(R) * H * b2 + double(TK) * 8 + double(T) * H * b2, 2.0 * R * H},
   };
   std::vector<std::function<halcyon::Status()>> fns{router, gate, permute, swiglu, down, combine};
+  // Indices into st/fns of the stages the layer runs, in order.
+  std::vector<size_t> layer_stages{0, 1, 2, 3, 4, 5};
+  const size_t kPlanOnly = st.size(), kGather = st.size() + 1;
+  if (has_gather) {
+    // The plan alone: ids in, counts, offsets and both maps out; no row of x is moved. The
+    // gather GEMM reads each token's row once per local expert it chose, from the L2 after the
+    // first time, so its floor counts x once, as the weights.
+    st.push_back({"moe_permute (write_permuted=false)", 0, double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8, 0});
+    st.push_back({"moe_grouped_gemm_swiglu_gather", 0,
+                  active * wgu + double(T) * H * b2 + double(R) * 4 + double(R) * I * b2, 2.0 * R * H * 2 * I});
+    fns.push_back(permute_plan_only);
+    fns.push_back(swiglu_gather);
+    if (layer_gathers) layer_stages = {0, 1, kPlanOnly, kGather, 4, 5};
+  }
   for (size_t i = 0; i < st.size(); ++i) {
     std::vector<double> ms;
     TRY_OR_FAIL(timed(fns[i], o.iters, &ms));
@@ -296,17 +338,19 @@ int bench_moe(const std::vector<std::string>& args) {
   }
   std::vector<double> layer_ms;
   TRY_OR_FAIL(timed([&]() -> halcyon::Status {
-    for (auto& f : fns) HALCYON_TRY(f());
+    for (size_t i : layer_stages) HALCYON_TRY(fns[i]());
     return {};
   }, o.iters, &layer_ms));
   const double layer = median(layer_ms);
+  size_t name_width = 26;
+  for (auto& x : st) name_width = std::max(name_width, x.name.size());
 
   fmt::print("halcyon bench moe on {} ({}, {}), {} iterations, medians\n", info->uri, info->name, info->arch, o.iters);
   fmt::print("  T={} E={} K={} H={} I={} groups={}/{}; rows R={} over {} active experts (min/max {}/{})\n", T, E, K,
              H, I, o.topk_groups, o.groups, R, active, cmin, cmax);
   fmt::print("  copy rate {:.3f} TB/s (read+write); FLOP floor at {:.0f} TFLOP/s\n", copy_tbps, o.peak_tflops);
-  fmt::print("  {:<26} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}\n", "stage", "time us", "MB", "TB/s", "TFLOP/s",
-             "floor us", "of floor");
+  fmt::print("  {:<{}} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}\n", "stage", name_width, "time us", "MB", "TB/s",
+             "TFLOP/s", "floor us", "of floor");
   double sum = 0, gpc = 0, gpc_floor = 0, experts = 0, experts_bytes = 0;
   std::string json = fmt::format(
       "{{\n \"device\": \"{}\", \"name\": \"{}\", \"arch\": \"{}\", \"tokens\": {}, \"experts\": {}, \"topk\": {}, "
@@ -317,13 +361,13 @@ int bench_moe(const std::vector<std::string>& args) {
     const Stage& x = st[i];
     double byte_floor = x.bytes / (copy_tbps * 1e12) * 1e6, flop_floor = x.flops / (o.peak_tflops * 1e12) * 1e6;
     double floor = std::max(byte_floor, flop_floor);
-    fmt::print("  {:<26} {:>10.1f} {:>10.1f} {:>9.3f} {:>10.1f} {:>10.1f} {:>8.0f}%\n", x.name, x.ms * 1e3,
+    fmt::print("  {:<{}} {:>10.1f} {:>10.1f} {:>9.3f} {:>10.1f} {:>10.1f} {:>8.0f}%\n", x.name, name_width, x.ms * 1e3,
                x.bytes / 1e6, x.bytes / (x.ms * 1e-3) / 1e12, x.flops / (x.ms * 1e-3) / 1e12, floor,
                100.0 * floor / (x.ms * 1e3));
     json += fmt::format("  {{\"stage\": \"{}\", \"us\": {:.2f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": "
                         "{:.2f}, \"flop_floor_us\": {:.2f}}}{}\n",
                         x.name, x.ms * 1e3, x.bytes, x.flops, byte_floor, flop_floor, i + 1 < st.size() ? "," : "");
-    sum += x.ms;
+    if (std::find(layer_stages.begin(), layer_stages.end(), i) != layer_stages.end()) sum += x.ms;
     if (i == 1 || i == 2 || i == 5) gpc += x.ms * 1e3, gpc_floor += byte_floor;
     if (i == 3 || i == 4) experts += x.ms, experts_bytes += double(active) * (i == 3 ? wgu : wd);
   }
@@ -332,11 +376,23 @@ int bench_moe(const std::vector<std::string>& args) {
   fmt::print("  experts (swiglu + down)  {:>10.3f} ms, weights {:.2f} GB at {:.3f} TB/s = {:.0f}% of the copy rate\n",
              experts, experts_bytes / 1e9, experts_bytes / (experts * 1e-3) / 1e12,
              100.0 * experts_bytes / (experts * 1e-3) / 1e12 / copy_tbps);
+  std::string gather_json;
+  if (has_gather) {
+    const double experts_gather = st[kGather].ms + st[4].ms;
+    fmt::print("  experts, gather form (swiglu gather + down) {:.3f} ms, weights {:.2f} GB at {:.3f} TB/s = {:.0f}% of the "
+               "copy rate\n",
+               experts_gather, experts_bytes / 1e9, experts_bytes / (experts_gather * 1e-3) / 1e12,
+               100.0 * experts_bytes / (experts_gather * 1e-3) / 1e12 / copy_tbps);
+    gather_json = fmt::format(", \"experts_gather_ms\": {:.4f}", experts_gather);
+  }
+  fmt::print("  layer path: {}\n", layer_gathers ? "gather (moe_permute write_permuted=false, moe_grouped_gemm_swiglu_gather)"
+                                                : has_gather ? "permuted copy (HALCYON_MOE_GATHER=1 gathers)"
+                                                             : "permuted copy (no moe_grouped_gemm_swiglu_gather here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
   json += fmt::format(
       " ],\n \"gate_permute_combine_us\": {:.2f}, \"gate_permute_combine_floor_us\": {:.2f}, \"experts_ms\": {:.4f}, "
-      "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}\n}}\n",
-      gpc, gpc_floor, experts, experts_bytes, layer);
+      "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}{}, \"layer_path\": \"{}\"\n}}\n",
+      gpc, gpc_floor, experts, experts_bytes, layer, gather_json, layer_gathers ? "gather" : "permuted");
   if (!o.json.empty()) {
     FILE* f = std::fopen(o.json.c_str(), "w");
     if (!f) {

@@ -1,7 +1,8 @@
 // `halcyon demo`: the main job. Runs a DeepSeek-V3-shaped MoE layer (router GEMM, gate,
-// permute, SwiGLU grouped GEMM, down grouped GEMM, combine) on the best device this machine
-// has, checks it against the reference computed directly on the host, and prints what ran
-// where and how fast. On the CPU the shape is scaled down.
+// permute, SwiGLU grouped GEMM, down grouped GEMM, combine; the gather form of the SwiGLU GEMM
+// where the device has it) on the best device this machine has, checks it against the
+// reference computed directly on the host, and prints what ran where and how fast. On the CPU
+// the shape is scaled down.
 #include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/moe_layer.hpp>
 #include <halcyon/runtime/moe_reference.hpp>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <string_view>
 
 #include "command.hpp"
 
@@ -103,12 +105,18 @@ int run(const std::vector<std::string>& args) {
   if (!info) return fail(info.error());
   const bool on_cpu = std::string(info->vendor) == "CPU";
   fmt::print("device: {} — {} ({}, {} compute units)\n", info->uri, info->name, info->arch, info->compute_units);
+  // The stages the layer runs here: on the gather path moe_permute skips its row copy and the
+  // up projection reads x's rows through row_to_slot (MoeLayer, moe_gather_path).
+  const bool gather = moe_gather_path(*dev);
   for (const char* op : kOps) {
+    std::string_view name = op;
+    if (gather && name == "moe_grouped_gemm_swiglu") name = "moe_grouped_gemm_swiglu_gather";
     std::string why;
-    const OpImpl* impl = select_impl(*dev, op, &why);
+    const OpImpl* impl = select_impl(*dev, name, &why);
     if (!impl) return fail(Error(HAL_UNSUPPORTED, why));
     const char* kinds[] = {"?", "PTX", "cubin", "code object", "SPIR-V", "host code"};
-    fmt::print("  {:<24} {} for {}\n", op, kinds[impl->format <= HAL_MODULE_HOST ? impl->format : 0], impl->target);
+    fmt::print("  {:<30} {} for {}{}\n", name, kinds[impl->format <= HAL_MODULE_HOST ? impl->format : 0], impl->target,
+               gather && name == "moe_permute" ? " (write_permuted=false)" : "");
   }
   auto stream = dev->create_stream();
   if (!stream) return fail(stream.error());
@@ -247,10 +255,13 @@ int run(const std::vector<std::string>& args) {
   const double expert_flops = double(T) * K * (2 * H * 2 * I + 2 * I * H);
   fmt::print("\ntiming (T={}, H={}, I={}, E={}, top-{}; median of {} runs after 2 warm-ups, events):\n", T, cfg.hidden,
              cfg.inter, cfg.experts, cfg.topk, runs.size());
-  fmt::print("  router GEMM   {:9.3f} ms\n  gate          {:9.3f} ms\n  permute       {:9.3f} ms\n", m.router, m.gate, m.permute);
-  fmt::print("  up (SwiGLU)   {:9.3f} ms\n  down          {:9.3f} ms\n  combine       {:9.3f} ms\n", m.up, m.down, m.combine);
+  const bool timed_gather = timed->gathers_rows();
+  fmt::print("  router GEMM          {:9.3f} ms\n  gate                 {:9.3f} ms\n", m.router, m.gate);
+  fmt::print("  {:<20} {:9.3f} ms\n", timed_gather ? "permute (no copy)" : "permute", m.permute);
+  fmt::print("  {:<20} {:9.3f} ms\n", timed_gather ? "up (SwiGLU gather)" : "up (SwiGLU)", m.up);
+  fmt::print("  down                 {:9.3f} ms\n  combine              {:9.3f} ms\n", m.down, m.combine);
   double experts_ms = m.up + m.down;
-  fmt::print("  layer         {:9.3f} ms   experts: {:.1f} GB/s of weights, {:.1f} TFLOP/s\n", m.total(),
+  fmt::print("  layer                {:9.3f} ms   experts: {:.1f} GB/s of weights, {:.1f} TFLOP/s\n", m.total(),
              weight_bytes / (experts_ms * 1e-3) / 1e9, expert_flops / (experts_ms * 1e-3) / 1e12);
   (void)E;
   return 0;

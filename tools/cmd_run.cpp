@@ -37,6 +37,7 @@ void print_contract(const Contract& c) {
   }
   for (auto& r : c.dim_rules) fmt::print("dim {} = {}\n", r.symbol, r.expression);
   for (auto& b : c.bounds) fmt::print("values of {} must lie in [{}, {})\n", b.input, b.lo, b.hi);
+  for (auto& d : c.defined_if) fmt::print("{} is written only when {} is true\n", d.output, d.param);
   for (auto& n : c.notes) fmt::print("note: {}\n", n);
   fmt::print("\nbf16 tensors: give them as float32 .npy (rounded to nearest even) or as raw 2-byte values (<u2);\n"
              "they are written back as float32 unless --raw-bf16 is given.\n");
@@ -141,7 +142,7 @@ Status check_values(const Contract& c, const Binding& b, const std::string& name
         return Error(HAL_OUT_OF_RANGE, fmt::format("input '{}': element {} is {}, outside [{}, {}) ({} = {})", name, i, at(i),
                                                    *lo, *hi, bd.hi, *hi));
   }
-  if (const InputGenerator* g = c.find_generator(name)) {
+  if (const InputGenerator* g = c.find_generator(name); g && g->kind == "offsets") {
     int64_t total = b.dim(g->total);
     if (n == 0 || at(0) != 0) return Error(HAL_INVALID_ARGUMENT, fmt::format("offsets '{}' must start at 0", name));
     for (size_t i = 1; i < n; ++i)
@@ -156,7 +157,9 @@ Status check_values(const Contract& c, const Binding& b, const std::string& name
 int run(const std::vector<std::string>& args) {
   if (args.empty()) return usage();
   if (args[0] == "--list") {
-    for (auto& c : contracts()) fmt::print("  {:<26} {}\n", c.op, c.summary);
+    size_t width = 0;
+    for (auto& c : contracts()) width = std::max(width, c.op.size());
+    for (auto& c : contracts()) fmt::print("  {:<{}} {}\n", c.op, width + 1, c.summary);
     return 0;
   }
   if (args[0] == "--help" || args[0] == "-h") {
@@ -314,6 +317,8 @@ int run(const std::vector<std::string>& args) {
     if (!ws) return fail(ws.error());
     std::string note;
     if (auto* dr = c->find_defined_rows(o.name)) note = fmt::format("  (only the first {}[{}] rows are defined)", dr->count_tensor, dr->index);
+    if (!output_defined(*c, *b, o.name))
+      note = fmt::format("  (not defined: {} = false)", c->find_defined_if(o.name)->param);
     fmt::print("  {} {} {} -> {}{}\n", o.name, dtype_name(o.dtype), t.shape_string(), path, note);
   }
   return 0;

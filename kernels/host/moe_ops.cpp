@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "host_kernels.hpp"
 
 namespace halcyon::host {
@@ -123,6 +125,7 @@ Status moe_permute(rt::OpContext& ctx) {
                     ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
                     T, K, E, begin, begin + EL};
   HALCYON_TRY(launch(ctx, "moe_permute_plan", 1, p));
+  if (!ctx.params().b("write_permuted")) return {};
   int64_t per = rows_per_block(T * K, H);
   GatherArgs g{ctx.tensor("x").address(), p.row_to_slot, p.num_rows, ctx.tensor("permuted").address(), T, H, K, per};
   return launch(ctx, "moe_permute_gather", uint64_t((T * K + per - 1) / per), g);
@@ -170,6 +173,41 @@ Status moe_grouped_gemm(rt::OpContext& ctx) {
   return grouped(ctx, "moe_grouped_gemm", "w", I, H, I * H);
 }
 
+// The SwiGLU GEMM reading its rows from x through row_to_slot (no permuted copy).
+struct GatherSwigluArgs {
+  uint64_t x, row_to_slot, w, offsets, out;
+  int64_t T, topk, EL, R, H, I, rows_per_block;
+};
+void swiglu_gather_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
+  auto g = args_of<GatherSwigluArgs>(blob);
+  report("moe_grouped_gemm_swiglu_gather",
+         ref::moe_grouped_gemm_swiglu_gather(ptr<const bf16>(g.x), g.T, g.topk, ptr<const int32_t>(g.row_to_slot),
+                                             ptr<const bf16>(g.w), ptr<const int32_t>(g.offsets), g.EL + 1, g.EL, g.R,
+                                             g.H, g.I, ptr<bf16>(g.out), block_rows(ctx, g.R, g.rows_per_block)));
+}
+HostKernel k_swiglu_gather(
+    "moe_grouped_gemm_swiglu_gather", swiglu_gather_kernel,
+    {HALCYON_ARG_PTR(GatherSwigluArgs, x), HALCYON_ARG_PTR(GatherSwigluArgs, row_to_slot),
+     HALCYON_ARG_PTR(GatherSwigluArgs, w), HALCYON_ARG_PTR(GatherSwigluArgs, offsets),
+     HALCYON_ARG_PTR(GatherSwigluArgs, out), HALCYON_ARG_VAL(GatherSwigluArgs, T),
+     HALCYON_ARG_VAL(GatherSwigluArgs, topk), HALCYON_ARG_VAL(GatherSwigluArgs, EL), HALCYON_ARG_VAL(GatherSwigluArgs, R),
+     HALCYON_ARG_VAL(GatherSwigluArgs, H), HALCYON_ARG_VAL(GatherSwigluArgs, I),
+     HALCYON_ARG_VAL(GatherSwigluArgs, rows_per_block)},
+    sizeof(GatherSwigluArgs));
+Status moe_grouped_gemm_swiglu_gather(rt::OpContext& ctx) {
+  int64_t R = ctx.dim("R"), EL = ctx.dim("EL"), H = ctx.dim("H"), I = ctx.dim("I"), T = ctx.dim("T");
+  int64_t topk = ctx.params().i("topk");
+  // Parameter errors are reported now, before anything is queued.
+  if (topk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_grouped_gemm_swiglu_gather: topk = {} must be >= 1", topk));
+  if (T * topk > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("moe_grouped_gemm_swiglu_gather: T * topk = {} does not fit int32 slot indices", T * topk));
+  int64_t per = rows_per_block(R, 2 * H * I);
+  GatherSwigluArgs g{ctx.tensor("x").address(), ctx.tensor("row_to_slot").address(), ctx.tensor("w_gate_up").address(),
+                     ctx.tensor("expert_offsets").address(), ctx.tensor("out").address(), T, topk, EL, R, H, I, per};
+  return launch(ctx, "moe_grouped_gemm_swiglu_gather", uint64_t((R + per - 1) / per), g);
+}
+
 // ---- moe_combine --------------------------------------------------------------------------
 struct CombineArgs {
   uint64_t expert_out, weights, slot_to_row, out;
@@ -198,6 +236,8 @@ Status moe_combine(rt::OpContext& ctx) {
 rt::RegisterOpImpl r_gate({"moe_gate", HAL_MODULE_HOST, "host", "", 0, moe_gate});
 rt::RegisterOpImpl r_permute({"moe_permute", HAL_MODULE_HOST, "host", "", 0, moe_permute});
 rt::RegisterOpImpl r_swiglu({"moe_grouped_gemm_swiglu", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu});
+rt::RegisterOpImpl r_swiglu_gather(
+    {"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu_gather});
 rt::RegisterOpImpl r_down({"moe_grouped_gemm", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm});
 rt::RegisterOpImpl r_combine({"moe_combine", HAL_MODULE_HOST, "host", "", 0, moe_combine});
 

@@ -213,6 +213,16 @@ const DefinedRows* Contract::find_defined_rows(std::string_view output) const {
     if (d.output == output) return &d;
   return nullptr;
 }
+const DefinedIf* Contract::find_defined_if(std::string_view output) const {
+  for (auto& d : defined_if)
+    if (d.output == output) return &d;
+  return nullptr;
+}
+const ValueBounds* Contract::find_bounds(std::string_view input) const {
+  for (auto& b : bounds)
+    if (b.input == input) return &b;
+  return nullptr;
+}
 const ValueRange* Contract::find_range(std::string_view input) const {
   for (auto& r : ranges)
     if (r.input == input) return &r;
@@ -308,9 +318,12 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
       r.input = tok[1];
       c.ranges.push_back(std::move(r));
     } else if (kw == "generate") {
-      if (tok.size() != 4 || tok[2] != "offsets" || !is_identifier(tok[3]))
-        return fail("expected 'generate <input> offsets <total dim>'");
-      c.generators.push_back({tok[1], tok[2], tok[3]});
+      if (tok.size() == 4 && tok[2] == "offsets" && is_identifier(tok[3]))
+        c.generators.push_back({tok[1], tok[2], tok[3]});
+      else if (tok.size() == 3 && tok[2] == "bounds")
+        c.generators.push_back({tok[1], tok[2], ""});
+      else
+        return fail("expected 'generate <input> offsets <total dim>' or 'generate <input> bounds'");
     } else if (kw == "bounds") {
       if (tok.size() != 4) return fail("expected 'bounds <input> <lo> <hi>'");
       c.bounds.push_back({tok[1], tok[2], tok[3]});
@@ -322,6 +335,10 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
       d.output = tok[1];
       d.count_tensor = tok[2].substr(0, lb);
       c.defined_rows.push_back(std::move(d));
+    } else if (kw == "defined") {
+      if (tok.size() != 4 || tok[2] != "if" || !is_identifier(tok[3]))
+        return fail("expected 'defined <output> if <bool param>'");
+      c.defined_if.push_back({tok[1], tok[3]});
     } else if (kw == "case") {
       ContractCase cc;
       cc.text = std::string(rest);
@@ -349,6 +366,8 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
     const TensorSpec* t = c.find_tensor(g.input);
     if (!t || t->dtype != DType::i32)
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate: '{}' is not an i32 input", file, g.input));
+    if (g.kind == "bounds" && !c.find_bounds(g.input))
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate {} bounds: '{}' has no bounds line", file, g.input, g.input));
   }
   for (auto& bd : c.bounds) {
     const TensorSpec* t = c.find_tensor(bd.input);
@@ -362,7 +381,21 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: rows: '{}' must be a tensor with rows and '{}' an i32 tensor",
                                                      file, d.output, d.count_tensor));
   }
+  for (auto& d : c.defined_if) {
+    bool is_output = std::any_of(c.outputs.begin(), c.outputs.end(), [&](auto& o) { return o.name == d.output; });
+    const ParamSpec* p = c.find_param(d.param);
+    if (!is_output || !p || p->type != ParamType::Bool)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: defined: '{}' must be an output and '{}' a bool param", file,
+                                                     d.output, d.param));
+  }
   return c;
+}
+
+bool output_defined(const Contract& c, const Binding& b, std::string_view output) {
+  const DefinedIf* d = c.find_defined_if(output);
+  if (!d) return true;
+  auto it = b.params.values().find(d->param);
+  return it == b.params.values().end() || std::get<bool>(it->second);
 }
 
 Result<int64_t> evaluate(const Binding& b, std::string_view expression) {

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string_view>
+
 namespace halcyon::rt {
 namespace {
 
@@ -17,6 +20,19 @@ Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<
 }
 
 }  // namespace
+
+bool moe_gather_path(const Device& device) {
+  const OpImpl* impl = select_impl(device, "moe_grouped_gemm_swiglu_gather");
+  if (!impl) return false;
+  const char* env = std::getenv("HALCYON_MOE_GATHER");
+  if (env && std::string_view(env) == "0") return false;
+  if (env && std::string_view(env) == "1") return true;
+  // Unset: where it is known to pay. On the CPU it saves the copy outright. On Hopper the PTX
+  // gather GEMM (token rows by cp.async: no TMA row gather before Blackwell) streams the weights
+  // as fast as the GEMM on permuted rows at 128 and 512 tokens, but at 4096 tokens it was 4-21%
+  // slower (H100, 2026-11-23, docs/PERFORMANCE.md), more than the ~0.2 ms the copy costs there.
+  return impl->format == HAL_MODULE_HOST;
+}
 
 Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w) {
   const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
@@ -38,6 +54,7 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   layer.device_ = device;
   layer.config_ = std::move(c);
   layer.weights_ = std::move(w);
+  layer.gather_ = moe_gather_path(device);
   return layer;
 }
 
@@ -50,17 +67,18 @@ Status MoeLayer::ensure_workspace(int64_t T) {
     DType dtype;
     std::vector<int64_t> shape;
   };
-  for (const Spec& s : std::initializer_list<Spec>{{"logits", DType::f32, {T, E}},
-                                                    {"topk_ids", DType::i32, {T, K}},
-                                                    {"topk_weights", DType::f32, {T, K}},
-                                                    {"permuted", DType::bf16, {T * K, H}},
-                                                    {"expert_counts", DType::i32, {EL}},
-                                                    {"expert_offsets", DType::i32, {EL + 1}},
-                                                    {"row_to_slot", DType::i32, {T * K}},
-                                                    {"slot_to_row", DType::i32, {T, K}},
-                                                    {"num_rows", DType::i32, {1}},
-                                                    {"hidden", DType::bf16, {T * K, I}},
-                                                    {"expert_out", DType::bf16, {T * K, H}}}) {
+  std::vector<Spec> specs{{"logits", DType::f32, {T, E}},
+                          {"topk_ids", DType::i32, {T, K}},
+                          {"topk_weights", DType::f32, {T, K}},
+                          {"expert_counts", DType::i32, {EL}},
+                          {"expert_offsets", DType::i32, {EL + 1}},
+                          {"row_to_slot", DType::i32, {T * K}},
+                          {"slot_to_row", DType::i32, {T, K}},
+                          {"num_rows", DType::i32, {1}},
+                          {"hidden", DType::bf16, {T * K, I}},
+                          {"expert_out", DType::bf16, {T * K, H}}};
+  if (!gather_) specs.push_back({"permuted", DType::bf16, {T * K, H}});
+  for (const Spec& s : specs) {
     auto t = make_tensor(device_, s.dtype, s.shape);
     if (!t) return t.error();
     ws_[s.name] = std::move(t).value();
@@ -106,9 +124,13 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                       {"routed_scale", fmt::format("{}", c.routed_scale)}}));
   HALCYON_TRY(mark());
 
+  // On the gather path the contract still wants a `permuted` tensor of [T*K, H] bf16, which
+  // write_permuted=false leaves unwritten: expert_out has that shape, and the down projection
+  // rewrites every row of it that combine reads, so it stands in without a 2*T*K*H-byte
+  // allocation (and stays correct with an implementation that writes permuted anyway).
   TensorMap permute{{"x", x},
                     {"topk_ids", w["topk_ids"]},
-                    {"permuted", w["permuted"]},
+                    {"permuted", gather_ ? w["expert_out"] : w["permuted"]},
                     {"expert_counts", w["expert_counts"]},
                     {"expert_offsets", w["expert_offsets"]},
                     {"row_to_slot", w["row_to_slot"]},
@@ -117,12 +139,22 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   HALCYON_TRY(run_op(device_, stream, "moe_permute", permute,
                      {{"n_experts", std::to_string(c.experts)},
                       {"expert_begin", std::to_string(c.expert_begin)},
-                      {"expert_end", std::to_string(c.expert_begin + c.local())}}));
+                      {"expert_end", std::to_string(c.expert_begin + c.local())},
+                      {"write_permuted", gather_ ? "false" : "true"}}));
   HALCYON_TRY(mark());
 
-  TensorMap up{{"a", w["permuted"]}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", w["expert_offsets"]},
-               {"out", w["hidden"]}};
-  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu", up));
+  if (gather_) {
+    TensorMap up{{"x", x},
+                 {"w_gate_up", weights_.w_gate_up},
+                 {"expert_offsets", w["expert_offsets"]},
+                 {"row_to_slot", w["row_to_slot"]},
+                 {"out", w["hidden"]}};
+    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu_gather", up, {{"topk", s_topk}}));
+  } else {
+    TensorMap up{{"a", w["permuted"]}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", w["expert_offsets"]},
+                 {"out", w["hidden"]}};
+    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu", up));
+  }
   HALCYON_TRY(mark());
 
   TensorMap down{{"a", w["hidden"]}, {"w", weights_.w_down}, {"expert_offsets", w["expert_offsets"]},

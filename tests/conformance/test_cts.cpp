@@ -75,9 +75,10 @@ void store(rt::DType t, double v, uint8_t* p) {
 }
 
 // How many leading elements of an output the contract defines (all, unless a `rows` line
-// limits them to the count held by another tensor).
+// limits them to the count held by another tensor; none when a `defined ... if` param is false).
 halcyon::Result<size_t> defined_elements(rt::OpContext& ctx, const rt::TensorSpec& out) {
   const rt::Tensor& t = ctx.tensor(out.name);
+  if (!rt::output_defined(ctx.contract, ctx.binding, out.name)) return size_t(0);
   size_t n = size_t(t.numel());
   const rt::DefinedRows* d = ctx.contract.find_defined_rows(out.name);
   if (!d || n == 0) return n;
@@ -220,6 +221,44 @@ TEST_CASE("the CPU backend passes the numeric suite, and its outputs are checked
     compared += r.outcome == Outcome::passed && r.detail.find("rel err") != std::string::npos;
   }
   CHECK(compared >= 1);
+}
+
+TEST_CASE("numeric suite: an output that a false `defined ... if` param leaves unspecified is not compared") {
+  // moe_permute's permuted with write_permuted=false: both the CPU and its reference leave it
+  // poisoned (NaN), so comparing it would fail; with write_permuted=true it is compared.
+  const rt::Contract* c = rt::find_contract("moe_permute");
+  REQUIRE(c);
+  auto rep = run_ok(options("cpu:0", "numeric.moe_permute.*,-*.cases"));
+  CHECK(rep.ok());
+  int skipped = 0, compared = 0;
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", r.detail, " ", r.message);
+    CHECK(r.outcome == Outcome::passed);
+    const auto& cs = c->cases.at(std::stoul(r.name.substr(r.name.rfind('.') + 1)));
+    const bool off = cs.params.count("write_permuted") && cs.params.at("write_permuted") == "false";
+    CHECK((r.detail.find("permuted: not compared (write_permuted = false") != std::string::npos) == off);
+    CHECK((r.detail.find("permuted: exact") != std::string::npos) == !off);
+    CHECK(r.detail.find("row_to_slot: exact") != std::string::npos);  // the rest still is
+    skipped += off;
+    compared += !off;
+  }
+  CHECK(skipped >= 1);
+  CHECK(compared >= 1);
+}
+
+TEST_CASE("numeric suite: `generate <input> bounds` draws indices the reference accepts") {
+  // The reference refuses a row_to_slot outside [0, T * topk) and writes nothing, so an
+  // out-of-range draw would leave the poison in its output and fail the case.
+  const rt::Contract* c = rt::find_contract("moe_grouped_gemm_swiglu_gather");
+  REQUIRE(c);
+  auto rep = run_ok(options("cpu:0", "numeric.moe_grouped_gemm_swiglu_gather.*,-*.cases"));
+  CHECK(rep.ok());
+  CHECK(rep.results.size() == c->cases.size());
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", r.detail, " ", r.message);
+    CHECK(r.outcome == Outcome::passed);
+    CHECK(r.detail.find("out: rel err") != std::string::npos);
+  }
 }
 #endif  // HALCYON_CTS_NUMERIC
 

@@ -175,3 +175,43 @@ TEST_CASE("moe_permute: bad arguments are reported and nothing is written") {
                  {"row range [1, 3)"});
   CHECK(rows == std::vector<bf16>(T * K * H, kPoison));
 }
+
+TEST_CASE("moe_permute: write_permuted = false runs the plan alone") {
+  const int64_t T = 5, K = 3, H = 4, E = 6;
+  std::vector<int32_t> ids(T * K);
+  for (int64_t s = 0; s < T * K; ++s) ids[s] = static_cast<int32_t>((s * 5 + 1) % E);
+  const auto x = token_rows(T, H);
+  for (auto [e0, e1] : {std::pair<int64_t, int64_t>{0, E}, {1, 4}, {3, 3}}) {
+    const auto whole = permute(x, ids, T, K, H, E, e0, e1);
+    Permuted p;
+    p.rows.assign(T * K * H, kPoison);
+    p.counts.assign(e1 - e0, -7);
+    p.offsets.assign(e1 - e0 + 1, -7);
+    p.row_to_slot.assign(T * K, -7);
+    p.slot_to_row.assign(T * K, -7);
+    REQUIRE(moe_permute(x.data(), ids.data(), T, K, H, E, e0, e1, p.rows.data(), p.counts.data(),
+                        p.offsets.data(), p.row_to_slot.data(), p.slot_to_row.data(), &p.num_rows,
+                        /*write_permuted=*/false)
+                .ok());
+    CHECK(p.num_rows == whole.num_rows);
+    CHECK(p.counts == whole.counts);
+    CHECK(p.offsets == whole.offsets);
+    CHECK(p.row_to_slot == whole.row_to_slot);
+    CHECK(p.slot_to_row == whole.slot_to_row);
+    CHECK(p.rows == std::vector<bf16>(T * K * H, kPoison));  // not a row copied
+
+    // Neither x nor permuted is touched, so both may be null.
+    int32_t R = -7;
+    REQUIRE(moe_permute(nullptr, ids.data(), T, K, H, E, e0, e1, nullptr, p.counts.data(),
+                        p.offsets.data(), p.row_to_slot.data(), p.slot_to_row.data(), &R, false)
+                .ok());
+    CHECK(R == whole.num_rows);
+  }
+  // With the copy, a null permuted is still an error, before anything is written.
+  std::vector<int32_t> counts(E, -7), offsets(E + 1, -7), r2s(T * K, -7), s2r(T * K, -7);
+  int32_t R = -7;
+  expect_invalid(moe_permute(x.data(), ids.data(), T, K, H, E, 0, E, nullptr, counts.data(),
+                             offsets.data(), r2s.data(), s2r.data(), &R, true),
+                 {"permuted is null"});
+  CHECK(R == -7);
+}

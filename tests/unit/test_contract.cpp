@@ -197,3 +197,46 @@ case R=5 H=3 EL=2
   CHECK(!parse_contract("op g\ninput a f32 [N]\noutput o f32 [N] exact\ngenerate a offsets N\n", "x").ok());
   CHECK(!parse_contract("op g\ninput a i32 [N]\noutput o f32 [N] exact\nrows o a\n", "x").ok());
 }
+
+TEST_CASE("contract: values drawn within their bounds, outputs defined only under a bool param") {
+  auto c = unwrap(parse_contract(R"(op g
+input x bf16 [T, H]
+input map i32 [R]
+output out bf16 [R, H] rel 1e-2
+output copy bf16 [R, H] exact
+param topk int 8
+param write_copy bool true
+generate map bounds
+bounds map 0 T*topk
+defined copy if write_copy
+case R=5 T=2 H=3
+)", "g.contract"));
+  REQUIRE(c.find_generator("map"));
+  CHECK(c.find_generator("map")->kind == "bounds");
+  REQUIRE(c.find_bounds("map"));
+  CHECK(c.find_bounds("map")->hi == "T*topk");
+  REQUIRE(c.find_defined_if("copy"));
+  CHECK(c.find_defined_if("copy")->param == "write_copy");
+  CHECK(c.find_defined_if("out") == nullptr);
+  auto on = unwrap(bind(c, {}, c.cases[0].dims, {}));
+  CHECK(output_defined(c, on, "copy"));
+  CHECK(output_defined(c, on, "out"));
+  CHECK(unwrap(evaluate(on, c.find_bounds("map")->hi)) == 16);
+  auto off = unwrap(bind(c, {{"write_copy", "false"}, {"topk", "3"}}, c.cases[0].dims, {}));
+  CHECK_FALSE(output_defined(c, off, "copy"));
+  CHECK(output_defined(c, off, "out"));
+  CHECK(unwrap(evaluate(off, c.find_bounds("map")->hi)) == 6);
+
+  auto refused = [](const char* text, const char* why) {
+    auto r = parse_contract(text, "x");
+    REQUIRE(!r.ok());
+    CHECK_MESSAGE(r.error().message().find(why) != std::string::npos, r.error().message());
+  };
+  const std::string head = "op g\ninput a i32 [N]\noutput o f32 [N] exact\nparam flag bool true\nparam n int 1\n";
+  refused((head + "generate a bounds\n").c_str(), "'a' has no bounds line");
+  refused((head + "generate a bounds 0 4\n").c_str(), "generate <input> bounds");
+  refused((head + "defined o if n\n").c_str(), "'o' must be an output and 'n' a bool param");
+  refused((head + "defined a if flag\n").c_str(), "'a' must be an output");
+  refused((head + "defined o if nothing\n").c_str(), "'nothing' a bool param");
+  refused((head + "defined o when flag\n").c_str(), "expected 'defined <output> if <bool param>'");
+}

@@ -5,6 +5,7 @@
 #include <halcyon/runtime/moe_reference.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "test_support.hpp"
@@ -49,7 +50,7 @@ struct Setup {
     x = random_bf16(size_t(T * c.hidden), 1.0f, rng);
   }
   // Runs the layer on `dev` for the local experts [begin, begin + local).
-  std::vector<uint16_t> run(const halcyon::Device& dev, int64_t begin, int64_t local) {
+  std::vector<uint16_t> run(const halcyon::Device& dev, int64_t begin, int64_t local, bool* gathered = nullptr) {
     auto s = unwrap(dev.create_stream());
     MoeLayerConfig cc = c;
     cc.expert_begin = begin;
@@ -69,6 +70,9 @@ struct Setup {
     MoeStageTimes times;
     unwrap(layer.forward(s, tx, out, &times));
     CHECK(times.total() > 0);
+    if (gathered) *gathered = layer.gathers_rows();
+    // The gather path has no permuted copy of x.
+    CHECK(layer.workspace().count("permuted") == (layer.gathers_rows() ? 0u : 1u));
     std::vector<uint16_t> y(size_t(T * c.hidden));
     unwrap(s.read(out.buffer, 0, y.data(), y.size() * 2));
     unwrap(s.synchronize());
@@ -88,6 +92,35 @@ TEST_CASE("moe layer: the cpu layer equals the direct reference composition") {
   unwrap(moe_layer_reference(su.c, su.w, su.x, su.T, &want));
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) REQUIRE_MESSAGE(got[i] == want[i], "element ", i);
+}
+
+TEST_CASE("moe layer: the gather path and the permuted-copy path (HALCYON_MOE_GATHER=0) give the same output") {
+  Setup su;
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  // The CPU implements moe_grouped_gemm_swiglu_gather, so the layer takes the gather path.
+  REQUIRE(select_impl(dev, "moe_grouped_gemm_swiglu_gather"));
+  const char* before = std::getenv("HALCYON_MOE_GATHER");
+  const std::string saved = before ? before : "";
+  unsetenv("HALCYON_MOE_GATHER");
+  CHECK(moe_gather_path(dev));
+  bool gathered = false, copied = true;
+  auto gather = su.run(dev, 0, su.c.experts, &gathered);
+  auto gather_ep = su.run(dev, 5, 11);
+  setenv("HALCYON_MOE_GATHER", "0", 1);
+  CHECK_FALSE(moe_gather_path(dev));
+  auto copy = su.run(dev, 0, su.c.experts, &copied);
+  auto copy_ep = su.run(dev, 5, 11);
+  setenv("HALCYON_MOE_GATHER", "1", 1);
+  CHECK(moe_gather_path(dev));  // only "0" turns it off
+  if (before) setenv("HALCYON_MOE_GATHER", saved.c_str(), 1);
+  else unsetenv("HALCYON_MOE_GATHER");
+  CHECK(gathered);
+  CHECK_FALSE(copied);
+  CHECK(gather == copy);
+  CHECK(gather_ep == copy_ep);
+  std::vector<uint16_t> want;
+  unwrap(moe_layer_reference(su.c, su.w, su.x, su.T, &want));
+  CHECK(gather == want);
 }
 
 TEST_CASE("moe layer: expert-parallel ranks add up to the whole layer") {

@@ -102,3 +102,43 @@ TEST_CASE("halcyon run: an operator on the user's .npy tensors") {
   CHECK(rc == 0);
   CHECK(out.find("routed_scale") != std::string::npos);
 }
+
+TEST_CASE("halcyon run: moe_grouped_gemm_swiglu_gather comes from its contract, its map is bounds-checked") {
+  REQUIRE(std::system(("mkdir -p " + std::string(HALCYON_TEST_TMP)).c_str()) == 0);
+  std::string out;
+  int rc = run(std::string(HALCYON_CLI) + " run --list", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("moe_grouped_gemm_swiglu_gather ") != std::string::npos);
+  rc = run(std::string(HALCYON_CLI) + " run moe_grouped_gemm_swiglu_gather --help", &out);
+  CHECK(rc == 0);
+  for (const char* want : {"row_to_slot", "i32", "[R]", "topk", "default 8", "values of row_to_slot must lie in [0, T*topk)"})
+    CHECK_MESSAGE(out.find(want) != std::string::npos, want, " in: ", out);
+  rc = run(std::string(HALCYON_CLI) + " run moe_permute --help", &out);
+  CHECK(rc == 0);
+  CHECK_MESSAGE(out.find("write_permuted") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("permuted is written only when write_permuted is true") != std::string::npos, out);
+
+  // T = 2 tokens, topk = 2: slots [0, 4). Two experts own rows [0, 1) and [1, 3).
+  const int64_t T = 2, H = 3, I = 2;
+  std::vector<float> x = {1, 0.5f, -1, 0.25f, 2, 1};
+  std::vector<float> w(size_t(2 * H * 2 * I));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.125f * float(i % 7) - 0.375f;
+  std::vector<int32_t> offsets = {0, 1, 3};
+  unwrap(write_npy(tmp("gx.npy"), "<f4", {T, H}, x.data(), x.size() * 4));
+  unwrap(write_npy(tmp("gw.npy"), "<f4", {2, H, 2 * I}, w.data(), w.size() * 4));
+  unwrap(write_npy(tmp("goff.npy"), "<i4", {3}, offsets.data(), 12));
+  auto gather = [&](std::vector<int32_t> map) {
+    unwrap(write_npy(tmp("gmap.npy"), "<i4", {int64_t(map.size())}, map.data(), map.size() * 4));
+    return run(std::string(HALCYON_CLI) + " run moe_grouped_gemm_swiglu_gather --in x=" + tmp("gx.npy") +
+                   " --in w_gate_up=" + tmp("gw.npy") + " --in expert_offsets=" + tmp("goff.npy") +
+                   " --in row_to_slot=" + tmp("gmap.npy") + " --set topk=2 --out " + tmp("g"),
+               &out);
+  };
+  rc = gather({3, 0, 2});
+  REQUIRE_MESSAGE(rc == 0, out);
+  auto o = unwrap(read_npy(tmp("g/out.npy")));
+  CHECK(o.shape == std::vector<int64_t>{3, I});
+  rc = gather({3, 4, 2});
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("input 'row_to_slot': element 1 is 4, outside [0, 4)") != std::string::npos, out);
+}

@@ -7,6 +7,8 @@
 //   hc_gemm_bf16_sm80        gemm_bf16: one dense segment, f32 out
 // The "_u" variants take rows that are not 16-byte aligned (K or N not a multiple of 8): the
 // same pipeline with element loads instead of cp.async.
+//   hc_moe_gemm_swiglu_gather_sm80[_u]  moe_grouped_gemm_swiglu_gather: row r of A is token row
+//   x[row_to_slot[r] / topk] (moe_permute's map), read in place of a permuted copy
 #include "gemm_common.cuh"
 
 namespace hc {
@@ -15,6 +17,20 @@ namespace {
 constexpr int BM = 128, BN = 128, BK = 32, STAGES = 4, THREADS = 256;
 constexpr int A_ELEMS = BM * BK, B_ELEMS = BK * BN, STAGE_ELEMS = A_ELEMS + B_ELEMS;
 
+// Where A's rows come from: row r itself, or (GATHER) token row row_to_slot[r] / topk of x,
+// of T rows; a slot outside [0, T * topk) reads zeros (its output row is then unspecified, as
+// the contract says, and nothing outside x is read).
+struct RowSource {
+  const int* row_to_slot;
+  long long topk, T;
+};
+template <bool GATHER>
+__device__ __forceinline__ long long a_row(const RowSource& src, long long r) {
+  if (!GATHER) return r;
+  const int slot = src.row_to_slot[r];
+  return slot >= 0 && slot < src.T * src.topk ? slot / src.topk : -1;
+}
+
 // Shared-memory layouts (elements of 2 bytes), 16-byte chunks XOR-swizzled so that ldmatrix
 // reads 8 rows of one logical chunk from 8 different bank groups:
 //   A [BM][BK]: 4 chunks a row, chunk ^ ((row >> 1) & 3)
@@ -22,9 +38,10 @@ constexpr int A_ELEMS = BM * BK, B_ELEMS = BK * BN, STAGE_ELEMS = A_ELEMS + B_EL
 __device__ __forceinline__ int a_off(int row, int chunk) { return row * BK + ((chunk ^ ((row >> 1) & 3)) << 3); }
 __device__ __forceinline__ int b_off(int row, int chunk) { return row * BN + ((chunk ^ (row & 7)) << 3); }
 
-template <int EPI, bool kVec>
+template <int EPI, bool kVec, bool GATHER>
 __device__ __forceinline__ void load_stage(unsigned short* s, const unsigned short* a, const unsigned short* b,
-                                           const Tile& t, long long K, long long N, long long ldb, int k0) {
+                                           const Tile& t, long long K, long long N, long long ldb, int k0,
+                                           const RowSource& src) {
   // A: BM rows x BK/8 chunks = 512 chunks, two per thread.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -32,8 +49,9 @@ __device__ __forceinline__ void load_stage(unsigned short* s, const unsigned sho
     const int row = c >> 2, chunk = c & 3;
     const long long grow = (long long)t.row0 + row;
     const long long k = k0 + chunk * 8;
-    int valid = (grow < t.row_end && k < K) ? (int)(K - k < 8 ? K - k : 8) : 0;
-    load_chunk<kVec>(s + a_off(row, chunk), a + grow * K + k, valid, a);
+    const long long arow = grow < t.row_end ? a_row<GATHER>(src, grow) : -1;
+    int valid = (arow >= 0 && k < K) ? (int)(K - k < 8 ? K - k : 8) : 0;
+    load_chunk<kVec>(s + a_off(row, chunk), valid ? a + arow * K + k : a, valid, a);
   }
   // B: BK rows x BN/8 chunks = 512 chunks, two per thread.
 #pragma unroll
@@ -130,9 +148,10 @@ __device__ __forceinline__ void epilogue(void* out, const Tile& t, long long N, 
     }
 }
 
-template <int EPI, bool kVec>
+template <int EPI, bool kVec, bool GATHER = false>
 __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsigned short* b, const int* offsets,
-                                             void* out, long long R, long long K, long long N, long long EL) {
+                                             void* out, long long R, long long K, long long N, long long EL,
+                                             const RowSource& src = {}) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned short* stages = reinterpret_cast<unsigned short*>(smem_raw);
   int* ints = reinterpret_cast<int*>(smem_raw + STAGES * STAGE_ELEMS * 2);
@@ -155,14 +174,14 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < k_tiles) load_stage<EPI, kVec>(stages + s * STAGE_ELEMS, a, b, t, K, N, ldb, s * BK);
+      if (s < k_tiles) load_stage<EPI, kVec, GATHER>(stages + s * STAGE_ELEMS, a, b, t, K, N, ldb, s * BK, src);
       cp_async_commit();
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
       cp_async_wait<STAGES - 2>();
       __syncthreads();
       const int nk = kt + STAGES - 1;
-      if (nk < k_tiles) load_stage<EPI, kVec>(stages + (nk % STAGES) * STAGE_ELEMS, a, b, t, K, N, ldb, nk * BK);
+      if (nk < k_tiles) load_stage<EPI, kVec, GATHER>(stages + (nk % STAGES) * STAGE_ELEMS, a, b, t, K, N, ldb, nk * BK, src);
       cp_async_commit();
       compute_stage<EPI>(stages + (kt % STAGES) * STAGE_ELEMS, acc);
     }
@@ -188,3 +207,14 @@ HC_GEMM_ENTRY(hc_moe_gemm_sm80, hc::kStoreBf16, true)
 HC_GEMM_ENTRY(hc_moe_gemm_sm80_u, hc::kStoreBf16, false)
 HC_GEMM_ENTRY(hc_gemm_bf16_sm80, hc::kStoreF32, true)
 HC_GEMM_ENTRY(hc_gemm_bf16_sm80_u, hc::kStoreF32, false)
+
+// moe_grouped_gemm_swiglu_gather: the argument block of the others, then the row source.
+#define HC_GEMM_GATHER_ENTRY(NAME, VEC)                                                                     \
+  extern "C" __global__ void __launch_bounds__(hc::THREADS) NAME(                                         \
+      const unsigned short* x, const unsigned short* b, const int* offsets, void* out, long long R,        \
+      long long K, long long N, long long EL, const int* row_to_slot, long long topk, long long T) {       \
+    hc::grouped_gemm<hc::kSwigluBf16, VEC, true>(x, b, offsets, out, R, K, N, EL, {row_to_slot, topk, T}); \
+  }
+
+HC_GEMM_GATHER_ENTRY(hc_moe_gemm_swiglu_gather_sm80, true)
+HC_GEMM_GATHER_ENTRY(hc_moe_gemm_swiglu_gather_sm80_u, false)

@@ -467,6 +467,25 @@ struct SwapRings {
   uint32_t ring_a, ring_b, full_a, empty_a, full_b, empty_b;
 };
 
+// The gather build (moe_grouped_gemm_swiglu_gather): row r of the tokens is token row
+// row_to_slot[r] / topk of x [T, K]. Hopper's TMA has no row gather, and a TMA copy per row
+// (1-row boxes) was 3x slower than the kernel on permuted rows (docs/PERFORMANCE.md), so the
+// whole producer warpgroup copies them with cp.async: 16-byte chunks placed as the 128-byte
+// swizzle places them, zeros for padding rows and for slots outside [0, T * topk), completed by
+// an async arrive per lane on the slot's full barrier (128 arrivals); thread 0 also issues the
+// weights. Each warp keeps its own table of the tile's token rows (rows_s).
+constexpr int S_GATHER_WARPS = 4;
+struct SwapGather {
+  const unsigned short* x;
+  const int* row_to_slot;
+  int topk, T;  // the launcher checks that T * topk fits an int
+};
+__device__ __forceinline__ void cp_async16_hint(uint32_t dst, const void* src, int src_bytes, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes), "l"(policy)
+               : "memory");
+}
+
 __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
   uint32_t done;
   asm volatile(
@@ -492,6 +511,11 @@ struct SwapProducer {
   uint32_t it;
   long long N;
   uint64_t keep, stream;  // L2 policies: activations are re-read by each n-tile, weights once
+  SwapGather g;           // gather build: the token rows' source (used when gather_lane)
+  int K;
+  int* rows_generic;      // gather build: shared int[S_TN], the token row of each tile row (this warp's copy)
+  int gw;                 // gather build: this lane's warp
+  bool gather;            // a lane of the gather build's producer warpgroup
 
   __device__ __forceinline__ void start(int first_tile) {
     ti = first_tile;
@@ -503,7 +527,20 @@ struct SwapProducer {
   }
   __device__ __forceinline__ void next_tile() {
     t = decode_tile<S_TN>(map, ti);
-    n16 = (min(t.row_end - t.row0, S_TN) + 15) & ~15;
+    const int rows = min(t.row_end - t.row0, S_TN);
+    n16 = (rows + 15) & ~15;
+    if (gather) {
+      __syncwarp();  // every lane has issued the previous tile's copies
+      for (int j = threadIdx.x & 31; j < n16; j += 32) {
+        int tok = -1;
+        if (j < rows) {
+          const int slot = g.row_to_slot[t.row0 + j];
+          if (slot >= 0 && slot / g.topk < g.T) tok = slot / g.topk;
+        }
+        reinterpret_cast<int*>(rows_generic)[j] = tok;
+      }
+      __syncwarp();
+    }
   }
   // The copies of k-step `it` into its slot (the weights, the tokens, or both), then the next.
   template <int EPI>
@@ -523,7 +560,20 @@ struct SwapProducer {
           tma_3d(sb + (2 * c + h) * BOX_BYTES, tb, col, kt * 64, t.expert, fb, stream);
         }
     }
-    if (tokens) {
+    if (tokens && gather) {
+      // Lanes 8q..8q+7 copy one 128-byte row piece (chunk = lane % 8), four rows an instruction.
+      const uint32_t sa = r.ring_a + st * S_A_SLOT_BYTES;
+      const int k0 = kt * 64 + 8 * (threadIdx.x & 7);
+      const int* rows = reinterpret_cast<const int*>(rows_generic);
+#pragma unroll 4
+      for (int q = (32 * gw + (threadIdx.x & 31)) >> 3; q < n16; q += 4 * S_GATHER_WARPS) {
+        const int tok = rows[q];
+        const bool ok = tok >= 0 && k0 < K;
+        const unsigned short* src = ok ? g.x + (long long)tok * K + k0 : g.x;
+        cp_async16_hint(sa + q * 128 + (((threadIdx.x & 7) ^ (q & 7)) << 4), src, ok ? 16 : 0, keep);
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(r.full_a + 8 * st) : "memory");
+    } else if (tokens) {
       const uint32_t sa = r.ring_a + st * S_A_SLOT_BYTES, fa = r.full_a + 8 * st;
       const int full_blocks = n16 >> 6, tail16 = (n16 & 63) >> 4;
       mbar_expect_tx(fa, (uint32_t)n16 * 128);
@@ -556,6 +606,17 @@ struct SwapProducer {
   }
   template <int EPI>
   __device__ __forceinline__ void run(const SwapRings& r, bool weights) {
+    if (gather) {
+      const bool w = threadIdx.x == 0;
+      while (ti < total) {
+        if (it >= S_SLOTS) {
+          mbar_wait(r.empty_a + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
+          if (w) mbar_wait(r.empty_b + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
+        }
+        issue<EPI>(r, w, true);
+      }
+      return;
+    }
     const uint32_t empty = weights ? r.empty_b : r.empty_a;
     while (ti < total) {
       if (it >= S_SLOTS) mbar_wait(empty + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
@@ -567,7 +628,7 @@ struct SwapProducer {
 // One tile for a consumer warpgroup, NT = the tile's rows rounded up to 16: the k loop, then
 // the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase). WS: a
 // producer warpgroup issues the copies; else thread 0 does, between its k-steps.
-template <int EPI, int NT, bool WS>
+template <int EPI, int NT, bool WS, bool GATHER>
 __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int rows, int k_tiles, uint32_t& it,
                                           const SwapRings& r, SwapProducer& prod, int cg, void* out, long long N) {
   const bool lead = (threadIdx.x & 31) == 0;
@@ -577,6 +638,9 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
     const uint32_t sta = it % S_SLOTS, stb = it % S_SLOTS;
     mbar_wait(r.full_b + 8 * stb, (it / S_SLOTS) & 1);
     mbar_wait(r.full_a + 8 * sta, (it / S_SLOTS) & 1);
+    // cp.async wrote the gathered tokens through the generic proxy; wgmma reads them through
+    // the async proxy.
+    if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const uint32_t sa = r.ring_a + sta * S_A_SLOT_BYTES;
     const uint32_t sw = r.ring_b + stb * S_B_SLOT_BYTES + cg * 2 * BOX_BYTES;
     fence_regs<NT / 2>(d0);
@@ -616,11 +680,13 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
 // and 2 multiply with setmaxnreg 232, enough for 2 x 88 accumulators. Its ring is as deep as
 // its slots (the 256-thread build keeps about two of four slots loading). It needs the
 // toolkit's cubin: the driver's JIT spilled such accumulators (the comment above); the launcher
-// loads it so (ptx_launch.hpp, CodeFrom). Not yet run on a GPU (docs/kernels/ptx.md).
-template <int EPI, bool WS>
+// loads it so (ptx_launch.hpp, CodeFrom). The default grouped GEMM on sm_90a since 2026-11-23
+// (docs/PERFORMANCE.md). GATHER: the token warp gathers rows of x (SwapGather).
+template <int EPI, bool WS, bool GATHER = false>
 __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                   const int* offsets, void* out, long long R, long long K, long long N,
-                                                  long long EL) {
+                                                  long long EL, const SwapGather& gather = {}) {
+  static_assert(!GATHER || WS, "the gather build has a producer warpgroup");
   constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
   constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -637,22 +703,32 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
   const int n_experts = (int)EL;
   const int n_tiles = n_tiles_of<EPI, S_BN>(N);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_a + 8 * i, 1), mbar_init(r.empty_a + 8 * i, 8);
+    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_a + 8 * i, GATHER ? 32 * S_GATHER_WARPS : 1), mbar_init(r.empty_a + 8 * i, 8);
     for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   TileMap map = build_tile_map<WS ? S_WS_THREADS : S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16,
                                                                      ints);  // syncs
+  // The gather build's row table follows the tile map's 16 + 2 (EL + 1) ints.
+  int* rows_s = ints + 16 + 2 * (n_experts + 1);
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + 63) / 64);
   const int wg = threadIdx.x >> 7;
   const int cg = WS ? wg - 1 : wg;
   SwapProducer prod;
-  const bool producer = WS ? (threadIdx.x == 0 || threadIdx.x == 32) : threadIdx.x == 0;
+  const int gw = GATHER && threadIdx.x < 128 ? (int)(threadIdx.x >> 5) : -1;
+  const bool producer = WS ? (threadIdx.x == 0 || threadIdx.x == 32 || gw >= 0) : threadIdx.x == 0;
   if (producer) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
+    if (!GATHER) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
+    }
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
+    prod.g = gather;
+    prod.K = (int)K;
+    prod.rows_generic = rows_s + S_TN * (gw > 0 ? gw : 0);
+    prod.gw = gw;
+    prod.gather = gw >= 0;
     prod.ta = ta;
     prod.ta16 = ta16;
     prod.tb = tb;
@@ -664,7 +740,7 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
   }
   if (WS && wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (producer) prod.run<EPI>(r, threadIdx.x == 32);  // thread 32: weights, thread 0: tokens
+    if (producer) prod.run<EPI>(r, threadIdx.x == 32);  // thread 32: weights, thread 0 (gather: warp 0): tokens
   } else {
     if (WS) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     float d0[S_TN / 2], d1[S_TN / 2];
@@ -675,7 +751,7 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
       switch ((rows + 15) >> 4) {
 #define HC_SWAP_CASE(K16) \
   case K16:                \
-    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16, WS>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
+    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16, WS, GATHER>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
     break;
         HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
         HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
@@ -724,3 +800,13 @@ HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16, false, hc::S_TH
 HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16, false, hc::S_THREADS)
 HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapw, hc::kSwigluBf16, true, hc::S_WS_THREADS)
 HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapw, hc::kStoreBf16, true, hc::S_WS_THREADS)
+
+// moe_grouped_gemm_swiglu_gather on sm_90a: the warp-specialized swap-AB kernel whose
+// producer warpgroup gathers the token rows of x through row_to_slot (SwapGather); tb as above.
+extern "C" __global__ void __launch_bounds__(hc::S_WS_THREADS, 1)
+    hc_moe_gemm_swiglu_gather_sm90swapw(const __grid_constant__ hc::TensorMap tb, const unsigned short* x,
+                                        const int* row_to_slot, const int* offsets, void* out, long long R,
+                                        long long K, long long N, long long EL, long long topk, long long T) {
+  hc::grouped_gemm_swap<hc::kSwigluBf16, true, true>(nullptr, nullptr, &tb, offsets, out, R, K, N, EL,
+                                                     {x, row_to_slot, (int)topk, (int)T});
+}

@@ -295,7 +295,8 @@ Status moe_permute(rt::OpContext& ctx) {
              ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
              slots, E, begin, EL, per_block};
   HALCYON_TRY(launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, a, uint32_t(4 * (W * EL + counters + 32))));
-  if (T == 0 || K == 0) return {};
+  // write_permuted = false: the caller reads the rows through row_to_slot (the gather GEMM).
+  if (T == 0 || K == 0 || !ctx.params().b("write_permuted")) return {};
   ScatterArgs s{ctx.tensor("x").address(), a.slot_to_row, ctx.tensor("permuted").address(), T, K, H};
   return launch(ctx, *scatter, {uint32_t(T)}, {128}, s);
 }
@@ -325,6 +326,79 @@ Status grouped_down(rt::OpContext& ctx, bool hopper) {
 Status swiglu_sm80(rt::OpContext& ctx) { return grouped_swiglu(ctx, false); }
 Status down_sm80(rt::OpContext& ctx) { return grouped_down(ctx, false); }
 
+// ---- moe_grouped_gemm_swiglu_gather ----------------------------------------------------------
+// The SwiGLU GEMM reading row r as x[row_to_slot[r] / topk]. On sm_90a where its cubin loads:
+// the warp-specialized swap-AB kernel whose token warp gathers the rows with cp.async
+// (hc_moe_gemm_swiglu_gather_sm90swapw); elsewhere, or for rows that are not 16-byte aligned,
+// the portable mma.sync kernel with the same row source (gemm_sm80.cu). HALCYON_PTX_SM90_GEMM
+// =swapw requires the former, =basic keeps the latter (tests check both).
+struct GatherGemmArgs {
+  uint64_t x, b, offsets, out;
+  int64_t R, K, N, EL;
+  uint64_t row_to_slot;
+  int64_t topk, T;
+};
+Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
+  const int64_t R = ctx.dim("R"), T = ctx.dim("T"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
+  const int64_t topk = ctx.params().i("topk");
+  if (topk < 1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: topk = {} is not positive", ctx.contract.op, topk));
+  if (R == 0 || I == 0 || EL == 0) return {};
+  if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const rt::Tensor &x = ctx.tensor("x"), &w = ctx.tensor("w_gate_up");
+  const GatherGemmArgs g{x.address(), w.address(), ctx.tensor("expert_offsets").address(),
+                         ctx.tensor("out").address(), R, H, I, EL, ctx.tensor("row_to_slot").address(), topk, T};
+  const int64_t n_tiles = gemm_n_tiles(kGemmSwiglu, I, kSwapBn);
+  if ((ceil_div(R, kSwapTn) + EL) * n_tiles > INT_MAX || R > INT_MAX)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
+                                               ctx.contract.op, R, I));
+  const Sm90Gemm mode = sm90_gemm();
+  hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
+  if (hopper && mode != Sm90Gemm::kBasic && (mode == Sm90Gemm::kSwapWs || cubin_applies(*dev, kSm90.image))) {
+    // The tile map, then a row table per gather warp (gemm_sm90.cu, S_GATHER_WARPS).
+    const uint64_t shared = 1024 + kSwapRingBytes + uint64_t(16 + 2 * (EL + 1) + 4 * kSwapTn) * 4;
+    std::string why;
+    if (H % 8 || I % 8 || g.x % 16 || g.b % 16 || g.out % 16)
+      why = fmt::format("rows are not 16-byte aligned (H = {}, I = {})", H, I);
+    else if (dev->max_shared_per_block && shared > dev->max_shared_per_block)
+      why = fmt::format("{} experts need {} bytes of shared memory, {} has {}", EL, shared, dev->uri,
+                        dev->max_shared_per_block);
+    else if (T * topk > INT_MAX || H > INT_MAX)
+      why = fmt::format("T * topk = {} or H = {} exceeds int32", T * topk, H);
+    Result<TensorMap> tb = Error(HAL_UNSUPPORTED, "");
+    if (why.empty()) {
+      tb = bf16_map(ctx, w, {uint64_t(2 * I), uint64_t(H), uint64_t(EL)});
+      if (!tb && tb.error().status() != HAL_UNSUPPORTED) return tb.error();
+      if (!tb) why = fmt::format("{} makes no tensor maps", dev->uri);
+    }
+    if (why.empty()) {
+      auto k = kernel(ctx, *dev, kSm90.image, "hc_moe_gemm_swiglu_gather_sm90swapw", CodeFrom::kCubinIfExact);
+      if (!k) return k.error();
+      const int64_t grid = std::min<int64_t>((ceil_div(R, kSwapTn) + EL) * n_tiles, dev->compute_units);
+      return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(kSwapWsThreads)}, uint32_t(shared), [&](ArgPack& a) {
+        a.value(*tb).value(g.x).value(g.row_to_slot).value(g.offsets).value(g.out).value(g.R).value(g.K);
+        a.value(g.N).value(g.EL).value(g.topk).value(g.T);
+      });
+    }
+    if (mode == Sm90Gemm::kSwapWs)
+      return Error(HAL_UNSUPPORTED, fmt::format("{}: the TMA kernel cannot run: {}", ctx.contract.op, why));
+  }
+  const bool aligned = H % 8 == 0 && I % 8 == 0;
+  const GemmConfig& c = aligned ? kSm80 : kSm80Unaligned;
+  const int64_t max_tiles = (ceil_div(R, c.bm) + EL) * gemm_n_tiles(kGemmSwiglu, I, c.bn);
+  const uint64_t shared = c.stage_bytes + uint64_t(16 + 2 * (EL + 1)) * 4;
+  if (dev->max_shared_per_block && shared > dev->max_shared_per_block)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} experts need {} bytes of shared memory, {} has {}",
+                                               ctx.contract.op, EL, shared, dev->uri, dev->max_shared_per_block));
+  auto k = kernel(ctx, *dev, c.image, aligned ? "hc_moe_gemm_swiglu_gather_sm80" : "hc_moe_gemm_swiglu_gather_sm80_u");
+  if (!k) return k.error();
+  const int64_t grid = std::min<int64_t>(max_tiles, int64_t(dev->compute_units) * c.ctas_per_sm);
+  return launch(ctx, *k, {uint32_t(grid)}, {uint32_t(c.threads)}, g, uint32_t(shared));
+}
+Status swiglu_gather_sm80(rt::OpContext& ctx) { return swiglu_gather(ctx, false); }
+
 // ---- moe_combine ---------------------------------------------------------------------------
 struct CombineArgs {
   uint64_t expert_out, weights, slot_to_row, out;
@@ -347,11 +421,14 @@ rt::RegisterOpImpl r2({"moe_permute", HAL_MODULE_PTX, "sm_80", "", 10, moe_permu
 rt::RegisterOpImpl r3({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_sm80});
 rt::RegisterOpImpl r4({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_80", "", 10, down_sm80});
 rt::RegisterOpImpl r5({"moe_combine", HAL_MODULE_PTX, "sm_80", "", 10, moe_combine});
+rt::RegisterOpImpl r8({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_gather_sm80});
 #ifdef HALCYON_PTX_HAVE_SM90_GEMM
 Status swiglu_sm90(rt::OpContext& ctx) { return grouped_swiglu(ctx, true); }
 Status down_sm90(rt::OpContext& ctx) { return grouped_down(ctx, true); }
 rt::RegisterOpImpl r6({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_sm90});
 rt::RegisterOpImpl r7({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_90a", "", 20, down_sm90});
+Status swiglu_gather_sm90(rt::OpContext& ctx) { return swiglu_gather(ctx, true); }
+rt::RegisterOpImpl r9({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_gather_sm90});
 #endif
 
 }  // namespace

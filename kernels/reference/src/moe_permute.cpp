@@ -96,13 +96,14 @@ Status moe_permute_gather(const bf16* x, int64_t T, int64_t H, int64_t K,
 Status moe_permute(const bf16* x, const int32_t* topk_ids, int64_t T, int64_t K, int64_t H,
                    int64_t E, int64_t expert_begin, int64_t expert_end, bf16* permuted,
                    int32_t* expert_counts, int32_t* expert_offsets, int32_t* row_to_slot,
-                   int32_t* slot_to_row, int32_t* num_rows) {
+                   int32_t* slot_to_row, int32_t* num_rows, bool write_permuted) {
   // What the gather checks, checked before the plan writes anything.
   HALCYON_TRY(detail::check_size(kOp, "H", H, 1));
-  HALCYON_TRY(detail::check_ptr(kOp, "x", x, T * K > 0));
-  HALCYON_TRY(detail::check_ptr(kOp, "permuted", permuted, T * K > 0));
+  HALCYON_TRY(detail::check_ptr(kOp, "x", x, write_permuted && T * K > 0));
+  HALCYON_TRY(detail::check_ptr(kOp, "permuted", permuted, write_permuted && T * K > 0));
   HALCYON_TRY(moe_permute_plan(topk_ids, T, K, E, expert_begin, expert_end, expert_counts,
                                expert_offsets, row_to_slot, slot_to_row, num_rows));
+  if (!write_permuted) return {};
   return moe_permute_gather(x, T, H, K, row_to_slot, *num_rows, permuted);
 }
 

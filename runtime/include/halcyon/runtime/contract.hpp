@@ -12,11 +12,17 @@
 //   generate <input> offsets <total>  a random test input that must be a valid offsets
 //                                     array: counts >= 0 (some zero) summing to dim <total>,
 //                                     as exclusive prefix sums
+//   generate <input> bounds           a random integer test input drawn uniformly from the
+//                                     [lo, hi) of its `bounds` line (for indices whose valid
+//                                     range depends on the case's dims)
 //   bounds <input> <lo> <hi>          every value of an integer input must lie in [lo, hi)
 //                                     (expressions over dims): checked by `halcyon run`
 //   rows   <output> <tensor>[<index>] only the leading rows of <output> are defined: as many
 //                                     as the int value of <tensor> at flat <index> (negative
 //                                     counts from the end); the rest is never compared
+//   defined <output> if <bool param>  <output> is defined only when the param is true; when
+//                                     it is false its contents are unspecified (an
+//                                     implementation may leave it unwritten), never compared
 //   case   <sym>=<int> ... [<param>=<value> ...]
 //   note   <text>
 #pragma once
@@ -67,8 +73,8 @@ struct ValueRange {
 
 struct InputGenerator {
   std::string input;
-  std::string kind;   // "offsets"
-  std::string total;  // dim symbol the offsets sum to
+  std::string kind;   // "offsets" or "bounds"
+  std::string total;  // offsets: dim symbol the offsets sum to; bounds: empty
 };
 
 struct ValueBounds {
@@ -80,6 +86,11 @@ struct DefinedRows {
   std::string output;
   std::string count_tensor;  // an input or output (int dtype)
   int64_t index = 0;         // flat index; negative counts from the end
+};
+
+struct DefinedIf {
+  std::string output;
+  std::string param;  // a bool param: the output is defined only when it is true
 };
 
 struct ContractCase {
@@ -98,6 +109,7 @@ struct Contract {
   std::vector<ValueRange> ranges;
   std::vector<InputGenerator> generators;
   std::vector<DefinedRows> defined_rows;
+  std::vector<DefinedIf> defined_if;
   std::vector<ValueBounds> bounds;
   std::vector<ContractCase> cases;
   std::vector<std::string> notes;
@@ -108,6 +120,8 @@ struct Contract {
   const ValueRange* find_range(std::string_view input) const;
   const InputGenerator* find_generator(std::string_view input) const;
   const DefinedRows* find_defined_rows(std::string_view output) const;
+  const DefinedIf* find_defined_if(std::string_view output) const;
+  const ValueBounds* find_bounds(std::string_view input) const;
 };
 
 Result<Contract> parse_contract(std::string_view text, std::string_view file);
@@ -149,5 +163,9 @@ std::string to_string(const ParamValue& v);
 
 // Evaluates an expression over the binding's dims (and int params), e.g. "E" or "T*K".
 Result<int64_t> evaluate(const Binding& b, std::string_view expression);
+
+// False when a `defined <output> if <param>` line applies and the param is false in `b`:
+// the output's contents are then unspecified.
+bool output_defined(const Contract& c, const Binding& b, std::string_view output);
 
 }  // namespace halcyon::rt

@@ -1,9 +1,15 @@
 // A mixture-of-experts layer (DeepSeek-V3 style) built from the operators:
 //   router GEMM (gemm_bf16) -> moe_gate -> moe_permute -> moe_grouped_gemm_swiglu
 //   -> moe_grouped_gemm (down) -> moe_combine
-// on any device whose backend implements them (the CPU always). Expert parallelism: only the
-// local experts [expert_begin, expert_begin + local_experts) have weights here; tokens routed
-// elsewhere contribute nothing to this rank's output.
+// on any device whose backend implements them (the CPU always). On the gather path the up
+// projection reads the rows straight from x through row_to_slot instead
+// (moe_grouped_gemm_swiglu_gather), and moe_permute runs with write_permuted=false: the
+// permuted copy of x (T*K rows of H) is never written. The gather path is the default where
+// it pays (the CPU; see moe_gather_path); HALCYON_MOE_GATHER=1 chooses it wherever the device
+// implements the gather op, =0 never. Both paths compute the same rows (on the CPU the same
+// bits). Expert parallelism: only the local experts [expert_begin, expert_begin +
+// local_experts) have weights here; tokens routed elsewhere contribute nothing to this rank's
+// output.
 #pragma once
 
 #include <halcyon/runtime/op.hpp>
@@ -36,7 +42,15 @@ struct MoeLayerWeights {
   Tensor w_down;                  // [EL, I, H] bf16
 };
 
-// Milliseconds per stage of the last forward() that asked for times.
+// Whether a layer on `device` takes the gather path (see above): the device implements
+// moe_grouped_gemm_swiglu_gather, and HALCYON_MOE_GATHER=1, or it is unset and that
+// implementation is the host one (on Hopper the gather GEMM was slower at 4096 tokens than the
+// copy it saves). Read when a layer is created; tools that time the layer's stages use it to
+// time the same ones.
+bool moe_gather_path(const Device& device);
+
+// Milliseconds per stage of the last forward() that asked for times. On the gather path,
+// `permute` is moe_permute without the row copy and `up` is moe_grouped_gemm_swiglu_gather.
 struct MoeStageTimes {
   float router = 0, gate = 0, permute = 0, up = 0, down = 0, combine = 0;
   float total() const { return router + gate + permute + up + down + combine; }
@@ -51,7 +65,10 @@ class MoeLayer {
   Status forward(const Stream& stream, const Tensor& x, Tensor& out, MoeStageTimes* times = nullptr);
 
   const MoeLayerConfig& config() const { return config_; }
+  // True when forward() takes the gather path (no permuted copy; see moe_gather_path).
+  bool gathers_rows() const { return gather_; }
   // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name.
+  // On the gather path there is no "permuted" entry.
   const std::map<std::string, Tensor, std::less<>>& workspace() const { return ws_; }
 
  private:
@@ -59,6 +76,7 @@ class MoeLayer {
   Device device_;
   MoeLayerConfig config_;
   MoeLayerWeights weights_;
+  bool gather_ = false;
   int64_t ws_tokens_ = -1;
   std::map<std::string, Tensor, std::less<>> ws_;
 };

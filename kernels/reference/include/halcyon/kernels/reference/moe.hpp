@@ -94,11 +94,13 @@ Status moe_permute_gather(const bf16* x, int64_t T, int64_t H, int64_t K,
                           RowRange rows = {});
 
 // Both of the above over every row. permuted has capacity T * K rows; rows past R are not
-// written (nor are row_to_slot entries past R).
+// written (nor are row_to_slot entries past R). With write_permuted false only the plan runs:
+// permuted is not written (x and permuted may then be null), for a caller whose next step
+// reads the rows from x through row_to_slot (moe_grouped_gemm_swiglu_gather).
 Status moe_permute(const bf16* x, const int32_t* topk_ids, int64_t T, int64_t K, int64_t H,
                    int64_t E, int64_t expert_begin, int64_t expert_end, bf16* permuted,
                    int32_t* expert_counts, int32_t* expert_offsets, int32_t* row_to_slot,
-                   int32_t* slot_to_row, int32_t* num_rows);
+                   int32_t* slot_to_row, int32_t* num_rows, bool write_permuted = true);
 
 // ---------------------------------------------------------------------------------------
 // Grouped GEMMs over per-expert row segments: the rows [offsets[e], offsets[e+1]) of `a`
@@ -118,6 +120,19 @@ Status moe_grouped_gemm_swiglu(const bf16* a, const bf16* w_gate_up,
                                const int32_t* expert_offsets, int64_t offsets_len,
                                int64_t E_local, int64_t R, int64_t H, int64_t I, bf16* out,
                                RowRange rows = {});
+
+// The same with the rows read from the tokens: row r's input is x[row_to_slot[r] / topk]
+// (moe_permute's map, so that the permuted copy of x is never materialised). out[r] is
+// exactly what moe_grouped_gemm_swiglu gives for that row.
+//   x            [T, H] bf16 token rows
+//   row_to_slot  [R] i32: the slot (token * topk + k) of each row; the rows the experts own
+//                ([0, expert_offsets[E_local]) within `rows`) must hold values in
+//                [0, T * topk), the rest is never read
+Status moe_grouped_gemm_swiglu_gather(const bf16* x, int64_t T, int64_t topk,
+                                      const int32_t* row_to_slot, const bf16* w_gate_up,
+                                      const int32_t* expert_offsets, int64_t offsets_len,
+                                      int64_t E_local, int64_t R, int64_t H, int64_t I,
+                                      bf16* out, RowRange rows = {});
 
 // Plain grouped GEMM (the down projection): out[r] = a[r] @ w[e].
 //   a [R, I] bf16, w [E_local, I, H] bf16, out [R, H] bf16
