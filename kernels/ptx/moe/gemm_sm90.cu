@@ -1,12 +1,16 @@
-// Grouped GEMMs for Hopper (sm_90a), two kernels over the same persistent (expert, n-tile,
-// m-tile) walk as gemm_sm80.cu, both with wgmma (bf16 in, fp32 accumulators in registers)
+// Grouped GEMMs for Hopper (sm_90a), three kernels over the same persistent (expert, n-tile,
+// m-tile) walk as gemm_sm80.cu, all with wgmma (bf16 in, fp32 accumulators in registers)
 // reading both operands from 128-byte-swizzled shared memory:
 //   - grouped_gemm (*_sm90): m64n256k16, fed by a multistage cp.async pipeline. Runs wherever
 //     Hopper does (no tensor map needed) and serves gemm_bf16 (f32 out) and rows that the TMA
-//     kernel cannot take.
-//   - grouped_gemm_tma (*_sm90tma, below): the default for the MoE grouped GEMMs; tiles of up
-//     to 256 rows so that an expert's weights stream once, loaded by the tensor memory
-//     accelerator with tensor maps from hal_device_encode_tensor_map.
+//     kernels cannot take.
+//   - grouped_gemm_tma (*_sm90tma, below): tiles of up to 256 rows so that an expert's weights
+//     stream once, loaded by the tensor memory accelerator with tensor maps from
+//     hal_device_encode_tensor_map; the MoE GEMMs' default where the next one's cubin does not
+//     load.
+//   - grouped_gemm_swap (*_sm90swap, *_sm90swapw, further below): swap-AB, the weights as the
+//     wgmma M operand and the tokens as N in steps of 16; its warp-specialized build is the
+//     default for both MoE GEMMs, and its gather build serves moe_grouped_gemm_swiglu_gather.
 //
 // grouped_gemm. CTA: 256 threads = 2 warpgroups; each owns 64 rows x 256 columns of a 128 x 256 tile
 // (SwiGLU: 128 gate + the matching 128 up columns -> 128 outputs). BK = 64, 4 stages of
