@@ -477,7 +477,7 @@ struct SwapRings {
 // whole producer warpgroup copies them with cp.async: 16-byte chunks placed as the 128-byte
 // swizzle places them, zeros for padding rows and for slots outside [0, T * topk), completed by
 // an async arrive per lane on the slot's full barrier (128 arrivals); thread 0 also issues the
-// weights. Each warp keeps its own table of the tile's token rows (rows_s).
+// weights. Each warp keeps its own table of the tile's token rows (rows_generic).
 constexpr int S_GATHER_WARPS = 4;
 struct SwapGather {
   const unsigned short* x;
@@ -515,7 +515,7 @@ struct SwapProducer {
   uint32_t it;
   long long N;
   uint64_t keep, stream;  // L2 policies: activations are re-read by each n-tile, weights once
-  SwapGather g;           // gather build: the token rows' source (used when gather_lane)
+  SwapGather g;           // gather build: the token rows' source (used where `gather`)
   int K;
   int* rows_generic;      // gather build: shared int[S_TN], the token row of each tile row (this warp's copy)
   int gw;                 // gather build: this lane's warp

@@ -147,6 +147,27 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
                        });
 }
 
+// Launches kernel `entry` of a cp.async configuration (sm_80, or sm_90a's wgmma one) on a
+// persistent grid over R rows and N outputs of `experts` segments (grouped) or one dense
+// block; `args` is its argument block (GemmArgs, or the gather entries' GatherGemmArgs).
+template <typename Args>
+Status launch_tiled(rt::OpContext& ctx, const DeviceFacts& dev, const GemmConfig& c, const char* entry,
+                    int epilogue, int64_t R, int64_t N, int64_t experts, bool grouped, const Args& args) {
+  const int64_t max_tiles = (ceil_div(R, c.bm) + (grouped ? experts : 0)) * gemm_n_tiles(epilogue, N, c.bn);
+  if (max_tiles == 0) return {};
+  if (max_tiles > INT_MAX || R > INT_MAX)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
+                                               ctx.contract.op, R, N));
+  const uint64_t shared = c.stage_bytes + uint64_t(16 + 2 * (experts + 1)) * 4;
+  if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} experts need {} bytes of shared memory, {} has {}",
+                                               ctx.contract.op, experts, shared, dev.uri, dev.max_shared_per_block));
+  auto k = kernel(ctx, dev, c.image, entry);
+  if (!k) return k.error();
+  const int64_t grid = std::min<int64_t>(max_tiles, int64_t(dev.compute_units) * c.ctas_per_sm);
+  return launch(ctx, *k, {uint32_t(grid)}, {uint32_t(c.threads)}, args, uint32_t(shared));
+}
+
 }  // namespace
 
 Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const rt::Tensor* a,
@@ -161,21 +182,7 @@ Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hop
     if (ran) return {};
   }
   const GemmConfig& c = !aligned ? kSm80Unaligned : !hopper ? kSm80 : kSm90;
-  const int64_t experts = g.offsets ? g.EL : 1;
-  const int64_t n_tiles = gemm_n_tiles(epilogue, g.N, c.bn);
-  const int64_t max_tiles = (ceil_div(g.R, c.bm) + (g.offsets ? experts : 0)) * n_tiles;
-  if (max_tiles == 0) return {};
-  if (max_tiles > INT_MAX || g.R > INT_MAX)
-    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
-                                               ctx.contract.op, g.R, g.N));
-  const uint64_t shared = c.stage_bytes + uint64_t(16 + 2 * (experts + 1)) * 4;
-  if (dev->max_shared_per_block && shared > dev->max_shared_per_block)
-    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} experts need {} bytes of shared memory, {} has {}",
-                                               ctx.contract.op, experts, shared, dev->uri, dev->max_shared_per_block));
-  auto k = kernel(ctx, *dev, c.image, c.entries[epilogue]);
-  if (!k) return k.error();
-  const int64_t grid = std::min<int64_t>(max_tiles, int64_t(dev->compute_units) * c.ctas_per_sm);
-  return launch(ctx, *k, {uint32_t(grid)}, {uint32_t(c.threads)}, g, uint32_t(shared));
+  return launch_tiled(ctx, *dev, c, c.entries[epilogue], epilogue, g.R, g.N, g.offsets ? g.EL : 1, g.offsets != 0, g);
 }
 
 namespace {
@@ -386,16 +393,9 @@ Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
       return Error(HAL_UNSUPPORTED, fmt::format("{}: the TMA kernel cannot run: {}", ctx.contract.op, why));
   }
   const bool aligned = H % 8 == 0 && I % 8 == 0;
-  const GemmConfig& c = aligned ? kSm80 : kSm80Unaligned;
-  const int64_t max_tiles = (ceil_div(R, c.bm) + EL) * gemm_n_tiles(kGemmSwiglu, I, c.bn);
-  const uint64_t shared = c.stage_bytes + uint64_t(16 + 2 * (EL + 1)) * 4;
-  if (dev->max_shared_per_block && shared > dev->max_shared_per_block)
-    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} experts need {} bytes of shared memory, {} has {}",
-                                               ctx.contract.op, EL, shared, dev->uri, dev->max_shared_per_block));
-  auto k = kernel(ctx, *dev, c.image, aligned ? "hc_moe_gemm_swiglu_gather_sm80" : "hc_moe_gemm_swiglu_gather_sm80_u");
-  if (!k) return k.error();
-  const int64_t grid = std::min<int64_t>(max_tiles, int64_t(dev->compute_units) * c.ctas_per_sm);
-  return launch(ctx, *k, {uint32_t(grid)}, {uint32_t(c.threads)}, g, uint32_t(shared));
+  return launch_tiled(ctx, *dev, aligned ? kSm80 : kSm80Unaligned,
+                      aligned ? "hc_moe_gemm_swiglu_gather_sm80" : "hc_moe_gemm_swiglu_gather_sm80_u", kGemmSwiglu, R,
+                      I, EL, true, g);
 }
 Status swiglu_gather_sm80(rt::OpContext& ctx) { return swiglu_gather(ctx, false); }
 
