@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <string_view>
 
@@ -36,8 +37,8 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
 
 // Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
 // kernel even where a TMA one could run; =tma requires the row-tile TMA kernel, =swap the
-// 256-thread swap-AB TMA kernel and =swapw its warp-specialized build (an error says why one
-// cannot run), so that tests know which one they checked. Unset: the warp-specialized swap-AB
+// 256-thread swap-AB TMA kernel, =swapw its warp-specialized build and =swapwb that build with
+// the bulk-store epilogue (an error says why one cannot run), so that tests know which one they checked. Unset: the warp-specialized swap-AB
 // kernel for both GEMMs wherever its cubin loads (a device of exactly sm_90a); measured
 // 2026-11-23 at 4096 tokens in one call per machine (docs/PERFORMANCE.md): H200 experts
 // 5.95-6.08 ms vs 7.30-7.79 ms with the row tiles (SwiGLU 3.82-3.96 vs 4.54-5.08 ms), H100
@@ -45,13 +46,14 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
 // 232-register consumers, so without the cubin the earlier choice stands: the 256-thread
 // swap-AB kernel for the down projection above kTmaDeepRingRows rows per expert, the row-tile
 // kernel otherwise.
-enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs };
+enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs, kSwapWsBulk };
 Sm90Gemm sm90_gemm() {
   const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
   if (v && std::string_view(v) == "basic") return Sm90Gemm::kBasic;
   if (v && std::string_view(v) == "tma") return Sm90Gemm::kTma;
   if (v && std::string_view(v) == "swap") return Sm90Gemm::kSwap;
   if (v && std::string_view(v) == "swapw") return Sm90Gemm::kSwapWs;
+  if (v && std::string_view(v) == "swapwb") return Sm90Gemm::kSwapWsBulk;
   return Sm90Gemm::kAuto;
 }
 
@@ -99,7 +101,9 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
   const bool deep = g.R <= kTmaDeepRingRows * g.EL;
   // The same tiles and rings as swap-AB, with a producer warpgroup.
-  const bool swap_ws = mode == Sm90Gemm::kSwapWs || (mode == Sm90Gemm::kAuto && cubin_applies(dev, "moe_gemm_sm90"));
+  const bool bulk = mode == Sm90Gemm::kSwapWsBulk;
+  const bool swap_ws =
+      bulk || mode == Sm90Gemm::kSwapWs || (mode == Sm90Gemm::kAuto && cubin_applies(dev, "moe_gemm_sm90"));
   const bool swap = swap_ws || mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
   const uint64_t shared =
       1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
@@ -129,7 +133,8 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, g.R, g.N));
   const bool swiglu = epilogue == kGemmSwiglu;
-  const char* entry = swap_ws ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapw" : "hc_moe_gemm_sm90swapw")
+  const char* entry = bulk      ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapwb" : "hc_moe_gemm_sm90swapwb")
+                      : swap_ws ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapw" : "hc_moe_gemm_sm90swapw")
                       : swap  ? (swiglu ? "hc_moe_gemm_swiglu_sm90swap" : "hc_moe_gemm_sm90swap")
                       : deep ? (swiglu ? "hc_moe_gemm_swiglu_sm90tma_b5" : "hc_moe_gemm_sm90tma_b5")
                              : (swiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");
@@ -263,6 +268,11 @@ struct PlanArgs {
   uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
   int64_t slots, E, expert_begin, EL, per_block;
 };
+struct FusedPermuteArgs {
+  PlanArgs plan;
+  uint64_t x, permuted;
+  int64_t K, H;
+};
 struct ScatterArgs {
   uint64_t x, slot_to_row, permuted;
   int64_t T, K, H;
@@ -278,32 +288,60 @@ Status moe_permute(rt::OpContext& ctx) {
     return Error(HAL_INVALID_ARGUMENT,
                  fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
   if (T * K > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("moe_permute: T * K = {} exceeds int32", T * K));
-  // The plan: B blocks of W warps, each warp with a histogram of EL counters in shared memory.
-  // Up to 2048 slots one block does it all; above, blocks of ~1024 slots (at most 128: each
-  // block also counts all T*K slots itself, which spares a workspace and a second launch). The
-  // single block took 82 us of moe_permute's 278 us at 32768 slots.
+  // The plan: B blocks of W warps, each warp with a histogram of EL counters in shared memory;
+  // block b hands out the rows of slots [b * per_block, (b + 1) * per_block). With several blocks
+  // each also counts all T*K slots itself, which spares a workspace and a launch.
+  //   - default: about one block of 16 warps per SM, per_block a multiple of K, so that each
+  //     block then copies its own tokens' rows (hc_moe_permute_fused, where H % 8 == 0 and the
+  //     rows are written): one launch, no scatter waiting for the whole plan. H100, 2026-11-23:
+  //     213.7 us instead of 218 at 4096 tokens, 20.6 instead of 33.9 at 128.
+  //   - HALCYON_PTX_PERMUTE_PLAN=two: the earlier layout (up to 2048 slots one block of 32 warps,
+  //     else blocks of ~1024 slots and 8 warps), then hc_moe_permute_scatter, one block per
+  //     token; =one: the single-block plan, then the scatter (both for comparison and tests).
+  // Without the fused kernel (write_permuted=false, H % 8 != 0) the plan runs in the default
+  // layout and the scatter follows where rows are written.
   const int64_t slots = T * K;
   const int64_t limit = std::min<int64_t>(dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024, 96 * 1024);
-  // HALCYON_PTX_PERMUTE_PLAN=one keeps the single-block plan (for comparison).
-  const char* one = std::getenv("HALCYON_PTX_PERMUTE_PLAN");
-  const bool single = slots <= 2048 || EL == 0 || (one && std::string_view(one) == "one");
-  const int64_t B = single ? 1 : std::min<int64_t>(128, ceil_div(slots, 1024));
-  const int64_t per_block = B == 1 ? std::max<int64_t>(slots, 1) : ceil_div(ceil_div(slots, B), 32) * 32;
-  const int64_t counters = B == 1 ? EL : 3 * EL;  // cnt (+ pre, tot with several blocks)
-  const int64_t W = std::min<int64_t>(B == 1 ? 32 : 8, (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
+  const char* how_env = std::getenv("HALCYON_PTX_PERMUTE_PLAN");
+  const std::string_view how = how_env ? how_env : "";
+  const bool write = T > 0 && K > 0 && ctx.params().b("write_permuted");
+  const bool spread = EL > 0 && how != "one" && how != "two";
+  const bool fused = spread && write && H % 8 == 0;
+  int64_t B = 1, per_block = std::max<int64_t>(slots, 1);
+  if (spread) {
+    const int64_t unit = std::lcm<int64_t>(32, std::max<int64_t>(K, 1));  // whole tokens, whole warp groups of slots
+    per_block = ceil_div(ceil_div(std::max<int64_t>(slots, 1), std::max<int64_t>(1, dev->compute_units)), unit) * unit;
+    B = ceil_div(std::max<int64_t>(slots, 1), per_block);
+  } else if (how == "two" && slots > 2048 && EL > 0) {
+    B = std::min<int64_t>(128, ceil_div(slots, 1024));
+    per_block = ceil_div(ceil_div(slots, B), 32) * 32;
+  }
+  const bool multi = B > 1;
+  const int64_t counters = multi ? 3 * EL : EL;  // cnt (+ pre, tot with several blocks)
+  // 16 warps in the default layout, so that a block (about one per SM) has 16 warps copying
+  // rows (the fused kernel's registers allow up to 896 threads); 32-warp blocks measured ~10 us
+  // slower than 8-warp ones in the plan alone (H100, 2026-11-23).
+  const int64_t W = std::min<int64_t>(spread ? 16 : multi ? 8 : 32,
+                                      (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
   if (W < 1)
     return Error(HAL_UNSUPPORTED, fmt::format("moe_permute: {} local experts do not fit in shared memory", EL));
-  auto plan = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_plan");
+  if (B > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("moe_permute: {} plan blocks", B));
+  auto plan = kernel(ctx, *dev, "moe_routing", fused ? "hc_moe_permute_fused" : "hc_moe_permute_plan");
   if (!plan) return plan.error();
-  auto scatter = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_scatter");
-  if (!scatter) return scatter.error();
   PlanArgs a{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
              ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
              ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
              slots, E, begin, EL, per_block};
-  HALCYON_TRY(launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, a, uint32_t(4 * (W * EL + counters + 32))));
+  const uint32_t shared = uint32_t(4 * (W * EL + counters + 32));
+  if (fused) {
+    FusedPermuteArgs f{a, ctx.tensor("x").address(), ctx.tensor("permuted").address(), K, H};
+    return launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, f, shared);
+  }
+  HALCYON_TRY(launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, a, shared));
   // write_permuted = false: the caller reads the rows through row_to_slot (the gather GEMM).
-  if (T == 0 || K == 0 || !ctx.params().b("write_permuted")) return {};
+  if (!write) return {};
+  auto scatter = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_scatter");
+  if (!scatter) return scatter.error();
   ScatterArgs s{ctx.tensor("x").address(), a.slot_to_row, ctx.tensor("permuted").address(), T, K, H};
   return launch(ctx, *scatter, {uint32_t(T)}, {128}, s);
 }

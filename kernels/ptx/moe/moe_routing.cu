@@ -359,11 +359,11 @@ __device__ __forceinline__ void walk_slots(const int* __restrict__ topk_ids, lon
   }
 }
 
-extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
-                                               int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
-                                               int* __restrict__ slot_to_row, int* __restrict__ num_rows,
-                                               long long slots, long long E, long long expert_begin,
-                                               long long EL_, long long per_block) {
+__device__ __forceinline__ void permute_plan_block(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                                                   int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
+                                                   int* __restrict__ slot_to_row, int* __restrict__ num_rows,
+                                                   long long slots, long long E, long long expert_begin,
+                                                   long long EL_, long long per_block) {
   extern __shared__ __align__(16) int ismem[];
   const int EL = (int)EL_;
   const int W = blockDim.x >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -463,6 +463,53 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
     if (s < s1) slot_to_row[s] = row;
     if (row >= 0) row_to_slot[row] = (int)s;
   });
+}
+
+extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                                               int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
+                                               int* __restrict__ slot_to_row, int* __restrict__ num_rows,
+                                               long long slots, long long E, long long expert_begin,
+                                               long long EL, long long per_block) {
+  permute_plan_block(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E,
+                     expert_begin, EL, per_block);
+}
+
+// moe_permute in one launch: the plan as above, with per_block a multiple of K, so that a block
+// owns the slots of whole tokens; then the block copies those tokens' rows (each warp a token:
+// its row read once, 8 chunks of 16 bytes a lane in flight, written to each of its slots' rows).
+// Why: the scatter needs only the rows of its own token's slots, which this block has just
+// computed, so a second launch (and the wait for the whole plan) is not needed. H % 8 == 0.
+extern "C" __global__ void hc_moe_permute_fused(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                                                int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
+                                                int* __restrict__ slot_to_row, int* __restrict__ num_rows,
+                                                long long slots, long long E, long long expert_begin, long long EL,
+                                                long long per_block, const unsigned short* __restrict__ x,
+                                                unsigned short* __restrict__ permuted, long long K, long long H) {
+  permute_plan_block(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E,
+                     expert_begin, EL, per_block);
+  __syncthreads();  // this block's slot_to_row entries are written (and visible to the block)
+  const long long bs0 = blockIdx.x * per_block;
+  const long long bs1 = bs0 + per_block < slots ? bs0 + per_block : slots;
+  const int lane = threadIdx.x & 31, W = blockDim.x >> 5;
+  const long long n = H >> 3;
+  for (long long t = bs0 / K + (threadIdx.x >> 5); t < bs1 / K; t += W) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + t * H);
+    const int* rows = slot_to_row + t * K;
+    for (long long c0 = lane; c0 < n; c0 += 8 * 32) {
+      uint4 v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        if (c0 + q * 32 < n) v[q] = src[c0 + q * 32];
+      for (long long k = 0; k < K; ++k) {
+        const int r = rows[k];
+        if (r < 0) continue;
+        uint4* dst = reinterpret_cast<uint4*>(permuted + (long long)r * H);
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+          if (c0 + q * 32 < n) dst[c0 + q * 32] = v[q];
+      }
+    }
+  }
 }
 
 // moe_permute, step 2: one block per token reads its row once and writes it to each of its

@@ -141,8 +141,9 @@ double tol_of(const char* op, const char* out) {
 // Every PTX implementation of `op` that runs on this device (sm_80 and sm_90a on a Hopper),
 // so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs three
 // times: the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel in its two
-// builds (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma", "swap" and "swapw" make it fail
-// rather than fall back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
+// builds and with the bulk-store epilogue (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma",
+// "swap", "swapw" and "swapwb" make it fail rather than fall back, so a pass means that kernel
+// ran); gemm_bf16 on sm_90a twice: the
 // cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required). The TMA and
 // split-K kernels run again with their code from the other source (HALCYON_PTX_LOAD: the
 // embedded cubin or the driver's JIT of the PTX), so both ways the launcher may load them pass.
@@ -165,6 +166,7 @@ std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool sp
       v.push_back({i, "swap", nullptr, "cubin"});
       v.push_back({i, "swapw"});                   // cubin on sm_90a
       v.push_back({i, "swapw", nullptr, "ptx"});
+      v.push_back({i, "swapwb"});                  // the bulk-store epilogue build, cubin
     }
     if (i.target == "sm_90a" && splitk_applies) {
       v.push_back({i, "splitk"});                  // cubin on sm_90a
@@ -498,18 +500,34 @@ TEST_CASE("moe_permute: every contract case (stable order, first R rows)") {
   }
 }
 
-// Several plan blocks (above 2048 slots), a local expert range and ids outside it, uneven block sizes, and one expert taking a third of the slots (its rows span every
-// block): the order must still be by expert, then by slot.
+// The launcher's three ways (HALCYON_PTX_PERMUTE_PLAN): unset = the fused plan + scatter
+// (hc_moe_permute_fused), "two" = plan and scatter launches, "one" = the single-block plan.
+const char* const kPermuteWays[] = {"", "two", "one"};
+struct PermuteWay {
+  explicit PermuteWay(const char* how) {
+    if (*how) setenv("HALCYON_PTX_PERMUTE_PLAN", how, 1);
+    else unsetenv("HALCYON_PTX_PERMUTE_PLAN");
+  }
+  ~PermuteWay() { unsetenv("HALCYON_PTX_PERMUTE_PLAN"); }
+};
+
+// Several plan blocks (above 2048 slots), a local expert range and ids outside it, uneven block
+// sizes (K = 7: the fused kernel's blocks own 224-slot multiples), and one expert taking a third
+// of the slots (its rows span every block): the order must still be by expert, then by slot.
 TEST_CASE("moe_permute: multi-block plan with a local expert range") {
-  std::mt19937 rng(g_seed + 65);
   const int64_t T = 1111, K = 7, H = 24, E = 40, begin = 8, EL = 20;
-  std::vector<int32_t> ids(T * K);
-  std::uniform_int_distribution<int32_t> u(0, int32_t(E - 1)), third(0, 2);  // ids outside [0, E) are refused
-  for (auto& v : ids) v = third(rng) == 0 ? 13 : u(rng);
-  const int64_t R = check_permute(T, K, H, E, begin, EL, ids, rng,
-                                  {{"n_experts", std::to_string(E)}, {"expert_begin", std::to_string(begin)},
-                                   {"expert_end", std::to_string(begin + EL)}});
-  CHECK(R > T * K / 3);  // the skewed expert alone has about a third of the slots
+  for (const char* how : kPermuteWays) {
+    CAPTURE(how);
+    PermuteWay way(how);
+    std::mt19937 rng(g_seed + 65);
+    std::vector<int32_t> ids(T * K);
+    std::uniform_int_distribution<int32_t> u(0, int32_t(E - 1)), third(0, 2);  // ids outside [0, E) are refused
+    for (auto& v : ids) v = third(rng) == 0 ? 13 : u(rng);
+    const int64_t R = check_permute(T, K, H, E, begin, EL, ids, rng,
+                                    {{"n_experts", std::to_string(E)}, {"expert_begin", std::to_string(begin)},
+                                     {"expert_end", std::to_string(begin + EL)}});
+    CHECK(R > T * K / 3);  // the skewed expert alone has about a third of the slots
+  }
 }
 
 TEST_CASE("moe_permute: DeepSeek-V3 routing size (T=4096, K=8, E=256, H=7168)") {
@@ -526,7 +544,11 @@ TEST_CASE("moe_permute: DeepSeek-V3 routing size (T=4096, K=8, E=256, H=7168)") 
     }
   }
   // Every slot is local (EL = E): R = T * K, so permuted is checked in full.
-  CHECK(check_permute(T, K, H, E, 0, EL, ids, rng, {}) == T * K);
+  for (const char* how : kPermuteWays) {
+    CAPTURE(how);
+    PermuteWay way(how);
+    CHECK(check_permute(T, K, H, E, 0, EL, ids, rng, {}) == T * K);
+  }
 }
 
 TEST_CASE("moe_combine: every contract case") {
