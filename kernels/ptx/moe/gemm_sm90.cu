@@ -478,72 +478,6 @@ struct SwapRings {
   uint32_t ring_a, ring_b, full_a, empty_a, full_b, empty_b;
 };
 
-// The bulk-store epilogue (*_sm90swapwb, STAGED): the same values as epilogue_swap, written to
-// shared memory and sent to global memory by bulk copies (one per token row: this warpgroup's
-// 128 columns, or 64 SwiGLU outputs, are contiguous in the output row), so that the consumers
-// hand the stores to the copy engine instead of issuing them. Why: without its stores the down
-// GEMM ran ~12% faster at 4096 tokens, more than its 470 MB of output accounts for
-// (docs/PERFORMANCE.md). The staging area is this warpgroup's half of the weight slot of the
-// tile's last k-step (16 KB, which only its own, finished, wgmmas read): the slot is held until
-// the copies have read it, then released (so the ring keeps 3 slots loading meanwhile). Rows
-// are padded by 16 bytes, so that the 8 tokens of one store instruction fall in different banks;
-// a tile of more tokens than fit goes in passes.
-template <int EPI, int NT>
-__device__ __forceinline__ void epilogue_swap_staged(void* out, const Tile& t, int rows, long long N, const float* d0,
-                                                     const float* d1, int cg, uint32_t stage, const SwapRings& r,
-                                                     uint32_t slot) {
-  constexpr int COLS = EPI == kSwigluBf16 ? 64 : 128;  // this warpgroup's output columns
-  constexpr int STRIDE = COLS * 2 + 16;                // bytes per staged token row
-  constexpr int JP = (2 * BOX_BYTES / STRIDE) / 8;     // 8-token groups per pass
-  constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, qq = lane & 3;
-  const bool odd = g & 1;
-  const int tok0 = 2 * qq + (odd ? 1 : 0);
-  const int cl0 = 16 * warp + (g & ~1);
-  const long long colbase = EPI == kSwigluBf16 ? (long long)t.n_tile * 128 + 64 * cg : (long long)t.n_tile * 256 + 128 * cg;
-  const long long left = N - colbase;
-  const uint32_t bytes = left <= 0 ? 0u : (uint32_t)(left < COLS ? left : COLS) * 2u;  // N % 8 == 0: a multiple of 16
-#pragma unroll
-  for (int p = 0; p * JP < NT / 8; ++p) {
-    if (p > 0) asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cg) : "memory");  // the last pass's copies have read
-#pragma unroll
-    for (int jj = 0; jj < JP; ++jj) {
-      const int j = p * JP + jj;
-      if (j >= NT / 8) break;
-#pragma unroll
-      for (int nb = 0; nb < BLOCKS; ++nb) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t v = swap_out_pair<EPI>(d0, d1, 4 * j + 2 * h, nb, odd);
-          const uint32_t at = stage + (8 * jj + tok0) * STRIDE + (cl0 + 64 * nb + 8 * h) * 2;
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(v) : "memory");
-        }
-      }
-    }
-    // The stores went through the generic proxy; the bulk copies read through the async proxy.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cg) : "memory");
-    if (warp == 0) {
-      const int tok_first = 8 * JP * p;
-      const int n = min(rows - tok_first, 8 * JP);
-      if (bytes)
-        for (int i = lane; i < n; i += 32) {
-          unsigned short* dst = (unsigned short*)out + ((long long)t.row0 + tok_first + i) * N + colbase;
-          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
-                       "r"(stage + i * STRIDE), "r"(bytes)
-                       : "memory");
-        }
-      asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
-      __syncwarp();
-    }
-  }
-  // The copies have read the slot: release it for this warpgroup's 4 warps.
-  if (warp == 0 && lane == 0) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 4;\n" ::"r"(r.empty_a + 8 * slot) : "memory");
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 4;\n" ::"r"(r.empty_b + 8 * slot) : "memory");
-  }
-}
-
 // The gather build (moe_grouped_gemm_swiglu_gather): row r of the tokens is token row
 // row_to_slot[r] / topk of x [T, K]. Hopper's TMA has no row gather, and a TMA copy per row
 // (1-row boxes) was 3x slower than the kernel on permuted rows (docs/PERFORMANCE.md), so the
@@ -705,7 +639,7 @@ struct SwapProducer {
 // One tile for a consumer warpgroup, NT = the tile's rows rounded up to 16: the k loop, then
 // the stores. `it` counts k-steps over the CTA's whole walk (ring slot and phase). WS: a
 // producer warpgroup issues the copies; else thread 0 does, between its k-steps.
-template <int EPI, int NT, bool WS, bool GATHER, bool STAGED>
+template <int EPI, int NT, bool WS, bool GATHER>
 __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, int rows, int k_tiles, uint32_t& it,
                                           const SwapRings& r, SwapProducer& prod, int cg, void* out, long long N) {
   const bool lead = (threadIdx.x & 31) == 0;
@@ -743,17 +677,11 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
   wgmma_wait<0>();
   fence_regs<NT / 2>(d0);
   fence_regs<NT / 2>(d1);
-  if constexpr (STAGED) {  // k_tiles >= 1 (the launcher handles K = 0): slot it - 1 is the last k-step's
-    const uint32_t slot = (it - 1) % S_SLOTS;
-    epilogue_swap_staged<EPI, NT>(out, t, rows, N, d0, d1, cg, r.ring_b + slot * S_B_SLOT_BYTES + cg * 2 * BOX_BYTES,
-                                  r, slot);
-  } else {
-    if (it > first && lead) {
-      mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
-      mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
-    }
-    epilogue_swap<EPI, NT>(out, t, rows, N, d0, d1, cg);
+  if (it > first && lead) {
+    mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
+    mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
   }
+  epilogue_swap<EPI, NT>(out, t, rows, N, d0, d1, cg);
 }
 
 // ta: 2-D map of a [R, K] (box 64 k x 64 rows); ta16: the same with 16-row boxes; tb: 3-D map of
@@ -765,12 +693,11 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
 // toolkit's cubin: the driver's JIT spilled such accumulators (the comment above); the launcher
 // loads it so (ptx_launch.hpp, CodeFrom). The default grouped GEMM on sm_90a since 2026-11-23
 // (docs/PERFORMANCE.md). GATHER: the token warp gathers rows of x (SwapGather).
-template <int EPI, bool WS, bool GATHER = false, bool STAGED = false>
+template <int EPI, bool WS, bool GATHER = false>
 __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                   const int* offsets, void* out, long long R, long long K, long long N,
                                                   long long EL, const SwapGather& gather = {}) {
   static_assert(!GATHER || WS, "the gather build has a producer warpgroup");
-  static_assert(!STAGED || (WS && !GATHER), "the bulk-store epilogue is a build of the warp-specialized kernel");
   constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
   constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -835,7 +762,7 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
       switch ((rows + 15) >> 4) {
 #define HC_SWAP_CASE(K16) \
   case K16:                \
-    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16, WS, GATHER, STAGED>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
+    if constexpr (16 * K16 <= S_TN) swap_tile<EPI, 16 * K16, WS, GATHER>(d0, d1, t, rows, k_tiles, it, r, prod, cg, out, N); \
     break;
         HC_SWAP_CASE(1) HC_SWAP_CASE(2) HC_SWAP_CASE(3) HC_SWAP_CASE(4) HC_SWAP_CASE(5) HC_SWAP_CASE(6)
         HC_SWAP_CASE(7) HC_SWAP_CASE(8) HC_SWAP_CASE(9) HC_SWAP_CASE(10) HC_SWAP_CASE(11)
@@ -843,8 +770,6 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
         default: break;
       }
     }
-    // The last bulk stores have been read from shared memory; let them finish before exit.
-    if (STAGED) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   }
 }
 }  // namespace
@@ -874,20 +799,18 @@ HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma, hc::kStoreBf16, 4)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_swiglu_sm90tma_b5, hc::kSwigluBf16, 5)
 HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma_b5, hc::kStoreBf16, 5)
 
-#define HC_GEMM_SWAP_ENTRY(NAME, EPI, WS, STAGED, THREADS)                                                   \
+#define HC_GEMM_SWAP_ENTRY(NAME, EPI, WS, THREADS)                                                           \
   extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                  \
       NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
            const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
            long long N, long long EL) {                                                                      \
-    hc::grouped_gemm_swap<EPI, WS, false, STAGED>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);               \
+    hc::grouped_gemm_swap<EPI, WS>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
   }
 
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16, false, false, hc::S_THREADS)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16, false, false, hc::S_THREADS)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapw, hc::kSwigluBf16, true, false, hc::S_WS_THREADS)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapw, hc::kStoreBf16, true, false, hc::S_WS_THREADS)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapwb, hc::kSwigluBf16, true, true, hc::S_WS_THREADS)
-HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapwb, hc::kStoreBf16, true, true, hc::S_WS_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16, false, hc::S_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16, false, hc::S_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapw, hc::kSwigluBf16, true, hc::S_WS_THREADS)
+HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapw, hc::kStoreBf16, true, hc::S_WS_THREADS)
 
 // moe_grouped_gemm_swiglu_gather on sm_90a: the warp-specialized swap-AB kernel whose
 // producer warpgroup gathers the token rows of x through row_to_slot (SwapGather); tb as above.

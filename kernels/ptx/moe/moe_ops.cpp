@@ -37,8 +37,8 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
 
 // Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
 // kernel even where a TMA one could run; =tma requires the row-tile TMA kernel, =swap the
-// 256-thread swap-AB TMA kernel, =swapw its warp-specialized build and =swapwb that build with
-// the bulk-store epilogue (an error says why one cannot run), so that tests know which one they checked. Unset: the warp-specialized swap-AB
+// 256-thread swap-AB TMA kernel and =swapw its warp-specialized build (an error says why one
+// cannot run), so that tests know which one they checked. Unset: the warp-specialized swap-AB
 // kernel for both GEMMs wherever its cubin loads (a device of exactly sm_90a); measured
 // 2026-11-23 at 4096 tokens in one call per machine (docs/PERFORMANCE.md): H200 experts
 // 5.95-6.08 ms vs 7.30-7.79 ms with the row tiles (SwiGLU 3.82-3.96 vs 4.54-5.08 ms), H100
@@ -46,14 +46,13 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
 // 232-register consumers, so without the cubin the earlier choice stands: the 256-thread
 // swap-AB kernel for the down projection above kTmaDeepRingRows rows per expert, the row-tile
 // kernel otherwise.
-enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs, kSwapWsBulk };
+enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs };
 Sm90Gemm sm90_gemm() {
   const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
   if (v && std::string_view(v) == "basic") return Sm90Gemm::kBasic;
   if (v && std::string_view(v) == "tma") return Sm90Gemm::kTma;
   if (v && std::string_view(v) == "swap") return Sm90Gemm::kSwap;
   if (v && std::string_view(v) == "swapw") return Sm90Gemm::kSwapWs;
-  if (v && std::string_view(v) == "swapwb") return Sm90Gemm::kSwapWsBulk;
   return Sm90Gemm::kAuto;
 }
 
@@ -101,9 +100,7 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
   const bool deep = g.R <= kTmaDeepRingRows * g.EL;
   // The same tiles and rings as swap-AB, with a producer warpgroup.
-  const bool bulk = mode == Sm90Gemm::kSwapWsBulk;
-  const bool swap_ws =
-      bulk || mode == Sm90Gemm::kSwapWs || (mode == Sm90Gemm::kAuto && cubin_applies(dev, "moe_gemm_sm90"));
+  const bool swap_ws = mode == Sm90Gemm::kSwapWs || (mode == Sm90Gemm::kAuto && cubin_applies(dev, "moe_gemm_sm90"));
   const bool swap = swap_ws || mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
   const uint64_t shared =
       1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
@@ -133,8 +130,7 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, g.R, g.N));
   const bool swiglu = epilogue == kGemmSwiglu;
-  const char* entry = bulk      ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapwb" : "hc_moe_gemm_sm90swapwb")
-                      : swap_ws ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapw" : "hc_moe_gemm_sm90swapw")
+  const char* entry = swap_ws ? (swiglu ? "hc_moe_gemm_swiglu_sm90swapw" : "hc_moe_gemm_sm90swapw")
                       : swap  ? (swiglu ? "hc_moe_gemm_swiglu_sm90swap" : "hc_moe_gemm_sm90swap")
                       : deep ? (swiglu ? "hc_moe_gemm_swiglu_sm90tma_b5" : "hc_moe_gemm_sm90tma_b5")
                              : (swiglu ? "hc_moe_gemm_swiglu_sm90tma" : "hc_moe_gemm_sm90tma");

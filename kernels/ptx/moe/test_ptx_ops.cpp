@@ -141,9 +141,8 @@ double tol_of(const char* op, const char* out) {
 // Every PTX implementation of `op` that runs on this device (sm_80 and sm_90a on a Hopper),
 // so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs three
 // times: the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel in its two
-// builds and with the bulk-store epilogue (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma",
-// "swap", "swapw" and "swapwb" make it fail rather than fall back, so a pass means that kernel
-// ran); gemm_bf16 on sm_90a twice: the
+// builds (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma", "swap" and "swapw" make it fail
+// rather than fall back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
 // cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required). The TMA and
 // split-K kernels run again with their code from the other source (HALCYON_PTX_LOAD: the
 // embedded cubin or the driver's JIT of the PTX), so both ways the launcher may load them pass.
@@ -166,7 +165,6 @@ std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool sp
       v.push_back({i, "swap", nullptr, "cubin"});
       v.push_back({i, "swapw"});                   // cubin on sm_90a
       v.push_back({i, "swapw", nullptr, "ptx"});
-      v.push_back({i, "swapwb"});                  // the bulk-store epilogue build, cubin
     }
     if (i.target == "sm_90a" && splitk_applies) {
       v.push_back({i, "splitk"});                  // cubin on sm_90a
