@@ -248,28 +248,24 @@ int bench_moe(const std::vector<std::string>& args) {
     return run("moe_gate", {{"logits", "logits"}, {"bias", "bias"}, {"topk_ids", "topk_ids"}, {"topk_weights", "topk_weights"}},
                gate_params);
   };
-  const std::map<std::string, std::string> permute_params{
-      {"n_experts", std::to_string(E)}, {"expert_begin", "0"}, {"expert_end", std::to_string(E)}};
-  auto permute = [&] {
+  // write_permuted = false: the plan alone, for the gather path.
+  auto permute_rows = [&](bool write_permuted) {
     return run("moe_permute", {{"x", "x"}, {"topk_ids", "topk_ids"}, {"permuted", "permuted"},
                                {"expert_counts", "expert_counts"}, {"expert_offsets", "expert_offsets"},
                                {"row_to_slot", "row_to_slot"}, {"slot_to_row", "slot_to_row"}, {"num_rows", "num_rows"}},
-               permute_params);
+               {{"n_experts", std::to_string(E)},
+                {"expert_begin", "0"},
+                {"expert_end", std::to_string(E)},
+                {"write_permuted", write_permuted ? "true" : "false"}});
   };
+  auto permute = [&] { return permute_rows(true); };
   auto swiglu = [&] {
     return run("moe_grouped_gemm_swiglu", {{"a", "permuted"}, {"w_gate_up", "w_gate_up"},
                                            {"expert_offsets", "expert_offsets"}, {"out", "h"}});
   };
   // The gather path: the plan without the row copy, then the SwiGLU GEMM reading x's rows
   // through row_to_slot.
-  auto permute_plan_only = [&] {
-    auto params = permute_params;
-    params["write_permuted"] = "false";
-    return run("moe_permute", {{"x", "x"}, {"topk_ids", "topk_ids"}, {"permuted", "permuted"},
-                               {"expert_counts", "expert_counts"}, {"expert_offsets", "expert_offsets"},
-                               {"row_to_slot", "row_to_slot"}, {"slot_to_row", "slot_to_row"}, {"num_rows", "num_rows"}},
-               params);
-  };
+  auto permute_plan_only = [&] { return permute_rows(false); };
   auto swiglu_gather = [&] {
     return run("moe_grouped_gemm_swiglu_gather", {{"x", "x"}, {"w_gate_up", "w_gate_up"},
                                                   {"expert_offsets", "expert_offsets"}, {"row_to_slot", "row_to_slot"},

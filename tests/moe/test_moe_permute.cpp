@@ -28,7 +28,8 @@ std::vector<bf16> token_rows(int64_t T, int64_t H) {
 }
 
 Permuted permute(const std::vector<bf16>& x, const std::vector<int32_t>& ids, int64_t T,
-                 int64_t K, int64_t H, int64_t E, int64_t e0, int64_t e1) {
+                 int64_t K, int64_t H, int64_t E, int64_t e0, int64_t e1,
+                 bool write_permuted = true) {
   Permuted p;
   p.rows.assign(T * K * H, kPoison);
   p.counts.assign(e1 - e0, -7);
@@ -37,7 +38,7 @@ Permuted permute(const std::vector<bf16>& x, const std::vector<int32_t>& ids, in
   p.slot_to_row.assign(T * K, -7);
   const auto s = moe_permute(x.data(), ids.data(), T, K, H, E, e0, e1, p.rows.data(),
                              p.counts.data(), p.offsets.data(), p.row_to_slot.data(),
-                             p.slot_to_row.data(), &p.num_rows);
+                             p.slot_to_row.data(), &p.num_rows, write_permuted);
   REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message()));
   return p;
 }
@@ -183,16 +184,7 @@ TEST_CASE("moe_permute: write_permuted = false runs the plan alone") {
   const auto x = token_rows(T, H);
   for (auto [e0, e1] : {std::pair<int64_t, int64_t>{0, E}, {1, 4}, {3, 3}}) {
     const auto whole = permute(x, ids, T, K, H, E, e0, e1);
-    Permuted p;
-    p.rows.assign(T * K * H, kPoison);
-    p.counts.assign(e1 - e0, -7);
-    p.offsets.assign(e1 - e0 + 1, -7);
-    p.row_to_slot.assign(T * K, -7);
-    p.slot_to_row.assign(T * K, -7);
-    REQUIRE(moe_permute(x.data(), ids.data(), T, K, H, E, e0, e1, p.rows.data(), p.counts.data(),
-                        p.offsets.data(), p.row_to_slot.data(), p.slot_to_row.data(), &p.num_rows,
-                        /*write_permuted=*/false)
-                .ok());
+    auto p = permute(x, ids, T, K, H, E, e0, e1, /*write_permuted=*/false);
     CHECK(p.num_rows == whole.num_rows);
     CHECK(p.counts == whole.counts);
     CHECK(p.offsets == whole.offsets);

@@ -1,6 +1,5 @@
 // MoeLayer on the CPU against the layer computed directly with the reference code, and
 // expert parallelism: two ranks' partial outputs add up to the whole layer.
-#include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/moe_layer.hpp>
 #include <halcyon/runtime/moe_reference.hpp>
 
@@ -8,26 +7,14 @@
 #include <cstdlib>
 #include <random>
 
-#include "test_support.hpp"
+#include "runtime_test_support.hpp"
 
 using namespace halcyon::rt;
+using test::random_bf16;
 using test::unwrap;
+using test::upload;
 
 namespace {
-
-std::vector<uint16_t> random_bf16(size_t n, float scale, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = halcyon::ref::float_to_bf16(u(rng)).bits;
-  return v;
-}
-
-template <typename T>
-Tensor upload(const halcyon::Device& d, const halcyon::Stream& s, DType dt, std::vector<int64_t> shape, const std::vector<T>& v) {
-  auto t = unwrap(make_tensor(d, dt, std::move(shape)));
-  unwrap(s.write(t.buffer, 0, v.data(), v.size() * sizeof(T)));
-  return t;
-}
 
 struct Setup {
   MoeLayerConfig c;

@@ -1,29 +1,20 @@
 // The gather form of the SwiGLU grouped GEMM and moe_permute's write_permuted through run_op
 // on the CPU device: the contracts' names, the same bits as permute + swiglu, and bad calls
 // refused with messages that name the tensor.
-#include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/op.hpp>
 
 #include <random>
 
-#include "test_support.hpp"
+#include "runtime_test_support.hpp"
 
 using namespace halcyon::rt;
+using test::random_bf16;
 using test::unwrap;
+using test::upload;
 
 namespace {
 
 using Tensors = std::map<std::string, Tensor, std::less<>>;
-
-template <typename T>
-Tensor upload(const halcyon::Device& d, const halcyon::Stream& s, DType dt, std::vector<int64_t> shape,
-              const std::vector<T>& v) {
-  auto t = unwrap(make_tensor(d, dt, std::move(shape)));
-  REQUIRE(t.bytes() == v.size() * sizeof(T));
-  unwrap(s.write(t.buffer, 0, v.data(), v.size() * sizeof(T)));
-  unwrap(s.synchronize());  // the write may read `v` later, and callers pass temporaries
-  return t;
-}
 
 template <typename T>
 std::vector<T> download(const halcyon::Stream& s, const Tensor& t) {
@@ -37,13 +28,6 @@ Tensor poisoned(const halcyon::Device& d, const halcyon::Stream& s, DType dt, st
   auto t = unwrap(make_tensor(d, dt, std::move(shape)));
   unwrap(s.fill(t.buffer, 0, t.bytes(), uint8_t(0xFF)));
   return t;
-}
-
-std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = halcyon::ref::float_to_bf16(u(rng)).bits;
-  return v;
 }
 
 bool all_poison(const std::vector<uint16_t>& v) {
@@ -109,9 +93,9 @@ TEST_CASE("moe_grouped_gemm_swiglu_gather on the cpu: the same bits as moe_permu
   std::mt19937 rng(3);
   std::vector<int32_t> ids(static_cast<size_t>(TK));
   for (auto& id : ids) id = std::uniform_int_distribution<int32_t>(0, int32_t(E - 1))(rng);
-  Tensors t{{"x", upload(dev, s, DType::bf16, {T, H}, random_bf16(size_t(T * H), rng))},
+  Tensors t{{"x", upload(dev, s, DType::bf16, {T, H}, random_bf16(size_t(T * H), 1.0f, rng))},
             {"topk_ids", upload(dev, s, DType::i32, {T, K}, ids)},
-            {"w_gate_up", upload(dev, s, DType::bf16, {EL, H, 2 * I}, random_bf16(size_t(EL * H * 2 * I), rng))}};
+            {"w_gate_up", upload(dev, s, DType::bf16, {EL, H, 2 * I}, random_bf16(size_t(EL * H * 2 * I), 1.0f, rng))}};
   const std::map<std::string, std::string> permute_params{
       {"n_experts", std::to_string(E)}, {"expert_begin", std::to_string(e0)}, {"expert_end", std::to_string(e1)}};
   auto permute = [&](bool write) {
@@ -160,8 +144,8 @@ TEST_CASE("moe_grouped_gemm_swiglu_gather on the cpu: bad calls are refused and 
   auto s = unwrap(dev.create_stream());
   const int64_t T = 3, K = 2, H = 8, I = 4, EL = 2, R = 5;
   std::mt19937 rng(1);
-  Tensors t{{"x", upload(dev, s, DType::bf16, {T, H}, random_bf16(size_t(T * H), rng))},
-            {"w_gate_up", upload(dev, s, DType::bf16, {EL, H, 2 * I}, random_bf16(size_t(EL * H * 2 * I), rng))},
+  Tensors t{{"x", upload(dev, s, DType::bf16, {T, H}, random_bf16(size_t(T * H), 1.0f, rng))},
+            {"w_gate_up", upload(dev, s, DType::bf16, {EL, H, 2 * I}, random_bf16(size_t(EL * H * 2 * I), 1.0f, rng))},
             {"expert_offsets", upload(dev, s, DType::i32, {EL + 1}, std::vector<int32_t>{0, 2, 4})},
             {"row_to_slot", upload(dev, s, DType::i32, {R}, std::vector<int32_t>{5, 0, 3, 3, -1})},
             {"out", poisoned(dev, s, DType::bf16, {R, I})}};

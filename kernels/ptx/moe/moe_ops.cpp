@@ -303,11 +303,12 @@ Status moe_permute(rt::OpContext& ctx) {
   const bool write = T > 0 && K > 0 && ctx.params().b("write_permuted");
   const bool spread = EL > 0 && how != "one" && how != "two";
   const bool fused = spread && write && H % 8 == 0;
-  int64_t B = 1, per_block = std::max<int64_t>(slots, 1);
+  const int64_t some_slots = std::max<int64_t>(slots, 1);  // T * K = 0 still runs one plan block
+  int64_t B = 1, per_block = some_slots;
   if (spread) {
     const int64_t unit = std::lcm<int64_t>(32, std::max<int64_t>(K, 1));  // whole tokens, whole warp groups of slots
-    per_block = ceil_div(ceil_div(std::max<int64_t>(slots, 1), std::max<int64_t>(1, dev->compute_units)), unit) * unit;
-    B = ceil_div(std::max<int64_t>(slots, 1), per_block);
+    per_block = ceil_div(ceil_div(some_slots, std::max<int64_t>(1, dev->compute_units)), unit) * unit;
+    B = ceil_div(some_slots, per_block);
   } else if (how == "two" && slots > 2048 && EL > 0) {
     B = std::min<int64_t>(128, ceil_div(slots, 1024));
     per_block = ceil_div(ceil_div(slots, B), 32) * 32;

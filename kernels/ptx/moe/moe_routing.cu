@@ -474,6 +474,30 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
                      expert_begin, EL, per_block);
 }
 
+// Copies token row `src` (H % 8 == 0) to its K permuted rows `rows` (entries < 0 skipped): this
+// thread's 16-byte chunks are first, first + step, ...; CH of them are loaded before any store.
+template <int CH>
+__device__ __forceinline__ void copy_token_row(const unsigned short* __restrict__ src_row, const int* __restrict__ rows,
+                                               long long K, unsigned short* __restrict__ permuted, long long H,
+                                               long long first, long long step) {
+  const uint4* src = reinterpret_cast<const uint4*>(src_row);
+  const long long n = H >> 3;
+  for (long long c0 = first; c0 < n; c0 += CH * step) {
+    uint4 v[CH];
+#pragma unroll
+    for (int q = 0; q < CH; ++q)
+      if (c0 + q * step < n) v[q] = src[c0 + q * step];
+    for (long long k = 0; k < K; ++k) {
+      const int r = rows[k];
+      if (r < 0) continue;
+      uint4* dst = reinterpret_cast<uint4*>(permuted + (long long)r * H);
+#pragma unroll
+      for (int q = 0; q < CH; ++q)
+        if (c0 + q * step < n) dst[c0 + q * step] = v[q];
+    }
+  }
+}
+
 // moe_permute in one launch: the plan as above, with per_block a multiple of K, so that a block
 // owns the slots of whole tokens; then the block copies those tokens' rows (each warp a token:
 // its row read once, 8 chunks of 16 bytes a lane in flight, written to each of its slots' rows).
@@ -491,25 +515,8 @@ extern "C" __global__ void hc_moe_permute_fused(const int* __restrict__ topk_ids
   const long long bs0 = blockIdx.x * per_block;
   const long long bs1 = bs0 + per_block < slots ? bs0 + per_block : slots;
   const int lane = threadIdx.x & 31, W = blockDim.x >> 5;
-  const long long n = H >> 3;
-  for (long long t = bs0 / K + (threadIdx.x >> 5); t < bs1 / K; t += W) {
-    const uint4* src = reinterpret_cast<const uint4*>(x + t * H);
-    const int* rows = slot_to_row + t * K;
-    for (long long c0 = lane; c0 < n; c0 += 8 * 32) {
-      uint4 v[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q)
-        if (c0 + q * 32 < n) v[q] = src[c0 + q * 32];
-      for (long long k = 0; k < K; ++k) {
-        const int r = rows[k];
-        if (r < 0) continue;
-        uint4* dst = reinterpret_cast<uint4*>(permuted + (long long)r * H);
-#pragma unroll
-        for (int q = 0; q < 8; ++q)
-          if (c0 + q * 32 < n) dst[c0 + q * 32] = v[q];
-      }
-    }
-  }
+  for (long long t = bs0 / K + (threadIdx.x >> 5); t < bs1 / K; t += W)
+    copy_token_row<8>(x + t * H, slot_to_row + t * K, K, permuted, H, lane, 32);
 }
 
 // moe_permute, step 2: one block per token reads its row once and writes it to each of its
@@ -522,23 +529,7 @@ extern "C" __global__ void hc_moe_permute_scatter(const unsigned short* __restri
   if (t >= T) return;
   const int* rows = slot_to_row + t * K;
   if ((H & 7) == 0) {
-    const uint4* src = reinterpret_cast<const uint4*>(x + t * H);
-    const long long n = H >> 3;
-    const long long step = blockDim.x;
-    for (long long c0 = threadIdx.x; c0 < n; c0 += 4 * step) {
-      uint4 v[4];  // four chunks in flight before the stores
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if (c0 + q * step < n) v[q] = src[c0 + q * step];
-      for (long long k = 0; k < K; ++k) {
-        const int r = rows[k];
-        if (r < 0) continue;
-        uint4* dst = reinterpret_cast<uint4*>(permuted + (long long)r * H);
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          if (c0 + q * step < n) dst[c0 + q * step] = v[q];
-      }
-    }
+    copy_token_row<4>(x + t * H, rows, K, permuted, H, threadIdx.x, blockDim.x);  // four chunks in flight
   } else {
     for (long long c = threadIdx.x; c < H; c += blockDim.x) {
       const unsigned short v = x[t * H + c];

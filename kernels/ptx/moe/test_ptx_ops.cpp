@@ -152,27 +152,34 @@ struct Variant {
   const char* split = nullptr;  // HALCYON_PTX_SM90_SPLITK (cluster size of the split-K kernel); unset if null
   const char* load = nullptr;   // HALCYON_PTX_LOAD (ptx or cubin); unset if null: the launcher's choice
 };
-std::vector<Variant> ptx_impls(const char* op, bool tma_applies = false, bool splitk_applies = false) {
+// The ways an sm_90a kernel is forced: (HALCYON_PTX_SM90_GEMM, HALCYON_PTX_LOAD), the load
+// unset meaning the launcher's choice (the cubin for tma, swapw and splitk; the JIT for swap).
+using Sm90Ways = std::vector<std::pair<const char*, const char*>>;
+const Sm90Ways kGroupedWays = {{"tma", nullptr},  {"tma", "ptx"},    {"swap", nullptr},
+                               {"swap", "cubin"}, {"swapw", nullptr}, {"swapw", "ptx"}};
+const Sm90Ways kSplitkWays = {{"splitk", nullptr}, {"splitk", "ptx"}};
+const Sm90Ways kGatherWays = {{"swapw", nullptr}, {"swapw", "ptx"}};
+
+// Every PTX implementation of `op` that runs here, as "basic" (on sm_90a: the cp.async kernel),
+// and on sm_90a also forced each way of `sm90`.
+std::vector<Variant> ptx_impls(const char* op, const Sm90Ways& sm90 = {}) {
   const std::string arch = ok(device().info()).arch;
   std::vector<Variant> v;
   for (auto& i : rt::impls_of(op)) {
     if (i.format != HAL_MODULE_PTX || !rt::target_runs_on(i.format, i.target, arch)) continue;
-    v.push_back({i, "basic"});  // on sm_90a: the cp.async wgmma kernel
-    if (i.target == "sm_90a" && tma_applies) {
-      v.push_back({i, "tma"});                     // cubin on sm_90a
-      v.push_back({i, "tma", nullptr, "ptx"});
-      v.push_back({i, "swap"});                    // JIT-compiled PTX
-      v.push_back({i, "swap", nullptr, "cubin"});
-      v.push_back({i, "swapw"});                   // cubin on sm_90a
-      v.push_back({i, "swapw", nullptr, "ptx"});
-    }
-    if (i.target == "sm_90a" && splitk_applies) {
-      v.push_back({i, "splitk"});                  // cubin on sm_90a
-      v.push_back({i, "splitk", nullptr, "ptx"});
-    }
+    v.push_back({i, "basic"});
+    if (i.target == "sm_90a")
+      for (auto& [gemm, load] : sm90) v.push_back({i, gemm, nullptr, load});
   }
   REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", arch);
   return v;
+}
+
+// Rows [live, R) of an [R, cols] output still hold the 0xffff poison.
+void check_rows_untouched(const std::vector<uint16_t>& out, int64_t live, int64_t R, int64_t cols) {
+  bool untouched = true;
+  for (int64_t i = live * cols; i < R * cols; ++i) untouched = untouched && out[i] == 0xffff;
+  CHECK_MESSAGE(untouched, "rows past expert_offsets[EL] were written");
 }
 
 // Runs one implementation directly, bound as run_op binds it.
@@ -229,7 +236,7 @@ void gemm_case(int64_t M, int64_t N, int64_t K, uint32_t seed) {
   std::vector<float> want(M * N);
   ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, 0, M);
   // The split-K kernel needs 16-byte aligned rows (and tensor maps).
-  for (auto& impl : ptx_impls("gemm_bf16", false, K % 8 == 0 && N % 8 == 0)) {
+  for (auto& impl : ptx_impls("gemm_bf16", K % 8 == 0 && N % 8 == 0 ? kSplitkWays : Sm90Ways{})) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
     CAPTURE(impl.load);
@@ -588,7 +595,7 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
              toff = upload(rt::DType::i32, {EL + 1}, off);
   // The TMA kernel needs 16-byte aligned rows (and a device that makes tensor maps: sm_90).
   const bool tma = Kd % 8 == 0 && ldb % 8 == 0 && Nd % 8 == 0;
-  for (auto& impl : ptx_impls(op, tma)) {
+  for (auto& impl : ptx_impls(op, tma ? kGroupedWays : Sm90Ways{})) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
     CAPTURE(impl.load);
@@ -636,11 +643,7 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
       }
     }
     check_close("out", got, want, tol_of(op, "out"));
-    if (live < R) {  // rows past offsets[EL]: still the poison
-      bool untouched = true;
-      for (int64_t i = live * Nd; i < R * Nd; ++i) untouched = untouched && out[i] == 0xffff;
-      CHECK_MESSAGE(untouched, "rows past expert_offsets[EL] were written");
-    }
+    if (live < R) check_rows_untouched(out, live, R, Nd);
   }
 }
 
@@ -710,18 +713,7 @@ void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64
                                     reinterpret_cast<ref::bf16*>(want.data() + i * I)));
   }
   const bool tma = H % 8 == 0 && I % 8 == 0;
-  const std::string arch = ok(device().info()).arch;
-  std::vector<Variant> variants;
-  for (auto& impl : rt::impls_of(op)) {
-    if (impl.format != HAL_MODULE_PTX || !rt::target_runs_on(impl.format, impl.target, arch)) continue;
-    variants.push_back({impl, "basic"});
-    if (impl.target == "sm_90a" && tma) {
-      variants.push_back({impl, "swapw"});
-      variants.push_back({impl, "swapw", nullptr, "ptx"});
-    }
-  }
-  REQUIRE_MESSAGE(!variants.empty(), "no PTX implementation of ", op, " runs on ", arch);
-  for (auto& v : variants) {
+  for (auto& v : ptx_impls(op, tma ? kGatherWays : Sm90Ways{})) {
     CAPTURE(v.impl.target);
     CAPTURE(v.sm90_gemm);
     CAPTURE(v.load);
@@ -733,11 +725,7 @@ void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64
     for (int64_t r : rows)
       for (int64_t j = 0; j < I; ++j) got.push_back(bf(out[r * I + j]));
     check_close("out", got, widen_bf16(want), tol_of(op, "out"));
-    if (live < R) {
-      bool untouched = true;
-      for (int64_t i = live * I; i < R * I; ++i) untouched = untouched && out[i] == 0xffff;
-      CHECK_MESSAGE(untouched, "rows past expert_offsets[EL] were written");
-    }
+    if (live < R) check_rows_untouched(out, live, R, I);
   }
 }
 
