@@ -77,6 +77,8 @@ int run(const std::vector<std::string>& args) {
                i->compute_units, i->simd_width, bytes(i->memory_bytes), bytes(i->max_shared_per_block),
                i->max_threads_per_block, i->clock_khz ? fmt::format(", clock {} MHz", i->clock_khz / 1000) : "");
     if (i->l2_cache_bytes) fmt::print("                 L2 {}\n", bytes(i->l2_cache_bytes));
+    if (i->memory_bytes_per_s)
+      fmt::print("                 memory bandwidth {:.2f} TB/s (peak)\n", double(i->memory_bytes_per_s) / 1e12);
     fmt::print("                 capabilities: {}\n", i->capabilities);
   }
   if (uris->empty()) fmt::print("  none\n");

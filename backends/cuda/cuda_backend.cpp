@@ -276,6 +276,9 @@ hal_error* cuda_device_info(CudaDevice* dv, hal_device_info* info) {
     info->max_threads_per_block = uint32_t(attr(dv, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
     info->clock_khz = uint32_t(attr(dv, CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
     info->l2_cache_bytes = uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE));
+    // Double data rate: two transfers per memory clock over the bus.
+    info->memory_bytes_per_s = uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)) * 1000 * 2 *
+                               uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)) / 8;
     std::string caps = "module.ptx module.cubin events.timing memory.host_pinned";
     if (dv->pool) caps += " memory.stream_ordered";
     if (dv->backend->cache.enabled()) caps += " ptx.jit_cache";

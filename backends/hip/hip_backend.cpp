@@ -177,6 +177,9 @@ hal_error* hip_device_info(HipDevice* d, hal_device_info* info) {
   info->max_threads_per_block = uint32_t(attribute(s, hipDeviceAttributeMaxThreadsPerBlock, d->index));
   info->clock_khz = uint32_t(attribute(s, hipDeviceAttributeClockRate, d->index));
   info->l2_cache_bytes = uint64_t(attribute(s, hipDeviceAttributeL2CacheSize, d->index));
+  // Double data rate: two transfers per memory clock (kHz) over the bus (bits).
+  info->memory_bytes_per_s = uint64_t(attribute(s, hipDeviceAttributeMemoryClockRate, d->index)) * 1000 * 2 *
+                             uint64_t(attribute(s, hipDeviceAttributeMemoryBusWidth, d->index)) / 8;
   std::snprintf(info->capabilities, sizeof info->capabilities, "module.hsaco events.timing%s",
                 s.hipExtStreamCreateWithCUMask ? " partition.cu_mask partition.enforced" : "");
   return nullptr;

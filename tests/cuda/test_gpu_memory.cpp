@@ -26,6 +26,9 @@ TEST_CASE("cuda: device info describes the GPU") {
   CHECK(i.max_shared_per_block >= 48 * 1024);
   CHECK(i.max_threads_per_block >= 1024);
   CHECK(i.l2_cache_bytes > 0);
+  // Peak bandwidth from clock and bus width: between 100 GB/s and 100 TB/s for any NVIDIA GPU.
+  CHECK(i.memory_bytes_per_s > 100'000'000'000ull);
+  CHECK(i.memory_bytes_per_s < 100'000'000'000'000ull);
   CHECK(dev.has("module.ptx"));
   CHECK(dev.has("module.cubin"));
   CHECK_FALSE(dev.has("module.host"));

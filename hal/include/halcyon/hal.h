@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 1
+#define HAL_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -190,9 +190,12 @@ typedef struct hal_device_info {
   uint32_t reserved0;
   char capabilities[512];         /* space-separated tags: "module.ptx partition.enforced fp8" */
   uint64_t l2_cache_bytes;
+  /* ABI 1.2: peak device-memory bandwidth in bytes per second, from the memory clock and bus
+   * width the driver reports (what a kernel can approach, not a measurement); 0 = unknown. */
+  uint64_t memory_bytes_per_s;
 } hal_device_info;
 #define HAL_DEVICE_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_device_info, next)
-#define HAL_DEVICE_INFO_SIZE HAL_SIZE_THROUGH(hal_device_info, l2_cache_bytes)
+#define HAL_DEVICE_INFO_SIZE HAL_SIZE_THROUGH(hal_device_info, memory_bytes_per_s)
 
 /* uri: "cpu", "cpu:0", "cuda:1", "hip:0", "ze:0", "amdgpu-sim:gfx942". A scheme without an
  * index means device 0. */
