@@ -29,6 +29,12 @@ for w in $what; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $T" | tee -a "$log"
         timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens "$T" --json "$OUT/bench_$T.json" 2>&1 | tee -a "$log"
       done ;;
+    bench-copy)  # the layer on the permuted copy instead of the gather path, for comparison
+      echo "\$ HALCYON_MOE_GATHER=0 halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
+      HALCYON_MOE_GATHER=0 timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_copy.json" 2>&1 | tee -a "$log" ;;
+    demo)
+      echo "\$ halcyon demo --iters 5" | tee -a "$log"
+      timeout 200 "$B/bin/halcyon" demo --iters 5 2>&1 | tail -30 | tee -a "$log" ;;
     bench-basic)  # the cp.async Hopper GEMM instead of the TMA one, for comparison
       echo "\$ HALCYON_PTX_SM90_GEMM=basic halcyon bench moe --device cuda:0 --tokens 4096" | tee -a "$log"
       HALCYON_PTX_SM90_GEMM=basic timeout 100 "$B/bin/halcyon" bench moe --device cuda:0 --tokens 4096 --json "$OUT/bench_basic.json" 2>&1 | tee -a "$log" ;;

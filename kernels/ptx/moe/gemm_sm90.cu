@@ -480,12 +480,19 @@ struct SwapRings {
 
 // The gather build (moe_grouped_gemm_swiglu_gather): row r of the tokens is token row
 // row_to_slot[r] / topk of x [T, K]. Hopper's TMA has no row gather, and a TMA copy per row
-// (1-row boxes) was 3x slower than the kernel on permuted rows (docs/PERFORMANCE.md), so the
-// whole producer warpgroup copies them with cp.async: 16-byte chunks placed as the 128-byte
-// swizzle places them, zeros for padding rows and for slots outside [0, T * topk), completed by
-// an async arrive per lane on the slot's full barrier (128 arrivals); thread 0 also issues the
-// weights. Each warp keeps its own table of the tile's token rows (rows_generic).
-constexpr int S_GATHER_WARPS = 4;
+// (1-row boxes) was 3x slower than the kernel on permuted rows (docs/PERFORMANCE.md), so
+// S_GATHER_WARPS producer warps (the first S_GATHER_WARPS / 4 warpgroups) copy them with
+// cp.async: 16-byte chunks placed as the 128-byte swizzle places them, zeros for padding rows
+// and for slots outside [0, T * topk), completed by an async arrive per lane on the slot's full
+// barrier (32 * S_GATHER_WARPS arrivals); thread 0 also issues the weights. Each warp keeps its
+// own table of the tile's token rows (rows_generic). The kernel's time fell with each gathering
+// warp (H100, 4096 tokens: 1 warp 11.9 ms, 3: 6.3, 4: 5.9, 8: 5.6, level with the kernel on
+// permuted rows there), so it has two producer warpgroups (512 threads; the consumers then take
+// 216 registers, not 232). It still moves no more than ~20 GB/s of weights per SM (~1.6 us per
+// k-step) on an H100 and an H200 alike, where the kernel on permuted rows reaches ~30 GB/s on
+// the H200: so the layer takes the gather path only where memory is slow per SM (MoeLayer,
+// moe_gather_path).
+constexpr int S_GATHER_WARPS = 8, S_GATHER_THREADS = 256 + 32 * S_GATHER_WARPS;
 struct SwapGather {
   const unsigned short* x;
   const int* row_to_slot;
@@ -698,6 +705,8 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
                                                   const int* offsets, void* out, long long R, long long K, long long N,
                                                   long long EL, const SwapGather& gather = {}) {
   static_assert(!GATHER || WS, "the gather build has a producer warpgroup");
+  constexpr int NTHREADS = GATHER ? S_GATHER_THREADS : WS ? S_WS_THREADS : S_THREADS;
+  constexpr int PRODUCER_WGS = GATHER ? S_GATHER_WARPS / 4 : WS ? 1 : 0;
   constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
   constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -718,16 +727,18 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
     for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  TileMap map = build_tile_map<WS ? S_WS_THREADS : S_THREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + 16,
+  // The tile map follows the scan's scratch: NTHREADS / 32 + 1 ints (16 or 32 of them).
+  constexpr int SCRATCH = NTHREADS / 32 + 1 <= 16 ? 16 : 32;
+  TileMap map = build_tile_map<NTHREADS, S_TN>(offsets, R, n_experts, n_tiles, ints + SCRATCH,
                                                                      ints);  // syncs
-  // The gather build's row table follows the tile map's 16 + 2 (EL + 1) ints.
-  int* rows_s = ints + 16 + 2 * (n_experts + 1);
+  // The gather build's row tables follow the tile map's 2 (EL + 1) ints.
+  int* rows_s = ints + SCRATCH + 2 * (n_experts + 1);
   const int total = map.first[n_experts];
   const int k_tiles = (int)((K + 63) / 64);
   const int wg = threadIdx.x >> 7;
-  const int cg = WS ? wg - 1 : wg;
+  const int cg = wg - PRODUCER_WGS;
   SwapProducer prod;
-  const int gw = GATHER && threadIdx.x < 128 ? (int)(threadIdx.x >> 5) : -1;
+  const int gw = GATHER && threadIdx.x < 32 * S_GATHER_WARPS ? (int)(threadIdx.x >> 5) : -1;
   const bool producer = WS ? (threadIdx.x == 0 || threadIdx.x == 32 || gw >= 0) : threadIdx.x == 0;
   if (producer) {
     if (!GATHER) {
@@ -749,11 +760,14 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
     prod.N = N;
     prod.start(blockIdx.x);
   }
-  if (WS && wg == 0) {
+  if (WS && wg < PRODUCER_WGS) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (producer) prod.run<EPI>(r, threadIdx.x == 32);  // thread 32: weights, thread 0 (gather: warp 0): tokens
   } else {
-    if (WS) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    // 2 x 128 x 232 + 128 x 40 registers with one producer warpgroup, 2 x 128 x 216 + 256 x 40
+    // with two: at most 64 K.
+    if (WS && !GATHER) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    if (GATHER) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n");
     float d0[S_TN / 2], d1[S_TN / 2];
     uint32_t it = 0;
     for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
@@ -812,9 +826,9 @@ HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swap, hc::kStoreBf16, false, hc::S_THREADS)
 HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swapw, hc::kSwigluBf16, true, hc::S_WS_THREADS)
 HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapw, hc::kStoreBf16, true, hc::S_WS_THREADS)
 
-// moe_grouped_gemm_swiglu_gather on sm_90a: the warp-specialized swap-AB kernel whose
-// producer warpgroup gathers the token rows of x through row_to_slot (SwapGather); tb as above.
-extern "C" __global__ void __launch_bounds__(hc::S_WS_THREADS, 1)
+// moe_grouped_gemm_swiglu_gather on sm_90a: the warp-specialized swap-AB kernel whose two
+// producer warpgroups gather the token rows of x through row_to_slot (SwapGather); tb as above.
+extern "C" __global__ void __launch_bounds__(hc::S_GATHER_THREADS, 1)
     hc_moe_gemm_swiglu_gather_sm90swapw(const __grid_constant__ hc::TensorMap tb, const unsigned short* x,
                                         const int* row_to_slot, const int* offsets, void* out, long long R,
                                         long long K, long long N, long long EL, long long topk, long long T) {

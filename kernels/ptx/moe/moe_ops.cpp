@@ -65,6 +65,8 @@ constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
 // The swap-AB kernel (grouped_gemm_swap): 256 threads, tiles of up to 176 tokens x 256 weight
 // columns; 4 slots of 22 KB (tokens) + 32 KB (weights), two mbarriers per slot and ring.
 constexpr int kSwapTn = 176, kSwapBn = 256, kSwapThreads = 256, kSwapWsThreads = 384;
+// Its gather build (gemm_sm90.cu, S_GATHER_WARPS): two producer warpgroups of gathering warps.
+constexpr int kSwapGatherWarps = 8, kSwapGatherThreads = 256 + 32 * kSwapGatherWarps;
 constexpr uint32_t kSwapRingBytes = 4 * (kSwapTn * 128 + 4 * 64 * 64 * 2) + 4 * 4 * 8;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
@@ -399,8 +401,9 @@ Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
   const Sm90Gemm mode = sm90_gemm();
   hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
   if (hopper && mode != Sm90Gemm::kBasic && (mode == Sm90Gemm::kSwapWs || cubin_applies(*dev, kSm90.image))) {
-    // The tile map, then a row table per gather warp (gemm_sm90.cu, S_GATHER_WARPS).
-    const uint64_t shared = 1024 + kSwapRingBytes + uint64_t(16 + 2 * (EL + 1) + 4 * kSwapTn) * 4;
+    // The tile scan's scratch (32 ints for 16 warps), the tile map, then a row table per
+    // gather warp (gemm_sm90.cu, S_GATHER_WARPS).
+    const uint64_t shared = 1024 + kSwapRingBytes + uint64_t(32 + 2 * (EL + 1) + kSwapGatherWarps * kSwapTn) * 4;
     std::string why;
     if (H % 8 || I % 8 || g.x % 16 || g.b % 16 || g.out % 16)
       why = fmt::format("rows are not 16-byte aligned (H = {}, I = {})", H, I);
@@ -419,7 +422,7 @@ Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
       auto k = kernel(ctx, *dev, kSm90.image, "hc_moe_gemm_swiglu_gather_sm90swapw", CodeFrom::kCubinIfExact);
       if (!k) return k.error();
       const int64_t grid = std::min<int64_t>((ceil_div(R, kSwapTn) + EL) * n_tiles, dev->compute_units);
-      return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(kSwapWsThreads)}, uint32_t(shared), [&](ArgPack& a) {
+      return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(kSwapGatherThreads)}, uint32_t(shared), [&](ArgPack& a) {
         a.value(*tb).value(g.x).value(g.row_to_slot).value(g.offsets).value(g.out).value(g.R).value(g.K);
         a.value(g.N).value(g.EL).value(g.topk).value(g.T);
       });
