@@ -5,9 +5,9 @@
 // projection reads the rows straight from x through row_to_slot instead
 // (moe_grouped_gemm_swiglu_gather), and moe_permute runs with write_permuted=false: the
 // permuted copy of x (T*K rows of H) is never written. The gather path is the default where
-// it pays (the CPU; see moe_gather_path); HALCYON_MOE_GATHER=1 chooses it wherever the device
-// implements the gather op, =0 never. Both paths compute the same rows (on the CPU the same
-// bits). Expert parallelism: only the local experts [expert_begin, expert_begin +
+// it pays (the CPU, and Hopper GPUs of little memory bandwidth per SM; see moe_gather_path);
+// HALCYON_MOE_GATHER=1 chooses it wherever the device implements the gather op, =0 never.
+// Both paths compute the same rows (on the CPU the same bits). Expert parallelism: only the local experts [expert_begin, expert_begin +
 // local_experts) have weights here; tokens routed elsewhere contribute nothing to this rank's
 // output.
 #pragma once
@@ -44,9 +44,10 @@ struct MoeLayerWeights {
 
 // Whether a layer on `device` takes the gather path (see above): the device implements
 // moe_grouped_gemm_swiglu_gather, and HALCYON_MOE_GATHER=1, or it is unset and that
-// implementation is the host one (on Hopper the gather GEMM was slower at 4096 tokens than the
-// copy it saves). Read when a layer is created; tools that time the layer's stages use it to
-// time the same ones.
+// implementation is the host one, or the PTX sm_90a one on a device whose peak memory
+// bandwidth per SM is at most 28 GB/s (an H100 SXM: yes; an H200: no; elsewhere the gather GEMM
+// has not been shown to beat the copy it saves). Read when a layer is created; tools that time
+// the layer's stages use it to time the same ones.
 bool moe_gather_path(const Device& device);
 
 // Milliseconds per stage of the last forward() that asked for times. On the gather path,
