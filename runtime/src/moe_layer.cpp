@@ -21,27 +21,31 @@ Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<
 
 }  // namespace
 
+bool moe_gather_pays(const OpImpl& impl, uint64_t memory_bytes_per_s, uint32_t compute_units) {
+  // On the CPU it saves the copy outright.
+  if (impl.format == HAL_MODULE_HOST) return true;
+  // Hopper (the PTX sm_90a implementation): the gather GEMM gathers the token rows with
+  // cp.async (no TMA row gather before Blackwell), and whatever the memory it streams at most
+  // ~20 GB/s of weights per SM (~1.6 us per 32 KB k-step: 15 GB in 5.3-5.6 ms on 132 SMs of an
+  // H100 and of an H200), while the GEMM on permuted rows streams them at ~80% of the memory's
+  // peak. So the gather path pays where the peak is low per SM: on an H100 (3.35 TB/s, 25 GB/s
+  // per SM) the layer took 8.63-8.64 instead of 8.81-8.83 ms, on an H200 (4.81 TB/s, 37 GB/s
+  // per SM) 8.08 instead of 6.88 ms (4096 tokens, docs/PERFORMANCE.md, 2026-11-23). Break-even
+  // lies near 26 GB/s per SM (20 / 0.8, plus the copy's ~4% of the bytes). The portable PTX
+  // gather kernel has not been measured against the copy: elsewhere the layer keeps it.
+  if (impl.format != HAL_MODULE_PTX || impl.target != "sm_90a") return false;
+  if (!memory_bytes_per_s || !compute_units) return false;
+  return double(memory_bytes_per_s) / compute_units <= 28e9;
+}
+
 bool moe_gather_path(const Device& device) {
   const OpImpl* impl = select_impl(device, "moe_grouped_gemm_swiglu_gather");
   if (!impl) return false;
   const char* env = std::getenv("HALCYON_MOE_GATHER");
   if (env && std::string_view(env) == "0") return false;
   if (env && std::string_view(env) == "1") return true;
-  // Unset: where it is known to pay. On the CPU it saves the copy outright.
-  if (impl->format == HAL_MODULE_HOST) return true;
-  // Hopper (the PTX sm_90a implementation): the gather GEMM gathers the token rows with
-  // cp.async (no TMA row gather before Blackwell), and whatever the memory it streams at most
-  // ~20 GB/s of weights per SM (~1.6 us per 32 KB k-step: 15 GB in 5.6 ms on 132 SMs of an
-  // H100 and of an H200), while the GEMM on permuted rows streams them at ~80% of the memory's
-  // peak. So the gather path pays where the peak is low per SM: on an H100 (3.35 TB/s, 25 GB/s
-  // per SM) the layer took 8.64 instead of 8.83 ms, on an H200 (4.8 TB/s, 37 GB/s per SM) 8.08
-  // instead of 6.88 ms (4096 tokens, docs/PERFORMANCE.md, 2026-11-23). Break-even lies near 26
-  // GB/s per SM (20 / 0.8, plus the copy's ~4% of the bytes). The portable PTX gather kernel has
-  // not been measured against the copy: elsewhere the layer keeps it.
-  if (impl->format != HAL_MODULE_PTX || impl->target != "sm_90a") return false;
   auto info = device.info();
-  if (!info || !info->memory_bytes_per_s || !info->compute_units) return false;
-  return double(info->memory_bytes_per_s) / info->compute_units <= 28e9;
+  return moe_gather_pays(*impl, info ? info->memory_bytes_per_s : 0, info ? info->compute_units : 0);
 }
 
 Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w) {

@@ -110,6 +110,23 @@ TEST_CASE("moe layer: the gather path and the permuted-copy path (HALCYON_MOE_GA
   CHECK(gather == want);
 }
 
+TEST_CASE("moe layer: where the gather path is taken by default (moe_gather_pays)") {
+  OpImpl host{"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HOST, "host", "", 0, nullptr};
+  OpImpl hopper{"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_90a", "", 20, nullptr};
+  OpImpl portable{"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_80", "", 10, nullptr};
+  CHECK(moe_gather_pays(host, 0, 0));  // the CPU: always
+  // The H100 SXM's peak (2619 MHz x 5120 bits x 2) and about the H200's (`halcyon info`: 4.81
+  // TB/s); 132 SMs each.
+  const uint64_t h100 = 3'352'320'000'000ull, h200 = 4'810'000'000'000ull;
+  CHECK(moe_gather_pays(hopper, h100, 132));
+  CHECK_FALSE(moe_gather_pays(hopper, h200, 132));
+  CHECK(moe_gather_pays(hopper, 28'000'000'000ull * 100, 100));  // the threshold itself
+  CHECK_FALSE(moe_gather_pays(hopper, 28'000'000'001ull * 100, 100));
+  CHECK_FALSE(moe_gather_pays(hopper, 0, 132));   // bandwidth unknown: keep the copy
+  CHECK_FALSE(moe_gather_pays(hopper, h100, 0));  // no compute units reported
+  CHECK_FALSE(moe_gather_pays(portable, h100, 132));  // not measured against the copy
+}
+
 TEST_CASE("moe layer: expert-parallel ranks add up to the whole layer") {
   Setup su;
   auto dev = unwrap(halcyon::Device::open("cpu"));

@@ -49,6 +49,10 @@ struct MoeLayerWeights {
 // has not been shown to beat the copy it saves). Read when a layer is created; tools that time
 // the layer's stages use it to time the same ones.
 bool moe_gather_path(const Device& device);
+// The rule moe_gather_path applies when HALCYON_MOE_GATHER is unset: whether the gather path
+// pays with `impl` (the device's moe_grouped_gemm_swiglu_gather) on a device of that peak
+// memory bandwidth (0: unknown) and compute-unit count.
+bool moe_gather_pays(const OpImpl& impl, uint64_t memory_bytes_per_s, uint32_t compute_units);
 
 // Milliseconds per stage of the last forward() that asked for times. On the gather path,
 // `permute` is moe_permute without the row copy and `up` is moe_grouped_gemm_swiglu_gather.
