@@ -358,7 +358,8 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // warpgroup, so that a slot is refilled as soon as its own warpgroup is done (more weights in
 // flight: down 3.08-3.35 ms instead of 2.22-2.25 at 4096 tokens, slower at 128 too), and a
 // narrow build of 128 weight columns x 256 tokens (37-43% of the copy rate).
-// Per k-step of 64, S_SLOTS slots of:
+// Per k-step of 64, S_A_SLOTS token slots and S_B_SLOTS weight slots (4 and 4; 3 and 5 with
+// 144-token tiles was 35% slower on an H200, 2026-11-23) of:
 //   tokens  (22 KB): the tile's rows, rounded up to 16, K-major SW128 (64-row boxes, then 16-row
 //           boxes): the wgmma B operand, not transposed
 //   weights (32 KB): four 64 x 64 boxes (k x 64 columns, MN-major SW128), box 2c + h for consumer
@@ -367,7 +368,8 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // second reads the weights from L2). The accumulators hold D^T (row = weight column, column =
 // token); the epilogue swaps pairs between neighbouring lanes so that each store writes two
 // adjacent output columns of one token.
-constexpr int S_TN = 176, S_BN = 256, S_SLOTS = 4, S_THREADS = 256, S_WS_THREADS = 384;
+constexpr int S_TN = 176, S_BN = 256, S_A_SLOTS = 4, S_B_SLOTS = 4, S_THREADS = 256, S_WS_THREADS = 384;
+constexpr int S_MIN_SLOTS = S_A_SLOTS < S_B_SLOTS ? S_A_SLOTS : S_B_SLOTS;
 constexpr int S_A_SLOT_BYTES = S_TN * 128, S_B_SLOT_BYTES = 4 * BOX_BYTES;
 
 // wgmma m64nNTk16, A (weights) MN-major from shared memory, B (tokens) K-major: NT/2 accumulators.
@@ -481,18 +483,25 @@ struct SwapRings {
 // The gather build (moe_grouped_gemm_swiglu_gather): row r of the tokens is token row
 // row_to_slot[r] / topk of x [T, K]. Hopper's TMA has no row gather, and a TMA copy per row
 // (1-row boxes) was 3x slower than the kernel on permuted rows (docs/PERFORMANCE.md), so
-// S_GATHER_WARPS producer warps (the first S_GATHER_WARPS / 4 warpgroups) copy them with
-// cp.async: 16-byte chunks placed as the 128-byte swizzle places them, zeros for padding rows
-// and for slots outside [0, T * topk), completed by an async arrive per lane on the slot's full
-// barrier (32 * S_GATHER_WARPS arrivals); thread 0 also issues the weights. Each warp keeps its
-// own table of the tile's token rows (rows_generic). The kernel's time fell with each gathering
+// S_ROW_WARPS of the S_GATHER_WARPS producer warps (the first S_GATHER_WARPS / 4 warpgroups)
+// copy them with cp.async: 16-byte chunks placed as the 128-byte swizzle places them, zeros for
+// padding rows and for slots outside [0, T * topk), completed by an async arrive per lane on the
+// slot's full barrier (32 * S_ROW_WARPS arrivals); lane 0 of the last producer warp issues the
+// weights alone, waiting only for the weight ring (with thread 0 issuing them between its own
+// row copies, after the token slot was free, the gather GEMM was 1.3% slower on an H100 and
+// 2.5-4% on an H200, 2026-11-23). Each gathering warp keeps its own table of the tile's token
+// rows (rows_generic). The kernel's time fell with each gathering
 // warp (H100, 4096 tokens: 1 warp 11.9 ms, 3: 6.3, 4: 5.9, 8: 5.6, level with the kernel on
 // permuted rows there), so it has two producer warpgroups (512 threads; the consumers then take
 // 216 registers, not 232). It still moves no more than ~20 GB/s of weights per SM (~1.6 us per
 // k-step) on an H100 and an H200 alike, where the kernel on permuted rows reaches ~30 GB/s on
 // the H200: so the layer takes the gather path only where memory is slow per SM (MoeLayer,
-// moe_gather_path).
+// moe_gather_path). Nsight Compute (H100): the consumers wait mostly for the weights' full
+// barrier, not the tokens', and the cp.async instructions do not stall.
 constexpr int S_GATHER_WARPS = 8, S_GATHER_THREADS = 256 + 32 * S_GATHER_WARPS;
+// Of those, S_ROW_WARPS gather rows and the last one's lane 0 issues the weights alone, so that
+// the weight stream waits only for its own ring.
+constexpr int S_ROW_WARPS = S_GATHER_WARPS - 1;
 struct SwapGather {
   const unsigned short* x;
   const int* row_to_slot;
@@ -515,7 +524,7 @@ __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
 }
 
 // The copies. A producer walks the CTA's (tile, k-step) sequence on its own cursor and keeps up
-// to S_SLOTS k-steps loaded ahead of the consumers: a slot is refilled once all 8 consumer warps
+// to S_A_SLOTS / S_B_SLOTS k-steps loaded ahead of the consumers: a slot is refilled once all 8 consumer warps
 // have released it. fill(): thread 0 of the 256-thread kernel, between its own k-steps; it
 // waits only for the k-step its own warpgroup needs next (the other warpgroup can always
 // release that slot: every earlier k-step is loaded), otherwise it looks (test_wait) and comes
@@ -563,9 +572,9 @@ struct SwapProducer {
   // The copies of k-step `it` into its slot (the weights, the tokens, or both), then the next.
   template <int EPI>
   __device__ __forceinline__ void issue(const SwapRings& r, bool weights, bool tokens) {
-    const uint32_t st = it % S_SLOTS;
+    const uint32_t st = it % S_A_SLOTS, stb = it % S_B_SLOTS;
     if (weights) {
-      const uint32_t sb = r.ring_b + st * S_B_SLOT_BYTES, fb = r.full_b + 8 * st;
+      const uint32_t sb = r.ring_b + stb * S_B_SLOT_BYTES, fb = r.full_b + 8 * stb;
       mbar_expect_tx(fb, 4 * BOX_BYTES);
       // In address order: for SwiGLU the tile's 128 gate columns, then its 128 up columns (the
       // interleaved order measured the same).
@@ -584,7 +593,7 @@ struct SwapProducer {
       const int k0 = kt * 64 + 8 * (threadIdx.x & 7);
       const int* rows = reinterpret_cast<const int*>(rows_generic);
 #pragma unroll 4
-      for (int q = (32 * gw + (threadIdx.x & 31)) >> 3; q < n16; q += 4 * S_GATHER_WARPS) {
+      for (int q = (32 * gw + (threadIdx.x & 31)) >> 3; q < n16; q += 4 * S_ROW_WARPS) {
         const int tok = rows[q];
         const bool ok = tok >= 0 && k0 < K;
         const unsigned short* src = ok ? g.x + (long long)tok * K + k0 : g.x;
@@ -609,35 +618,26 @@ struct SwapProducer {
   }
   template <int EPI>
   __device__ __forceinline__ void fill(uint32_t need, const SwapRings& r) {
-    while (ti < total && it < need + S_SLOTS) {
-      if (it >= S_SLOTS) {
-        const uint32_t st = it % S_SLOTS, parity = ((it / S_SLOTS) - 1) & 1;
-        if (it > need) {
-          if (!mbar_test(r.empty_b + 8 * st, parity) || !mbar_test(r.empty_a + 8 * st, parity)) return;
-        } else {
-          mbar_wait(r.empty_b + 8 * st, parity);
-          mbar_wait(r.empty_a + 8 * st, parity);
-        }
+    while (ti < total && it < need + S_MIN_SLOTS) {
+      const bool wa = it >= S_A_SLOTS, wb = it >= S_B_SLOTS;
+      const uint32_t sa = it % S_A_SLOTS, pa = ((it / S_A_SLOTS) - 1) & 1;
+      const uint32_t sb = it % S_B_SLOTS, pb = ((it / S_B_SLOTS) - 1) & 1;
+      if (it > need) {
+        if ((wb && !mbar_test(r.empty_b + 8 * sb, pb)) || (wa && !mbar_test(r.empty_a + 8 * sa, pa))) return;
+      } else {
+        if (wb) mbar_wait(r.empty_b + 8 * sb, pb);
+        if (wa) mbar_wait(r.empty_a + 8 * sa, pa);
       }
       issue<EPI>(r, true, true);
     }
   }
   template <int EPI>
   __device__ __forceinline__ void run(const SwapRings& r, bool weights) {
-    if (gather) {
-      const bool w = threadIdx.x == 0;
-      while (ti < total) {
-        if (it >= S_SLOTS) {
-          mbar_wait(r.empty_a + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
-          if (w) mbar_wait(r.empty_b + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
-        }
-        issue<EPI>(r, w, true);
-      }
-      return;
-    }
+    // The weight thread, or a token (or row-gathering) lane: each waits only for its own ring.
     const uint32_t empty = weights ? r.empty_b : r.empty_a;
+    const uint32_t slots = weights ? S_B_SLOTS : S_A_SLOTS;
     while (ti < total) {
-      if (it >= S_SLOTS) mbar_wait(empty + 8 * (it % S_SLOTS), ((it / S_SLOTS) - 1) & 1);
+      if (it >= slots) mbar_wait(empty + 8 * (it % slots), ((it / slots) - 1) & 1);
       issue<EPI>(r, weights, !weights);
     }
   }
@@ -653,9 +653,9 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
   const uint32_t first = it;
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
     if (!WS && threadIdx.x == 0) prod.fill<EPI>(it, r);
-    const uint32_t sta = it % S_SLOTS, stb = it % S_SLOTS;
-    mbar_wait(r.full_b + 8 * stb, (it / S_SLOTS) & 1);
-    mbar_wait(r.full_a + 8 * sta, (it / S_SLOTS) & 1);
+    const uint32_t sta = it % S_A_SLOTS, stb = it % S_B_SLOTS;
+    mbar_wait(r.full_b + 8 * stb, (it / S_B_SLOTS) & 1);
+    mbar_wait(r.full_a + 8 * sta, (it / S_A_SLOTS) & 1);
     // cp.async wrote the gathered tokens through the generic proxy; wgmma reads them through
     // the async proxy.
     if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -677,16 +677,16 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
     fence_regs<NT / 2>(d1);
     wgmma_wait<1>();
     if (it > first && lead) {  // k-step it - 1 has been read
-      mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
-      mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
+      mbar_arrive(r.empty_a + 8 * ((it - 1) % S_A_SLOTS));
+      mbar_arrive(r.empty_b + 8 * ((it - 1) % S_B_SLOTS));
     }
   }
   wgmma_wait<0>();
   fence_regs<NT / 2>(d0);
   fence_regs<NT / 2>(d1);
   if (it > first && lead) {
-    mbar_arrive(r.empty_a + 8 * ((it - 1) % S_SLOTS));
-    mbar_arrive(r.empty_b + 8 * ((it - 1) % S_SLOTS));
+    mbar_arrive(r.empty_a + 8 * ((it - 1) % S_A_SLOTS));
+    mbar_arrive(r.empty_b + 8 * ((it - 1) % S_B_SLOTS));
   }
   epilogue_swap<EPI, NT>(out, t, rows, N, d0, d1, cg);
 }
@@ -707,24 +707,24 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
   static_assert(!GATHER || WS, "the gather build has a producer warpgroup");
   constexpr int NTHREADS = GATHER ? S_GATHER_THREADS : WS ? S_WS_THREADS : S_THREADS;
   constexpr int PRODUCER_WGS = GATHER ? S_GATHER_WARPS / 4 : WS ? 1 : 0;
-  constexpr int RING_BYTES = S_SLOTS * S_A_SLOT_BYTES + S_SLOTS * S_B_SLOT_BYTES;
-  constexpr int N_BARS = 2 * (S_SLOTS + S_SLOTS);
+  constexpr int RING_BYTES = S_A_SLOTS * S_A_SLOT_BYTES + S_B_SLOTS * S_B_SLOT_BYTES;
+  constexpr int N_BARS = 2 * (S_A_SLOTS + S_B_SLOTS);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   SwapRings r;
   r.ring_a = base;
-  r.ring_b = base + S_SLOTS * S_A_SLOT_BYTES;
+  r.ring_b = base + S_A_SLOTS * S_A_SLOT_BYTES;
   r.full_a = base + RING_BYTES;
-  r.empty_a = r.full_a + 8 * S_SLOTS;
-  r.full_b = r.empty_a + 8 * S_SLOTS;
-  r.empty_b = r.full_b + 8 * S_SLOTS;
+  r.empty_a = r.full_a + 8 * S_A_SLOTS;
+  r.full_b = r.empty_a + 8 * S_A_SLOTS;
+  r.empty_b = r.full_b + 8 * S_B_SLOTS;
   int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + RING_BYTES + 8 * N_BARS);
   const int n_experts = (int)EL;
   const int n_tiles = n_tiles_of<EPI, S_BN>(N);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_a + 8 * i, GATHER ? 32 * S_GATHER_WARPS : 1), mbar_init(r.empty_a + 8 * i, 8);
-    for (int i = 0; i < S_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
+    for (int i = 0; i < S_A_SLOTS; ++i) mbar_init(r.full_a + 8 * i, GATHER ? 32 * S_ROW_WARPS : 1), mbar_init(r.empty_a + 8 * i, 8);
+    for (int i = 0; i < S_B_SLOTS; ++i) mbar_init(r.full_b + 8 * i, 1), mbar_init(r.empty_b + 8 * i, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   // The tile map follows the scan's scratch: NTHREADS / 32 + 1 ints (16 or 32 of them).
@@ -738,8 +738,9 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
   const int wg = threadIdx.x >> 7;
   const int cg = wg - PRODUCER_WGS;
   SwapProducer prod;
-  const int gw = GATHER && threadIdx.x < 32 * S_GATHER_WARPS ? (int)(threadIdx.x >> 5) : -1;
-  const bool producer = WS ? (threadIdx.x == 0 || threadIdx.x == 32 || gw >= 0) : threadIdx.x == 0;
+  const int gw = GATHER && threadIdx.x < 32 * S_ROW_WARPS ? (int)(threadIdx.x >> 5) : -1;
+  const int weight_thread = GATHER ? 32 * S_ROW_WARPS : 32;
+  const bool producer = WS ? (threadIdx.x == 0 || threadIdx.x == weight_thread || gw >= 0) : threadIdx.x == 0;
   if (producer) {
     if (!GATHER) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta) : "memory");
@@ -762,7 +763,7 @@ __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const Ten
   }
   if (WS && wg < PRODUCER_WGS) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (producer) prod.run<EPI>(r, threadIdx.x == 32);  // thread 32: weights, thread 0 (gather: warp 0): tokens
+    if (producer) prod.run<EPI>(r, threadIdx.x == weight_thread);  // weight_thread: weights, the others tokens
   } else {
     // 2 x 128 x 232 + 128 x 40 registers with one producer warpgroup, 2 x 128 x 216 + 256 x 40
     // with two: at most 64 K.

@@ -67,7 +67,9 @@ constexpr int kTmaBm = 256, kTmaBn = 128, kTmaThreads = 384;
 constexpr int kSwapTn = 176, kSwapBn = 256, kSwapThreads = 256, kSwapWsThreads = 384;
 // Its gather build (gemm_sm90.cu, S_GATHER_WARPS): two producer warpgroups of gathering warps.
 constexpr int kSwapGatherWarps = 8, kSwapGatherThreads = 256 + 32 * kSwapGatherWarps;
-constexpr uint32_t kSwapRingBytes = 4 * (kSwapTn * 128 + 4 * 64 * 64 * 2) + 4 * 4 * 8;
+constexpr uint32_t kSwapASlots = 4, kSwapBSlots = 4;  // gemm_sm90.cu: S_A_SLOTS, S_B_SLOTS
+constexpr uint32_t kSwapRingBytes =
+    kSwapASlots * kSwapTn * 128 + kSwapBSlots * 4 * 64 * 64 * 2 + 2 * (kSwapASlots + kSwapBSlots) * 8;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
 Result<TensorMap> bf16_map(const rt::OpContext& ctx, const rt::Tensor& t, std::initializer_list<uint64_t> dims,
