@@ -198,35 +198,30 @@ const TensorSpec* Contract::find_tensor(std::string_view name) const {
       if (t.name == name) return &t;
   return nullptr;
 }
-const ParamSpec* Contract::find_param(std::string_view name) const {
-  for (auto& p : params)
-    if (p.name == name) return &p;
+namespace {
+// The entry of `list` whose `key` member equals `name`, or null.
+template <typename T>
+const T* find_by(const std::vector<T>& list, std::string T::*key, std::string_view name) {
+  for (auto& e : list)
+    if (e.*key == name) return &e;
   return nullptr;
 }
+}  // namespace
+const ParamSpec* Contract::find_param(std::string_view name) const { return find_by(params, &ParamSpec::name, name); }
 const InputGenerator* Contract::find_generator(std::string_view input) const {
-  for (auto& g : generators)
-    if (g.input == input) return &g;
-  return nullptr;
+  return find_by(generators, &InputGenerator::input, input);
 }
 const DefinedRows* Contract::find_defined_rows(std::string_view output) const {
-  for (auto& d : defined_rows)
-    if (d.output == output) return &d;
-  return nullptr;
+  return find_by(defined_rows, &DefinedRows::output, output);
 }
 const DefinedIf* Contract::find_defined_if(std::string_view output) const {
-  for (auto& d : defined_if)
-    if (d.output == output) return &d;
-  return nullptr;
+  return find_by(defined_if, &DefinedIf::output, output);
 }
 const ValueBounds* Contract::find_bounds(std::string_view input) const {
-  for (auto& b : bounds)
-    if (b.input == input) return &b;
-  return nullptr;
+  return find_by(bounds, &ValueBounds::input, input);
 }
 const ValueRange* Contract::find_range(std::string_view input) const {
-  for (auto& r : ranges)
-    if (r.input == input) return &r;
-  return nullptr;
+  return find_by(ranges, &ValueRange::input, input);
 }
 
 Result<Contract> parse_contract(std::string_view text, std::string_view file) {

@@ -374,7 +374,7 @@ Status down_sm80(rt::OpContext& ctx) { return grouped_down(ctx, false); }
 
 // ---- moe_grouped_gemm_swiglu_gather ----------------------------------------------------------
 // The SwiGLU GEMM reading row r as x[row_to_slot[r] / topk]. On sm_90a where its cubin loads:
-// the warp-specialized swap-AB kernel whose token warp gathers the rows with cp.async
+// the warp-specialized swap-AB kernel whose producer warps gather the rows with cp.async
 // (hc_moe_gemm_swiglu_gather_sm90swapw); elsewhere, or for rows that are not 16-byte aligned,
 // the portable mma.sync kernel with the same row source (gemm_sm80.cu). HALCYON_PTX_SM90_GEMM
 // =swapw requires the former, =basic keeps the latter (tests check both).
@@ -404,7 +404,7 @@ Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
   hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
   if (hopper && mode != Sm90Gemm::kBasic && (mode == Sm90Gemm::kSwapWs || cubin_applies(*dev, kSm90.image))) {
     // The tile scan's scratch (32 ints for 16 warps), the tile map, then a row table per
-    // gather warp (gemm_sm90.cu, S_GATHER_WARPS).
+    // producer warp (gemm_sm90.cu, S_GATHER_WARPS; the weight warp leaves its table unused).
     const uint64_t shared = 1024 + kSwapRingBytes + uint64_t(32 + 2 * (EL + 1) + kSwapGatherWarps * kSwapTn) * 4;
     std::string why;
     if (H % 8 || I % 8 || g.x % 16 || g.b % 16 || g.out % 16)
