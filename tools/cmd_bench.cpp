@@ -10,7 +10,7 @@
 // device-to-device copy rate measured in the same run) and of the FLOP floor (--peak-tflops).
 // Inputs are random (never zeros). --json writes every figure.
 #include <halcyon/runtime/moe_layer.hpp>
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
 
@@ -29,7 +29,8 @@
 namespace {
 
 namespace rt = halcyon::rt;
-using Tensors = std::map<std::string, rt::Tensor, std::less<>>;
+namespace ops = halcyon::ops;
+using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
 
 struct Options {
   std::string device = "cuda:0";
@@ -105,7 +106,7 @@ struct Filler {
     HALCYON_TRY(stream.write(block, 0, host.data(), kBlock));
     return stream.synchronize();  // the write may read `host` later
   }
-  halcyon::Status fill(const rt::Tensor& t) {
+  halcyon::Status fill(const ops::Tensor& t) {
     for (uint64_t off = 0; off < t.bytes(); off += kBlock) {
       // A shifting start inside the block so that rows of equal length do not repeat exactly.
       uint64_t shift = (off / kBlock * 4096) % (kBlock / 2);
@@ -162,8 +163,8 @@ int bench_moe(const std::vector<std::string>& args) {
   const auto& s = *stream;
 
   Tensors t;
-  auto alloc = [&](const char* name, rt::DType dt, std::vector<int64_t> shape) {
-    auto r = rt::make_tensor(*dev, dt, std::move(shape));
+  auto alloc = [&](const char* name, ops::DType dt, std::vector<int64_t> shape) {
+    auto r = ops::make_tensor(*dev, dt, std::move(shape));
     if (!r) {
       fmt::print(stderr, "halcyon bench: allocating {}: {}\n", name, r.error().to_string());
       return false;
@@ -171,7 +172,7 @@ int bench_moe(const std::vector<std::string>& args) {
     t[name] = std::move(r).value();
     return true;
   };
-  using rt::DType;
+  using ops::DType;
   bool ok = alloc("x", DType::bf16, {T, H}) && alloc("w_router", DType::bf16, {H, E}) && alloc("bias", DType::f32, {E}) &&
             alloc("logits", DType::f32, {T, E}) && alloc("topk_ids", DType::i32, {T, K}) &&
             alloc("topk_weights", DType::f32, {T, K}) && alloc("permuted", DType::bf16, {TK, H}) &&
@@ -241,7 +242,7 @@ int bench_moe(const std::vector<std::string>& args) {
                  const std::map<std::string, std::string>& params = {}) -> halcyon::Status {
     Tensors call;
     for (auto& [contract_name, ours] : names) call[contract_name] = t[ours];
-    return rt::run_op(*dev, s, op, call, params);
+    return ops::run_op(*dev, s, op, call, params);
   };
   auto router = [&] { return run("gemm_bf16", {{"a", "x"}, {"b", "w_router"}, {"c", "logits"}}); };
   auto gate = [&] {
@@ -272,7 +273,7 @@ int bench_moe(const std::vector<std::string>& args) {
                                                   {"out", "h"}},
                {{"topk", std::to_string(K)}});
   };
-  const bool has_gather = rt::select_impl(*dev, "moe_grouped_gemm_swiglu_gather") != nullptr;
+  const bool has_gather = ops::select_impl(*dev, "moe_grouped_gemm_swiglu_gather") != nullptr;
   const bool layer_gathers = rt::moe_gather_path(*dev);  // what MoeLayer on this device runs
   auto down = [&] {
     return run("moe_grouped_gemm", {{"a", "h"}, {"w", "w_down"}, {"expert_offsets", "expert_offsets"}, {"out", "y"}});

@@ -20,6 +20,7 @@
 
 using namespace halcyon;
 using namespace halcyon::rt;
+using namespace halcyon::ops;
 
 namespace {
 

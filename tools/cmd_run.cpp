@@ -3,7 +3,7 @@
 // `halcyon run OP --help` prints its contract.
 #include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/npy.hpp>
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +17,7 @@
 
 using namespace halcyon;
 using namespace halcyon::rt;
+using namespace halcyon::ops;
 
 namespace {
 

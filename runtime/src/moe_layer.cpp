@@ -6,6 +6,7 @@
 #include <string_view>
 
 namespace halcyon::rt {
+using namespace halcyon::ops;  // the operator layer the layer runs on
 namespace {
 
 Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<int64_t> shape) {

@@ -3,6 +3,8 @@
 // the block or tile), outputs poisoned before the run.
 #include <halcyon/gcn/kernels.hpp>
 
+#include "hsaco.hpp"
+
 #include "sim_harness.hpp"
 
 using namespace amdtest;
@@ -27,8 +29,12 @@ TEST_CASE("the registry holds every hand-written kernel for both targets, with c
       CAPTURE(arch);
       const auto* img = halcyon::gcn::find(name, arch);
       REQUIRE(img != nullptr);
-      CHECK(img->code.arch == arch);
-      CHECK(img->kernel().wavefront_size == 64);
+      halcyon::hsaco::CodeObject code;
+      std::string err;
+      REQUIRE_MESSAGE(halcyon::hsaco::parse(img->data, img->size, &code, &err), err);
+      CHECK(code.arch == arch);
+      REQUIRE(code.find(name) != nullptr);
+      CHECK(code.find(name)->wavefront_size == 64);
       CHECK(img->contract.find(std::string("kernel ") + name) != std::string::npos);
     }
   CHECK(halcyon::gcn::find("halcyon_vector_add_f32", "gfx1100") == nullptr);

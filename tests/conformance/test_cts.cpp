@@ -19,7 +19,7 @@
 #include "junit_reader.hpp"
 
 #ifdef HALCYON_CTS_NUMERIC
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include "numeric_values.hpp"
 #endif
@@ -53,36 +53,37 @@ std::string read_file(const std::string& path) {
 }
 
 #ifdef HALCYON_CTS_NUMERIC
-namespace rt = halcyon::rt;
+
+namespace ops = halcyon::ops;
 
 // ---- deliberately broken operator implementations for the test-only backends ----------------
 
-const rt::OpImpl* reference_impl(std::string_view op) {
+const ops::OpImpl* reference_impl(std::string_view op) {
   static auto cpu = halcyon::Device::open("cpu");
-  return cpu ? rt::select_impl(*cpu, op) : nullptr;
+  return cpu ? ops::select_impl(*cpu, op) : nullptr;
 }
 
-void store(rt::DType t, double v, uint8_t* p) {
+void store(ops::DType t, double v, uint8_t* p) {
   switch (t) {
-    case rt::DType::f32: { float x = float(v); std::memcpy(p, &x, 4); break; }
-    case rt::DType::f64: std::memcpy(p, &v, 8); break;
-    case rt::DType::f16: { uint16_t x = halcyon::cts::f32_to_f16(float(v)); std::memcpy(p, &x, 2); break; }
-    case rt::DType::bf16: { uint16_t x = halcyon::cts::f32_to_bf16(float(v)); std::memcpy(p, &x, 2); break; }
-    case rt::DType::i32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
-    case rt::DType::i64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
-    case rt::DType::u8: *p = uint8_t(v); break;
+    case ops::DType::f32: { float x = float(v); std::memcpy(p, &x, 4); break; }
+    case ops::DType::f64: std::memcpy(p, &v, 8); break;
+    case ops::DType::f16: { uint16_t x = halcyon::cts::f32_to_f16(float(v)); std::memcpy(p, &x, 2); break; }
+    case ops::DType::bf16: { uint16_t x = halcyon::cts::f32_to_bf16(float(v)); std::memcpy(p, &x, 2); break; }
+    case ops::DType::i32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
+    case ops::DType::i64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
+    case ops::DType::u8: *p = uint8_t(v); break;
   }
 }
 
 // How many leading elements of an output the contract defines (all, unless a `rows` line
 // limits them to the count held by another tensor; none when a `defined ... if` param is false).
-halcyon::Result<size_t> defined_elements(rt::OpContext& ctx, const rt::TensorSpec& out) {
-  const rt::Tensor& t = ctx.tensor(out.name);
-  if (!rt::output_defined(ctx.contract, ctx.binding, out.name)) return size_t(0);
+halcyon::Result<size_t> defined_elements(ops::OpContext& ctx, const ops::TensorSpec& out) {
+  const ops::Tensor& t = ctx.tensor(out.name);
+  if (!ops::output_defined(ctx.contract, ctx.binding, out.name)) return size_t(0);
   size_t n = size_t(t.numel());
-  const rt::DefinedRows* d = ctx.contract.find_defined_rows(out.name);
+  const ops::DefinedRows* d = ctx.contract.find_defined_rows(out.name);
   if (!d || n == 0) return n;
-  const rt::Tensor& counts = ctx.tensor(d->count_tensor);
+  const ops::Tensor& counts = ctx.tensor(d->count_tensor);
   int64_t k = d->index < 0 ? counts.numel() + d->index : d->index;
   int32_t rows = 0;
   HALCYON_TRY(ctx.stream.read(counts.buffer, counts.offset + uint64_t(k) * 4, &rows, 4));
@@ -92,22 +93,22 @@ halcyon::Result<size_t> defined_elements(rt::OpContext& ctx, const rt::TensorSpe
 
 // The reference, then one defined element of the first output that has one changed: by 1
 // for integers, by 1 + 2 ||output|| for floats (so the relative error exceeds 2).
-halcyon::Status flip_one_element(rt::OpContext& ctx) {
-  const rt::OpImpl* ref = reference_impl(ctx.contract.op);
+halcyon::Status flip_one_element(ops::OpContext& ctx) {
+  const ops::OpImpl* ref = reference_impl(ctx.contract.op);
   if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
   HALCYON_TRY(ref->fn(ctx));
   for (auto& out : ctx.contract.outputs) {
-    const rt::Tensor& t = ctx.tensor(out.name);
+    const ops::Tensor& t = ctx.tensor(out.name);
     auto defined = defined_elements(ctx, out);
     if (!defined) return defined.error();
     if (*defined == 0) continue;
     std::vector<uint8_t> bytes(t.bytes());
     HALCYON_TRY(ctx.stream.read(t.buffer, t.offset, bytes.data(), bytes.size()));
     HALCYON_TRY(ctx.stream.synchronize());
-    size_t n = *defined, i = n / 2, size = rt::dtype_size(t.dtype);
+    size_t n = *defined, i = n / 2, size = ops::dtype_size(t.dtype);
     double v = halcyon::cts::element(t.dtype, bytes.data(), i), norm = 0;
     for (size_t k = 0; k < n; ++k) norm += std::pow(halcyon::cts::element(t.dtype, bytes.data(), k), 2);
-    double changed = rt::dtype_is_float(t.dtype) ? v + 1 + 2 * std::sqrt(norm) : v + 1;
+    double changed = ops::dtype_is_float(t.dtype) ? v + 1 + 2 * std::sqrt(norm) : v + 1;
     uint8_t enc[8];
     store(t.dtype, changed, enc);
     HALCYON_TRY(ctx.stream.write(t.buffer, t.offset + i * size, enc, size));
@@ -118,25 +119,25 @@ halcyon::Status flip_one_element(rt::OpContext& ctx) {
 
 // The reference into scratch outputs, then all but the last eighth (at least one element) of
 // each output copied out: the rest keeps whatever the output held before.
-halcyon::Status leave_tail_unwritten(rt::OpContext& ctx) {
-  const rt::OpImpl* ref = reference_impl(ctx.contract.op);
+halcyon::Status leave_tail_unwritten(ops::OpContext& ctx) {
+  const ops::OpImpl* ref = reference_impl(ctx.contract.op);
   if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
-  std::map<std::string, rt::Tensor, std::less<>> scratch = ctx.tensors;
+  std::map<std::string, ops::Tensor, std::less<>> scratch = ctx.tensors;
   for (auto& out : ctx.contract.outputs) {
-    const rt::Tensor& real = ctx.tensor(out.name);
-    auto t = rt::make_tensor(ctx.device, real.dtype, real.shape);
+    const ops::Tensor& real = ctx.tensor(out.name);
+    auto t = ops::make_tensor(ctx.device, real.dtype, real.shape);
     if (!t) return t.error();
     scratch[out.name] = std::move(t).value();
   }
-  rt::OpContext inner{ctx.device, ctx.stream, ctx.contract, ctx.binding, scratch};
+  ops::OpContext inner{ctx.device, ctx.stream, ctx.contract, ctx.binding, scratch};
   HALCYON_TRY(ref->fn(inner));
   for (auto& out : ctx.contract.outputs) {
-    const rt::Tensor& real = ctx.tensor(out.name);
-    const rt::Tensor& s = scratch.at(out.name);
+    const ops::Tensor& real = ctx.tensor(out.name);
+    const ops::Tensor& s = scratch.at(out.name);
     uint64_t n = uint64_t(real.numel());
     if (n == 0) continue;
     uint64_t keep = n - std::max<uint64_t>(1, n / 8);
-    HALCYON_TRY(ctx.stream.copy(real.buffer, real.offset, s.buffer, s.offset, keep * rt::dtype_size(real.dtype)));
+    HALCYON_TRY(ctx.stream.copy(real.buffer, real.offset, s.buffer, s.offset, keep * ops::dtype_size(real.dtype)));
   }
   return ctx.stream.synchronize();
 }
@@ -144,11 +145,11 @@ halcyon::Status leave_tail_unwritten(rt::OpContext& ctx) {
 // Ops whose reference exists get a broken implementation on each test-only backend.
 std::vector<std::string> register_broken_impls() {
   std::vector<std::string> ops;
-  for (const rt::Contract& c : rt::contracts()) {
+  for (const ops::Contract& c : ops::contracts()) {
     if (!reference_impl(c.op)) continue;
     ops.push_back(c.op);
-    rt::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-flip", 0, flip_one_element});
-    rt::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-short", 0, leave_tail_unwritten});
+    ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-flip", 0, flip_one_element});
+    ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-short", 0, leave_tail_unwritten});
   }
   return ops;
 }
@@ -226,7 +227,7 @@ TEST_CASE("the CPU backend passes the numeric suite, and its outputs are checked
 TEST_CASE("numeric suite: an output that a false `defined ... if` param leaves unspecified is not compared") {
   // moe_permute's permuted with write_permuted=false: both the CPU and its reference leave it
   // poisoned (NaN), so comparing it would fail; with write_permuted=true it is compared.
-  const rt::Contract* c = rt::find_contract("moe_permute");
+  const ops::Contract* c = ops::find_contract("moe_permute");
   REQUIRE(c);
   auto rep = run_ok(options("cpu:0", "numeric.moe_permute.*,-*.cases"));
   CHECK(rep.ok());
@@ -249,7 +250,7 @@ TEST_CASE("numeric suite: an output that a false `defined ... if` param leaves u
 TEST_CASE("numeric suite: `generate <input> bounds` draws indices the reference accepts") {
   // The reference refuses a row_to_slot outside [0, T * topk) and writes nothing, so an
   // out-of-range draw would leave the poison in its output and fail the case.
-  const rt::Contract* c = rt::find_contract("moe_grouped_gemm_swiglu_gather");
+  const ops::Contract* c = ops::find_contract("moe_grouped_gemm_swiglu_gather");
   REQUIRE(c);
   auto rep = run_ok(options("cpu:0", "numeric.moe_grouped_gemm_swiglu_gather.*,-*.cases"));
   CHECK(rep.ok());

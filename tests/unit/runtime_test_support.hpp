@@ -2,7 +2,7 @@
 #pragma once
 
 #include <halcyon/kernels/reference/bf16.hpp>
-#include <halcyon/runtime/tensor.hpp>
+#include <halcyon/ops/tensor.hpp>
 
 #include <random>
 #include <vector>
@@ -22,9 +22,9 @@ inline std::vector<uint16_t> random_bf16(size_t n, float scale, std::mt19937& rn
 // A new tensor holding `v`; synchronizes, since the write may read `v` later and callers pass
 // temporaries.
 template <typename T>
-halcyon::rt::Tensor upload(const halcyon::Device& d, const halcyon::Stream& s, halcyon::rt::DType dt,
+halcyon::ops::Tensor upload(const halcyon::Device& d, const halcyon::Stream& s, halcyon::ops::DType dt,
                            std::vector<int64_t> shape, const std::vector<T>& v) {
-  auto t = unwrap(halcyon::rt::make_tensor(d, dt, std::move(shape)));
+  auto t = unwrap(halcyon::ops::make_tensor(d, dt, std::move(shape)));
   REQUIRE(t.bytes() == v.size() * sizeof(T));
   unwrap(s.write(t.buffer, 0, v.data(), v.size() * sizeof(T)));
   unwrap(s.synchronize());

@@ -1,12 +1,13 @@
 // The contract parser, call binding and operator dispatch rules.
-#include <halcyon/runtime/contract.hpp>
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/contract.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include "test_support.hpp"
 
 #include <vector>
 
-using namespace halcyon::rt;
+
+using namespace halcyon::ops;
 using test::unwrap;
 
 namespace {

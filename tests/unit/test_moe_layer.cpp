@@ -10,6 +10,7 @@
 #include "runtime_test_support.hpp"
 
 using namespace halcyon::rt;
+using namespace halcyon::ops;
 using test::random_bf16;
 using test::unwrap;
 using test::upload;

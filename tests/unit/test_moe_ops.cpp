@@ -1,13 +1,14 @@
 // The gather form of the SwiGLU grouped GEMM and moe_permute's write_permuted through run_op
 // on the CPU device: the contracts' names, the same bits as permute + swiglu, and bad calls
 // refused with messages that name the tensor.
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <random>
 
 #include "runtime_test_support.hpp"
 
-using namespace halcyon::rt;
+
+using namespace halcyon::ops;
 using test::random_bf16;
 using test::unwrap;
 using test::upload;

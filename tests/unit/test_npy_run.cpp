@@ -11,6 +11,7 @@
 #include "test_support.hpp"
 
 using namespace halcyon::rt;
+
 using test::unwrap;
 
 namespace {

@@ -3,7 +3,7 @@
 // 0xFF: NaN for floats, -1 for signed integers) before each run, so elements an
 // implementation leaves unwritten fail; NaN and Inf never pass; integer outputs must match
 // exactly, float outputs within the contract's ||out - ref|| / ||ref||.
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -15,7 +15,7 @@
 namespace halcyon::cts {
 namespace {
 
-using rt::DType;
+using ops::DType;
 
 // Inputs drawn for one case: bytes per input name, in the contract's dtypes.
 using HostTensors = std::map<std::string, std::vector<uint8_t>>;
@@ -48,11 +48,11 @@ std::vector<uint8_t> random_offsets(std::mt19937_64& rng, int64_t entries, int64
 }
 
 // Integers uniform in the [lo, hi) of the input's `bounds` line, evaluated for this case.
-std::vector<uint8_t> random_within_bounds(TestContext& t, const rt::Contract& c, const rt::Binding& b,
-                                          const rt::TensorSpec& in, int64_t n) {
-  const rt::ValueBounds* bd = c.find_bounds(in.name);
+std::vector<uint8_t> random_within_bounds(TestContext& t, const ops::Contract& c, const ops::Binding& b,
+                                          const ops::TensorSpec& in, int64_t n) {
+  const ops::ValueBounds* bd = c.find_bounds(in.name);
   if (!bd) t.require_failed(fmt::format("input {}: 'generate {} bounds' without a bounds line", in.name, in.name));
-  auto lo = rt::evaluate(b, bd->lo), hi = rt::evaluate(b, bd->hi);
+  auto lo = ops::evaluate(b, bd->lo), hi = ops::evaluate(b, bd->hi);
   if (!lo || !hi)
     t.require_failed(fmt::format("input {}: bounds: {}", in.name, (!lo ? lo.error() : hi.error()).message()));
   if (n > 0 && *hi <= *lo)
@@ -60,12 +60,12 @@ std::vector<uint8_t> random_within_bounds(TestContext& t, const rt::Contract& c,
   return random_values(t.rng, in.dtype, size_t(n), double(*lo), double(*hi - 1));
 }
 
-HostTensors random_inputs(TestContext& t, const rt::Contract& c, const rt::Binding& b) {
+HostTensors random_inputs(TestContext& t, const ops::Contract& c, const ops::Binding& b) {
   HostTensors out;
   for (auto& in : c.inputs) {
     int64_t n = 1;
     for (int64_t d : b.shape_of(in)) n *= d;
-    if (const rt::InputGenerator* g = c.find_generator(in.name)) {
+    if (const ops::InputGenerator* g = c.find_generator(in.name)) {
       if (g->kind == "offsets") {
         out[in.name] = random_offsets(t.rng, n, b.dim(g->total));
       } else if (g->kind == "bounds") {
@@ -75,7 +75,7 @@ HostTensors random_inputs(TestContext& t, const rt::Contract& c, const rt::Bindi
       }
       continue;
     }
-    const rt::ValueRange* r = c.find_range(in.name);
+    const ops::ValueRange* r = c.find_range(in.name);
     auto [lo, hi] = r ? std::pair{r->lo, r->hi} : default_range(in.dtype);
     out[in.name] = random_values(t.rng, in.dtype, size_t(n), lo, hi);
   }
@@ -97,26 +97,26 @@ const Device* reference_device(std::string* why) {
 }
 
 // Runs one case on `device`: uploads inputs, poisons the outputs, runs, reads them back.
-HostTensors run_case(TestContext& t, const Device& device, const rt::Contract& c, const rt::ContractCase& cs,
+HostTensors run_case(TestContext& t, const Device& device, const ops::Contract& c, const ops::ContractCase& cs,
                      const HostTensors& inputs, std::string_view role) {
   Stream s = t.must(device.create_stream(), fmt::format("{}: create a stream", role));
-  std::map<std::string, rt::Tensor, std::less<>> tensors;
-  rt::Binding b = t.must(rt::bind(c, cs.params, cs.dims, {}), fmt::format("{}: bind", role));
+  std::map<std::string, ops::Tensor, std::less<>> tensors;
+  ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("{}: bind", role));
   for (auto& in : c.inputs) {
-    auto tensor = t.must(rt::make_tensor(device, in.dtype, b.shape_of(in)), fmt::format("{}: allocate {}", role, in.name));
+    auto tensor = t.must(ops::make_tensor(device, in.dtype, b.shape_of(in)), fmt::format("{}: allocate {}", role, in.name));
     const auto& bytes = inputs.at(in.name);
     t.must(s.write(tensor.buffer, tensor.offset, bytes.data(), bytes.size()), fmt::format("{}: upload {}", role, in.name));
     tensors[in.name] = std::move(tensor);
   }
-  t.must(rt::allocate_outputs(device, c.op, tensors, cs.params), fmt::format("{}: allocate outputs", role));
+  t.must(ops::allocate_outputs(device, c.op, tensors, cs.params), fmt::format("{}: allocate outputs", role));
   for (auto& out : c.outputs) {
-    const rt::Tensor& o = tensors.at(out.name);
+    const ops::Tensor& o = tensors.at(out.name);
     if (o.bytes()) t.must(s.fill(o.buffer, o.offset, o.bytes(), uint8_t(0xFF)), fmt::format("{}: poison {}", role, out.name));
   }
-  t.must(rt::run_op(device, s, c.op, tensors, cs.params), fmt::format("{}: run {}", role, c.op));
+  t.must(ops::run_op(device, s, c.op, tensors, cs.params), fmt::format("{}: run {}", role, c.op));
   HostTensors result;
   for (auto& out : c.outputs) {
-    const rt::Tensor& o = tensors.at(out.name);
+    const ops::Tensor& o = tensors.at(out.name);
     std::vector<uint8_t> bytes(o.bytes());
     t.must(s.read(o.buffer, o.offset, bytes.data(), bytes.size()), fmt::format("{}: read {}", role, out.name));
     result[out.name] = std::move(bytes);
@@ -125,7 +125,7 @@ HostTensors run_case(TestContext& t, const Device& device, const rt::Contract& c
   return result;
 }
 
-int64_t defined_row_count(TestContext& t, const rt::DefinedRows& d, const HostTensors& inputs,
+int64_t defined_row_count(TestContext& t, const ops::DefinedRows& d, const HostTensors& inputs,
                           const HostTensors& ref_outputs) {
   const std::vector<uint8_t>* bytes = nullptr;
   if (auto it = ref_outputs.find(d.count_tensor); it != ref_outputs.end()) bytes = &it->second;
@@ -139,29 +139,29 @@ int64_t defined_row_count(TestContext& t, const rt::DefinedRows& d, const HostTe
   return v;
 }
 
-void run_numeric_case(TestContext& t, const rt::Contract& c, size_t case_index) {
-  const rt::ContractCase& cs = c.cases[case_index];
+void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index) {
+  const ops::ContractCase& cs = c.cases[case_index];
   std::string why;
-  if (!rt::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
+  if (!ops::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
   const Device* ref = reference_device(&why);
   if (!ref) t.require_failed(fmt::format("the CPU reference device cannot be opened: {}", why));
-  rt::Binding b = t.must(rt::bind(c, cs.params, cs.dims, {}), fmt::format("bind case '{}'", cs.text));
+  ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("bind case '{}'", cs.text));
   HostTensors inputs = random_inputs(t, c, b);
   HostTensors got = run_case(t, t.device, c, cs, inputs, "device");
   HostTensors want = run_case(t, *ref, c, cs, inputs, "reference");
   for (auto& out : c.outputs) {
     std::vector<uint8_t>& g = got.at(out.name);
     std::vector<uint8_t>& w = want.at(out.name);
-    if (!rt::output_defined(c, b, out.name)) {
+    if (!ops::output_defined(c, b, out.name)) {
       // `defined <output> if <param>` with the param false: contents unspecified.
       t.note(fmt::format("{}: not compared ({} = false leaves it unspecified)", out.name, c.find_defined_if(out.name)->param));
       continue;
     }
-    if (const rt::DefinedRows* d = c.find_defined_rows(out.name)) {
+    if (const ops::DefinedRows* d = c.find_defined_rows(out.name)) {
       // Only the leading rows are defined; their count comes from the reference's tensors.
       int64_t rows = defined_row_count(t, *d, inputs, want);
       auto shape = b.shape_of(out);
-      size_t row_bytes = rt::dtype_size(out.dtype);
+      size_t row_bytes = ops::dtype_size(out.dtype);
       for (size_t i = 1; i < shape.size(); ++i) row_bytes *= size_t(shape[i]);
       if (rows < 0 || (!shape.empty() && rows > shape[0]))
         t.require_failed(fmt::format("output {}: the reference says {} defined rows of {}", out.name, rows, shape[0]));
@@ -184,10 +184,10 @@ bool is_prime(int64_t n) {
 
 // The contract's cases must reach the awkward shapes: a dimension of 1 and a prime >= 3
 // (not a multiple of any power-of-two tile).
-void check_case_coverage(TestContext& t, const rt::Contract& c) {
+void check_case_coverage(TestContext& t, const ops::Contract& c) {
   bool has_one = false, has_prime = false;
   for (auto& cs : c.cases) {
-    auto b = rt::bind(c, cs.params, cs.dims, {});
+    auto b = ops::bind(c, cs.params, cs.dims, {});
     if (!b) {
       t.fail(fmt::format("case '{}' does not bind: {}", cs.text, b.error().to_string()));
       continue;
@@ -207,8 +207,8 @@ void check_case_coverage(TestContext& t, const rt::Contract& c) {
 
 std::vector<TestCase> numeric_tests(const Device&, const hal_device_info&) {
   std::vector<TestCase> out;
-  for (const rt::Contract& c : rt::contracts()) {
-    const rt::Contract* cp = &c;
+  for (const ops::Contract& c : ops::contracts()) {
+    const ops::Contract* cp = &c;
     out.push_back({fmt::format("numeric.{}.cases", c.op), {}, [cp](TestContext& t) { check_case_coverage(t, *cp); }});
     for (size_t k = 0; k < c.cases.size(); ++k)
       out.push_back({fmt::format("numeric.{}.{}", c.op, k), {}, [cp, k](TestContext& t) { run_numeric_case(t, *cp, k); }});

@@ -8,7 +8,7 @@
 
 namespace halcyon::cts {
 
-using rt::DType;
+using ops::DType;
 
 uint16_t f32_to_bf16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
@@ -71,9 +71,9 @@ std::pair<double, double> default_range(DType t) {
 }
 
 std::vector<uint8_t> random_values(std::mt19937_64& rng, DType t, size_t n, double lo, double hi) {
-  std::vector<uint8_t> out(n * rt::dtype_size(t));
+  std::vector<uint8_t> out(n * ops::dtype_size(t));
   uint8_t* p = out.data();
-  if (!rt::dtype_is_float(t)) {
+  if (!ops::dtype_is_float(t)) {
     std::uniform_int_distribution<int64_t> d(int64_t(std::ceil(lo)), int64_t(std::floor(hi)));
     for (size_t i = 0; i < n; ++i) {
       int64_t v = d(rng);
@@ -109,7 +109,7 @@ bool is_poison(const std::vector<uint8_t>& bytes, size_t size, size_t i) {
 Comparison compare_output(DType t, bool exact, double rel, const std::vector<uint8_t>& got,
                           const std::vector<uint8_t>& want) {
   Comparison c;
-  size_t size = rt::dtype_size(t);
+  size_t size = ops::dtype_size(t);
   if (got.size() != want.size()) {
     c.ok = false;
     c.failure = fmt::format("{} bytes, the reference has {}", got.size(), want.size());
@@ -153,7 +153,7 @@ Comparison compare_output(DType t, bool exact, double rel, const std::vector<uin
                             describe(first_bad));
     return c;
   }
-  if (exact || !rt::dtype_is_float(t)) {
+  if (exact || !ops::dtype_is_float(t)) {
     c.error = double(mismatches);
     c.summary = fmt::format("exact, {} element(s)", n);
     if (mismatches) {

@@ -2,7 +2,7 @@
 // of an output against the reference.
 #pragma once
 
-#include <halcyon/runtime/tensor.hpp>
+#include <halcyon/ops/tensor.hpp>
 
 #include <cstdint>
 #include <random>
@@ -19,13 +19,13 @@ uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
 
 // Element i of a tensor's bytes, as a double.
-double element(rt::DType t, const uint8_t* data, size_t i);
+double element(ops::DType t, const uint8_t* data, size_t i);
 
 // The value domain of inputs without a `range` line (docs/conformance.md).
-std::pair<double, double> default_range(rt::DType t);
+std::pair<double, double> default_range(ops::DType t);
 
 // n values: integers uniform in [lo, hi], floats uniform in [lo, hi) then rounded to the dtype.
-std::vector<uint8_t> random_values(std::mt19937_64& rng, rt::DType t, size_t n, double lo, double hi);
+std::vector<uint8_t> random_values(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi);
 
 struct Comparison {
   bool ok = true;
@@ -36,7 +36,7 @@ struct Comparison {
 
 // Compares `got` with `want`: NaN/Inf in got fails; exact (integers always) or
 // ||got - want|| / ||want|| <= rel.
-Comparison compare_output(rt::DType t, bool exact, double rel, const std::vector<uint8_t>& got,
+Comparison compare_output(ops::DType t, bool exact, double rel, const std::vector<uint8_t>& got,
                           const std::vector<uint8_t>& want);
 
 }  // namespace halcyon::cts

@@ -12,11 +12,16 @@
 // output.
 #pragma once
 
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <optional>
 
 namespace halcyon::rt {
+
+// The layer takes the operator layer's tensors and implementations.
+using ops::DType;
+using ops::OpImpl;
+using ops::Tensor;
 
 struct MoeLayerConfig {
   int64_t hidden = 7168;

@@ -1,14 +1,13 @@
 // The hand-written AMD kernels (kernels/gcn/src), assembled at build time and embedded here
 // with their target. The operator framework looks a kernel up by name and target and loads
-// image() on a device whose arch matches (hal_module_load with HAL_MODULE_HSACO).
+// it on a device whose arch matches (hal_module_load with HAL_MODULE_HSACO); the backend reads
+// its metadata (backends/amd_common's code-object reader), so this table is data only.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "hsaco.hpp"
 
 namespace halcyon::gcn {
 
@@ -17,9 +16,7 @@ struct KernelImage {
   std::string target;   // "gfx942" or "gfx90a"
   const unsigned char* data = nullptr;
   size_t size = 0;
-  std::string contract;             // text of kernels/gcn/contracts/<name>.kernel
-  hsaco::CodeObject code;           // parsed metadata (argument layout, LDS, registers)
-  const hsaco::Kernel& kernel() const { return *code.find(name); }
+  std::string contract;  // text of kernels/gcn/contracts/<name>.kernel (checked at build time)
 };
 
 // Every embedded kernel, for every target it was assembled for.

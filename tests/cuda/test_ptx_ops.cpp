@@ -1,6 +1,6 @@
-// GPU tests of the PTX operator implementations (kernels/ptx/ops, kernels/ptx/moe): every
+// GPU tests of the PTX operator implementations (ops/ptx; kernels in kernels/ptx): every
 // `case` of each contract, plus the DeepSeek-V3 shape for the grouped GEMMs, run through
-// halcyon::rt::run_op on cuda:0 and compared with the CPU reference (kernels/reference).
+// halcyon::ops::run_op on cuda:0 and compared with the CPU reference (kernels/reference).
 // Inputs are seeded random values (never zeros), outputs are poisoned before each run
 // (NaN for floats, 0x7f7f7f7f for ints), ints must match exactly, floats by
 // ||out - ref|| / ||ref|| within the contract's tolerance; NaN never passes.
@@ -10,7 +10,7 @@
 
 #include <halcyon/kernels/reference/basic.hpp>
 #include <halcyon/kernels/reference/moe.hpp>
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
 
@@ -25,11 +25,12 @@
 #include <string>
 #include <vector>
 
-namespace rt = halcyon::rt;
+
+namespace ops = halcyon::ops;
 namespace ref = halcyon::ref;
 using halcyon::Device;
 using halcyon::Stream;
-using Tensors = std::map<std::string, rt::Tensor, std::less<>>;
+using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
 
 namespace {
 
@@ -54,24 +55,24 @@ void ok(const halcyon::Status& s) {
 }
 
 template <typename T>
-rt::Tensor upload(rt::DType dt, std::vector<int64_t> shape, const std::vector<T>& host) {
-  rt::Tensor t = ok(rt::make_tensor(device(), dt, std::move(shape)));
+ops::Tensor upload(ops::DType dt, std::vector<int64_t> shape, const std::vector<T>& host) {
+  ops::Tensor t = ok(ops::make_tensor(device(), dt, std::move(shape)));
   REQUIRE(t.bytes() == host.size() * sizeof(T));
   if (t.bytes()) ok(stream().write(t.buffer, t.offset, host.data(), t.bytes()));
   return t;
 }
-rt::Tensor output(rt::DType dt, std::vector<int64_t> shape) {
-  rt::Tensor t = ok(rt::make_tensor(device(), dt, std::move(shape)));
+ops::Tensor output(ops::DType dt, std::vector<int64_t> shape) {
+  ops::Tensor t = ok(ops::make_tensor(device(), dt, std::move(shape)));
   // Poison: NaN for f32 (0xffffffff) and bf16 (0xffff); 0x7f7f7f7f for i32.
   if (t.bytes()) {
-    if (t.dtype == rt::DType::i32) ok(stream().fill<uint32_t>(t.buffer, t.offset, t.bytes(), 0x7f7f7f7fu));
-    else if (t.dtype == rt::DType::bf16) ok(stream().fill<uint16_t>(t.buffer, t.offset, t.bytes(), uint16_t(0xffff)));
+    if (t.dtype == ops::DType::i32) ok(stream().fill<uint32_t>(t.buffer, t.offset, t.bytes(), 0x7f7f7f7fu));
+    else if (t.dtype == ops::DType::bf16) ok(stream().fill<uint16_t>(t.buffer, t.offset, t.bytes(), uint16_t(0xffff)));
     else ok(stream().fill<uint32_t>(t.buffer, t.offset, t.bytes(), 0xffffffffu));
   }
   return t;
 }
 template <typename T>
-std::vector<T> download(const rt::Tensor& t) {
+std::vector<T> download(const ops::Tensor& t) {
   std::vector<T> v(t.bytes() / sizeof(T));
   if (t.bytes()) ok(stream().read(t.buffer, t.offset, v.data(), t.bytes()));
   ok(stream().synchronize());
@@ -134,7 +135,7 @@ std::vector<double> widen_bf16(const std::vector<uint16_t>& v) {
 }
 
 double tol_of(const char* op, const char* out) {
-  return rt::find_contract(op)->find_tensor(out)->tolerance.rel;
+  return ops::find_contract(op)->find_tensor(out)->tolerance.rel;
 }
 
 
@@ -147,7 +148,7 @@ double tol_of(const char* op, const char* out) {
 // split-K kernels run again with their code from the other source (HALCYON_PTX_LOAD: the
 // embedded cubin or the driver's JIT of the PTX), so both ways the launcher may load them pass.
 struct Variant {
-  rt::OpImpl impl;
+  ops::OpImpl impl;
   const char* sm90_gemm;        // value of HALCYON_PTX_SM90_GEMM while it runs
   const char* split = nullptr;  // HALCYON_PTX_SM90_SPLITK (cluster size of the split-K kernel); unset if null
   const char* load = nullptr;   // HALCYON_PTX_LOAD (ptx or cubin); unset if null: the launcher's choice
@@ -165,8 +166,8 @@ const Sm90Ways kGatherWays = {{"swapw", nullptr}, {"swapw", "ptx"}};
 std::vector<Variant> ptx_impls(const char* op, const Sm90Ways& sm90 = {}) {
   const std::string arch = ok(device().info()).arch;
   std::vector<Variant> v;
-  for (auto& i : rt::impls_of(op)) {
-    if (i.format != HAL_MODULE_PTX || !rt::target_runs_on(i.format, i.target, arch)) continue;
+  for (auto& i : ops::impls_of(op)) {
+    if (i.format != HAL_MODULE_PTX || !ops::target_runs_on(i.format, i.target, arch)) continue;
     v.push_back({i, "basic"});
     if (i.target == "sm_90a")
       for (auto& [gemm, load] : sm90) v.push_back({i, gemm, nullptr, load});
@@ -184,32 +185,32 @@ void check_rows_untouched(const std::vector<uint16_t>& out, int64_t live, int64_
 
 // Runs one implementation directly, bound as run_op binds it.
 void run_impl(const Variant& variant, const char* op, Tensors& t, const std::map<std::string, std::string>& params = {}) {
-  const rt::OpImpl& impl = variant.impl;
+  const ops::OpImpl& impl = variant.impl;
   setenv("HALCYON_PTX_SM90_GEMM", variant.sm90_gemm, 1);
   if (variant.split) setenv("HALCYON_PTX_SM90_SPLITK", variant.split, 1);
   else unsetenv("HALCYON_PTX_SM90_SPLITK");
   if (variant.load) setenv("HALCYON_PTX_LOAD", variant.load, 1);
   else unsetenv("HALCYON_PTX_LOAD");
-  const rt::Contract& c = *rt::find_contract(op);
+  const ops::Contract& c = *ops::find_contract(op);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (auto& in : c.inputs)
     if (auto it = t.find(in.name); it != t.end()) shapes[in.name] = it->second.shape;
-  rt::Binding b = ok(rt::bind(c, params, {}, shapes));
-  rt::OpContext ctx{device(), stream(), c, b, t};
+  ops::Binding b = ok(ops::bind(c, params, {}, shapes));
+  ops::OpContext ctx{device(), stream(), c, b, t};
   ok(impl.fn(ctx));
 }
 
 }  // namespace
 
 TEST_CASE("vector_add: every contract case") {
-  for (auto& c : rt::find_contract("vector_add")->cases) {
+  for (auto& c : ops::find_contract("vector_add")->cases) {
     CAPTURE(c.text);
     std::mt19937 rng(g_seed);
     int64_t N = c.dims.at("N");
     auto a = uniform(N, -10, 10, rng), b = uniform(N, -10, 10, rng);
-    Tensors t{{"a", upload(rt::DType::f32, {N}, a)}, {"b", upload(rt::DType::f32, {N}, b)},
-              {"c", output(rt::DType::f32, {N})}};
-    ok(rt::run_op(device(), stream(), "vector_add", t));
+    Tensors t{{"a", upload(ops::DType::f32, {N}, a)}, {"b", upload(ops::DType::f32, {N}, b)},
+              {"c", output(ops::DType::f32, {N})}};
+    ok(ops::run_op(device(), stream(), "vector_add", t));
     std::vector<float> want(N);
     ref::vector_add(a.data(), b.data(), want.data(), 0, N);
     check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("vector_add", "c"));
@@ -217,13 +218,13 @@ TEST_CASE("vector_add: every contract case") {
 }
 
 TEST_CASE("row_softmax: every contract case") {
-  for (auto& c : rt::find_contract("row_softmax")->cases) {
+  for (auto& c : ops::find_contract("row_softmax")->cases) {
     CAPTURE(c.text);
     std::mt19937 rng(g_seed + 1);
     int64_t R = c.dims.at("R"), C = c.dims.at("C");
     auto x = uniform(R * C, -20, 20, rng);
-    Tensors t{{"x", upload(rt::DType::f32, {R, C}, x)}, {"y", output(rt::DType::f32, {R, C})}};
-    ok(rt::run_op(device(), stream(), "row_softmax", t));
+    Tensors t{{"x", upload(ops::DType::f32, {R, C}, x)}, {"y", output(ops::DType::f32, {R, C})}};
+    ok(ops::run_op(device(), stream(), "row_softmax", t));
     std::vector<float> want(R * C);
     ref::row_softmax(x.data(), want.data(), C, 0, R);
     check_close("y", widen(download<float>(t["y"])), widen(want), tol_of("row_softmax", "y"));
@@ -240,15 +241,15 @@ void gemm_case(int64_t M, int64_t N, int64_t K, uint32_t seed) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
     CAPTURE(impl.load);
-    Tensors t{{"a", upload(rt::DType::bf16, {M, K}, a)}, {"b", upload(rt::DType::bf16, {K, N}, b)},
-              {"c", output(rt::DType::f32, {M, N})}};
+    Tensors t{{"a", upload(ops::DType::bf16, {M, K}, a)}, {"b", upload(ops::DType::bf16, {K, N}, b)},
+              {"c", output(ops::DType::f32, {M, N})}};
     run_impl(impl, "gemm_bf16", t);
     check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("gemm_bf16", "c"));
   }
 }
 
 TEST_CASE("gemm_bf16: every contract case, and tile-crossing shapes") {
-  for (auto& c : rt::find_contract("gemm_bf16")->cases) {
+  for (auto& c : ops::find_contract("gemm_bf16")->cases) {
     CAPTURE(c.text);
     gemm_case(c.dims.at("M"), c.dims.at("N"), c.dims.at("K"), g_seed + 2);
   }
@@ -257,10 +258,10 @@ TEST_CASE("gemm_bf16: every contract case, and tile-crossing shapes") {
 }
 
 // The sm_90a implementation of `op` when this device runs it (a Hopper), else none.
-std::optional<rt::OpImpl> sm90_impl(const char* op) {
+std::optional<ops::OpImpl> sm90_impl(const char* op) {
   const std::string arch = ok(device().info()).arch;
-  for (auto& i : rt::impls_of(op))
-    if (i.format == HAL_MODULE_PTX && i.target == "sm_90a" && rt::target_runs_on(i.format, i.target, arch)) return i;
+  for (auto& i : ops::impls_of(op))
+    if (i.format == HAL_MODULE_PTX && i.target == "sm_90a" && ops::target_runs_on(i.format, i.target, arch)) return i;
   return std::nullopt;
 }
 
@@ -286,8 +287,8 @@ TEST_CASE("gemm_bf16: split-K cluster kernel (sm_90a), every cluster size") {
       CAPTURE(sh.N);
       CAPTURE(sh.K);
       CAPTURE(split);
-      Tensors t{{"a", upload(rt::DType::bf16, {sh.M, sh.K}, a)}, {"b", upload(rt::DType::bf16, {sh.K, sh.N}, b)},
-                {"c", output(rt::DType::f32, {sh.M, sh.N})}};
+      Tensors t{{"a", upload(ops::DType::bf16, {sh.M, sh.K}, a)}, {"b", upload(ops::DType::bf16, {sh.K, sh.N}, b)},
+                {"c", output(ops::DType::f32, {sh.M, sh.N})}};
       run_impl({*impl, "splitk", split}, "gemm_bf16", t);
       check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("gemm_bf16", "c"));
     }
@@ -314,9 +315,9 @@ TEST_CASE("gemm_bf16: router shape 4096 x 7168 x 256 (split-K on sm_90a), sample
   rows.push_back(M - 1);
   std::vector<float> want(M * N);
   for (int64_t r : rows) ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, r, r + 1);
-  rt::Tensor ta = upload(rt::DType::bf16, {M, K}, a), tb = upload(rt::DType::bf16, {K, N}, b);
+  ops::Tensor ta = upload(ops::DType::bf16, {M, K}, a), tb = upload(ops::DType::bf16, {K, N}, b);
   auto run = [&](const char* mode) {
-    Tensors t{{"a", ta}, {"b", tb}, {"c", output(rt::DType::f32, {M, N})}};
+    Tensors t{{"a", ta}, {"b", tb}, {"c", output(ops::DType::f32, {M, N})}};
     run_impl({*impl, mode}, "gemm_bf16", t);
     return download<float>(t["c"]);
   };
@@ -336,7 +337,7 @@ TEST_CASE("gemm_bf16: router shape 4096 x 7168 x 256 (split-K on sm_90a), sample
 
 TEST_CASE("moe_gate: every contract case, with and without bias") {
   int n = 0;
-  for (auto& c : rt::find_contract("moe_gate")->cases) {
+  for (auto& c : ops::find_contract("moe_gate")->cases) {
     for (bool with_bias : {false, true}) {
       CAPTURE(c.text);
       CAPTURE(with_bias);
@@ -353,11 +354,11 @@ TEST_CASE("moe_gate: every contract case, with and without bias") {
       int64_t K = p.topk;
       auto logits = uniform(T * E, -4, 4, rng);
       auto bias = uniform(E, -0.25, 0.25, rng);
-      Tensors t{{"logits", upload(rt::DType::f32, {T, E}, logits)},
-                {"topk_ids", output(rt::DType::i32, {T, K})},
-                {"topk_weights", output(rt::DType::f32, {T, K})}};
-      if (with_bias) t["bias"] = upload(rt::DType::f32, {E}, bias);
-      ok(rt::run_op(device(), stream(), "moe_gate", t, c.params));
+      Tensors t{{"logits", upload(ops::DType::f32, {T, E}, logits)},
+                {"topk_ids", output(ops::DType::i32, {T, K})},
+                {"topk_weights", output(ops::DType::f32, {T, K})}};
+      if (with_bias) t["bias"] = upload(ops::DType::f32, {E}, bias);
+      ok(ops::run_op(device(), stream(), "moe_gate", t, c.params));
       std::vector<int32_t> ids(T * K);
       std::vector<float> w(T * K);
       ok(ref::moe_gate(logits.data(), with_bias ? bias.data() : nullptr, T, E, p, ids.data(), w.data()));
@@ -416,11 +417,11 @@ TEST_CASE("moe_gate: fast path layouts, ties and NaN, bit for bit with the gener
         std::vector<float> w[2];
         for (int fast : {1, 0}) {
           setenv("HALCYON_PTX_GATE", fast ? "fast" : "general", 1);
-          Tensors t{{"logits", upload(rt::DType::f32, {T, E}, logits)},
-                    {"topk_ids", output(rt::DType::i32, {T, K})},
-                    {"topk_weights", output(rt::DType::f32, {T, K})}};
-          if (with_bias) t["bias"] = upload(rt::DType::f32, {E}, bias);
-          const halcyon::Status st = rt::run_op(device(), stream(), "moe_gate", t, params);
+          Tensors t{{"logits", upload(ops::DType::f32, {T, E}, logits)},
+                    {"topk_ids", output(ops::DType::i32, {T, K})},
+                    {"topk_weights", output(ops::DType::f32, {T, K})}};
+          if (with_bias) t["bias"] = upload(ops::DType::f32, {E}, bias);
+          const halcyon::Status st = ops::run_op(device(), stream(), "moe_gate", t, params);
           unsetenv("HALCYON_PTX_GATE");
           ok(st);
           ids[fast] = download<int32_t>(t["topk_ids"]);
@@ -453,11 +454,11 @@ int64_t check_permute(int64_t T, int64_t K, int64_t H, int64_t E, int64_t begin,
                       const std::vector<int32_t>& ids, std::mt19937& rng,
                       const std::map<std::string, std::string>& params) {
   auto x = uniform_bf16(T * H, -2, 2, rng);
-  Tensors t{{"x", upload(rt::DType::bf16, {T, H}, x)},         {"topk_ids", upload(rt::DType::i32, {T, K}, ids)},
-            {"permuted", output(rt::DType::bf16, {T * K, H})}, {"expert_counts", output(rt::DType::i32, {EL})},
-            {"expert_offsets", output(rt::DType::i32, {EL + 1})}, {"row_to_slot", output(rt::DType::i32, {T * K})},
-            {"slot_to_row", output(rt::DType::i32, {T, K})},   {"num_rows", output(rt::DType::i32, {1})}};
-  ok(rt::run_op(device(), stream(), "moe_permute", t, params));
+  Tensors t{{"x", upload(ops::DType::bf16, {T, H}, x)},         {"topk_ids", upload(ops::DType::i32, {T, K}, ids)},
+            {"permuted", output(ops::DType::bf16, {T * K, H})}, {"expert_counts", output(ops::DType::i32, {EL})},
+            {"expert_offsets", output(ops::DType::i32, {EL + 1})}, {"row_to_slot", output(ops::DType::i32, {T * K})},
+            {"slot_to_row", output(ops::DType::i32, {T, K})},   {"num_rows", output(ops::DType::i32, {1})}};
+  ok(ops::run_op(device(), stream(), "moe_permute", t, params));
   PermuteOut want;
   want.permuted.assign(T * K * H, 0);
   want.counts.assign(EL, 0);
@@ -491,11 +492,11 @@ int64_t check_permute(int64_t T, int64_t K, int64_t H, int64_t E, int64_t begin,
 
 TEST_CASE("moe_permute: every contract case (stable order, first R rows)") {
   int n = 0;
-  for (auto& c : rt::find_contract("moe_permute")->cases) {
+  for (auto& c : ops::find_contract("moe_permute")->cases) {
     CAPTURE(c.text);
     std::mt19937 rng(g_seed + 40 + n++);
-    const rt::Contract& contract = *rt::find_contract("moe_permute");
-    rt::Binding bound = ok(rt::bind(contract, c.params, c.dims, {}));  // E, EL from the params
+    const ops::Contract& contract = *ops::find_contract("moe_permute");
+    ops::Binding bound = ok(ops::bind(contract, c.params, c.dims, {}));  // E, EL from the params
     int64_t T = bound.dim("T"), K = bound.dim("K"), H = bound.dim("H"), E = bound.dim("E"), EL = bound.dim("EL");
     int64_t begin = bound.params.i("expert_begin");
     std::vector<int32_t> ids(T * K);
@@ -558,7 +559,7 @@ TEST_CASE("moe_permute: DeepSeek-V3 routing size (T=4096, K=8, E=256, H=7168)") 
 
 TEST_CASE("moe_combine: every contract case") {
   int n = 0;
-  for (auto& c : rt::find_contract("moe_combine")->cases) {
+  for (auto& c : ops::find_contract("moe_combine")->cases) {
     CAPTURE(c.text);
     std::mt19937 rng(g_seed + 70 + n++);
     int64_t T = c.dims.at("T"), K = c.dims.at("K"), H = c.dims.at("H"), R = c.dims.at("R");
@@ -567,11 +568,11 @@ TEST_CASE("moe_combine: every contract case") {
     std::vector<int32_t> s2r(T * K);
     std::uniform_int_distribution<int32_t> u(-1, 7);
     for (auto& v : s2r) v = u(rng);
-    Tensors t{{"expert_out", upload(rt::DType::bf16, {R, H}, eo)},
-              {"topk_weights", upload(rt::DType::f32, {T, K}, w)},
-              {"slot_to_row", upload(rt::DType::i32, {T, K}, s2r)},
-              {"out", output(rt::DType::bf16, {T, H})}};
-    ok(rt::run_op(device(), stream(), "moe_combine", t));
+    Tensors t{{"expert_out", upload(ops::DType::bf16, {R, H}, eo)},
+              {"topk_weights", upload(ops::DType::f32, {T, K}, w)},
+              {"slot_to_row", upload(ops::DType::i32, {T, K}, s2r)},
+              {"out", output(ops::DType::bf16, {T, H})}};
+    ok(ops::run_op(device(), stream(), "moe_combine", t));
     std::vector<uint16_t> want(T * H);
     ok(ref::moe_combine(reinterpret_cast<const ref::bf16*>(eo.data()), R, w.data(), s2r.data(), T, K, H,
                         reinterpret_cast<ref::bf16*>(want.data())));
@@ -591,15 +592,15 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
   auto w = uniform_bf16(EL * Kd * ldb, -1, 1, rng);
   auto off = random_offsets(live, EL, rng);
   const char* op = swiglu ? "moe_grouped_gemm_swiglu" : "moe_grouped_gemm";
-  rt::Tensor ta = upload(rt::DType::bf16, {R, Kd}, a), tw = upload(rt::DType::bf16, {EL, Kd, ldb}, w),
-             toff = upload(rt::DType::i32, {EL + 1}, off);
+  ops::Tensor ta = upload(ops::DType::bf16, {R, Kd}, a), tw = upload(ops::DType::bf16, {EL, Kd, ldb}, w),
+             toff = upload(ops::DType::i32, {EL + 1}, off);
   // The TMA kernel needs 16-byte aligned rows (and a device that makes tensor maps: sm_90).
   const bool tma = Kd % 8 == 0 && ldb % 8 == 0 && Nd % 8 == 0;
   for (auto& impl : ptx_impls(op, tma ? kGroupedWays : Sm90Ways{})) {
     CAPTURE(impl.impl.target);
     CAPTURE(impl.sm90_gemm);
     CAPTURE(impl.load);
-    Tensors t{{"a", ta}, {swiglu ? "w_gate_up" : "w", tw}, {"expert_offsets", toff}, {"out", output(rt::DType::bf16, {R, Nd})}};
+    Tensors t{{"a", ta}, {swiglu ? "w_gate_up" : "w", tw}, {"expert_offsets", toff}, {"out", output(ops::DType::bf16, {R, Nd})}};
     run_impl(impl, op, t);
     auto out = download<uint16_t>(t["out"]);
     std::vector<double> got, want;
@@ -649,7 +650,7 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
 
 TEST_CASE("moe_grouped_gemm_swiglu: every contract case") {
   int n = 0;
-  for (auto& c : rt::find_contract("moe_grouped_gemm_swiglu")->cases) {
+  for (auto& c : ops::find_contract("moe_grouped_gemm_swiglu")->cases) {
     CAPTURE(c.text);
     grouped_case(true, c.dims.at("R"), c.dims.at("H"), c.dims.at("I"), c.dims.at("EL"), g_seed + 100 + n++);
   }
@@ -661,7 +662,7 @@ TEST_CASE("moe_grouped_gemm_swiglu: every contract case") {
 
 TEST_CASE("moe_grouped_gemm: every contract case") {
   int n = 0;
-  for (auto& c : rt::find_contract("moe_grouped_gemm")->cases) {
+  for (auto& c : ops::find_contract("moe_grouped_gemm")->cases) {
     CAPTURE(c.text);
     grouped_case(false, c.dims.at("R"), c.dims.at("H"), c.dims.at("I"), c.dims.at("EL"), g_seed + 200 + n++);
   }
@@ -693,8 +694,8 @@ void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64
   std::uniform_int_distribution<int32_t> slot(0, int32_t(T * topk - 1));
   for (auto& v : rts) v = slot(rng);
   const char* op = "moe_grouped_gemm_swiglu_gather";
-  rt::Tensor tx = upload(rt::DType::bf16, {T, H}, x), tw = upload(rt::DType::bf16, {EL, H, 2 * I}, w),
-             toff = upload(rt::DType::i32, {EL + 1}, off), trts = upload(rt::DType::i32, {R}, rts);
+  ops::Tensor tx = upload(ops::DType::bf16, {T, H}, x), tw = upload(ops::DType::bf16, {EL, H, 2 * I}, w),
+             toff = upload(ops::DType::i32, {EL + 1}, off), trts = upload(ops::DType::i32, {R}, rts);
   std::vector<int64_t> rows;  // the rows compared
   for (int64_t e = 0; e < EL; ++e) {
     const int64_t r0 = off[e], r1 = off[e + 1];
@@ -718,7 +719,7 @@ void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64
     CAPTURE(v.sm90_gemm);
     CAPTURE(v.load);
     Tensors t{{"x", tx}, {"w_gate_up", tw}, {"expert_offsets", toff}, {"row_to_slot", trts},
-              {"out", output(rt::DType::bf16, {R, I})}};
+              {"out", output(ops::DType::bf16, {R, I})}};
     run_impl(v, op, t, {{"topk", std::to_string(topk)}});
     auto out = download<uint16_t>(t["out"]);
     std::vector<double> got;
@@ -731,7 +732,7 @@ void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64
 
 TEST_CASE("moe_grouped_gemm_swiglu_gather: every contract case, and tile-crossing shapes") {
   int n = 0;
-  for (auto& c : rt::find_contract("moe_grouped_gemm_swiglu_gather")->cases) {
+  for (auto& c : ops::find_contract("moe_grouped_gemm_swiglu_gather")->cases) {
     CAPTURE(c.text);
     const int64_t topk = c.params.count("topk") ? std::stoll(c.params.at("topk")) : 8;
     gather_case(c.dims.at("T"), topk, c.dims.at("R"), c.dims.at("H"), c.dims.at("I"), c.dims.at("EL"),
@@ -759,7 +760,7 @@ int main(int argc, char** argv) {
   for (const char* op : {"vector_add", "row_softmax", "gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm_swiglu",
                          "moe_grouped_gemm_swiglu_gather", "moe_grouped_gemm", "moe_combine"}) {
     std::string why;
-    const rt::OpImpl* impl = rt::select_impl(*dev, op, &why);
+    const ops::OpImpl* impl = ops::select_impl(*dev, op, &why);
     std::printf("  %-24s -> %s\n", op, impl ? fmt::format("ptx {} (priority {})", impl->target, impl->priority).c_str()
                                             : why.c_str());
   }

@@ -1,5 +1,5 @@
 // The contracts compiled into the library (table generated at build time).
-#include <halcyon/runtime/contract.hpp>
+#include <halcyon/ops/contract.hpp>
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@ struct EmbeddedContract {
 };
 extern const EmbeddedContract kEmbeddedContracts[];
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 
 const std::vector<Contract>& contracts() {
   static const std::vector<Contract> all = [] {
@@ -39,4 +39,4 @@ const Contract* find_contract(std::string_view op) {
   return nullptr;
 }
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops

@@ -2,7 +2,7 @@
 // combine) and the grouped GEMMs (gemm_sm80.cu: mma.sync, any NVIDIA GPU from sm_80;
 // gemm_sm90.cu: wgmma, Hopper sm_90a). Data-dependent sizes stay on the device: the GEMMs read
 // expert_offsets there and walk their tiles with a persistent grid; nothing here syncs.
-#include "../ops/ptx_launch.hpp"
+#include "ptx_launch.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -72,7 +72,7 @@ constexpr uint32_t kSwapRingBytes =
     kSwapASlots * kSwapTn * 128 + kSwapBSlots * 4 * 64 * 64 * 2 + 2 * (kSwapASlots + kSwapBSlots) * 8;
 // A bf16 tensor map of a dense row-major tensor: dims innermost first, boxes of 64 x `rows`
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
-Result<TensorMap> bf16_map(const rt::OpContext& ctx, const rt::Tensor& t, std::initializer_list<uint64_t> dims,
+Result<TensorMap> bf16_map(const ops::OpContext& ctx, const ops::Tensor& t, std::initializer_list<uint64_t> dims,
                            uint32_t rows = 64) {
   hal_tensor_map_desc d{};
   d.struct_size = sizeof d;
@@ -96,8 +96,8 @@ Result<TensorMap> bf16_map(const rt::OpContext& ctx, const rt::Tensor& t, std::i
 
 // Launches the TMA kernel, or returns false in *ran when it does not apply here (no tensor
 // maps on this device, rows not 16-byte aligned, too many experts for its shared memory).
-Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue, const GemmArgs& g,
-                       const rt::Tensor& a, const rt::Tensor& b, bool* ran) {
+Status launch_gemm_tma(ops::OpContext& ctx, const DeviceFacts& dev, int epilogue, const GemmArgs& g,
+                       const ops::Tensor& a, const ops::Tensor& b, bool* ran) {
   *ran = false;
   const Sm90Gemm mode = sm90_gemm();
   if (mode == Sm90Gemm::kBasic) return {};
@@ -156,7 +156,7 @@ Status launch_gemm_tma(rt::OpContext& ctx, const DeviceFacts& dev, int epilogue,
 // persistent grid over R rows and N outputs of `experts` segments (grouped) or one dense
 // block; `args` is its argument block (GemmArgs, or the gather entries' GatherGemmArgs).
 template <typename Args>
-Status launch_tiled(rt::OpContext& ctx, const DeviceFacts& dev, const GemmConfig& c, const char* entry,
+Status launch_tiled(ops::OpContext& ctx, const DeviceFacts& dev, const GemmConfig& c, const char* entry,
                     int epilogue, int64_t R, int64_t N, int64_t experts, bool grouped, const Args& args) {
   const int64_t max_tiles = (ceil_div(R, c.bm) + (grouped ? experts : 0)) * gemm_n_tiles(epilogue, N, c.bn);
   if (max_tiles == 0) return {};
@@ -175,8 +175,8 @@ Status launch_tiled(rt::OpContext& ctx, const DeviceFacts& dev, const GemmConfig
 
 }  // namespace
 
-Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const rt::Tensor* a,
-                   const rt::Tensor* b) {
+Status launch_gemm(ops::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const ops::Tensor* a,
+                   const ops::Tensor* b) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const bool aligned = g.K % 8 == 0 && g.N % 8 == 0;
@@ -215,7 +215,7 @@ std::string gate_fast_misfit(const GateArgs& a) {
   return {};
 }
 
-Status moe_gate(rt::OpContext& ctx) {
+Status moe_gate(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const auto& p = ctx.params();
@@ -232,7 +232,7 @@ Status moe_gate(rt::OpContext& ctx) {
   if (!std::isfinite(scale))
     return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: routed_scale = {} is not finite", scale));
   if (T == 0) return {};
-  const rt::Tensor* bias = ctx.optional_tensor("bias");
+  const ops::Tensor* bias = ctx.optional_tensor("bias");
   const bool softmax = p.s("score") == "softmax";
   GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
              ctx.tensor("topk_weights").address(), T, E, softmax, G, TG, K, p.b("normalize"), double(scale), 0};
@@ -278,7 +278,7 @@ struct ScatterArgs {
   int64_t T, K, H;
 };
 
-Status moe_permute(rt::OpContext& ctx) {
+Status moe_permute(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), EL = ctx.dim("EL");
@@ -349,11 +349,11 @@ Status moe_permute(rt::OpContext& ctx) {
 
 // ---- grouped GEMMs -------------------------------------------------------------------------
 // An empty inner dimension: every output is 0.
-Status zero_rows(rt::OpContext& ctx, int64_t bytes) {
-  const rt::Tensor& out = ctx.tensor("out");
+Status zero_rows(ops::OpContext& ctx, int64_t bytes) {
+  const ops::Tensor& out = ctx.tensor("out");
   return ctx.stream.fill<uint16_t>(out.buffer, out.offset, uint64_t(bytes), uint16_t(0));
 }
-Status grouped_swiglu(rt::OpContext& ctx, bool hopper) {
+Status grouped_swiglu(ops::OpContext& ctx, bool hopper) {
   const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
   if (R == 0 || I == 0 || EL == 0) return {};
   if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
@@ -361,7 +361,7 @@ Status grouped_swiglu(rt::OpContext& ctx, bool hopper) {
              ctx.tensor("out").address(), R, H, I, EL};
   return launch_gemm(ctx, kGemmSwiglu, g, hopper, &ctx.tensor("a"), &ctx.tensor("w_gate_up"));
 }
-Status grouped_down(rt::OpContext& ctx, bool hopper) {
+Status grouped_down(ops::OpContext& ctx, bool hopper) {
   const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
   if (R == 0 || H == 0 || EL == 0) return {};
   if (I == 0) return zero_rows(ctx, R * H * 2);
@@ -369,8 +369,8 @@ Status grouped_down(rt::OpContext& ctx, bool hopper) {
              ctx.tensor("out").address(), R, I, H, EL};
   return launch_gemm(ctx, kGemmBf16, g, hopper, &ctx.tensor("a"), &ctx.tensor("w"));
 }
-Status swiglu_sm80(rt::OpContext& ctx) { return grouped_swiglu(ctx, false); }
-Status down_sm80(rt::OpContext& ctx) { return grouped_down(ctx, false); }
+Status swiglu_sm80(ops::OpContext& ctx) { return grouped_swiglu(ctx, false); }
+Status down_sm80(ops::OpContext& ctx) { return grouped_down(ctx, false); }
 
 // ---- moe_grouped_gemm_swiglu_gather ----------------------------------------------------------
 // The SwiGLU GEMM reading row r as x[row_to_slot[r] / topk]. On sm_90a where its cubin loads:
@@ -384,7 +384,7 @@ struct GatherGemmArgs {
   uint64_t row_to_slot;
   int64_t topk, T;
 };
-Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
+Status swiglu_gather(ops::OpContext& ctx, bool hopper) {
   const int64_t R = ctx.dim("R"), T = ctx.dim("T"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
   const int64_t topk = ctx.params().i("topk");
   if (topk < 1)
@@ -393,7 +393,7 @@ Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
   if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
   auto dev = facts(ctx);
   if (!dev) return dev.error();
-  const rt::Tensor &x = ctx.tensor("x"), &w = ctx.tensor("w_gate_up");
+  const ops::Tensor &x = ctx.tensor("x"), &w = ctx.tensor("w_gate_up");
   const GatherGemmArgs g{x.address(), w.address(), ctx.tensor("expert_offsets").address(),
                          ctx.tensor("out").address(), R, H, I, EL, ctx.tensor("row_to_slot").address(), topk, T};
   const int64_t n_tiles = gemm_n_tiles(kGemmSwiglu, I, kSwapBn);
@@ -437,14 +437,14 @@ Status swiglu_gather(rt::OpContext& ctx, bool hopper) {
                       aligned ? "hc_moe_gemm_swiglu_gather_sm80" : "hc_moe_gemm_swiglu_gather_sm80_u", kGemmSwiglu, R,
                       I, EL, true, g);
 }
-Status swiglu_gather_sm80(rt::OpContext& ctx) { return swiglu_gather(ctx, false); }
+Status swiglu_gather_sm80(ops::OpContext& ctx) { return swiglu_gather(ctx, false); }
 
 // ---- moe_combine ---------------------------------------------------------------------------
 struct CombineArgs {
   uint64_t expert_out, weights, slot_to_row, out;
   int64_t R, T, K, H;
 };
-Status moe_combine(rt::OpContext& ctx) {
+Status moe_combine(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t R = ctx.dim("R"), T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
@@ -459,19 +459,19 @@ Status moe_combine(rt::OpContext& ctx) {
   return launch(ctx, *k, {uint32_t(T)}, {256}, a);
 }
 
-rt::RegisterOpImpl r1({"moe_gate", HAL_MODULE_PTX, "sm_80", "", 10, moe_gate});
-rt::RegisterOpImpl r2({"moe_permute", HAL_MODULE_PTX, "sm_80", "", 10, moe_permute});
-rt::RegisterOpImpl r3({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_sm80});
-rt::RegisterOpImpl r4({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_80", "", 10, down_sm80});
-rt::RegisterOpImpl r5({"moe_combine", HAL_MODULE_PTX, "sm_80", "", 10, moe_combine});
-rt::RegisterOpImpl r8({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_gather_sm80});
+ops::RegisterOpImpl r1({"moe_gate", HAL_MODULE_PTX, "sm_80", "", 10, moe_gate});
+ops::RegisterOpImpl r2({"moe_permute", HAL_MODULE_PTX, "sm_80", "", 10, moe_permute});
+ops::RegisterOpImpl r3({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_sm80});
+ops::RegisterOpImpl r4({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_80", "", 10, down_sm80});
+ops::RegisterOpImpl r5({"moe_combine", HAL_MODULE_PTX, "sm_80", "", 10, moe_combine});
+ops::RegisterOpImpl r8({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_gather_sm80});
 #ifdef HALCYON_PTX_HAVE_SM90_GEMM
-Status swiglu_sm90(rt::OpContext& ctx) { return grouped_swiglu(ctx, true); }
-Status down_sm90(rt::OpContext& ctx) { return grouped_down(ctx, true); }
-rt::RegisterOpImpl r6({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_sm90});
-rt::RegisterOpImpl r7({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_90a", "", 20, down_sm90});
-Status swiglu_gather_sm90(rt::OpContext& ctx) { return swiglu_gather(ctx, true); }
-rt::RegisterOpImpl r9({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_gather_sm90});
+Status swiglu_sm90(ops::OpContext& ctx) { return grouped_swiglu(ctx, true); }
+Status down_sm90(ops::OpContext& ctx) { return grouped_down(ctx, true); }
+ops::RegisterOpImpl r6({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_sm90});
+ops::RegisterOpImpl r7({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_90a", "", 20, down_sm90});
+Status swiglu_gather_sm90(ops::OpContext& ctx) { return swiglu_gather(ctx, true); }
+ops::RegisterOpImpl r9({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_gather_sm90});
 #endif
 
 }  // namespace

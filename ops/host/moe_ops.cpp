@@ -58,9 +58,9 @@ HostKernel k_gate("moe_gate", gate_kernel,
                    HALCYON_ARG_VAL(GateArgs, softmax), HALCYON_ARG_VAL(GateArgs, normalize),
                    HALCYON_ARG_VAL(GateArgs, routed_scale)},
                   sizeof(GateArgs));
-Status moe_gate(rt::OpContext& ctx) {
+Status moe_gate(ops::OpContext& ctx) {
   const auto& p = ctx.params();
-  const rt::Tensor* bias = ctx.optional_tensor("bias");
+  const ops::Tensor* bias = ctx.optional_tensor("bias");
   GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
              ctx.tensor("topk_weights").address(), ctx.dim("T"), ctx.dim("E"), p.i("n_groups"), p.i("topk_groups"),
              p.i("topk"), 0, p.s("score") == "softmax", p.b("normalize"), float(p.f("routed_scale"))};
@@ -113,7 +113,7 @@ HostKernel k_permute_gather("moe_permute_gather", permute_gather_kernel,
                              HALCYON_ARG_VAL(GatherArgs, K), HALCYON_ARG_VAL(GatherArgs, rows_per_block)},
                             sizeof(GatherArgs));
 
-Status moe_permute(rt::OpContext& ctx) {
+Status moe_permute(ops::OpContext& ctx) {
   int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
   int64_t begin = ctx.params().i("expert_begin");  // EL = expert_end - expert_begin
   if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
@@ -157,18 +157,18 @@ void down_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
 HostKernel k_swiglu("moe_grouped_gemm_swiglu", swiglu_kernel, GROUPED_ARGS, sizeof(GroupedArgs));
 HostKernel k_down("moe_grouped_gemm", down_kernel, GROUPED_ARGS, sizeof(GroupedArgs));
 
-Status grouped(rt::OpContext& ctx, const char* kernel, const char* w, int64_t in_dim, int64_t out_dim, int64_t cost) {
+Status grouped(ops::OpContext& ctx, const char* kernel, const char* w, int64_t in_dim, int64_t out_dim, int64_t cost) {
   int64_t R = ctx.dim("R"), EL = ctx.dim("EL");
   int64_t per = rows_per_block(R, cost);
   GroupedArgs g{ctx.tensor("a").address(), ctx.tensor(w).address(), ctx.tensor("expert_offsets").address(),
                 ctx.tensor("out").address(), EL, R, in_dim, out_dim, per};
   return launch(ctx, kernel, uint64_t((R + per - 1) / per), g);
 }
-Status moe_grouped_gemm_swiglu(rt::OpContext& ctx) {
+Status moe_grouped_gemm_swiglu(ops::OpContext& ctx) {
   int64_t H = ctx.dim("H"), I = ctx.dim("I");
   return grouped(ctx, "moe_grouped_gemm_swiglu", "w_gate_up", H, I, 2 * H * I);
 }
-Status moe_grouped_gemm(rt::OpContext& ctx) {
+Status moe_grouped_gemm(ops::OpContext& ctx) {
   int64_t I = ctx.dim("I"), H = ctx.dim("H");
   return grouped(ctx, "moe_grouped_gemm", "w", I, H, I * H);
 }
@@ -194,7 +194,7 @@ HostKernel k_swiglu_gather(
      HALCYON_ARG_VAL(GatherSwigluArgs, H), HALCYON_ARG_VAL(GatherSwigluArgs, I),
      HALCYON_ARG_VAL(GatherSwigluArgs, rows_per_block)},
     sizeof(GatherSwigluArgs));
-Status moe_grouped_gemm_swiglu_gather(rt::OpContext& ctx) {
+Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
   int64_t R = ctx.dim("R"), EL = ctx.dim("EL"), H = ctx.dim("H"), I = ctx.dim("I"), T = ctx.dim("T");
   int64_t topk = ctx.params().i("topk");
   // Parameter errors are reported now, before anything is queued.
@@ -225,7 +225,7 @@ HostKernel k_combine("moe_combine", combine_kernel,
                       HALCYON_ARG_VAL(CombineArgs, R), HALCYON_ARG_VAL(CombineArgs, T), HALCYON_ARG_VAL(CombineArgs, K),
                       HALCYON_ARG_VAL(CombineArgs, H), HALCYON_ARG_VAL(CombineArgs, rows_per_block)},
                      sizeof(CombineArgs));
-Status moe_combine(rt::OpContext& ctx) {
+Status moe_combine(ops::OpContext& ctx) {
   int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
   int64_t per = rows_per_block(T, K * H);
   CombineArgs a{ctx.tensor("expert_out").address(), ctx.tensor("topk_weights").address(),
@@ -233,13 +233,13 @@ Status moe_combine(rt::OpContext& ctx) {
   return launch(ctx, "moe_combine", uint64_t((T + per - 1) / per), a);
 }
 
-rt::RegisterOpImpl r_gate({"moe_gate", HAL_MODULE_HOST, "host", "", 0, moe_gate});
-rt::RegisterOpImpl r_permute({"moe_permute", HAL_MODULE_HOST, "host", "", 0, moe_permute});
-rt::RegisterOpImpl r_swiglu({"moe_grouped_gemm_swiglu", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu});
-rt::RegisterOpImpl r_swiglu_gather(
+ops::RegisterOpImpl r_gate({"moe_gate", HAL_MODULE_HOST, "host", "", 0, moe_gate});
+ops::RegisterOpImpl r_permute({"moe_permute", HAL_MODULE_HOST, "host", "", 0, moe_permute});
+ops::RegisterOpImpl r_swiglu({"moe_grouped_gemm_swiglu", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu});
+ops::RegisterOpImpl r_swiglu_gather(
     {"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu_gather});
-rt::RegisterOpImpl r_down({"moe_grouped_gemm", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm});
-rt::RegisterOpImpl r_combine({"moe_combine", HAL_MODULE_HOST, "host", "", 0, moe_combine});
+ops::RegisterOpImpl r_down({"moe_grouped_gemm", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm});
+ops::RegisterOpImpl r_combine({"moe_combine", HAL_MODULE_HOST, "host", "", 0, moe_combine});
 
 }  // namespace
 }  // namespace halcyon::host

@@ -39,7 +39,7 @@ HostKernel::HostKernel(const char* name, hal_host_kernel_fn fn, std::initializer
   add_host_kernel({name, fn, uint32_t(args.size()), args.data(), size});
 }
 
-Status launch(const rt::OpContext& ctx, const char* name, uint64_t blocks, const void* args, size_t args_size) {
+Status launch(const ops::OpContext& ctx, const char* name, uint64_t blocks, const void* args, size_t args_size) {
   auto& im = image();
   auto mod = ctx.module(HAL_MODULE_HOST, "host", &im.image, sizeof im.image, "halcyon-host-kernels");
   if (!mod) return mod.error();

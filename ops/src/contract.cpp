@@ -1,5 +1,5 @@
 // The .contract parser and call binding (see contract.hpp for the format).
-#include <halcyon/runtime/contract.hpp>
+#include <halcyon/ops/contract.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,7 +10,7 @@
 #include <cmath>
 #include <sstream>
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 namespace {
 
 std::vector<std::string> split_ws(std::string_view s) {
@@ -366,7 +366,7 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
   }
   for (auto& bd : c.bounds) {
     const TensorSpec* t = c.find_tensor(bd.input);
-    if (!t || rt::dtype_is_float(t->dtype))
+    if (!t || ops::dtype_is_float(t->dtype))
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: bounds: '{}' is not an integer input", file, bd.input));
   }
   for (auto& d : c.defined_rows) {
@@ -499,4 +499,4 @@ Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>
   return b;
 }
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 
 enum class DType : uint8_t { f32, f16, bf16, i32, i64, u8, f64 };
 
@@ -33,4 +33,4 @@ struct Tensor {
 // Allocates a device tensor.
 Result<Tensor> make_tensor(const Device& device, DType dtype, std::vector<int64_t> shape);
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops

@@ -28,7 +28,7 @@
 #pragma once
 
 #include <halcyon/result.hpp>
-#include <halcyon/runtime/tensor.hpp>
+#include <halcyon/ops/tensor.hpp>
 
 #include <map>
 #include <string>
@@ -36,7 +36,7 @@
 #include <variant>
 #include <vector>
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 
 struct Tolerance {
   bool exact = false;
@@ -168,4 +168,4 @@ Result<int64_t> evaluate(const Binding& b, std::string_view expression);
 // the output's contents are then unspecified.
 bool output_defined(const Contract& c, const Binding& b, std::string_view output);
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops

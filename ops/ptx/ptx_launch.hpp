@@ -1,11 +1,11 @@
-// Launch helpers shared by the PTX operator implementations (kernels/ptx/ops, kernels/ptx/moe):
+// Launch helpers shared by the PTX operator implementations (ops/ptx):
 // find the embedded image that suits the device, load it once per device (OpContext::module
 // caches modules), look its kernels up once, and launch with a packed argument struct whose
 // fields mirror the kernel's .param list (every parameter is 8 bytes: addresses, i64, f64).
 #pragma once
 
 #include <halcyon/ptx_kernels.hpp>
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
 
@@ -23,7 +23,7 @@ struct DeviceFacts {
   uint32_t max_shared_per_block = 0;
 };
 
-inline Result<DeviceFacts> facts(const rt::OpContext& ctx) {
+inline Result<DeviceFacts> facts(const ops::OpContext& ctx) {
   auto info = ctx.device.info();
   if (!info) return info.error();
   return DeviceFacts{info->uri, info->arch, info->compute_units ? info->compute_units : 1,
@@ -55,7 +55,7 @@ inline bool cubin_applies(const DeviceFacts& dev, const char* image) {
 
 // Kernel `entry` of embedded image `image`, built for the device's architecture (or the newest
 // portable target it can run). Kernels are cached per device, code source and entry.
-inline Result<Kernel> kernel(const rt::OpContext& ctx, const DeviceFacts& dev, const char* image, const char* entry,
+inline Result<Kernel> kernel(const ops::OpContext& ctx, const DeviceFacts& dev, const char* image, const char* entry,
                              CodeFrom from = CodeFrom::kPtx) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, Kernel>;  // lives as long as the loaded modules
@@ -82,7 +82,7 @@ inline Result<Kernel> kernel(const rt::OpContext& ctx, const DeviceFacts& dev, c
 }
 
 template <typename Args>
-Status launch(const rt::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, const Args& args,
+Status launch(const ops::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, const Args& args,
               uint32_t shared_bytes = 0) {
   static_assert(sizeof(Args) % 8 == 0, "PTX arguments are packed as 8-byte fields");
   return ctx.stream.launch(k, grid, block, &args, sizeof args, shared_bytes);
@@ -92,7 +92,7 @@ Status launch(const rt::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, 
 // reports for it: needed where parameters have larger alignment (64-byte tensor maps), whose
 // layout differs between a PTX module (the parameter list's) and a cubin (the driver's).
 template <typename Fill>
-Status launch_packed(const rt::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes,
+Status launch_packed(const ops::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes,
                      Fill&& fill) {
   auto layout = k.args();
   if (!layout) return layout.error();
@@ -117,15 +117,15 @@ inline int64_t gemm_n_tiles(int epilogue, int64_t N, int64_t bn) {
   return epilogue == kGemmSwiglu ? ceil_div(N, bn / 2) : ceil_div(N, bn);
 }
 
-// Launches the grouped GEMM (kernels/ptx/moe/moe_ops.cpp): on sm_90a when `hopper` and the rows
+// Launches the grouped GEMM (ops/ptx/moe_ops.cpp): on sm_90a when `hopper` and the rows
 // are 16-byte aligned the wgmma kernels — the TMA one when the tensors `a` and `b` are given and
 // the device makes tensor maps, else the cp.async one — otherwise the mma.sync one.
-Status launch_gemm(rt::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const rt::Tensor* a = nullptr,
-                   const rt::Tensor* b = nullptr);
+Status launch_gemm(ops::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const ops::Tensor* a = nullptr,
+                   const ops::Tensor* b = nullptr);
 
-// gemm_bf16 on sm_90a with few output tiles (kernels/ptx/moe/gemm_splitk.cpp): split-K over a
+// gemm_bf16 on sm_90a with few output tiles (ops/ptx/gemm_splitk.cpp): split-K over a
 // thread-block cluster. *ran = false when it does not apply (then launch_gemm).
-Status launch_gemm_splitk(rt::OpContext& ctx, const GemmArgs& g, const rt::Tensor& a, const rt::Tensor& b,
+Status launch_gemm_splitk(ops::OpContext& ctx, const GemmArgs& g, const ops::Tensor& a, const ops::Tensor& b,
                           bool* ran);
 
 }  // namespace halcyon::ptxop

@@ -21,7 +21,7 @@ HostKernel k_vector_add("vector_add", vector_add_kernel,
                         {HALCYON_ARG_PTR(VectorAddArgs, a), HALCYON_ARG_PTR(VectorAddArgs, b),
                          HALCYON_ARG_PTR(VectorAddArgs, c), HALCYON_ARG_VAL(VectorAddArgs, n)},
                         sizeof(VectorAddArgs));
-Status vector_add(rt::OpContext& ctx) {
+Status vector_add(ops::OpContext& ctx) {
   int64_t n = ctx.dim("N");
   VectorAddArgs a{ctx.tensor("a").address(), ctx.tensor("b").address(), ctx.tensor("c").address(), n};
   return launch(ctx, "vector_add", uint64_t((n + kChunk - 1) / kChunk), a);
@@ -40,7 +40,7 @@ HostKernel k_row_softmax("row_softmax", row_softmax_kernel,
                          {HALCYON_ARG_PTR(RowArgs, x), HALCYON_ARG_PTR(RowArgs, y), HALCYON_ARG_VAL(RowArgs, rows),
                           HALCYON_ARG_VAL(RowArgs, cols), HALCYON_ARG_VAL(RowArgs, rows_per_block)},
                          sizeof(RowArgs));
-Status row_softmax(rt::OpContext& ctx) {
+Status row_softmax(ops::OpContext& ctx) {
   int64_t rows = ctx.dim("R"), cols = ctx.dim("C");
   int64_t per = rows_per_block(rows, cols);
   RowArgs a{ctx.tensor("x").address(), ctx.tensor("y").address(), rows, cols, per};
@@ -61,16 +61,16 @@ HostKernel k_gemm("gemm_bf16", gemm_bf16_kernel,
                    HALCYON_ARG_VAL(GemmArgs, M), HALCYON_ARG_VAL(GemmArgs, N), HALCYON_ARG_VAL(GemmArgs, K),
                    HALCYON_ARG_VAL(GemmArgs, rows_per_block)},
                   sizeof(GemmArgs));
-Status gemm_bf16(rt::OpContext& ctx) {
+Status gemm_bf16(ops::OpContext& ctx) {
   int64_t M = ctx.dim("M"), N = ctx.dim("N"), K = ctx.dim("K");
   int64_t per = rows_per_block(M, N * K);
   GemmArgs g{ctx.tensor("a").address(), ctx.tensor("b").address(), ctx.tensor("c").address(), M, N, K, per};
   return launch(ctx, "gemm_bf16", uint64_t((M + per - 1) / per), g);
 }
 
-rt::RegisterOpImpl r1({"vector_add", HAL_MODULE_HOST, "host", "", 0, vector_add});
-rt::RegisterOpImpl r2({"row_softmax", HAL_MODULE_HOST, "host", "", 0, row_softmax});
-rt::RegisterOpImpl r3({"gemm_bf16", HAL_MODULE_HOST, "host", "", 0, gemm_bf16});
+ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HOST, "host", "", 0, vector_add});
+ops::RegisterOpImpl r2({"row_softmax", HAL_MODULE_HOST, "host", "", 0, row_softmax});
+ops::RegisterOpImpl r3({"gemm_bf16", HAL_MODULE_HOST, "host", "", 0, gemm_bf16});
 
 }  // namespace
 }  // namespace halcyon::host

@@ -2,7 +2,7 @@
 // CTAs per 128 x 256 output tile, for GEMMs with too few tiles to fill the GPU (the MoE router
 // GEMM: 4096 x 7168 x 256 is 32 tiles on 132 SMs). Other shapes keep the grouped kernel
 // (launch_gemm in moe_ops.cpp).
-#include "../ops/ptx_launch.hpp"
+#include "ptx_launch.hpp"
 
 #include <climits>
 #include <cstdlib>
@@ -33,7 +33,7 @@ int split_of(int64_t tiles, int64_t k_tiles, int64_t sms, bool required) {
   return required ? 2 : 0;
 }
 
-Result<TensorMap> map_2d(const rt::OpContext& ctx, const rt::Tensor& t, uint64_t inner, uint64_t outer) {
+Result<TensorMap> map_2d(const ops::OpContext& ctx, const ops::Tensor& t, uint64_t inner, uint64_t outer) {
   hal_tensor_map_desc d{};
   d.struct_size = sizeof d;
   d.buffer = t.buffer.get();
@@ -53,7 +53,7 @@ Result<TensorMap> map_2d(const rt::OpContext& ctx, const rt::Tensor& t, uint64_t
 
 }  // namespace
 
-Status launch_gemm_splitk(rt::OpContext& ctx, const GemmArgs& g, const rt::Tensor& a, const rt::Tensor& b,
+Status launch_gemm_splitk(ops::OpContext& ctx, const GemmArgs& g, const ops::Tensor& a, const ops::Tensor& b,
                           bool* ran) {
   *ran = false;
   // HALCYON_PTX_SM90_GEMM=basic: the grouped cp.async kernel only; =splitk: this kernel

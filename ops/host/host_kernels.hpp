@@ -4,7 +4,7 @@
 // per device. Launching goes through the HAL like any other backend's kernel.
 #pragma once
 
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <cstring>
 #include <initializer_list>
@@ -20,10 +20,10 @@ struct HostKernel {
 };
 
 // Launches host kernel `name` with `blocks` blocks and the packed argument struct `args`.
-Status launch(const rt::OpContext& ctx, const char* name, uint64_t blocks, const void* args, size_t args_size);
+Status launch(const ops::OpContext& ctx, const char* name, uint64_t blocks, const void* args, size_t args_size);
 
 template <typename Args>
-Status launch(const rt::OpContext& ctx, const char* name, uint64_t blocks, const Args& args) {
+Status launch(const ops::OpContext& ctx, const char* name, uint64_t blocks, const Args& args) {
   return launch(ctx, name, blocks, &args, sizeof(Args));
 }
 

@@ -1,9 +1,9 @@
-#include <halcyon/runtime/tensor.hpp>
+#include <halcyon/ops/tensor.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -64,4 +64,4 @@ Result<Tensor> make_tensor(const Device& device, DType dtype, std::vector<int64_
   return t;
 }
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops

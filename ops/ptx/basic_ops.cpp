@@ -10,7 +10,7 @@ struct VectorAddArgs {
   uint64_t a, b, c;
   int64_t n;
 };
-Status vector_add(rt::OpContext& ctx) {
+Status vector_add(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   int64_t n = ctx.dim("N");
@@ -25,7 +25,7 @@ struct SoftmaxArgs {
   uint64_t x, y;
   int64_t rows, cols;
 };
-Status row_softmax(rt::OpContext& ctx) {
+Status row_softmax(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   int64_t rows = ctx.dim("R"), cols = ctx.dim("C");
@@ -37,7 +37,7 @@ Status row_softmax(rt::OpContext& ctx) {
 }
 
 
-Status gemm_bf16_any(rt::OpContext& ctx, bool hopper) {
+Status gemm_bf16_any(ops::OpContext& ctx, bool hopper) {
   int64_t M = ctx.dim("M"), N = ctx.dim("N"), K = ctx.dim("K");
   if (M == 0 || N == 0) return {};
   if (K == 0) return ctx.stream.fill<uint32_t>(ctx.tensor("c").buffer, ctx.tensor("c").offset, uint64_t(M * N) * 4, 0u);
@@ -49,13 +49,13 @@ Status gemm_bf16_any(rt::OpContext& ctx, bool hopper) {
   }
   return launch_gemm(ctx, kGemmF32, g, hopper);
 }
-Status gemm_bf16_sm80(rt::OpContext& ctx) { return gemm_bf16_any(ctx, false); }
-Status gemm_bf16_sm90(rt::OpContext& ctx) { return gemm_bf16_any(ctx, true); }
+Status gemm_bf16_sm80(ops::OpContext& ctx) { return gemm_bf16_any(ctx, false); }
+Status gemm_bf16_sm90(ops::OpContext& ctx) { return gemm_bf16_any(ctx, true); }
 
-rt::RegisterOpImpl r1({"vector_add", HAL_MODULE_PTX, "sm_80", "", 10, vector_add});
-rt::RegisterOpImpl r2({"row_softmax", HAL_MODULE_PTX, "sm_80", "", 10, row_softmax});
-rt::RegisterOpImpl r3({"gemm_bf16", HAL_MODULE_PTX, "sm_80", "", 10, gemm_bf16_sm80});
-rt::RegisterOpImpl r4({"gemm_bf16", HAL_MODULE_PTX, "sm_90a", "", 20, gemm_bf16_sm90});
+ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_PTX, "sm_80", "", 10, vector_add});
+ops::RegisterOpImpl r2({"row_softmax", HAL_MODULE_PTX, "sm_80", "", 10, row_softmax});
+ops::RegisterOpImpl r3({"gemm_bf16", HAL_MODULE_PTX, "sm_80", "", 10, gemm_bf16_sm80});
+ops::RegisterOpImpl r4({"gemm_bf16", HAL_MODULE_PTX, "sm_90a", "", 20, gemm_bf16_sm90});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -1,5 +1,5 @@
 // Operator registry and dispatch.
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,7 +8,7 @@
 #include <charconv>
 #include <mutex>
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 namespace {
 
 struct Registry {
@@ -201,4 +201,4 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
   return impl->fn(ctx);
 }
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops

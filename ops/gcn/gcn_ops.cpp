@@ -3,7 +3,7 @@
 // gfx942 and gfx90a. Argument blobs follow each kernel's metadata (checked at build time by
 // gcn_check against contracts/<kernel>.kernel).
 #include <halcyon/gcn/kernels.hpp>
-#include <halcyon/runtime/op.hpp>
+#include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@ namespace halcyon::gcnop {
 namespace {
 
 // The device's embedded kernel `name`, from a module loaded once per device.
-Result<Kernel> kernel(const rt::OpContext& ctx, const char* name) {
+Result<Kernel> kernel(const ops::OpContext& ctx, const char* name) {
   auto info = ctx.device.info();
   if (!info) return info.error();
   const gcn::KernelImage* img = gcn::find(name, info->arch);
@@ -32,7 +32,7 @@ struct VectorAddArgs {
   uint32_t count;
   uint32_t pad;
 };
-Status vector_add(rt::OpContext& ctx) {
+Status vector_add(ops::OpContext& ctx) {
   int64_t n = ctx.dim("N");
   if (n == 0) return {};
   if (n >= (int64_t(1) << 30)) return too_large("vector_add", fmt::format("N = {}", n));
@@ -46,7 +46,7 @@ struct SoftmaxArgs {
   uint64_t input, output;
   uint32_t rows, cols;
 };
-Status row_softmax(rt::OpContext& ctx) {
+Status row_softmax(ops::OpContext& ctx) {
   int64_t rows = ctx.dim("R"), cols = ctx.dim("C");
   if (rows == 0 || cols == 0) return {};
   if (rows > 0xffffffffll || cols >= (int64_t(1) << 30)) return too_large("row_softmax", fmt::format("R = {}, C = {}", rows, cols));
@@ -61,10 +61,10 @@ struct GemmArgs {
   uint32_t m, n, k;
   uint32_t pad;
 };
-Status gemm_bf16(rt::OpContext& ctx) {
+Status gemm_bf16(ops::OpContext& ctx) {
   int64_t M = ctx.dim("M"), N = ctx.dim("N"), K = ctx.dim("K");
   if (M == 0 || N == 0) return {};
-  const rt::Tensor& c = ctx.tensor("c");
+  const ops::Tensor& c = ctx.tensor("c");
   if (K == 0) return ctx.stream.fill<uint32_t>(c.buffer, c.offset, uint64_t(M * N) * 4, 0u);
   // Byte offsets inside each matrix are 32-bit in the kernel.
   if (M * K * 2 > 0xffffffffll || K * N * 2 > 0xffffffffll || M * N * 4 > 0xffffffffll)
@@ -75,12 +75,12 @@ Status gemm_bf16(rt::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t((N + 31) / 32), uint32_t((M + 31) / 32)}, {64}, &g, 36);
 }
 
-rt::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
-rt::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
-rt::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
-rt::RegisterOpImpl r4({"row_softmax", HAL_MODULE_HSACO, "gfx90a", "", 10, row_softmax});
-rt::RegisterOpImpl r5({"gemm_bf16", HAL_MODULE_HSACO, "gfx942", "", 10, gemm_bf16});
-rt::RegisterOpImpl r6({"gemm_bf16", HAL_MODULE_HSACO, "gfx90a", "", 10, gemm_bf16});
+ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
+ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
+ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
+ops::RegisterOpImpl r4({"row_softmax", HAL_MODULE_HSACO, "gfx90a", "", 10, row_softmax});
+ops::RegisterOpImpl r5({"gemm_bf16", HAL_MODULE_HSACO, "gfx942", "", 10, gemm_bf16});
+ops::RegisterOpImpl r6({"gemm_bf16", HAL_MODULE_HSACO, "gfx90a", "", 10, gemm_bf16});
 
 }  // namespace
 }  // namespace halcyon::gcnop

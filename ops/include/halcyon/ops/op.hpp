@@ -4,15 +4,15 @@
 #pragma once
 
 #include <halcyon/halcyon.hpp>
-#include <halcyon/runtime/contract.hpp>
-#include <halcyon/runtime/tensor.hpp>
+#include <halcyon/ops/contract.hpp>
+#include <halcyon/ops/tensor.hpp>
 
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace halcyon::rt {
+namespace halcyon::ops {
 
 // What an implementation gets: checked tensors (inputs and outputs by contract name; an
 // absent optional input is simply missing), resolved dims and params.
@@ -69,4 +69,4 @@ Status allocate_outputs(const Device& device, std::string_view op,
                         std::map<std::string, Tensor, std::less<>>& tensors,
                         const std::map<std::string, std::string>& params = {});
 
-}  // namespace halcyon::rt
+}  // namespace halcyon::ops
