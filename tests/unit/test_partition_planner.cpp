@@ -1,0 +1,135 @@
+// The partition planner on synthetic rates: where the model's optimum must lie, that every
+// answer is a split the device can grant, and that bad input is refused by name.
+#include <halcyon/runtime/partition_planner.hpp>
+
+#include "test_support.hpp"
+
+#include <cmath>
+
+using namespace halcyon::rt;
+using test::unwrap;
+
+namespace {
+
+// An H800-like device: 132 SMs in green-context steps of 8 from 8.
+PartitionGranularity h800() { return {132, 8, 8}; }
+
+// Rates chosen so that the arithmetic is easy: 1 TFLOP/s and 20 GB/s of memory per SM,
+// 3 TB/s of memory, 8 GB/s per SM of communication over a 160 GB/s link, no chunk cost.
+PartitionRates simple_rates() {
+  PartitionRates r;
+  r.compute_flops_per_unit = 1e12;
+  r.compute_bytes_per_unit = 20e9;
+  r.memory_bytes_per_s = 3e12;
+  r.comm_bytes_per_unit = 8e9;
+  r.link_bytes_per_s = 160e9;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the planner balances a compute-bound side against the communication") {
+  // 112 TFLOP on the rest and 3.2 GB to move: with c SMs for communication, compute takes
+  // 112/(132-c) s and communication 3.2/(8c) s (under the link's 160 GB/s up to 20 SMs).
+  PartitionWorkload w{3.2e9, 112e12, 0};
+  auto plan = unwrap(plan_partition(h800(), simple_rates(), w, {uint64_t(1) << 20}));
+  // Balance lies near c = 3.5; the smallest grantable split, 8, is best.
+  CHECK(plan.comm_units == 8);
+  CHECK(plan.compute_units == 124);
+  CHECK(plan.compute_s == doctest::Approx(112.0 / 124));
+  CHECK(plan.makespan_s >= plan.compute_s);
+
+  // With 200 GB to move, communication needs more SMs, but the link caps it at 160 GB/s
+  // (20 SMs): 24 and 32 SMs both take 1.25 s, longer than the computation on what is left,
+  // and the planner keeps the fewer.
+  PartitionWorkload heavy{200e9, 112e12, 0};
+  auto p2 = unwrap(plan_partition(h800(), simple_rates(), heavy, {uint64_t(1) << 20}));
+  CHECK(p2.comm_units == 24);
+  CHECK(p2.comm_s == doctest::Approx(200e9 / 160e9));
+}
+
+TEST_CASE("every plan is grantable and the sweep is sorted by makespan") {
+  PartitionWorkload w{2e9, 50e12, 10e9};
+  PartitionGranularity g{132, 2, 2};  // IGNORE_SM_COSCHEDULING: steps of 2
+  auto plans = unwrap(sweep_partitions(g, simple_rates(), w, {65536, 1 << 20}));
+  REQUIRE(plans.size() == 65 * 2);  // 2, 4, ..., 130 times two chunk sizes
+  for (size_t i = 0; i < plans.size(); ++i) {
+    CHECK(plans[i].comm_units % 2 == 0);
+    CHECK(plans[i].comm_units + plans[i].compute_units == 132);
+    CHECK(plans[i].compute_units >= 2);
+    if (i) CHECK(plans[i - 1].makespan_s <= plans[i].makespan_s);
+  }
+  auto best = unwrap(plan_partition(g, simple_rates(), w, {65536, 1 << 20}));
+  CHECK(best.comm_units == plans.front().comm_units);
+  CHECK(best.chunk_bytes == plans.front().chunk_bytes);
+}
+
+TEST_CASE("chunk size trades per-chunk cost against L2 interference and pipeline fill") {
+  PartitionRates r = simple_rates();
+  r.chunk_overhead_s = 20e-6;  // 20 us a chunk
+  r.l2_bytes = 50e6;
+  r.l2_penalty = 0.5;  // a 50 MB chunk would slow the GEMMs by half
+  PartitionWorkload w{1e9, 30e12, 0};
+  auto small = unwrap(predict_partition(h800(), r, w, 16, 64 << 10));
+  auto big = unwrap(predict_partition(h800(), r, w, 16, 16 << 20));
+  auto best = unwrap(plan_partition(h800(), r, w));
+  // Small chunks pay 15259 chunk costs; large ones slow the computation and fill the pipe.
+  CHECK(small.comm_s > big.comm_s);
+  CHECK(big.compute_s > small.compute_s);
+  CHECK(best.makespan_s <= small.makespan_s);
+  CHECK(best.makespan_s <= big.makespan_s);
+  CHECK(best.chunk_bytes > (64u << 10));
+  CHECK(best.chunk_bytes < (16u << 20));
+}
+
+TEST_CASE("communication shares the device's memory with the computation") {
+  // A memory-bound computation: 6 GB at 3 TB/s. Communication reading 1 TB/s of it leaves 2.
+  PartitionRates r = simple_rates();
+  r.comm_bytes_per_unit = 125e9;  // fast units: 8 SMs move 1 TB/s
+  r.link_bytes_per_s = 1e12;
+  PartitionWorkload w{1e9, 0, 6e9};
+  auto p = unwrap(predict_partition(h800(), r, w, 8, 1 << 20));
+  CHECK(p.comm_s == doctest::Approx(1e-3));
+  CHECK(p.compute_s == doctest::Approx(6e9 / 2e12));
+}
+
+TEST_CASE("bad input is refused by name") {
+  PartitionWorkload w{1e9, 1e12, 0};
+  auto r = simple_rates();
+  r.comm_bytes_per_unit = 0;
+  CHECK(plan_partition(h800(), r, w).error().message().find("comm_bytes_per_unit") != std::string::npos);
+  r = simple_rates();
+  r.l2_penalty = std::nan("");
+  CHECK(plan_partition(h800(), r, w).error().message().find("l2_penalty") != std::string::npos);
+  CHECK(plan_partition({12, 8, 8}, simple_rates(), w).error().message().find("two partitions") != std::string::npos);
+  CHECK(plan_partition({132, 0, 8}, simple_rates(), w).error().status() == HAL_INVALID_ARGUMENT);
+  CHECK(plan_partition(h800(), simple_rates(), {0, 0, 0}).error().message().find("nothing") != std::string::npos);
+  CHECK(plan_partition(h800(), simple_rates(), {-1, 1, 1}).error().message().find("comm_bytes") != std::string::npos);
+  CHECK(predict_partition(h800(), simple_rates(), w, 20, 1 << 20).error().message().find("20 communication units") !=
+        std::string::npos);
+  CHECK(predict_partition(h800(), simple_rates(), w, 128, 1 << 20).error().status() == HAL_INVALID_ARGUMENT);
+  CHECK(predict_partition(h800(), simple_rates(), w, 8, 0).error().message().find("chunk_bytes") != std::string::npos);
+  CHECK(sweep_partitions(h800(), simple_rates(), w, {4096, 0}).error().message().find("chunk size") !=
+        std::string::npos);
+}
+
+TEST_CASE("rates round-trip through their text form, per device") {
+  PartitionRates r = simple_rates();
+  r.chunk_overhead_s = 1.5e-6;
+  r.l2_bytes = 50331648;
+  r.l2_penalty = 0.125;
+  std::string text = "# halcyon partition rates\n" + format_rates("cuda:0 sm_90a NVIDIA H100", r) +
+                     format_rates("cuda:1 sm_90a NVIDIA H200", simple_rates());
+  auto back = unwrap(parse_rates(text, "cuda:0 sm_90a NVIDIA H100"));
+  CHECK(back.compute_flops_per_unit == r.compute_flops_per_unit);
+  CHECK(back.chunk_overhead_s == r.chunk_overhead_s);
+  CHECK(back.l2_bytes == r.l2_bytes);
+  CHECK(back.l2_penalty == r.l2_penalty);
+  CHECK(unwrap(parse_rates(text, "cuda:1 sm_90a NVIDIA H200")).chunk_overhead_s == 0);
+  CHECK(parse_rates(text, "cuda:2").error().status() == HAL_NOT_FOUND);
+  auto bad = parse_rates("dev\t compute_flops_per_unit=abc\n", "dev");
+  CHECK(bad.error().message().find("line 1") != std::string::npos);
+  auto missing = parse_rates("dev\t compute_flops_per_unit=1\n", "dev");
+  CHECK(missing.error().message().find("1 of the 8 rates") != std::string::npos);
+  CHECK(parse_rates("dev compute_flops_per_unit=1\n", "dev").error().message().find("no tab") != std::string::npos);
+}
