@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -73,30 +74,71 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   return layer;
 }
 
-Status MoeLayer::ensure_workspace(int64_t T) {
-  if (T == ws_tokens_) return {};
+// The workspace is one buffer laid out for ws_capacity_ tokens, and grows only: a call with
+// fewer tokens takes views at the start of each region. Reallocating per token count would
+// free a buffer that the previous call may still be using on every change of batch size (a
+// server's batch varies call to call); rounding the capacity up to kWorkspaceTokenStep tokens
+// bounds the reallocations of a slowly growing batch.
+namespace {
+constexpr int64_t kWorkspaceTokenStep = 128;
+constexpr uint64_t kWorkspaceAlign = 256;  // each region, as hal.h aligns a device buffer
+}  // namespace
+
+std::vector<MoeLayer::WorkspaceRegion> MoeLayer::workspace_layout(int64_t T) const {
   const int64_t H = config_.hidden, I = config_.inter, E = config_.experts, K = config_.topk, EL = config_.local();
+  std::vector<WorkspaceRegion> r{{"logits", DType::f32, {T, E}},
+                                 {"topk_ids", DType::i32, {T, K}},
+                                 {"topk_weights", DType::f32, {T, K}},
+                                 {"expert_counts", DType::i32, {EL}},
+                                 {"expert_offsets", DType::i32, {EL + 1}},
+                                 {"row_to_slot", DType::i32, {T * K}},
+                                 {"slot_to_row", DType::i32, {T, K}},
+                                 {"num_rows", DType::i32, {1}},
+                                 {"hidden", DType::bf16, {T * K, I}},
+                                 {"expert_out", DType::bf16, {T * K, H}}};
+  if (!gather_) r.push_back({"permuted", DType::bf16, {T * K, H}});
+  return r;
+}
+
+Status MoeLayer::reserve(int64_t tokens) {
+  if (tokens <= ws_capacity_) return {};
+  const int64_t capacity = (std::max<int64_t>(tokens, 1) + kWorkspaceTokenStep - 1) / kWorkspaceTokenStep * kWorkspaceTokenStep;
+  auto layout = workspace_layout(capacity);
+  uint64_t bytes = 0;
+  for (WorkspaceRegion& r : layout) {
+    r.offset = bytes;
+    Tensor t;
+    t.dtype = r.dtype;
+    t.shape = r.shape;
+    bytes = (bytes + t.bytes() + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+  }
+  auto buf = device_.allocate(bytes);
+  if (!buf) {
+    return Error(buf.error().status(), fmt::format("MoeLayer: a workspace for {} tokens ({} bytes): {}", capacity, bytes,
+                                                   buf.error().message()));
+  }
+  // The old buffer is released here; the backend keeps its memory until queued work that may
+  // use it is done (hal.h), without waiting for that work.
   ws_.clear();
-  struct Spec {
-    const char* name;
-    DType dtype;
-    std::vector<int64_t> shape;
-  };
-  std::vector<Spec> specs{{"logits", DType::f32, {T, E}},
-                          {"topk_ids", DType::i32, {T, K}},
-                          {"topk_weights", DType::f32, {T, K}},
-                          {"expert_counts", DType::i32, {EL}},
-                          {"expert_offsets", DType::i32, {EL + 1}},
-                          {"row_to_slot", DType::i32, {T * K}},
-                          {"slot_to_row", DType::i32, {T, K}},
-                          {"num_rows", DType::i32, {1}},
-                          {"hidden", DType::bf16, {T * K, I}},
-                          {"expert_out", DType::bf16, {T * K, H}}};
-  if (!gather_) specs.push_back({"permuted", DType::bf16, {T * K, H}});
-  for (const Spec& s : specs) {
-    auto t = make_tensor(device_, s.dtype, s.shape);
-    if (!t) return t.error();
-    ws_[s.name] = std::move(t).value();
+  ws_buffer_ = std::move(buf).value();
+  ws_regions_ = std::move(layout);
+  ws_capacity_ = capacity;
+  ws_tokens_ = -1;
+  return {};
+}
+
+Status MoeLayer::ensure_workspace(int64_t T) {
+  HALCYON_TRY(reserve(T));
+  if (T == ws_tokens_) return {};
+  auto layout = workspace_layout(T);  // the same regions, in the same order, shaped for T
+  ws_.clear();
+  for (size_t i = 0; i < layout.size(); ++i) {
+    Tensor t;
+    t.buffer = ws_buffer_;
+    t.offset = ws_regions_[i].offset;
+    t.dtype = layout[i].dtype;
+    t.shape = std::move(layout[i].shape);
+    ws_[layout[i].name] = std::move(t);
   }
   ws_tokens_ = T;
   return {};

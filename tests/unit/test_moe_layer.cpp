@@ -3,6 +3,7 @@
 #include <halcyon/runtime/moe_layer.hpp>
 #include <halcyon/runtime/moe_reference.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -22,11 +23,13 @@ struct Setup {
   MoeHostWeights w;
   std::vector<uint16_t> x;
   int64_t T = 37;
-  Setup() {
-    c.hidden = 96;
-    c.inter = 40;
-    c.experts = 32;
-    c.topk = 6;
+  // The default: hidden 96, inter 40, top-6 of 32 experts in 4 groups (top 2), 37 tokens.
+  Setup() : Setup(96, 40, 32, 6, 37) {}
+  Setup(int64_t hidden, int64_t inter, int64_t experts, int64_t topk, int64_t tokens) : T(tokens) {
+    c.hidden = hidden;
+    c.inter = inter;
+    c.experts = experts;
+    c.topk = topk;
     c.n_groups = 4;
     c.topk_groups = 2;
     std::mt19937 rng(7);
@@ -36,6 +39,15 @@ struct Setup {
     w.w_gate_up = random_bf16(size_t(c.experts * c.hidden * 2 * c.inter), 0.1f, rng);
     w.w_down = random_bf16(size_t(c.experts * c.inter * c.hidden), 0.1f, rng);
     x = random_bf16(size_t(T * c.hidden), 1.0f, rng);
+  }
+  // A layer on `dev` for all experts.
+  MoeLayer layer(const halcyon::Device& dev, const halcyon::Stream& s) {
+    MoeLayerWeights lw;
+    lw.w_router = upload(dev, s, DType::bf16, {c.hidden, c.experts}, w.w_router);
+    lw.bias = upload(dev, s, DType::f32, {c.experts}, w.bias);
+    lw.w_gate_up = upload(dev, s, DType::bf16, {c.experts, c.hidden, 2 * c.inter}, w.w_gate_up);
+    lw.w_down = upload(dev, s, DType::bf16, {c.experts, c.inter, c.hidden}, w.w_down);
+    return unwrap(MoeLayer::create(dev, c, lw));
   }
   // Runs the layer on `dev` for the local experts [begin, begin + local).
   std::vector<uint16_t> run(const halcyon::Device& dev, int64_t begin, int64_t local, bool* gathered = nullptr) {
@@ -167,4 +179,76 @@ TEST_CASE("moe layer: bad configurations and weights are refused") {
   l = MoeLayer::create(dev, c, w);
   REQUIRE(!l.ok());
   CHECK(l.error().message().find("[6, 10) do not lie within [0, 8)") != std::string::npos);
+}
+
+TEST_CASE("moe layer: token counts 7, 4096, 1, 300 in turn each match the reference; the workspace only grows") {
+  const int64_t kMax = 4096;
+  Setup su(64, 32, 16, 4, kMax);  // small enough that 4096 tokens take well under a second
+  const MoeLayerConfig& c = su.c;
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  auto layer = su.layer(dev, s);
+  CHECK(layer.workspace_capacity() == -1);
+  // x and out: views of the first T rows of buffers for kMax tokens.
+  auto x_all = upload(dev, s, DType::bf16, {kMax, c.hidden}, su.x);
+  auto out_all = unwrap(make_tensor(dev, DType::bf16, {kMax, c.hidden}));
+
+  hal_buffer ws_after_max = nullptr;
+  uint64_t ws_address = 0;
+  for (int64_t T : {7, 4096, 1, 300}) {
+    CAPTURE(T);
+    Tensor tx = x_all, to = out_all;
+    tx.shape = to.shape = {T, c.hidden};
+    unwrap(s.fill<uint16_t>(to.buffer, 0, to.bytes(), 0x7FC1));  // poison: NaN where unwritten
+    unwrap(layer.forward(s, tx, to));
+    std::vector<uint16_t> got(size_t(T * c.hidden));
+    unwrap(s.read(to.buffer, 0, got.data(), got.size() * 2));
+    unwrap(s.synchronize());
+    std::vector<uint16_t> want;
+    std::vector<uint16_t> xt(su.x.begin(), su.x.begin() + T * c.hidden);
+    unwrap(moe_layer_reference(c, su.w, xt, T, &want));
+    REQUIRE(got.size() == want.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+    CHECK(bad == 0);
+
+    const auto& ws = layer.workspace();
+    CHECK(ws.at("logits").shape == std::vector<int64_t>{T, c.experts});
+    CHECK(ws.at("expert_out").shape == std::vector<int64_t>{T * c.topk, c.hidden});
+    if (T == 7) CHECK(layer.workspace_capacity() == 128);  // rounded up to a step of 128 tokens
+    if (T == kMax) {
+      CHECK(layer.workspace_capacity() == kMax);
+      ws_after_max = ws.at("logits").buffer.get();
+      ws_address = ws.at("logits").buffer.address();
+    } else if (ws_after_max) {  // smaller calls after the largest: the same buffer, not shrunk
+      CHECK(layer.workspace_capacity() == kMax);
+      CHECK(ws.at("logits").buffer.get() == ws_after_max);
+      CHECK(ws.at("logits").buffer.address() == ws_address);
+    }
+    // Every region is one buffer's, 256-byte aligned, and no two overlap.
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const auto& [name, t] : ws) {
+      CHECK(t.buffer.get() == ws.at("logits").buffer.get());
+      CHECK(t.offset % 256 == 0);
+      spans.push_back({t.offset, t.offset + t.bytes()});
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].second <= spans[i].first);
+  }
+}
+
+TEST_CASE("moe layer: reserve() sizes the workspace ahead and never shrinks it") {
+  Setup su;
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  auto layer = su.layer(dev, s);
+  unwrap(layer.reserve(1000));
+  CHECK(layer.workspace_capacity() == 1024);
+  unwrap(layer.reserve(10));
+  CHECK(layer.workspace_capacity() == 1024);
+  auto tx = upload(dev, s, DType::bf16, {su.T, su.c.hidden}, su.x);
+  auto out = unwrap(make_tensor(dev, DType::bf16, {su.T, su.c.hidden}));
+  unwrap(layer.forward(s, tx, out));
+  CHECK(layer.workspace_capacity() == 1024);
+  unwrap(s.synchronize());
 }

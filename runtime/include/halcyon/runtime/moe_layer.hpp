@@ -77,17 +77,35 @@ class MoeLayer {
   const MoeLayerConfig& config() const { return config_; }
   // True when forward() takes the gather path (no permuted copy; see moe_gather_path).
   bool gathers_rows() const { return gather_; }
-  // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name.
-  // On the gather path there is no "permuted" entry.
+  // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name:
+  // views, shaped for that call's tokens, into one buffer. On the gather path there is no
+  // "permuted" entry.
   const std::map<std::string, Tensor, std::less<>>& workspace() const { return ws_; }
 
+  // The workspace grows only: forward() with more tokens than workspace_capacity() replaces it
+  // by one for at least that many (rounded up to a step of 128 tokens); calls with fewer
+  // reuse it. reserve() sizes it ahead, e.g. to a server's largest batch, so that no call
+  // allocates. Capacity is -1 before the first forward or reserve.
+  Status reserve(int64_t tokens);
+  int64_t workspace_capacity() const { return ws_capacity_; }
+
  private:
+  struct WorkspaceRegion {
+    const char* name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    uint64_t offset = 0;  // bytes into ws_buffer_
+  };
+  std::vector<WorkspaceRegion> workspace_layout(int64_t tokens) const;
   Status ensure_workspace(int64_t tokens);
   Device device_;
   MoeLayerConfig config_;
   MoeLayerWeights weights_;
   bool gather_ = false;
-  int64_t ws_tokens_ = -1;
+  Buffer ws_buffer_;
+  std::vector<WorkspaceRegion> ws_regions_;  // laid out for ws_capacity_ tokens
+  int64_t ws_capacity_ = -1;
+  int64_t ws_tokens_ = -1;                   // what ws_ is shaped for
   std::map<std::string, Tensor, std::less<>> ws_;
 };
 

@@ -1,0 +1,214 @@
+// The CUDA backend's objects and the helpers its files share. Internal to backends/cuda: one
+// file per object (cuda_device, cuda_buffer, cuda_stream, cuda_event, cuda_module,
+// cuda_partition, cuda_tensor_map) implements that object's hal_backend_api entries, declared
+// at the end of this header; cuda_backend.cpp holds the table and the backend's create/probe.
+//
+// These types live in namespace halcyon::cuda, never as hal.h's hal_be_* structs: several
+// backends link into one library and two definitions of one struct would break the
+// one-definition rule. cuda_backend.cpp's table converts the opaque pointers.
+#pragma once
+
+#include <halcyon/hal.h>
+#include <halcyon/plugin.hpp>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda_driver.hpp"
+#include "ptx_cache.hpp"
+#include "ptx_info.hpp"
+
+namespace halcyon::cuda {
+
+using halcyon::plugin::error;
+
+// Alignment every device allocation gets without asking (hal.h: >= 256 on GPUs).
+constexpr uint64_t kDeviceAlign = 256;
+constexpr uint64_t kHostAlign = 4096;
+// Changes whenever the JIT settings below change, so old cache entries stop matching.
+constexpr const char* kJitSettings = "halcyon-jit-1;O4;cuLink";
+
+struct CudaBackend {
+  const Driver* d = nullptr;
+  int device_count = 0;
+  PtxCache cache{""};
+};
+
+struct CudaStream;
+
+struct CudaDevice {
+  const Driver* d = nullptr;
+  CudaBackend* backend = nullptr;
+  int ordinal = 0;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  int cc_major = 0, cc_minor = 0;
+  std::string arch;
+  std::string uri;
+  CUmemoryPool pool = nullptr;     // stream-ordered allocation, when the driver has it
+  CUstream alloc_stream = nullptr; // where pool allocations and frees are ordered
+  bool green = false;              // green contexts usable on this device
+  uint32_t sm_count = 0;
+  uint32_t sm_align = 0;           // default partition step (smCoscheduledAlignment)
+  std::mutex mu;
+  std::set<CudaStream*> streams;
+  void synchronize_all();
+};
+
+struct CudaPartition {
+  CudaDevice* device = nullptr;
+  CUgreenCtx green = nullptr;
+  CUcontext ctx = nullptr;  // the green context as a CUcontext, when the driver converts it
+};
+
+struct CudaBuffer {
+  CudaDevice* device = nullptr;
+  hal_memory_kind kind = HAL_MEMORY_DEVICE;
+  CUdeviceptr base = 0;       // what was allocated
+  void* host_base = nullptr;  // pinned allocations
+  bool from_pool = false;
+  CUdeviceptr address = 0;    // aligned start
+};
+
+struct CudaStream {
+  CudaDevice* device = nullptr;
+  CUstream stream = nullptr;
+  CUcontext ctx = nullptr;  // primary or green (converted); null if unknown
+};
+
+struct CudaEvent {
+  CudaDevice* device = nullptr;
+  std::mutex mu;
+  CUevent event = nullptr;
+  CUcontext ctx = nullptr;  // the context the CUevent was created in
+  unsigned flags = 0;
+};
+
+// One image, loaded twice: a CUmodule in the primary context (streams on the whole device)
+// and, where green contexts exist, a context-independent CUlibrary whose CUkernels run in
+// whichever (green) context a partition's stream belongs to. The library loads lazily, so a
+// context that never launches it costs nothing.
+struct CudaModule {
+  CudaDevice* device = nullptr;
+  CUmodule module = nullptr;
+  CUlibrary library = nullptr;
+  std::string name;
+  bool have_ptx = false;
+  PtxInfo ptx;  // entries and their parameter layouts, for PTX modules
+};
+
+struct CudaKernel {
+  CUfunction primary = nullptr;  // from the CUmodule: the primary context's streams
+  CUkernel kernel = nullptr;     // from the CUlibrary: partition streams (null without one)
+  std::vector<uint32_t> offsets;  // where each parameter starts in the hal argument blob
+  std::atomic<uint32_t> dynamic_shared_limit{48 * 1024};
+};
+
+inline hal_error* cu_error(const Driver* d, CUresult r, const std::string& what) {
+  hal_status st = HAL_DEVICE_ERROR;
+  switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY: st = HAL_OUT_OF_MEMORY; break;
+    case CUDA_ERROR_NOT_FOUND: st = HAL_NOT_FOUND; break;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: st = HAL_ARCH_MISMATCH; break;
+    case CUDA_ERROR_INVALID_VALUE: st = HAL_INVALID_ARGUMENT; break;
+    default: break;
+  }
+  return error(st, fmt::format("cuda: {}: {}", what, result_string(*d, r)));
+}
+
+#define CU_TRY(d, call, what)                                   \
+  do {                                                          \
+    CUresult cu_try_r_ = (call);                                \
+    if (cu_try_r_ != CUDA_SUCCESS) return cu_error(d, cu_try_r_, what); \
+  } while (0)
+
+// Makes `ctx` current for a scope and restores what was current before.
+class ContextScope {
+ public:
+  ContextScope(const Driver* d, CUcontext ctx) : d_(d) {
+    CUcontext cur = nullptr;
+    d_->cuCtxGetCurrent(&cur);
+    if (cur != ctx) pushed_ = d_->cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+  }
+  ~ContextScope() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      d_->cuCtxPopCurrent(&popped);
+    }
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Driver* d_;
+  bool pushed_ = false;
+};
+
+inline int attr(CudaDevice* dv, CUdevice_attribute a) {
+  int v = 0;
+  if (dv->d->cuDeviceGetAttribute(&v, a, dv->dev) != CUDA_SUCCESS) return 0;
+  return v;
+}
+
+// ---- the hal_backend_api entries, by object ------------------------------------------------
+
+// cuda_backend.cpp
+hal_error* cuda_create(const hal_host_api* host, CudaBackend** out);
+void cuda_destroy(CudaBackend* b);
+hal_error* cuda_device_count(CudaBackend* b, uint32_t* out);
+
+// cuda_device.cpp
+hal_error* cuda_device_open(CudaBackend* b, uint32_t index, CudaDevice** out);
+void cuda_device_close(CudaDevice* dv);
+hal_error* cuda_device_info(CudaDevice* dv, hal_device_info* info);
+bool has_tensor_maps(const CudaDevice* dv);
+
+// cuda_buffer.cpp
+hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaBuffer** out, uint64_t* address,
+                              void** host);
+void cuda_buffer_destroy(CudaBuffer* b);
+
+// cuda_stream.cpp
+hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_stream_desc*, CudaStream** out);
+void cuda_stream_destroy(CudaStream* s);
+hal_error* cuda_stream_synchronize(CudaStream* s);
+hal_error* cuda_stream_write(CudaStream* s, CudaBuffer* dst, uint64_t off, const void* src, uint64_t size);
+hal_error* cuda_stream_read(CudaStream* s, CudaBuffer* src, uint64_t off, void* dst, uint64_t size);
+hal_error* cuda_stream_copy(CudaStream* s, CudaBuffer* dst, uint64_t doff, CudaBuffer* src, uint64_t soff,
+                            uint64_t size);
+hal_error* cuda_stream_fill(CudaStream* s, CudaBuffer* dst, uint64_t off, uint64_t size, uint32_t pattern,
+                            uint32_t psize);
+hal_error* cuda_stream_wait_event(CudaStream* s, CudaEvent* ev);
+
+// cuda_event.cpp
+hal_error* cuda_event_create(CudaDevice* dv, const hal_event_desc* desc, CudaEvent** out);
+void cuda_event_destroy(CudaEvent* ev);
+hal_error* cuda_event_record(CudaEvent* ev, CudaStream* s);
+hal_error* cuda_event_query(CudaEvent* ev, bool* complete);
+hal_error* cuda_event_synchronize(CudaEvent* ev);
+hal_error* cuda_event_elapsed_ms(CudaEvent* a, CudaEvent* b, float* ms);
+
+// cuda_module.cpp: modules, kernels and launches
+hal_error* cuda_module_load(CudaDevice* dv, const hal_module_desc* desc, CudaModule** out);
+void cuda_module_destroy(CudaModule* m);
+hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, hal_kernel_info* info,
+                           hal_kernel_arg* args, uint32_t cap);
+void cuda_kernel_destroy(CudaKernel* k);
+hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_desc* desc);
+
+// cuda_partition.cpp
+hal_error* cuda_partition_split(CudaDevice* dv, const hal_partition_desc* desc, CudaPartition** part,
+                                hal_partition_info* pinfo, CudaPartition** rem, hal_partition_info* rinfo);
+void cuda_partition_destroy(CudaPartition* p);
+
+// cuda_tensor_map.cpp
+hal_error* cuda_tensor_map_encode(CudaDevice* dv, uint64_t address, const hal_tensor_map_desc* desc, void* out);
+
+}  // namespace halcyon::cuda
