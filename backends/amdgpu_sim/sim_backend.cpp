@@ -373,6 +373,7 @@ const hal_backend_api kApi = {
     nullptr,  // partition_split: a simulator has no compute units to split
     nullptr,
     nullptr,  // tensor_map_encode: no tensor copy engine
+    nullptr,  // partition_caps: no split; the core's soft partitions
 };
 
 }  // namespace

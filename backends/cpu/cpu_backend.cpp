@@ -505,6 +505,16 @@ hal_error* cpu_partition_split(CpuDevice* d, const hal_partition_desc* desc,
   })
 }
 
+hal_error* cpu_partition_caps(CpuDevice* d, uint32_t, hal_partition_caps* out) {
+  out->min_units = 1;
+  out->step_units = 1;
+  out->mechanism = HAL_PARTITION_THREAD_SET;
+  // Threads pinned to their cores; where pinning fails (a cgroup's cpuset) the partition's
+  // own info says enforced 0.
+  out->enforced = 1;
+  return nullptr;
+}
+
 void cpu_partition_destroy(CpuPartition* p) {
   {
     std::lock_guard lock(p->device->mu);
@@ -551,6 +561,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(cpu_partition_split),
     HAL_BACKEND_FN(cpu_partition_destroy),
     nullptr,  // tensor_map_encode: no tensor copy engine
+    HAL_BACKEND_FN(cpu_partition_caps),
 };
 
 }  // namespace

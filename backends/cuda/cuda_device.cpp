@@ -54,6 +54,7 @@ hal_error* cuda_device_open(CudaBackend* b, uint32_t index, CudaDevice** out) {
           sm.sm.smCount > 0) {
         raw->green = true;
         raw->sm_align = sm.sm.smCoscheduledAlignment;  // 0 from drivers before CUDA 13
+        raw->sm_min = sm.sm.minSmPartitionSize;
       }
     }
     *out = guard.release();

@@ -40,6 +40,7 @@ constexpr int kMinDriverVersion = 12000;
   X(cuDeviceGetDevResource, 12040)                                                     \
   X(cuDevSmResourceSplitByCount, 12040) X(cuDevResourceGenerateDesc, 12040)            \
   X(cuGreenCtxCreate, 12040) X(cuGreenCtxDestroy, 12040) X(cuCtxFromGreenCtx, 12040)   \
+  X(cuGreenCtxGetDevResource, 12040)                                                   \
   X(cuGreenCtxStreamCreate, 12050) X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) \
   X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)                          \
   X(cuTensorMapEncodeTiled, 12000)
@@ -59,7 +60,8 @@ struct Driver {
   bool has_green_contexts() const {
     // Kernels launch in green contexts as CUkernels of a context-independent CUlibrary.
     return cuDeviceGetDevResource && cuDevSmResourceSplitByCount && cuDevResourceGenerateDesc &&
-           cuGreenCtxCreate && cuGreenCtxDestroy && cuGreenCtxStreamCreate && cuLibraryLoadData &&
+           cuGreenCtxCreate && cuGreenCtxDestroy && cuGreenCtxStreamCreate && cuGreenCtxGetDevResource &&
+           cuLibraryLoadData &&
            cuLibraryUnload && cuLibraryGetKernel && cuKernelSetAttribute;
   }
 };

@@ -56,6 +56,14 @@ struct CudaDevice {
   bool green = false;              // green contexts usable on this device
   uint32_t sm_count = 0;
   uint32_t sm_align = 0;           // default partition step (smCoscheduledAlignment)
+  uint32_t sm_min = 0;             // smallest partition (minSmPartitionSize; 0: unknown)
+  // Partitions draw on the SMs no live partition holds (hal.h: partitions reserve). The driver
+  // splits only a device's or a (green) context's resource and cannot merge SM sets, so the
+  // free SMs left by a split are held as a green context of their own, `free_sms`, and return
+  // to the device when its last partition is released. Guarded by mu.
+  CUgreenCtx free_sms = nullptr;   // null: no split yet (all free) unless free_none
+  bool free_none = false;          // every SM is in a live partition
+  uint32_t live_partitions = 0;
   std::mutex mu;
   std::set<CudaStream*> streams;
   void synchronize_all();
@@ -207,6 +215,7 @@ hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_des
 hal_error* cuda_partition_split(CudaDevice* dv, const hal_partition_desc* desc, CudaPartition** part,
                                 hal_partition_info* pinfo, CudaPartition** rem, hal_partition_info* rinfo);
 void cuda_partition_destroy(CudaPartition* p);
+hal_error* cuda_partition_caps(CudaDevice* dv, uint32_t flags, hal_partition_caps* out);
 
 // cuda_tensor_map.cpp
 hal_error* cuda_tensor_map_encode(CudaDevice* dv, uint64_t address, const hal_tensor_map_desc* desc, void* out);

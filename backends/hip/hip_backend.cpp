@@ -419,6 +419,16 @@ hal_error* hip_partition_split(HipDevice* d, const hal_partition_desc* desc, Hip
   })
 }
 
+hal_error* hip_partition_caps(HipDevice* d, uint32_t, hal_partition_caps* out) {
+  // CU masks in whole rounds over the XCDs, so that every XCD gives the same share (mask bit
+  // i lands on XCD i mod xcds: round_units).
+  out->min_units = d->layout.xcds ? d->layout.xcds : 1;
+  out->step_units = out->min_units;
+  out->mechanism = HAL_PARTITION_CU_MASK;
+  out->enforced = d->s().hipExtStreamCreateWithCUMask ? 1 : 0;
+  return nullptr;
+}
+
 void hip_partition_destroy(HipPartition* p) {
   std::lock_guard lock(p->device->mu);
   for (uint32_t c : p->cus) p->device->claimed_cus.erase(c);
@@ -463,6 +473,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_partition_split),
     HAL_BACKEND_FN(hip_partition_destroy),
     nullptr,  // tensor_map_encode: not offered by this backend
+    HAL_BACKEND_FN(hip_partition_caps),
 };
 
 }  // namespace

@@ -67,6 +67,27 @@ HAL_API hal_error* hal_stream_create(hal_device d, const hal_stream_desc* desc, 
   })
 }
 
+HAL_API hal_error* hal_stream_get_info(hal_stream h, hal_stream_info* out) {
+  constexpr const char* fn = "hal_stream_get_info";
+  HAL_CORE_GUARD(fn, {
+    LOOKUP(s, StreamObj, h, "stream");
+    if (hal_error* e = check_out_struct(out, HAL_STREAM_INFO_MIN_SIZE, fn, "hal_stream_info")) return e;
+    hal_stream_info i{};
+    i.struct_size = sizeof i;
+    if (s->partition) {
+      i.partition = reinterpret_cast<hal_partition>(s->partition->handle);
+      i.units = s->partition->info.units_granted;
+      i.enforced = s->partition->info.enforced;
+      i.mechanism = s->partition->info.mechanism;
+    } else {
+      i.units = s->device->info.compute_units;
+      i.mechanism = HAL_PARTITION_WHOLE_DEVICE;
+    }
+    write_struct(i, out);
+    return nullptr;
+  })
+}
+
 HAL_API hal_error* hal_stream_retain(hal_stream h) {
   HAL_CORE_GUARD("hal_stream_retain", { return handle_retain(reinterpret_cast<uint64_t>(h), ObjType::Stream, "hal_stream_retain"); })
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct hal_error_s {
@@ -47,6 +48,9 @@ struct Backend {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, partition_destroy) &&
            api->partition_split && api->partition_destroy;
   }
+  bool has_partition_caps() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, partition_caps) && api->partition_caps;
+  }
   bool has_tensor_map_encode() const {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode) &&
            api->tensor_map_encode;
@@ -77,8 +81,13 @@ struct DeviceObj final : Object {
   std::string uri;
   hal_device_info info{};
   std::atomic<int> live_children{0};  // for the "released before its children" report
+  std::mutex partition_mu;            // guards reserved_units
+  uint32_t reserved_units = 0;        // held by live partitions (hal.h: partitions reserve)
   const hal_backend_api& api() const { return *backend->api; }
 };
+
+// Whether the device's capability tags hold `tag` (a whole, space-separated word).
+bool has_capability(const DeviceObj& dev, std::string_view tag);
 
 // Every object but a device belongs to one; it keeps the device alive until it goes.
 struct DeviceChild : Object {
@@ -93,8 +102,9 @@ struct DeviceChild : Object {
 struct PartitionObj final : DeviceChild {
   explicit PartitionObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Partition, std::move(d)) {}
   ~PartitionObj() override;
-  hal_be_partition* be = nullptr;
+  hal_be_partition* be = nullptr;  // NULL: a soft partition of the core's (no enforcement)
   hal_partition_info info{};
+  uint32_t reserved = 0;           // units it holds of the device's (returned on destruction)
 };
 
 struct BufferObj final : DeviceChild {

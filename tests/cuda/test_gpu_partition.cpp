@@ -48,32 +48,49 @@ TEST_CASE("cuda: partitions grant SMs in documented steps") {
   }
   CHECK(dev.has("partition.enforced"));
   const uint32_t sms = unwrap(dev.info()).compute_units;
-  auto [p, rest] = unwrap(dev.split(16));
-  auto pi = unwrap(p.info());
-  auto ri = unwrap(rest.info());
-  CHECK(pi.mechanism == HAL_PARTITION_GREEN_CONTEXT);
-  CHECK(pi.enforced == 1);
-  CHECK(pi.units_requested == 16);
-  CHECK(pi.units_granted >= 16);
-  CHECK(pi.units_granted % pi.granularity == 0);
-  CHECK(pi.units_granted + ri.units_granted <= sms);
-  MESSAGE("16 SMs asked: granted " << pi.units_granted << " (step " << pi.granularity << "), remainder "
-                                   << ri.units_granted << " of " << sms);
+  {
+    auto [p, rest] = unwrap(dev.split(16));
+    auto pi = unwrap(p.info());
+    auto ri = unwrap(rest.info());
+    CHECK(pi.mechanism == HAL_PARTITION_GREEN_CONTEXT);
+    CHECK(pi.enforced == 1);
+    CHECK(pi.units_requested == 16);
+    CHECK(pi.units_granted >= 16);
+    CHECK(pi.units_granted % pi.granularity == 0);
+    CHECK(pi.units_granted + ri.units_granted <= sms);
+    MESSAGE("16 SMs asked: granted " << pi.units_granted << " (step " << pi.granularity << "), remainder "
+                                     << ri.units_granted << " of " << sms);
+    // The remainder holds every free SM: nothing is left to split until they are released.
+    CHECK_FALSE(dev.split(8).ok());
+  }
   // 20 SMs: rounded up to the coarse step by default, exact with FINE_GRAINED on Hopper.
-  auto [c, crest] = unwrap(dev.split(20));
-  auto ci = unwrap(c.info());
-  auto [f, frest] = unwrap(dev.split(20, HAL_PARTITION_FINE_GRAINED));
-  auto fi = unwrap(f.info());
+  hal_partition_info ci{}, fi{};
+  {
+    auto [c, crest] = unwrap(dev.split(20));
+    ci = unwrap(c.info());
+  }
+  {
+    auto [f, frest] = unwrap(dev.split(20, HAL_PARTITION_FINE_GRAINED));
+    fi = unwrap(f.info());
+  }
   MESSAGE("20 SMs asked: default " << ci.units_granted << " (step " << ci.granularity << "), fine-grained "
                                    << fi.units_granted << " (step " << fi.granularity << ")");
   CHECK(ci.units_granted >= 20);
   CHECK(fi.units_granted >= 20);
   CHECK(fi.units_granted <= ci.units_granted);
+  auto caps = unwrap(dev.partition_caps());
+  auto fine = unwrap(dev.partition_caps(HAL_PARTITION_FINE_GRAINED));
+  CHECK(caps.units == sms);
+  CHECK(caps.units_free == sms);
+  CHECK(caps.step_units == ci.granularity);
+  CHECK(fine.step_units == fi.granularity);
+  CHECK(std::string(caps.mechanism_name) == "green_context");
   if (gpu::arch(dev) == "sm_90a") {
     CHECK(ci.units_granted == 24);
     CHECK(fi.units_granted == 20);
     CHECK(ci.granularity == 8);
     CHECK(fi.granularity == 2);
+    CHECK(caps.min_units == 8);
   }
   // Everything but nothing for the rest is refused when a remainder is asked for.
   hal_partition_desc d{};
@@ -81,6 +98,37 @@ TEST_CASE("cuda: partitions grant SMs in documented steps") {
   d.units = sms;
   hal_partition a = nullptr, b = nullptr;
   expect_error(hal_device_split(dev.get(), &d, &a, &b), HAL_OUT_OF_RANGE);
+}
+
+TEST_CASE("cuda: splits reserve SMs: two splits never overlap, split_n names them") {
+  auto dev = gpu::open();
+  if (!dev.has("partition.green_context")) {
+    MESSAGE("no green contexts: skipped");
+    return;
+  }
+  const uint32_t sms = unwrap(dev.info()).compute_units;
+  auto mod = gpu::load(dev, "smid_record");
+  auto k = unwrap(mod.kernel("smid_record"));
+  {
+    // Two splits without a remainder: each draws on the SMs the other left.
+    hal_partition_desc d{sizeof d, nullptr, 16, 0};
+    hal_partition a = nullptr, b = nullptr;
+    REQUIRE(hal_device_split(dev.get(), &d, &a, nullptr) == nullptr);
+    REQUIRE(hal_device_split(dev.get(), &d, &b, nullptr) == nullptr);
+    halcyon::Partition pa(a), pb(b);
+    auto sa = unwrap(dev.create_stream(&pa)), sb = unwrap(dev.create_stream(&pb));
+    auto used_a = sms_used(dev, sa, k, sms * 8), used_b = sms_used(dev, sb, k, sms * 8);
+    for (uint32_t sm : used_a) CHECK_MESSAGE(used_b.count(sm) == 0, "SM " << sm << " ran work of both splits");
+    CHECK(unwrap(dev.partition_caps()).units_free == sms - unwrap(pa.info()).units_granted - unwrap(pb.info()).units_granted);
+  }
+  auto parts = unwrap(dev.split_n({{"comm", 20}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+  auto comm = unwrap(parts[0].info()), compute = unwrap(parts[1].info());
+  MESSAGE("split_n comm 20 + compute rest (fine-grained): " << comm.units_granted << " + " << compute.units_granted);
+  CHECK(std::string(comm.name) == "comm");
+  CHECK(comm.units_granted + compute.units_granted == sms);
+  auto s = unwrap(dev.create_stream(&parts[1]));
+  CHECK(unwrap(s.info()).units == compute.units_granted);
+  if (gpu::arch(dev) == "sm_90a") CHECK(comm.units_granted == 20);
 }
 
 TEST_CASE("cuda: kernels in two partitions run on disjoint SMs (%smid)") {

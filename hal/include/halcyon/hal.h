@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 2
+#define HAL_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -242,17 +242,67 @@ typedef struct hal_partition_info {
   uint32_t enforced;        /* 1: work cannot run outside these units */
   uint32_t granularity;     /* units come in steps of this many */
   uint32_t first_unit;      /* lowest unit id when known, else UINT32_MAX */
+  /* ABI 1.3 */
+  char name[32];            /* the request's name (hal_device_split_n), else "" */
 } hal_partition_info;
 #define HAL_PARTITION_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_partition_info, next)
-#define HAL_PARTITION_INFO_SIZE HAL_SIZE_THROUGH(hal_partition_info, first_unit)
+#define HAL_PARTITION_INFO_SIZE HAL_SIZE_THROUGH(hal_partition_info, name)
+
+/* Partitions reserve their units: a split draws only on units that no live partition holds,
+ * so partitions of one device are always disjoint, on every backend; releasing a partition
+ * returns its units (CUDA: once every partition of the device is released, since the driver
+ * cannot merge green contexts' SM sets back). A backend without an enforcing mechanism still
+ * splits: its partitions are soft (mechanism HAL_PARTITION_SOFT_CAP, enforced 0), and kernels
+ * launched on their streams are asked to size their grids to the partition's units
+ * (hal_stream_get_info). */
 
 /* Splits the device: *part gets at least desc->units units (rounded up to the granularity),
- * *remainder (optional, may be NULL) the rest. Both are disjoint. */
+ * *remainder (optional, may be NULL) every unit still free after it. All are disjoint. */
 HAL_API hal_error* hal_device_split(hal_device device, const hal_partition_desc* desc,
                                     hal_partition* part, hal_partition* remainder);
 HAL_API hal_error* hal_partition_get_info(hal_partition partition, hal_partition_info* out);
 HAL_API hal_error* hal_partition_retain(hal_partition partition);
 HAL_API hal_error* hal_partition_release(hal_partition partition);
+
+/* ---- ABI 1.3: what a split can grant, several named partitions in one call ---------------- */
+
+/* What hal_device_split would grant on this device, asked before splitting. */
+typedef struct hal_partition_caps {
+  size_t struct_size;
+  const void* next;
+  uint32_t units;            /* compute units of the device */
+  uint32_t units_free;       /* units no live partition holds */
+  uint32_t min_units;        /* smallest partition a split grants (with the flags asked about) */
+  uint32_t step_units;       /* partitions are min_units + k * step_units */
+  uint32_t mechanism;        /* hal_partition_mechanism of a split */
+  uint32_t enforced;         /* 1: work cannot leave its partition's units; 0: a soft cap */
+  char mechanism_name[32];   /* "green_context", "cu_mask", "thread_set", "soft_cap", ... */
+} hal_partition_caps;
+#define HAL_PARTITION_CAPS_MIN_SIZE HAL_SIZE_THROUGH(hal_partition_caps, mechanism_name)
+#define HAL_PARTITION_CAPS_SIZE HAL_SIZE_THROUGH(hal_partition_caps, mechanism_name)
+
+/* flags: HAL_PARTITION_* (the granularity differs with HAL_PARTITION_FINE_GRAINED). */
+HAL_API hal_error* hal_device_partition_caps(hal_device device, uint32_t flags,
+                                             hal_partition_caps* out);
+
+/* One partition of a hal_device_split_n call. */
+typedef struct hal_partition_request {
+  size_t struct_size;
+  const void* next;
+  const char* name;  /* reported in hal_partition_info.name (at most 31 bytes); NULL: "" */
+  uint32_t units;    /* units wanted; 0: every unit the other requests leave (one request at most) */
+  uint32_t flags;    /* HAL_PARTITION_* ; all requests of a call must agree */
+} hal_partition_request;
+#define HAL_PARTITION_REQUEST_MIN_SIZE HAL_SIZE_THROUGH(hal_partition_request, flags)
+#define HAL_PARTITION_REQUEST_SIZE HAL_SIZE_THROUGH(hal_partition_request, flags)
+
+/* Splits the device into `count` partitions at once ("comm" = 20, "compute" = the rest):
+ * out[i] answers requests[i] (an array of pointers, so that each request may be a struct of
+ * its caller's version). Either every partition is made or none (the error says which
+ * request could not be granted and why). */
+HAL_API hal_error* hal_device_split_n(hal_device device,
+                                      const hal_partition_request* const* requests,
+                                      uint32_t count, hal_partition* out);
 
 /* ------------------------------------------------------------------------------------------
  * Buffers
@@ -387,6 +437,21 @@ HAL_API hal_error* hal_stream_create(hal_device device, const hal_stream_desc* d
 HAL_API hal_error* hal_stream_retain(hal_stream stream);
 HAL_API hal_error* hal_stream_release(hal_stream stream);  /* waits for its work */
 HAL_API hal_error* hal_stream_synchronize(hal_stream stream);
+
+/* ABI 1.3: where a stream's work runs. Kernels that size a persistent grid from the compute
+ * units use `units`: a partition's units are the only ones its work may use, enforced or not. */
+typedef struct hal_stream_info {
+  size_t struct_size;
+  const void* next;
+  hal_partition partition;  /* borrowed (not retained); NULL: the whole device */
+  uint32_t units;           /* compute units its work may use: the partition's, else the device's */
+  uint32_t enforced;        /* 1: an enforced partition; 0: a soft cap or the whole device */
+  uint32_t mechanism;       /* hal_partition_mechanism (HAL_PARTITION_WHOLE_DEVICE: none) */
+  uint32_t reserved0;
+} hal_stream_info;
+#define HAL_STREAM_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_stream_info, mechanism)
+#define HAL_STREAM_INFO_SIZE HAL_SIZE_THROUGH(hal_stream_info, reserved0)
+HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
 
 /* Stream-ordered transfers. Host memory passed to write/read must stay valid until the
  * stream has reached the operation (synchronize, or an event recorded after it). Every
@@ -647,11 +712,21 @@ typedef struct hal_backend_api {
    * aligned; the core copies it to the caller's memory only when this returns NULL. */
   hal_error* (*tensor_map_encode)(hal_be_device* device, uint64_t address,
                                   const hal_tensor_map_desc* desc, void* out);
+
+  /* ---- ABI 1.3 (a smaller table still loads: these count as NULL) ---- */
+
+  /* Optional. The granularity and mechanism of partition_split for `flags`; `out` is
+   * full-size and zeroed, and the core fills units and units_free itself. NULL: a backend
+   * with partition_split reports steps of 1 from 1, enforced when it advertises
+   * "partition.enforced"; one without it gets the core's soft partitions. */
+  hal_error* (*partition_caps)(hal_be_device* device, uint32_t flags, hal_partition_caps* out);
 } hal_backend_api;
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
 /* ABI 1.0's table ended at partition_destroy. */
 #define HAL_BACKEND_API_1_0_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
-#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
+/* ABI 1.2's table ended at tensor_map_encode. */
+#define HAL_BACKEND_API_1_2_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
 
 typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
 

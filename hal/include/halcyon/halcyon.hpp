@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <initializer_list>
 #include <vector>
 
 namespace halcyon {
@@ -180,6 +181,13 @@ class Stream : public Handle<hal_stream, hal_stream_retain, hal_stream_release> 
  public:
   using Handle::Handle;
   Status synchronize() const { return check(hal_stream_synchronize(get())); }
+  // Where its work runs: the partition's units (or the device's), enforced or a soft cap.
+  Result<hal_stream_info> info() const {
+    hal_stream_info i{};
+    i.struct_size = sizeof i;
+    if (hal_error* e = hal_stream_get_info(get(), &i)) return Error::adopt(e);
+    return i;
+  }
   Status write(const Buffer& dst, uint64_t off, const void* src, uint64_t size) const {
     return check(hal_stream_write(get(), dst.get(), off, src, size));
   }
@@ -292,6 +300,30 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
     hal_partition a = nullptr, b = nullptr;
     if (hal_error* e = hal_device_split(get(), &d, &a, &b)) return Error::adopt(e);
     return std::pair<Partition, Partition>(Partition(a), Partition(b));
+  }
+  // What a split with `flags` would grant (granularity, mechanism, units still free).
+  Result<hal_partition_caps> partition_caps(uint32_t flags = 0) const {
+    hal_partition_caps c{};
+    c.struct_size = sizeof c;
+    if (hal_error* e = hal_device_partition_caps(get(), flags, &c)) return Error::adopt(e);
+    return c;
+  }
+  // Several named partitions at once: {{"comm", 20}, {"compute", 0}} (0: the rest).
+  struct PartitionRequest {
+    const char* name;
+    uint32_t units;
+  };
+  Result<std::vector<Partition>> split_n(std::initializer_list<PartitionRequest> requests, uint32_t flags = 0) const {
+    std::vector<hal_partition_request> reqs;
+    for (auto& r : requests) reqs.push_back({sizeof(hal_partition_request), nullptr, r.name, r.units, flags});
+    std::vector<const hal_partition_request*> ptrs;
+    for (auto& r : reqs) ptrs.push_back(&r);
+    std::vector<hal_partition> raw(reqs.size());
+    if (hal_error* e = hal_device_split_n(get(), ptrs.data(), uint32_t(ptrs.size()), raw.data()))
+      return Error::adopt(e);
+    std::vector<Partition> out;
+    for (hal_partition p : raw) out.emplace_back(p);
+    return out;
   }
 };
 

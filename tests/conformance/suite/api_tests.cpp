@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string_view>
 #include <thread>
 
 #include "testing.hpp"
@@ -847,6 +848,74 @@ void partition_split(TestContext& t) {
   CTS_CHECK(t, !s.ok(), "asking for {} of {} units succeeded", d.units, t.info.compute_units);
 }
 
+// What a split can grant is stated before splitting, and agrees with what a split grants.
+void partition_caps(TestContext& t) {
+  for (uint32_t flags : {0u, uint32_t(HAL_PARTITION_FINE_GRAINED)}) {
+    auto c = t.must(t.device.partition_caps(flags), "partition caps");
+    CTS_CHECK(t, c.units == t.info.compute_units, "caps say {} units, the device {}", c.units, t.info.compute_units);
+    CTS_CHECK(t, c.units_free == c.units, "{} of {} units free with no partition live", c.units_free, c.units);
+    CTS_CHECK(t, c.min_units >= 1 && c.step_units >= 1, "min {} step {}", c.min_units, c.step_units);
+    CTS_CHECK(t, c.mechanism_name[0] != '\0', "no mechanism name");
+    if (t.device.has("partition.enforced"))
+      CTS_CHECK(t, c.enforced == 1, "the device advertises partition.enforced, caps say enforced {}", c.enforced);
+    if (flags == 0)
+      t.note(fmt::format("{} units, partitions of {} + k*{}, mechanism {} ({}), enforced {}", c.units, c.min_units,
+                         c.step_units, c.mechanism_name, int(c.mechanism), c.enforced));
+  }
+}
+
+// Two named partitions in one call ("comm" = the smallest, "compute" = the rest): disjoint,
+// reserved (a third split cannot take their units), reported by their streams, released.
+void partition_split_n(TestContext& t) {
+  auto c = t.must(t.device.partition_caps(), "partition caps");
+  if (c.units < 2 * c.min_units)
+    TestContext::unsupported(fmt::format("{} units cannot hold two partitions of at least {}", c.units, c.min_units));
+  {
+    auto parts = t.must(t.device.split_n({{"comm", c.min_units}, {"compute", 0}}), "split_n comm + compute");
+    CTS_CHECK(t, parts.size() == 2, "{} partitions for 2 requests", parts.size());
+    if (parts.size() != 2) return;
+    auto comm = t.must(parts[0].info(), "comm info");
+    auto compute = t.must(parts[1].info(), "compute info");
+    CTS_CHECK(t, std::string_view(comm.name) == "comm" && std::string_view(compute.name) == "compute",
+              "names '{}' and '{}'", comm.name, compute.name);
+    CTS_CHECK(t, comm.units_granted >= c.min_units, "comm: {} asked, {} granted", c.min_units, comm.units_granted);
+    CTS_CHECK(t, comm.units_granted + compute.units_granted == c.units, "{} + {} units of {}", comm.units_granted,
+              compute.units_granted, c.units);
+    CTS_CHECK(t, comm.mechanism == c.mechanism && comm.enforced == c.enforced,
+              "granted mechanism {} enforced {}, caps said {} {}", int(comm.mechanism), comm.enforced,
+              int(c.mechanism), c.enforced);
+    auto now = t.must(t.device.partition_caps(), "caps with partitions live");
+    CTS_CHECK(t, now.units_free == 0, "{} units free while comm and compute hold all", now.units_free);
+    CTS_CHECK(t, !t.device.split(1).ok(), "a split succeeded while every unit is in a partition");
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Stream s = t.must(t.device.create_stream(&parts[i]), "stream on a partition");
+      auto si = t.must(s.info(), "stream info");
+      const uint32_t want = i == 0 ? comm.units_granted : compute.units_granted;
+      CTS_CHECK(t, si.partition == parts[i].get() && si.units == want, "stream info: partition {}, {} units (want {})",
+                static_cast<void*>(si.partition), si.units, want);
+      t.must(s.synchronize(), "synchronize");
+    }
+    Stream whole = t.must(t.device.create_stream(), "stream on the whole device");
+    auto wi = t.must(whole.info(), "stream info");
+    CTS_CHECK(t, !wi.partition && wi.units == c.units && wi.mechanism == HAL_PARTITION_WHOLE_DEVICE,
+              "whole-device stream info: partition {}, {} units, mechanism {}", static_cast<void*>(wi.partition),
+              wi.units, int(wi.mechanism));
+  }
+  auto after = t.must(t.device.partition_caps(), "caps after release");
+  CTS_CHECK(t, after.units_free == c.units, "{} of {} units free after the partitions were released",
+            after.units_free, c.units);
+  // Bad requests: two rests, a name too long, more than the device.
+  hal_partition_request a{sizeof a, nullptr, "a", 0, 0}, b{sizeof b, nullptr, "b", 0, 0};
+  const hal_partition_request* two_rests[] = {&a, &b};
+  hal_partition out[2] = {};
+  CTS_CHECK(t, !check(hal_device_split_n(t.device.get(), two_rests, 2, out)).ok(), "two rest requests accepted");
+  hal_partition_request big{sizeof big, nullptr, "big", c.units + 1, 0};
+  const hal_partition_request* too_big[] = {&big};
+  CTS_CHECK(t, !check(hal_device_split_n(t.device.get(), too_big, 1, out)).ok(), "{} units of {} granted",
+            big.units, c.units);
+  CTS_CHECK(t, out[0] == nullptr && out[1] == nullptr, "a failed split_n left partitions behind");
+}
+
 }  // namespace
 
 std::vector<TestCase> api_tests() {
@@ -876,6 +945,8 @@ std::vector<TestCase> api_tests() {
       {"api.launch.writes", {"module.host"}, launch_writes},
       {"api.launch.shared_memory", {"module.host"}, launch_shared},
       {"api.partition.split", {"partition.*"}, partition_split},
+      {"api.partition.caps", {}, partition_caps},
+      {"api.partition.split_n", {}, partition_split_n},
   };
 }
 
