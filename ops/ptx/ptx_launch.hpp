@@ -23,10 +23,15 @@ struct DeviceFacts {
   uint32_t max_shared_per_block = 0;
 };
 
+// compute_units: the units the stream's work may use, its partition's (enforced or a soft
+// cap) or else the device's (hal_stream_get_info); persistent grids are sized by it, so that
+// a kernel on a 112-SM partition does not queue blocks for 132.
 inline Result<DeviceFacts> facts(const ops::OpContext& ctx) {
   auto info = ctx.device.info();
   if (!info) return info.error();
-  return DeviceFacts{info->uri, info->arch, info->compute_units ? info->compute_units : 1,
+  auto stream = ctx.stream.info();
+  const uint32_t units = stream && stream->units ? stream->units : info->compute_units;
+  return DeviceFacts{info->uri, info->arch, units ? units : 1,
                      info->max_shared_per_block};
 }
 

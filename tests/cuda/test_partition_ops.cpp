@@ -1,0 +1,162 @@
+// Operators on compute partitions (cuda:0): the DeepSeek-V3 split, "comm" = 20 SMs and
+// "compute" = the rest, made in one call; the grouped GEMM on the compute partition while
+// comm_dispatch moves rows on the comm partition, both compared with the CPU backend's
+// results for the same inputs. The PTX launchers size their persistent grids from the
+// stream's partition (hal_stream_get_info), so this is the path every partitioned run takes.
+// Exits with 77 (CTest: skipped) when no CUDA device or no green contexts.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <halcyon/ops/op.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+#include <cstdio>
+#include <random>
+
+namespace ops = halcyon::ops;
+using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
+
+namespace {
+
+template <typename T>
+T ok(halcyon::Result<T> r) {
+  if (!r) FAIL(r.error().to_string());
+  return std::move(r).value();
+}
+void ok(const halcyon::Status& s) {
+  if (!s) FAIL(s.error().to_string());
+}
+
+struct Host {
+  ops::DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+ops::Tensor put(const halcyon::Device& d, const halcyon::Stream& s, const Host& h) {
+  ops::Tensor t = ok(ops::make_tensor(d, h.dtype, h.shape));
+  if (t.bytes()) ok(s.write(t.buffer, t.offset, h.bytes.data(), t.bytes()));
+  return t;
+}
+std::vector<uint8_t> get(const halcyon::Stream& s, const ops::Tensor& t) {
+  std::vector<uint8_t> v(t.bytes());
+  if (t.bytes()) ok(s.read(t.buffer, t.offset, v.data(), t.bytes()));
+  ok(s.synchronize());
+  return v;
+}
+
+Host bf16_random(std::mt19937& rng, std::vector<int64_t> shape) {
+  Host h{ops::DType::bf16, shape, {}};
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::uniform_real_distribution<float> u(-1, 1);
+  h.bytes.resize(size_t(n) * 2);
+  for (int64_t i = 0; i < n; ++i) {
+    float f = u(rng);
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    uint16_t v = uint16_t(b >> 16);
+    std::memcpy(h.bytes.data() + 2 * i, &v, 2);
+  }
+  return h;
+}
+Host i32(std::vector<int64_t> shape, const std::vector<int32_t>& v) {
+  Host h{ops::DType::i32, shape, std::vector<uint8_t>(v.size() * 4)};
+  std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
+  return h;
+}
+
+// Runs `op` on (device, stream) with `inputs`, returns each output's bytes.
+std::map<std::string, std::vector<uint8_t>> run(const halcyon::Device& d, const halcyon::Stream& s,
+                                                const std::string& op, const std::map<std::string, Host>& inputs,
+                                                const std::map<std::string, std::string>& params) {
+  Tensors t;
+  for (auto& [name, h] : inputs) t[name] = put(d, s, h);
+  ok(ops::allocate_outputs(d, op, t, params));
+  ok(ops::run_op(d, s, op, t, params));
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (auto& spec : ops::find_contract(op)->outputs) out[spec.name] = get(s, t.at(spec.name));
+  return out;
+}
+
+double bf16_rel_err(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i + 1 < a.size(); i += 2) {
+    uint16_t x, y;
+    std::memcpy(&x, &a[i], 2);
+    std::memcpy(&y, &b[i], 2);
+    uint32_t bx = uint32_t(x) << 16, by = uint32_t(y) << 16;
+    float fx, fy;
+    std::memcpy(&fx, &bx, 4);
+    std::memcpy(&fy, &by, 4);
+    if (!std::isfinite(fx)) return INFINITY;
+    num += double(fx - fy) * (fx - fy);
+    den += double(fy) * fy;
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+}  // namespace
+
+TEST_CASE("the grouped GEMM on the compute partition beside comm_dispatch on the comm partition") {
+  auto dev = ok(halcyon::Device::open("cuda:0"));
+  auto cpu = ok(halcyon::Device::open("cpu"));
+  auto cpu_stream = ok(cpu.create_stream());
+  auto parts = ok(dev.split_n({{"comm", 20}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+  auto comm_stream = ok(dev.create_stream(&parts[0]));
+  auto compute_stream = ok(dev.create_stream(&parts[1]));
+  const auto comm_info = ok(comm_stream.info()), compute_info = ok(compute_stream.info());
+  MESSAGE("comm " << comm_info.units << " SMs, compute " << compute_info.units << " SMs");
+  CHECK(comm_info.units + compute_info.units == ok(dev.info()).compute_units);
+
+  std::mt19937 rng(20261124);
+  // Grouped GEMM: 8 experts, uneven rows (one empty), K 512, N 384.
+  const int64_t E = 8, K = 512, N = 384;
+  std::vector<int32_t> offsets{0, 37, 37, 200, 333, 334, 500, 640, 777};
+  const int64_t R = offsets.back();
+  std::map<std::string, Host> gemm_in{{"a", bf16_random(rng, {R, K})},
+                                      {"w", bf16_random(rng, {E, K, N})},
+                                      {"expert_offsets", i32({E + 1}, offsets)}};
+  // comm_dispatch: 4096 destination rows of 7168 taken from 512 tokens.
+  const int64_t T = 512, H = 7168, D = 4096;
+  std::vector<int32_t> src(D);
+  for (auto& v : src) v = int32_t(rng() % T);
+  std::map<std::string, Host> comm_in{{"x", bf16_random(rng, {T, H})}, {"src_row", i32({D}, src)}};
+  const std::map<std::string, std::string> comm_params{{"chunk_rows", "64"}};
+
+  // Both queued before either is read: they run at once, one per partition.
+  Tensors g, c;
+  for (auto& [n, h] : gemm_in) g[n] = put(dev, compute_stream, h);
+  for (auto& [n, h] : comm_in) c[n] = put(dev, comm_stream, h);
+  ok(ops::allocate_outputs(dev, "moe_grouped_gemm", g));
+  ok(ops::allocate_outputs(dev, "comm_dispatch", c, comm_params));
+  ok(ops::run_op(dev, compute_stream, "moe_grouped_gemm", g));
+  ok(ops::run_op(dev, comm_stream, "comm_dispatch", c, comm_params));
+  auto gemm_out = get(compute_stream, g.at("out"));
+  auto comm_out = get(comm_stream, c.at("out"));
+
+  auto gemm_ref = run(cpu, cpu_stream, "moe_grouped_gemm", gemm_in, {});
+  auto comm_ref = run(cpu, cpu_stream, "comm_dispatch", comm_in, comm_params);
+  const double err = bf16_rel_err(gemm_out, gemm_ref.at("out"));
+  MESSAGE("grouped GEMM on the compute partition: rel err " << err);
+  CHECK(err < 1e-2);
+  CHECK(comm_out == comm_ref.at("out"));
+}
+
+int main(int argc, char** argv) {
+  auto dev = halcyon::Device::open("cuda:0");
+  if (!dev) {
+    std::printf("skipped: %s\n", dev.error().to_string().c_str());
+    return 77;
+  }
+  if (!dev->has("partition.green_context")) {
+    std::printf("skipped: cuda:0 has no green contexts\n");
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
