@@ -99,6 +99,7 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
     ldmatrix_x4(qf[kk], smem_addr(sq + sw<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4))));
 
   const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const bool warp_active = row_q[warp * 16] >= 0;  // rows exist as a prefix of the tile
   const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
   float o[D / 8][4];
 #pragma unroll
@@ -118,12 +119,13 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
     const unsigned short* ck = sk + (it & 1) * kKeys * D;
     const unsigned short* cv = sv + (it & 1) * kKeys * D;
 
-    // S = Q K^T: 16 rows x 64 keys per warp.
+    // S = Q K^T: 16 rows x 64 keys per warp. A warp without rows (decode with few query
+    // rows per KV head) only loads: its results are never stored.
     float s[kKeys / 8][4];
 #pragma unroll
     for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+    for (int kk = 0; kk < D / 16 && warp_active; ++kk) {
 #pragma unroll
       for (int np = 0; np < kKeys / 16; ++np) {
         uint32_t b[4];
@@ -177,7 +179,7 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
     }
     // O += P V: P's accumulator layout is the A fragment layout (pf[kk] = keys 16kk..16kk+15).
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
+    for (int kk = 0; kk < kKeys / 16 && warp_active; ++kk) {
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
