@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# One device call for the attention operators: the GPU tests (halcyon_ptx_attention_tests,
-# the numeric CTS's attention cases on cuda:0), `halcyon bench attention`, and the torch side
-# (bench/attention_vs_torch.py) in the same call. Run from the repository root on the GPU
-# machine with a build in $1 (default build); logs and JSON go to $OUT.
-#   bash bench/attention_gpu_run.sh [build] [tests|cts|bench|torch ...]
+# One device call for the attention operators, from a clean tree: configure and build the two
+# targets it needs (when $1 has no bin/halcyon yet), then the GPU tests
+# (halcyon_ptx_attention_tests: long sequences, split-KV, MLA 128 heads), the numeric CTS's
+# attention cases on cuda:0, `halcyon bench attention`, and the torch side
+# (bench/attention_vs_torch.py) in the same call. Logs and JSON go to $OUT.
+#   run(command="bash bench/attention_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
+#   bash bench/attention_gpu_run.sh [build dir, default build-gpu] [build|tests|cts|bench|torch ...]
+# Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
-B=${1:-build}
+B=${1:-build-gpu}
 shift || true
-what=${*:-tests cts bench torch}
+what=${*:-build tests cts bench torch}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+deps=$PWD/.devdeps/usr
+[ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
 log=$OUT/attention.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
 for w in $what; do
   case $w in
+    build)
+      if [ ! -x "$B/bin/halcyon" ] || [ ! -x "$B/tests/cuda/halcyon_ptx_attention_tests" ]; then
+        { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON \
+            -DHALCYON_ENABLE_CUDA=ON && ninja -C "$B" halcyon_cli halcyon_ptx_attention_tests; } > "$OUT/attention_build.log" 2>&1
+        echo "build rc=$?" | tee -a "$log"
+        tail -5 "$OUT/attention_build.log" | tee -a "$log"
+      fi ;;
     tests)
       timeout 240 "$B/tests/cuda/halcyon_ptx_attention_tests" 2>&1 | tee "$OUT/attention_tests.log" | tail -40 | tee -a "$log" ;;
     cts)
