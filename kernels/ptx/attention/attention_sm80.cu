@@ -248,6 +248,8 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
     }
     if (b >= B) return;  // the grid's upper bound on tiles was not reached
     const int q_len = seq_a[b + 1] - seq_a[b], k_len = seq_b[b + 1] - seq_b[b];
+    // Causal: a sequence's last query tiles see the most keys; they start first.
+    if (causal) tile = (q_len + kRows - 1) / kRows - 1 - tile;
     p.table = nullptr;
     p.kv_base = seq_b[b];
     p.kv_head = (long long)hk * D;
