@@ -29,18 +29,18 @@ for w in $what; do
         tail -5 "$OUT/attention_build.log" | tee -a "$log"
       fi ;;
     tests)
-      timeout 240 "$B/tests/cuda/halcyon_ptx_attention_tests" 2>&1 | tee "$OUT/attention_tests.log" | tail -40 | tee -a "$log" ;;
+      timeout 120 "$B/tests/cuda/halcyon_ptx_attention_tests" 2>&1 | tee "$OUT/attention_tests.log" | tail -40 | tee -a "$log" ;;
     cts)
       echo "\$ halcyon cts --device cuda:0 --filter 'numeric.attention*'" | tee -a "$log"
-      timeout 120 "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.attention*' --progress plain > "$OUT/attention_cts.txt" 2>&1
+      timeout 60 "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.attention*' --progress plain > "$OUT/attention_cts.txt" 2>&1
       echo "rc=$?" >> "$OUT/attention_cts.txt"
       tail -25 "$OUT/attention_cts.txt" | tee -a "$log" ;;
     bench)
       echo "\$ halcyon bench attention --device cuda:0" | tee -a "$log"
-      timeout 200 "$B/bin/halcyon" bench attention --device cuda:0 --iters 10 --json "$OUT/attention_bench.json" 2>&1 | tee -a "$log" ;;
+      timeout 100 "$B/bin/halcyon" bench attention --device cuda:0 --iters 10 --json "$OUT/attention_bench.json" 2>&1 | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/attention_vs_torch.py" | tee -a "$log"
-      timeout 200 python3 bench/attention_vs_torch.py --json "$OUT/attention_torch.json" 2>&1 | tee -a "$log" ;;
+      timeout 120 python3 bench/attention_vs_torch.py --json "$OUT/attention_torch.json" 2>&1 | tee -a "$log" ;;
   esac
 done
 date -u | tee -a "$log"
