@@ -14,39 +14,15 @@
 // read once per KV head, not once per query head. Keys past the CTA's range are zero-filled
 // (never read) and masked; block indices are clamped to [0, NB) so that nothing outside the
 // tensors is read even for a table the contract forbids.
-#include "../moe/gemm_common.cuh"
+#include "attention_common.cuh"
 
 namespace hc {
 namespace {
-
-constexpr int kRows = 64, kKeys = 64, kThreads = 128;
-constexpr float kLn2 = 0.69314718055994530942f;
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // [rows][D] bf16, 16-byte chunks swizzled: chunk ^ (row & 7) (D / 8 >= 8 chunks a row).
 template <int D>
 __device__ __forceinline__ int sw(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
-}
-
-// Everything a CTA needs to know about its rows and keys.
-struct Problem {
-  const unsigned short* q;  // row r's query: q + q_off[r]
-  long long kv_base;        // prefill: first key row of the sequence; paged: unused
-  long long kv_stride;      // elements between consecutive key rows (Hkv * D)
-  long long kv_head;        // hk * D
-  const int* table;         // paged: this sequence's block table row (null: prefill)
-  long long BS, NB;
-  int kbeg, kend;           // the keys this CTA reads: [kbeg, kend)
-};
-
-// Element offset of key j's row (head included) in k / v.
-__device__ __forceinline__ long long key_row(const Problem& p, int j) {
-  if (!p.table) return (p.kv_base + j) * p.kv_stride + p.kv_head;
-  int blk = p.table[j / p.BS];
-  blk = blk < 0 ? 0 : (blk >= p.NB ? (int)p.NB - 1 : blk);  // a bad table reads block 0 or NB-1, never outside
-  return ((long long)blk * p.BS + j % p.BS) * p.kv_stride + p.kv_head;
 }
 
 template <int D>
@@ -76,7 +52,7 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
   unsigned short* sk = sq + kRows * D;           // 2 stages
   unsigned short* sv = sk + 2 * kKeys * D;       // 2 stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2;
   constexpr int CPR = D / 8;
 
   // Q tile (zeros for rows that do not exist).
@@ -104,7 +80,7 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * kKeys;
@@ -134,49 +110,10 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
         mma_bf16(s[2 * np + 1], qf[kk], b + 2);
       }
     }
-    // Mask, scale (log2 domain), online softmax. Rows r0 (s[.][0..1]) and r1 (s[.][2..3]).
-    float mx0 = neg_inf(), mx1 = neg_inf();
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      const int j = k0 + n * 8 + 2 * t;
-      s[n][0] = j < vis0 ? s[n][0] * scale_log2 : neg_inf();
-      s[n][1] = j + 1 < vis0 ? s[n][1] * scale_log2 : neg_inf();
-      s[n][2] = j < vis1 ? s[n][2] * scale_log2 : neg_inf();
-      s[n][3] = j + 1 < vis1 ? s[n][3] * scale_log2 : neg_inf();
-      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
-    }
-#pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    // A row that has seen no key yet keeps m = -inf: its p are 0 and nothing is rescaled.
-    const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
-    const float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);
-    m0 = mn0;
-    m1 = mn1;
-    float sum0 = 0.f, sum1 = 0.f;
     uint32_t pf[kKeys / 16][4];
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
-      const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
-      sum0 += p0 + p1;
-      sum1 += p2 + p3;
-      pf[n >> 1][(n & 1) * 2] = pack_bf16x2(p0, p1);
-      pf[n >> 1][(n & 1) * 2 + 1] = pack_bf16x2(p2, p3);
-    }
-    l0 = l0 * a0 + sum0;
-    l1 = l1 * a1 + sum1;
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      o[i][0] *= a0;
-      o[i][1] *= a0;
-      o[i][2] *= a1;
-      o[i][3] *= a1;
-    }
+    float a0, a1;
+    softmax_step<kKeys / 8>(s, pf, st, k0, vis0, vis1, scale_log2, &a0, &a1);
+    scale_rows<D / 8>(o, a0, a1);
     // O += P V: P's accumulator layout is the A fragment layout (pf[kk] = keys 16kk..16kk+15).
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16 && warp_active; ++kk) {
@@ -191,32 +128,7 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
     __syncthreads();  // the next iteration's load overwrites this stage
   }
 
-#pragma unroll
-  for (int x = 1; x < 4; x <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, x);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, x);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = h ? r1 : r0;
-    if (row_q[r] < 0) continue;
-    const float l = h ? l1 : l0, m = h ? m1 : m0;
-    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros and lse = -inf
-    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
-    const long long ob = row_o[r];
-    if (part_o) {
-      float* po = part_o + ob;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<float2*>(po + i * 8 + 2 * t) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
-      if (t == 0) part_lse[ob / D] = row_lse;
-    } else {
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
-      if (t == 0) lse[ob / D] = row_lse;
-    }
-  }
+  store_rows<D>(o, st, row_o, out, lse, part_o, part_lse);
 }
 
 // Prefill: blockIdx.x walks the 64-row query tiles of the sequences in order, blockIdx.y is
@@ -239,33 +151,7 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
   float* pl = nullptr;
   if (seq_a != nullptr && seq_b != nullptr && MB == 0) {
     // ---- prefill: seq_a = cu_seqlens_q, seq_b = cu_seqlens_k ----
-    const int h = blockIdx.y, hk = (int)(h / G);
-    long long tile = blockIdx.x, b = 0;
-    for (; b < B; ++b) {
-      const long long tiles = (seq_a[b + 1] - seq_a[b] + kRows - 1) / kRows;
-      if (tile < tiles) break;
-      tile -= tiles;
-    }
-    if (b >= B) return;  // the grid's upper bound on tiles was not reached
-    const int q_len = seq_a[b + 1] - seq_a[b], k_len = seq_b[b + 1] - seq_b[b];
-    // Causal: a sequence's last query tiles see the most keys; they start first.
-    if (causal) tile = (q_len + kRows - 1) / kRows - 1 - tile;
-    p.table = nullptr;
-    p.kv_base = seq_b[b];
-    p.kv_head = (long long)hk * D;
-    p.q = q;
-    int kmax = 0;
-    if (threadIdx.x < kRows) {
-      const int i = (int)(tile * kRows) + threadIdx.x;
-      const bool ok = i < q_len;
-      row_q[threadIdx.x] = ok ? ((seq_a[b] + i) * Hq + h) * D : -1;
-      const int vis = causal ? i + k_len - q_len + 1 : k_len;
-      row_vis[threadIdx.x] = ok ? (vis < 0 ? 0 : (vis > k_len ? k_len : vis)) : 0;
-    }
-    __syncthreads();
-    for (int r = 0; r < kRows; ++r) kmax = max(kmax, row_vis[r]);
-    p.kbeg = 0;
-    p.kend = kmax;
+    if (!prefill_rows<D>(p, row_q, row_vis, q, seq_a, seq_b, B, Hq, Hkv, causal)) return;
   } else {
     // ---- decode: seq_a = block_table [B, MB], seq_b = seq_lens [B] ----
     const long long b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
