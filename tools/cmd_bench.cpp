@@ -24,12 +24,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "command.hpp"
 
 namespace {
 
 namespace rt = halcyon::rt;
 namespace ops = halcyon::ops;
+using halcyon::bench::BenchTimer;
+using halcyon::bench::Filler;
+using halcyon::bench::median;
 using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
 
 struct Options {
@@ -67,59 +71,6 @@ int usage() {
       "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n");
   return 2;
 }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Fills a buffer with random bf16 values in +-[2^-8, 1) (never zero) or f32 in (-s, s), from
-// a 16 MiB random block written once and replicated by device copies.
-struct Filler {
-  const halcyon::Device& dev;
-  const halcyon::Stream& stream;
-  halcyon::Buffer block;
-  static constexpr uint64_t kBlock = 16u << 20;
-  // bf16: magnitudes in [2^-8, 1) * 2^-shift.
-  halcyon::Status init(uint32_t seed, bool f32, float scale, int shift = 0) {
-    auto b = dev.allocate(kBlock);
-    if (!b) return b.error();
-    block = std::move(b).value();
-    std::mt19937 rng(seed);
-    std::vector<uint32_t> host(kBlock / 4);
-    if (f32) {
-      std::uniform_real_distribution<float> u(-scale, scale);
-      for (auto& w : host) {
-        float f;
-        do f = u(rng);
-        while (f == 0.f);
-        std::memcpy(&w, &f, 4);
-      }
-    } else {
-      auto one = [&] {  // sign, exponent 2^-8..2^-1 (scaled), 7 random mantissa bits
-        uint32_t r = rng();
-        uint32_t e = uint32_t(127 - 8 - shift) + (r % 8);
-        return uint16_t(((r >> 8) & 1u) << 15 | e << 7 | ((r >> 9) & 0x7f));
-      };
-      for (auto& w : host) w = uint32_t(one()) | uint32_t(one()) << 16;
-    }
-    HALCYON_TRY(stream.write(block, 0, host.data(), kBlock));
-    return stream.synchronize();  // the write may read `host` later
-  }
-  halcyon::Status fill(const ops::Tensor& t) {
-    for (uint64_t off = 0; off < t.bytes(); off += kBlock) {
-      // A shifting start inside the block so that rows of equal length do not repeat exactly.
-      uint64_t shift = (off / kBlock * 4096) % (kBlock / 2);
-      uint64_t n = std::min<uint64_t>(kBlock - shift, t.bytes() - off);
-      HALCYON_TRY(stream.copy(t.buffer, t.offset + off, block, shift, n));
-      if (n < std::min<uint64_t>(kBlock, t.bytes() - off)) {
-        uint64_t rest = std::min<uint64_t>(kBlock, t.bytes() - off) - n;
-        HALCYON_TRY(stream.copy(t.buffer, t.offset + off + n, block, 0, rest));
-      }
-    }
-    return {};
-  }
-};
 
 int bench_moe(const std::vector<std::string>& args) {
   Options o;
@@ -207,32 +158,16 @@ int bench_moe(const std::vector<std::string>& args) {
   auto ev0 = dev->create_event(), ev1 = dev->create_event();
   if (!ev0 || !ev1) return 1;
 
-  auto timed = [&](auto&& fn, int iters, std::vector<double>* ms) -> halcyon::Status {
-    for (int i = 0; i < 2; ++i) HALCYON_TRY(fn());  // warm-up (module load, JIT)
-    for (int i = 0; i < iters; ++i) {
-      HALCYON_TRY(s.fill<uint32_t>(*flush, 0, flush_bytes, 0x3f803f80u + uint32_t(i)));
-      HALCYON_TRY(s.record(*ev0));
-      HALCYON_TRY(fn());
-      HALCYON_TRY(s.record(*ev1));
-      HALCYON_TRY(ev1->synchronize());
-      auto e = ev1->elapsed_since(*ev0);
-      if (!e) return e.error();
-      ms->push_back(*e);
-    }
-    return {};
-  };
+  BenchTimer timer{*dev, s, *flush, flush_bytes, std::move(*ev0), std::move(*ev1)};
+  auto timed = [&](auto&& fn, int iters, std::vector<double>* ms) { return timer.time(fn, iters, ms); };
 
   // Copy rate: device-to-device, bytes read + written.
-  double copy_tbps = 0;
-  {
-    const uint64_t n = cpu ? (256u << 20) : (2ull << 30);
-    auto a = dev->allocate(n), b = dev->allocate(n);
-    if (!a || !b) return 1;
-    TRY_OR_FAIL(s.fill<uint32_t>(*a, 0, n, 0x3f803f80u));
-    std::vector<double> ms;
-    TRY_OR_FAIL(timed([&] { return s.copy(*b, 0, *a, 0, n); }, std::max(o.iters, 10), &ms));
-    copy_tbps = 2.0 * double(n) / (median(ms) * 1e-3) / 1e12;
+  auto copy_rate = halcyon::bench::copy_tbps(*dev, timer, cpu, o.iters);
+  if (!copy_rate) {
+    fmt::print(stderr, "halcyon bench: copy rate: {}\n", copy_rate.error().to_string());
+    return 1;
   }
+  const double copy_tbps = *copy_rate;
 
   const std::map<std::string, std::string> gate_params{
       {"score", "sigmoid"},       {"n_groups", std::to_string(o.groups)},
@@ -405,10 +340,11 @@ int bench_moe(const std::vector<std::string>& args) {
 int run(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
   if (args[0] == "moe") return bench_moe({args.begin() + 1, args.end()});
-  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe)\n", args[0]);
+  if (args[0] == "attention") return halcyon::bench::bench_attention({args.begin() + 1, args.end()});
+  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, attention)\n", args[0]);
   return 2;
 }
 
-halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe --help)", run});
+halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|attention --help)", run});
 
 }  // namespace

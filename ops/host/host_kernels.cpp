@@ -39,6 +39,10 @@ HostKernel::HostKernel(const char* name, hal_host_kernel_fn fn, std::initializer
   add_host_kernel({name, fn, uint32_t(args.size()), args.data(), size});
 }
 
+void report(const char* op, const Status& s) {
+  if (!s.ok()) hal_log(HAL_LOG_ERROR, fmt::format("{} (host kernel): {}", op, s.error().message()).c_str());
+}
+
 Status launch(const ops::OpContext& ctx, const char* name, uint64_t blocks, const void* args, size_t args_size) {
   auto& im = image();
   auto mod = ctx.module(HAL_MODULE_HOST, "host", &im.image, sizeof im.image, "halcyon-host-kernels");

@@ -4,7 +4,10 @@
 // per device. Launching goes through the HAL like any other backend's kernel.
 #pragma once
 
+#include <halcyon/kernels/reference/moe.hpp>  // RowRange
 #include <halcyon/ops/op.hpp>
+
+#include <algorithm>
 
 #include <cstring>
 #include <initializer_list>
@@ -38,6 +41,15 @@ Args args_of(const void* blob) {
 template <typename T>
 T* ptr(uint64_t address) {
   return reinterpret_cast<T*>(address);
+}
+
+// A host kernel cannot return an error: a reference's refusal goes to the log.
+void report(const char* op, const Status& s);
+
+// The rows of block ctx->block_id[0] when each block owns `per` of `rows`.
+inline ref::RowRange block_rows(const hal_host_launch_ctx* ctx, int64_t rows, int64_t per) {
+  int64_t b = int64_t(ctx->block_id[0]) * per;
+  return {b, std::min(rows, b + per)};
 }
 
 // Rows per block so that a launch has a few blocks per thread but no tiny ones.

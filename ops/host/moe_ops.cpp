@@ -18,15 +18,6 @@ namespace {
 
 using ref::bf16;
 
-void report(const char* op, const Status& s) {
-  if (!s.ok()) hal_log(HAL_LOG_ERROR, fmt::format("{} (host kernel): {}", op, s.error().message()).c_str());
-}
-
-ref::RowRange block_rows(const hal_host_launch_ctx* ctx, int64_t rows, int64_t per) {
-  int64_t b = int64_t(ctx->block_id[0]) * per;
-  return {b, std::min(rows, b + per)};
-}
-
 // ---- moe_gate -----------------------------------------------------------------------------
 struct GateArgs {
   uint64_t logits, bias, ids, weights;

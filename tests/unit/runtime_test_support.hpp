@@ -31,4 +31,13 @@ halcyon::ops::Tensor upload(const halcyon::Device& d, const halcyon::Stream& s, 
   return t;
 }
 
+// A tensor's contents (synchronizes).
+template <typename T>
+std::vector<T> download(const halcyon::Stream& s, const halcyon::ops::Tensor& t) {
+  std::vector<T> v(t.bytes() / sizeof(T));
+  unwrap(s.read(t.buffer, t.offset, v.data(), t.bytes()));
+  unwrap(s.synchronize());
+  return v;
+}
+
 }  // namespace test

@@ -11,19 +11,12 @@
 using namespace halcyon::ops;
 using test::random_bf16;
 using test::unwrap;
+using test::download;
 using test::upload;
 
 namespace {
 
 using Tensors = std::map<std::string, Tensor, std::less<>>;
-
-template <typename T>
-std::vector<T> download(const halcyon::Stream& s, const Tensor& t) {
-  std::vector<T> v(t.bytes() / sizeof(T));
-  unwrap(s.read(t.buffer, t.offset, v.data(), t.bytes()));
-  unwrap(s.synchronize());
-  return v;
-}
 
 Tensor poisoned(const halcyon::Device& d, const halcyon::Stream& s, DType dt, std::vector<int64_t> shape) {
   auto t = unwrap(make_tensor(d, dt, std::move(shape)));

@@ -143,3 +143,42 @@ TEST_CASE("halcyon run: moe_grouped_gemm_swiglu_gather comes from its contract, 
   CHECK(rc != 0);
   CHECK_MESSAGE(out.find("input 'row_to_slot': element 1 is 4, outside [0, 4)") != std::string::npos, out);
 }
+
+TEST_CASE("halcyon run: the attention operators, and their bad indices refused before launching") {
+  REQUIRE(std::system(("mkdir -p " + std::string(HALCYON_TEST_TMP)).c_str()) == 0);
+  std::string out;
+  const std::string cli = std::string(HALCYON_CLI) + " run ";
+  // Paged decode: B = 2, Sq = 1, Hq = 2, Hkv = 1, D = 64, BS = 16, NB = 3, MB = 2.
+  std::vector<float> q(2 * 2 * 64), kv(3 * 16 * 64);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * float(i % 13) - 0.06f;
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = 0.02f * float(i % 11) - 0.1f;
+  unwrap(write_npy(tmp("aq.npy"), "<f4", {2, 1, 2, 64}, q.data(), q.size() * 4));
+  unwrap(write_npy(tmp("akv.npy"), "<f4", {3, 16, 1, 64}, kv.data(), kv.size() * 4));
+  auto decode = [&](std::vector<int32_t> table, std::vector<int32_t> lens) {
+    unwrap(write_npy(tmp("abt.npy"), "<i4", {2, 2}, table.data(), 16));
+    unwrap(write_npy(tmp("asl.npy"), "<i4", {2}, lens.data(), 8));
+    return run(cli + "attention_decode --in q=" + tmp("aq.npy") + " --in k_cache=" + tmp("akv.npy") +
+                   " --in v_cache=" + tmp("akv.npy") + " --in block_table=" + tmp("abt.npy") +
+                   " --in seq_lens=" + tmp("asl.npy") + " --out " + tmp("ad"),
+               &out);
+  };
+  REQUIRE_MESSAGE(decode({2, 0, 1, 1}, {20, 3}) == 0, out);
+  auto o = unwrap(read_npy(tmp("ad/out.npy")));
+  CHECK(o.shape == std::vector<int64_t>{2, 1, 2, 64});
+  CHECK(decode({2, 3, 1, 1}, {20, 3}) != 0);
+  CHECK_MESSAGE(out.find("input 'block_table': element 1 is 3, outside [0, 3)") != std::string::npos, out);
+  CHECK(decode({2, 0, 1, 1}, {20, 33}) != 0);
+  CHECK_MESSAGE(out.find("input 'seq_lens': element 1 is 33, outside [1, 33)") != std::string::npos, out);
+  // Prefill: offsets that decrease are refused, naming the tensor.
+  std::vector<int32_t> bad = {0, 3, 2};
+  unwrap(write_npy(tmp("acu.npy"), "<i4", {3}, bad.data(), 12));
+  std::vector<float> x(3 * 2 * 64, 0.5f);
+  unwrap(write_npy(tmp("ax.npy"), "<f4", {3, 2, 64}, x.data(), x.size() * 4));
+  int rc = run(cli + "attention_prefill --in q=" + tmp("ax.npy") + " --in k=" + tmp("ax.npy") + " --in v=" +
+                   tmp("ax.npy") + " --in cu_seqlens_q=" + tmp("acu.npy") + " --in cu_seqlens_k=" + tmp("acu.npy") +
+                   " --out " + tmp("ap"),
+               &out);
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("offsets 'cu_seqlens_") != std::string::npos, out);  // _q or _k: both are bad
+  CHECK_MESSAGE(out.find("' decrease at 2 (2 after 3)") != std::string::npos, out);
+}

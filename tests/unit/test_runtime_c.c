@@ -122,7 +122,42 @@ int main(void) {
   EXPECT(hal_error_status(e) == HAL_INVALID_ARGUMENT && strstr(hal_error_message(e), "topk 0"), "topk 0: %s", hal_error_message(e));
   hal_error_free(e);
 
-  hal_buffer all[] = {ba, bb, bc, bwr, bgu, bwd, bx, by};
+  /* attention_decode through hrt_run_op: one visible key (block 1, slot 0) returns its v row
+     for both query heads (GQA 2:1), and Hq not a multiple of Hkv is refused by name. */
+  enum { AD = 64, ABS = 16, ANB = 2 };
+  static uint16_t aq[3 * AD], akv[ANB * ABS * AD], aout[3 * AD];
+  float alse[3];
+  int32_t atable[1] = {1}, alen[1] = {1};
+  for (int i = 0; i < 3 * AD; ++i) aq[i] = bf16(RND());
+  for (int i = 0; i < ANB * ABS * AD; ++i) akv[i] = bf16(RND());
+  hal_buffer bq = alloc(dev, sizeof aq), bk = alloc(dev, sizeof akv), bt = alloc(dev, 4), bl = alloc(dev, 4),
+             bo = alloc(dev, sizeof aout), bs = alloc(dev, sizeof alse);
+  ok(hal_stream_write(s, bq, 0, aq, sizeof aq), "write q");
+  ok(hal_stream_write(s, bk, 0, akv, sizeof akv), "write kv");
+  ok(hal_stream_write(s, bt, 0, atable, 4), "write table");
+  ok(hal_stream_write(s, bl, 0, alen, 4), "write lens");
+  hrt_tensor at[7] = {{"q", bq, 0, HRT_BF16, 4, {1, 1, 2, AD}},
+                      {"k_cache", bk, 0, HRT_BF16, 4, {ANB, ABS, 1, AD}},
+                      {"v_cache", bk, 0, HRT_BF16, 4, {ANB, ABS, 1, AD}},
+                      {"block_table", bt, 0, HRT_I32, 2, {1, 1}},
+                      {"seq_lens", bl, 0, HRT_I32, 1, {1}},
+                      {"out", bo, 0, HRT_BF16, 4, {1, 1, 2, AD}},
+                      {"lse", bs, 0, HRT_F32, 3, {1, 1, 2}}};
+  ok(hrt_run_op(dev, s, "attention_decode", at, 7, NULL, 0), "attention_decode");
+  ok(hal_stream_read(s, bo, 0, aout, sizeof aout), "read out");
+  ok(hal_stream_synchronize(s), "sync");
+  for (int i = 0; i < 2 * AD; ++i)
+    EXPECT(aout[i] == akv[ABS * AD + i % AD], "attention out[%d] = %04x, expected %04x", i, aout[i], akv[ABS * AD + i % AD]);
+  at[0].shape[2] = 3;  /* Hq = 3 query heads over Hkv = 2 (one block: the buffers hold it) */
+  at[1].shape[0] = at[2].shape[0] = 1;
+  at[1].shape[2] = at[2].shape[2] = 2;
+  at[5].shape[2] = 3;
+  at[6].shape[2] = 3;
+  e = hrt_run_op(dev, s, "attention_decode", at, 7, NULL, 0);
+  EXPECT(e && strstr(hal_error_message(e), "Hq = 3"), "Hq 3 over Hkv 2: %s", e ? hal_error_message(e) : "accepted");
+  hal_error_free(e);
+
+  hal_buffer all[] = {ba, bb, bc, bwr, bgu, bwd, bx, by, bq, bk, bt, bl, bo, bs};
   for (unsigned i = 0; i < sizeof all / sizeof all[0]; ++i) ok(hal_buffer_release(all[i]), "release");
   ok(hal_stream_release(s), "release");
   ok(hal_device_release(dev), "release");

@@ -1,7 +1,8 @@
 // The numeric suite: every case of every operator contract, run on the device under test and
 // on the CPU reference with the same seeded random inputs. Outputs are poisoned (all bytes
 // 0xFF: NaN for floats, -1 for signed integers) before each run, so elements an
-// implementation leaves unwritten fail; NaN and Inf never pass; integer outputs must match
+// implementation leaves unwritten fail; NaN never passes, and an infinity only where the
+// reference has the same one (attention's lse = -inf for a row with no keys); integer outputs must match
 // exactly, float outputs within the contract's ||out - ref|| / ||ref||.
 #include <halcyon/ops/op.hpp>
 

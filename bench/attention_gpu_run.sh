@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device call for the attention operators, from a clean tree: configure and build the two
+# targets it needs (when $1 has no bin/halcyon yet), then the GPU tests
+# (halcyon_ptx_attention_tests: long sequences, split-KV, MLA 128 heads), the numeric CTS's
+# attention cases on cuda:0, `halcyon bench attention`, and the torch side
+# (bench/attention_vs_torch.py) in the same call. Logs and JSON go to $OUT.
+#   run(command="bash bench/attention_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
+#   bash bench/attention_gpu_run.sh [build dir, default build-gpu] [build|tests|cts|bench|torch ...]
+# Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
+set -u -o pipefail
+B=${1:-build-gpu}
+shift || true
+what=${*:-build tests cts bench torch}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+deps=$PWD/.devdeps/usr
+[ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1
+log=$OUT/attention.txt
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
+for w in $what; do
+  case $w in
+    build)
+      if [ ! -x "$B/bin/halcyon" ] || [ ! -x "$B/tests/cuda/halcyon_ptx_attention_tests" ]; then
+        { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON \
+            -DHALCYON_ENABLE_CUDA=ON && ninja -C "$B" halcyon_cli halcyon_ptx_attention_tests; } > "$OUT/attention_build.log" 2>&1
+        echo "build rc=$?" | tee -a "$log"
+        tail -5 "$OUT/attention_build.log" | tee -a "$log"
+      fi ;;
+    tests)
+      timeout 120 "$B/tests/cuda/halcyon_ptx_attention_tests" 2>&1 | tee "$OUT/attention_tests.log" | tail -40 | tee -a "$log" ;;
+    cts)
+      echo "\$ halcyon cts --device cuda:0 --filter 'numeric.attention*'" | tee -a "$log"
+      timeout 60 "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.attention*' --progress plain > "$OUT/attention_cts.txt" 2>&1
+      echo "rc=$?" >> "$OUT/attention_cts.txt"
+      tail -25 "$OUT/attention_cts.txt" | tee -a "$log" ;;
+    bench)
+      echo "\$ halcyon bench attention --device cuda:0" | tee -a "$log"
+      timeout 100 "$B/bin/halcyon" bench attention --device cuda:0 --iters 10 --json "$OUT/attention_bench.json" 2>&1 | tee -a "$log" ;;
+    torch)
+      echo "\$ python3 bench/attention_vs_torch.py" | tee -a "$log"
+      timeout 120 python3 bench/attention_vs_torch.py --json "$OUT/attention_torch.json" 2>&1 | tee -a "$log" ;;
+  esac
+done
+date -u | tee -a "$log"

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The torch side of `halcyon bench attention`, in the same device call: torch SDPA with its
+cuDNN and flash backends on the prefill and decode shapes, and a torch composition for MLA
+decode (absorbed form: q [B, Sq, Hq, 576] against one latent head of 576, V = its first 512
+dims), plus a device-to-device copy for the bandwidth floor.
+
+Shapes (issue 15's targets): prefill bf16 d128 s4096, b4 h16 causal and not, b1 h128 causal;
+decode b64 Hq16 Hkv16/Hkv2 kv8192 d128 (dense KV: SDPA has no paged cache, so torch reads
+contiguous K/V, which favours it); MLA b64 Hq128 kv8192, Sq 1 and 2.
+
+usage: attention_vs_torch.py [--json FILE] [--seqlen N] [--kv N]
+Times are medians of CUDA-event timings (triton.testing.do_bench, L2 flushed between runs)."""
+import argparse, json, os
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+p = argparse.ArgumentParser()
+p.add_argument("--seqlen", type=int, default=4096)
+p.add_argument("--kv", type=int, default=8192)
+p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "attention_torch.json"))
+args = p.parse_args()
+dev, bf16 = torch.device("cuda:0"), torch.bfloat16
+
+
+def ms(fn, warmup=10, rep=100):
+    return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "runs": []}
+n = 2**30
+src = torch.randn(n, dtype=bf16, device=dev)
+dst = torch.empty_like(src)
+res["copy_TBps"] = 2 * n * 2 / (ms(lambda: dst.copy_(src)) * 1e-3) / 1e12
+del src, dst
+print(f"torch copy: {res['copy_TBps']:.2f} TB/s (read+write)", flush=True)
+
+
+def report(name, backend, t, flops, kv_bytes):
+    r = {"config": name, "backend": backend, "us": t * 1e3, "tflops": flops / (t * 1e-3) / 1e12,
+         "kv_GBps": kv_bytes / (t * 1e-3) / 1e9, "kv_of_copy_rate": kv_bytes / (t * 1e-3) / (res["copy_TBps"] * 1e12)}
+    res["runs"].append(r)
+    print(f"  {name:<28} {backend:<8} {r['us']:10.1f} us {r['tflops']:8.1f} TFLOP/s {r['kv_GBps']:8.0f} GB/s KV", flush=True)
+
+
+def sdpa(name, q, k, v, causal, flops, kv_bytes):
+    for backend, which in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+        try:
+            with sdpa_kernel([which]):
+                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+                fn()
+                report(name, backend, ms(fn), flops, kv_bytes)
+        except Exception as e:  # a backend that refuses the shape says so
+            print(f"  {name:<28} {backend:<8} unavailable: {str(e).splitlines()[0][:100]}", flush=True)
+
+
+torch.manual_seed(0)
+S = args.seqlen
+for name, B, H, causal in (("prefill d128 non-causal", 4, 16, False), ("prefill d128 causal", 4, 16, True),
+                           ("prefill d128 causal h128", 1, 128, True)):
+    q, k, v = (torch.randn(B, H, S, 128, dtype=bf16, device=dev) for _ in range(3))
+    pairs = S * S if not causal else S * (S + 1) // 2
+    sdpa(name, q, k, v, causal, 4.0 * B * H * pairs * 128, 2.0 * B * H * S * 128 * 2)
+    del q, k, v
+
+L = args.kv
+for name, Hkv in (("decode Hq16 Hkv16", 16), ("decode Hq16 Hkv2", 2)):
+    B, Hq = 64, 16
+    q = torch.randn(B, Hq, 1, 128, dtype=bf16, device=dev)
+    k, v = (torch.randn(B, Hkv, L, 128, dtype=bf16, device=dev) for _ in range(2))
+    # Sq = 1 sees every key: causal would align top-left in SDPA, so it is off.
+    sdpa(name, q, k, v, False, 4.0 * B * Hq * L * 128, 2.0 * B * Hkv * L * 128 * 2)
+    del q, k, v
+
+for Sq in (1, 2):
+    B, Hq = 64, 128
+    kv = torch.randn(B, L, 576, dtype=bf16, device=dev)
+    q = torch.randn(B, Sq, Hq, 576, dtype=bf16, device=dev)
+    scale = 576 ** -0.5
+    mask = torch.ones(Sq, L, dtype=torch.bool, device=dev).tril(L - Sq)  # bottom-right causal
+
+    def mla():
+        s = torch.einsum("bshd,bld->bshl", q, kv).float() * scale
+        if Sq > 1:
+            s = s.masked_fill(~mask[None, :, None, :], float("-inf"))
+        return torch.einsum("bshl,bld->bshd", s.softmax(-1).to(bf16), kv[..., :512])
+
+    mla()
+    flops = 2.0 * B * Hq * (Sq * L - Sq * (Sq - 1) // 2) * (576 + 512)
+    report(f"mla Hq128 Sq{Sq}", "torch", ms(mla), flops, B * L * 576 * 2)
+    # The same through SDPA (one KV head broadcast to 128; V = the first 512 dims).
+    qh = q.transpose(1, 2)
+    kh = kv[:, None]
+    vh = kv[:, None, :, :512]
+    for backend, which in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+                           ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        try:
+            with sdpa_kernel([which]):
+                fn = lambda: F.scaled_dot_product_attention(qh, kh.expand(-1, Hq, -1, -1), vh.expand(-1, Hq, -1, -1),
+                                                            attn_mask=mask if Sq > 1 else None, scale=scale)
+                fn()
+                report(f"mla Hq128 Sq{Sq}", backend, ms(fn), flops, B * L * 576 * 2)
+        except Exception as e:
+            print(f"  mla Hq128 Sq{Sq:<19} {backend:<8} unavailable: {str(e).splitlines()[0][:100]}", flush=True)
+    del kv, q
+
+with open(args.json, "w") as f:
+    json.dump(res, f, indent=1)

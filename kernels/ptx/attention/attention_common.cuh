@@ -1,0 +1,172 @@
+// Device code shared by the attention kernels (attention_sm80.cu, attention_sm90.cu): the
+// CTA's view of its rows and keys, paged key addressing, the online-softmax step on
+// accumulators in the m16n8 layout (mma.sync's, and each warp's share of a wgmma m64nN),
+// and the epilogue. Device code only (compiled with `nvcc -ptx`).
+#pragma once
+
+#include "../moe/gemm_common.cuh"
+
+namespace hc {
+namespace {
+
+constexpr int kRows = 64, kKeys = 64, kThreads = 128;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// Everything a CTA needs to know about its rows and keys.
+struct Problem {
+  const unsigned short* q;  // row r's query: q + row_q[r]
+  long long kv_base;        // prefill: first key row of the sequence; paged: unused
+  long long kv_stride;      // elements between consecutive key rows (Hkv * D)
+  long long kv_head;        // hk * D
+  const int* table;         // paged: this sequence's block table row (null: prefill)
+  long long BS, NB;
+  int kbeg, kend;           // the keys this CTA reads: [kbeg, kend)
+};
+
+// Element offset of key j's row (head included) in k / v.
+__device__ __forceinline__ long long key_row(const Problem& p, int j) {
+  if (!p.table) return (p.kv_base + j) * p.kv_stride + p.kv_head;
+  int blk = p.table[j / p.BS];
+  blk = blk < 0 ? 0 : (blk >= p.NB ? (int)p.NB - 1 : blk);  // a bad table reads block 0 or NB-1, never outside
+  return ((long long)blk * p.BS + j % p.BS) * p.kv_stride + p.kv_head;
+}
+
+// Prefill: blockIdx.x walks the 64-row query tiles of the sequences (causal: a sequence's
+// last tile, which sees the most keys, first), blockIdx.y is the query head. Fills p and the
+// rows' query offsets (-1: no such row) and visible key counts; false when the CTA is past the
+// last tile (the grid is an upper bound). Ends with a barrier.
+template <int D>
+__device__ __forceinline__ bool prefill_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
+                                             const int* cu_q, const int* cu_k, long long B, long long Hq,
+                                             long long Hkv, long long causal) {
+  const int h = blockIdx.y, hk = (int)(h / (Hq / Hkv));
+  long long tile = blockIdx.x, b = 0;
+  for (; b < B; ++b) {
+    const long long tiles = (cu_q[b + 1] - cu_q[b] + kRows - 1) / kRows;
+    if (tile < tiles) break;
+    tile -= tiles;
+  }
+  if (b >= B) return false;
+  const int q_len = cu_q[b + 1] - cu_q[b], k_len = cu_k[b + 1] - cu_k[b];
+  if (causal) tile = (q_len + kRows - 1) / kRows - 1 - tile;
+  p.q = q;
+  p.table = nullptr;
+  p.kv_base = cu_k[b];
+  p.kv_stride = Hkv * D;
+  p.kv_head = (long long)hk * D;
+  p.BS = p.NB = 0;
+  if (threadIdx.x < kRows) {
+    const int i = (int)(tile * kRows) + threadIdx.x;
+    const bool ok = i < q_len;
+    row_q[threadIdx.x] = ok ? ((cu_q[b] + i) * Hq + h) * D : -1;
+    const int vis = causal ? i + k_len - q_len + 1 : k_len;
+    row_vis[threadIdx.x] = ok ? (vis < 0 ? 0 : (vis > k_len ? k_len : vis)) : 0;
+  }
+  __syncthreads();
+  int kmax = 0;
+  for (int r = 0; r < kRows; ++r) kmax = max(kmax, row_vis[r]);
+  p.kbeg = 0;
+  p.kend = kmax;
+  return true;
+}
+
+// Per-thread softmax state of its two rows (g and g + 8 of its warp's 16).
+struct RowState {
+  float m0, m1, l0, l1;  // running max (log2 domain) and thread-partial sums
+};
+
+// One key tile's step: masks s (keys k0 + 8n + 2t (+1); row g sees keys < vis0, row g + 8
+// keys < vis1), scales it to the log2 domain, updates the running max, returns in a0/a1 the
+// factors the output rows must be scaled by, adds the tile's sums and writes P as bf16 A
+// fragments (pf[kk] = keys 16kk .. 16kk + 15). A row that has seen no key keeps m = -inf:
+// its p are 0 and nothing is rescaled.
+template <int NT>
+__device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[NT / 2][4], RowState& st, int k0,
+                                             int vis0, int vis1, float scale_log2, float* a0, float* a1) {
+  const int t = threadIdx.x & 3;
+  float mx0 = neg_inf(), mx1 = neg_inf();
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int j = k0 + n * 8 + 2 * t;
+    s[n][0] = j < vis0 ? s[n][0] * scale_log2 : neg_inf();
+    s[n][1] = j + 1 < vis0 ? s[n][1] * scale_log2 : neg_inf();
+    s[n][2] = j < vis1 ? s[n][2] * scale_log2 : neg_inf();
+    s[n][3] = j + 1 < vis1 ? s[n][3] * scale_log2 : neg_inf();
+    mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+  }
+#pragma unroll
+  for (int x = 1; x < 4; x <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+  }
+  const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
+  const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
+  *a0 = exp2f(st.m0 - base0);
+  *a1 = exp2f(st.m1 - base1);
+  st.m0 = mn0;
+  st.m1 = mn1;
+  float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
+    const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
+    sum0 += p0 + p1;
+    sum1 += p2 + p3;
+    pf[n >> 1][(n & 1) * 2] = pack_bf16x2(p0, p1);
+    pf[n >> 1][(n & 1) * 2 + 1] = pack_bf16x2(p2, p3);
+  }
+  st.l0 = st.l0 * *a0 + sum0;
+  st.l1 = st.l1 * *a1 + sum1;
+}
+
+template <int DT>
+__device__ __forceinline__ void scale_rows(float (&o)[DT][4], float a0, float a1) {
+#pragma unroll
+  for (int i = 0; i < DT; ++i) {
+    o[i][0] *= a0;
+    o[i][1] *= a0;
+    o[i][2] *= a1;
+    o[i][3] *= a1;
+  }
+}
+
+// Writes the thread's two rows r0 = 16 warp + g and r1 = r0 + 8 (those with row_o >= 0):
+// out (bf16) and lse, or with part_o the normalised O and lse in f32 (split-KV partials).
+// row_o[r] is the element offset of row r's output (row index * D).
+template <int D>
+__device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState st, const long long* row_o,
+                                           unsigned short* out, float* lse, float* part_o, float* part_lse) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
+  const int r0 = warp * 16 + (lane >> 2);
+#pragma unroll
+  for (int x = 1; x < 4; x <<= 1) {
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + 8 * h;
+    if (row_o[r] < 0) continue;
+    const float l = h ? st.l1 : st.l0, m = h ? st.m1 : st.m0;
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros and lse = -inf
+    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
+    const long long ob = row_o[r];
+    if (part_o) {
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        *reinterpret_cast<float2*>(part_o + ob + i * 8 + 2 * t) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+      if (t == 0) part_lse[ob / D] = row_lse;
+    } else {
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+      if (t == 0) lse[ob / D] = row_lse;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hc

@@ -1,0 +1,412 @@
+// Attention for NVIDIA sm_80 and later (portable PTX): FlashAttention-2-style forward with
+// mma.sync m16n8k16 bf16 (fp32 accumulators), ldmatrix from XOR-swizzled shared memory, an
+// online softmax in the exp2 domain, and K/V tiles double-buffered with cp.async.
+//
+//   hc_attn_fwd_d64_sm80 / _d128   one kernel for attention_prefill (varlen, causal
+//                                  bottom-right, GQA) and attention_decode (paged KV cache,
+//                                  Sq new tokens causal among themselves), split-KV optional
+//   hc_attn_mla_sm80               attention_mla_decode (576-dim latent rows, V = first 512)
+//   hc_attn_combine_sm80           merges split-KV partials (normalised O and lse per split)
+//
+// A CTA owns 64 query rows (4 warps x 16) of one KV head and walks its keys in tiles of 64.
+// Prefill: the rows are 64 consecutive queries of one head of one sequence. Decode: the rows
+// are the Sq x G queries (G = Hq / Hkv) of one sequence that share KV head hk, so the cache is
+// read once per KV head, not once per query head. Keys past the CTA's range are zero-filled
+// (never read) and masked; block indices are clamped to [0, NB) so that nothing outside the
+// tensors is read even for a table the contract forbids.
+#include "attention_common.cuh"
+
+namespace hc {
+namespace {
+
+// [rows][D] bf16, 16-byte chunks swizzled: chunk ^ (row & 7) (D / 8 >= 8 chunks a row).
+template <int D>
+__device__ __forceinline__ int sw(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+template <int D>
+__device__ __forceinline__ void load_kv(unsigned short* sk, unsigned short* sv, const unsigned short* k,
+                                        const unsigned short* v, const Problem& p, int k0) {
+  constexpr int CPR = D / 8;  // chunks a row
+#pragma unroll
+  for (int i = 0; i < kKeys * CPR / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const int row = c / CPR, chunk = c % CPR;
+    const int j = k0 + row;
+    const bool ok = j < p.kend;
+    const long long off = ok ? key_row(p, j) + chunk * 8 : 0;
+    cp_async16(smem_addr(sk + sw<D>(row, chunk)), k + off, ok ? 16 : 0);
+    cp_async16(smem_addr(sv + sw<D>(row, chunk)), v + off, ok ? 16 : 0);
+  }
+}
+
+// The forward pass of one CTA. row_q[r]: element offset of row r's query (and output) row,
+// or -1 when row r does not exist; row_vis[r]: keys [0, row_vis[r]) are visible to row r.
+// Output: final (out bf16 + lse) or, with part_o, the split's normalised O and lse (f32).
+template <int D>
+__device__ void attend(const Problem& p, const unsigned short* k, const unsigned short* v, const long long* row_q,
+                       const long long* row_o, const int* row_vis, float scale_log2, unsigned short* out, float* lse,
+                       float* part_o, float* part_lse, unsigned short* smem) {
+  unsigned short* sq = smem;
+  unsigned short* sk = sq + kRows * D;           // 2 stages
+  unsigned short* sv = sk + 2 * kKeys * D;       // 2 stages
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  constexpr int CPR = D / 8;
+
+  // Q tile (zeros for rows that do not exist).
+#pragma unroll
+  for (int i = 0; i < kRows * CPR / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const int row = c / CPR, chunk = c % CPR;
+    const bool ok = row_q[row] >= 0;
+    cp_async16(smem_addr(sq + sw<D>(row, chunk)), p.q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
+  }
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
+  if (n_tiles > 0) load_kv<D>(sk, sv, k, v, p, p.kbeg);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    ldmatrix_x4(qf[kk], smem_addr(sq + sw<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const bool warp_active = row_q[warp * 16] >= 0;  // rows exist as a prefix of the tile
+  const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int k0 = p.kbeg + it * kKeys;
+    if (it + 1 < n_tiles) {
+      load_kv<D>(sk + ((it + 1) & 1) * kKeys * D, sv + ((it + 1) & 1) * kKeys * D, k, v, p, k0 + kKeys);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const unsigned short* ck = sk + (it & 1) * kKeys * D;
+    const unsigned short* cv = sv + (it & 1) * kKeys * D;
+
+    // S = Q K^T: 16 rows x 64 keys per warp. A warp without rows (decode with few query
+    // rows per KV head) only loads: its results are never stored.
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16 && warp_active; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, smem_addr(ck + sw<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1))));
+        mma_bf16(s[2 * np], qf[kk], b);
+        mma_bf16(s[2 * np + 1], qf[kk], b + 2);
+      }
+    }
+    uint32_t pf[kKeys / 16][4];
+    float a0, a1;
+    softmax_step<kKeys / 8>(s, pf, st, k0, vis0, vis1, scale_log2, &a0, &a1);
+    scale_rows<D / 8>(o, a0, a1);
+    // O += P V: P's accumulator layout is the A fragment layout (pf[kk] = keys 16kk..16kk+15).
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16 && warp_active; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, smem_addr(cv + sw<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4))));
+        mma_bf16(o[2 * dp], pf[kk], b);
+        mma_bf16(o[2 * dp + 1], pf[kk], b + 2);
+      }
+    }
+    __syncthreads();  // the next iteration's load overwrites this stage
+  }
+
+  store_rows<D>(o, st, row_o, out, lse, part_o, part_lse);
+}
+
+// Prefill: blockIdx.x walks the 64-row query tiles of the sequences in order, blockIdx.y is
+// the query head. Decode (table != 0): blockIdx.x is the 64-row tile of the Sq x G rows of
+// KV head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys.
+template <int D>
+__device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const unsigned short* v,
+                         unsigned short* out, float* lse, const int* seq_a, const int* seq_b, float* part_o,
+                         float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,
+                         long long BS, long long MB, long long causal, long long split_len, float scale_log2) {
+  extern __shared__ __align__(128) unsigned short smem[];
+  __shared__ long long row_q[kRows];
+  __shared__ int row_vis[kRows];
+  const long long G = Hq / Hkv;
+  Problem p;
+  p.kv_stride = Hkv * D;
+  p.BS = BS;
+  p.NB = NB;
+  float* po = nullptr;
+  float* pl = nullptr;
+  if (seq_a != nullptr && seq_b != nullptr && MB == 0) {
+    // ---- prefill: seq_a = cu_seqlens_q, seq_b = cu_seqlens_k ----
+    if (!prefill_rows<D>(p, row_q, row_vis, q, seq_a, seq_b, B, Hq, Hkv, causal)) return;
+  } else {
+    // ---- decode: seq_a = block_table [B, MB], seq_b = seq_lens [B] ----
+    const long long b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
+    const int L = seq_b[b];
+    const int cap = (int)(MB * BS);
+    const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
+    p.table = seq_a + b * MB;
+    p.kv_base = 0;
+    p.kv_head = hk * D;
+    p.q = q;
+    if (threadIdx.x < kRows) {
+      const long long r = (long long)blockIdx.x * kRows + threadIdx.x;
+      const bool ok = r < Sq * G;
+      const long long s = r / G, hq = hk * G + r % G;
+      row_q[threadIdx.x] = ok ? ((b * Sq + s) * Hq + hq) * D : -1;
+      const long long vis = len - Sq + s + 1;
+      row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
+    }
+    __syncthreads();
+    p.kbeg = (int)(blockIdx.z * split_len);
+    const long long e = p.kbeg + split_len;
+    p.kend = (int)(e < len ? e : len);
+    if (part_o) {
+      po = part_o + (long long)blockIdx.z * B * Sq * Hq * D;
+      pl = part_lse + (long long)blockIdx.z * B * Sq * Hq;
+    }
+  }
+  attend<D>(p, k, v, row_q, row_q, row_vis, scale_log2, out, lse, po, pl, smem);
+}
+
+}  // namespace
+}  // namespace hc
+
+// Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them):
+//   q k v out lse seq_a seq_b part_o part_lse B Hq Hkv Sq NB BS MB causal split_len scale_log2
+// Prefill: seq_a/seq_b = cu_seqlens_q/k, MB = 0. Decode: seq_a = block_table, seq_b = seq_lens.
+#define HC_ATTN_FWD(NAME, D)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(hc::kThreads) NAME(                                             \
+      const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* out,           \
+      float* lse, const int* seq_a, const int* seq_b, float* part_o, float* part_lse, long long B, long long Hq, \
+      long long Hkv, long long Sq, long long NB, long long BS, long long MB, long long causal,                  \
+      long long split_len, double scale_log2) {                                                                \
+    hc::attn_fwd<D>(q, k, v, out, lse, seq_a, seq_b, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, MB, causal,     \
+                    split_len, (float)scale_log2);                                                             \
+  }
+HC_ATTN_FWD(hc_attn_fwd_d64_sm80, 64)
+HC_ATTN_FWD(hc_attn_fwd_d128_sm80, 128)
+
+// Merges the split-KV partials of `rows` rows of D values: part_o [splits, rows, D] holds
+// each split's normalised output, part_lse [splits, rows] its lse (-inf: no key in it).
+// One CTA of 128 threads per row.
+extern "C" __global__ void __launch_bounds__(128)
+    hc_attn_combine_sm80(const float* part_o, const float* part_lse, unsigned short* out, float* lse, long long rows,
+                         long long splits, long long D) {
+  const long long r = blockIdx.x;
+  if (r >= rows) return;
+  float m = hc::neg_inf();
+  for (long long s = 0; s < splits; ++s) m = fmaxf(m, part_lse[s * rows + r]);
+  float sum = 0.f;
+  for (long long s = 0; s < splits; ++s) {
+    const float x = part_lse[s * rows + r];
+    sum += x == hc::neg_inf() ? 0.f : __expf(x - m);
+  }
+  for (long long d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f;
+    for (long long s = 0; s < splits; ++s) {
+      const float x = part_lse[s * rows + r];
+      if (x != hc::neg_inf()) acc += __expf(x - m) * part_o[(s * rows + r) * D + d];
+    }
+    out[r * D + d] = hc::to_bf16(sum > 0.f ? acc / sum : 0.f);
+  }
+  if (threadIdx.x == 0) lse[r] = sum > 0.f ? m + logf(sum) : hc::neg_inf();
+}
+
+// ---- MLA decode ---------------------------------------------------------------------------
+// A CTA owns 16 query rows (the Sq x Hq rows of one sequence, in tiles of 16) and walks the
+// latent cache in tiles of 32 rows of 576. Its 4 warps split the work two ways: for S = Q K^T
+// warp w takes keys 8w..8w+7 of the tile (full 576-deep dot products); the row maxima and sums
+// are exchanged through shared memory and P goes there as bf16; for O += P V warp w owns
+// output dims [128w, 128w + 128) (16 x 128 fp32 accumulators a warp, 64 registers a thread).
+namespace hc {
+namespace {
+
+constexpr int kMlaRows = 16, kMlaKeys = 32, kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;
+__device__ __forceinline__ int msw(int row, int chunk) { return row * kMlaQk + ((chunk ^ (row & 7)) << 3); }
+
+__device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
+                        const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                        long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                        float scale_log2) {
+  extern __shared__ __align__(128) unsigned short smem[];
+  unsigned short* sq = smem;                         // [16][576]
+  unsigned short* skv = sq + kMlaRows * kMlaQk;      // 2 x [32][576]
+  unsigned short* sp = skv + 2 * kMlaKeys * kMlaQk;  // [16][32] P in bf16
+  __shared__ float red_max[4][kMlaRows], red_sum[4][kMlaRows];
+  __shared__ long long row_q[kMlaRows];
+  __shared__ int row_vis[kMlaRows];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const long long b = blockIdx.y;
+  const int cap = (int)(MB * BS);
+  const int L = seq_lens[b];
+  const int len = L < 0 ? 0 : (L > cap ? cap : L);
+  Problem p;
+  p.q = q;
+  p.kv_base = 0;
+  p.kv_stride = kMlaQk;
+  p.kv_head = 0;
+  p.table = table + b * MB;
+  p.BS = BS;
+  p.NB = NB;
+  p.kbeg = (int)(blockIdx.z * split_len);
+  p.kend = (int)(p.kbeg + split_len < len ? p.kbeg + split_len : len);
+  if (threadIdx.x < kMlaRows) {
+    const long long r = (long long)blockIdx.x * kMlaRows + threadIdx.x;
+    const bool ok = r < Sq * Hq;
+    const long long s = r / Hq;
+    row_q[threadIdx.x] = ok ? (b * Sq * Hq + r) : -1;  // the row's index in [B, Sq, Hq]
+    const long long vis = len - Sq + s + 1;
+    row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < kMlaRows * kMlaCpr; c += kThreads) {
+    const int row = c / kMlaCpr, chunk = c % kMlaCpr;
+    const bool ok = row_q[row] >= 0;
+    cp_async16(smem_addr(sq + msw(row, chunk)), q + (ok ? row_q[row] * kMlaQk + chunk * 8 : 0), ok ? 16 : 0);
+  }
+  auto load_tile = [&](unsigned short* dst, int k0) {
+    for (int c = threadIdx.x; c < kMlaKeys * kMlaCpr; c += kThreads) {
+      const int row = c / kMlaCpr, chunk = c % kMlaCpr;
+      const int j = k0 + row;
+      const bool ok = j < p.kend;
+      cp_async16(smem_addr(dst + msw(row, chunk)), kv + (ok ? key_row(p, j) + chunk * 8 : 0), ok ? 16 : 0);
+    }
+  };
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kMlaKeys - 1) / kMlaKeys : 0;
+  if (n_tiles > 0) load_tile(skv, p.kbeg);
+  cp_async_commit();
+
+  const int vis0 = min(row_vis[g], p.kend), vis1 = min(row_vis[g + 8], p.kend);
+  float o[16][4];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int k0 = p.kbeg + it * kMlaKeys;
+    if (it + 1 < n_tiles) {
+      load_tile(skv + ((it + 1) & 1) * kMlaKeys * kMlaQk, k0 + kMlaKeys);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const unsigned short* ck = skv + (it & 1) * kMlaKeys * kMlaQk;
+    // S for keys 8w..8w+7: 36 k-steps of 16.
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+    for (int k2 = 0; k2 < kMlaQk / 32; ++k2) {
+      uint32_t a0[4], a1[4], bk[4];
+      ldmatrix_x4(a0, smem_addr(sq + msw(lane & 15, 4 * k2 + (lane >> 4))));
+      ldmatrix_x4(a1, smem_addr(sq + msw(lane & 15, 4 * k2 + 2 + (lane >> 4))));
+      ldmatrix_x4(bk, smem_addr(ck + msw(warp * 8 + (lane & 7), 4 * k2 + (lane >> 3))));
+      mma_bf16(s, a0, bk);
+      mma_bf16(s, a1, bk + 2);
+    }
+    const int j = k0 + warp * 8 + 2 * t;
+    s[0] = j < vis0 ? s[0] * scale_log2 : neg_inf();
+    s[1] = j + 1 < vis0 ? s[1] * scale_log2 : neg_inf();
+    s[2] = j < vis1 ? s[2] * scale_log2 : neg_inf();
+    s[3] = j + 1 < vis1 ? s[3] * scale_log2 : neg_inf();
+    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
+#pragma unroll
+    for (int x = 1; x < 4; x <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+    }
+    if (t == 0) red_max[warp][g] = mx0, red_max[warp][g + 8] = mx1;
+    __syncthreads();
+    mx0 = fmaxf(fmaxf(red_max[0][g], red_max[1][g]), fmaxf(red_max[2][g], red_max[3][g]));
+    mx1 = fmaxf(fmaxf(red_max[0][g + 8], red_max[1][g + 8]), fmaxf(red_max[2][g + 8], red_max[3][g + 8]));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
+    const float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);
+    m0 = mn0;
+    m1 = mn1;
+    const float p0 = exp2f(s[0] - base0), p1 = exp2f(s[1] - base0);
+    const float p2 = exp2f(s[2] - base1), p3 = exp2f(s[3] - base1);
+    *reinterpret_cast<uint32_t*>(sp + g * kMlaKeys + warp * 8 + 2 * t) = pack_bf16x2(p0, p1);
+    *reinterpret_cast<uint32_t*>(sp + (g + 8) * kMlaKeys + warp * 8 + 2 * t) = pack_bf16x2(p2, p3);
+    float sum0 = p0 + p1, sum1 = p2 + p3;
+#pragma unroll
+    for (int x = 1; x < 4; x <<= 1) {
+      sum0 += __shfl_xor_sync(0xffffffffu, sum0, x);
+      sum1 += __shfl_xor_sync(0xffffffffu, sum1, x);
+    }
+    if (t == 0) red_sum[warp][g] = sum0, red_sum[warp][g + 8] = sum1;
+    __syncthreads();
+    l0 = l0 * a0 + (red_sum[0][g] + red_sum[1][g] + red_sum[2][g] + red_sum[3][g]);
+    l1 = l1 * a1 + (red_sum[0][g + 8] + red_sum[1][g + 8] + red_sum[2][g + 8] + red_sum[3][g + 8]);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      o[i][0] *= a0;
+      o[i][1] *= a0;
+      o[i][2] *= a1;
+      o[i][3] *= a1;
+    }
+    // O[:, 128w .. 128w + 128) += P V.
+#pragma unroll
+    for (int kk = 0; kk < kMlaKeys / 16; ++kk) {
+      uint32_t pa[4];
+      ldmatrix_x4(pa, smem_addr(sp + (lane & 15) * kMlaKeys + (kk * 2 + (lane >> 4)) * 8));
+#pragma unroll
+      for (int dp = 0; dp < 8; ++dp) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, smem_addr(ck + msw(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                 warp * 16 + dp * 2 + (lane >> 4))));
+        mma_bf16(o[2 * dp], pa, bv);
+        mma_bf16(o[2 * dp + 1], pa, bv + 2);
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();  // no copy outlives the CTA (n_tiles = 0 leaves Q's in flight)
+
+  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * kMlaV : nullptr;
+  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    if (row_q[r] < 0) continue;
+    const float l = h ? l1 : l0, m = h ? m1 : m0;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
+    const long long ob = row_q[r] * kMlaV + warp * 128;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float v0 = o[i][2 * h] * inv, v1 = o[i][2 * h + 1] * inv;
+      if (po) *reinterpret_cast<float2*>(po + ob + i * 8 + 2 * t) = make_float2(v0, v1);
+      else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
+    }
+    if (warp == 0 && t == 0) (pl ? pl : lse)[row_q[r]] = row_lse;
+  }
+}
+
+}  // namespace
+}  // namespace hc
+
+// Parameters: q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
+// Grid: (ceil(Sq * Hq / 16), B, splits); 128 threads.
+extern "C" __global__ void __launch_bounds__(hc::kThreads)
+    hc_attn_mla_sm80(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
+                     const int* block_table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                     long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                     double scale_log2) {
+  hc::mla_fwd(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
+              (float)scale_log2);
+}

@@ -1,0 +1,175 @@
+// PTX implementations of the attention operators (kernels/ptx/attention/attention_sm80.cu):
+// mma.sync kernels for any NVIDIA GPU from sm_80. Shape errors (D, Hq vs Hkv, block size) are
+// returned before anything is queued; data-dependent inputs (offsets, block table, seq_lens)
+// stay on the device and are never trusted for addressing (the kernels clamp them), so
+// nothing here syncs. `halcyon run` checks those values on the host before launching.
+//
+// Split-KV (decode, MLA): the keys of a sequence are cut into chunks so that the grid fills
+// the device; each chunk writes its normalised output and lse (f32) to a workspace and
+// hc_attn_combine_sm80 merges them. The split is chosen here, from shapes only: the table's
+// capacity MB * BS bounds every sequence's length (seq_lens stay on the device).
+#include <halcyon/kernels/reference/attention.hpp>
+
+#include "ptx_launch.hpp"
+
+#include <cmath>
+#include <deque>
+#include <mutex>
+
+namespace halcyon::ptxop {
+namespace {
+
+constexpr int kRows = 64, kKeys = 64, kThreads = 128;
+constexpr int kMlaRows = 16, kMlaKeys = 32;
+constexpr const char* kImage = "attention_sm80";
+
+// The kernels read 16-byte chunks with cp.async: every row must start 16-byte aligned.
+Status check_aligned(const ops::OpContext& ctx, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (ctx.tensor(n).address() % 16 != 0)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensor '{}' at address {:#x} is not 16-byte aligned",
+                                                     ctx.contract.op, n, ctx.tensor(n).address()));
+  return {};
+}
+
+double scale_log2(float scale, int64_t head_dim) {
+  return double(ref::attention_scale(scale, head_dim)) * 1.4426950408889634;  // exp2 domain
+}
+
+// A per-device scratch buffer for split-KV partials, grown on demand. Buffers it outgrows
+// are kept (a kernel queued earlier may still use them). One at a time per device: callers
+// running split-KV attention on several streams of one device at once would share it.
+Result<uint64_t> workspace(const ops::OpContext& ctx, const DeviceFacts& dev, uint64_t bytes) {
+  static std::mutex mu;
+  static auto* buffers = new std::map<std::string, std::deque<Buffer>>;
+  std::lock_guard lock(mu);
+  auto& list = (*buffers)[dev.uri];
+  if (list.empty() || list.back().size() < bytes) {
+    auto b = ctx.device.allocate(std::max<uint64_t>(bytes, uint64_t(1) << 20));
+    if (!b) return b.error();
+    list.push_back(std::move(b).value());
+  }
+  return list.back().address();
+}
+
+// Keys per split: a multiple of `tile`, at least 4 tiles, so that ctas x splits fills about
+// two waves of the device.
+int64_t split_len(const DeviceFacts& dev, int64_t ctas, int64_t capacity, int64_t tile) {
+  const int64_t want = ceil_div(2 * int64_t(dev.compute_units), std::max<int64_t>(ctas, 1));
+  const int64_t max_splits = std::max<int64_t>(1, ceil_div(capacity, 4 * tile));
+  const int64_t splits = std::clamp<int64_t>(want, 1, max_splits);
+  return ceil_div(ceil_div(capacity, splits), tile) * tile;
+}
+
+struct FwdArgs {
+  uint64_t q, k, v, out, lse, seq_a, seq_b, part_o, part_lse;
+  int64_t B, Hq, Hkv, Sq, NB, BS, MB, causal, split_len;
+  double scale_log2;
+};
+struct CombineArgs {
+  uint64_t part_o, part_lse, out, lse;
+  int64_t rows, splits, D;
+};
+
+Status combine(const ops::OpContext& ctx, const DeviceFacts& dev, uint64_t part_o, uint64_t part_lse, int64_t rows,
+               int64_t splits, int64_t D) {
+  auto k = kernel(ctx, dev, kImage, "hc_attn_combine_sm80");
+  if (!k) return k.error();
+  CombineArgs a{part_o, part_lse, ctx.tensor("out").address(), ctx.tensor("lse").address(), rows, splits, D};
+  return launch(ctx, *k, {uint32_t(rows)}, {128}, a);
+}
+
+Status prefill(ops::OpContext& ctx) {
+  const auto& p = ctx.params();
+  ref::AttentionPrefillShape s{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"),
+                               ctx.dim("D"), p.b("causal"), float(p.f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(s));
+  HALCYON_TRY(check_aligned(ctx, {"q", "k", "v", "out"}));
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  auto k = kernel(ctx, dev, kImage, s.D == 64 ? "hc_attn_fwd_d64_sm80" : "hc_attn_fwd_d128_sm80");
+  if (!k) return k.error();
+  // Tiles of 64 queries per sequence: at most Tq / 64 + B of them; CTAs past the last exit.
+  const int64_t tiles = ceil_div(s.Tq, kRows) + s.B;
+  if (s.Tq == 0 || tiles == 0) return {};
+  if (tiles > INT32_MAX || s.Hq > 65535)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_prefill: {} query tiles x {} heads is too large a grid", tiles, s.Hq));
+  FwdArgs a{ctx.tensor("q").address(), ctx.tensor("k").address(), ctx.tensor("v").address(),
+            ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("cu_seqlens_q").address(),
+            ctx.tensor("cu_seqlens_k").address(), 0, 0, s.B, s.Hq, s.Hkv, 1, 0, 0, 0, s.causal, 0,
+            scale_log2(s.scale, s.D)};
+  return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2));
+}
+
+Status decode(ops::OpContext& ctx) {
+  ref::AttentionDecodeShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
+                              ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_decode_check(s));
+  HALCYON_TRY(check_aligned(ctx, {"q", "k_cache", "v_cache", "out"}));
+  if (s.B == 0) return {};
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  auto k = kernel(ctx, dev, kImage, s.D == 64 ? "hc_attn_fwd_d64_sm80" : "hc_attn_fwd_d128_sm80");
+  if (!k) return k.error();
+  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), kRows);
+  const int64_t capacity = s.MB * s.BS;
+  const int64_t len = split_len(dev, s.B * s.Hkv * m_tiles, capacity, kKeys);
+  const int64_t splits = ceil_div(capacity, len);
+  const int64_t rows = s.B * s.Sq * s.Hq;
+  if (s.B * s.Hkv > 65535 || splits > 65535 || m_tiles > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_decode: B * Hkv = {} is too large a grid", s.B * s.Hkv));
+  FwdArgs a{ctx.tensor("q").address(), ctx.tensor("k_cache").address(), ctx.tensor("v_cache").address(),
+            ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("block_table").address(),
+            ctx.tensor("seq_lens").address(), 0, 0, s.B, s.Hq, s.Hkv, s.Sq, s.NB, s.BS, s.MB, 1, len,
+            scale_log2(s.scale, s.D)};
+  if (splits > 1) {
+    HALCYON_ASSIGN_OR_RETURN(uint64_t ws, workspace(ctx, dev, uint64_t(splits * rows * (s.D + 1) * 4)));
+    a.part_o = ws;
+    a.part_lse = ws + uint64_t(splits * rows * s.D * 4);
+  }
+  const uint32_t smem = uint32_t(5 * kRows * s.D * 2);
+  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B * s.Hkv), uint32_t(splits)}, {kThreads}, a, smem));
+  if (splits == 1) return {};
+  return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, s.D);
+}
+
+struct MlaArgs {
+  uint64_t q, kv, out, lse, table, lens, part_o, part_lse;
+  int64_t B, Sq, Hq, NB, BS, MB, split_len;
+  double scale_log2;
+};
+
+Status mla_decode(ops::OpContext& ctx) {
+  ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
+                           float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_mla_decode_check(s));
+  HALCYON_TRY(check_aligned(ctx, {"q", "kv_cache", "out"}));
+  if (s.B == 0) return {};
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  auto k = kernel(ctx, dev, kImage, "hc_attn_mla_sm80");
+  if (!k) return k.error();
+  const int64_t m_tiles = ceil_div(s.Sq * s.Hq, kMlaRows);
+  const int64_t capacity = s.MB * s.BS;
+  const int64_t len = split_len(dev, s.B * m_tiles, capacity, kMlaKeys);
+  const int64_t splits = ceil_div(capacity, len);
+  const int64_t rows = s.B * s.Sq * s.Hq;
+  if (s.B > 65535 || splits > 65535)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_mla_decode: B = {} is too large a grid", s.B));
+  MlaArgs a{ctx.tensor("q").address(), ctx.tensor("kv_cache").address(), ctx.tensor("out").address(),
+            ctx.tensor("lse").address(), ctx.tensor("block_table").address(), ctx.tensor("seq_lens").address(),
+            0, 0, s.B, s.Sq, s.Hq, s.NB, s.BS, s.MB, len, scale_log2(s.scale, ref::kMlaQkDim)};
+  if (splits > 1) {
+    HALCYON_ASSIGN_OR_RETURN(uint64_t ws, workspace(ctx, dev, uint64_t(splits * rows * (ref::kMlaVDim + 1) * 4)));
+    a.part_o = ws;
+    a.part_lse = ws + uint64_t(splits * rows * ref::kMlaVDim * 4);
+  }
+  const uint32_t smem = uint32_t((kMlaRows * 576 + 2 * kMlaKeys * 576 + kMlaRows * kMlaKeys) * 2);
+  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B), uint32_t(splits)}, {kThreads}, a, smem));
+  if (splits == 1) return {};
+  return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, ref::kMlaVDim);
+}
+
+ops::RegisterOpImpl r_prefill({"attention_prefill", HAL_MODULE_PTX, "sm_80", "", 10, prefill});
+ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 10, decode});
+ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode});
+
+}  // namespace
+}  // namespace halcyon::ptxop

@@ -1,0 +1,240 @@
+// GPU tests of the attention PTX kernels (kernels/ptx/attention, launchers in ops/ptx): shapes
+// past the contract's cases (which the numeric CTS runs on cuda too) — long sequences that
+// take several key tiles and the split-KV path with its combine kernel, GQA/MQA, the speculative
+// Sq > 1, MLA with 128 heads — each run through ops::run_op on cuda:0 and on the CPU
+// reference device with the same seeded inputs; outputs are poisoned first (NaN); errors by
+// ||out - ref|| / ||ref|| within the contract's tolerance, -inf lse only where the reference
+// has it. Also: shape errors come back before any launch, naming the dimension.
+// Exits with 77 (CTest: skipped) when no CUDA device can be opened.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <halcyon/kernels/reference/bf16.hpp>
+#include <halcyon/ops/op.hpp>
+
+#include <fmt/format.h>
+
+#include "test_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ops = halcyon::ops;
+namespace ref = halcyon::ref;
+using halcyon::Device;
+using Bytes = std::vector<uint8_t>;
+using HostTensors = std::map<std::string, Bytes>;
+
+namespace {
+
+uint32_t g_seed = 20261124;
+
+Device& gpu() {
+  static Device d = std::move(Device::open("cuda:0")).value();
+  return d;
+}
+Device& cpu() {
+  static Device d = std::move(Device::open("cpu")).value();
+  return d;
+}
+
+Bytes bf16_random(std::mt19937& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  Bytes out(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t b = ref::float_to_bf16(d(rng)).bits;
+    std::memcpy(&out[2 * i], &b, 2);
+  }
+  return out;
+}
+Bytes i32(const std::vector<int32_t>& v) {
+  Bytes out(v.size() * 4);
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// Runs `op` on `dev` with the given inputs (shapes from `shapes`), outputs poisoned first.
+HostTensors run(Device& dev, const std::string& op, const HostTensors& in,
+                const std::map<std::string, std::vector<int64_t>>& shapes, const std::map<std::string, std::string>& params) {
+  auto s = test::unwrap(dev.create_stream());
+  std::map<std::string, ops::Tensor, std::less<>> t;
+  for (auto& [name, bytes] : in) {
+    const ops::TensorSpec* spec = ops::find_contract(op)->find_tensor(name);
+    auto tensor = test::unwrap(ops::make_tensor(dev, spec->dtype, shapes.at(name)));
+    REQUIRE(tensor.bytes() == bytes.size());
+    if (!bytes.empty()) test::unwrap(s.write(tensor.buffer, tensor.offset, bytes.data(), bytes.size()));
+    t[name] = std::move(tensor);
+  }
+  test::unwrap(ops::allocate_outputs(dev, op, t, params));
+  for (auto& o : ops::find_contract(op)->outputs)
+    if (t[o.name].bytes()) test::unwrap(s.fill(t[o.name].buffer, t[o.name].offset, t[o.name].bytes(), uint8_t(0xFF)));
+  test::unwrap(ops::run_op(dev, s, op, t, params));
+  HostTensors out;
+  for (auto& o : ops::find_contract(op)->outputs) {
+    Bytes b(t[o.name].bytes());
+    if (!b.empty()) test::unwrap(s.read(t[o.name].buffer, t[o.name].offset, b.data(), b.size()));
+    out[o.name] = std::move(b);
+  }
+  test::unwrap(s.synchronize());
+  return out;
+}
+
+double value(ops::DType dt, const Bytes& b, size_t i) {
+  if (dt == ops::DType::bf16) {
+    ref::bf16 h;
+    std::memcpy(&h.bits, &b[2 * i], 2);
+    return ref::bf16_to_float(h);
+  }
+  float f;
+  std::memcpy(&f, &b[4 * i], 4);
+  return f;
+}
+
+// Runs on the GPU and on the CPU reference; checks every output against the contract.
+void check(const std::string& op, const HostTensors& in, const std::map<std::string, std::vector<int64_t>>& shapes,
+           const std::map<std::string, std::string>& params = {}) {
+  INFO(op);
+  HostTensors got = run(gpu(), op, in, shapes, params);
+  HostTensors want = run(cpu(), op, in, shapes, params);
+  for (auto& o : ops::find_contract(op)->outputs) {
+    const Bytes &g = got[o.name], &w = want[o.name];
+    size_t n = g.size() / ops::dtype_size(o.dtype), bad = 0;
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double gv = value(o.dtype, g, i), wv = value(o.dtype, w, i);
+      if (std::isinf(wv)) {
+        bad += gv != wv;
+        continue;
+      }
+      if (!std::isfinite(gv)) {
+        if (bad++ == 0) MESSAGE(fmt::format("{}[{}] = {}, expected {}", o.name, i, gv, wv));
+        continue;
+      }
+      d2 += (gv - wv) * (gv - wv);
+      r2 += wv * wv;
+    }
+    const double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+    MESSAGE(fmt::format("{} {}: rel err {:.3g} (tolerance {}), {} non-finite or wrong infinities", op, o.name, rel,
+                        o.tolerance.rel, bad));
+    CHECK(bad == 0);
+    CHECK(rel <= o.tolerance.rel);
+  }
+}
+
+// cu_seqlens from lengths.
+std::vector<int32_t> offsets(const std::vector<int32_t>& lens) {
+  std::vector<int32_t> cu{0};
+  for (int32_t l : lens) cu.push_back(cu.back() + l);
+  return cu;
+}
+
+void prefill(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& k_lens, int64_t Hq, int64_t Hkv,
+             int64_t D, bool causal) {
+  std::mt19937 rng(g_seed);
+  auto cq = offsets(q_lens), ck = offsets(k_lens);
+  const int64_t Tq = cq.back(), Tk = ck.back(), B = int64_t(q_lens.size());
+  HostTensors in{{"q", bf16_random(rng, size_t(Tq * Hq * D), -3, 3)},
+                 {"k", bf16_random(rng, size_t(Tk * Hkv * D), -3, 3)},
+                 {"v", bf16_random(rng, size_t(Tk * Hkv * D), -2, 2)},
+                 {"cu_seqlens_q", i32(cq)},
+                 {"cu_seqlens_k", i32(ck)}};
+  check("attention_prefill", in,
+        {{"q", {Tq, Hq, D}}, {"k", {Tk, Hkv, D}}, {"v", {Tk, Hkv, D}}, {"cu_seqlens_q", {B + 1}}, {"cu_seqlens_k", {B + 1}}},
+        {{"causal", causal ? "true" : "false"}});
+}
+
+// Paged inputs: a scrambled permutation of the blocks, each sequence's table filled.
+std::vector<int32_t> scrambled_table(std::mt19937& rng, int64_t B, int64_t MB, int64_t NB) {
+  std::vector<int32_t> perm(static_cast<size_t>(NB));
+  for (int64_t i = 0; i < NB; ++i) perm[size_t(i)] = int32_t(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> table(size_t(B * MB));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = perm[i % perm.size()];
+  return table;
+}
+
+void decode(int64_t B, int64_t Sq, int64_t Hq, int64_t Hkv, int64_t D, int64_t BS, const std::vector<int32_t>& lens) {
+  std::mt19937 rng(g_seed + 1);
+  const int64_t max_len = *std::max_element(lens.begin(), lens.end());
+  const int64_t MB = (max_len + BS - 1) / BS, NB = B * MB + 3;
+  HostTensors in{{"q", bf16_random(rng, size_t(B * Sq * Hq * D), -3, 3)},
+                 {"k_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -3, 3)},
+                 {"v_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -2, 2)},
+                 {"block_table", i32(scrambled_table(rng, B, MB, NB))},
+                 {"seq_lens", i32(lens)}};
+  check("attention_decode", in,
+        {{"q", {B, Sq, Hq, D}}, {"k_cache", {NB, BS, Hkv, D}}, {"v_cache", {NB, BS, Hkv, D}}, {"block_table", {B, MB}},
+         {"seq_lens", {B}}});
+}
+
+void mla(int64_t B, int64_t Sq, int64_t Hq, int64_t BS, const std::vector<int32_t>& lens) {
+  std::mt19937 rng(g_seed + 2);
+  const int64_t max_len = *std::max_element(lens.begin(), lens.end());
+  const int64_t MB = (max_len + BS - 1) / BS, NB = B * MB + 1;
+  HostTensors in{{"q", bf16_random(rng, size_t(B * Sq * Hq * 576), -3, 3)},
+                 {"kv_cache", bf16_random(rng, size_t(NB * BS * 576), -1, 1)},
+                 {"block_table", i32(scrambled_table(rng, B, MB, NB))},
+                 {"seq_lens", i32(lens)}};
+  check("attention_mla_decode", in,
+        {{"q", {B, Sq, Hq, 576}}, {"kv_cache", {NB, BS, 576}}, {"block_table", {B, MB}}, {"seq_lens", {B}}});
+}
+
+}  // namespace
+
+TEST_CASE("attention_prefill: long sequences, several key tiles") {
+  prefill({1000, 0, 333}, {1000, 17, 500}, 8, 2, 128, true);
+  prefill({1000, 0, 333}, {1000, 17, 500}, 8, 2, 128, false);
+  prefill({513, 64, 1}, {700, 64, 1}, 4, 4, 64, true);
+  prefill({300}, {100}, 2, 1, 64, true);  // q_len > k_len: rows that see no key
+}
+
+TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculative Sq") {
+  decode(4, 1, 16, 2, 128, 64, {8192, 1, 4097, 3000});
+  decode(3, 3, 8, 8, 128, 16, {5000, 3, 77});
+  decode(2, 2, 32, 1, 64, 256, {2048, 1500});
+  decode(64, 1, 16, 16, 128, 64, std::vector<int32_t>(64, 300));
+}
+
+TEST_CASE("attention_mla_decode: 128 heads, Sq 1 and 2, split-KV") {
+  mla(2, 1, 128, 64, {2048, 700});
+  mla(2, 2, 128, 64, {1500, 2});
+  mla(3, 1, 16, 16, {4000, 1, 333});
+}
+
+TEST_CASE("attention: shape errors before any launch") {
+  auto s = test::unwrap(gpu().create_stream());
+  std::map<std::string, ops::Tensor, std::less<>> t;
+  t["q"] = test::unwrap(ops::make_tensor(gpu(), ops::DType::bf16, {4, 6, 128}));
+  t["k"] = test::unwrap(ops::make_tensor(gpu(), ops::DType::bf16, {4, 4, 128}));
+  t["v"] = test::unwrap(ops::make_tensor(gpu(), ops::DType::bf16, {4, 4, 128}));
+  t["cu_seqlens_q"] = test::unwrap(ops::make_tensor(gpu(), ops::DType::i32, {2}));
+  t["cu_seqlens_k"] = test::unwrap(ops::make_tensor(gpu(), ops::DType::i32, {2}));
+  test::unwrap(ops::allocate_outputs(gpu(), "attention_prefill", t));
+  auto st = ops::run_op(gpu(), s, "attention_prefill", t);
+  REQUIRE(!st);
+  CHECK(st.error().message().find("Hq = 6") != std::string::npos);
+}
+
+int main(int argc, char** argv) {
+  auto dev = Device::open("cuda:0");
+  if (!dev) {
+    std::printf("SKIPPED: no CUDA device can be opened: %s\n", dev.error().to_string().c_str());
+    return 77;
+  }
+  auto info = dev->info();
+  if (info) std::printf("testing on %s: %s (%s), seed %u\n", info->uri, info->name, info->arch, g_seed);
+  for (const char* op : {"attention_prefill", "attention_decode", "attention_mla_decode"}) {
+    std::string why;
+    const ops::OpImpl* impl = ops::select_impl(*dev, op, &why);
+    std::printf("  %-22s -> %s\n", op, impl ? fmt::format("ptx {} (priority {})", impl->target, impl->priority).c_str()
+                                          : why.c_str());
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

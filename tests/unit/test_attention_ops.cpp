@@ -1,0 +1,119 @@
+// The attention operators through run_op on the CPU device: decode over a scrambled paged
+// cache gives the same bits as prefill on the gathered keys (two references, one answer), a
+// single visible key returns its v row and lse = the scaled score, and shape errors name the
+// dimension and its value before anything runs.
+#include <halcyon/kernels/reference/bf16.hpp>
+#include <halcyon/ops/op.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "runtime_test_support.hpp"
+
+using namespace halcyon::ops;
+using test::random_bf16;
+using test::unwrap;
+using test::download;
+using test::upload;
+
+namespace {
+
+using Tensors = std::map<std::string, Tensor, std::less<>>;
+
+}  // namespace
+
+TEST_CASE("attention_decode over a scrambled paged cache = attention_prefill on the gathered keys") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::mt19937 rng(7);
+  const int64_t B = 3, Sq = 2, Hq = 6, Hkv = 2, D = 64, BS = 16, MB = 5, NB = B * MB;
+  const std::vector<int32_t> lens{70, 2, 33};
+  std::vector<int32_t> table(static_cast<size_t>(NB));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  auto q = random_bf16(size_t(B * Sq * Hq * D), 2.f, rng);
+  auto kc = random_bf16(size_t(NB * BS * Hkv * D), 2.f, rng);
+  auto vc = random_bf16(size_t(NB * BS * Hkv * D), 2.f, rng);
+  Tensors d{{"q", upload(dev, s, DType::bf16, {B, Sq, Hq, D}, q)},
+            {"k_cache", upload(dev, s, DType::bf16, {NB, BS, Hkv, D}, kc)},
+            {"v_cache", upload(dev, s, DType::bf16, {NB, BS, Hkv, D}, vc)},
+            {"block_table", upload(dev, s, DType::i32, {B, MB}, table)},
+            {"seq_lens", upload(dev, s, DType::i32, {B}, lens)}};
+  unwrap(allocate_outputs(dev, "attention_decode", d));
+  unwrap(run_op(dev, s, "attention_decode", d));
+  // The same keys gathered into packed sequences; the queries as prefill's [Tq, Hq, D].
+  std::vector<uint16_t> k, v;
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t j = 0; j < lens[size_t(b)]; ++j) {
+      const int64_t row = (int64_t(table[size_t(b * MB + j / BS)]) * BS + j % BS) * Hkv * D;
+      k.insert(k.end(), kc.begin() + row, kc.begin() + row + Hkv * D);
+      v.insert(v.end(), vc.begin() + row, vc.begin() + row + Hkv * D);
+    }
+    cu_q.push_back(int32_t((b + 1) * Sq));
+    cu_k.push_back(cu_k.back() + lens[size_t(b)]);
+  }
+  const int64_t Tk = cu_k.back();
+  Tensors p{{"q", upload(dev, s, DType::bf16, {B * Sq, Hq, D}, q)},
+            {"k", upload(dev, s, DType::bf16, {Tk, Hkv, D}, k)},
+            {"v", upload(dev, s, DType::bf16, {Tk, Hkv, D}, v)},
+            {"cu_seqlens_q", upload(dev, s, DType::i32, {B + 1}, cu_q)},
+            {"cu_seqlens_k", upload(dev, s, DType::i32, {B + 1}, cu_k)}};
+  unwrap(allocate_outputs(dev, "attention_prefill", p, {{"causal", "true"}}));
+  unwrap(run_op(dev, s, "attention_prefill", p, {{"causal", "true"}}));
+  CHECK(download<uint16_t>(s, d["out"]) == download<uint16_t>(s, p["out"]));
+  CHECK(download<float>(s, d["lse"]) == download<float>(s, p["lse"]));
+}
+
+TEST_CASE("attention_mla_decode: one visible key returns its latent row and lse = the scaled score") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::mt19937 rng(3);
+  const int64_t Hq = 16, BS = 16, NB = 3;
+  auto q = random_bf16(size_t(Hq * 576), 1.f, rng);
+  auto kv = random_bf16(size_t(NB * BS * 576), 1.f, rng);
+  Tensors t{{"q", upload(dev, s, DType::bf16, {1, 1, Hq, 576}, q)},
+            {"kv_cache", upload(dev, s, DType::bf16, {NB, BS, 576}, kv)},
+            {"block_table", upload(dev, s, DType::i32, {1, 1}, std::vector<int32_t>{2})},
+            {"seq_lens", upload(dev, s, DType::i32, {1}, std::vector<int32_t>{1})}};
+  unwrap(allocate_outputs(dev, "attention_mla_decode", t, {{"scale", "0.5"}}));
+  unwrap(run_op(dev, s, "attention_mla_decode", t, {{"scale", "0.5"}}));
+  auto out = download<uint16_t>(s, t["out"]);
+  auto lse = download<float>(s, t["lse"]);
+  const uint16_t* row = kv.data() + 2 * BS * 576;  // block 2, slot 0
+  auto f = [](uint16_t b) { return double(halcyon::ref::bf16_to_float({b})); };
+  for (int64_t h = 0; h < Hq; ++h) {
+    CHECK(std::equal(row, row + 512, out.begin() + h * 512));
+    double dot = 0;
+    for (int d = 0; d < 576; ++d) dot += f(q[size_t(h * 576 + d)]) * f(row[d]);
+    CHECK(lse[size_t(h)] == doctest::Approx(0.5 * dot).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("attention: shape errors name the dimension before anything runs") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  auto call = [&](const char* op, std::map<std::string, std::vector<int64_t>> shapes) {
+    Tensors t;
+    for (auto& [name, shape] : shapes)
+      t[name] = unwrap(make_tensor(dev, find_contract(op)->find_tensor(name)->dtype, shape));
+    unwrap(allocate_outputs(dev, op, t));
+    auto st = run_op(dev, s, op, t);
+    REQUIRE(!st);
+    return st.error().message();
+  };
+  CHECK(call("attention_prefill", {{"q", {4, 6, 64}}, {"k", {4, 4, 64}}, {"v", {4, 4, 64}}, {"cu_seqlens_q", {2}},
+                                   {"cu_seqlens_k", {2}}})
+            .find("Hq = 6 (heads of q) is not a multiple of Hkv = 4") != std::string::npos);
+  CHECK(call("attention_prefill", {{"q", {4, 2, 96}}, {"k", {4, 1, 96}}, {"v", {4, 1, 96}}, {"cu_seqlens_q", {2}},
+                                   {"cu_seqlens_k", {2}}})
+            .find("head dim D = 96 is not supported") != std::string::npos);
+  CHECK(call("attention_decode", {{"q", {1, 1, 2, 64}}, {"k_cache", {2, 8, 1, 64}}, {"v_cache", {2, 8, 1, 64}},
+                                  {"block_table", {1, 1}}, {"seq_lens", {1}}})
+            .find("block size BS = 8") != std::string::npos);
+  CHECK(call("attention_mla_decode", {{"q", {1, 1, 129, 576}}, {"kv_cache", {1, 16, 576}}, {"block_table", {1, 1}},
+                                      {"seq_lens", {1}}})
+            .find("Hq = 129") != std::string::npos);
+}

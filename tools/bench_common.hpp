@@ -1,0 +1,114 @@
+// Shared by the `halcyon bench` benchmarks (cmd_bench.cpp: moe, cmd_bench_attention.cpp):
+// random device inputs without a host round trip, medians, and event timing of a GPU stage
+// after an L2 flush.
+#pragma once
+
+#include <halcyon/halcyon.hpp>
+#include <halcyon/ops/op.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace halcyon::bench {
+
+namespace ops = halcyon::ops;
+
+// Runs `halcyon bench attention ARGS` (cmd_bench_attention.cpp).
+int bench_attention(const std::vector<std::string>& args);
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Fills a buffer with random bf16 values in +-[2^-8, 1) (never zero) or f32 in (-s, s), from
+// a 16 MiB random block written once and replicated by device copies.
+struct Filler {
+  const halcyon::Device& dev;
+  const halcyon::Stream& stream;
+  halcyon::Buffer block;
+  static constexpr uint64_t kBlock = 16u << 20;
+  // bf16: magnitudes in [2^-8, 1) * 2^-shift.
+  halcyon::Status init(uint32_t seed, bool f32, float scale, int shift = 0) {
+    auto b = dev.allocate(kBlock);
+    if (!b) return b.error();
+    block = std::move(b).value();
+    std::mt19937 rng(seed);
+    std::vector<uint32_t> host(kBlock / 4);
+    if (f32) {
+      std::uniform_real_distribution<float> u(-scale, scale);
+      for (auto& w : host) {
+        float f;
+        do f = u(rng);
+        while (f == 0.f);
+        std::memcpy(&w, &f, 4);
+      }
+    } else {
+      auto one = [&] {  // sign, exponent 2^-8..2^-1 (scaled), 7 random mantissa bits
+        uint32_t r = rng();
+        uint32_t e = uint32_t(127 - 8 - shift) + (r % 8);
+        return uint16_t(((r >> 8) & 1u) << 15 | e << 7 | ((r >> 9) & 0x7f));
+      };
+      for (auto& w : host) w = uint32_t(one()) | uint32_t(one()) << 16;
+    }
+    HALCYON_TRY(stream.write(block, 0, host.data(), kBlock));
+    return stream.synchronize();  // the write may read `host` later
+  }
+  halcyon::Status fill(const ops::Tensor& t) {
+    for (uint64_t off = 0; off < t.bytes(); off += kBlock) {
+      // A shifting start inside the block so that rows of equal length do not repeat exactly.
+      uint64_t shift = (off / kBlock * 4096) % (kBlock / 2);
+      uint64_t n = std::min<uint64_t>(kBlock - shift, t.bytes() - off);
+      HALCYON_TRY(stream.copy(t.buffer, t.offset + off, block, shift, n));
+      if (n < std::min<uint64_t>(kBlock, t.bytes() - off)) {
+        uint64_t rest = std::min<uint64_t>(kBlock, t.bytes() - off) - n;
+        HALCYON_TRY(stream.copy(t.buffer, t.offset + off + n, block, 0, rest));
+      }
+    }
+    return {};
+  }
+};
+
+// Times fn() between two events, each run after a write of the flush buffer (twice the L2,
+// and long enough that the host's launch work is done before the GPU reaches the start event):
+// two warm-up runs (module load, JIT), then `iters` timed ones.
+struct BenchTimer {
+  const halcyon::Device& dev;
+  const halcyon::Stream& s;
+  const halcyon::Buffer& flush;
+  uint64_t flush_bytes;
+  halcyon::Event ev0, ev1;
+  template <typename Fn>
+  halcyon::Status time(Fn&& fn, int iters, std::vector<double>* ms) {
+
+    for (int i = 0; i < 2; ++i) HALCYON_TRY(fn());  // warm-up (module load, JIT)
+    for (int i = 0; i < iters; ++i) {
+      HALCYON_TRY(s.fill<uint32_t>(flush, 0, flush_bytes, 0x3f803f80u + uint32_t(i)));
+      HALCYON_TRY(s.record(ev0));
+      HALCYON_TRY(fn());
+      HALCYON_TRY(s.record(ev1));
+      HALCYON_TRY(ev1.synchronize());
+      auto e = ev1.elapsed_since(ev0);
+      if (!e) return e.error();
+      ms->push_back(*e);
+    }
+    return {};
+  }
+};
+
+// The device-to-device copy rate in TB/s, bytes read + written (2 GiB; 256 MiB on a CPU).
+inline halcyon::Result<double> copy_tbps(const halcyon::Device& dev, BenchTimer& timer, bool cpu, int iters) {
+  const uint64_t n = cpu ? (256u << 20) : (2ull << 30);
+  auto a = dev.allocate(n), b = dev.allocate(n);
+  if (!a) return a.error();
+  if (!b) return b.error();
+  HALCYON_TRY(timer.s.fill<uint32_t>(*a, 0, n, 0x3f803f80u));
+  std::vector<double> ms;
+  HALCYON_TRY(timer.time([&] { return timer.s.copy(*b, 0, *a, 0, n); }, std::max(iters, 10), &ms));
+  return 2.0 * double(n) / (median(ms) * 1e-3) / 1e12;
+}
+
+}  // namespace halcyon::bench

@@ -1,0 +1,212 @@
+// `halcyon bench attention [prefill] [decode] [mla]`: times the attention operators through
+// run_op (whatever implementation the device selects) on the shapes of issue 15's targets:
+//   prefill  bf16 d128 s4096: b4 h16 non-causal and causal, b1 h128 causal
+//   decode   paged, b64 Hq16 kv8192 d128 block 64, Hkv 16 and 2
+//   mla      b64 Hq128 kv8192 block 64, Sq 1 and 2
+// Each: warm-up, then --iters runs after an L2 flush, the median reported with its FLOPs, the
+// bytes it must move (decode/MLA: the KV cache read, figure "GB/s KV"), and both floors:
+// bytes / the device-to-device copy rate measured in the same run, FLOPs / --peak-tflops.
+// --seqlen and --batch shrink the shapes (defaults on cpu: s 256, kv 512, batch 2); --json
+// writes every figure.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "bench_common.hpp"
+
+namespace halcyon::bench {
+namespace {
+
+using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
+
+struct Config {
+  std::string family, name;
+  int64_t B, Sq, Hq, Hkv, D, L;  // prefill: Sq = L = sequence length
+  bool causal = false;
+  int64_t BS = 64;
+};
+
+struct Figures {
+  double ms = 0, flops = 0, bytes = 0, kv_bytes = 0;
+};
+
+int usage() {
+  fmt::print(
+      "usage: halcyon bench attention [prefill] [decode] [mla] [--device URI] [--iters N] [--seqlen N]\n"
+      "                               [--batch N] [--peak-tflops F] [--json FILE]\n"
+      "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal),\n"
+      "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128, block 64) and attention_mla_decode\n"
+      "  (b64 Hq128 kv8192 Sq 1 and 2, block 64): time, TFLOP/s, GB/s of KV read, and each\n"
+      "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n");
+  return 2;
+}
+
+int64_t pairs(int64_t q, int64_t k, bool causal) {  // (query, key) pairs a sequence scores
+  if (!causal) return q * k;
+  int64_t n = 0;
+  for (int64_t i = 0; i < q; ++i) n += std::clamp<int64_t>(i + k - q + 1, 0, k);
+  return n;
+}
+
+}  // namespace
+
+int bench_attention(const std::vector<std::string>& args) {
+  std::string device = "cuda:0", json_path;
+  int iters = 20;
+  int64_t seqlen = -1, batch = -1;
+  double peak_tflops = 989;  // H100 SXM bf16 dense (shared/BASELINES.md)
+  std::vector<std::string> families;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string("0"); };
+    const std::string& a = args[i];
+    if (a == "prefill" || a == "decode" || a == "mla") families.push_back(a);
+    else if (a == "--device") device = next();
+    else if (a == "--iters") iters = std::max(1, std::stoi(next()));
+    else if (a == "--seqlen") seqlen = std::stoll(next());
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--peak-tflops") peak_tflops = std::stod(next());
+    else if (a == "--json") json_path = next();
+    else return usage();
+  }
+  if (families.empty()) families = {"prefill", "decode", "mla"};
+  auto dev = Device::open(device.c_str());
+  if (!dev) {
+    fmt::print(stderr, "halcyon bench: {}\n", dev.error().to_string());
+    return 1;
+  }
+  auto info = dev->info();
+  if (!info) return 1;
+  const bool cpu = device.rfind("cpu", 0) == 0;
+  const int64_t s = seqlen > 0 ? seqlen : (cpu ? 256 : 4096), kv = seqlen > 0 ? seqlen : (cpu ? 512 : 8192);
+  auto b = [&](int64_t gpu) { return batch > 0 ? batch : (cpu ? std::min<int64_t>(gpu, 2) : gpu); };
+  std::vector<Config> configs;
+  for (auto& f : families) {
+    if (f == "prefill") {
+      configs.push_back({f, "prefill d128 non-causal", b(4), s, 16, 16, 128, s, false});
+      configs.push_back({f, "prefill d128 causal", b(4), s, 16, 16, 128, s, true});
+      configs.push_back({f, "prefill d128 causal h128", b(1), s, 128, 128, 128, s, true});
+    } else if (f == "decode") {
+      configs.push_back({f, "decode Hq16 Hkv16", b(64), 1, 16, 16, 128, kv});
+      configs.push_back({f, "decode Hq16 Hkv2", b(64), 1, 16, 2, 128, kv});
+    } else {
+      configs.push_back({f, "mla Hq128 Sq1", b(64), 1, 128, 1, 576, kv});
+      configs.push_back({f, "mla Hq128 Sq2", b(64), 2, 128, 1, 576, kv});
+    }
+  }
+  auto stream = dev->create_stream();
+  if (!stream) return 1;
+  const Stream& st = *stream;
+  const uint64_t l2 = info->l2_cache_bytes ? info->l2_cache_bytes : (64u << 20);
+  const uint64_t flush_bytes = std::max<uint64_t>(2 * l2, 256u << 20);
+  auto flush = dev->allocate(flush_bytes);
+  auto ev0 = dev->create_event(), ev1 = dev->create_event();
+  if (!flush || !ev0 || !ev1) return 1;
+  BenchTimer timer{*dev, st, *flush, flush_bytes, std::move(*ev0), std::move(*ev1)};
+  auto copy = copy_tbps(*dev, timer, cpu, iters);
+  if (!copy) {
+    fmt::print(stderr, "halcyon bench: copy rate: {}\n", copy.error().to_string());
+    return 1;
+  }
+  Filler fill{*dev, st, {}};
+  if (auto r = fill.init(7, false, 0); !r) return 1;
+
+  fmt::print("halcyon bench attention on {} ({}, {}), {} iterations, medians\n", info->uri, info->name, info->arch, iters);
+  fmt::print("  copy rate {:.3f} TB/s (read+write); FLOP floor at {:.0f} TFLOP/s\n", *copy, peak_tflops);
+  fmt::print("  {:<26} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}  {}\n", "config", "time us", "TFLOP/s", "GB/s KV",
+             "floor us", "(bytes)", "of floor", "implementation");
+  std::string json = fmt::format("{{\n \"device\": \"{}\", \"name\": \"{}\", \"arch\": \"{}\", \"iters\": {}, "
+                                 "\"copy_TBps\": {:.4f}, \"peak_tflops\": {},\n \"configs\": [\n",
+                                 info->uri, info->name, info->arch, iters, *copy, peak_tflops);
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const Config& c = configs[ci];
+    Tensors t;
+    std::map<std::string, std::string> params;
+    std::string op;
+    Figures f;
+    auto tensor = [&](const char* name, ops::DType dt, std::vector<int64_t> shape) -> Status {
+      HALCYON_ASSIGN_OR_RETURN(t[name], ops::make_tensor(*dev, dt, std::move(shape)));
+      return {};
+    };
+    auto upload = [&](const char* name, const std::vector<int32_t>& v) -> Status {
+      HALCYON_TRY(tensor(name, ops::DType::i32, {int64_t(v.size())}));
+      return st.write(t[name].buffer, t[name].offset, v.data(), v.size() * 4);
+    };
+    Status ok;
+    std::vector<int32_t> host_a, host_b;
+    if (c.family == "prefill") {
+      op = "attention_prefill";
+      const int64_t T = c.B * c.L;
+      params["causal"] = c.causal ? "true" : "false";
+      for (int64_t i = 0; i <= c.B; ++i) host_a.push_back(int32_t(i * c.L));
+      ok = tensor("q", ops::DType::bf16, {T, c.Hq, c.D});
+      if (ok) ok = tensor("k", ops::DType::bf16, {T, c.Hkv, c.D});
+      if (ok) ok = tensor("v", ops::DType::bf16, {T, c.Hkv, c.D});
+      if (ok) ok = upload("cu_seqlens_q", host_a);
+      if (ok) ok = upload("cu_seqlens_k", host_a);
+      const double n = double(c.B) * double(pairs(c.L, c.L, c.causal)) * c.Hq;
+      f.flops = 4.0 * n * c.D;
+      f.kv_bytes = 2.0 * T * c.Hkv * c.D * 2;
+      f.bytes = f.kv_bytes + 2.0 * T * c.Hq * c.D * 2 + 4.0 * T * c.Hq;
+    } else {
+      const bool mla = c.family == "mla";
+      op = mla ? "attention_mla_decode" : "attention_decode";
+      const int64_t MB = (c.L + c.BS - 1) / c.BS, NB = c.B * MB;
+      std::vector<int32_t> perm(static_cast<size_t>(NB));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), std::mt19937(11));  // scrambled blocks
+      host_a = perm;
+      host_b.assign(size_t(c.B), int32_t(c.L));
+      const int64_t Dv = mla ? 512 : c.D, row = mla ? 576 : c.Hkv * c.D;
+      ok = tensor("q", ops::DType::bf16, mla ? std::vector<int64_t>{c.B, c.Sq, c.Hq, 576} : std::vector<int64_t>{c.B, c.Sq, c.Hq, c.D});
+      if (ok && mla) ok = tensor("kv_cache", ops::DType::bf16, {NB, c.BS, 576});
+      if (ok && !mla) ok = tensor("k_cache", ops::DType::bf16, {NB, c.BS, c.Hkv, c.D});
+      if (ok && !mla) ok = tensor("v_cache", ops::DType::bf16, {NB, c.BS, c.Hkv, c.D});
+      if (ok) ok = upload("block_table", host_a);
+      if (ok) t["block_table"].shape = {c.B, MB};
+      if (ok) ok = upload("seq_lens", host_b);
+      f.kv_bytes = double(c.B) * c.L * row * 2 * (mla ? 1 : 2);
+      f.bytes = f.kv_bytes + double(c.B) * c.Sq * c.Hq * (c.D + Dv) * 2 + double(c.B) * c.Sq * c.Hq * 4;
+      f.flops = 2.0 * double(c.B) * double(pairs(c.Sq, c.L, true)) * c.Hq * (mla ? 576 + 512 : 2 * c.D);
+    }
+    for (auto& [name, tn] : t)
+      if (ok && tn.dtype == ops::DType::bf16) ok = fill.fill(tn);
+    if (ok) ok = ops::allocate_outputs(*dev, op, t, params);
+    std::vector<double> ms;
+    if (ok) ok = timer.time([&] { return ops::run_op(*dev, st, op, t, params); }, iters, &ms);
+    if (!ok) {
+      fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name, ok.error().to_string());
+      return 1;
+    }
+    f.ms = median(ms);
+    const ops::OpImpl* impl = ops::select_impl(*dev, op);
+    const double us = f.ms * 1e3, byte_floor = f.bytes / (*copy * 1e12) * 1e6,
+                 flop_floor = f.flops / (peak_tflops * 1e12) * 1e6, floor = std::max(byte_floor, flop_floor);
+    fmt::print("  {:<26} {:>10.1f} {:>9.1f} {:>9.0f} {:>10.1f} {:>10} {:>8.0f}%  {}\n", c.name, us,
+               f.flops / (f.ms * 1e-3) / 1e12, f.kv_bytes / (f.ms * 1e-3) / 1e9, floor,
+               byte_floor >= flop_floor ? "(bytes)" : "(flops)", 100.0 * floor / us,
+               impl ? fmt::format("{}", impl->target) : std::string("?"));
+    json += fmt::format("  {{\"config\": \"{}\", \"op\": \"{}\", \"B\": {}, \"Sq\": {}, \"Hq\": {}, \"Hkv\": {}, \"D\": {}, "
+                        "\"L\": {}, \"causal\": {}, \"us\": {:.2f}, \"tflops\": {:.2f}, \"kv_GBps\": {:.1f}, "
+                        "\"kv_of_copy_rate\": {:.4f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": {:.2f}, "
+                        "\"flop_floor_us\": {:.2f}, \"impl\": \"{}\"}}{}\n",
+                        c.name, op, c.B, c.Sq, c.Hq, c.Hkv, c.D, c.L, c.causal, us, f.flops / (f.ms * 1e-3) / 1e12,
+                        f.kv_bytes / (f.ms * 1e-3) / 1e9, f.kv_bytes / (f.ms * 1e-3) / (*copy * 1e12), f.bytes,
+                        f.flops, byte_floor, flop_floor, impl ? impl->target : "?", ci + 1 < configs.size() ? "," : "");
+  }
+  json += " ]\n}\n";
+  fmt::print("  (GB/s KV: K+V bytes read / time; decode targets >= 90% of the copy rate, MLA >= 80%)\n");
+  if (!json_path.empty()) {
+    FILE* fp = std::fopen(json_path.c_str(), "w");
+    if (!fp) {
+      fmt::print(stderr, "halcyon bench: cannot write {}\n", json_path);
+      return 1;
+    }
+    std::fputs(json.c_str(), fp);
+    std::fclose(fp);
+  }
+  return 0;
+}
+
+}  // namespace halcyon::bench
