@@ -419,8 +419,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   return 0;
 }
 
-// Counts the backend's "device-wide synchronization" log lines while it lives; warnings and
-// errors still reach stderr.
+// Counts the backend's "device-wide synchronization" log lines while it lives; those lines,
+// warnings and errors go to stderr.
 class SyncCounter {
  public:
   SyncCounter() { hal_set_log_callback(&SyncCounter::on_log, this); }
@@ -437,7 +437,7 @@ class SyncCounter {
       ++self->count_;
       self->last_ = message;  // the log's own mutex serializes these calls
     }
-    if (level >= HAL_LOG_WARNING) fmt::print(stderr, "halcyon: {}\n", message);
+    if (level >= HAL_LOG_WARNING || self->last_ == message) fmt::print(stderr, "halcyon: {}\n", message);
   }
   std::atomic<uint64_t> count_{0};
   std::string last_;

@@ -10,12 +10,10 @@ namespace halcyon::cuda {
 void CudaDevice::synchronize_all(const char* why) {
   const uint64_t n = ++device_syncs;
   halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: {}: device-wide synchronization #{} ({})", uri, n, why));
-  std::vector<CudaStream*> copy;
   {
-    std::lock_guard lock(mu);
-    copy.assign(streams.begin(), streams.end());
+    std::lock_guard lock(mu);  // held: a stream being destroyed stays valid until erased
+    for (auto* s : streams) d->cuStreamSynchronize(s->stream);
   }
-  for (auto* s : copy) d->cuStreamSynchronize(s->stream);
   if (alloc_stream) d->cuStreamSynchronize(alloc_stream);
   if (free_stream) d->cuStreamSynchronize(free_stream);
 }

@@ -49,11 +49,12 @@ hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_str
 
 void cuda_stream_destroy(CudaStream* s) {
   const Driver* d = s->device->d;
+  d->cuStreamSynchronize(s->stream);
   {
-    std::lock_guard lock(s->device->mu);  // first: a buffer release no longer marks it
+    // A buffer release marks the streams under this lock: once erased, none uses it.
+    std::lock_guard lock(s->device->mu);
     s->device->streams.erase(s);
   }
-  d->cuStreamSynchronize(s->stream);
   d->cuStreamDestroy(s->stream);
   if (s->release_mark) d->cuEventDestroy(s->release_mark);  // frees queued behind it keep their wait
   delete s;
