@@ -6,6 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Each *_SIZE macro names its struct's last field: sizeof may only add tail padding. */
+#define TRACKS_LAST_FIELD(T, SIZE) _Static_assert(sizeof(T) - (SIZE) < _Alignof(T), #SIZE " does not name the last field of " #T)
+TRACKS_LAST_FIELD(hrt_tensor, HRT_TENSOR_SIZE);
+TRACKS_LAST_FIELD(hrt_param, HRT_PARAM_SIZE);
+TRACKS_LAST_FIELD(hrt_moe_layer_desc, HRT_MOE_LAYER_DESC_SIZE);
+
 static int failures = 0;
 #define EXPECT(cond, ...)                                   \
   do {                                                      \
