@@ -2,7 +2,8 @@
 # The whole GPU check in one call on the lent GPU machine (docs/backends/cuda.md):
 # configure + build (warnings as errors), every CTest test (unit, CUDA GPU tests, CUDA API
 # tests, conformance), `halcyon info -v`, `halcyon cts --device cuda:0` when that command
-# exists, and the CUDA launch/copy benchmark. Logs go to $OUT (or ./gpu-check-out).
+# exists, the CUDA launch/copy benchmark, and `halcyon bench moe-sizes` (alternating MoE batch
+# sizes without device-wide synchronization). Logs go to $OUT (or ./gpu-check-out).
 #
 # GPU_CHECK_ASAN=1 adds the CUDA tests under AddressSanitizer + UBSan.
 # Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
@@ -56,6 +57,9 @@ if [ -x "$build/bin/halcyon_bench_cuda" ]; then
   # Three runs: the spread between runs is part of the result.
   TAIL_LINES=20 step bench bash -c "for i in 1 2 3; do echo \"--- run \$i\"; '$build/bin/halcyon_bench_cuda' || exit 1; done"
 fi
+# One MoE layer with token counts 7, 4096, 1, 300 in turn: no call, and no workspace change,
+# may synchronize the device (exit 3 otherwise; docs/backends/cuda.md, "Freeing memory").
+TAIL_LINES=30 step moe_sizes "$build/bin/halcyon" bench moe-sizes --device cuda:0 --sizes 7,4096,1,300 --rounds 5
 # GPU_CHECK_ASAN=1: the CUDA tests again under AddressSanitizer + UBSan, with the real driver
 # (protect_shadow_gap=0: the driver maps memory where ASan's shadow gap would be).
 if [ "${GPU_CHECK_ASAN:-0}" = 1 ]; then

@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -42,6 +44,8 @@ struct Options {
   int iters = 20;
   double peak_tflops = 800;  // bf16 dense, cuBLAS 8192^3 on H100/H200 (shared/BASELINES.md)
   std::string json;
+  std::string sizes = "7,4096,1,300";  // moe-sizes: token counts, in turn
+  int rounds = 5;
 };
 
 struct Stage {
@@ -68,11 +72,21 @@ int usage() {
       "  hidden 7168, expert intermediate 2048) on a GPU; 64 tokens, top-4 of 16, 256, 128 on cpu.\n"
       "  Where the device implements moe_grouped_gemm_swiglu_gather, moe_permute without its row\n"
       "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
-      "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n");
+      "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n"
+      "\n"
+      "usage: halcyon bench moe-sizes [--device URI] [--sizes 7,4096,1,300] [--rounds N] [shape options as above]\n"
+      "  Runs one MoeLayer with the token counts of --sizes in turn, --rounds times, on one stream,\n"
+      "  never waiting between calls; prints per call the host time forward() took to queue it and\n"
+      "  the device time between events around it, and how many device-wide synchronizations the\n"
+      "  backend logged meanwhile (its debug lines 'device-wide synchronization #N (why)'). The\n"
+      "  workspace grows in the first round; 0 synchronizations and host times far below the\n"
+      "  device times show that no call, and no workspace change, waited for the device.\n");
   return 2;
 }
 
-int bench_moe(const std::vector<std::string>& args) {
+int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_device_info& info);
+
+int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   Options o;
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
@@ -88,6 +102,8 @@ int bench_moe(const std::vector<std::string>& args) {
     else if (a == "--iters") o.iters = std::max(1, std::stoi(next()));
     else if (a == "--peak-tflops") o.peak_tflops = std::stod(next());
     else if (a == "--json") o.json = next();
+    else if (sizes_mode && a == "--sizes") o.sizes = next();
+    else if (sizes_mode && a == "--rounds") o.rounds = std::max(1, std::stoi(next()));
     else return usage();
   }
   auto dev = halcyon::Device::open(o.device.c_str());
@@ -108,6 +124,7 @@ int bench_moe(const std::vector<std::string>& args) {
   def(o.I, 2048, 128, cpu);
   def(o.groups, 8, 4, cpu);
   def(o.topk_groups, 4, 2, cpu);
+  if (sizes_mode) return bench_moe_sizes(o, *dev, *info);
   const int64_t T = o.T, E = o.E, K = o.K, H = o.H, I = o.I, TK = T * K;
   auto stream = dev->create_stream();
   if (!stream) return 1;
@@ -337,14 +354,139 @@ int bench_moe(const std::vector<std::string>& args) {
   return 0;
 }
 
+// Counts the backend's "device-wide synchronization" log lines while it lives; those lines,
+// warnings and errors go to stderr.
+class SyncCounter {
+ public:
+  SyncCounter() { hal_set_log_callback(&SyncCounter::on_log, this); }
+  ~SyncCounter() { hal_set_log_callback(nullptr, nullptr); }
+  SyncCounter(const SyncCounter&) = delete;
+  SyncCounter& operator=(const SyncCounter&) = delete;
+  uint64_t count() const { return count_.load(); }
+  const std::string& last() const { return last_; }
+
+ private:
+  static void on_log(void* user, hal_log_level level, const char* message) {
+    auto* self = static_cast<SyncCounter*>(user);
+    if (std::strstr(message, "device-wide synchronization")) {
+      ++self->count_;
+      self->last_ = message;  // the log's own mutex serializes these calls
+    }
+    if (level >= HAL_LOG_WARNING || self->last_ == message) fmt::print(stderr, "halcyon: {}\n", message);
+  }
+  std::atomic<uint64_t> count_{0};
+  std::string last_;
+};
+
+int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_device_info& info) {
+  std::vector<int64_t> sizes;
+  for (size_t at = 0; at < o.sizes.size();) {
+    size_t comma = o.sizes.find(',', at);
+    std::string one = o.sizes.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (!one.empty()) sizes.push_back(std::stoll(one));
+    at = comma == std::string::npos ? o.sizes.size() : comma + 1;
+  }
+  if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1) return usage();
+  const int64_t max_t = *std::max_element(sizes.begin(), sizes.end());
+  const int64_t E = o.E, H = o.H, I = o.I;
+  auto stream = dev.create_stream();
+  if (!stream) return 1;
+  const auto& s = *stream;
+  using ops::DType;
+  auto tensor = [&](DType dt, std::vector<int64_t> shape) { return ops::make_tensor(dev, dt, std::move(shape)); };
+  auto x = tensor(DType::bf16, {max_t, H}), out = tensor(DType::bf16, {max_t, H});
+  auto wr = tensor(DType::bf16, {H, E}), bias = tensor(DType::f32, {E});
+  auto wgu = tensor(DType::bf16, {E, H, 2 * I}), wd = tensor(DType::bf16, {E, I, H});
+  for (auto* r : {&x, &out, &wr, &bias, &wgu, &wd}) {
+    if (!*r) {
+      fmt::print(stderr, "halcyon bench: {}\n", r->error().to_string());
+      return 1;
+    }
+  }
+  int shift = 0;  // as bench moe: logits of spread ~1, a balanced routing
+  while (std::sqrt(double(H)) * 0.096 / double(int64_t(1) << shift) > 1.5) ++shift;
+  Filler bf{dev, s, {}}, rf{dev, s, {}}, wf{dev, s, {}}, ff{dev, s, {}};
+  TRY_OR_FAIL(bf.init(1, false, 0));
+  TRY_OR_FAIL(rf.init(3, false, 0, shift));
+  TRY_OR_FAIL(wf.init(4, false, 0, 4));
+  TRY_OR_FAIL(ff.init(2, true, 0.01f));
+  TRY_OR_FAIL(bf.fill(*x));
+  TRY_OR_FAIL(rf.fill(*wr));
+  TRY_OR_FAIL(wf.fill(*wgu));
+  TRY_OR_FAIL(wf.fill(*wd));
+  TRY_OR_FAIL(ff.fill(*bias));
+  rt::MoeLayerConfig c;
+  c.hidden = H;
+  c.inter = I;
+  c.experts = E;
+  c.topk = o.K;
+  c.n_groups = o.groups;
+  c.topk_groups = o.topk_groups;
+  auto layer = rt::MoeLayer::create(dev, c, {*wr, *bias, *wgu, *wd});
+  if (!layer) {
+    fmt::print(stderr, "halcyon bench: {}\n", layer.error().to_string());
+    return 1;
+  }
+  TRY_OR_FAIL(s.synchronize());
+
+  struct Call {
+    int64_t tokens;
+    double host_us;
+    halcyon::Event start, end;
+    int64_t capacity;
+  };
+  std::vector<Call> calls;
+  SyncCounter syncs;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int round = 0; round < o.rounds; ++round) {
+    for (int64_t T : sizes) {
+      ops::Tensor tx = *x, to = *out;
+      tx.shape = to.shape = {T, H};
+      auto a = dev.create_event(), b = dev.create_event();
+      if (!a || !b) return 1;
+      TRY_OR_FAIL(s.record(*a));
+      const auto h0 = std::chrono::steady_clock::now();
+      TRY_OR_FAIL(layer->forward(s, tx, to));
+      const auto h1 = std::chrono::steady_clock::now();
+      TRY_OR_FAIL(s.record(*b));
+      calls.push_back({T, std::chrono::duration<double, std::micro>(h1 - h0).count(), std::move(a).value(),
+                       std::move(b).value(), layer->workspace_capacity()});
+    }
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  const uint64_t sync_count = syncs.count();
+  TRY_OR_FAIL(s.synchronize());
+  const auto t2 = std::chrono::steady_clock::now();
+
+  fmt::print("halcyon bench moe-sizes on {} ({}, {}): E={} K={} H={} I={}, token counts {} x {} rounds, one stream\n",
+             info.uri, info.name, info.arch, E, o.K, H, I, o.sizes, o.rounds);
+  fmt::print("  {:>5} {:>6} {:>8} {:>12} {:>12}\n", "round", "tokens", "capacity", "host us", "device us");
+  double host_sum = 0, dev_sum = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    auto ms = calls[i].end.elapsed_since(calls[i].start);
+    if (!ms) return 1;
+    fmt::print("  {:>5} {:>6} {:>8} {:>12.1f} {:>12.1f}\n", i / sizes.size(), calls[i].tokens, calls[i].capacity,
+               calls[i].host_us, *ms * 1e3);
+    if (i >= sizes.size()) host_sum += calls[i].host_us, dev_sum += *ms * 1e3;
+  }
+  const double queue_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  const double total_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
+  fmt::print("  rounds after the first: host {:.1f} us to queue, device {:.1f} us to run\n", host_sum, dev_sum);
+  fmt::print("  all calls queued in {:.2f} ms; the device finished {:.2f} ms after the first\n", queue_ms, total_ms);
+  fmt::print("  device-wide synchronizations during the calls: {}{}\n", sync_count,
+             sync_count ? " (last: " + syncs.last() + ")" : "");
+  return sync_count == 0 ? 0 : 3;
+}
+
 int run(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
-  if (args[0] == "moe") return bench_moe({args.begin() + 1, args.end()});
+  if (args[0] == "moe") return bench_moe({args.begin() + 1, args.end()}, false);
+  if (args[0] == "moe-sizes") return bench_moe({args.begin() + 1, args.end()}, true);
   if (args[0] == "attention") return halcyon::bench::bench_attention({args.begin() + 1, args.end()});
-  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, attention)\n", args[0]);
+  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, moe-sizes, attention)\n", args[0]);
   return 2;
 }
 
-halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|attention --help)", run});
+halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|moe-sizes|attention --help)", run});
 
 }  // namespace

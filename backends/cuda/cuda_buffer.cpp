@@ -1,9 +1,38 @@
 // Buffers: device memory from the device's pool (or cuMemAlloc), pinned host memory.
+//
+// hal.h: a buffer released while queued work may still use it must not be freed under that
+// work. The backend does not know which streams use a buffer (launches take raw addresses),
+// so a release orders the free after everything queued on the device so far, without waiting
+// on the host: the device's free stream waits for an event recorded on each stream that has
+// work pending, then frees with cuMemFreeAsync. The pool reuses the block once that free has
+// run (never earlier: see cuda_device.cpp). Without a pool, and for pinned host memory (whose
+// frees are not stream-ordered), the release waits for the device's streams as before.
 #include "cuda_internal.hpp"
 
 #include <memory>
 
 namespace halcyon::cuda {
+namespace {
+
+// Frees a pool allocation on dv->free_stream after the work queued so far on each of the
+// device's streams. Streams that are idle need no wait; a stream whose mark cannot be recorded
+// is waited for on the host (that stream alone).
+CUresult free_after_queued_work(CudaDevice* dv, CUdeviceptr base) {
+  const Driver* d = dv->d;
+  std::lock_guard lock(dv->mu);
+  for (CudaStream* s : dv->streams) {
+    if (d->cuStreamQuery(s->stream) == CUDA_SUCCESS) continue;
+    if (!s->release_mark || d->cuEventRecord(s->release_mark, s->stream) != CUDA_SUCCESS ||
+        d->cuStreamWaitEvent(dv->free_stream, s->release_mark, 0) != CUDA_SUCCESS) {
+      halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: {}: a buffer release waits for one stream on the host "
+                                                      "(its event could not be recorded)", dv->uri));
+      d->cuStreamSynchronize(s->stream);
+    }
+  }
+  return d->cuMemFreeAsync(base, dv->free_stream);
+}
+
+}  // namespace
 
 hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaBuffer** out,
                               uint64_t* address, void** host) {
@@ -28,8 +57,8 @@ hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaB
       CUresult r;
       if (dv->pool) {
         r = d->cuMemAllocFromPoolAsync(&b->base, bytes, dv->pool, dv->alloc_stream);
-        if (r == CUDA_ERROR_OUT_OF_MEMORY) {  // give cached blocks back and try once more
-          d->cuStreamSynchronize(dv->alloc_stream);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {  // let pending frees run, give cached blocks back, retry once
+          dv->synchronize_all("out of memory: waiting for pending frees before trimming the pool");
           d->cuMemPoolTrimTo(dv->pool, 0);
           r = d->cuMemAllocFromPoolAsync(&b->base, bytes, dv->pool, dv->alloc_stream);
         }
@@ -63,11 +92,17 @@ hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaB
 void cuda_buffer_destroy(CudaBuffer* b) {
   CudaDevice* dv = b->device;
   const Driver* d = dv->d;
-  if (b->base || b->host_base) {
-    dv->synchronize_all();  // queued work on any stream may still use it
+  if (b->from_pool) {
+    ContextScope scope(d, dv->ctx);
+    if (free_after_queued_work(dv, b->base) != CUDA_SUCCESS) {  // not expected; never leak
+      dv->synchronize_all("a stream-ordered free failed");
+      d->cuMemFreeAsync(b->base, dv->free_stream);
+    }
+  } else if (b->base || b->host_base) {
+    // Queued work on any stream may still use it.
+    dv->synchronize_all(b->host_base ? "releasing pinned host memory" : "releasing device memory (no memory pool)");
     ContextScope scope(d, dv->ctx);
     if (b->host_base) d->cuMemFreeHost(b->host_base);
-    else if (b->from_pool) d->cuMemFreeAsync(b->base, dv->alloc_stream);
     else d->cuMemFree(b->base);
   }
   delete b;

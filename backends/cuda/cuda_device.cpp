@@ -7,14 +7,15 @@
 
 namespace halcyon::cuda {
 
-void CudaDevice::synchronize_all() {
-  std::vector<CudaStream*> copy;
+void CudaDevice::synchronize_all(const char* why) {
+  const uint64_t n = ++device_syncs;
+  halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: {}: device-wide synchronization #{} ({})", uri, n, why));
   {
-    std::lock_guard lock(mu);
-    copy.assign(streams.begin(), streams.end());
+    std::lock_guard lock(mu);  // held: a stream being destroyed stays valid until erased
+    for (auto* s : streams) d->cuStreamSynchronize(s->stream);
   }
-  for (auto* s : copy) d->cuStreamSynchronize(s->stream);
   if (alloc_stream) d->cuStreamSynchronize(alloc_stream);
+  if (free_stream) d->cuStreamSynchronize(free_stream);
 }
 
 hal_error* cuda_device_open(CudaBackend* b, uint32_t index, CudaDevice** out) {
@@ -44,6 +45,17 @@ hal_error* cuda_device_open(CudaBackend* b, uint32_t index, CudaDevice** out) {
         // Keep freed memory in the pool: buffers come and go often; trimmed on OOM.
         cuuint64_t keep = ~cuuint64_t(0);
         d->cuMemPoolSetAttribute(raw->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+        // An allocation may reuse a freed block only once its free has run. Otherwise the driver
+        // would make the allocation stream wait for the free stream, whose frees wait for the
+        // streams' queued work, and buffer_create's wait for its allocation would become a wait
+        // for the whole device.
+        int no = 0;
+        d->cuMemPoolSetAttribute(raw->pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &no);
+        if (d->cuStreamCreate(&raw->free_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+          d->cuMemPoolDestroy(raw->pool);
+          raw->pool = nullptr;
+          raw->free_stream = nullptr;
+        }
       } else {
         raw->pool = nullptr;
       }
@@ -66,9 +78,10 @@ void cuda_device_close(CudaDevice* dv) {
   const Driver* d = dv->d;
   if (dv->ctx) {
     ContextScope scope(d, dv->ctx);
-    dv->synchronize_all();
+    dv->synchronize_all("closing the device");
     if (dv->pool) d->cuMemPoolDestroy(dv->pool);
     if (dv->alloc_stream) d->cuStreamDestroy(dv->alloc_stream);
+    if (dv->free_stream) d->cuStreamDestroy(dv->free_stream);
   }
   if (dv->ctx) d->cuDevicePrimaryCtxRelease(dv->dev);
   delete dv;

@@ -26,6 +26,7 @@ constexpr int kMinDriverVersion = 12000;
   X(cuMemcpyAsync, 4000) X(cuMemcpyDtoDAsync, 3020) X(cuMemsetD8Async, 3020)           \
   X(cuMemsetD16Async, 3020) X(cuMemsetD32Async, 3020) X(cuStreamCreate, 2000)          \
   X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000) X(cuStreamWaitEvent, 3020)     \
+  X(cuStreamQuery, 2000)                                                               \
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                \
   X(cuEventQuery, 2000) X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)        \
   X(cuModuleLoadDataEx, 2010) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)     \

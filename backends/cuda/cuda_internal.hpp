@@ -52,7 +52,9 @@ struct CudaDevice {
   std::string arch;
   std::string uri;
   CUmemoryPool pool = nullptr;     // stream-ordered allocation, when the driver has it
-  CUstream alloc_stream = nullptr; // where pool allocations and frees are ordered
+  CUstream alloc_stream = nullptr; // where pool allocations are ordered (finished before use)
+  CUstream free_stream = nullptr;  // where pool frees wait for the streams' queued work
+                                   // (cuda_buffer.cpp)
   bool green = false;              // green contexts usable on this device
   uint32_t sm_count = 0;
   uint32_t sm_align = 0;           // default partition step (smCoscheduledAlignment)
@@ -66,7 +68,10 @@ struct CudaDevice {
   uint32_t live_partitions = 0;
   std::mutex mu;
   std::set<CudaStream*> streams;
-  void synchronize_all();
+  std::atomic<uint64_t> device_syncs{0};  // synchronize_all calls, numbered in its log line
+  // Waits on the host for every stream of the device (and the allocation and free streams).
+  // Logged at debug level as "device-wide synchronization #N (why)".
+  void synchronize_all(const char* why);
 };
 
 struct CudaPartition {
@@ -88,6 +93,9 @@ struct CudaStream {
   CudaDevice* device = nullptr;
   CUstream stream = nullptr;
   CUcontext ctx = nullptr;  // primary or green (converted); null if unknown
+  // Recorded when a buffer is released while this stream has work queued: the buffer's free
+  // waits for it (cuda_buffer.cpp). Guarded by the device's mu; null if it could not be made.
+  CUevent release_mark = nullptr;
 };
 
 struct CudaEvent {

@@ -149,7 +149,7 @@ hal_error* cuda_module_load(CudaDevice* dv, const hal_module_desc* desc, CudaMod
 
 void cuda_module_destroy(CudaModule* m) {
   const Driver* d = m->device->d;
-  m->device->synchronize_all();  // its kernels may still be running
+  m->device->synchronize_all("unloading a module");  // its kernels may still be running
   ContextScope scope(d, m->device->ctx);
   d->cuModuleUnload(m->module);
   if (m->library) d->cuLibraryUnload(m->library);

@@ -34,6 +34,11 @@ hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_str
       s->ctx = dv->ctx;
     }
     {
+      // In the stream's own context: a primary-context event cannot record a green one's stream.
+      ContextScope scope(d, s->ctx ? s->ctx : dv->ctx);
+      if (d->cuEventCreate(&s->release_mark, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) s->release_mark = nullptr;
+    }
+    {
       std::lock_guard lock(dv->mu);
       dv->streams.insert(s.get());
     }
@@ -45,11 +50,13 @@ hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_str
 void cuda_stream_destroy(CudaStream* s) {
   const Driver* d = s->device->d;
   d->cuStreamSynchronize(s->stream);
-  d->cuStreamDestroy(s->stream);
   {
+    // A buffer release marks the streams under this lock: once erased, none uses it.
     std::lock_guard lock(s->device->mu);
     s->device->streams.erase(s);
   }
+  d->cuStreamDestroy(s->stream);
+  if (s->release_mark) d->cuEventDestroy(s->release_mark);  // frees queued behind it keep their wait
   delete s;
 }
 

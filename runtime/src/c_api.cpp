@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 using namespace halcyon;
 using namespace halcyon::rt;
 
@@ -33,6 +36,33 @@ Result<Tensor> tensor_of(hal_buffer b, uint64_t offset, uint32_t dtype, std::vec
   return t;
 }
 
+// The largest struct_size taken for an array element: far above any struct here, far below
+// the address that a caller built before struct_size existed passes in its place (`name`).
+constexpr size_t kMaxElementSize = 4096;
+
+// Element i of an array of boundary structs, read at the stride of the first element's
+// struct_size into a zeroed full-size copy (fields past an older caller's size keep their
+// defaults). Refuses sizes below min_size or above kMaxElementSize, and unequal sizes.
+template <typename T>
+Result<T> element(const T* array, uint32_t i, size_t min_size, const char* type, const char* fn) {
+  const size_t stride = array[0].struct_size;
+  if (stride < min_size || stride > kMaxElementSize)
+    return Error(HAL_VERSION_MISMATCH,
+                 fmt::format("{}: {}[0].struct_size is {}; this runtime takes {} to {} bytes ({} is its own){}", fn, type,
+                             stride, min_size, kMaxElementSize, sizeof(T),
+                             stride > kMaxElementSize ? " — was the caller built against a runtime.h without "
+                                                        "struct_size?" : ""));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(array) + size_t(i) * stride;
+  size_t size = 0;
+  std::memcpy(&size, bytes, sizeof size);
+  if (size != stride)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: {}[{}].struct_size is {}, {}[0]'s is {}: an array's elements "
+                                                   "must all have one size", fn, type, i, size, type, stride));
+  T t{};
+  std::memcpy(&t, bytes, std::min(stride, sizeof(T)));
+  return t;
+}
+
 }  // namespace
 
 struct hrt_moe_layer_s {
@@ -54,7 +84,9 @@ HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* 
     if (!st) return to_c(st.error());
     std::map<std::string, Tensor, std::less<>> ts;
     for (uint32_t i = 0; i < tensor_count; ++i) {
-      const hrt_tensor& t = tensors[i];
+      auto read = element(tensors, i, HRT_TENSOR_MIN_SIZE, "hrt_tensor", "hrt_run_op");
+      if (!read) return to_c(read.error());
+      const hrt_tensor& t = *read;
       if (!t.name) return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_run_op: tensor #{} has no name", i).c_str());
       if (t.rank > HRT_MAX_RANK)
         return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_run_op: tensor '{}' has rank {} > {}", t.name, t.rank, HRT_MAX_RANK).c_str());
@@ -64,9 +96,11 @@ HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* 
     }
     std::map<std::string, std::string> ps;
     for (uint32_t i = 0; i < param_count; ++i) {
-      if (!params[i].name || !params[i].value)
+      auto p = element(params, i, HRT_PARAM_MIN_SIZE, "hrt_param", "hrt_run_op");
+      if (!p) return to_c(p.error());
+      if (!p->name || !p->value)
         return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_run_op: param #{} has a NULL name or value", i).c_str());
-      ps[params[i].name] = params[i].value;
+      ps[p->name] = p->value;
     }
     auto s = run_op(*dev, *st, op, ts, ps);
     return s ? nullptr : to_c(s.error());

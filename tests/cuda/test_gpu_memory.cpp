@@ -104,3 +104,35 @@ TEST_CASE("cuda: an allocation larger than the device is refused as out of memor
     CHECK(big1.error().status() == HAL_OUT_OF_MEMORY);
   }
 }
+
+// hal.h: a buffer released while queued work still uses it is not freed under that work. With
+// a memory pool the release neither waits for the device nor lets the pool hand the memory out
+// before that work is done (cuda_buffer.cpp).
+TEST_CASE("cuda: a buffer released under queued work is freed after it, without waiting for it") {
+  auto dev = gpu::open();
+  if (!dev.has("memory.stream_ordered")) {
+    MESSAGE("no memory pool on this driver: releases wait for the device's streams instead");
+    return;
+  }
+  auto s1 = unwrap(dev.create_stream()), s2 = unwrap(dev.create_stream());
+  const uint64_t n = 256ull << 20;
+  auto done = unwrap(dev.create_event(false));
+  {
+    auto a = unwrap(dev.allocate(n));
+    for (uint32_t i = 0; i < 100; ++i) unwrap(s1.fill<uint32_t>(a, 0, n, 0xA0A0A000u + i));  // 25 GiB: ~10 ms
+    unwrap(s1.record(done));
+  }  // released here, with the fills still queued
+  CHECK_FALSE(unwrap(done.query()));  // the release returned before s1's work was done
+  // A buffer of the same size, written on another stream while s1 may still be filling: the
+  // pool must not have handed out a's memory yet.
+  auto b = unwrap(dev.allocate(n));
+  unwrap(s2.fill<uint32_t>(b, 0, n, 0x5A5A5A5Au));
+  unwrap(s1.synchronize());
+  unwrap(s2.synchronize());
+  std::vector<uint32_t> back(n / 4);
+  unwrap(s2.read(b, 0, back.data(), n));
+  unwrap(s2.synchronize());
+  size_t bad = 0;
+  for (uint32_t v : back) bad += v != 0x5A5A5A5Au;
+  CHECK(bad == 0);
+}

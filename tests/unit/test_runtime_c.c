@@ -6,6 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Each *_SIZE macro names its struct's last field: sizeof may only add tail padding. */
+#define TRACKS_LAST_FIELD(T, SIZE) _Static_assert(sizeof(T) - (SIZE) < _Alignof(T), #SIZE " does not name the last field of " #T)
+TRACKS_LAST_FIELD(hrt_tensor, HRT_TENSOR_SIZE);
+TRACKS_LAST_FIELD(hrt_param, HRT_PARAM_SIZE);
+TRACKS_LAST_FIELD(hrt_moe_layer_desc, HRT_MOE_LAYER_DESC_SIZE);
+
 static int failures = 0;
 #define EXPECT(cond, ...)                                   \
   do {                                                      \
@@ -54,19 +60,67 @@ int main(void) {
   hal_buffer ba = alloc(dev, sizeof a), bb = alloc(dev, sizeof b), bc = alloc(dev, sizeof c);
   ok(hal_stream_write(s, ba, 0, a, sizeof a), "write a");
   ok(hal_stream_write(s, bb, 0, b, sizeof b), "write b");
-  hrt_tensor t[3] = {{"a", ba, 0, HRT_F32, 1, {N}}, {"b", bb, 0, HRT_F32, 1, {N}}, {"c", bc, 0, HRT_F32, 1, {N}}};
+  hrt_tensor t[3] = {{sizeof(hrt_tensor), NULL, "a", ba, 0, HRT_F32, 1, {N}},
+                     {sizeof(hrt_tensor), NULL, "b", bb, 0, HRT_F32, 1, {N}},
+                     {sizeof(hrt_tensor), NULL, "c", bc, 0, HRT_F32, 1, {N}}};
   ok(hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0), "hrt_run_op");
   ok(hal_stream_read(s, bc, 0, c, sizeof c), "read c");
   ok(hal_stream_synchronize(s), "sync");
   for (int i = 0; i < N; ++i) EXPECT(c[i] == a[i] + b[i], "c[%d] = %f", i, c[i]);
 
-  hrt_param bad = {"alpha", "2"};
+  hrt_param bad = {sizeof(hrt_param), NULL, "alpha", "2"};
   hal_error* e = hrt_run_op(dev, s, "vector_add", t, 3, &bad, 1);
   EXPECT(e && hal_error_status(e) == HAL_INVALID_ARGUMENT && strstr(hal_error_message(e), "unknown parameter 'alpha'"),
          "unknown param: %s", hal_error_message(e));
   hal_error_free(e);
   e = hrt_run_op(dev, s, "no_such_op", t, 3, NULL, 0);
   EXPECT(hal_error_status(e) == HAL_NOT_FOUND, "unknown op");
+  hal_error_free(e);
+
+  /* struct_size of the array structs (runtime.h). The oldest size a reader accepts: */
+  for (int i = 0; i < 3; ++i) t[i].struct_size = HRT_TENSOR_MIN_SIZE;
+  ok(hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0), "hrt_run_op, struct_size = HRT_TENSOR_MIN_SIZE");
+  /* A newer caller's larger structs: read at their stride, the unknown tail ignored. */
+  struct newer_tensor {
+    hrt_tensor t;
+    uint64_t future[3];
+  } big[3];
+  memset(big, 0xEE, sizeof big);
+  for (int i = 0; i < 3; ++i) {
+    big[i].t = t[i];
+    big[i].t.struct_size = sizeof(struct newer_tensor);
+  }
+  memset(c, 0, sizeof c);
+  ok(hal_stream_write(s, bc, 0, c, sizeof c), "clear c");
+  ok(hrt_run_op(dev, s, "vector_add", &big[0].t, 3, NULL, 0), "hrt_run_op, a newer caller's hrt_tensor");
+  ok(hal_stream_read(s, bc, 0, c, sizeof c), "read c");
+  ok(hal_stream_synchronize(s), "sync");
+  for (int i = 0; i < N; ++i) EXPECT(c[i] == a[i] + b[i], "newer structs: c[%d] = %f", i, c[i]);
+  /* Too small: refused, naming the struct and the sizes. */
+  t[0].struct_size = t[1].struct_size = t[2].struct_size = HRT_TENSOR_MIN_SIZE - 8;
+  e = hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0);
+  EXPECT(hal_error_status(e) == HAL_VERSION_MISMATCH && strstr(hal_error_message(e), "hrt_tensor[0].struct_size is"),
+         "too-small hrt_tensor: %s", hal_error_message(e));
+  hal_error_free(e);
+  /* Elements of different sizes: refused. */
+  t[0].struct_size = t[2].struct_size = sizeof(hrt_tensor);
+  t[1].struct_size = sizeof(hrt_tensor) + 8;
+  e = hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0);
+  EXPECT(hal_error_status(e) == HAL_INVALID_ARGUMENT && strstr(hal_error_message(e), "hrt_tensor[1].struct_size"),
+         "mixed sizes: %s", hal_error_message(e));
+  hal_error_free(e);
+  t[1].struct_size = sizeof(hrt_tensor);
+  /* A caller built before struct_size passes `name` where struct_size is: refused, not read. */
+  t[0].struct_size = (size_t)(uintptr_t) "a";
+  e = hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0);
+  EXPECT(hal_error_status(e) == HAL_VERSION_MISMATCH && strstr(hal_error_message(e), "without struct_size"),
+         "pre-struct_size caller: %s", hal_error_message(e));
+  hal_error_free(e);
+  t[0].struct_size = sizeof(hrt_tensor);
+  bad.struct_size = sizeof(void*);
+  e = hrt_run_op(dev, s, "vector_add", t, 3, &bad, 1);
+  EXPECT(hal_error_status(e) == HAL_VERSION_MISMATCH && strstr(hal_error_message(e), "hrt_param[0].struct_size is 8"),
+         "too-small hrt_param: %s", hal_error_message(e));
   hal_error_free(e);
 
   /* A small MoE layer. */

@@ -339,7 +339,9 @@ typedef struct hal_buffer_info {
 HAL_API hal_error* hal_buffer_create(hal_device device, const hal_buffer_desc* desc,
                                      hal_buffer* out);
 HAL_API hal_error* hal_buffer_get_info(hal_buffer buffer, hal_buffer_info* out);
-/* Releasing the last reference waits for queued work on the device that may use it. */
+/* Releasing the last reference never frees memory under queued work of the device that may
+ * use it: the backend either waits for that work or orders the free after it (CUDA with a
+ * memory pool: no host wait). Either way the release is not a synchronization point. */
 HAL_API hal_error* hal_buffer_retain(hal_buffer buffer);
 HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
 

@@ -354,12 +354,11 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
 // start with up to 255 registers, so no compiler needs to look past the entry limit. (Since
 // then launchers can load the toolkit's cubin instead, ptx_launch.hpp: a producer-warpgroup
 // build with setmaxnreg, loaded that way, is the next step, docs/kernels/ptx.md.)
-// Tried on an H200 and not kept (docs/kernels/ptx.md): a weight ring and producer thread per
-// warpgroup, so that a slot is refilled as soon as its own warpgroup is done (more weights in
-// flight: down 3.08-3.35 ms instead of 2.22-2.25 at 4096 tokens, slower at 128 too), and a
-// narrow build of 128 weight columns x 256 tokens (37-43% of the copy rate).
+// Tried and not kept, both slower (figures: docs/kernels/ptx.md, docs/PERFORMANCE.md): a weight
+// ring and producer thread per warpgroup, so that a slot is refilled as soon as its own
+// warpgroup is done, and a narrow build of 128 weight columns x 256 tokens.
 // Per k-step of 64, S_A_SLOTS token slots and S_B_SLOTS weight slots (4 and 4; 3 and 5 with
-// 144-token tiles was 35% slower on an H200, 2026-11-23) of:
+// 144-token tiles was slower, docs/PERFORMANCE.md) of:
 //   tokens  (22 KB): the tile's rows, rounded up to 16, K-major SW128 (64-row boxes, then 16-row
 //           boxes): the wgmma B operand, not transposed
 //   weights (32 KB): four 64 x 64 boxes (k x 64 columns, MN-major SW128), box 2c + h for consumer
@@ -487,17 +486,15 @@ struct SwapRings {
 // copy them with cp.async: 16-byte chunks placed as the 128-byte swizzle places them, zeros for
 // padding rows and for slots outside [0, T * topk), completed by an async arrive per lane on the
 // slot's full barrier (32 * S_ROW_WARPS arrivals); lane 0 of the last producer warp issues the
-// weights alone, waiting only for the weight ring (with thread 0 issuing them between its own
-// row copies, after the token slot was free, the gather GEMM was 1.3% slower on an H100 and
-// 2.5-4% on an H200, 2026-11-23). Each gathering warp keeps its own table of the tile's token
-// rows (rows_generic). The kernel's time fell with each gathering
-// warp (H100, 4096 tokens: 1 warp 11.9 ms, 3: 6.3, 4: 5.9, 8: 5.6, level with the kernel on
-// permuted rows there), so it has two producer warpgroups (512 threads; the consumers then take
-// 216 registers, not 232). It still moves no more than ~20 GB/s of weights per SM (~1.6 us per
-// k-step) on an H100 and an H200 alike, where the kernel on permuted rows reaches ~30 GB/s on
-// the H200: so the layer takes the gather path only where memory is slow per SM (MoeLayer,
-// moe_gather_path). Nsight Compute (H100): the consumers wait mostly for the weights' full
-// barrier, not the tokens', and the cp.async instructions do not stall.
+// weights alone, waiting only for the weight ring (thread 0 issuing them between its own row
+// copies, once the token slot was free, was slower: the weights waited for the tokens). Each
+// gathering warp keeps its own table of the tile's token rows (rows_generic). The kernel's time
+// fell with each gathering warp up to eight (then level with the kernel on permuted rows on an
+// H100), so it has two producer warpgroups (512 threads; the consumers then take 216 registers,
+// not 232). It still streams fewer weight bytes per SM than the kernel on permuted rows does
+// where memory is fast, so the layer takes the gather path only where memory is slow per SM
+// (MoeLayer, moe_gather_path). The figures, and where Nsight Compute saw the consumers wait:
+// docs/kernels/ptx.md and docs/PERFORMANCE.md.
 constexpr int S_GATHER_WARPS = 8, S_GATHER_THREADS = 256 + 32 * S_GATHER_WARPS;
 // Of those, S_ROW_WARPS gather rows and the last one's lane 0 issues the weights alone, so that
 // the weight stream waits only for its own ring.
@@ -698,8 +695,9 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
 // and 2 multiply with setmaxnreg 232, enough for 2 x 88 accumulators. Its ring is as deep as
 // its slots (the 256-thread build keeps about two of four slots loading). It needs the
 // toolkit's cubin: the driver's JIT spilled such accumulators (the comment above); the launcher
-// loads it so (ptx_launch.hpp, CodeFrom). The default grouped GEMM on sm_90a since 2026-11-23
-// (docs/PERFORMANCE.md). GATHER: the token warp gathers rows of x (SwapGather).
+// loads it so (ptx_launch.hpp, CodeFrom). The default grouped GEMM on sm_90a wherever that
+// cubin loads (why: docs/kernels/ptx.md, docs/PERFORMANCE.md). GATHER: the token warps gather
+// rows of x (SwapGather).
 template <int EPI, bool WS, bool GATHER = false>
 __device__ __forceinline__ void grouped_gemm_swap(const TensorMap* ta, const TensorMap* ta16, const TensorMap* tb,
                                                   const int* offsets, void* out, long long R, long long K, long long N,

@@ -1,6 +1,16 @@
 /*
  * halcyon/runtime.h — the C ABI of the runtime: run any operator, and the MoE layer, on
  * hal handles. Same rules as hal.h: struct_size first, errors as values (hal_error*).
+ *
+ * That includes the structs passed in arrays (hrt_tensor, hrt_param). They are the ones most
+ * likely to grow (strides for non-contiguous tensors, say), and without struct_size each
+ * addition would need a new entry point and leave old callers' arrays unreadable. So an array
+ * is read at a stride of its first element's struct_size, every element must carry that same
+ * size, and, as in hal.h, a reader accepts any size from the struct's *_MIN_SIZE on: fields
+ * past an older caller's struct_size take their defaults, bytes past what the reader knows
+ * (a newer caller's) are ignored. A struct_size below the minimum, or too large to be one
+ * (a caller built against the runtime.h before struct_size, whose first field was `name`), is
+ * refused with HAL_VERSION_MISMATCH naming the struct, the element and both sizes.
  */
 #ifndef HALCYON_RUNTIME_H_
 #define HALCYON_RUNTIME_H_
@@ -25,6 +35,8 @@ typedef enum hrt_dtype {
 
 /* A named tensor argument of an operator: a region of a buffer, row-major. */
 typedef struct hrt_tensor {
+  size_t struct_size;   /* HRT_TENSOR_SIZE (sizeof(hrt_tensor)) */
+  const void* next;     /* extension chain; NULL */
   const char* name;     /* the contract's input or output name */
   hal_buffer buffer;
   uint64_t offset;      /* bytes */
@@ -32,13 +44,21 @@ typedef struct hrt_tensor {
   uint32_t rank;
   int64_t shape[HRT_MAX_RANK];
 } hrt_tensor;
+#define HRT_TENSOR_MIN_SIZE HAL_SIZE_THROUGH(hrt_tensor, shape)
+#define HRT_TENSOR_SIZE HAL_SIZE_THROUGH(hrt_tensor, shape)
 
 typedef struct hrt_param {
+  size_t struct_size;   /* HRT_PARAM_SIZE (sizeof(hrt_param)) */
+  const void* next;     /* extension chain; NULL */
   const char* name;
   const char* value;    /* as text: "8", "sigmoid", "true", "2.5" */
 } hrt_param;
+#define HRT_PARAM_MIN_SIZE HAL_SIZE_THROUGH(hrt_param, value)
+#define HRT_PARAM_SIZE HAL_SIZE_THROUGH(hrt_param, value)
 
-/* Runs operator `op` on `stream`: inputs and pre-allocated outputs by contract name. */
+/* Runs operator `op` on `stream`: inputs and pre-allocated outputs by contract name.
+ * `tensors` and `params` are arrays read at the stride of their first element's struct_size
+ * (see above). */
 HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* op,
                               const hrt_tensor* tensors, uint32_t tensor_count,
                               const hrt_param* params, uint32_t param_count);
@@ -65,6 +85,7 @@ typedef struct hrt_moe_layer_desc {
   hal_buffer w_down;      /* [local, inter, hidden] bf16 */
 } hrt_moe_layer_desc;
 #define HRT_MOE_LAYER_DESC_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_desc, w_down)
+#define HRT_MOE_LAYER_DESC_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_desc, w_down)
 
 HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc,
                                         hrt_moe_layer* out);
