@@ -190,13 +190,13 @@ int main(void) {
   ok(hal_stream_write(s, bk, 0, akv, sizeof akv), "write kv");
   ok(hal_stream_write(s, bt, 0, atable, 4), "write table");
   ok(hal_stream_write(s, bl, 0, alen, 4), "write lens");
-  hrt_tensor at[7] = {{"q", bq, 0, HRT_BF16, 4, {1, 1, 2, AD}},
-                      {"k_cache", bk, 0, HRT_BF16, 4, {ANB, ABS, 1, AD}},
-                      {"v_cache", bk, 0, HRT_BF16, 4, {ANB, ABS, 1, AD}},
-                      {"block_table", bt, 0, HRT_I32, 2, {1, 1}},
-                      {"seq_lens", bl, 0, HRT_I32, 1, {1}},
-                      {"out", bo, 0, HRT_BF16, 4, {1, 1, 2, AD}},
-                      {"lse", bs, 0, HRT_F32, 3, {1, 1, 2}}};
+  hrt_tensor at[7] = {{sizeof(hrt_tensor), NULL, "q", bq, 0, HRT_BF16, 4, {1, 1, 2, AD}},
+                      {sizeof(hrt_tensor), NULL, "k_cache", bk, 0, HRT_BF16, 4, {ANB, ABS, 1, AD}},
+                      {sizeof(hrt_tensor), NULL, "v_cache", bk, 0, HRT_BF16, 4, {ANB, ABS, 1, AD}},
+                      {sizeof(hrt_tensor), NULL, "block_table", bt, 0, HRT_I32, 2, {1, 1}},
+                      {sizeof(hrt_tensor), NULL, "seq_lens", bl, 0, HRT_I32, 1, {1}},
+                      {sizeof(hrt_tensor), NULL, "out", bo, 0, HRT_BF16, 4, {1, 1, 2, AD}},
+                      {sizeof(hrt_tensor), NULL, "lse", bs, 0, HRT_F32, 3, {1, 1, 2}}};
   ok(hrt_run_op(dev, s, "attention_decode", at, 7, NULL, 0), "attention_decode");
   ok(hal_stream_read(s, bo, 0, aout, sizeof aout), "read out");
   ok(hal_stream_synchronize(s), "sync");
