@@ -116,6 +116,23 @@ TEST_CASE("cli: .npy headers that overflow are refused before anything is alloca
                "more than 2^63 bytes");
 }
 
+TEST_CASE("cli: huge shapes are errors: past 2^63 bytes at binding, too large to allocate at allocation") {
+  setup();
+  std::vector<uint16_t> none;
+  auto empty = [&](const std::string& name, std::vector<int64_t> shape) {
+    unwrap(halcyon::rt::write_npy(tmp(name), "<u2", shape, none.data(), 0));
+    return tmp(name);
+  };
+  const int64_t t40 = int64_t(1) << 40, t30 = int64_t(1) << 30;
+  expect_error("run gemm_bf16 --in a=" + empty("a40.npy", {t40, 0}) + " --in b=" + empty("b40.npy", {0, t40}) +
+                   " --out " + tmp("o"),
+               1, "more than 2^63 bytes");
+  // c = [2^30, 2^30] f32: 4 EiB, a size that fits in int64 but in no memory.
+  expect_error("run gemm_bf16 --in a=" + empty("a30.npy", {t30, 0}) + " --in b=" + empty("b30.npy", {0, t30}) +
+                   " --out " + tmp("o"),
+               1, "HAL_OUT_OF_MEMORY");
+}
+
 TEST_CASE("cli: a failing launch releases its events and exits (the CPU backend hung)") {
   setup();
   // gemm_bf16 with M = 0: bound and allocated, then a launch of 0 blocks is refused after the
