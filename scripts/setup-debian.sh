@@ -2,10 +2,11 @@
 # Installs everything halcyon's build needs on a fresh Debian 12 machine (apt only).
 # The CUDA Toolkit is not in Debian 12's main archive: when /usr/local/cuda (or nvcc on the
 # PATH) exists, the CUDA backend and the PTX checks are built; otherwise they are skipped
-# and `halcyon info -v` says why.
+# and `halcyon info -v` says why. libclang-rt-19-dev is clang-19's libFuzzer and sanitizer
+# runtime (scripts/test.sh's fuzz run).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev
-      clang-19 lld-19 llvm-19-dev libamdhip64-dev libze-dev)
+      clang-19 lld-19 llvm-19-dev libclang-rt-19-dev libamdhip64-dev libze-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

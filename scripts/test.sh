@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds halcyon and runs every test: the normal build (warnings are errors) with CTest,
-# then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer, then a short
+# libFuzzer run (ASan+UBSan, clang-19) of the .npy reader and the contract parser.
 #   scripts/test.sh            (what .ci/run calls)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,4 +16,20 @@ ninja -C build -j"$jobs"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHALCYON_WERROR=ON \
   -DHALCYON_SANITIZE=address,undefined -DHALCYON_ENABLE_AMD=OFF -DHALCYON_TEST_SUBDIRS="conformance;moe"
 ninja -C build-asan -j"$jobs"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
+# allocator_may_return_null: a request for more memory than exists (the CLI tests ask for
+# 4 EiB) must come back as NULL, which the code reports, not as an ASan abort.
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure -j"$jobs")
+
+# Fuzzing: each parser of untrusted input about a minute (HALCYON_FUZZ_SECONDS), from the seed
+# corpus in tests/fuzz/corpus; everything the targets call is instrumented (fuzzer-no-link).
+# Only the targets and what they link are built. tests/README.md: how to run longer.
+CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHALCYON_WERROR=ON \
+  -DHALCYON_SANITIZE=address,undefined,fuzzer-no-link -DHALCYON_ENABLE_CUDA=OFF -DHALCYON_ENABLE_AMD=OFF \
+  -DHALCYON_ENABLE_LEVEL_ZERO=OFF -DHALCYON_TEST_SUBDIRS=fuzz
+ninja -C build-fuzz -j"$jobs" fuzz_npy fuzz_contract
+for name in npy contract; do
+  mkdir -p "build-fuzz/corpus/$name"  # new inputs go here; the seeds in the tree stay as they are
+  "build-fuzz/tests/fuzz/fuzz_$name" -max_total_time="${HALCYON_FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 "build-fuzz/corpus/$name" "tests/fuzz/corpus/$name"
+done

@@ -27,11 +27,13 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "cli_support.hpp"
 #include "command.hpp"
 
 namespace {
 
 namespace rt = halcyon::rt;
+namespace cli = halcyon::cli;
 namespace ops = halcyon::ops;
 using halcyon::bench::BenchTimer;
 using halcyon::bench::Filler;
@@ -39,14 +41,22 @@ using halcyon::bench::median;
 using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
 
 struct Options {
-  std::string device = "cuda:0";
+  std::string device;  // "": the best device, as `halcyon demo` picks it
   int64_t T = -1, E = -1, K = -1, H = -1, I = -1, groups = -1, topk_groups = -1;
-  int iters = 20;
-  double peak_tflops = 800;  // bf16 dense, cuBLAS 8192^3 on H100/H200 (shared/BASELINES.md)
+  int64_t iters = 20;
+  double peak_tflops = 0;  // 0: the device's known figure (peak_tflops_of), or unknown
   std::string json;
   std::string sizes = "7,4096,1,300";  // moe-sizes: token counts, in turn
-  int rounds = 5;
+  int64_t rounds = 5;
 };
+
+// Dense bf16 rate that the FLOP floor divides by: measured figures only (cuBLAS 8192^3 on
+// H100/H200, shared/BASELINES.md). Elsewhere the floor is unknown unless --peak-tflops says.
+double peak_tflops_of(const hal_device_info& info) {
+  std::string name = info.name;
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 800;
+  return 0;
+}
 
 struct Stage {
   std::string name;
@@ -62,14 +72,17 @@ struct Stage {
     }                                                                         \
   } while (0)
 
-int usage() {
-  fmt::print(
+int usage(int status) {
+  fmt::print(status ? stderr : stdout,
       "usage: halcyon bench moe [--device URI] [--tokens N] [--experts E] [--topk K] [--hidden H]\n"
       "                         [--inter I] [--groups G] [--topk-groups TG] [--iters N]\n"
       "                         [--peak-tflops F] [--json FILE]\n"
-      "  Times the MoE layer's stages through the operators on one device. Defaults: the\n"
-      "  DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256 experts in 8 groups, top-4 groups,\n"
-      "  hidden 7168, expert intermediate 2048) on a GPU; 64 tokens, top-4 of 16, 256, 128 on cpu.\n"
+      "  Times the MoE layer's stages through the operators on one device: by default the best\n"
+      "  device, as `halcyon demo` picks it (the first GPU that runs every stage, else the CPU).\n"
+      "  Defaults: the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256 experts in 8 groups,\n"
+      "  top-4 groups, hidden 7168, expert intermediate 2048) on a GPU; 64 tokens, top-4 of 16,\n"
+      "  256, 128 on cpu. Sizes are integers >= 1. The FLOP floor uses --peak-tflops, else the\n"
+      "  device's measured bf16 rate where one is known (H100/H200: 800), else it is not given.\n"
       "  Where the device implements moe_grouped_gemm_swiglu_gather, moe_permute without its row\n"
       "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
       "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n"
@@ -81,30 +94,60 @@ int usage() {
       "  backend logged meanwhile (its debug lines 'device-wide synchronization #N (why)'). The\n"
       "  workspace grows in the first round; 0 synchronizations and host times far below the\n"
       "  device times show that no call, and no workspace change, waited for the device.\n");
-  return 2;
+  return status;
+}
+
+// Parses the options; returns -1 when they are good, else the exit status.
+int parse_options(const std::vector<std::string>& args, bool sizes_mode, Options* o) {
+  const std::pair<const char*, int64_t*> sizes[] = {
+      {"--tokens", &o->T}, {"--experts", &o->E}, {"--topk", &o->K}, {"--hidden", &o->H}, {"--inter", &o->I},
+      {"--groups", &o->groups}, {"--topk-groups", &o->topk_groups}, {"--iters", &o->iters}, {"--rounds", &o->rounds}};
+  std::string err;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") return usage(0);
+    if (i + 1 >= args.size()) {
+      fmt::print(stderr, "halcyon bench: {} {}\n", a, a.starts_with("--") ? "needs a value" : "is not an option");
+      return usage(2);
+    }
+    const std::string& v = args[++i];
+    bool known = true;
+    if (a == "--device") o->device = v;
+    else if (a == "--json") o->json = v;
+    else if (sizes_mode && a == "--sizes") o->sizes = v;
+    else if (a == "--peak-tflops") {
+      if (auto f = cli::parse_positive(a, v, &err)) o->peak_tflops = *f;
+    } else {
+      auto it = std::find_if(std::begin(sizes), std::end(sizes), [&](auto& p) { return a == p.first; });
+      known = it != std::end(sizes) && (sizes_mode || a != "--rounds");
+      if (known)
+        if (auto n = cli::parse_int(a, v, 1, int64_t(1) << 24, &err)) *it->second = *n;
+    }
+    if (!known) {
+      fmt::print(stderr, "halcyon bench: unknown option '{}'\n", a);
+      return usage(2);
+    }
+    if (!err.empty()) {
+      fmt::print(stderr, "halcyon bench: {}\n", err);
+      return 2;
+    }
+  }
+  return -1;
 }
 
 int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_device_info& info);
 
 int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
-    const std::string& a = args[i];
-    if (a == "--device") o.device = next();
-    else if (a == "--tokens") o.T = std::stoll(next());
-    else if (a == "--experts") o.E = std::stoll(next());
-    else if (a == "--topk") o.K = std::stoll(next());
-    else if (a == "--hidden") o.H = std::stoll(next());
-    else if (a == "--inter") o.I = std::stoll(next());
-    else if (a == "--groups") o.groups = std::stoll(next());
-    else if (a == "--topk-groups") o.topk_groups = std::stoll(next());
-    else if (a == "--iters") o.iters = std::max(1, std::stoi(next()));
-    else if (a == "--peak-tflops") o.peak_tflops = std::stod(next());
-    else if (a == "--json") o.json = next();
-    else if (sizes_mode && a == "--sizes") o.sizes = next();
-    else if (sizes_mode && a == "--rounds") o.rounds = std::max(1, std::stoi(next()));
-    else return usage();
+  if (int status = parse_options(args, sizes_mode, &o); status >= 0) return status;
+  if (o.device.empty()) {
+    auto best = cli::best_moe_device();
+    if (!best) {
+      fmt::print(stderr, "halcyon bench: {}\n", best.error().to_string());
+      return 1;
+    }
+    o.device = *best;
+    fmt::print("device: {} (the best device here; --device chooses another)\n", o.device);
   }
   auto dev = halcyon::Device::open(o.device.c_str());
   if (!dev) {
@@ -113,6 +156,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   }
   auto info = dev->info();
   if (!info) return 1;
+  if (o.peak_tflops == 0) o.peak_tflops = peak_tflops_of(*info);
   const bool cpu = o.device.rfind("cpu", 0) == 0;
   auto def = [](int64_t& v, int64_t gpu, int64_t host, bool is_cpu) {
     if (v < 0) v = is_cpu ? host : gpu;
@@ -297,7 +341,9 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   fmt::print("halcyon bench moe on {} ({}, {}), {} iterations, medians\n", info->uri, info->name, info->arch, o.iters);
   fmt::print("  T={} E={} K={} H={} I={} groups={}/{}; rows R={} over {} active experts (min/max {}/{})\n", T, E, K,
              H, I, o.topk_groups, o.groups, R, active, cmin, cmax);
-  fmt::print("  copy rate {:.3f} TB/s (read+write); FLOP floor at {:.0f} TFLOP/s\n", copy_tbps, o.peak_tflops);
+  fmt::print("  copy rate {:.3f} TB/s (read+write); {}\n", copy_tbps,
+             o.peak_tflops > 0 ? fmt::format("FLOP floor at {:.0f} TFLOP/s", o.peak_tflops)
+                               : std::string("FLOP floor unknown for this device (--peak-tflops F gives one)"));
   fmt::print("  {:<{}} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}\n", "stage", name_width, "time us", "MB", "TB/s",
              "TFLOP/s", "floor us", "of floor");
   double sum = 0, gpc = 0, gpc_floor = 0, experts = 0, experts_bytes = 0;
@@ -308,14 +354,15 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
       info->uri, info->name, info->arch, T, E, K, H, I, R, active, o.iters, copy_tbps);
   for (size_t i = 0; i < st.size(); ++i) {
     const Stage& x = st[i];
-    double byte_floor = x.bytes / (copy_tbps * 1e12) * 1e6, flop_floor = x.flops / (o.peak_tflops * 1e12) * 1e6;
+    double byte_floor = x.bytes / (copy_tbps * 1e12) * 1e6, flop_floor = o.peak_tflops > 0 ? x.flops / (o.peak_tflops * 1e12) * 1e6 : 0;
     double floor = std::max(byte_floor, flop_floor);
     fmt::print("  {:<{}} {:>10.1f} {:>10.1f} {:>9.3f} {:>10.1f} {:>10.1f} {:>8.0f}%\n", x.name, name_width, x.ms * 1e3,
                x.bytes / 1e6, x.bytes / (x.ms * 1e-3) / 1e12, x.flops / (x.ms * 1e-3) / 1e12, floor,
                100.0 * floor / (x.ms * 1e3));
     json += fmt::format("  {{\"stage\": \"{}\", \"us\": {:.2f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": "
-                        "{:.2f}, \"flop_floor_us\": {:.2f}}}{}\n",
-                        x.name, x.ms * 1e3, x.bytes, x.flops, byte_floor, flop_floor, i + 1 < st.size() ? "," : "");
+                        "{:.2f}, \"flop_floor_us\": {}}}{}\n",
+                        x.name, x.ms * 1e3, x.bytes, x.flops, byte_floor,
+                        o.peak_tflops > 0 ? fmt::format("{:.2f}", flop_floor) : "null", i + 1 < st.size() ? "," : "");
     if (std::find(layer_stages.begin(), layer_stages.end(), i) != layer_stages.end()) sum += x.ms;
     if (i == 1 || i == 2 || i == 5) gpc += x.ms * 1e3, gpc_floor += byte_floor;
     if (i == 3 || i == 4) experts += x.ms, experts_bytes += double(active) * (i == 3 ? wgu : wd);
@@ -383,10 +430,16 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
   for (size_t at = 0; at < o.sizes.size();) {
     size_t comma = o.sizes.find(',', at);
     std::string one = o.sizes.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (!one.empty()) sizes.push_back(std::stoll(one));
+    std::string err;
+    auto n = cli::parse_int("--sizes", one, 1, int64_t(1) << 24, &err);
+    if (!n) {
+      fmt::print(stderr, "halcyon bench: {}\n", err);
+      return 2;
+    }
+    sizes.push_back(*n);
     at = comma == std::string::npos ? o.sizes.size() : comma + 1;
   }
-  if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1) return usage();
+  if (sizes.empty()) return usage(2);
   const int64_t max_t = *std::max_element(sizes.begin(), sizes.end());
   const int64_t E = o.E, H = o.H, I = o.I;
   auto stream = dev.create_stream();
@@ -438,7 +491,7 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
   std::vector<Call> calls;
   SyncCounter syncs;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int round = 0; round < o.rounds; ++round) {
+  for (int64_t round = 0; round < o.rounds; ++round) {
     for (int64_t T : sizes) {
       ops::Tensor tx = *x, to = *out;
       tx.shape = to.shape = {T, H};
@@ -479,7 +532,8 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
 }
 
 int run(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
+  if (args.empty()) return usage(2);
+  if (args[0] == "-h" || args[0] == "--help") return usage(0);
   if (args[0] == "moe") return bench_moe({args.begin() + 1, args.end()}, false);
   if (args[0] == "moe-sizes") return bench_moe({args.begin() + 1, args.end()}, true);
   if (args[0] == "attention") return halcyon::bench::bench_attention({args.begin() + 1, args.end()});

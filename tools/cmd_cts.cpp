@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <tuple>
 
@@ -33,8 +34,9 @@ void usage(std::FILE* out) {
              "  --progress M    live (default on a terminal), plain (default otherwise), quiet\n"
              "  --list          print the tests that would run, and exit\n"
              "\n"
-             "exit status: 0 all passed; 1 a test failed or passed unexpectedly; 2 bad usage;\n"
-             "{} no device of the selected backend on this machine.\n",
+             "exit status: 0 all passed; 1 a test failed or passed unexpectedly; 2 bad usage (a\n"
+             "--device that does not exist on a backend that has devices, too); {} the selected\n"
+             "backend has no device at all on this machine.\n",
              kNoDevice);
 }
 
@@ -124,8 +126,11 @@ int run(const std::vector<std::string>& args) {
       ++shown;
     }
     if (!shown) {
+      // As for a run: a skip only when the backend has no device here at all.
+      std::string scheme = o.device.substr(0, o.device.find(':'));
+      bool backend_has_devices = std::any_of(uris->begin(), uris->end(), [&](auto& u) { return u.starts_with(scheme + ":"); });
       fmt::print(stderr, "halcyon cts: no matching device\n");
-      return kNoDevice;
+      return !o.device.empty() && backend_has_devices ? 2 : kNoDevice;
     }
     return 0;
   }

@@ -3,6 +3,7 @@
 // argument back to DIR/NAME.npy. The arguments are checked against the kernel's own metadata
 // (count, pointer or value, size) before anything runs.
 #include <halcyon/halcyon.hpp>
+#include <halcyon/runtime/npy.hpp>
 
 #include <fmt/format.h>
 
@@ -14,7 +15,6 @@
 #include <optional>
 
 #include "command.hpp"
-#include "launch_npy.hpp"
 
 namespace {
 
@@ -31,7 +31,7 @@ struct Arg {
   std::string kind;   // buf, u32, i32, u64, f32
   std::string name;   // buffers
   std::string value;  // scalars: the literal; buffers: the .npy path
-  halcyon::npy::Array array;
+  halcyon::rt::NpyArray array;
 };
 
 struct Options {
@@ -114,10 +114,24 @@ std::string scalar_bytes(const Arg& a, std::vector<unsigned char>* out) {
   return "";
 }
 
-std::optional<std::vector<char>> read_file(const std::string& path) {
+// The module file; a directory or FIFO is refused up front (reading one would throw or block).
+std::optional<std::vector<char>> read_file(const std::string& path, std::string* err) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) {
+    *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *err = fmt::format("cannot read {}: not a regular file", path);
+    return std::nullopt;
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> data(size_t(st.st_size));
+  if (!in || !in.read(data.data(), std::streamsize(data.size()))) {
+    *err = fmt::format("cannot read {}", path);
+    return std::nullopt;
+  }
+  return data;
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -199,8 +213,8 @@ int run(const std::vector<std::string>& argv) {
       return 2;
     }
 
-  auto data = read_file(o.module);
-  if (!data) return fail("cannot read " + o.module);
+  auto data = read_file(o.module, &err);
+  if (!data) return fail(err);
   hal_module_format format = HAL_MODULE_FORMAT_INVALID;
   if (ends_with(o.module, ".ptx")) {
     format = HAL_MODULE_PTX;
@@ -235,7 +249,9 @@ int run(const std::vector<std::string>& argv) {
     if (a.kind == "buf") {
       if (p.kind != HAL_ARG_POINTER || p.size != 8)
         return fail(fmt::format("argument {} of '{}' is {}, but buf:{} gives a buffer", i, o.kernel, want, a.name));
-      if (std::string e = halcyon::npy::read(a.value, &a.array); !e.empty()) return fail(e);
+      auto arr = halcyon::rt::read_npy(a.value);
+      if (!arr) return fail(arr.error().message());
+      a.array = std::move(arr).value();
       auto b = dev->allocate(std::max<uint64_t>(1, a.array.data.size()));
       if (!b) return fail(b.error().to_string());
       buffers[i] = std::move(*b);
@@ -273,7 +289,8 @@ int run(const std::vector<std::string>& argv) {
       if (auto s = stream->read(buffers[i], 0, a.array.data.data(), a.array.data.size()); !s) return fail(s.error().to_string());
     if (auto s = stream->synchronize(); !s) return fail(s.error().to_string());
     std::string path = o.out + "/" + a.name + ".npy";
-    if (std::string e = halcyon::npy::write(path, a.array); !e.empty()) return fail(e);
+    if (auto w = halcyon::rt::write_npy(path, a.array.descr, a.array.shape, a.array.data.data(), a.array.data.size()); !w)
+      return fail(w.error().message());
     written.push_back(path);
   }
   float ms = 0;

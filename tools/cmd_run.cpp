@@ -11,13 +11,16 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
+#include "cli_support.hpp"
 #include "command.hpp"
 
 using namespace halcyon;
 using namespace halcyon::rt;
 using namespace halcyon::ops;
+namespace cli = halcyon::cli;
 
 namespace {
 
@@ -221,13 +224,13 @@ int run(const std::vector<std::string>& args) {
         fmt::print(stderr, "halcyon run: {} has no parameter '{}' ('halcyon run {} --help' lists them)\n", op, k, op);
         return 2;
       } else {
-        char* end = nullptr;
-        long long d = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end) {
-          fmt::print(stderr, "halcyon run: {} has no parameter '{}' (and '{}' is not an integer dimension)\n", op, k, v);
+        std::string err;
+        auto d = cli::parse_int(k, v, 0, INT64_MAX, &err);
+        if (!d) {
+          fmt::print(stderr, "halcyon run: dimension {}\n", err);
           return 2;
         }
-        dims[k] = d;
+        dims[k] = *d;
       }
     } else {
       fmt::print(stderr, "halcyon run: unknown option '{}'\n", a);
@@ -237,6 +240,15 @@ int run(const std::vector<std::string>& args) {
   if (out_dir.empty()) {
     fmt::print(stderr, "halcyon run: --out DIR is required\n");
     return 2;
+  }
+  // The output folder first: an operator's result with nowhere to go is wasted work.
+  if (mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    fmt::print(stderr, "halcyon run {}: cannot create --out {}: {}\n", op, out_dir, std::strerror(errno));
+    return 1;
+  }
+  if (struct stat st{}; stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fmt::print(stderr, "halcyon run {}: --out {} is not a folder\n", op, out_dir);
+    return 1;
   }
   auto fail = [&](const Error& e) {
     fmt::print(stderr, "halcyon run {}: {}\n", op, e.to_string());
@@ -293,7 +305,6 @@ int run(const std::vector<std::string>& args) {
   if (st) st = stream->synchronize();
   if (!st) return fail(st.error());
   auto ms = end->elapsed_since(*start);
-  mkdir(out_dir.c_str(), 0755);
   const char* kinds[] = {"?", "PTX", "cubin", "code object", "SPIR-V", "host code"};
   fmt::print("{} on {} ({} for {}): {:.3f} ms\n", op, uri, kinds[impl->format <= 5 ? impl->format : 0], impl->target,
              ms ? *ms : -1.0f);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "command.hpp"
 
@@ -18,7 +19,7 @@ void usage() {
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return std::strcmp(a.name, b.name) < 0; });
   fmt::print("usage: halcyon <command> [options]\n\ncommands:\n");
   for (auto& c : cmds) fmt::print("  {:<10} {}\n", c.name, c.summary);
-  fmt::print("\n'halcyon <command> --help' describes one command.\n");
+  fmt::print("\n'halcyon <command> --help' describes one command; 'halcyon --version' is 'halcyon version'.\n");
 }
 }  // namespace
 
@@ -27,8 +28,20 @@ int main(int argc, char** argv) {
     usage();
     return argc < 2 ? 2 : 0;
   }
-  for (auto& c : halcyon::cli::commands())
-    if (!std::strcmp(c.name, argv[1])) return c.run(std::vector<std::string>(argv + 2, argv + argc));
+  const char* name = !std::strcmp(argv[1], "--version") ? "version" : argv[1];
+  for (auto& c : halcyon::cli::commands()) {
+    if (std::strcmp(c.name, name)) continue;
+    // Commands report their errors as values; an exception escaping one is a defect, but it
+    // still ends as a one-line error and exit status 1, never as SIGABRT.
+    try {
+      return c.run(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "halcyon {}: internal error: {}\n", name, e.what());
+    } catch (...) {
+      fmt::print(stderr, "halcyon {}: internal error: unknown exception\n", name);
+    }
+    return 1;
+  }
   fmt::print(stderr, "halcyon: unknown command '{}'\n\n", argv[1]);
   usage();
   return 2;

@@ -143,12 +143,18 @@ void CpuDevice::synchronize_all() {
 
 // An event is a generation counter: record() bumps `recorded` and queues a marker that
 // publishes that generation with a timestamp when the stream reaches it.
-struct CpuEvent {
+struct EventState {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0;
   uint64_t completed = 0;
   std::chrono::steady_clock::time_point when{};
+};
+
+// The handle shares its state with every queued record and wait that names it, so releasing
+// the event while they are queued is safe: the state lives until the last of them has run.
+struct CpuEvent {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 struct CpuModule {
@@ -239,7 +245,9 @@ hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffe
 }
 
 void cpu_buffer_destroy(CpuBuffer* b) {
-  b->device->synchronize_all();  // queued work may still read it
+  // Queued work may still use it, and kernels take raw addresses that cannot be reference
+  // counted, so the buffer goes only once every stream of the device has drained.
+  b->device->synchronize_all();
   std::free(b->data);
   delete b;
 }
@@ -320,8 +328,9 @@ hal_error* cpu_stream_fill(CpuStream* s, CpuBuffer* dst, uint64_t off, uint64_t 
   })
 }
 
-hal_error* cpu_stream_wait_event(CpuStream* s, CpuEvent* ev) {
+hal_error* cpu_stream_wait_event(CpuStream* s, CpuEvent* handle) {
   HAL_BACKEND_GUARD({
+    std::shared_ptr<EventState> ev = handle->state;
     uint64_t gen;
     {
       std::lock_guard lock(ev->mu);
@@ -376,8 +385,9 @@ hal_error* cpu_event_create(CpuDevice*, const hal_event_desc*, CpuEvent** out) {
 
 void cpu_event_destroy(CpuEvent* ev) { delete ev; }
 
-hal_error* cpu_event_record(CpuEvent* ev, CpuStream* s) {
+hal_error* cpu_event_record(CpuEvent* handle, CpuStream* s) {
   HAL_BACKEND_GUARD({
+    std::shared_ptr<EventState> ev = handle->state;
     uint64_t gen;
     {
       std::lock_guard lock(ev->mu);
@@ -397,20 +407,23 @@ hal_error* cpu_event_record(CpuEvent* ev, CpuStream* s) {
   })
 }
 
-hal_error* cpu_event_query(CpuEvent* ev, bool* complete) {
+hal_error* cpu_event_query(CpuEvent* handle, bool* complete) {
+  EventState* ev = handle->state.get();
   std::lock_guard lock(ev->mu);
   *complete = ev->completed >= ev->recorded;
   return nullptr;
 }
 
-hal_error* cpu_event_synchronize(CpuEvent* ev) {
+hal_error* cpu_event_synchronize(CpuEvent* handle) {
+  EventState* ev = handle->state.get();
   std::unique_lock lock(ev->mu);
   uint64_t gen = ev->recorded;
   ev->cv.wait(lock, [&] { return ev->completed >= gen; });
   return nullptr;
 }
 
-hal_error* cpu_event_elapsed_ms(CpuEvent* a, CpuEvent* b, float* ms) {
+hal_error* cpu_event_elapsed_ms(CpuEvent* ha, CpuEvent* hb, float* ms) {
+  EventState *a = ha->state.get(), *b = hb->state.get();
   std::scoped_lock lock(a->mu, b->mu);
   if (a->completed < a->recorded || b->completed < b->recorded)
     return error(HAL_FAILED_PRECONDITION, "cpu: hal_event_elapsed_ms: an event has not completed yet");

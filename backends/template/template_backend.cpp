@@ -80,6 +80,9 @@ hal_error* t_stream_launch(TStream*, TKernel*, const hal_launch_desc*) {
   return unimplemented("stream_launch");
 }
 hal_error* t_event_create(TDevice*, const hal_event_desc*, TEvent**) { return unimplemented("event_create"); }
+// May come while a record of the event or a wait on it is still queued: that command must
+// still run (hal.h's lifetime rule). Defer the free to it, or count references as the CPU
+// backend does; CUDA's cuEventDestroy defers by itself.
 void t_event_destroy(TEvent* e) { delete e; }
 hal_error* t_event_record(TEvent*, TStream*) { return unimplemented("event_record"); }
 hal_error* t_event_query(TEvent*, bool*) { return unimplemented("event_query"); }

@@ -160,6 +160,9 @@ hal_error* load_plugin_file(Registry& reg, const std::string& path, hal_backend_
   };
   struct stat st{};
   if (stat(path.c_str(), &st) != 0) return refuse(HAL_NOT_FOUND, "no such file");
+  // dlopen of a FIFO blocks until a writer comes, of a device may read forever: only
+  // regular files are plugins.
+  if (!S_ISREG(st.st_mode)) return refuse(HAL_INVALID_ARGUMENT, "not a regular file; only regular files are loaded");
   dlerror();
   void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!dl) {
@@ -179,7 +182,7 @@ bool is_plugin_name(std::string_view f) {
   return f.starts_with("libhalcyon_backend_") && f.ends_with(".so");
 }
 
-// A path entry is a plugin file or a folder of libhalcyon_backend_*.so files.
+// A path entry is a plugin file or a folder of libhalcyon_backend_*.so files (regular files only).
 void load_path_entry(Registry& reg, const std::string& entry) {
   if (entry.empty()) return;
   struct stat st{};
@@ -191,8 +194,8 @@ void load_path_entry(Registry& reg, const std::string& entry) {
       closedir(d);
     }
     std::sort(files.begin(), files.end());
-    if (files.empty())
-      log(HAL_LOG_INFO, fmt::format("plugin folder {}: no libhalcyon_backend_*.so files", entry));
+    if (files.empty())  // recorded, so that `halcyon info -v` says why the folder gave nothing
+      add_record(reg, make_record("", entry, HAL_BACKEND_REFUSED, "a folder with no libhalcyon_backend_*.so file"));
     for (auto& f : files) hal_error_free(load_plugin_file(reg, f, nullptr));
     return;
   }

@@ -75,7 +75,7 @@ bool parse_dims(const std::vector<std::string>& tok, size_t& i, std::vector<std:
   return true;
 }
 
-// Evaluates + - * / ( ) over integers and symbols.
+// Evaluates + - * / ( ), unary minus, over integers and symbols; overflow is an error.
 class Expr {
  public:
   Expr(std::string_view s, const std::map<std::string, int64_t, std::less<>>& env) : s_(s), env_(env) {}
@@ -101,8 +101,13 @@ class Expr {
       char op = s_[pos_++];
       int64_t r;
       if (!product(&r, err)) return false;
-      *v = op == '+' ? *v + r : *v - r;
+      if (op == '+' ? __builtin_add_overflow(*v, r, v) : __builtin_sub_overflow(*v, r, v)) return overflow(err);
     }
+  }
+  // A dimension product or sum past int64 is an error, not a wrapped (negative) size.
+  bool overflow(std::string* err) {
+    *err = fmt::format("'{}' overflows a 64-bit integer", s_);
+    return false;
   }
   bool product(int64_t* v, std::string* err) {
     if (!atom(v, err)) return false;
@@ -116,11 +121,33 @@ class Expr {
         *err = fmt::format("division by zero in '{}'", s_);
         return false;
       }
-      *v = op == '*' ? *v * r : *v / r;
+      if (op == '*') {
+        if (__builtin_mul_overflow(*v, r, v)) return overflow(err);
+      } else {
+        if (*v == INT64_MIN && r == -1) return overflow(err);
+        *v /= r;
+      }
     }
   }
   bool atom(int64_t* v, std::string* err) {
+    // Each '(' or unary '-' recurses: a bound keeps a hostile expression off the stack's end.
+    if (++depth_ > kMaxDepth) {
+      *err = fmt::format("'{}' nests deeper than {} levels", s_.substr(0, 40), kMaxDepth);
+      return false;
+    }
+    bool ok = atom_at_depth(v, err);
+    --depth_;
+    return ok;
+  }
+  bool atom_at_depth(int64_t* v, std::string* err) {
     skip();
+    if (pos_ < s_.size() && s_[pos_] == '-') {  // unary minus: bounds such as [-1, T)
+      ++pos_;
+      if (!atom(v, err)) return false;
+      if (*v == INT64_MIN) return overflow(err);
+      *v = -*v;
+      return true;
+    }
     if (pos_ < s_.size() && s_[pos_] == '(') {
       ++pos_;
       if (!sum(v, err)) return false;
@@ -148,8 +175,10 @@ class Expr {
     *v = it->second;
     return true;
   }
+  static constexpr int kMaxDepth = 64;
   std::string_view s_;
   size_t pos_ = 0;
+  int depth_ = 0;
   const std::map<std::string, int64_t, std::less<>>& env_;
 };
 
@@ -424,6 +453,22 @@ std::vector<int64_t> Binding::shape_of(const TensorSpec& spec) const {
   return out;
 }
 
+namespace {
+// Every tensor's byte size must fit in int64: a wrapped product would allocate a few bytes
+// for a tensor that a kernel then indexes in full.
+Status check_sizes(const Contract& c, const Binding& b) {
+  for (auto* list : {&c.inputs, &c.outputs})
+    for (auto& t : *list) {
+      int64_t bytes = int64_t(dtype_size(t.dtype));
+      for (int64_t d : b.shape_of(t))
+        if (__builtin_mul_overflow(bytes, d, &bytes))
+          return Error(HAL_OUT_OF_RANGE, fmt::format("{}: '{}' [{}] = {} holds more than 2^63 bytes", c.op, t.name,
+                                                     fmt::join(t.dims, ", "), fmt::join(b.shape_of(t), " x ")));
+    }
+  return {};
+}
+}  // namespace
+
 Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>& params,
                      const std::map<std::string, int64_t>& dims,
                      const std::map<std::string, std::vector<int64_t>>& input_shapes) {
@@ -496,6 +541,7 @@ Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>
         if (it->second < 0)
           return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: dimension {} is negative ({})", c.op, d, it->second));
       }
+  if (auto st = check_sizes(c, b); !st) return st.error();
   return b;
 }
 

@@ -50,12 +50,14 @@ int64_t Tensor::numel() const {
 std::string Tensor::shape_string() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 Result<Tensor> make_tensor(const Device& device, DType dtype, std::vector<int64_t> shape) {
-  int64_t n = 1;
+  int64_t bytes = int64_t(dtype_size(dtype));
   for (int64_t d : shape) {
     if (d < 0) return Error(HAL_INVALID_ARGUMENT, fmt::format("make_tensor: negative dimension in [{}]", fmt::join(shape, ", ")));
-    n *= d;
+    if (__builtin_mul_overflow(bytes, d, &bytes))  // a wrapped size would allocate too little
+      return Error(HAL_OUT_OF_RANGE, fmt::format("make_tensor: [{}] of {} holds more than 2^63 bytes", fmt::join(shape, ", "),
+                                                 dtype_name(dtype)));
   }
-  auto buf = device.allocate(uint64_t(n) * dtype_size(dtype));
+  auto buf = device.allocate(uint64_t(bytes));
   if (!buf) return buf.error();
   Tensor t;
   t.buffer = std::move(buf).value();

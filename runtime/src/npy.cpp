@@ -3,87 +3,215 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <string_view>
 
 namespace halcyon::rt {
+namespace {
+
+constexpr uint32_t kMaxHeader = 1u << 20;  // numpy's own limit is far lower; this is a sanity bound
+constexpr size_t kMaxRank = 32;            // numpy's NPY_MAXDIMS (64 since 2.0) — more is an attack
+
+// The three keys of the header dict, each as a Python literal. Fields past what this reader
+// knows are refused rather than skipped: they could change what the data means.
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view text) : s_(text) {}
+  // "" on success, else what is wrong.
+  std::string parse(NpyHeader* h) {
+    bool has_descr = false, has_order = false, has_shape = false;
+    skip();
+    if (!eat('{')) return "header is not a dict";
+    for (;;) {
+      skip();
+      if (eat('}')) break;
+      std::string key;
+      if (!quoted(&key)) return "a header key is not a quoted string";
+      skip();
+      if (!eat(':')) return fmt::format("no ':' after key '{}'", key);
+      skip();
+      if (key == "descr" && !has_descr) {
+        has_descr = true;
+        if (!quoted(&h->descr)) return "'descr' is not a quoted string";
+      } else if (key == "fortran_order" && !has_order) {
+        has_order = true;
+        if (word("True")) return "Fortran-order arrays are not supported; save with C order";
+        if (!word("False")) return "'fortran_order' is neither True nor False";
+      } else if (key == "shape" && !has_shape) {
+        has_shape = true;
+        if (std::string e = shape(&h->shape); !e.empty()) return e;
+      } else {
+        return fmt::format("unexpected or repeated key '{}'", key);
+      }
+      skip();
+      if (eat('}')) break;
+      if (!eat(',')) return "header entries are not separated by ','";
+    }
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n')) ++pos_;
+    if (pos_ != s_.size()) return "bytes after the header dict";
+    if (!has_descr) return "header has no 'descr'";
+    if (!has_order) return "header has no 'fortran_order'";
+    if (!has_shape) return "header has no 'shape'";
+    return "";
+  }
+
+ private:
+  void skip() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool eat(char c) {
+    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  bool word(std::string_view w) {
+    if (s_.substr(pos_, w.size()) != w) return false;
+    pos_ += w.size();
+    return true;
+  }
+  bool quoted(std::string* out) {
+    if (!eat('\'')) return false;
+    size_t end = s_.find('\'', pos_);
+    if (end == std::string_view::npos) return false;
+    *out = std::string(s_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return true;
+  }
+  // "()", "(N,)", "(N, M)" or "(N, M,)": non-negative decimal integers that fit in int64.
+  std::string shape(std::vector<int64_t>* dims) {
+    if (!eat('(')) return "'shape' is not a tuple";
+    for (;;) {
+      skip();
+      if (eat(')')) return "";
+      if (dims->size() == kMaxRank) return fmt::format("'shape' has more than {} dimensions", kMaxRank);
+      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_])))
+        return "'shape' holds something other than a non-negative integer";
+      int64_t d = 0;
+      auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), d);
+      if (ec != std::errc()) return fmt::format("'shape' dimension {} does not fit in 64 bits", dims->size());
+      pos_ = size_t(p - s_.data());
+      dims->push_back(d);
+      skip();
+      if (eat(')')) {
+        if (dims->size() == 1) return "'shape' (N) is not a tuple; numpy writes (N,)";
+        return "";
+      }
+      if (!eat(',')) return "'shape' entries are not separated by ','";
+    }
+  }
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+// "<f4", "|u1", ... -> the item size; 0 if the dtype is not a little-endian scalar.
+uint64_t descr_item_size(std::string& descr) {
+  if (descr == "<V2" || descr == "|V2") descr = "<u2";  // bf16 written by ml_dtypes-less numpy
+  if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|')) return 0;
+  if (std::string_view("fiubc").find(descr[1]) == std::string_view::npos) return 0;
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(descr.data() + 2, descr.data() + descr.size(), n);
+  if (ec != std::errc() || p != descr.data() + descr.size() || n == 0 || n > 16) return 0;
+  if (descr[0] == '|' && n != 1) return 0;  // '|' is "byte order does not apply"
+  return n;
+}
+
+Error bad(const std::string& name, const std::string& why) {
+  return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: {}", name, why));
+}
+
+}  // namespace
 
 size_t NpyArray::item_size() const {
-  if (descr.size() < 3) return 0;
-  return size_t(std::strtoul(descr.c_str() + 2, nullptr, 10));
+  std::string d = descr;
+  return size_t(descr_item_size(d));
 }
 
 int64_t NpyArray::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return -1;  // never for a parsed array: its size was checked
   return n;
 }
 
+Result<NpyHeader> parse_npy_header(const unsigned char* bytes, size_t size, const std::string& name) {
+  if (size < 8 || std::memcmp(bytes, "\x93NUMPY", 6) != 0) return bad(name, "not a .npy file (bad magic)");
+  const unsigned major = bytes[6], minor = bytes[7];
+  if (major < 1 || major > 3 || minor != 0) return bad(name, fmt::format("unsupported .npy version {}.{}", major, minor));
+  const size_t len_bytes = major == 1 ? 2 : 4;
+  if (size < 8 + len_bytes) return Error(HAL_OUT_OF_RANGE, fmt::format("{}: truncated header", name));
+  uint32_t header_len = 0;
+  for (size_t i = 0; i < len_bytes; ++i) header_len |= uint32_t(bytes[8 + i]) << (8 * i);
+  if (header_len > kMaxHeader) return bad(name, fmt::format("header length {} is over {} bytes", header_len, kMaxHeader));
+  NpyHeader h;
+  h.data_offset = 8 + len_bytes + header_len;
+  if (size < h.data_offset) return Error(HAL_OUT_OF_RANGE, fmt::format("{}: truncated header", name));
+  std::string_view text(reinterpret_cast<const char*>(bytes) + 8 + len_bytes, header_len);
+  if (std::string why = HeaderParser(text).parse(&h); !why.empty()) return bad(name, why);
+  h.item_size = descr_item_size(h.descr);
+  if (!h.item_size) return bad(name, fmt::format("dtype '{}' is not a little-endian scalar type", h.descr));
+  int64_t bytes_total = int64_t(h.item_size);
+  for (int64_t d : h.shape)
+    if (__builtin_mul_overflow(bytes_total, d, &bytes_total))
+      return bad(name, fmt::format("shape ({}) of {} holds more than 2^63 bytes", fmt::join(h.shape, ", "), h.descr));
+  h.data_bytes = uint64_t(bytes_total);
+  return h;
+}
+
+namespace {
+// The data must fill the rest of the file exactly: checked before anything is allocated.
+Status check_data_size(const NpyHeader& h, uint64_t file_size, const std::string& name) {
+  uint64_t have = file_size - h.data_offset;
+  if (have != h.data_bytes)
+    return bad(name, fmt::format("holds {} data bytes; its header ({} of shape ({})) says {}", have, h.descr,
+                                 fmt::join(h.shape, ", "), h.data_bytes));
+  return {};
+}
+
+NpyArray array_of(NpyHeader&& h) {
+  NpyArray a;
+  a.descr = std::move(h.descr);
+  a.shape = std::move(h.shape);
+  return a;
+}
+}  // namespace
+
+Result<NpyArray> parse_npy(const unsigned char* bytes, size_t size, const std::string& name) {
+  auto h = parse_npy_header(bytes, size, name);
+  if (!h) return h.error();
+  if (auto st = check_data_size(*h, size, name); !st) return st.error();
+  const unsigned char* data = bytes + h->data_offset;
+  const uint64_t n = h->data_bytes;
+  NpyArray a = array_of(std::move(h).value());
+  a.data.assign(data, data + n);
+  return a;
+}
+
 Result<NpyArray> read_npy(const std::string& path) {
-  auto bad = [&](const std::string& why) { return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: {}", path, why)); };
+  // Only regular files: a directory or FIFO would fail (or block) in the middle of a read.
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) return Error(HAL_NOT_FOUND, fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return bad(path, "is not a regular file");
   std::ifstream f(path, std::ios::binary);
   if (!f) return Error(HAL_NOT_FOUND, fmt::format("{}: cannot open", path));
-  char magic[8];
-  if (!f.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) return bad("not a .npy file (bad magic)");
-  uint8_t major = uint8_t(magic[6]);
-  uint32_t header_len = 0;
-  if (major == 1) {
-    unsigned char b[2];
-    if (!f.read(reinterpret_cast<char*>(b), 2)) return bad("truncated header");
-    header_len = b[0] | (uint32_t(b[1]) << 8);
-  } else if (major == 2 || major == 3) {
-    unsigned char b[4];
-    if (!f.read(reinterpret_cast<char*>(b), 4)) return bad("truncated header");
-    header_len = b[0] | (uint32_t(b[1]) << 8) | (uint32_t(b[2]) << 16) | (uint32_t(b[3]) << 24);
-  } else {
-    return bad(fmt::format("unsupported .npy version {}", major));
-  }
-  if (header_len > (1u << 20)) return bad("header too large");
-  std::string header(header_len, '\0');
-  if (!f.read(header.data(), header_len)) return bad("truncated header");
-  // The header is a Python dict literal; only three keys matter and their syntax is fixed.
-  auto value_of = [&](std::string_view key) -> std::string_view {
-    std::string quoted;
-    quoted.reserve(key.size() + 2);
-    quoted.append(1, '\'').append(key).append(1, '\'');
-    size_t k = header.find(quoted);
-    if (k == std::string::npos) return {};
-    size_t colon = header.find(':', k);
-    if (colon == std::string::npos) return {};
-    size_t v = header.find_first_not_of(" ", colon + 1);
-    return v == std::string::npos ? std::string_view() : std::string_view(header).substr(v);
-  };
-  NpyArray a;
-  std::string_view descr = value_of("descr");
-  if (descr.size() < 2 || descr[0] != '\'' || descr.find('\'', 1) == std::string_view::npos) return bad("header has no 'descr'");
-  a.descr = std::string(descr.substr(1, descr.find('\'', 1) - 1));
-  if (a.descr == "<V2" || a.descr == "|V2") a.descr = "<u2";
-  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|') || !std::isalpha(static_cast<unsigned char>(a.descr[1])) ||
-      !std::isdigit(static_cast<unsigned char>(a.descr[2])))
-    return bad(fmt::format("dtype '{}' is not a little-endian scalar type", a.descr));
-  if (value_of("fortran_order").starts_with("True")) return bad("Fortran-order arrays are not supported; save with C order");
-  std::string_view shape = value_of("shape");
-  if (shape.empty() || shape[0] != '(' || shape.find(')') == std::string_view::npos) return bad("header has no 'shape'");
-  shape = shape.substr(1, shape.find(')') - 1);
-  int64_t cur = -1;
-  for (char ch : shape) {
-    if (std::isdigit(static_cast<unsigned char>(ch))) {
-      cur = (cur < 0 ? 0 : cur) * 10 + (ch - '0');
-    } else if (ch == ',') {
-      if (cur < 0) return bad("malformed shape");
-      a.shape.push_back(cur);
-      cur = -1;
-    } else if (ch != ' ' && ch != 'L') {
-      return bad("malformed shape");
-    }
-  }
-  if (cur >= 0) a.shape.push_back(cur);
-  size_t bytes = size_t(a.numel()) * a.item_size();
-  a.data.resize(bytes);
-  if (bytes && !f.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(bytes)))
-    return bad(fmt::format("data is shorter than the {} bytes its header announces", bytes));
+  // The prefix and the header: at most 12 + kMaxHeader bytes, fewer if the file is smaller.
+  std::vector<unsigned char> head(std::min<uint64_t>(uint64_t(st.st_size), 12 + kMaxHeader));
+  if (!f.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size()))) return bad(path, "cannot read the header");
+  auto h = parse_npy_header(head.data(), head.size(), path);
+  if (!h) return h.error();
+  if (auto s = check_data_size(*h, uint64_t(st.st_size), path); !s) return s.error();
+  const uint64_t offset = h->data_offset, n = h->data_bytes;
+  NpyArray a = array_of(std::move(h).value());
+  a.data.resize(n);
+  f.clear();
+  f.seekg(std::streamoff(offset));
+  if (n && !f.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(n)))
+    return bad(path, fmt::format("could not read its {} data bytes", n));
   return a;
 }
 

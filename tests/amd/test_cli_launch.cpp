@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "launch_npy.hpp"
+#include <halcyon/runtime/npy.hpp>
+
 #include "sim_harness.hpp"
 
 using namespace amdtest;
@@ -22,13 +23,9 @@ std::string work_dir() {
   return d;
 }
 
-halcyon::npy::Array f32_array(const std::vector<float>& v) {
-  halcyon::npy::Array a;
-  a.descr = "<f4";
-  a.shape = {v.size()};
-  a.data.resize(v.size() * 4);
-  std::memcpy(a.data.data(), v.data(), a.data.size());
-  return a;
+void write_f32(const std::string& path, const std::vector<float>& v) {
+  auto st = halcyon::rt::write_npy(path, "<f4", {int64_t(v.size())}, v.data(), v.size() * 4);
+  REQUIRE_MESSAGE(st.ok(), path);
 }
 
 // Runs the CLI; returns its exit status and puts its output (stdout and stderr) in *out.
@@ -47,9 +44,9 @@ TEST_CASE("halcyon launch runs a code object on .npy files and writes every buff
   std::string dir = work_dir();
   const uint32_t n = 300;
   auto a = random_floats(n, 60), b = random_floats(n, 61);
-  REQUIRE(halcyon::npy::write(dir + "/a.npy", f32_array(a)) == "");
-  REQUIRE(halcyon::npy::write(dir + "/b.npy", f32_array(b)) == "");
-  REQUIRE(halcyon::npy::write(dir + "/c.npy", f32_array(std::vector<float>(n, -1.0f))) == "");
+  write_f32(dir + "/a.npy", a);
+  write_f32(dir + "/b.npy", b);
+  write_f32(dir + "/c.npy", std::vector<float>(n, -1.0f));
   std::string co = std::string(HALCYON_GCN_CO_DIR) + "/halcyon_vector_add_f32.gfx942.hsaco";
   std::string common = "--device amdgpu-sim:gfx942 --module " + co + " --kernel halcyon_vector_add_f32 --grid 2 --block 256 ";
   std::string args = "--arg buf:a=" + dir + "/a.npy --arg buf:b=" + dir + "/b.npy --arg buf:c=" + dir + "/c.npy ";
@@ -57,15 +54,15 @@ TEST_CASE("halcyon launch runs a code object on .npy files and writes every buff
   REQUIRE_MESSAGE(cli(common + args + "--arg u32:300 --out " + dir + "/out", &out) == 0, out);
   CHECK(out.find("warning") == std::string::npos);  // e.g. objects outliving their device
   CHECK(out.find("wrote " + dir + "/out/c.npy") != std::string::npos);
-  halcyon::npy::Array c;
-  REQUIRE(halcyon::npy::read(dir + "/out/c.npy", &c) == "");
-  REQUIRE(c.shape == std::vector<uint64_t>{n});
+  auto read = halcyon::rt::read_npy(dir + "/out/c.npy");
+  REQUIRE(read.ok());
+  const halcyon::rt::NpyArray& c = *read;
+  REQUIRE(c.shape == std::vector<int64_t>{n});
   REQUIRE(c.descr == "<f4");
   std::vector<float> got(n);
   std::memcpy(got.data(), c.data.data(), n * 4);
   for (uint32_t i = 0; i < n; ++i) REQUIRE(got[i] == a[i] + b[i]);
-  halcyon::npy::Array a_back;
-  CHECK(halcyon::npy::read(dir + "/out/a.npy", &a_back) == "");  // inputs are written back too
+  CHECK(halcyon::rt::read_npy(dir + "/out/a.npy").ok());  // inputs are written back too
 
   SUBCASE("too few arguments") {
     CHECK(cli(common + args + "--out " + dir + "/out", &out) != 0);

@@ -19,15 +19,14 @@ inline std::vector<uint16_t> random_bf16(size_t n, float scale, std::mt19937& rn
   return v;
 }
 
-// A new tensor holding `v`; synchronizes, since the write may read `v` later and callers pass
-// temporaries.
+// A new tensor holding `v` (Stream::write is done with `v` when it returns: callers pass
+// temporaries).
 template <typename T>
 halcyon::ops::Tensor upload(const halcyon::Device& d, const halcyon::Stream& s, halcyon::ops::DType dt,
                            std::vector<int64_t> shape, const std::vector<T>& v) {
   auto t = unwrap(halcyon::ops::make_tensor(d, dt, std::move(shape)));
   REQUIRE(t.bytes() == v.size() * sizeof(T));
   unwrap(s.write(t.buffer, 0, v.data(), v.size() * sizeof(T)));
-  unwrap(s.synchronize());
   return t;
 }
 

@@ -241,3 +241,33 @@ case R=5 T=2 H=3
   refused((head + "defined o if nothing\n").c_str(), "'nothing' a bool param");
   refused((head + "defined o when flag\n").c_str(), "expected 'defined <output> if <bool param>'");
 }
+
+// Issue 22: bounds such as [-1, T) need unary minus; sizes past int64 are errors, not
+// wrapped values (UBSan found the wrap with huge --set values).
+TEST_CASE("contract: expressions have unary minus and refuse overflow") {
+  const Contract* c = find_contract("vector_add");
+  REQUIRE(c);
+  Binding b = unwrap(bind(*c, {}, {{"N", 5}}, {}));
+  CHECK(unwrap(evaluate(b, "-1")) == -1);
+  CHECK(unwrap(evaluate(b, "-N + 2")) == -3);
+  CHECK(unwrap(evaluate(b, "2 * -(N - 1)")) == -8);
+  CHECK(unwrap(evaluate(b, "- - 4")) == 4);
+  for (const char* e : {"9223372036854775807 + 1", "-9223372036854775807 - 2", "4611686018427387904 * 2",
+                        "3037000500 * 3037000500", "-(-9223372036854775807 - 1)", "(-9223372036854775807 - 1) / -1"}) {
+    auto r = evaluate(b, e);
+    REQUIRE_MESSAGE(!r.ok(), e);
+    CHECK_MESSAGE(r.error().message().find("overflows") != std::string::npos, r.error().message());
+  }
+  CHECK(!evaluate(b, std::string(100000, '(') + "1").ok());  // deep nesting: an error, not a stack overflow
+  CHECK(!evaluate(b, std::string(100000, '-') + "1").ok());
+  CHECK(!evaluate(b, "99999999999999999999").ok());
+}
+
+TEST_CASE("contract: a binding whose tensors hold more than 2^63 bytes is refused") {
+  const Contract* c = find_contract("gemm_bf16");
+  REQUIRE(c);
+  auto r = bind(*c, {}, {{"M", int64_t(1) << 40}, {"N", int64_t(1) << 40}, {"K", 1}}, {});
+  REQUIRE(!r.ok());
+  CHECK_MESSAGE(r.error().message().find("more than 2^63 bytes") != std::string::npos, r.error().message());
+  CHECK(bind(*c, {}, {{"M", int64_t(1) << 20}, {"N", 4}, {"K", 4}}, {}).ok());
+}

@@ -1,6 +1,7 @@
 // Buffers, transfers and fills, with every range checked before anything is queued.
 #include "test_support.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -129,4 +130,26 @@ TEST_CASE_FIXTURE(Fixture, "memory: aligned allocations honour the alignment") {
   expect_ok(hal_buffer_create(dev.get(), &bd, &b));
   halcyon::Buffer buf(b);
   CHECK(buf.address() % 4096 == 0);
+}
+
+// Issue 22: `halcyon demo` freed a host vector that an asynchronous write had not read yet.
+// Stream::write is done with its source when it returns; write_async is the raw, queued form.
+TEST_CASE("memory: Stream::write is done with the host memory when it returns") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  auto stream = unwrap(dev.create_stream());
+  const uint64_t busy = 64 << 20;
+  auto big = unwrap(dev.allocate(busy));
+  auto buf = unwrap(dev.allocate(4096));
+  std::vector<uint32_t> host(1024, 0x11111111u), back(1024, 0);
+  unwrap(stream.fill<uint32_t>(big, 0, busy, 7u));  // the write queues behind this
+  unwrap(stream.write(buf, 0, host.data(), 4096));
+  std::fill(host.begin(), host.end(), 0x22222222u);  // after write returned: must not matter
+  unwrap(stream.read(buf, 0, back.data(), 4096));
+  CHECK(back[0] == 0x11111111u);
+  CHECK(back[1023] == 0x11111111u);
+  // The async form with memory kept alive until the synchronize.
+  unwrap(stream.write_async(buf, 0, host.data(), 4096));
+  unwrap(stream.read_async(buf, 0, back.data(), 4096));
+  unwrap(stream.synchronize());
+  CHECK(back[0] == 0x22222222u);
 }

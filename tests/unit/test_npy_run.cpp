@@ -2,6 +2,7 @@
 // and bad input refused with a clear message before anything runs.
 #include <halcyon/runtime/npy.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +16,25 @@ using namespace halcyon::rt;
 using test::unwrap;
 
 namespace {
+// A .npy file from a version and a header text, padded as numpy pads it, then `data`.
+std::vector<unsigned char> npy_bytes(const std::string& header, const std::string& data = "", unsigned char major = 1,
+                                     unsigned char minor = 0) {
+  std::string h = header;
+  size_t prefix = major == 1 ? 10 : 12;
+  h.append((64 - (prefix + h.size() + 1) % 64) % 64, ' ');
+  h += '\n';
+  std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', major, minor};
+  for (size_t i = 0; i < prefix - 8; ++i) out.push_back(uint8_t(h.size() >> (8 * i)));
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+std::string parse_error(const std::vector<unsigned char>& file) {
+  auto r = parse_npy(file.data(), file.size(), "f.npy");
+  return r.ok() ? std::string("(accepted)") : r.error().message();
+}
+
 std::string tmp(const std::string& name) { return std::string(HALCYON_TEST_TMP) + "/" + name; }
 
 // Runs a command, returns its exit status and everything it printed.
@@ -56,7 +76,7 @@ TEST_CASE("npy: malformed files are refused with the reason") {
   unwrap(write_npy(tmp("short.npy"), "<f4", {2, 3}, m.data(), 12));  // half the data
   r = read_npy(tmp("short.npy"));
   REQUIRE(!r.ok());
-  CHECK(r.error().message().find("shorter than the 24 bytes") != std::string::npos);
+  CHECK_MESSAGE(r.error().message().find("holds 12 data bytes") != std::string::npos, r.error().message());
   r = read_npy(tmp("missing.npy"));
   REQUIRE(!r.ok());
   CHECK(r.error().status() == HAL_NOT_FOUND);
@@ -181,4 +201,49 @@ TEST_CASE("halcyon run: the attention operators, and their bad indices refused b
   CHECK(rc != 0);
   CHECK_MESSAGE(out.find("offsets 'cu_seqlens_") != std::string::npos, out);  // _q or _k: both are bad
   CHECK_MESSAGE(out.find("' decrease at 2 (2 after 3)") != std::string::npos, out);
+}
+
+// Issue 22: one strict reader. Every field is parsed whole and range-checked, and the data
+// size is checked against the file before anything is allocated.
+TEST_CASE("npy: the reader is strict about every header field") {
+  auto h = [](const std::string& descr, const std::string& shape) {
+    return "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  };
+  CHECK(parse_error(npy_bytes(h("<f4", "(2,)"), std::string(8, '\0'))) == "(accepted)");
+  CHECK(parse_error(npy_bytes(h("<f4", "(2,)"), std::string(8, '\0'), 2)) == "(accepted)");
+  CHECK(parse_error(npy_bytes(h("<f4", "()"), std::string(4, '\0'))) == "(accepted)");
+  CHECK(parse_error(npy_bytes(h("<f4", "(2,)"), std::string(8, '\0'), 1, 1)).find("version 1.1") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(2,)"), std::string(8, '\0'), 4)).find("version 4.0") != std::string::npos);
+  CHECK(parse_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, }")).find("no 'shape'") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(-2,)"))).find("non-negative") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(2)"))).find("not a tuple") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(2, x)"))).find("non-negative") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(99999999999999999999,)"))).find("64 bits") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(4611686018427387904, 4)"))).find("more than 2^63 bytes") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(3037000500, 3037000500)"))).find("more than 2^63 bytes") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f99999999999999999999", "(2,)"))).find("not a little-endian") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h(">f4", "(2,)"))).find("not a little-endian") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(2,)") + "x")).find("after the header") != std::string::npos);
+  CHECK(parse_error(npy_bytes("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "1234"))
+            .find("repeated key 'descr'") != std::string::npos);
+  CHECK(parse_error(npy_bytes(h("<f4", "(2,)"), std::string(9, '\0'))).find("holds 9 data bytes") != std::string::npos);
+}
+
+TEST_CASE("npy: a small file claiming a huge array is refused at once, without allocating it") {
+  // 4 KB on disk, 5 GB claimed: the reader used to allocate 5 GB and read for seconds.
+  auto file = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1250000000,), }", std::string(4000, '\1'));
+  {
+    std::ofstream f(tmp("claims_5gb.npy"), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = read_npy(tmp("claims_5gb.npy"));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(!r.ok());
+  CHECK_MESSAGE(r.error().message().find("holds 4000 data bytes") != std::string::npos, r.error().message());
+  CHECK(s < 1.0);
+  REQUIRE(std::system(("mkdir -p " + tmp("a_dir.npy")).c_str()) == 0);
+  r = read_npy(tmp("a_dir.npy"));
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("not a regular file") != std::string::npos);
 }

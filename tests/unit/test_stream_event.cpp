@@ -86,3 +86,25 @@ TEST_CASE("events: bad event use is refused") {
   hal_stream st = nullptr;
   expect_error(hal_stream_create(dev.get(), &sd, &st), HAL_INVALID_ARGUMENT, "reserved");
 }
+
+// Issue 22: the CPU backend's queued record held a raw pointer to the event, so releasing the
+// event before the stream reached the record made the next synchronize hang (or, under ASan,
+// a use after free). Every backend must keep what a queued command refers to alive.
+TEST_CASE("events: releasing an event whose record or wait is still queued is safe") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  auto s = unwrap(dev.create_stream());
+  auto other = unwrap(dev.create_stream());
+  const uint64_t n = 32 << 20;  // keeps the stream busy while the event is released
+  auto buf = unwrap(dev.allocate(n));
+  for (int round = 0; round < 8; ++round) {
+    unwrap(s.fill<uint32_t>(buf, 0, n, uint32_t(round)));
+    hal_event ev = nullptr;
+    expect_ok(hal_event_create(dev.get(), nullptr, &ev));
+    expect_ok(hal_event_record(ev, s.get()));
+    expect_ok(hal_stream_wait_event(other.get(), ev));
+    expect_ok(hal_event_release(ev));
+    std::vector<std::vector<char>> reuse(16, std::vector<char>(256, char(0xA5)));  // recycles the freed memory
+    unwrap(s.synchronize());
+    unwrap(other.synchronize());
+  }
+}

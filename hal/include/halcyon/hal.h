@@ -457,7 +457,10 @@ HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
 
 /* Stream-ordered transfers. Host memory passed to write/read must stay valid until the
  * stream has reached the operation (synchronize, or an event recorded after it). Every
- * offset/size pair is checked against the buffer's size before anything is queued. */
+ * offset/size pair is checked against the buffer's size before anything is queued.
+ * C++: halcyon::Stream::write/read wait for the stream (the host memory may go when they
+ * return); write_async/read_async are these calls as they are, for pinned memory or memory
+ * whose lifetime the caller manages. */
 HAL_API hal_error* hal_stream_write(hal_stream stream, hal_buffer dst, uint64_t dst_offset,
                                     const void* src, uint64_t size);
 HAL_API hal_error* hal_stream_read(hal_stream stream, hal_buffer src, uint64_t src_offset,
@@ -481,6 +484,9 @@ enum { HAL_EVENT_TIMING = 1u << 0 };
 HAL_API hal_error* hal_event_create(hal_device device, const hal_event_desc* desc,
                                     hal_event* out);
 HAL_API hal_error* hal_event_retain(hal_event event);
+/* An event may be released while a record of it or a wait on it is still queued: the queued
+ * command still runs (backends keep what it needs alive until then; CUDA's cuEventDestroy and
+ * HIP's hipEventDestroy defer the release themselves, the CPU backend counts references). */
 HAL_API hal_error* hal_event_release(hal_event event);
 HAL_API hal_error* hal_event_record(hal_event event, hal_stream stream);
 /* Later work on `stream` waits until `event`'s recorded point completes. Waiting on an
@@ -637,6 +643,10 @@ typedef struct hal_be_module hal_be_module;
 typedef struct hal_be_kernel hal_be_kernel;
 typedef struct hal_be_partition hal_be_partition;
 
+/* Lifetime rule for backends: an object that a queued command refers to (an event recorded
+ * or waited on, a buffer copied) must stay alive until that command has run, even when its
+ * handle is released first; the core destroys a backend object as soon as its last handle
+ * reference goes. */
 typedef struct hal_backend_api {
   size_t struct_size;
   const void* next;

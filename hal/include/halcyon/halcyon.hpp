@@ -188,10 +188,23 @@ class Stream : public Handle<hal_stream, hal_stream_retain, hal_stream_release> 
     if (hal_error* e = hal_stream_get_info(get(), &i)) return Error::adopt(e);
     return i;
   }
+  // Host transfers wait for the stream: `src`/`dst` is done with when they return, so a
+  // temporary vector is safe (hal.h's rule, host memory valid until the stream reaches the
+  // transfer, cannot be broken by an early return). The *_async forms queue the transfer and
+  // return at once: for pinned memory, or host memory that the caller keeps alive until a
+  // synchronize or an event after the transfer.
   Status write(const Buffer& dst, uint64_t off, const void* src, uint64_t size) const {
-    return check(hal_stream_write(get(), dst.get(), off, src, size));
+    Status queued = write_async(dst, off, src, size);
+    return queued ? synchronize() : queued;
   }
   Status read(const Buffer& src, uint64_t off, void* dst, uint64_t size) const {
+    Status queued = read_async(src, off, dst, size);
+    return queued ? synchronize() : queued;
+  }
+  Status write_async(const Buffer& dst, uint64_t off, const void* src, uint64_t size) const {
+    return check(hal_stream_write(get(), dst.get(), off, src, size));
+  }
+  Status read_async(const Buffer& src, uint64_t off, void* dst, uint64_t size) const {
     return check(hal_stream_read(get(), src.get(), off, dst, size));
   }
   Status copy(const Buffer& dst, uint64_t doff, const Buffer& src, uint64_t soff,

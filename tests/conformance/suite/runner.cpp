@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <random>
 #include <sstream>
@@ -113,8 +115,14 @@ RunOutcome make_plan(const Options& o, Plan* plan) {
   if (!o.device.empty()) {
     auto d = Device::open(o.device.c_str());
     if (!d) {
-      out.error = RunError::no_device;
-      out.message = fmt::format("device {}: {}", o.device, d.error().to_string());
+      // "Skipped" only when the backend has no device here at all: a device that does not
+      // exist on a backend that has some is a mistake (a typo must not pass CI as a skip).
+      std::vector<std::string> same;
+      for (auto& u : *uris)
+        if (scheme_of(u) == scheme_of(o.device)) same.push_back(u);
+      out.error = same.empty() ? RunError::no_device : RunError::bad_option;
+      out.message = fmt::format("device {}: {}{}", o.device, d.error().to_string(),
+                                same.empty() ? "" : fmt::format(" (this machine has {})", fmt::join(same, ", ")));
       return out;
     }
     auto i = d->info();

@@ -1,0 +1,209 @@
+// The `halcyon` command as a new user meets it (issue 22): no crash, hang or abort on bad
+// input; every failure one line and exit status 2 (usage) or 1 (runtime); options that agree
+// between commands.
+#include <halcyon/runtime/npy.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+using test::unwrap;
+
+namespace {
+
+std::string tmp(const std::string& name) { return std::string(HALCYON_TEST_TMP) + "/cli_errors/" + name; }
+
+struct Outcome {
+  int status = -1;  // exit status; 128 + N for signal N; 124 when it ran past the limit (a hang)
+  std::string output;
+  int lines() const {
+    int n = 0;
+    for (char c : output) n += c == '\n';
+    return n;
+  }
+};
+
+Outcome cli(const std::string& args, const std::string& env = "", int limit_s = 120) {
+  std::string log = tmp("out.log");
+  std::string cmd = fmt::format("{} timeout {} {} {} > {} 2>&1", env, limit_s, HALCYON_CLI, args, log);
+  int rc = std::system(cmd.c_str());
+  Outcome o;
+  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  std::ifstream f(log);
+  o.output.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return o;
+}
+
+void setup() { REQUIRE(std::system(("mkdir -p " + tmp("")).c_str()) == 0); }
+
+// A one-line error with this exit status that mentions `needle`.
+void expect_error(const std::string& args, int status, const std::string& needle) {
+  Outcome o = cli(args);
+  INFO("halcyon ", args, "\n", o.output);
+  CHECK(o.status == status);
+  CHECK(o.lines() == 1);
+  CHECK(o.output.find(needle) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("cli: demo on the CPU with a token count of its own runs (host memory outlived its write)") {
+  setup();
+  Outcome o = cli("demo --device cpu --tokens 8 --iters 1");
+  INFO(o.output);
+  CHECK(o.status == 0);
+  CHECK(o.output.find("PASS") != std::string::npos);
+}
+
+TEST_CASE("cli: numeric options are parsed whole and range-checked") {
+  setup();
+  expect_error("demo --tokens abc", 2, "--tokens: 'abc' is not an integer");
+  expect_error("demo --tokens 99999999999999999999", 2, "--tokens");
+  expect_error("demo --tokens 0", 2, "--tokens: '0'");
+  expect_error("demo --iters -3", 2, "--iters: '-3'");
+  expect_error("demo --iters 5x", 2, "--iters: '5x'");
+  expect_error("bench moe --tokens 1e9", 2, "--tokens: '1e9'");
+  expect_error("bench moe --hidden -64", 2, "--hidden: '-64'");
+  expect_error("bench moe --experts 0", 2, "--experts: '0'");
+  expect_error("bench moe --iters 99999999999999999999999", 2, "--iters");
+  expect_error("bench moe --peak-tflops nan", 2, "--peak-tflops: 'nan'");
+  expect_error("bench moe --peak-tflops 0", 2, "--peak-tflops: '0'");
+  expect_error("run vector_add --in a=x.npy --set N=12abc --out " + tmp("o"), 2, "'12abc'");
+}
+
+TEST_CASE("cli: directories and FIFOs where files belong are errors, not exceptions or hangs") {
+  setup();
+  std::string dir = tmp("a_folder");
+  REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+  expect_error("launch --device cpu --module " + dir + " --kernel k --grid 1 --block 1 --out " + tmp("o"), 1,
+               "not a regular file");
+  expect_error("run vector_add --in a=" + dir + " --in b=" + dir + " --out " + tmp("o"), 1, "not a regular file");
+  std::string fifo = tmp("a_fifo.npy");
+  std::remove(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  expect_error("run vector_add --in a=" + fifo + " --in b=" + fifo + " --out " + tmp("o"), 1, "not a regular file");
+}
+
+TEST_CASE("cli: .npy headers that overflow are refused before anything is allocated") {
+  setup();
+  std::vector<float> four(4, 1.0f);
+  // A valid file, then its header rewritten to claim (2^62, 4) floats: 2^66 bytes.
+  std::string path = tmp("huge.npy");
+  unwrap(halcyon::rt::write_npy(path, "<f4", {1, 4}, four.data(), 16));
+  std::string text;
+  {
+    std::ifstream f(path, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  size_t at = text.find("(1, 4)");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 6, "(4611686018427387904, 4)");
+  text.erase(text.find('\n') - 18, 18);  // keep the header length
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  expect_error("run moe_permute --in x=" + path + " --in topk_ids=" + path + " --out " + tmp("o"), 1,
+               "more than 2^63 bytes");
+}
+
+TEST_CASE("cli: huge shapes are errors: past 2^63 bytes at binding, too large to allocate at allocation") {
+  setup();
+  std::vector<uint16_t> none;
+  auto empty = [&](const std::string& name, std::vector<int64_t> shape) {
+    unwrap(halcyon::rt::write_npy(tmp(name), "<u2", shape, none.data(), 0));
+    return tmp(name);
+  };
+  const int64_t t40 = int64_t(1) << 40, t30 = int64_t(1) << 30;
+  expect_error("run gemm_bf16 --in a=" + empty("a40.npy", {t40, 0}) + " --in b=" + empty("b40.npy", {0, t40}) +
+                   " --out " + tmp("o"),
+               1, "more than 2^63 bytes");
+  // c = [2^30, 2^30] f32: 4 EiB, a size that fits in int64 but in no memory.
+  expect_error("run gemm_bf16 --in a=" + empty("a30.npy", {t30, 0}) + " --in b=" + empty("b30.npy", {0, t30}) +
+                   " --out " + tmp("o"),
+               1, "HAL_OUT_OF_MEMORY");
+}
+
+TEST_CASE("cli: a failing launch releases its events and exits (the CPU backend hung)") {
+  setup();
+  // gemm_bf16 with M = 2^50, K = N = 0: no bytes, so it binds and allocates; the launch of
+  // 2^34 blocks is refused after the start event's record was queued, and the command
+  // returns, releasing its events before its tensors (whose release drains the stream).
+  // Before the fix: a hang or, under ASan, a use after free.
+  std::vector<uint16_t> none;
+  unwrap(halcyon::rt::write_npy(tmp("a50.npy"), "<u2", {int64_t(1) << 50, 0}, none.data(), 0));
+  unwrap(halcyon::rt::write_npy(tmp("b00.npy"), "<u2", {0, 0}, none.data(), 0));
+  Outcome o = cli("run gemm_bf16 --in a=" + tmp("a50.npy") + " --in b=" + tmp("b00.npy") + " --out " + tmp("g0"), "", 60);
+  INFO(o.output);
+  CHECK(o.status == 1);
+  CHECK(o.output.find("blocks is too many") != std::string::npos);
+}
+
+TEST_CASE("cli: --out that cannot be created fails before the operator runs") {
+  setup();
+  std::vector<float> a = {1, 2};
+  unwrap(halcyon::rt::write_npy(tmp("v.npy"), "<f4", {2}, a.data(), 8));
+  std::string in = " --in a=" + tmp("v.npy") + " --in b=" + tmp("v.npy");
+  expect_error("run vector_add" + in + " --out /proc/no/such/folder", 1, "cannot create --out /proc/no/such/folder");
+  std::ofstream(tmp("a_file")) << "x";
+  expect_error("run vector_add" + in + " --out " + tmp("a_file"), 1, "is not a folder");
+}
+
+TEST_CASE("cli: --help exits 0 everywhere, --version works, unknown options exit 2") {
+  setup();
+  for (const char* cmd : {"--help", "bench --help", "bench moe --help", "demo --help", "run --help", "info --help",
+                          "version --help", "cts --help", "launch --help"}) {
+    Outcome o = cli(cmd);
+    INFO("halcyon ", cmd, "\n", o.output);
+    CHECK(o.status == 0);
+  }
+  Outcome v = cli("--version");
+  CHECK(v.status == 0);
+  CHECK(v.output.find("C ABI") != std::string::npos);
+  expect_error("version --bogus", 2, "unknown option '--bogus'");
+  CHECK(cli("demo --bogus").status == 2);
+  CHECK(cli("bench moe --bogus 1").status == 2);
+}
+
+TEST_CASE("cli: cts on a device that does not exist is an error, not a skip") {
+  setup();
+  Outcome o = cli("cts --device cpu:1 --filter api.buffer*");
+  INFO(o.output);
+  CHECK(o.status == 2);
+  CHECK(o.output.find("cpu:0") != std::string::npos);  // names the devices there are
+  CHECK(cli("cts --device nosuchbackend:0 --filter api.buffer*").status == 77);
+  CHECK(cli("cts --list --device cpu:1").status == 2);
+}
+
+TEST_CASE("cli: info -v says why a plugin folder gave nothing, and never opens a FIFO") {
+  setup();
+  std::string empty = tmp("no_plugins");
+  REQUIRE(std::system(("mkdir -p " + empty).c_str()) == 0);
+  Outcome o = cli("info -v", "HALCYON_BACKEND_PATH=" + empty);
+  CHECK(o.status == 0);
+  CHECK_MESSAGE(o.output.find("no libhalcyon_backend_*.so file") != std::string::npos, o.output);
+  std::string fifo = tmp("libhalcyon_backend_fifo.so");
+  std::remove(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  o = cli("info -v", "HALCYON_BACKEND_PATH=" + fifo, 30);
+  CHECK_MESSAGE(o.status == 0, o.output);  // 124: discovery blocked on the FIFO
+  CHECK_MESSAGE(o.output.find("not a regular file") != std::string::npos, o.output);
+}
+
+TEST_CASE("cli: bench picks the best device, says so, and has no made-up FLOP floor on the CPU") {
+  setup();
+  Outcome o = cli("bench moe --tokens 8 --experts 8 --topk 2 --hidden 64 --inter 32 --groups 2 --topk-groups 1 --iters 1");
+  INFO(o.output);
+  CHECK(o.status == 0);
+  CHECK(o.output.find("device: cpu:0 (the best device here") != std::string::npos);
+  CHECK(o.output.find("FLOP floor unknown") != std::string::npos);
+}

@@ -1,0 +1,49 @@
+#include "cli_support.hpp"
+
+#include <halcyon/ops/op.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace halcyon::cli {
+
+std::optional<int64_t> parse_int(std::string_view option, std::string_view text, int64_t lo, int64_t hi, std::string* err) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (!text.empty() && ec == std::errc() && p == text.data() + text.size() && v >= lo && v <= hi) return v;
+  *err = fmt::format("{}: '{}' is not an integer in [{}, {}]", option, text, lo, hi);
+  return std::nullopt;
+}
+
+std::optional<double> parse_positive(std::string_view option, std::string_view text, std::string* err) {
+  std::string s(text);
+  char* end = nullptr;
+  double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+  if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(v) && v > 0) return v;
+  *err = fmt::format("{}: '{}' is not a finite number greater than 0", option, text);
+  return std::nullopt;
+}
+
+namespace {
+bool runs_moe(const Device& d) {
+  for (const char* op : {"gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm_swiglu", "moe_grouped_gemm", "moe_combine"})
+    if (!ops::select_impl(d, op)) return false;
+  return true;
+}
+}  // namespace
+
+Result<std::string> best_moe_device() {
+  auto uris = device_uris();
+  if (!uris) return uris.error();
+  for (auto& u : *uris) {
+    if (u.rfind("cpu", 0) == 0) continue;
+    auto d = Device::open(u.c_str());
+    if (d && runs_moe(*d)) return u;
+  }
+  return std::string("cpu:0");
+}
+
+}  // namespace halcyon::cli

@@ -1,0 +1,23 @@
+// Shared by the subcommands: strict parsing of numeric options, and the choice of the best
+// device for the MoE layer (demo and bench pick the same one).
+#pragma once
+
+#include <halcyon/halcyon.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace halcyon::cli {
+
+// The whole of `text` as a decimal integer in [lo, hi]; otherwise nullopt, and *err names the
+// option and the value ("--tokens: 'abc' is not an integer in [1, 1048576]").
+std::optional<int64_t> parse_int(std::string_view option, std::string_view text, int64_t lo, int64_t hi, std::string* err);
+// The whole of `text` as a finite number greater than zero.
+std::optional<double> parse_positive(std::string_view option, std::string_view text, std::string* err);
+
+// The first non-CPU device that implements every stage of the MoE layer, else "cpu:0".
+Result<std::string> best_moe_device();
+
+}  // namespace halcyon::cli
