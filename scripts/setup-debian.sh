@@ -4,7 +4,8 @@
 # PATH) exists, the CUDA backend and the PTX checks are built; otherwise they are skipped
 # and `halcyon info -v` says why.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev
+# python3: tests/plugins loads libhalcyon through ctypes; binutils (readelf, nm): the ELF checks.
+pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev python3 binutils
       clang-19 lld-19 llvm-19-dev libamdhip64-dev libze-dev)
 missing=()
 for p in "${pkgs[@]}"; do
