@@ -103,6 +103,11 @@ struct Plan {
 // Devices chosen by --backend / --device, with their tests after --filter.
 RunOutcome make_plan(const Options& o, Plan* plan) {
   RunOutcome out;
+  if (const auto& declared = declared_expectations(); !declared) {  // a malformed backends/*/cts_expectations.txt
+    out.error = RunError::bad_option;
+    out.message = declared.error().message();
+    return out;
+  }
   auto uris = device_uris();
   if (!uris) {
     out.error = RunError::no_device;
@@ -180,10 +185,12 @@ TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_se
   r.backend = scheme_of(r.device);
   r.name = tc.name;
   const Expectation* decl = find_expectation(extra, r.backend, tc.name);
-  if (!decl) decl = find_expectation(declared_expectations(), r.backend, tc.name);
+  if (!decl) decl = find_expectation(declared_expectations().value(), r.backend, tc.name);
+  // Where the declaration is, so that a stale one is easy to find and remove.
+  std::string where = decl && !decl->where.empty() ? fmt::format(" ({})", decl->where) : "";
   if (decl && decl->kind == Expectation::Kind::unsupported) {
     r.outcome = Outcome::unsupported;
-    r.message = fmt::format("declared unsupported by backend '{}': {}", r.backend, decl->reason);
+    r.message = fmt::format("declared unsupported by backend '{}'{}: {}", r.backend, where, decl->reason);
     return r;
   }
   if (std::string miss = missing_capability(tc.needs, d.info.capabilities); !miss.empty()) {
@@ -214,9 +221,9 @@ TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_se
   bool failed = !ctx.failures.empty();
   if (decl) {  // an expected failure
     r.outcome = failed ? Outcome::expected_failure : Outcome::unexpected_pass;
-    r.message = failed ? fmt::format("expected failure ({}): {}", decl->reason, failures)
-                       : fmt::format("passed, but backend '{}' declares an expected failure: {}", r.backend,
-                                     decl->reason);
+    r.message = failed ? fmt::format("expected failure ({}){}: {}", decl->reason, where, failures)
+                       : fmt::format("passed, but backend '{}' declares an expected failure{}: {}", r.backend,
+                                     where, decl->reason);
   } else {
     r.outcome = failed ? Outcome::failed : Outcome::passed;
     r.message = failures;
