@@ -1,6 +1,6 @@
 // Backend discovery: built-ins, then explicit paths, then HALCYON_BACKEND_PATH, then the
-// plugin folder beside libhalcyon (plugin_folder()). Every file tried leaves a record saying why it was accepted or
-// refused, which `halcyon info -v` prints.
+// plugin folder beside libhalcyon (plugin_folder()). Every file tried leaves a record saying
+// why it was accepted or refused, which `halcyon info -v` prints.
 #include "core.hpp"
 
 #include <dirent.h>
@@ -209,9 +209,10 @@ void load_path_list(Registry& reg, std::string_view list) {
   }
 }
 
-// The plugin folder of the libhalcyon that is running: the build tree's (HALCYON_BUILD_PLUGIN_DIR)
-// when this is the build tree's libhalcyon, else <the folder of libhalcyon's file>/halcyon/plugins,
-// so that an install finds its plugins wherever it was copied, and never a build tree's.
+// The plugin folder of the libhalcyon that is running: the build tree's plugins/ when this is
+// the build tree's libhalcyon (its file is in HALCYON_BUILD_LIB_DIR), else <the folder of
+// libhalcyon's file>/halcyon/plugins, so that an install finds its plugins wherever it was
+// copied, and never those of a build tree.
 std::string plugin_folder() {
   static const char anchor = 0;  // an address inside libhalcyon (an exported function's could be a PLT stub)
   Dl_info info{};
@@ -225,8 +226,8 @@ std::string plugin_folder() {
   };
   std::string self = real(info.dli_fname);
   if (self.empty()) self = info.dli_fname;
-  std::string dir = self.substr(0, self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/'));
-  if (dir.empty()) dir = ".";
+  size_t slash = self.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
   std::string build_lib = real(HALCYON_BUILD_LIB_DIR);
   if (!build_lib.empty() && dir == build_lib) return HALCYON_BUILD_PLUGIN_DIR;
   return dir + "/" HALCYON_PLUGIN_SUBDIR;

@@ -397,7 +397,7 @@ TEST_CASE("a custom expectations file changes the verdicts") {
   std::string path = std::string(CTS_TEST_OUT) + "/suite-test-expectations.txt";
   write_text(path,
              "# a vendor's declarations\nbackend cpu\nunsupported api.alloc.*  test: no allocator here\n"
-             "expected-failure api.device.info  test: a stale line\n");
+             "expected-failure api.device.info  test: a stale line\nunsupported api.no_such_test.*  test: a typo\n");
   auto o = options("cpu:0", "api.device.*,api.alloc.*");
   auto before = run_ok(o);
   CHECK(before.totals().passed == int(before.results.size()));
@@ -405,7 +405,20 @@ TEST_CASE("a custom expectations file changes the verdicts") {
   auto file = halcyon::cts::read_expectations_file(path);
   REQUIRE_MESSAGE(file.ok(), file.error().message());
   o.extra_expectations = *file;
+  std::FILE* printed = std::tmpfile();
+  REQUIRE(printed != nullptr);
+  o.out = printed;
+  o.progress = halcyon::cts::Progress::quiet;
   auto after = run_ok(o);
+  std::rewind(printed);
+  std::string text;
+  for (int c; (c = std::fgetc(printed)) != EOF;) text += char(c);
+  std::fclose(printed);
+  // A declaration that matches no test at all (whatever --filter says) is pointed out.
+  CHECK_MESSAGE(text.find("warning: " + path + ":5: 'api.no_such_test.*' declared for backend 'cpu' matches none of its tests") !=
+                    std::string::npos,
+                text);
+  CHECK(text.find("api.alloc.*' declared") == std::string::npos);
   REQUIRE(after.results.size() == before.results.size());
   int unsupported = 0;
   for (auto& r : after.results) {

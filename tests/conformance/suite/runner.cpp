@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <sstream>
@@ -98,7 +99,21 @@ struct DeviceUnderTest {
 struct Plan {
   std::vector<DeviceUnderTest> devices;
   size_t total = 0;
+  std::vector<std::string> warnings;  // declarations that match none of their backend's tests
 };
+
+// Adds a warning for each declaration of `backend` whose glob matches none of `all` (every
+// test of one of its devices, before --filter): a typo, or a test renamed since.
+void check_declarations(const Options& o, const std::string& backend, const std::vector<TestCase>& all, Plan* plan) {
+  for (const auto* table : {&o.extra_expectations, &declared_expectations().value()})
+    for (auto& b : *table) {
+      if (b.backend != backend) continue;
+      for (auto& e : b.items)
+        if (std::none_of(all.begin(), all.end(), [&](const TestCase& t) { return glob_match(e.glob, t.name); }))
+          plan->warnings.push_back(fmt::format("{}'{}' declared for backend '{}' matches none of its tests",
+                                               e.where.empty() ? "" : e.where + ": ", e.glob, backend));
+    }
+}
 
 // Devices chosen by --backend / --device, with their tests after --filter.
 RunOutcome make_plan(const Options& o, Plan* plan) {
@@ -166,6 +181,9 @@ RunOutcome make_plan(const Options& o, Plan* plan) {
     d.info = *info;
     std::vector<TestCase> all = api_tests();
     for (auto& t : numeric_tests(d.device, d.info)) all.push_back(std::move(t));
+    if (std::none_of(plan->devices.begin(), plan->devices.end(),
+                     [&](auto& other) { return scheme_of(other.info.uri) == scheme_of(uri); }))
+      check_declarations(o, scheme_of(uri), all, plan);  // once per backend
     for (auto& t : all)
       if (filter_match(o.filter, t.name)) d.tests.push_back(std::move(t));
     plan->total += d.tests.size();
@@ -298,6 +316,8 @@ RunOutcome run(const Options& o) {
   if (o.out && o.progress != Progress::quiet)
     fmt::print(o.out, "halcyon cts: {} test(s) on {} device(s), seed {} (reproduce with --seed {})\n", plan.total,
                plan.devices.size(), rep.seed, rep.seed);
+  if (o.out)
+    for (auto& w : plan.warnings) fmt::print(o.out, "warning: {}\n", w);
   ProgressPrinter progress(o, plan.total);
   auto start = std::chrono::steady_clock::now();
   size_t n = 0;
