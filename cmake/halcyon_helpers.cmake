@@ -1,14 +1,23 @@
 # halcyon_add_backend(NAME <identifier> SOURCES ... [LIBRARIES ...] [INCLUDES ...] [SCHEME <uri scheme>]
-#                     [PLUGIN_ONLY])
+#                     [PLUGIN_ONLY] [EXAMPLE])
 #
-# Every backend is built twice from the same object files:
-#   - built into libhalcyon (listed in the generated built-in table; not with PLUGIN_ONLY), and
-#   - as a standalone plugin, libhalcyon_backend_<NAME>.so, exporting only
-#     HAL_PLUGIN_ENTRY_SYMBOL, to prove and exercise the plugin path.
+# Every backend is a plugin file, libhalcyon_backend_<NAME>.so, exporting only
+# HAL_PLUGIN_ENTRY_SYMBOL and importing nothing from libhalcyon (plugin.hpp's errors go
+# through the host table). Where it lands:
+#   - PLUGIN_ONLY: the plugin folder, build/plugins in the build tree and
+#     <libdir>/halcyon/plugins once installed, where libhalcyon discovers it. Use it for a
+#     backend whose dependencies do not belong in libhalcyon (amdgpu-sim links libLLVM).
+#   - otherwise the backend is also built into libhalcyon (listed in the generated built-in
+#     table), and its plugin file goes to build/test-plugins (not installed, never discovered:
+#     it would only clash with the built-in copy) for the tests of the plugin path.
+#   - EXAMPLE (with PLUGIN_ONLY): compiled to prove it builds (backends/template), kept out of
+#     the plugin folder and the install, like the test plugins.
 # The backend's sources must define
 #   extern "C" const hal_backend_api* halcyon_backend_api_<NAME>(void);
+# Global properties for tests: HALCYON_BUILTIN_SCHEMES / HALCYON_PLUGIN_SCHEMES (schemes of
+# the built-in and plugin-folder backends), HALCYON_PLUGIN_TARGETS (every plugin target).
 function(halcyon_add_backend)
-  cmake_parse_arguments(B "PLUGIN_ONLY" "NAME;SCHEME" "SOURCES;LIBRARIES;INCLUDES" ${ARGN})
+  cmake_parse_arguments(B "PLUGIN_ONLY;EXAMPLE" "NAME;SCHEME" "SOURCES;LIBRARIES;INCLUDES" ${ARGN})
   if(NOT B_SCHEME)
     string(REPLACE "_" "-" B_SCHEME ${B_NAME})  # the device URI scheme, e.g. amdgpu-sim
   endif()
@@ -28,9 +37,18 @@ function(halcyon_add_backend)
   target_link_libraries(halcyon_backend_${B_NAME} PRIVATE halcyon_headers ${B_LIBRARIES})
   # Resolve the plugin's own symbols inside itself, never against libhalcyon's built-in copy.
   target_link_options(halcyon_backend_${B_NAME} PRIVATE -Wl,-Bsymbolic)
-  set_target_properties(halcyon_backend_${B_NAME} PROPERTIES
-    PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/plugins)
-  install(TARGETS halcyon_backend_${B_NAME} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/halcyon/plugins)
+  set_property(GLOBAL APPEND PROPERTY HALCYON_PLUGIN_TARGETS halcyon_backend_${B_NAME})
+  if(B_PLUGIN_ONLY AND NOT B_EXAMPLE)
+    set_target_properties(halcyon_backend_${B_NAME} PROPERTIES
+      PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${HALCYON_BUILD_PLUGIN_DIR})
+    install(TARGETS halcyon_backend_${B_NAME} LIBRARY DESTINATION ${HALCYON_INSTALL_PLUGIN_DIR})
+    set_property(GLOBAL APPEND PROPERTY HALCYON_PLUGIN_SCHEMES ${B_SCHEME})
+  else()
+    set_target_properties(halcyon_backend_${B_NAME} PROPERTIES
+      PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/test-plugins)
+    # Build trees from before this layout have it in the plugin folder, where it would clash.
+    file(REMOVE ${HALCYON_BUILD_PLUGIN_DIR}/libhalcyon_backend_${B_NAME}.so)
+  endif()
 
   if(NOT B_PLUGIN_ONLY)
     set_property(GLOBAL APPEND PROPERTY HALCYON_BUILTIN_BACKENDS ${B_NAME})

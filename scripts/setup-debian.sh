@@ -5,7 +5,9 @@
 # and `halcyon info -v` says why. libclang-rt-19-dev is clang-19's libFuzzer and sanitizer
 # runtime (scripts/test.sh's fuzz run).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev
+# python3: tests/plugins loads libhalcyon through ctypes; binutils (readelf, nm): the ELF checks;
+# libclang-rt-19-dev: libFuzzer for tests/fuzz.
+pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev python3 binutils
       clang-19 lld-19 llvm-19-dev libclang-rt-19-dev libamdhip64-dev libze-dev)
 missing=()
 for p in "${pkgs[@]}"; do

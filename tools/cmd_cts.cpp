@@ -20,6 +20,7 @@ void usage(std::FILE* out) {
   fmt::print(out,
              "usage: halcyon cts [--backend B] [--device URI] [--filter GLOB] [--seed N]\n"
              "                   [--junit FILE] [--report FILE.md] [--progress live|plain|quiet] [--list]\n"
+             "                   [--expectations FILE]...\n"
              "\n"
              "Runs the conformance suite: the API suite and the numeric suite (every operator\n"
              "contract against the CPU reference) on every selected device.\n"
@@ -33,6 +34,10 @@ void usage(std::FILE* out) {
              "  --report FILE   write a Markdown report\n"
              "  --progress M    live (default on a terminal), plain (default otherwise), quiet\n"
              "  --list          print the tests that would run, and exit\n"
+             "  --expectations FILE\n"
+             "                  a backend's declared unsupported tests and expected failures\n"
+             "                  (format: docs/conformance.md); searched before the backends' own\n"
+             "                  backends/*/cts_expectations.txt; may be repeated\n"
              "\n"
              "exit status: 0 all passed; 1 a test failed or passed unexpectedly; 2 bad usage (a\n"
              "--device that does not exist on a backend that has devices, too); {} the selected\n"
@@ -81,6 +86,15 @@ int run(const std::vector<std::string>& args) {
       if (!take(&report)) return 2;
     } else if (a == "--list") {
       list = true;
+    } else if (a == "--expectations") {
+      std::string path;
+      if (!take(&path)) return 2;
+      auto file = halcyon::cts::read_expectations_file(path);
+      if (!file) {
+        fmt::print(stderr, "halcyon cts: {}\n", file.error().message());
+        return 2;
+      }
+      for (auto& b : *file) o.extra_expectations.push_back(std::move(b));
     } else if (a == "--seed") {
       std::string s;
       if (!take(&s)) return 2;

@@ -1,6 +1,6 @@
 // Backend discovery: built-ins, then explicit paths, then HALCYON_BACKEND_PATH, then the
-// install's plugin folder. Every file tried leaves a record saying why it was accepted or
-// refused, which `halcyon info -v` prints.
+// plugin folder beside libhalcyon (plugin_folder()). Every file tried leaves a record saying
+// why it was accepted or refused, which `halcyon info -v` prints.
 #include "core.hpp"
 
 #include <dirent.h>
@@ -212,6 +212,30 @@ void load_path_list(Registry& reg, std::string_view list) {
   }
 }
 
+// The plugin folder of the libhalcyon that is running: the build tree's plugins/ when this is
+// the build tree's libhalcyon (its file is in HALCYON_BUILD_LIB_DIR), else <the folder of
+// libhalcyon's file>/halcyon/plugins, so that an install finds its plugins wherever it was
+// copied, and never those of a build tree.
+std::string plugin_folder() {
+  static const char anchor = 0;  // an address inside libhalcyon (an exported function's could be a PLT stub)
+  Dl_info info{};
+  if (dladdr(&anchor, &info) == 0 || info.dli_fname == nullptr) {
+    log(HAL_LOG_WARNING, "plugin folder: cannot locate libhalcyon's own file (dladdr failed); skipped");
+    return "";
+  }
+  auto real = [](const char* path) {
+    std::unique_ptr<char, decltype(&std::free)> p(realpath(path, nullptr), &std::free);
+    return p ? std::string(p.get()) : std::string();
+  };
+  std::string self = real(info.dli_fname);
+  if (self.empty()) self = info.dli_fname;
+  size_t slash = self.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
+  std::string build_lib = real(HALCYON_BUILD_LIB_DIR);
+  if (!build_lib.empty() && dir == build_lib) return HALCYON_BUILD_PLUGIN_DIR;
+  return dir + "/" HALCYON_PLUGIN_SUBDIR;
+}
+
 hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
   uint32_t flags = desc ? desc->flags : 0;
   if (!(flags & HAL_INIT_NO_BUILTIN_BACKENDS)) {
@@ -225,8 +249,12 @@ hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
     if (const char* env = std::getenv("HALCYON_BACKEND_PATH")) load_path_list(reg, env);
   }
   if (!(flags & HAL_INIT_NO_INSTALL_DIR)) {
+    std::string folder = plugin_folder();
     struct stat st{};
-    if (stat(HALCYON_PLUGIN_DIR, &st) == 0) load_path_entry(reg, HALCYON_PLUGIN_DIR);
+    if (!folder.empty() && stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      load_path_entry(reg, folder);
+    else if (!folder.empty())
+      log(HAL_LOG_INFO, fmt::format("plugin folder {}: does not exist", folder));
   }
   reg.initialized = true;
   return nullptr;

@@ -1,5 +1,6 @@
-// The AMD tests. By default amdgpu-sim is the backend built into libhalcyon; with
-// --plugin=<file> only that plugin file is loaded, so the same tests run through the plugin path.
+// The AMD tests. amdgpu-sim is a plugin only: by default it is discovered in the plugin folder
+// (build/plugins, found by libhalcyon itself, as any user's program finds it); with
+// --plugin=<file> only that file is loaded (no built-ins, no plugin folder).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <halcyon/halcyon.hpp>
@@ -18,8 +19,8 @@ int main(int argc, char** argv) {
     else
       rest.push_back(argv[i]);
   }
-  uint32_t flags = HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR;  // hermetic
-  if (!plugin.empty()) flags |= HAL_INIT_NO_BUILTIN_BACKENDS;
+  uint32_t flags = HAL_INIT_NO_ENV_PATH;  // hermetic: the user's HALCYON_BACKEND_PATH is not ours
+  if (!plugin.empty()) flags |= HAL_INIT_NO_BUILTIN_BACKENDS | HAL_INIT_NO_INSTALL_DIR;
   if (auto s = halcyon::init(flags, plugin.empty() ? nullptr : plugin.c_str()); !s) {
     std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;

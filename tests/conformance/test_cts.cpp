@@ -296,8 +296,8 @@ TEST_CASE("the CPU backend passes the API suite") {
 TEST_CASE("declared expectations: unsupported is not run, an expected failure that passes is reported") {
   auto o = options("cpu:0", "api.device.*,api.alloc.*");
   o.extra_expectations = {{"cpu",
-                           {{Expectation::Kind::unsupported, "api.alloc.*", "test: no allocator"},
-                            {Expectation::Kind::expected_failure, "api.device.info", "test: stale declaration"}}}};
+                           {{Expectation::Kind::unsupported, "api.alloc.*", "test: no allocator", ""},
+                            {Expectation::Kind::expected_failure, "api.device.info", "test: stale declaration", ""}}}};
   auto rep = run_ok(o);
   int unsupported = 0;
   for (auto& r : rep.results) {
@@ -323,13 +323,121 @@ TEST_CASE("a declared expected failure that fails is not a failure of the run") 
   REQUIRE_FALSE(broken_ops().empty());
   std::string op = broken_ops().front();
   auto o = options("cts-flip:0", "numeric." + op + ".*,-*.cases");
-  o.extra_expectations = {{"cts-flip", {{Expectation::Kind::expected_failure, "numeric.*", "test: known broken"}}}};
+  o.extra_expectations = {{"cts-flip", {{Expectation::Kind::expected_failure, "numeric.*", "test: known broken", ""}}}};
   auto rep = run_ok(o);
   REQUIRE_FALSE(rep.results.empty());
   for (auto& r : rep.results) CHECK(r.outcome == Outcome::expected_failure);
   CHECK(rep.ok());
 }
 #endif
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  REQUIRE_MESSAGE(bool(f), "cannot write " << path);
+}
+
+TEST_CASE("expectations files: the format, and errors that name the line") {
+  auto good = halcyon::cts::parse_expectations(
+      "# a comment\n\nbackend acme\nunsupported api.copy.largest  the simulator has 64 MiB\n"
+      "  expected-failure numeric.moe_gate.*\tACME-123: bias # ignored  \nbackend other\n",
+      "acme.txt");
+  REQUIRE_MESSAGE(good.ok(), good.error().message());
+  REQUIRE(good->size() == 2);
+  const auto& acme = (*good)[0];
+  CHECK(acme.backend == "acme");
+  REQUIRE(acme.items.size() == 2);
+  CHECK(acme.items[0].kind == Expectation::Kind::unsupported);
+  CHECK(acme.items[0].glob == "api.copy.largest");
+  CHECK(acme.items[0].reason == "the simulator has 64 MiB");
+  CHECK(acme.items[0].where == "acme.txt:4");
+  CHECK(acme.items[1].kind == Expectation::Kind::expected_failure);
+  CHECK(acme.items[1].glob == "numeric.moe_gate.*");
+  CHECK(acme.items[1].reason == "ACME-123: bias # ignored");
+  CHECK(acme.items[1].where == "acme.txt:5");
+  CHECK((*good)[1].backend == "other");
+  CHECK((*good)[1].items.empty());
+
+  struct Bad {
+    const char* text;
+    const char* says;
+  };
+  for (auto [text, says] : {Bad{"backend cpu\nxfail api.* reason\n", "bad.txt:2: unknown keyword 'xfail'"},
+                            Bad{"unsupported api.* why\n", "bad.txt:1: 'unsupported' before any 'backend NAME' line"},
+                            Bad{"backend cpu\n\n# c\nunsupported api.alloc.*\n", "bad.txt:4: 'unsupported api.alloc.*' gives no reason"},
+                            Bad{"backend cpu\nexpected-failure\n", "bad.txt:2: 'expected-failure' needs a test-name glob"},
+                            Bad{"backend\n", "bad.txt:1: 'backend' takes one name"},
+                            Bad{"backend a b\n", "bad.txt:1: 'backend' takes one name"},
+                            Bad{"backend cuda:0\n", "bad.txt:1: 'cuda:0' is not a backend name"}}) {
+    auto r = halcyon::cts::parse_expectations(text, "bad.txt");
+    INFO(text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK_MESSAGE(r.error().message().find(says) != std::string::npos, r.error().message());
+  }
+  auto missing = halcyon::cts::read_expectations_file("/no/such/dir/expectations.txt");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find("/no/such/dir/expectations.txt") != std::string::npos);
+}
+
+TEST_CASE("every backend's own expectations file is embedded and parses") {
+  bool cpu = false;
+  for (const auto& f : halcyon::cts::embedded_expectations()) {
+    auto r = halcyon::cts::parse_expectations(f.text, f.path);
+    CHECK_MESSAGE(r.ok(), f.path, ": ", r.ok() ? "" : r.error().message());
+    cpu = cpu || std::string(f.path) == "backends/cpu/cts_expectations.txt";
+  }
+  CHECK(cpu);
+  const auto& declared = halcyon::cts::declared_expectations();
+  REQUIRE(declared.ok());
+  CHECK(std::any_of(declared->begin(), declared->end(), [](auto& b) { return b.backend == "cpu"; }));
+}
+
+TEST_CASE("a custom expectations file changes the verdicts") {
+  std::string path = std::string(CTS_TEST_OUT) + "/suite-test-expectations.txt";
+  write_text(path,
+             "# a vendor's declarations\nbackend cpu\nunsupported api.alloc.*  test: no allocator here\n"
+             "expected-failure api.device.info  test: a stale line\nunsupported api.no_such_test.*  test: a typo\n");
+  auto o = options("cpu:0", "api.device.*,api.alloc.*");
+  auto before = run_ok(o);
+  CHECK(before.totals().passed == int(before.results.size()));
+
+  auto file = halcyon::cts::read_expectations_file(path);
+  REQUIRE_MESSAGE(file.ok(), file.error().message());
+  o.extra_expectations = *file;
+  std::FILE* printed = std::tmpfile();
+  REQUIRE(printed != nullptr);
+  o.out = printed;
+  o.progress = halcyon::cts::Progress::quiet;
+  auto after = run_ok(o);
+  std::rewind(printed);
+  std::string text;
+  for (int c; (c = std::fgetc(printed)) != EOF;) text += char(c);
+  std::fclose(printed);
+  // A declaration that matches no test at all (whatever --filter says) is pointed out.
+  CHECK_MESSAGE(text.find("warning: " + path + ":5: 'api.no_such_test.*' declared for backend 'cpu' matches none of its tests") !=
+                    std::string::npos,
+                text);
+  CHECK(text.find("api.alloc.*' declared") == std::string::npos);
+  REQUIRE(after.results.size() == before.results.size());
+  int unsupported = 0;
+  for (auto& r : after.results) {
+    INFO(r.name, ": ", r.message);
+    if (r.name.starts_with("api.alloc.")) {
+      CHECK(r.outcome == Outcome::unsupported);
+      CHECK(r.message.find(path + ":3") != std::string::npos);  // where the declaration is
+      CHECK(r.message.find("test: no allocator here") != std::string::npos);
+      ++unsupported;
+    } else if (r.name == "api.device.info") {
+      CHECK(r.outcome == Outcome::unexpected_pass);
+      CHECK(r.message.find(path + ":4") != std::string::npos);
+    } else {
+      CHECK(r.outcome == Outcome::passed);
+    }
+  }
+  CHECK(unsupported == 3);
+  CHECK_FALSE(after.ok());
+}
 
 TEST_CASE("xml_escape produces text the reader decodes back") {
   std::string nasty = "a<b>&\"c'\n\td\x01";
@@ -402,11 +510,11 @@ TEST_CASE("JUnit XML counts match the summary, for every kind of outcome") {
   // tests on both, failures and expected failures on cts-flip.
   auto a = options("cpu:0", "api.device.*,api.alloc.*,numeric.*");
   a.extra_expectations = {{"cpu",
-                           {{Expectation::Kind::unsupported, "api.alloc.*", "test: not here <&>"},
-                            {Expectation::Kind::expected_failure, "api.device.info", "test: stale \"declaration\""}}}};
+                           {{Expectation::Kind::unsupported, "api.alloc.*", "test: not here <&>", ""},
+                            {Expectation::Kind::expected_failure, "api.device.info", "test: stale \"declaration\"", ""}}}};
   halcyon::cts::Report rep = run_ok(a);
   auto b = options("cts-flip:0", "api.event.*,numeric.*");
-  b.extra_expectations = {{"cts-flip", {{Expectation::Kind::expected_failure, "numeric.*.0", "test: known"}}}};
+  b.extra_expectations = {{"cts-flip", {{Expectation::Kind::expected_failure, "numeric.*.0", "test: known", ""}}}};
   halcyon::cts::Report second = run_ok(b);
   rep.results.insert(rep.results.end(), second.results.begin(), second.results.end());
   rep.devices.insert(rep.devices.end(), second.devices.begin(), second.devices.end());
@@ -500,6 +608,31 @@ TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options ar
   CHECK(list.status == 0);
   CHECK(list.out.find("cpu:0 api.copy.roundtrip") != std::string::npos);
   CHECK(list.out.find("api.fill") == std::string::npos);
+}
+
+TEST_CASE("halcyon cts --expectations: the verdicts change; a malformed file is a usage error naming the line") {
+  std::string path = std::string(CTS_TEST_OUT) + "/suite-test-cli-expectations.txt";
+  write_text(path, "backend cpu\nunsupported api.alloc.* test: not here\nexpected-failure api.device.info test: stale\n");
+  auto r = run_command("cts --backend cpu --filter 'api.device.*,api.alloc.*' --seed 1 --progress plain --expectations " + path);
+  INFO(r.out);
+  CHECK(r.status == 1);  // the unexpected pass fails the run
+  CHECK(r.out.find("UNEXPECTED PASS") != std::string::npos);
+  CHECK(r.out.find(path + ":3") != std::string::npos);
+  auto row = summary_row(r.out, "cpu");
+  REQUIRE(row.size() == 6);
+  CHECK(row[1] == 0);  // failed
+  CHECK(row[2] == 3);  // unsupported
+  CHECK(row[4] == 1);  // unexpected pass
+
+  std::string bad = std::string(CTS_TEST_OUT) + "/suite-test-bad-expectations.txt";
+  write_text(bad, "backend cpu\n# fine so far\nunsupported api.alloc.*\n");
+  auto b = run_command("cts --backend cpu --expectations " + bad);
+  INFO(b.out);
+  CHECK(b.status == 2);
+  CHECK(b.out.find(bad + ":3: 'unsupported api.alloc.*' gives no reason") != std::string::npos);
+  auto missing = run_command("cts --backend cpu --expectations " + std::string(CTS_TEST_OUT) + "/no-such-file.txt");
+  CHECK(missing.status == 2);
+  CHECK(missing.out.find("no-such-file.txt: cannot be opened") != std::string::npos);
 }
 
 }  // namespace

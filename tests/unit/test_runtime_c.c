@@ -12,35 +12,7 @@ TRACKS_LAST_FIELD(hrt_tensor, HRT_TENSOR_SIZE);
 TRACKS_LAST_FIELD(hrt_param, HRT_PARAM_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_layer_desc, HRT_MOE_LAYER_DESC_SIZE);
 
-static int failures = 0;
-#define EXPECT(cond, ...)                                   \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);      \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fprintf(stderr, "\n");                                \
-      ++failures;                                           \
-    }                                                       \
-  } while (0)
-
-static int ok(hal_error* e, const char* what) {
-  if (!e) return 1;
-  fprintf(stderr, "%s: %s: %s\n", what, hal_status_name(hal_error_status(e)), hal_error_message(e));
-  hal_error_free(e);
-  ++failures;
-  return 0;
-}
-
-static hal_buffer alloc(hal_device d, uint64_t bytes) {
-  hal_buffer_desc bd;
-  memset(&bd, 0, sizeof bd);
-  bd.struct_size = sizeof bd;
-  bd.kind = HAL_MEMORY_DEVICE;
-  bd.size = bytes;
-  hal_buffer b = NULL;
-  ok(hal_buffer_create(d, &bd, &b), "hal_buffer_create");
-  return b;
-}
+#include "c_check.h"
 
 static uint16_t bf16(float f) { /* round to nearest even; test values are finite */
   uint32_t u;

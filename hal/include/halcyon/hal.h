@@ -121,7 +121,7 @@ HAL_API void hal_log(hal_log_level level, const char* message);
 enum {
   HAL_INIT_NO_BUILTIN_BACKENDS = 1u << 0, /* skip backends compiled into libhalcyon */
   HAL_INIT_NO_ENV_PATH = 1u << 1,         /* ignore HALCYON_BACKEND_PATH */
-  HAL_INIT_NO_INSTALL_DIR = 1u << 2       /* skip the install's plugin folder */
+  HAL_INIT_NO_INSTALL_DIR = 1u << 2       /* skip the plugin folder (see hal_init) */
 };
 
 typedef struct hal_init_desc {
@@ -135,7 +135,9 @@ typedef struct hal_init_desc {
 #define HAL_INIT_DESC_SIZE HAL_SIZE_THROUGH(hal_init_desc, backend_path)
 
 /* Discovers backends: built-ins, then desc->backend_path, then HALCYON_BACKEND_PATH, then
- * the install's plugin folder. Optional: the first call that needs the registry runs it with
+ * the plugin folder: <folder of libhalcyon's file>/halcyon/plugins (an install's
+ * lib/halcyon/plugins), or the build tree's plugins/ folder when this libhalcyon is the one in
+ * its build tree. Optional: the first call that needs the registry runs it with
  * a NULL desc. Calling it again after discovery is HAL_FAILED_PRECONDITION. */
 HAL_API hal_error* hal_init(const hal_init_desc* desc);
 
@@ -612,7 +614,9 @@ typedef struct hal_host_module_image {
  * A backend is a table of functions over its own opaque objects. libhalcyon validates every
  * handle, struct_size, range and argument-blob size before calling into it, so a backend may
  * assume well-formed input (non-NULL objects it created, in-range offsets, blob sizes that
- * match the kernel). It reports failures by returning host->error_new(...).
+ * match the kernel). It reports failures by returning host->error_new(...), and logs through
+ * host->log: a backend calls no hal_* function, so that a plugin file imports nothing from
+ * libhalcyon and loads even where libhalcyon was opened RTLD_LOCAL (Python ctypes).
  *
  * A plugin shared library exports exactly one function, named HAL_PLUGIN_ENTRY_SYMBOL, of
  * type hal_plugin_entry_fn. It must not fail or touch a driver: probing happens in create().

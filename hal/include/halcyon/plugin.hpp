@@ -14,22 +14,35 @@
 
 #include <halcyon/hal.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
 
 namespace halcyon::plugin {
 
-// The host table handed to create(); each backend sets it once.
+// The host table handed to create(); each backend sets it first thing in create().
 inline const hal_host_api*& host() {
   static const hal_host_api* h = nullptr;
   return h;
 }
 
+// Errors are made by the core, through the host table's error_new (ABI 1.0): a backend never
+// calls hal_error_new or any other hal_* function. A plugin file therefore imports nothing
+// from libhalcyon and loads even when libhalcyon was opened RTLD_LOCAL (Python ctypes'
+// default), where hal_* symbols are not visible to later dlopen()s; and the error lives in
+// the core's heap, so hal_error_free frees it wherever it came from. tests/plugins checks
+// that no plugin file has an undefined hal_* symbol.
 inline hal_error* error(hal_status status, const std::string& message) {
   const hal_host_api* h = host();
   if (h && h->error_new) return h->error_new(status, message.c_str());
-  return hal_error_new(status, message.c_str());  // built-in backend: same library
+  // The core calls create() (which stores the table) before any other entry, so this is a
+  // backend calling a table function of its own before create(): a bug in the caller, with
+  // no core to hand the error to. Say so rather than report success or crash obscurely.
+  std::fprintf(stderr, "halcyon backend: error (status %d) reported before create(), with no host table: %s\n",
+               int(status), message.c_str());
+  std::abort();
 }
 
 inline void log(hal_log_level level, const std::string& message) {

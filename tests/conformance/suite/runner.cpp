@@ -6,6 +6,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <sstream>
@@ -100,11 +101,30 @@ struct DeviceUnderTest {
 struct Plan {
   std::vector<DeviceUnderTest> devices;
   size_t total = 0;
+  std::vector<std::string> warnings;  // declarations that match none of their backend's tests
 };
+
+// Adds a warning for each declaration of `backend` whose glob matches none of `all` (every
+// test of one of its devices, before --filter): a typo, or a test renamed since.
+void check_declarations(const Options& o, const std::string& backend, const std::vector<TestCase>& all, Plan* plan) {
+  for (const auto* table : {&o.extra_expectations, &declared_expectations().value()})
+    for (auto& b : *table) {
+      if (b.backend != backend) continue;
+      for (auto& e : b.items)
+        if (std::none_of(all.begin(), all.end(), [&](const TestCase& t) { return glob_match(e.glob, t.name); }))
+          plan->warnings.push_back(fmt::format("{}'{}' declared for backend '{}' matches none of its tests",
+                                               e.where.empty() ? "" : e.where + ": ", e.glob, backend));
+    }
+}
 
 // Devices chosen by --backend / --device, with their tests after --filter.
 RunOutcome make_plan(const Options& o, Plan* plan) {
   RunOutcome out;
+  if (const auto& declared = declared_expectations(); !declared) {  // a malformed backends/*/cts_expectations.txt
+    out.error = RunError::bad_option;
+    out.message = declared.error().message();
+    return out;
+  }
   auto uris = device_uris();
   if (!uris) {
     out.error = RunError::no_device;
@@ -169,6 +189,9 @@ RunOutcome make_plan(const Options& o, Plan* plan) {
     d.info = *info;
     std::vector<TestCase> all = api_tests();
     for (auto& t : numeric_tests(d.device, d.info)) all.push_back(std::move(t));
+    if (std::none_of(plan->devices.begin(), plan->devices.end(),
+                     [&](auto& other) { return scheme_of(other.info.uri) == scheme_of(uri); }))
+      check_declarations(o, scheme_of(uri), all, plan);  // once per backend
     for (auto& t : all)
       if (filter_match(o.filter, t.name)) d.tests.push_back(std::move(t));
     plan->total += d.tests.size();
@@ -188,10 +211,12 @@ TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_se
   r.backend = scheme_of(r.device);
   r.name = tc.name;
   const Expectation* decl = find_expectation(extra, r.backend, tc.name);
-  if (!decl) decl = find_expectation(declared_expectations(), r.backend, tc.name);
+  if (!decl) decl = find_expectation(declared_expectations().value(), r.backend, tc.name);
+  // Where the declaration is, so that a stale one is easy to find and remove.
+  std::string where = decl && !decl->where.empty() ? fmt::format(" ({})", decl->where) : "";
   if (decl && decl->kind == Expectation::Kind::unsupported) {
     r.outcome = Outcome::unsupported;
-    r.message = fmt::format("declared unsupported by backend '{}': {}", r.backend, decl->reason);
+    r.message = fmt::format("declared unsupported by backend '{}'{}: {}", r.backend, where, decl->reason);
     return r;
   }
   if (std::string miss = missing_capability(tc.needs, d.info.capabilities); !miss.empty()) {
@@ -222,9 +247,9 @@ TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_se
   bool failed = !ctx.failures.empty();
   if (decl) {  // an expected failure
     r.outcome = failed ? Outcome::expected_failure : Outcome::unexpected_pass;
-    r.message = failed ? fmt::format("expected failure ({}): {}", decl->reason, failures)
-                       : fmt::format("passed, but backend '{}' declares an expected failure: {}", r.backend,
-                                     decl->reason);
+    r.message = failed ? fmt::format("expected failure ({}){}: {}", decl->reason, where, failures)
+                       : fmt::format("passed, but backend '{}' declares an expected failure{}: {}", r.backend,
+                                     where, decl->reason);
   } else {
     r.outcome = failed ? Outcome::failed : Outcome::passed;
     r.message = failures;
@@ -299,6 +324,8 @@ RunOutcome run(const Options& o) {
   if (o.out && o.progress != Progress::quiet)
     fmt::print(o.out, "halcyon cts: {} test(s) on {} device(s), seed {} (reproduce with --seed {})\n", plan.total,
                plan.devices.size(), rep.seed, rep.seed);
+  if (o.out)
+    for (auto& w : plan.warnings) fmt::print(o.out, "warning: {}\n", w);
   ProgressPrinter progress(o, plan.total);
   auto start = std::chrono::steady_clock::now();
   size_t n = 0;

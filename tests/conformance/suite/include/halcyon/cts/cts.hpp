@@ -22,13 +22,15 @@ enum class Outcome : uint8_t {
 };
 const char* outcome_name(Outcome o);  // "passed", "failed", "unsupported", ...
 
-// One line of a backend's declaration (expectations.cpp): tests whose name matches `glob`
-// are either not run (unsupported) or run and expected to fail (expected_failure).
+// One line of a backend's declaration (backends/<name>/cts_expectations.txt, or a file given
+// with --expectations): tests whose name matches `glob` are either not run (unsupported) or
+// run and expected to fail (expected_failure).
 struct Expectation {
   enum class Kind : uint8_t { unsupported, expected_failure };
   Kind kind = Kind::unsupported;
   std::string glob;
   std::string reason;
+  std::string where;  // "backends/cpu/cts_expectations.txt:12"; empty when declared in code
 };
 
 struct BackendExpectations {
@@ -36,8 +38,21 @@ struct BackendExpectations {
   std::vector<Expectation> items;
 };
 
-// The table every backend declares itself in (tests/conformance/suite/expectations.cpp).
-const std::vector<BackendExpectations>& declared_expectations();
+// Parses the expectations format (docs/conformance.md): '#' comments, 'backend NAME', then
+// 'unsupported GLOB REASON' / 'expected-failure GLOB REASON' lines. An error names
+// "<source>:<line>" and what is wrong there.
+Result<std::vector<BackendExpectations>> parse_expectations(std::string_view text, const std::string& source);
+// Reads and parses a file (`halcyon cts --expectations FILE`).
+Result<std::vector<BackendExpectations>> read_expectations_file(const std::string& path);
+
+// A backend's expectations file as embedded at build time: its path in the source tree, its text.
+struct ExpectationText {
+  const char* path;
+  const char* text;
+};
+const std::vector<ExpectationText>& embedded_expectations();
+// Every backend's own declarations (backends/*/cts_expectations.txt), parsed once.
+const Result<std::vector<BackendExpectations>>& declared_expectations();
 
 // '*' matches any run of characters, '?' one character; everything else literally.
 bool glob_match(std::string_view glob, std::string_view text);
@@ -86,8 +101,9 @@ struct Options {
   bool seed_given = false;      // otherwise a fresh seed is drawn (and printed)
   Progress progress = Progress::automatic;  // live when `out` is a terminal
   std::FILE* out = stdout;
-  // Added to (and searched before) the declared table; tests use it to exercise the
-  // expected-failure and unexpected-pass paths.
+  // Searched before the backends' own declarations (the first matching line wins): what
+  // --expectations FILE declares (a vendor's backend outside the tree), and what tests use to
+  // exercise the expected-failure and unexpected-pass paths.
   std::vector<BackendExpectations> extra_expectations;
   std::string command;          // recorded in the reports
 };
