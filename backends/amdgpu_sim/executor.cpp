@@ -52,7 +52,7 @@ bool bind_compare(Inst& in, const std::string& prefix, const char* handler) {
 }  // namespace
 
 Program::Program(const Decoder& decoder, const std::vector<unsigned char>& image, const hsaco::Kernel& kernel)
-    : kernel_(kernel), start_(kernel.code_address) {
+    : kernel_(kernel), start_(kernel.code_address), arch_(decoder.cpu()) {
   const auto& kd = kernel.descriptor;
   uint32_t allocated = ((kd.compute_pgm_rsrc1 & 0x3f) + 1) * 8;  // unified file, granules of 8
   uint32_t accum = ((kd.compute_pgm_rsrc3 & 0x3f) + 1) * 4;
@@ -82,6 +82,7 @@ void Program::bind(Inst& in) const {
       in.error = fmt::format("uses s{}, past the {} SGPRs", last - 1, kSgprs);
   }
   if (!in.error.empty()) return;
+  classify(in, arch_);
   auto& t = handler_table();
   if (auto it = t.find(in.op); it != t.end()) {
     in.fn = it->second.fn;
@@ -156,6 +157,9 @@ struct WorkgroupRunner {
     if (rsrc2 & (1u << 9)) w.s[s++] = d.group[2];
     if (rsrc2 & (1u << 10)) w.s[s++] = 0;  // workgroup info
     if (rsrc2 & 1u) w.s[s++] = 0;          // private segment wave offset
+    for (uint32_t i = 0; i < s; ++i) w.strict.sinit[i] = true;
+    w.strict.sinit[kSlotExec] = w.strict.sinit[kSlotExec + 1] = true;
+    w.hwreg[1] = (kd.compute_pgm_rsrc1 >> 12) & 0xff;  // MODE: the descriptor's float mode
     // Work-item ids, packed into v0 on gfx90a/gfx942 (x | y << 10 | z << 20).
     uint32_t vdims = (rsrc2 >> 11) & 3;
     for (uint32_t l = 0; l < lanes; ++l) {
@@ -163,6 +167,7 @@ struct WorkgroupRunner {
       uint32_t x = t % p.block[0], y = (t / p.block[0]) % p.block[1], z = t / (p.block[0] * p.block[1]);
       w.vr(0, l) = x | (vdims >= 1 ? y << 10 : 0) | (vdims >= 2 ? z << 20 : 0);
     }
+    if (w.num_v) w.strict.vinit[0] = ~0ull;
   }
 
   // Runs one wave until it ends or reaches s_barrier.
@@ -175,7 +180,10 @@ struct WorkgroupRunner {
       if (!in->error.empty()) fail(*in, in->error);
       d.branched = false;
       d.barrier = false;
+      strict_before(w, *in);
+      uint64_t exec_before = w.exec;
       in->fn(w, *in, d);
+      strict_after(w, *in, exec_before);
       w.pc = d.branched ? d.branch_target : w.pc + in->size;
       if (++d.instructions > budget)
         throw SimError(fmt::format("{} did not finish within {} instructions (last at 0x{:x}); an endless loop?",

@@ -75,12 +75,69 @@ Status gemm_bf16(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t((N + 31) / 32), uint32_t((M + 31) / 32)}, {64}, &g, 36);
 }
 
+// ---- MoE ----------------------------------------------------------------------------------
+
+struct CombineArgs {
+  uint64_t expert_out, weights, slot_to_row, out;
+  uint32_t T, K, H, R;
+};
+Status moe_combine(ops::OpContext& ctx) {
+  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), R = ctx.dim("R");
+  if (T == 0 || H == 0) return {};
+  if (R * H * 2 > 0xffffffffll || T * H * 2 > 0xffffffffll || T * K * 4 > 0xffffffffll)
+    return too_large("moe_combine", fmt::format("T = {}, K = {}, H = {}, R = {}", T, K, H, R));
+  auto k = kernel(ctx, "halcyon_moe_combine_bf16");
+  if (!k) return k.error();
+  CombineArgs a{ctx.tensor("expert_out").address(), ctx.tensor("topk_weights").address(),
+                ctx.tensor("slot_to_row").address(), ctx.tensor("out").address(),
+                uint32_t(T), uint32_t(K), uint32_t(H), uint32_t(R)};
+  return ctx.stream.launch(*k, {uint32_t(T), uint32_t((H + 255) / 256)}, {256}, &a, sizeof a);
+}
+
+struct PermutePlanArgs {
+  uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
+  uint32_t TK, EL, begin;
+};
+struct PermuteRowsArgs {
+  uint64_t x, slot_to_row, permuted;
+  uint32_t T, K, H;
+};
+Status moe_permute(ops::OpContext& ctx) {
+  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
+  int64_t begin = ctx.params().i("expert_begin");
+  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
+  if (begin < 0 || EL < 0 || begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
+  if (EL > 1024)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_permute on GCN: {} local experts; the kernel keeps at most 1024 in LDS", EL));
+  if (T * K * 4 > 0xffffffffll || T * K * H * 2 > 0xffffffffll || E > 0x7fffffffll)
+    return too_large("moe_permute", fmt::format("T = {}, K = {}, H = {}", T, K, H));
+  auto plan = kernel(ctx, "halcyon_moe_permute_plan");
+  if (!plan) return plan.error();
+  PermutePlanArgs p{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
+                    ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
+                    ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
+                    uint32_t(T * K), uint32_t(EL), uint32_t(begin)};
+  if (auto st = ctx.stream.launch(*plan, {1}, {64}, &p, 60); !st) return st;
+  if (!ctx.params().b("write_permuted") || T == 0 || K == 0 || H == 0) return {};
+  auto rows = kernel(ctx, "halcyon_moe_permute_rows");
+  if (!rows) return rows.error();
+  PermuteRowsArgs r{ctx.tensor("x").address(), p.slot_to_row, ctx.tensor("permuted").address(),
+                    uint32_t(T), uint32_t(K), uint32_t(H)};
+  return ctx.stream.launch(*rows, {uint32_t(T), uint32_t(K)}, {256}, &r, 36);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
 ops::RegisterOpImpl r4({"row_softmax", HAL_MODULE_HSACO, "gfx90a", "", 10, row_softmax});
 ops::RegisterOpImpl r5({"gemm_bf16", HAL_MODULE_HSACO, "gfx942", "", 10, gemm_bf16});
 ops::RegisterOpImpl r6({"gemm_bf16", HAL_MODULE_HSACO, "gfx90a", "", 10, gemm_bf16});
+ops::RegisterOpImpl r7({"moe_combine", HAL_MODULE_HSACO, "gfx942", "", 10, moe_combine});
+ops::RegisterOpImpl r8({"moe_combine", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_combine});
+ops::RegisterOpImpl r9({"moe_permute", HAL_MODULE_HSACO, "gfx942", "", 10, moe_permute});
+ops::RegisterOpImpl r10({"moe_permute", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_permute});
 
 }  // namespace
 }  // namespace halcyon::gcnop
