@@ -128,6 +128,34 @@ Status moe_permute(ops::OpContext& ctx) {
   return ctx.stream.launch(*rows, {uint32_t(T), uint32_t(K)}, {256}, &r, 36);
 }
 
+struct GateArgs {
+  uint64_t logits, bias, ids, weights;
+  uint32_t T, E, n_groups, topk_groups, topk, group_size, magic, flags;
+  float routed_scale;
+};
+Status moe_gate(ops::OpContext& ctx) {
+  const auto& p = ctx.params();
+  int64_t T = ctx.dim("T"), E = ctx.dim("E"), groups = p.i("n_groups"), kept = p.i("topk_groups"), topk = p.i("topk");
+  if (E < 1 || groups < 1 || E % groups || kept < 1 || kept > groups || topk < 1 || topk > kept * (E / groups))
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: E = {}, n_groups = {}, topk_groups = {}, topk = {} "
+                                                   "is not a valid grouping", E, groups, kept, topk));
+  if (E > 256 || groups > 64 || topk > 64)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_gate on GCN: E = {}, n_groups = {}, topk = {}; the kernel takes "
+                                              "E <= 256, n_groups <= 64, topk <= 64", E, groups, topk));
+  if (T == 0) return {};
+  if (T * E * 4 > 0xffffffffll) return too_large("moe_gate", fmt::format("T = {}, E = {}", T, E));
+  auto k = kernel(ctx, "halcyon_moe_gate_f32");
+  if (!k) return k.error();
+  const ops::Tensor* bias = ctx.optional_tensor("bias");
+  const uint32_t gs = uint32_t(E / groups);
+  const uint32_t magic = gs > 1 ? uint32_t(((uint64_t(1) << 32) + gs - 1) / gs) : 0;  // ceil(2^32 / gs)
+  const uint32_t flags = (p.s("score") == "softmax" ? 1u : 0u) | (p.b("normalize") ? 2u : 0u) | (bias ? 4u : 0u);
+  GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
+             ctx.tensor("topk_weights").address(), uint32_t(T), uint32_t(E), uint32_t(groups), uint32_t(kept),
+             uint32_t(topk), gs, magic, flags, float(p.f("routed_scale"))};
+  return ctx.stream.launch(*k, {uint32_t(T)}, {64}, &a, 68);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
@@ -138,6 +166,8 @@ ops::RegisterOpImpl r7({"moe_combine", HAL_MODULE_HSACO, "gfx942", "", 10, moe_c
 ops::RegisterOpImpl r8({"moe_combine", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_combine});
 ops::RegisterOpImpl r9({"moe_permute", HAL_MODULE_HSACO, "gfx942", "", 10, moe_permute});
 ops::RegisterOpImpl r10({"moe_permute", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_permute});
+ops::RegisterOpImpl r11({"moe_gate", HAL_MODULE_HSACO, "gfx942", "", 10, moe_gate});
+ops::RegisterOpImpl r12({"moe_gate", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_gate});
 
 }  // namespace
 }  // namespace halcyon::gcnop
