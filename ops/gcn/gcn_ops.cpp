@@ -156,6 +156,46 @@ Status moe_gate(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(T)}, {64}, &a, 68);
 }
 
+struct GroupedArgs {
+  uint64_t a, w, offsets, out, row_to_slot;
+  uint32_t R, K, N, EL, mode, topk, topk_magic, slots, a_bytes, b_bytes, ldb;
+};
+enum GroupedMode : uint32_t { kDown = 0, kSwiglu = 1, kSwigluGather = 2 };
+// One kernel for the three grouped GEMMs: K = depth, N = output columns, ldb = weight row length.
+Status grouped_gemm(ops::OpContext& ctx, GroupedMode mode, const char* a_name, const char* w_name, int64_t K,
+                    int64_t N, int64_t ldb, int64_t a_rows, int64_t topk) {
+  int64_t R = ctx.dim("R"), EL = ctx.dim("EL");
+  if (R == 0 || N == 0 || EL == 0) return {};
+  const char* op = ctx.contract.op.c_str();
+  if (K == 0) return Error(HAL_UNSUPPORTED, fmt::format("{} on GCN: an empty reduction (K = 0)", op));
+  const int64_t a_bytes = a_rows * K * 2, b_bytes = K * ldb * 2;
+  if (a_bytes > 0xffffffffll || b_bytes > 0xffffffffll || R * N * 2 > 0xffffffffll || EL * b_bytes >= (int64_t(1) << 48) ||
+      (R + 31) / 32 + EL > 0xffffffffll)
+    return too_large(op, fmt::format("R = {}, K = {}, N = {}", R, K, N));
+  auto k = kernel(ctx, "halcyon_moe_grouped_gemm_bf16");
+  if (!k) return k.error();
+  const ops::Tensor* slots = ctx.optional_tensor("row_to_slot");
+  const uint32_t magic = topk > 1 ? uint32_t(((uint64_t(1) << 32) + uint64_t(topk) - 1) / uint64_t(topk)) : 0;
+  GroupedArgs g{ctx.tensor(a_name).address(), ctx.tensor(w_name).address(), ctx.tensor("expert_offsets").address(),
+                ctx.tensor("out").address(), slots ? slots->address() : 0, uint32_t(R), uint32_t(K), uint32_t(N),
+                uint32_t(EL), mode, uint32_t(topk), magic, uint32_t(a_rows * topk), uint32_t(a_bytes),
+                uint32_t(b_bytes), uint32_t(ldb)};
+  return ctx.stream.launch(*k, {uint32_t((N + 31) / 32), uint32_t((R + 31) / 32 + EL)}, {64}, &g, 84);
+}
+Status moe_grouped_gemm(ops::OpContext& ctx) {
+  int64_t I = ctx.dim("I"), H = ctx.dim("H");
+  return grouped_gemm(ctx, kDown, "a", "w", I, H, H, ctx.dim("R"), 1);
+}
+Status moe_grouped_gemm_swiglu(ops::OpContext& ctx) {
+  int64_t I = ctx.dim("I"), H = ctx.dim("H");
+  return grouped_gemm(ctx, kSwiglu, "a", "w_gate_up", H, I, 2 * I, ctx.dim("R"), 1);
+}
+Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
+  int64_t I = ctx.dim("I"), H = ctx.dim("H"), topk = ctx.params().i("topk");
+  if (topk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_grouped_gemm_swiglu_gather: topk = {}", topk));
+  return grouped_gemm(ctx, kSwigluGather, "x", "w_gate_up", H, I, 2 * I, ctx.dim("T"), topk);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
@@ -168,6 +208,14 @@ ops::RegisterOpImpl r9({"moe_permute", HAL_MODULE_HSACO, "gfx942", "", 10, moe_p
 ops::RegisterOpImpl r10({"moe_permute", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_permute});
 ops::RegisterOpImpl r11({"moe_gate", HAL_MODULE_HSACO, "gfx942", "", 10, moe_gate});
 ops::RegisterOpImpl r12({"moe_gate", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_gate});
+ops::RegisterOpImpl r13({"moe_grouped_gemm", HAL_MODULE_HSACO, "gfx942", "", 10, moe_grouped_gemm});
+ops::RegisterOpImpl r14({"moe_grouped_gemm", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_grouped_gemm});
+ops::RegisterOpImpl r15({"moe_grouped_gemm_swiglu", HAL_MODULE_HSACO, "gfx942", "", 10, moe_grouped_gemm_swiglu});
+ops::RegisterOpImpl r16({"moe_grouped_gemm_swiglu", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_grouped_gemm_swiglu});
+ops::RegisterOpImpl r17({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx942", "", 10,
+                         moe_grouped_gemm_swiglu_gather});
+ops::RegisterOpImpl r18({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx90a", "", 10,
+                         moe_grouped_gemm_swiglu_gather});
 
 }  // namespace
 }  // namespace halcyon::gcnop
