@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "wave.hpp"
@@ -180,6 +182,7 @@ struct WorkgroupRunner {
       if (!in->error.empty()) fail(*in, in->error);
       d.branched = false;
       d.barrier = false;
+      in->executed = true;
       strict_before(w, *in);
       uint64_t exec_before = w.exec;
       in->fn(w, *in, d);
@@ -279,6 +282,15 @@ void run_kernel(const Program& program, Memory& memory, const LaunchParams& p) {
   for (uint32_t z = 0; z < p.grid[2]; ++z)
     for (uint32_t y = 0; y < p.grid[1]; ++y)
       for (uint32_t x = 0; x < p.grid[0]; ++x) r.run_group(x, y, z, &instructions);
+  // Coverage: HALCYON_SIM_COVERAGE=<file> appends "<kernel> <mnemonic>" for every instruction
+  // this program has executed so far (tests/amd/coverage.cmake reads it).
+  if (const char* path = std::getenv("HALCYON_SIM_COVERAGE")) {
+    if (std::FILE* f = std::fopen(path, "a")) {
+      for (const Inst& in : program.instructions())
+        if (in.executed) std::fprintf(f, "%s %s\n", k.name.c_str(), in.mnemonic.c_str());
+      std::fclose(f);
+    }
+  }
 }
 
 }  // namespace halcyon::amdsim

@@ -91,6 +91,7 @@ struct Inst {
   std::string error;      // set when the bytes could not be decoded or are unsupported
   uint32_t word0 = 0;     // first dword of the encoding (SOPP/SOPK immediates)
   InstInfo info;
+  mutable bool executed = false;  // for coverage reports (HALCYON_SIM_COVERAGE)
 };
 
 }  // namespace halcyon::amdsim
