@@ -180,7 +180,9 @@ Status grouped_gemm(ops::OpContext& ctx, GroupedMode mode, const char* a_name, c
                 ctx.tensor("out").address(), slots ? slots->address() : 0, uint32_t(R), uint32_t(K), uint32_t(N),
                 uint32_t(EL), mode, uint32_t(topk), magic, uint32_t(a_rows * topk), uint32_t(a_bytes),
                 uint32_t(b_bytes), uint32_t(ldb)};
-  return ctx.stream.launch(*k, {uint32_t((N + 31) / 32), uint32_t((R + 31) / 32 + EL)}, {64}, &g, 84);
+  // Column tiles padded to a multiple of MI300X's 8 XCDs: see moe_grouped_gemm_bf16.s.
+  const uint32_t col_tiles = uint32_t(((N + 31) / 32 + 7) / 8 * 8);
+  return ctx.stream.launch(*k, {col_tiles, uint32_t((R + 31) / 32 + EL)}, {64}, &g, 84);
 }
 Status moe_grouped_gemm(ops::OpContext& ctx) {
   int64_t I = ctx.dim("I"), H = ctx.dim("H");

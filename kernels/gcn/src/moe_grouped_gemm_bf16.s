@@ -3,7 +3,11 @@
 //   mode 1  moe_grouped_gemm_swiglu:        out[r, j] = bf16(silu(a[r] . w[e][:, j]) * (a[r] . w[e][:, N + j]))
 //   mode 2  moe_grouped_gemm_swiglu_gather: mode 1 with a[r] = x[row_to_slot[r] / topk]
 // for rows r of expert e: [expert_offsets[e], expert_offsets[e + 1]).
-// Launch: block (64,1,1), grid (ceil(N / 32), ceil(R / 32) + EL, 1). Workgroup y is a virtual
+// Launch: block (64,1,1), grid (round_up(ceil(N / 32), 8), ceil(R / 32) + EL, 1). MI300X deals
+// workgroups to its 8 XCDs round-robin by linear id (x fastest), so with the x extent a
+// multiple of 8 every row tile of column tile x runs on XCD x % 8, and the weight column tile
+// w[e][:, 32x .. 32x + 31] of an expert is fetched into one XCD's L2 only; the padding tiles
+// exit at once. Workgroup y is a virtual
 // row tile: the tiles of expert 0, then expert 1, ... (ceil(rows_e / 32) each); workgroups past
 // the last tile exit. One wave computes a 32 x 32 tile of out (mode 1/2: 32 x 32 of gate and of
 // up, in a[0:15] and a[16:31]).
@@ -129,6 +133,9 @@ halcyon_moe_grouped_gemm_bf16:
   v_accvgpr_write_b32 a\q, 0
   .endr
   s_waitcnt lgkmcnt(0)
+  s_lshl_b32 s40, s2, 5                     // col0
+  s_cmp_ge_u32 s40, s16
+  s_cbranch_scc1 .Lend                      // padding column tile (the grid is padded to 8)
   // which expert and tile: walk the experts' tile counts
   s_mov_b32 s31, s3
   s_mov_b32 s32, 0                          // e
@@ -190,7 +197,6 @@ halcyon_moe_grouped_gemm_bf16:
   v_mul_hi_u32 v3, v10, s20                 // token = slot / topk
 .Lrow_ready:
   v_mul_lo_u32 v3, v3, s15                  // a row * K
-  s_lshl_b32 s40, s2, 5
   v_add_u32 v4, s40, v1                     // column
   v_cmp_gt_u32 s[38:39], s16, v4
   s_mov_b32 s43, 0                          // k0
