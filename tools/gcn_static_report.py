@@ -70,15 +70,18 @@ def cost(mnemonic, operands, arch):
     return 1
 
 
-def main_loop(insts):
-    """The loop (a backward branch) with the most MFMAs, else the most memory instructions."""
+def main_loop(insts, mfma_count=None):
+    """The loop (a backward branch) with the most MFMAs (or exactly mfma_count), else the most
+    memory instructions."""
     best, best_key = None, None
     for i, (addr, mn, ops, target) in enumerate(insts):
         if target is None or target > addr or not mn.startswith(("s_branch", "s_cbranch")):
             continue
         body = [x for x in insts if target <= x[0] <= addr]
-        key = (sum(x[1].startswith("v_mfma") for x in body),
-               sum(x[1].startswith(("global_", "buffer_", "ds_", "s_load")) for x in body), -len(body))
+        mfma = sum(x[1].startswith("v_mfma") for x in body)
+        if mfma_count is not None and mfma != mfma_count:
+            continue
+        key = (mfma, sum(x[1].startswith(("global_", "buffer_", "ds_", "s_load")) for x in body), -len(body))
         if best_key is None or key > best_key:
             best, best_key = body, key
     return best or []
@@ -100,7 +103,8 @@ def occupancy(md):
 # exposed latency, and the stage's floor bytes / FLOPs (cmd_bench.cpp's formulas).
 def shape(kernel):
     wgu, wd = H * 2 * I * B2, I * H * B2
-    tiles = lambda n: -(-(-(-n // 32)) // 8) * 8 * (R // 32 + E)
+    # grouped GEMM: 4 waves per 64 x 64 tile, column tiles padded to 8, row tiles per expert
+    tiles = lambda n: 4 * (-(-(-(-n // 64)) // 8) * 8) * (R // 64 + E)
     if kernel == "halcyon_moe_gate_f32":
         return T, E // 8 * 3 + 8, LDS_LATENCY, T * E * 4 + E * 4 + R * 8, 0   # arg-max rounds
     if kernel == "halcyon_moe_permute_plan":
@@ -124,8 +128,6 @@ def predict(kernel, body, arch, waves_per_cu):
         return None
     waves, trips, latency, nbytes, flops = s
     issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body)
-    if "down" in kernel:   # the down loop has one MFMA and no up loads: the swiglu body minus them
-        issue = issue * 0.6
     per_simd = max(1, min(waves_per_cu // SIMDS, -(-waves // (CUS * SIMDS))))
     # A SIMD with w waves finishes w iterations every max(w * issue, issue + latency) cycles.
     cycles_per_round = max(per_simd * issue, issue + latency)
@@ -159,6 +161,8 @@ def main():
         issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body)
         share = sum(cost(mn, ops, arch) for _, mn, ops, _ in body if mn.startswith("v_mfma")) / issue if issue else 0
         loops[(name, arch)] = (body, per_cu)
+        if name == "halcyon_moe_grouped_gemm_bf16":   # its down loop: one MFMA, no up columns
+            loops[(name + ":down", arch)] = (main_loop(instructions(co), 1), per_cu)
         print(f"| {name} | {arch} | {md['sgpr']} | {md['vgpr']} | {md['agpr']} | {md['lds']} | {per_simd} | {per_cu} | "
               f"{len(body)}, {mfma}, {100 * share:.0f}% |")
     if "gfx942" not in archs:
@@ -177,7 +181,7 @@ def main():
     for label, name, key in stages:
         if (name, "gfx942") not in loops:
             continue
-        body, per_cu = loops[(name, "gfx942")]
+        body, per_cu = loops.get((key, "gfx942"), loops[(name, "gfx942")])
         nbytes, flops, floor, t = predict(key, body, "gfx942", per_cu)
         total_floor += floor
         total += t

@@ -170,7 +170,7 @@ Status grouped_gemm(ops::OpContext& ctx, GroupedMode mode, const char* a_name, c
   if (K == 0) return Error(HAL_UNSUPPORTED, fmt::format("{} on GCN: an empty reduction (K = 0)", op));
   const int64_t a_bytes = a_rows * K * 2, b_bytes = K * ldb * 2;
   if (a_bytes > 0xffffffffll || b_bytes > 0xffffffffll || R * N * 2 > 0xffffffffll || EL * b_bytes >= (int64_t(1) << 48) ||
-      (R + 31) / 32 + EL > 0xffffffffll)
+      (R + 63) / 64 + EL > 0xffffffffll)
     return too_large(op, fmt::format("R = {}, K = {}, N = {}", R, K, N));
   auto k = kernel(ctx, "halcyon_moe_grouped_gemm_bf16");
   if (!k) return k.error();
@@ -181,8 +181,8 @@ Status grouped_gemm(ops::OpContext& ctx, GroupedMode mode, const char* a_name, c
                 uint32_t(EL), mode, uint32_t(topk), magic, uint32_t(a_rows * topk), uint32_t(a_bytes),
                 uint32_t(b_bytes), uint32_t(ldb)};
   // Column tiles padded to a multiple of MI300X's 8 XCDs: see moe_grouped_gemm_bf16.s.
-  const uint32_t col_tiles = uint32_t(((N + 31) / 32 + 7) / 8 * 8);
-  return ctx.stream.launch(*k, {col_tiles, uint32_t((R + 31) / 32 + EL)}, {64}, &g, 84);
+  const uint32_t col_tiles = uint32_t(((N + 63) / 64 + 7) / 8 * 8);
+  return ctx.stream.launch(*k, {col_tiles, uint32_t((R + 63) / 64 + EL)}, {256}, &g, 84);
 }
 Status moe_grouped_gemm(ops::OpContext& ctx) {
   int64_t I = ctx.dim("I"), H = ctx.dim("H");

@@ -3,85 +3,130 @@
 //   mode 1  moe_grouped_gemm_swiglu:        out[r, j] = bf16(silu(a[r] . w[e][:, j]) * (a[r] . w[e][:, N + j]))
 //   mode 2  moe_grouped_gemm_swiglu_gather: mode 1 with a[r] = x[row_to_slot[r] / topk]
 // for rows r of expert e: [expert_offsets[e], expert_offsets[e + 1]).
-// Launch: block (64,1,1), grid (round_up(ceil(N / 32), 8), ceil(R / 32) + EL, 1). MI300X deals
-// workgroups to its 8 XCDs round-robin by linear id (x fastest), so with the x extent a
-// multiple of 8 every row tile of column tile x runs on XCD x % 8, and the weight column tile
-// w[e][:, 32x .. 32x + 31] of an expert is fetched into one XCD's L2 only; the padding tiles
-// exit at once. Workgroup y is a virtual
-// row tile: the tiles of expert 0, then expert 1, ... (ceil(rows_e / 32) each); workgroups past
-// the last tile exit. One wave computes a 32 x 32 tile of out (mode 1/2: 32 x 32 of gate and of
-// up, in a[0:15] and a[16:31]).
+// Launch: block (256,1,1), grid (round_up(ceil(N / 64), 8), ceil(R / 64) + EL, 1).
+// A workgroup computes a 64 x 64 tile of out (SwiGLU: of gate and of up), each of its 4 waves a
+// 32 x 32 quarter in a[0:15] (and up in a[16:31]). Workgroup y is a virtual row tile: the
+// tiles of expert 0, then expert 1, ... (ceil(rows_e / 64) each); workgroups past the last
+// tile exit. MI300X deals workgroups to its 8 XCDs round-robin by linear id (x fastest), so
+// with the x extent a multiple of 8 every row tile of column tile x runs on XCD x % 8 and an
+// expert's weight column tile is fetched into one XCD's L2 only; padding tiles exit at once.
+// K advances 8 at a time through LDS, double buffered: while the waves multiply stage s from
+// one buffer, the next stage's global loads are in flight; after them, one barrier per stage.
+// LDS stage (3 KiB): A [64 rows][8 k], then B gate [64 cols][8 k], then B up [64 cols][8 k]
+// (B transposed so that each MFMA operand is one ds_read_b64).
 // Loads are raw buffer loads with range checks: a lane whose element lies outside the matrix
 // (k >= K, a row past its expert, a column past N, an invalid row_to_slot) gets offset
-// 0xffffffff, past num_records, and the hardware returns 0; weights of one expert are one
+// 0xffffffff, past num_records, and the hardware returns 0; the weights of one expert are one
 // buffer of b_bytes, so k >= K falls outside it by itself. Offsets are 32-bit per buffer.
 // Register layout of v_mfma_f32_32x32x8 bf16 (CDNA2 and CDNA3 alike), lane l:
 //   A: a[i = l % 32][k0 + 4 * (l / 32) + 0..3]   B: b[k0 + 4 * (l / 32) + 0..3][j = l % 32]
 //   result register q: c[8 * (q / 4) + 4 * (l / 32) + q % 4][l % 32]
-// Registers in: s[0:1] kernarg, s2 column tile, s3 virtual row tile, v0 lane.
-// v1 = l % 32, v2 = kq = 4 * (l / 32), v3 = a row * K (elements), v4 = column of this lane,
-// s[36:37] lanes whose a row is valid, s[38:39] lanes whose column is < N.
+// Registers in: s[0:1] kernarg, s2 column tile, s3 virtual row tile, v0 thread (0..255).
+// Loader (thread t): A row t / 4, k pair 2 * (t % 4); B column t % 64, k pair 2 * (t / 64).
 #include "gcn_target.inc"
 .amdgcn_target GCN_TARGET_ID
 
-// v5 = k = k0 + kq + e; s[26:27] = lanes whose a element (row valid, k < K) exists.
-.macro K_INDEX e
-  v_add_u32 v5, s43, v2
-  v_add_u32 v5, \e, v5
-  v_cmp_gt_u32 s[24:25], s15, v5
-  s_and_b64 s[26:27], s[24:25], s[36:37]
+.set STAGE_BYTES, 3072
+.set B_OFFSET, 1024
+.set UP_OFFSET, 1024
+
+// v8/v9 = a[row][kbase + kA + 0/1], v10/v11 = w[e][kbase + kB + 0/1][col] (v12/v13 the up
+// columns when swiglu); 0 outside.
+.macro LOAD_STAGE kbase, swiglu
+  .irp e, 0, 1
+    v_add_u32 v7, \kbase, v5
+    v_add_u32 v7, \e, v7
+    v_cmp_gt_u32 s[24:25], s15, v7
+    s_and_b64 s[26:27], s[24:25], s[36:37]
+    v_add_u32 v7, v3, v7
+    v_lshlrev_b32 v7, 1, v7
+    v_cndmask_b32 v7, -1, v7, s[26:27]
+    .if \e == 0
+      buffer_load_ushort v8, v7, s[44:47], 0 offen
+    .else
+      buffer_load_ushort v9, v7, s[44:47], 0 offen
+    .endif
+    v_add_u32 v7, \kbase, v6
+    v_add_u32 v7, \e, v7
+    v_mul_lo_u32 v7, v7, s30
+    v_add_u32 v7, v7, v4
+    v_lshlrev_b32 v7, 1, v7
+    .if \swiglu
+      v_add_u32 v36, s54, v7
+      v_cndmask_b32 v36, -1, v36, s[38:39]
+      .if \e == 0
+        buffer_load_ushort v12, v36, s[48:51], 0 offen
+      .else
+        buffer_load_ushort v13, v36, s[48:51], 0 offen
+      .endif
+    .endif
+    v_cndmask_b32 v7, -1, v7, s[38:39]
+    .if \e == 0
+      buffer_load_ushort v10, v7, s[48:51], 0 offen
+    .else
+      buffer_load_ushort v11, v7, s[48:51], 0 offen
+    .endif
+  .endr
 .endm
 
-// dst = a[row][k], 0 outside a (offset 0xffffffff is past num_records).
-.macro LOAD_A e, dst
-  K_INDEX \e
-  v_add_u32 v6, v3, v5
-  v_lshlrev_b32 v6, 1, v6
-  v_cndmask_b32 v6, -1, v6, s[26:27]
-  buffer_load_ushort \dst, v6, s[44:47], 0 offen
-.endm
-
-// dst = w[e][k][col] (and up = w[e][k][N + col] when swiglu), 0 outside.
-.macro LOAD_B e, dst, up, swiglu
-  v_mul_lo_u32 v6, v5, s30
-  v_add_u32 v6, v6, v4
-  v_lshlrev_b32 v6, 1, v6
+// The loaded pairs into the LDS stage at s60.
+.macro WRITE_STAGE swiglu
+  v_lshl_or_b32 v30, v9, 16, v8
+  v_lshl_or_b32 v31, v11, 16, v10
+  v_add_u32 v32, s60, v14
+  v_add_u32 v33, s60, v15
+  ds_write_b32 v32, v30
+  ds_write_b32 v33, v31
   .if \swiglu
-  v_add_u32 v7, s54, v6
-  v_cndmask_b32 v7, -1, v7, s[38:39]
-  buffer_load_ushort \up, v7, s[48:51], 0 offen
+    v_lshl_or_b32 v37, v13, 16, v12
+    ds_write_b32 v33, v37 offset:UP_OFFSET
   .endif
-  v_cndmask_b32 v6, -1, v6, s[38:39]
-  buffer_load_ushort \dst, v6, s[48:51], 0 offen
 .endm
 
-// One k-step of 8: loads (all in flight together), packing, MFMA into a[0:15] and, with
-// swiglu, into a[16:31]; leaves SCC = (k0 < K).
-.macro K_STEP swiglu
-  LOAD_A 0, v8
-  LOAD_B 0, v12, v24, \swiglu
-  LOAD_A 1, v9
-  LOAD_B 1, v13, v25, \swiglu
-  LOAD_A 2, v10
-  LOAD_B 2, v14, v26, \swiglu
-  LOAD_A 3, v11
-  LOAD_B 3, v15, v27, \swiglu
-  s_waitcnt vmcnt(0)
-  v_lshl_or_b32 v16, v9, 16, v8             // a[i][k0 + kq + 0..1]
-  v_lshl_or_b32 v17, v11, 16, v10           // a[i][k0 + kq + 2..3]
-  v_lshl_or_b32 v18, v13, 16, v12           // gate (or down) columns
-  v_lshl_or_b32 v19, v15, 16, v14
+// This wave's MFMA operands from the LDS stage at s59, then the MFMAs.
+.macro COMPUTE_STAGE swiglu
+  v_add_u32 v34, s59, v25
+  v_add_u32 v35, s59, v26
+  ds_read_b64 v[16:17], v34
+  ds_read_b64 v[18:19], v35
   .if \swiglu
-  v_lshl_or_b32 v28, v25, 16, v24           // up columns
-  v_lshl_or_b32 v29, v27, 16, v26
+    ds_read_b64 v[28:29], v35 offset:UP_OFFSET
   .endif
-  s_nop 1
+  s_waitcnt lgkmcnt(0)
   MFMA_F32_32X32X8_BF16 a[0:15], v[16:17], v[18:19], a[0:15]
   .if \swiglu
-  MFMA_F32_32X32X8_BF16 a[16:31], v[16:17], v[28:29], a[16:31]
+    MFMA_F32_32X32X8_BF16 a[16:31], v[16:17], v[28:29], a[16:31]
   .endif
-  s_add_u32 s43, s43, 8
-  s_cmp_lt_u32 s43, s15
+.endm
+
+// The whole K loop; falls through when done.
+.macro K_LOOP swiglu
+  LOAD_STAGE s43, \swiglu
+  s_mov_b32 s60, 0                          // the first stage goes to buffer 0
+  s_waitcnt vmcnt(0)
+  WRITE_STAGE \swiglu
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  s_mov_b32 s59, 0                          // stage being multiplied
+  s_movk_i32 s60, STAGE_BYTES               // stage being filled
+.Lk\@:
+  s_add_u32 s61, s43, 8
+  s_cmp_lt_u32 s61, s15
+  s_cbranch_scc0 .Lno_prefetch\@
+  LOAD_STAGE s61, \swiglu                   // in flight during the MFMAs
+.Lno_prefetch\@:
+  COMPUTE_STAGE \swiglu
+  s_cmp_ge_u32 s61, s15
+  s_cbranch_scc1 .Ldone\@
+  s_waitcnt vmcnt(0)
+  WRITE_STAGE \swiglu
+  s_waitcnt lgkmcnt(0)
+  s_barrier                                 // the stage is written, and the other one read
+  s_xor_b32 s59, s59, STAGE_BYTES
+  s_xor_b32 s60, s60, STAGE_BYTES
+  s_mov_b32 s43, s61
+  s_branch .Lk\@
+.Ldone\@:
 .endm
 
 // v22 = bf16(v22) in the low half (round to nearest even).
@@ -91,11 +136,11 @@
   v_lshrrev_b32 v22, 16, v22
 .endm
 
-// Stores accumulator q (and up a\up for swiglu) to out[v20][col] on valid lanes, then moves
-// v20 down \step rows.
+// Stores accumulator acc (and up for swiglu) to out[v20][v27] on valid lanes, then moves v20
+// down \step rows.
 .macro STORE_C acc, up, step
   v_cmp_gt_u32 vcc, s42, v20
-  s_and_b64 vcc, vcc, s[38:39]
+  s_and_b64 vcc, vcc, s[34:35]
   s_and_saveexec_b64 s[56:57], vcc
   v_accvgpr_read_b32 v22, \acc
   s_cmp_eq_u32 s18, 0
@@ -110,7 +155,7 @@
 1:
   TO_BF16
   v_mul_lo_u32 v21, v20, s16
-  v_add_u32 v21, v21, v4
+  v_add_u32 v21, v21, v27
   v_lshlrev_b32 v21, 1, v21
   global_store_short v21, v22, s[10:11]
   s_mov_b64 exec, s[56:57]
@@ -127,13 +172,16 @@ halcyon_moe_grouped_gemm_bf16:
   s_load_dwordx8 s[16:23], s[0:1], 0x30     // N, EL, mode, topk, topk magic, slots, a bytes, b bytes
   s_load_dword s30, s[0:1], 0x50            // ldb: weight row length (N or 2N)
   v_and_b32 v1, 31, v0                      // i = j = l % 32
-  v_lshrrev_b32 v2, 5, v0
-  v_lshlrev_b32 v2, 2, v2                   // kq
+  v_bfe_u32 v2, v0, 5, 1
+  v_lshlrev_b32 v2, 2, v2                   // kq = 4 * ((t % 64) / 32)
+  v_lshrrev_b32 v7, 6, v0
+  NOP_VALU_READLANE
+  v_readfirstlane_b32 s62, v7               // wave 0..3
   .irp q, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
   v_accvgpr_write_b32 a\q, 0
   .endr
   s_waitcnt lgkmcnt(0)
-  s_lshl_b32 s40, s2, 5                     // col0
+  s_lshl_b32 s40, s2, 6                     // col0
   s_cmp_ge_u32 s40, s16
   s_cbranch_scc1 .Lend                      // padding column tile (the grid is padded to 8)
   // which expert and tile: walk the experts' tile counts
@@ -150,8 +198,8 @@ halcyon_moe_grouped_gemm_bf16:
   s_min_u32 s34, s34, s14                   // never past R
   s_max_u32 s34, s34, s33
   s_sub_u32 s35, s34, s33
-  s_add_u32 s35, s35, 31
-  s_lshr_b32 s35, s35, 5                    // tiles of expert e
+  s_add_u32 s35, s35, 63
+  s_lshr_b32 s35, s35, 6                    // tiles of expert e
   s_cmp_lt_u32 s31, s35
   s_cbranch_scc1 .Lfound
   s_sub_u32 s31, s31, s35
@@ -159,7 +207,7 @@ halcyon_moe_grouped_gemm_bf16:
   s_add_u32 s32, s32, 1
   s_branch .Lfind
 .Lfound:
-  s_lshl_b32 s41, s31, 5
+  s_lshl_b32 s41, s31, 6
   s_add_u32 s41, s41, s33                   // row0
   s_mov_b32 s42, s34                        // row end
   // buffers: a (all of it), w[e] (one expert)
@@ -177,8 +225,9 @@ halcyon_moe_grouped_gemm_bf16:
   s_lshl_b32 s54, s16, 1                    // byte offset of the up columns
   s_movk_i32 s55, 0x7fff
   s_mov_b32 s58, 0xbfb8aa3b                 // -log2(e)
-  // this lane's a row
-  v_add_u32 v8, s41, v1                     // r
+  // loader: this thread's a row (t / 4) and k pair, its B column (t % 64) and k pair
+  v_lshrrev_b32 v8, 2, v0
+  v_add_u32 v8, s41, v8                     // r
   v_cmp_gt_u32 s[36:37], s42, v8
   v_mov_b32 v3, v8
   s_cmp_eq_u32 s18, 2
@@ -197,18 +246,42 @@ halcyon_moe_grouped_gemm_bf16:
   v_mul_hi_u32 v3, v10, s20                 // token = slot / topk
 .Lrow_ready:
   v_mul_lo_u32 v3, v3, s15                  // a row * K
-  v_add_u32 v4, s40, v1                     // column
+  v_and_b32 v5, 3, v0
+  v_lshlrev_b32 v5, 1, v5                   // kA
+  v_and_b32 v7, 63, v0
+  v_add_u32 v4, s40, v7                     // B column
   v_cmp_gt_u32 s[38:39], s16, v4
+  v_lshrrev_b32 v6, 6, v0
+  v_lshlrev_b32 v6, 1, v6                   // kB
+  v_lshrrev_b32 v14, 2, v0                  // LDS A write: (t / 4) * 16 + kA * 2
+  v_lshlrev_b32 v14, 4, v14
+  v_lshl_add_u32 v14, v5, 1, v14
+  v_lshlrev_b32 v15, 4, v7                  // LDS B write: B_OFFSET + (t % 64) * 16 + kB * 2
+  v_lshl_add_u32 v15, v6, 1, v15
+  v_add_u32 v15, B_OFFSET, v15
+  // this wave's quarter: rows 32 * (w / 2), columns 32 * (w % 2)
+  s_lshr_b32 s63, s62, 1
+  s_lshl_b32 s63, s63, 5                    // row offset of the quarter
+  s_and_b32 s53, s62, 1
+  s_lshl_b32 s53, s53, 5                    // column offset of the quarter
+  v_add_u32 v25, s63, v1                    // LDS A read: (quarter row + i) * 16 + kq * 2
+  v_lshlrev_b32 v25, 4, v25
+  v_lshl_add_u32 v25, v2, 1, v25
+  v_add_u32 v26, s53, v1                    // LDS B read: B_OFFSET + (quarter col + j) * 16 + kq * 2
+  v_lshlrev_b32 v26, 4, v26
+  v_lshl_add_u32 v26, v2, 1, v26
+  v_add_u32 v26, B_OFFSET, v26
+  s_add_u32 s53, s53, s40
+  v_add_u32 v27, s53, v1                    // out column of this lane
+  v_cmp_gt_u32 s[34:35], s16, v27
+  s_add_u32 s41, s41, s63                   // out row 0 of the quarter
   s_mov_b32 s43, 0                          // k0
   s_cmp_eq_u32 s18, 0
   s_cbranch_scc0 .Lk_swiglu
-.Lk_down:
-  K_STEP 0
-  s_cbranch_scc1 .Lk_down
+  K_LOOP 0
   s_branch .Lk_done
 .Lk_swiglu:
-  K_STEP 1
-  s_cbranch_scc1 .Lk_swiglu
+  K_LOOP 1
 .Lk_done:
   s_nop 7                                   // MFMA results are ready after passes + 3
   s_nop 7
@@ -242,10 +315,10 @@ halcyon_moe_grouped_gemm_bf16:
   .amdhsa_system_sgpr_workgroup_id_y 1
   .amdhsa_system_vgpr_workitem_id 0
   .amdhsa_kernarg_size 84
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 64
-  .amdhsa_next_free_sgpr 59
-  .amdhsa_accum_offset 32
+  .amdhsa_group_segment_fixed_size 6144
+  .amdhsa_next_free_vgpr 72
+  .amdhsa_next_free_sgpr 64
+  .amdhsa_accum_offset 40
 .end_amdhsa_kernel
 
 .amdgpu_metadata
@@ -257,13 +330,13 @@ amdhsa.kernels:
     .symbol: halcyon_moe_grouped_gemm_bf16.kd
     .kernarg_segment_size: 84
     .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
+    .group_segment_fixed_size: 6144
     .private_segment_fixed_size: 0
     .wavefront_size: 64
-    .sgpr_count: 59
-    .vgpr_count: 32
+    .sgpr_count: 64
+    .vgpr_count: 40
     .agpr_count: 32
-    .max_flat_workgroup_size: 64
+    .max_flat_workgroup_size: 256
     .args:
       - { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
       - { .name: w, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
