@@ -44,6 +44,33 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 }  // namespace
 
+// The same sequences with exactly the wait states (or the s_waitcnt) the rule asks for.
+const char* const kOkKernels[] = {
+    "strict_ok_mfma_srcab",      "strict_ok_mfma_srcc_overlap", "strict_ok_mfma_srcc_chain",
+    "strict_ok_mfma_valu_read",  "strict_ok_mfma_waw",          "strict_ok_mfma_war",
+    "strict_ok_valu_mfma",       "strict_ok_exec_mfma",         "strict_ok_sgpr_vmem",
+    "strict_ok_readlane_select", "strict_ok_setreg",            "strict_ok_wide_store",
+    "strict_ok_valu_sgpr_valu",  "strict_ok_exec_readlane",     "strict_ok_vgpr_readlane",
+    "strict_ok_vm_wait"};
+
+TEST_CASE("strict mode: exactly the required wait states pass (no rule is stricter than the ISA)") {
+  for (const char* arch : {"gfx942", "gfx90a"}) {
+    Sim sim(arch);
+    auto co = test_object("strict", arch);
+    auto mod = sim.load(co, "strict");
+    auto scratch = must(sim.dev.allocate(256), "allocate");
+    must(sim.stream.fill(scratch, 0, 256, 0u), "fill");
+    halcyon::ArgPack args;
+    args.pointer(scratch);
+    for (const char* name : kOkKernels) {
+      CAPTURE(arch);
+      CAPTURE(name);
+      auto st = sim.stream.launch(must(mod.kernel(name), "kernel"), {1}, {64}, args);
+      CHECK_MESSAGE(bool(st), (st ? std::string() : st.error().message()));
+    }
+  }
+}
+
 TEST_CASE("strict mode: each broken rule is an error naming the rule and the instruction") {
   for (const char* arch : {"gfx942", "gfx90a"}) {
     Sim sim(arch);

@@ -6,6 +6,20 @@
 #include "gcn_target.inc"
 .amdgcn_target GCN_TARGET_ID
 
+// Exactly the wait states each rule needs (s_nop N gives N + 1): the strict_ok_* kernels must
+// pass, so no rule is stricter than the ISA guide. 16x16x16 MFMA: 4 passes on gfx942, 8 on gfx90a.
+#if defined(HALCYON_GFX942)
+#define WS_MFMA_READ 6
+#define WS_MFMA_SRCC 4
+#define WS_MFMA_WAR 2
+#define WS_WIDE_STORE 1
+#else
+#define WS_MFMA_READ 10
+#define WS_MFMA_SRCC 7
+#define WS_MFMA_WAR 6
+#define WS_WIDE_STORE 0
+#endif
+
 .macro KERNEL name, lds
 .rodata
 .p2align 6
@@ -286,6 +300,204 @@ strict_vgpr_readlane:
 .size strict_vgpr_readlane, .-strict_vgpr_readlane
 KERNEL strict_vgpr_readlane, 0
 
+.globl strict_ok_mfma_srcab
+.p2align 8
+.type strict_ok_mfma_srcab,@function
+strict_ok_mfma_srcab:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_READ
+  MFMA_F32_16X16X16_BF16 v[12:15], v[8:9], v[4:5], v[12:15]
+  s_endpgm
+.size strict_ok_mfma_srcab, .-strict_ok_mfma_srcab
+KERNEL strict_ok_mfma_srcab, 0
+
+.globl strict_ok_mfma_srcc_overlap
+.p2align 8
+.type strict_ok_mfma_srcc_overlap,@function
+strict_ok_mfma_srcc_overlap:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_SRCC
+  MFMA_F32_16X16X16_BF16 v[10:13], v[2:3], v[4:5], v[10:13]
+  s_endpgm
+.size strict_ok_mfma_srcc_overlap, .-strict_ok_mfma_srcc_overlap
+KERNEL strict_ok_mfma_srcc_overlap, 0
+
+.globl strict_ok_mfma_srcc_chain
+.p2align 8
+.type strict_ok_mfma_srcc_chain,@function
+strict_ok_mfma_srcc_chain:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]   // identical SrcC: back to back
+  s_endpgm
+.size strict_ok_mfma_srcc_chain, .-strict_ok_mfma_srcc_chain
+KERNEL strict_ok_mfma_srcc_chain, 0
+
+.globl strict_ok_mfma_valu_read
+.p2align 8
+.type strict_ok_mfma_valu_read,@function
+strict_ok_mfma_valu_read:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_READ
+  v_mov_b32 v1, v8
+  s_endpgm
+.size strict_ok_mfma_valu_read, .-strict_ok_mfma_valu_read
+KERNEL strict_ok_mfma_valu_read, 0
+
+.globl strict_ok_mfma_waw
+.p2align 8
+.type strict_ok_mfma_waw,@function
+strict_ok_mfma_waw:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_READ
+  v_mov_b32 v9, 0
+  s_endpgm
+.size strict_ok_mfma_waw, .-strict_ok_mfma_waw
+KERNEL strict_ok_mfma_waw, 0
+
+.globl strict_ok_mfma_war
+.p2align 8
+.type strict_ok_mfma_war,@function
+strict_ok_mfma_war:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[12:15], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_WAR
+  v_mov_b32 v8, 0
+  s_endpgm
+.size strict_ok_mfma_war, .-strict_ok_mfma_war
+KERNEL strict_ok_mfma_war, 0
+
+.globl strict_ok_valu_mfma
+.p2align 8
+.type strict_ok_valu_mfma,@function
+strict_ok_valu_mfma:
+  MFMA_INIT
+  v_mov_b32 v2, 1.0
+  s_nop 1
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_endpgm
+.size strict_ok_valu_mfma, .-strict_ok_valu_mfma
+KERNEL strict_ok_valu_mfma, 0
+
+.globl strict_ok_exec_mfma
+.p2align 8
+.type strict_ok_exec_mfma,@function
+strict_ok_exec_mfma:
+  MFMA_INIT
+  v_cmpx_eq_u32 vcc, v0, v0
+  s_nop 3
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_endpgm
+.size strict_ok_exec_mfma, .-strict_ok_exec_mfma
+KERNEL strict_ok_exec_mfma, 0
+
+.globl strict_ok_sgpr_vmem
+.p2align 8
+.type strict_ok_sgpr_vmem,@function
+strict_ok_sgpr_vmem:
+  LOAD_SCRATCH
+  v_mov_b32 v5, s4
+  s_nop 1
+  v_readfirstlane_b32 s4, v5
+  s_nop 4
+  global_load_dword v2, v1, s[4:5]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+.size strict_ok_sgpr_vmem, .-strict_ok_sgpr_vmem
+KERNEL strict_ok_sgpr_vmem, 0
+
+.globl strict_ok_readlane_select
+.p2align 8
+.type strict_ok_readlane_select,@function
+strict_ok_readlane_select:
+  v_readfirstlane_b32 s6, v0
+  s_nop 3
+  v_readlane_b32 s7, v0, s6
+  s_endpgm
+.size strict_ok_readlane_select, .-strict_ok_readlane_select
+KERNEL strict_ok_readlane_select, 0
+
+.globl strict_ok_setreg
+.p2align 8
+.type strict_ok_setreg,@function
+strict_ok_setreg:
+  s_mov_b32 s6, 0
+  s_setreg_b32 hwreg(HW_REG_MODE, 0, 4), s6
+  s_nop 1
+  s_getreg_b32 s7, hwreg(HW_REG_MODE, 0, 4)
+  s_endpgm
+.size strict_ok_setreg, .-strict_ok_setreg
+KERNEL strict_ok_setreg, 0
+
+.globl strict_ok_wide_store
+.p2align 8
+.type strict_ok_wide_store,@function
+strict_ok_wide_store:
+  LOAD_SCRATCH
+  v_mov_b32 v4, 0
+  v_mov_b32 v5, 0
+  v_mov_b32 v6, 0
+  v_mov_b32 v7, 0
+  global_store_dwordx4 v1, v[4:7], s[4:5]
+  s_nop WS_WIDE_STORE
+  v_mov_b32 v4, 1
+  s_waitcnt vmcnt(0)
+  s_endpgm
+.size strict_ok_wide_store, .-strict_ok_wide_store
+KERNEL strict_ok_wide_store, 0
+
+.globl strict_ok_valu_sgpr_valu
+.p2align 8
+.type strict_ok_valu_sgpr_valu,@function
+strict_ok_valu_sgpr_valu:
+  v_mov_b32 v2, 1
+  v_cmp_eq_u32 vcc, v0, v0
+  s_nop 1
+  v_cndmask_b32 v1, 0, v2, vcc
+  s_endpgm
+.size strict_ok_valu_sgpr_valu, .-strict_ok_valu_sgpr_valu
+KERNEL strict_ok_valu_sgpr_valu, 0
+
+.globl strict_ok_exec_readlane
+.p2align 8
+.type strict_ok_exec_readlane,@function
+strict_ok_exec_readlane:
+  v_cmpx_eq_u32 vcc, v0, v0
+  s_nop 3
+  v_readlane_b32 s6, v0, 0
+  s_endpgm
+.size strict_ok_exec_readlane, .-strict_ok_exec_readlane
+KERNEL strict_ok_exec_readlane, 0
+
+.globl strict_ok_vgpr_readlane
+.p2align 8
+.type strict_ok_vgpr_readlane,@function
+strict_ok_vgpr_readlane:
+  v_mov_b32 v1, 5
+  s_nop 0
+  v_readlane_b32 s6, v1, 0
+  s_endpgm
+.size strict_ok_vgpr_readlane, .-strict_ok_vgpr_readlane
+KERNEL strict_ok_vgpr_readlane, 0
+
+.globl strict_ok_vm_wait
+.p2align 8
+.type strict_ok_vm_wait,@function
+strict_ok_vm_wait:
+  LOAD_SCRATCH
+  global_load_dword v2, v1, s[4:5]
+  global_load_dword v3, v1, s[4:5]
+  s_waitcnt vmcnt(1)             // in order: the first load has landed
+  v_add_u32 v4, v2, v2
+  s_waitcnt vmcnt(0)
+  s_endpgm
+.size strict_ok_vm_wait, .-strict_ok_vm_wait
+KERNEL strict_ok_vm_wait, 0
+
 .amdgpu_metadata
 ---
 amdhsa.version: [ 1, 2 ]
@@ -313,5 +525,21 @@ amdhsa.kernels:
   META(strict_valu_sgpr_valu, 0)
   META(strict_exec_readlane, 0)
   META(strict_vgpr_readlane, 0)
+  META(strict_ok_mfma_srcab, 0)
+  META(strict_ok_mfma_srcc_overlap, 0)
+  META(strict_ok_mfma_srcc_chain, 0)
+  META(strict_ok_mfma_valu_read, 0)
+  META(strict_ok_mfma_waw, 0)
+  META(strict_ok_mfma_war, 0)
+  META(strict_ok_valu_mfma, 0)
+  META(strict_ok_exec_mfma, 0)
+  META(strict_ok_sgpr_vmem, 0)
+  META(strict_ok_readlane_select, 0)
+  META(strict_ok_setreg, 0)
+  META(strict_ok_wide_store, 0)
+  META(strict_ok_valu_sgpr_valu, 0)
+  META(strict_ok_exec_readlane, 0)
+  META(strict_ok_vgpr_readlane, 0)
+  META(strict_ok_vm_wait, 0)
 ...
 .end_amdgpu_metadata
