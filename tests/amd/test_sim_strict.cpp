@@ -42,6 +42,23 @@ const Case kCases[] = {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// kernels/strict.s on one target, each kernel launched as one wave with a zeroed scratch buffer.
+struct StrictKernels {
+  Sim sim;
+  halcyon::Module mod;
+  halcyon::Buffer scratch;
+  explicit StrictKernels(const char* arch) : sim(arch) {
+    mod = sim.load(test_object("strict", arch), "strict");
+    scratch = must(sim.dev.allocate(256), "allocate");
+    must(sim.stream.fill(scratch, 0, 256, 0u), "fill");
+  }
+  halcyon::Status launch(const char* name) {
+    halcyon::ArgPack args;
+    args.pointer(scratch);
+    return sim.stream.launch(must(mod.kernel(name), "kernel"), {1}, {64}, args);
+  }
+};
+
 }  // namespace
 
 // The same sequences with exactly the wait states (or the s_waitcnt) the rule asks for.
@@ -55,17 +72,11 @@ const char* const kOkKernels[] = {
 
 TEST_CASE("strict mode: exactly the required wait states pass (no rule is stricter than the ISA)") {
   for (const char* arch : {"gfx942", "gfx90a"}) {
-    Sim sim(arch);
-    auto co = test_object("strict", arch);
-    auto mod = sim.load(co, "strict");
-    auto scratch = must(sim.dev.allocate(256), "allocate");
-    must(sim.stream.fill(scratch, 0, 256, 0u), "fill");
-    halcyon::ArgPack args;
-    args.pointer(scratch);
+    StrictKernels sk(arch);
     for (const char* name : kOkKernels) {
       CAPTURE(arch);
       CAPTURE(name);
-      auto st = sim.stream.launch(must(mod.kernel(name), "kernel"), {1}, {64}, args);
+      auto st = sk.launch(name);
       CHECK_MESSAGE(bool(st), (st ? std::string() : st.error().message()));
     }
   }
@@ -73,18 +84,11 @@ TEST_CASE("strict mode: exactly the required wait states pass (no rule is strict
 
 TEST_CASE("strict mode: each broken rule is an error naming the rule and the instruction") {
   for (const char* arch : {"gfx942", "gfx90a"}) {
-    Sim sim(arch);
-    auto co = test_object("strict", arch);
-    auto mod = sim.load(co, "strict");
-    auto scratch = must(sim.dev.allocate(256), "allocate");
-    must(sim.stream.fill(scratch, 0, 256, 0u), "fill");
-    halcyon::ArgPack args;
-    args.pointer(scratch);
+    StrictKernels sk(arch);
     for (const Case& c : kCases) {
       CAPTURE(arch);
       CAPTURE(c.kernel);
-      auto k = must(mod.kernel(c.kernel), "kernel");
-      auto st = sim.stream.launch(k, {1}, {64}, args);
+      auto st = sk.launch(c.kernel);
       if (c.gfx942_only && std::string(arch) == "gfx90a") {
         CHECK_MESSAGE(bool(st), (st ? std::string() : st.error().message()));
         continue;
