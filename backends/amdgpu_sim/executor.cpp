@@ -209,6 +209,7 @@ struct WorkgroupRunner {
     // Poisoned, as uninitialised LDS is on hardware: a kernel that reads before it writes
     // gets garbage here too.
     d.lds.assign(prog.kernel().group_segment_fixed_size + p.dynamic_lds, 0xcd);
+    d.lds_tags.assign((d.lds.size() + 3) / 4, Dispatch::LdsTag{});
     uint32_t threads = p.block[0] * p.block[1] * p.block[2];
     std::vector<Wave> waves((threads + kLanes - 1) / kLanes);
     for (uint32_t i = 0; i < waves.size(); ++i) {
@@ -231,6 +232,7 @@ struct WorkgroupRunner {
       for (auto& w : waves) waiting |= !w.done && w.at_barrier;
       if (waiting) {
         for (auto& w : waves) w.at_barrier = false;  // every live wave has arrived
+        ++d.lds_epoch;
         continue;
       }
       if (!any) break;

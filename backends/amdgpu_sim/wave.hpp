@@ -55,6 +55,15 @@ struct Dispatch {
   uint64_t branch_target = 0;     // set by a taken branch (absolute image offset)
   bool branched = false;
   bool barrier = false;           // the wave just executed s_barrier
+  // Strict mode: LDS races between waves (exec_mem.cpp), per dword, in barrier intervals.
+  struct LdsTag {
+    uint32_t write_epoch = ~0u, read_epoch = ~0u, writer = 0;
+    bool atomic = false;
+    uint64_t readers = 0;
+    const Inst* by = nullptr;
+  };
+  std::vector<LdsTag> lds_tags;
+  uint32_t lds_epoch = 0;         // s_barrier intervals completed
 };
 
 // ---- float helpers ----

@@ -52,10 +52,10 @@ struct StrictKernels {
     scratch = must(sim.dev.allocate(256), "allocate");
     must(sim.stream.fill(scratch, 0, 256, 0u), "fill");
   }
-  halcyon::Status launch(const char* name) {
+  halcyon::Status launch(const char* name, uint32_t block = 64) {
     halcyon::ArgPack args;
     args.pointer(scratch);
-    return sim.stream.launch(must(mod.kernel(name), "kernel"), {1}, {64}, args);
+    return sim.stream.launch(must(mod.kernel(name), "kernel"), {1}, {block}, args);
   }
 };
 
@@ -100,5 +100,21 @@ TEST_CASE("strict mode: each broken rule is an error naming the rule and the ins
       CHECK(has(m, c.at));
       CHECK(has(m, " at 0x"));
     }
+  }
+}
+
+TEST_CASE("strict mode: LDS shared by two waves with no barrier between is a race") {
+  for (const char* arch : {"gfx942", "gfx90a"}) {
+    CAPTURE(arch);
+    StrictKernels sk(arch);
+    auto raw = sk.launch("strict_lds_race_raw", 128);
+    REQUIRE(!raw);
+    CHECK(has(raw.error().message(), "LDS race: the dword at 0x0 was written by wave 0"));
+    CHECK(has(raw.error().message(), "this wave (1) reads it"));
+    auto war = sk.launch("strict_lds_race_war", 128);
+    REQUIRE(!war);
+    CHECK(has(war.error().message(), "LDS race: the dword at 0x0 was read by another wave"));
+    auto ok = sk.launch("strict_ok_lds_barrier", 128);
+    CHECK_MESSAGE(bool(ok), (ok ? std::string() : ok.error().message()));
   }
 }

@@ -42,6 +42,13 @@
   s_waitcnt lgkmcnt(0)
 .endm
 
+// s6 = this wave's index in the workgroup.
+.macro WAVE_ID
+  v_lshrrev_b32 v2, 6, v0
+  NOP_VALU_READLANE
+  v_readfirstlane_b32 s6, v2
+.endm
+
 // v2..v15 written, and enough wait states that the MFMA after it may read them.
 .macro MFMA_INIT
   .irp r, 2,3,4,5,6,7,8,9,10,11,12,13,14,15
@@ -52,7 +59,7 @@
 
 #define META(n, lds) - { .name: n, .symbol: n.kd, .kernarg_segment_size: 8, .kernarg_segment_align: 8, \
   .group_segment_fixed_size: lds, .private_segment_fixed_size: 0, .wavefront_size: 64, .sgpr_count: 16, \
-  .vgpr_count: 16, .max_flat_workgroup_size: 64, \
+  .vgpr_count: 16, .max_flat_workgroup_size: 128, \
   .args: [ { .name: scratch, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global } ] }
 
 .text
@@ -498,6 +505,60 @@ strict_ok_vm_wait:
 .size strict_ok_vm_wait, .-strict_ok_vm_wait
 KERNEL strict_ok_vm_wait, 0
 
+.globl strict_lds_race_raw
+.p2align 8
+.type strict_lds_race_raw,@function
+strict_lds_race_raw:
+  WAVE_ID
+  v_mov_b32 v1, 0
+  s_cmp_eq_u32 s6, 0
+  s_cbranch_scc0 1f
+  ds_write_b32 v1, v0                // wave 0 writes
+  s_waitcnt lgkmcnt(0)
+  s_endpgm
+1:
+  ds_read_b32 v3, v1                 // wave 1 reads it with no barrier between
+  s_waitcnt lgkmcnt(0)
+  s_endpgm
+.size strict_lds_race_raw, .-strict_lds_race_raw
+KERNEL strict_lds_race_raw, 256
+
+.globl strict_lds_race_war
+.p2align 8
+.type strict_lds_race_war,@function
+strict_lds_race_war:
+  WAVE_ID
+  v_mov_b32 v1, 0
+  s_cmp_eq_u32 s6, 0
+  s_cbranch_scc0 1f
+  ds_read_b32 v3, v1                 // wave 0 reads
+  s_waitcnt lgkmcnt(0)
+  s_endpgm
+1:
+  ds_write_b32 v1, v0                // wave 1 overwrites it with no barrier between
+  s_waitcnt lgkmcnt(0)
+  s_endpgm
+.size strict_lds_race_war, .-strict_lds_race_war
+KERNEL strict_lds_race_war, 256
+
+.globl strict_ok_lds_barrier
+.p2align 8
+.type strict_ok_lds_barrier,@function
+strict_ok_lds_barrier:
+  WAVE_ID
+  v_mov_b32 v1, 0
+  s_cmp_eq_u32 s6, 0
+  s_cbranch_scc0 1f
+  ds_write_b32 v1, v0                // wave 0 writes
+1:
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  ds_read_b32 v3, v1                 // every wave reads after the barrier
+  s_waitcnt lgkmcnt(0)
+  s_endpgm
+.size strict_ok_lds_barrier, .-strict_ok_lds_barrier
+KERNEL strict_ok_lds_barrier, 256
+
 .amdgpu_metadata
 ---
 amdhsa.version: [ 1, 2 ]
@@ -541,5 +602,8 @@ amdhsa.kernels:
   META(strict_ok_exec_readlane, 0)
   META(strict_ok_vgpr_readlane, 0)
   META(strict_ok_vm_wait, 0)
+  META(strict_lds_race_raw, 256)
+  META(strict_lds_race_war, 256)
+  META(strict_ok_lds_barrier, 256)
 ...
 .end_amdgpu_metadata
