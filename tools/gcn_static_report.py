@@ -108,7 +108,7 @@ def shape(kernel):
     if kernel == "halcyon_moe_gate_f32":
         return T, E // 8 * 3 + 8, LDS_LATENCY, T * E * 4 + E * 4 + R * 8, 0   # arg-max rounds
     if kernel == "halcyon_moe_permute_plan":
-        return 1, R // 64 * 48, LDS_LATENCY, R * 4 * 3 + E * 8, 0            # ~48 experts a chunk
+        return 8, R // 8 // 64 * 48, LDS_LATENCY, R * 4 * 3 + E * 8, 0       # 8 waves, ~48 experts a chunk
     if kernel == "halcyon_moe_permute_rows":
         return R * 4, -(-H // 256), HBM_LATENCY, T * H * B2 + R * H * B2, 0
     if kernel == "halcyon_moe_combine_bf16":

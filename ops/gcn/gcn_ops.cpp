@@ -119,7 +119,7 @@ Status moe_permute(ops::OpContext& ctx) {
                     ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
                     ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
                     uint32_t(T * K), uint32_t(EL), uint32_t(begin)};
-  if (auto st = ctx.stream.launch(*plan, {1}, {64}, &p, 60); !st) return st;
+  if (auto st = ctx.stream.launch(*plan, {1}, {512}, &p, 60); !st) return st;
   if (!ctx.params().b("write_permuted") || T == 0 || K == 0 || H == 0) return {};
   auto rows = kernel(ctx, "halcyon_moe_permute_rows");
   if (!rows) return rows.error();
