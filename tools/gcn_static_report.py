@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Static performance report of the hand-written GCN kernels (kernels/gcn), per kernel and
-target, from their code objects alone (nothing here runs a kernel):
+target, from their code objects alone (nothing here runs a kernel). The main loop is counted along its
+common path (what forward unconditional branches jump over, such as the tail stage of a K loop,
+is left out):
 
   registers (SGPR, VGPR, AGPR) and LDS from the code-object metadata; occupancy per CU (waves
   per SIMD from the unified 512-entry VGPR file in granules of 8, at most 8; workgroups per CU
@@ -71,6 +73,10 @@ def cost(mnemonic, operands, arch):
 
 
 def main_loop(insts, mfma_count=None):
+    return common_path(loop_body(insts, mfma_count))
+
+
+def loop_body(insts, mfma_count=None):
     """The loop (a backward branch) with the most MFMAs (or exactly mfma_count), else the most
     memory instructions."""
     best, best_key = None, None
@@ -85,6 +91,16 @@ def main_loop(insts, mfma_count=None):
         if best_key is None or key > best_key:
             best, best_key = body, key
     return best or []
+
+
+def common_path(body):
+    """The loop body without what its forward s_branch instructions jump over (the tail-stage
+    or rarely taken alternatives laid out after the common path)."""
+    skipped = set()
+    for addr, mn, ops, target in body:
+        if mn == "s_branch" and target is not None and target > addr:
+            skipped.update(x[0] for x in body if addr < x[0] < target)
+    return [x for x in body if x[0] not in skipped]
 
 
 def occupancy(md):

@@ -169,8 +169,9 @@ Status grouped_gemm(ops::OpContext& ctx, GroupedMode mode, const char* a_name, c
   const char* op = ctx.contract.op.c_str();
   if (K == 0) return Error(HAL_UNSUPPORTED, fmt::format("{} on GCN: an empty reduction (K = 0)", op));
   const int64_t a_bytes = a_rows * K * 2, b_bytes = K * ldb * 2;
-  if (a_bytes > 0xffffffffll || b_bytes > 0xffffffffll || R * N * 2 > 0xffffffffll || EL * b_bytes >= (int64_t(1) << 48) ||
-      (R + 63) / 64 + EL > 0xffffffffll)
+  // Offsets of 0x80000000 mark out-of-range rows and columns: buffers must stay below 2 GiB.
+  if (a_bytes >= (int64_t(1) << 31) || b_bytes >= (int64_t(1) << 31) || R * N * 2 > 0xffffffffll ||
+      EL * b_bytes >= (int64_t(1) << 48) || (R + 63) / 64 + EL > 0xffffffffll)
     return too_large(op, fmt::format("R = {}, K = {}, N = {}", R, K, N));
   auto k = kernel(ctx, "halcyon_moe_grouped_gemm_bf16");
   if (!k) return k.error();

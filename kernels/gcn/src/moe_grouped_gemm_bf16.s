@@ -23,6 +23,8 @@
 //   result register q: c[8 * (q / 4) + 4 * (l / 32) + q % 4][l % 32]
 // Registers in: s[0:1] kernarg, s2 column tile, s3 virtual row tile, v0 thread (0..255).
 // Loader (thread t): A row t / 4, k pair 2 * (t % 4); B column t % 64, k pair 2 * (t / 64).
+// v3 = byte offset of its a[row][kA], v42 = a row * K, v4 / v39 = byte offsets of its
+// w[e][kB][col] and up column, v38 = 0x80000000.
 #include "gcn_target.inc"
 .amdgcn_target GCN_TARGET_ID
 
@@ -31,42 +33,63 @@
 .set UP_OFFSET, 1024
 
 // v8/v9 = a[row][kbase + kA + 0/1], v10/v11 = w[e][kbase + kB + 0/1][col] (v12/v13 the up
-// columns when swiglu); 0 outside.
-.macro LOAD_STAGE kbase, swiglu
+// columns when swiglu); 0 outside. checked = 0 when the whole stage lies inside K: then A is
+// two loads from the precomputed byte offset v3 (0x80000000 for an invalid row: out of range)
+// with k0 * 2 in soffset; checked = 1 (the last stage) masks each element by k < K. B needs no
+// k check: past K it lies outside the expert's buffer; v4/v39 are 0x80000000 for a column
+// past N.
+.macro LOAD_STAGE kbase, swiglu, checked
+  .if \checked
+    .irp e, 0, 1
+      v_add_u32 v7, \kbase, v5
+      v_add_u32 v7, \e, v7
+      v_cmp_gt_u32 s[24:25], s15, v7
+      s_and_b64 s[26:27], s[24:25], s[36:37]
+      v_add_u32 v7, v42, v7
+      v_lshlrev_b32 v7, 1, v7
+      v_cndmask_b32 v7, -1, v7, s[26:27]
+      .if \e == 0
+        buffer_load_ushort v8, v7, s[44:47], 0 offen
+      .else
+        buffer_load_ushort v9, v7, s[44:47], 0 offen
+      .endif
+    .endr
+  .else
+    s_lshl_b32 s53, \kbase, 1
+    buffer_load_ushort v8, v3, s[44:47], s53 offen
+    buffer_load_ushort v9, v3, s[44:47], s53 offen offset:2
+  .endif
   .irp e, 0, 1
-    v_add_u32 v7, \kbase, v5
-    v_add_u32 v7, \e, v7
-    v_cmp_gt_u32 s[24:25], s15, v7
-    s_and_b64 s[26:27], s[24:25], s[36:37]
-    v_add_u32 v7, v3, v7
-    v_lshlrev_b32 v7, 1, v7
-    v_cndmask_b32 v7, -1, v7, s[26:27]
-    .if \e == 0
-      buffer_load_ushort v8, v7, s[44:47], 0 offen
-    .else
-      buffer_load_ushort v9, v7, s[44:47], 0 offen
-    .endif
-    v_add_u32 v7, \kbase, v6
-    v_add_u32 v7, \e, v7
-    v_mul_lo_u32 v7, v7, s30
-    v_add_u32 v7, v7, v4
-    v_lshlrev_b32 v7, 1, v7
+    s_add_u32 s52, \kbase, \e
+    s_mul_i32 s52, s52, s30
+    s_lshl_b32 s52, s52, 1                  // (kbase + e) * ldb * 2
     .if \swiglu
-      v_add_u32 v36, s54, v7
-      v_cndmask_b32 v36, -1, v36, s[38:39]
+      v_add_u32 v36, s52, v39
       .if \e == 0
         buffer_load_ushort v12, v36, s[48:51], 0 offen
       .else
         buffer_load_ushort v13, v36, s[48:51], 0 offen
       .endif
     .endif
-    v_cndmask_b32 v7, -1, v7, s[38:39]
+    v_add_u32 v7, s52, v4
     .if \e == 0
       buffer_load_ushort v10, v7, s[48:51], 0 offen
     .else
       buffer_load_ushort v11, v7, s[48:51], 0 offen
     .endif
   .endr
+.endm
+
+// LOAD_STAGE, unchecked when kbase + 8 <= K.
+.macro LOAD_ANY kbase, swiglu
+  s_add_u32 s52, \kbase, 8
+  s_cmp_le_u32 s52, s15
+  s_cbranch_scc0 1f
+  LOAD_STAGE \kbase, \swiglu, 0
+  s_branch 2f
+1:
+  LOAD_STAGE \kbase, \swiglu, 1
+2:
 .endm
 
 // The loaded pairs into the LDS stage at s60.
@@ -101,7 +124,7 @@
 
 // The whole K loop; falls through when done.
 .macro K_LOOP swiglu
-  LOAD_STAGE s43, \swiglu
+  LOAD_ANY s43, \swiglu
   s_mov_b32 s60, 0                          // the first stage goes to buffer 0
   s_waitcnt vmcnt(0)
   WRITE_STAGE \swiglu
@@ -113,7 +136,7 @@
   s_add_u32 s61, s43, 8
   s_cmp_lt_u32 s61, s15
   s_cbranch_scc0 .Lno_prefetch\@
-  LOAD_STAGE s61, \swiglu                   // in flight during the MFMAs
+  LOAD_ANY s61, \swiglu                     // in flight during the MFMAs
 .Lno_prefetch\@:
   COMPUTE_STAGE \swiglu
   s_cmp_ge_u32 s61, s15
@@ -245,14 +268,24 @@ halcyon_moe_grouped_gemm_bf16:
   s_cbranch_scc1 .Lrow_ready
   v_mul_hi_u32 v3, v10, s20                 // token = slot / topk
 .Lrow_ready:
-  v_mul_lo_u32 v3, v3, s15                  // a row * K
+  v_mul_lo_u32 v42, v3, s15                 // a row * K (elements)
   v_and_b32 v5, 3, v0
   v_lshlrev_b32 v5, 1, v5                   // kA
+  v_mov_b32 v38, 0x80000000                 // an offset past every buffer
+  v_add_u32 v3, v42, v5
+  v_lshlrev_b32 v3, 1, v3
+  v_cndmask_b32 v3, v38, v3, s[36:37]       // byte offset of a[row][kA], or out of range
   v_and_b32 v7, 63, v0
   v_add_u32 v4, s40, v7                     // B column
   v_cmp_gt_u32 s[38:39], s16, v4
   v_lshrrev_b32 v6, 6, v0
   v_lshlrev_b32 v6, 1, v6                   // kB
+  v_mul_lo_u32 v36, v6, s30
+  v_add_u32 v36, v36, v4
+  v_lshlrev_b32 v36, 1, v36                 // byte offset of w[e][kB][col]
+  v_add_u32 v39, s54, v36                   // ... of its up column
+  v_cndmask_b32 v39, v38, v39, s[38:39]
+  v_cndmask_b32 v4, v38, v36, s[38:39]
   v_lshrrev_b32 v14, 2, v0                  // LDS A write: (t / 4) * 16 + kA * 2
   v_lshlrev_b32 v14, 4, v14
   v_lshl_add_u32 v14, v5, 1, v14
@@ -316,9 +349,9 @@ halcyon_moe_grouped_gemm_bf16:
   .amdhsa_system_vgpr_workitem_id 0
   .amdhsa_kernarg_size 84
   .amdhsa_group_segment_fixed_size 6144
-  .amdhsa_next_free_vgpr 72
+  .amdhsa_next_free_vgpr 76
   .amdhsa_next_free_sgpr 64
-  .amdhsa_accum_offset 40
+  .amdhsa_accum_offset 44
 .end_amdhsa_kernel
 
 .amdgpu_metadata
@@ -334,7 +367,7 @@ amdhsa.kernels:
     .private_segment_fixed_size: 0
     .wavefront_size: 64
     .sgpr_count: 64
-    .vgpr_count: 40
+    .vgpr_count: 44
     .agpr_count: 32
     .max_flat_workgroup_size: 256
     .args:
