@@ -130,9 +130,9 @@ def shape(kernel):
     if kernel == "halcyon_moe_combine_bf16":
         return T * -(-H // 256) * 4, K, HBM_LATENCY, R * H * B2 + R * 8 + T * H * B2, 2 * R * H
     if kernel == "halcyon_moe_grouped_gemm_bf16:swiglu":
-        return tiles(I), H // 8, HBM_LATENCY, E * wgu + R * H * B2 + R * I * B2, 2 * R * H * 2 * I
+        return tiles(I), H // 32, HBM_LATENCY, E * wgu + R * H * B2 + R * I * B2, 2 * R * H * 2 * I   # K = 32 a stage
     if kernel == "halcyon_moe_grouped_gemm_bf16:down":
-        return tiles(H), I // 8, HBM_LATENCY, E * wd + R * I * B2 + R * H * B2, 2 * R * I * H
+        return tiles(H), I // 32, HBM_LATENCY, E * wd + R * I * B2 + R * H * B2, 2 * R * I * H
     if kernel == "halcyon_gemm_bf16_tile":   # the router: [T, H] x [H, E]
         return (E // 32) * (T // 32), H // 8, HBM_LATENCY, T * H * B2 + H * E * B2 + T * E * 4, 2 * T * H * E
     return None

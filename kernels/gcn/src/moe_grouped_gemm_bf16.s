@@ -28,61 +28,82 @@
 #include "gcn_target.inc"
 .amdgcn_target GCN_TARGET_ID
 
-.set STAGE_BYTES, 3072
-.set B_OFFSET, 1024
-.set UP_OFFSET, 1024
+.set KS, 32                                 // k per stage
+.set ROW_BYTES, 64                          // one LDS row: KS bf16
+.set STAGE_BYTES, 12288
+.set B_OFFSET, 4096
+.set UP_OFFSET, 4096
 
-// v8/v9 = a[row][kbase + kA + 0/1], v10/v11 = w[e][kbase + kB + 0/1][col] (v12/v13 the up
-// columns when swiglu); 0 outside. checked = 0 when the whole stage lies inside K: then A is
-// two loads from the precomputed byte offset v3 (0x80000000 for an invalid row: out of range)
-// with k0 * 2 in soffset; checked = 1 (the last stage) masks each element by k < K. B needs no
-// k check: past K it lies outside the expert's buffer; v4/v39 are 0x80000000 for a column
-// past N.
-.macro LOAD_STAGE kbase, swiglu, checked
+// v[44:47] = a[row][kbase + kA + 0..7], v[48:51] = w[e][kbase + kB + 0..7][col] (v[52:55]
+// the up columns when swiglu), bf16 pairs packed by d16 / d16_hi loads; 0 outside.
+// checked = 0 when the whole stage lies inside K: then A loads from the precomputed byte
+// offset v3 (0x80000000 for an invalid row: out of range) with k0 * 2 in soffset; checked = 1
+// (the last stage) masks each element by k < K. B needs no k check: past K it lies outside
+// the expert's buffer; v4/v39 are 0x80000000 for a column past N.
+.macro A_ELEMENT e, dst, hi, checked, kbase
   .if \checked
-    .irp e, 0, 1
-      v_add_u32 v7, \kbase, v5
-      v_add_u32 v7, \e, v7
-      v_cmp_gt_u32 s[24:25], s15, v7
-      s_and_b64 s[26:27], s[24:25], s[36:37]
-      v_add_u32 v7, v42, v7
-      v_lshlrev_b32 v7, 1, v7
-      v_cndmask_b32 v7, -1, v7, s[26:27]
-      .if \e == 0
-        buffer_load_ushort v8, v7, s[44:47], 0 offen
-      .else
-        buffer_load_ushort v9, v7, s[44:47], 0 offen
-      .endif
-    .endr
-  .else
-    s_lshl_b32 s53, \kbase, 1
-    buffer_load_ushort v8, v3, s[44:47], s53 offen
-    buffer_load_ushort v9, v3, s[44:47], s53 offen offset:2
-  .endif
-  .irp e, 0, 1
-    s_add_u32 s52, \kbase, \e
-    s_mul_i32 s52, s52, s30
-    s_lshl_b32 s52, s52, 1                  // (kbase + e) * ldb * 2
-    .if \swiglu
-      v_add_u32 v36, s52, v39
-      .if \e == 0
-        buffer_load_ushort v12, v36, s[48:51], 0 offen
-      .else
-        buffer_load_ushort v13, v36, s[48:51], 0 offen
-      .endif
-    .endif
-    v_add_u32 v7, s52, v4
-    .if \e == 0
-      buffer_load_ushort v10, v7, s[48:51], 0 offen
+    v_add_u32 v7, \kbase, v5
+    v_add_u32 v7, \e, v7
+    v_cmp_gt_u32 s[24:25], s15, v7
+    s_and_b64 s[26:27], s[24:25], s[36:37]
+    v_add_u32 v7, v42, v7
+    v_lshlrev_b32 v7, 1, v7
+    v_cndmask_b32 v7, -1, v7, s[26:27]
+    .if \hi
+      buffer_load_short_d16_hi \dst, v7, s[44:47], 0 offen
     .else
-      buffer_load_ushort v11, v7, s[48:51], 0 offen
+      buffer_load_short_d16 \dst, v7, s[44:47], 0 offen
     .endif
-  .endr
+  .else
+    .if \hi
+      buffer_load_short_d16_hi \dst, v3, s[44:47], s53 offen offset:2*\e
+    .else
+      buffer_load_short_d16 \dst, v3, s[44:47], s53 offen offset:2*\e
+    .endif
+  .endif
+.endm
+// B element k = kbase + kB + e: s52 holds (kbase + e) * ldb * 2 on entry and steps on.
+.macro B_ELEMENT dst, up, hi, swiglu
+  .if \swiglu
+    v_add_u32 v36, s52, v39
+    .if \hi
+      buffer_load_short_d16_hi \up, v36, s[48:51], 0 offen
+    .else
+      buffer_load_short_d16 \up, v36, s[48:51], 0 offen
+    .endif
+  .endif
+  v_add_u32 v7, s52, v4
+  .if \hi
+    buffer_load_short_d16_hi \dst, v7, s[48:51], 0 offen
+  .else
+    buffer_load_short_d16 \dst, v7, s[48:51], 0 offen
+  .endif
+  s_add_u32 s52, s52, s29
+.endm
+.macro LOAD_STAGE kbase, swiglu, checked
+  s_lshl_b32 s53, \kbase, 1
+  A_ELEMENT 0, v44, 0, \checked, \kbase
+  A_ELEMENT 1, v44, 1, \checked, \kbase
+  A_ELEMENT 2, v45, 0, \checked, \kbase
+  A_ELEMENT 3, v45, 1, \checked, \kbase
+  A_ELEMENT 4, v46, 0, \checked, \kbase
+  A_ELEMENT 5, v46, 1, \checked, \kbase
+  A_ELEMENT 6, v47, 0, \checked, \kbase
+  A_ELEMENT 7, v47, 1, \checked, \kbase
+  s_mul_i32 s52, \kbase, s29                // kbase * ldb * 2
+  B_ELEMENT v48, v52, 0, \swiglu
+  B_ELEMENT v48, v52, 1, \swiglu
+  B_ELEMENT v49, v53, 0, \swiglu
+  B_ELEMENT v49, v53, 1, \swiglu
+  B_ELEMENT v50, v54, 0, \swiglu
+  B_ELEMENT v50, v54, 1, \swiglu
+  B_ELEMENT v51, v55, 0, \swiglu
+  B_ELEMENT v51, v55, 1, \swiglu
 .endm
 
-// LOAD_STAGE, unchecked when kbase + 8 <= K.
+// LOAD_STAGE, unchecked when kbase + KS <= K.
 .macro LOAD_ANY kbase, swiglu
-  s_add_u32 s52, \kbase, 8
+  s_add_u32 s52, \kbase, KS
   s_cmp_le_u32 s52, s15
   s_cbranch_scc0 1f
   LOAD_STAGE \kbase, \swiglu, 0
@@ -92,34 +113,37 @@
 2:
 .endm
 
-// The loaded pairs into the LDS stage at s60.
+// The loaded elements into the LDS stage at s60 (16 bytes each: A row part, B column part).
 .macro WRITE_STAGE swiglu
-  v_lshl_or_b32 v30, v9, 16, v8
-  v_lshl_or_b32 v31, v11, 16, v10
   v_add_u32 v32, s60, v14
   v_add_u32 v33, s60, v15
-  ds_write_b32 v32, v30
-  ds_write_b32 v33, v31
+  ds_write_b128 v32, v[44:47]
+  ds_write_b128 v33, v[48:51]
   .if \swiglu
-    v_lshl_or_b32 v37, v13, 16, v12
-    ds_write_b32 v33, v37 offset:UP_OFFSET
+    ds_write_b128 v33, v[52:55] offset:UP_OFFSET
   .endif
 .endm
 
-// This wave's MFMA operands from the LDS stage at s59, then the MFMAs.
-.macro COMPUTE_STAGE swiglu
-  v_add_u32 v34, s59, v25
-  v_add_u32 v35, s59, v26
-  ds_read_b64 v[16:17], v34
-  ds_read_b64 v[18:19], v35
+// This wave's MFMA operands from the LDS stage at s59, then the MFMAs, KS / 8 k-steps.
+.macro COMPUTE_STEP kk, swiglu
+  ds_read_b64 v[16:17], v34 offset:16*\kk
+  ds_read_b64 v[18:19], v35 offset:16*\kk
   .if \swiglu
-    ds_read_b64 v[28:29], v35 offset:UP_OFFSET
+    ds_read_b64 v[28:29], v35 offset:UP_OFFSET+16*\kk
   .endif
   s_waitcnt lgkmcnt(0)
   MFMA_F32_32X32X8_BF16 a[0:15], v[16:17], v[18:19], a[0:15]
   .if \swiglu
     MFMA_F32_32X32X8_BF16 a[16:31], v[16:17], v[28:29], a[16:31]
   .endif
+.endm
+.macro COMPUTE_STAGE swiglu
+  v_add_u32 v34, s59, v25
+  v_add_u32 v35, s59, v26
+  COMPUTE_STEP 0, \swiglu
+  COMPUTE_STEP 1, \swiglu
+  COMPUTE_STEP 2, \swiglu
+  COMPUTE_STEP 3, \swiglu
 .endm
 
 // The whole K loop; falls through when done.
@@ -133,7 +157,7 @@
   s_mov_b32 s59, 0                          // stage being multiplied
   s_movk_i32 s60, STAGE_BYTES               // stage being filled
 .Lk\@:
-  s_add_u32 s61, s43, 8
+  s_add_u32 s61, s43, KS
   s_cmp_lt_u32 s61, s15
   s_cbranch_scc0 .Lno_prefetch\@
   LOAD_ANY s61, \swiglu                     // in flight during the MFMAs
@@ -246,6 +270,7 @@ halcyon_moe_grouped_gemm_bf16:
   s_mov_b32 s50, s23
   s_mov_b32 s51, 0x27000
   s_lshl_b32 s54, s16, 1                    // byte offset of the up columns
+  s_lshl_b32 s29, s30, 1                    // bytes per weight row
   s_movk_i32 s55, 0x7fff
   s_mov_b32 s58, 0xbfb8aa3b                 // -log2(e)
   // loader: this thread's a row (t / 4) and k pair, its B column (t % 64) and k pair
@@ -270,7 +295,7 @@ halcyon_moe_grouped_gemm_bf16:
 .Lrow_ready:
   v_mul_lo_u32 v42, v3, s15                 // a row * K (elements)
   v_and_b32 v5, 3, v0
-  v_lshlrev_b32 v5, 1, v5                   // kA
+  v_lshlrev_b32 v5, 3, v5                   // kA = 8 * (t % 4)
   v_mov_b32 v38, 0x80000000                 // an offset past every buffer
   v_add_u32 v3, v42, v5
   v_lshlrev_b32 v3, 1, v3
@@ -279,17 +304,17 @@ halcyon_moe_grouped_gemm_bf16:
   v_add_u32 v4, s40, v7                     // B column
   v_cmp_gt_u32 s[38:39], s16, v4
   v_lshrrev_b32 v6, 6, v0
-  v_lshlrev_b32 v6, 1, v6                   // kB
+  v_lshlrev_b32 v6, 3, v6                   // kB = 8 * (t / 64)
   v_mul_lo_u32 v36, v6, s30
   v_add_u32 v36, v36, v4
   v_lshlrev_b32 v36, 1, v36                 // byte offset of w[e][kB][col]
   v_add_u32 v39, s54, v36                   // ... of its up column
   v_cndmask_b32 v39, v38, v39, s[38:39]
   v_cndmask_b32 v4, v38, v36, s[38:39]
-  v_lshrrev_b32 v14, 2, v0                  // LDS A write: (t / 4) * 16 + kA * 2
-  v_lshlrev_b32 v14, 4, v14
+  v_lshrrev_b32 v14, 2, v0                  // LDS A write: (t / 4) * ROW_BYTES + kA * 2
+  v_lshlrev_b32 v14, 6, v14
   v_lshl_add_u32 v14, v5, 1, v14
-  v_lshlrev_b32 v15, 4, v7                  // LDS B write: B_OFFSET + (t % 64) * 16 + kB * 2
+  v_lshlrev_b32 v15, 6, v7                  // LDS B write: B_OFFSET + (t % 64) * ROW_BYTES + kB * 2
   v_lshl_add_u32 v15, v6, 1, v15
   v_add_u32 v15, B_OFFSET, v15
   // this wave's quarter: rows 32 * (w / 2), columns 32 * (w % 2)
@@ -297,11 +322,11 @@ halcyon_moe_grouped_gemm_bf16:
   s_lshl_b32 s63, s63, 5                    // row offset of the quarter
   s_and_b32 s53, s62, 1
   s_lshl_b32 s53, s53, 5                    // column offset of the quarter
-  v_add_u32 v25, s63, v1                    // LDS A read: (quarter row + i) * 16 + kq * 2
-  v_lshlrev_b32 v25, 4, v25
+  v_add_u32 v25, s63, v1                    // LDS A read: (quarter row + i) * ROW_BYTES + kq * 2
+  v_lshlrev_b32 v25, 6, v25
   v_lshl_add_u32 v25, v2, 1, v25
-  v_add_u32 v26, s53, v1                    // LDS B read: B_OFFSET + (quarter col + j) * 16 + kq * 2
-  v_lshlrev_b32 v26, 4, v26
+  v_add_u32 v26, s53, v1                    // LDS B read: B_OFFSET + (quarter col + j) * ROW_BYTES + kq * 2
+  v_lshlrev_b32 v26, 6, v26
   v_lshl_add_u32 v26, v2, 1, v26
   v_add_u32 v26, B_OFFSET, v26
   s_add_u32 s53, s53, s40
@@ -348,10 +373,10 @@ halcyon_moe_grouped_gemm_bf16:
   .amdhsa_system_sgpr_workgroup_id_y 1
   .amdhsa_system_vgpr_workitem_id 0
   .amdhsa_kernarg_size 84
-  .amdhsa_group_segment_fixed_size 6144
-  .amdhsa_next_free_vgpr 76
+  .amdhsa_group_segment_fixed_size 24576
+  .amdhsa_next_free_vgpr 88
   .amdhsa_next_free_sgpr 64
-  .amdhsa_accum_offset 44
+  .amdhsa_accum_offset 56
 .end_amdhsa_kernel
 
 .amdgpu_metadata
@@ -363,11 +388,11 @@ amdhsa.kernels:
     .symbol: halcyon_moe_grouped_gemm_bf16.kd
     .kernarg_segment_size: 84
     .kernarg_segment_align: 8
-    .group_segment_fixed_size: 6144
+    .group_segment_fixed_size: 24576
     .private_segment_fixed_size: 0
     .wavefront_size: 64
     .sgpr_count: 64
-    .vgpr_count: 44
+    .vgpr_count: 56
     .agpr_count: 32
     .max_flat_workgroup_size: 256
     .args:
