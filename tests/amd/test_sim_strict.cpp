@@ -2,6 +2,8 @@
 // that rule named, on the instruction that breaks it; the gfx942-only rules must not fire on
 // gfx90a. The shipped kernels and the clang-compiled test kernels run under the same rules in
 // the other test files, so a rule that fired on correct code would fail those.
+#include <algorithm>
+
 #include "sim_harness.hpp"
 
 using namespace amdtest;
@@ -116,5 +118,29 @@ TEST_CASE("strict mode: LDS shared by two waves with no barrier between is a rac
     CHECK(has(war.error().message(), "LDS race: the dword at 0x0 was read by another wave"));
     auto ok = sk.launch("strict_ok_lds_barrier", 128);
     CHECK_MESSAGE(bool(ok), (ok ? std::string() : ok.error().message()));
+  }
+}
+
+TEST_CASE("strict mode: one wait state short of each rule is an error (no rule is more lenient than the ISA)") {
+  const char* const names[] = {"mfma_srcab", "mfma_srcc_overlap", "mfma_valu_read", "mfma_waw", "mfma_war",
+                               "valu_mfma", "exec_mfma", "sgpr_vmem", "readlane_select", "setreg", "wide_store",
+                               "valu_sgpr_valu", "exec_readlane", "vgpr_readlane"};
+  const std::string gfx942_only[] = {"valu_sgpr_valu", "exec_readlane", "vgpr_readlane"};
+  for (const char* arch : {"gfx942", "gfx90a"}) {
+    StrictKernels sk(arch);
+    for (const char* n : names) {
+      const std::string kernel = "strict_short_" + std::string(n), target = arch;
+      CAPTURE(target);
+      CAPTURE(kernel);
+      auto st = sk.launch(kernel.c_str());
+      bool only942 = std::find(std::begin(gfx942_only), std::end(gfx942_only), n) != std::end(gfx942_only);
+      if (only942 && target == "gfx90a") {
+        CHECK_MESSAGE(bool(st), (st ? std::string() : st.error().message()));
+        continue;
+      }
+      REQUIRE_MESSAGE(!st, "one wait state short was accepted");
+      CHECK(has(st.error().message(), "wait-state hazard"));
+      CHECK(has(st.error().message(), "(insert s_nop 0)"));  // exactly one short
+    }
   }
 }

@@ -559,6 +559,182 @@ strict_ok_lds_barrier:
 .size strict_ok_lds_barrier, .-strict_ok_lds_barrier
 KERNEL strict_ok_lds_barrier, 256
 
+// strict_short_*: the strict_ok_* sequences one wait state short; each must fail (gfx942-only
+// rules: pass on gfx90a).
+.globl strict_short_mfma_srcab
+.p2align 8
+.type strict_short_mfma_srcab,@function
+strict_short_mfma_srcab:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_READ - 1
+  MFMA_F32_16X16X16_BF16 v[12:15], v[8:9], v[4:5], v[12:15]
+  s_endpgm
+.size strict_short_mfma_srcab, .-strict_short_mfma_srcab
+KERNEL strict_short_mfma_srcab, 0
+
+.globl strict_short_mfma_srcc_overlap
+.p2align 8
+.type strict_short_mfma_srcc_overlap,@function
+strict_short_mfma_srcc_overlap:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_SRCC - 1
+  MFMA_F32_16X16X16_BF16 v[10:13], v[2:3], v[4:5], v[10:13]
+  s_endpgm
+.size strict_short_mfma_srcc_overlap, .-strict_short_mfma_srcc_overlap
+KERNEL strict_short_mfma_srcc_overlap, 0
+
+.globl strict_short_mfma_valu_read
+.p2align 8
+.type strict_short_mfma_valu_read,@function
+strict_short_mfma_valu_read:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_READ - 1
+  v_mov_b32 v1, v8
+  s_endpgm
+.size strict_short_mfma_valu_read, .-strict_short_mfma_valu_read
+KERNEL strict_short_mfma_valu_read, 0
+
+.globl strict_short_mfma_waw
+.p2align 8
+.type strict_short_mfma_waw,@function
+strict_short_mfma_waw:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_READ - 1
+  v_mov_b32 v9, 0
+  s_endpgm
+.size strict_short_mfma_waw, .-strict_short_mfma_waw
+KERNEL strict_short_mfma_waw, 0
+
+.globl strict_short_mfma_war
+.p2align 8
+.type strict_short_mfma_war,@function
+strict_short_mfma_war:
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[12:15], v[2:3], v[4:5], v[8:11]
+  s_nop WS_MFMA_WAR - 1
+  v_mov_b32 v8, 0
+  s_endpgm
+.size strict_short_mfma_war, .-strict_short_mfma_war
+KERNEL strict_short_mfma_war, 0
+
+.globl strict_short_valu_mfma
+.p2align 8
+.type strict_short_valu_mfma,@function
+strict_short_valu_mfma:
+  MFMA_INIT
+  v_mov_b32 v2, 1.0
+  s_nop 1 - 1
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_endpgm
+.size strict_short_valu_mfma, .-strict_short_valu_mfma
+KERNEL strict_short_valu_mfma, 0
+
+.globl strict_short_exec_mfma
+.p2align 8
+.type strict_short_exec_mfma,@function
+strict_short_exec_mfma:
+  MFMA_INIT
+  v_cmpx_eq_u32 vcc, v0, v0
+  s_nop 3 - 1
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_endpgm
+.size strict_short_exec_mfma, .-strict_short_exec_mfma
+KERNEL strict_short_exec_mfma, 0
+
+.globl strict_short_sgpr_vmem
+.p2align 8
+.type strict_short_sgpr_vmem,@function
+strict_short_sgpr_vmem:
+  LOAD_SCRATCH
+  v_mov_b32 v5, s4
+  s_nop 1
+  v_readfirstlane_b32 s4, v5
+  s_nop 4 - 1
+  global_load_dword v2, v1, s[4:5]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+.size strict_short_sgpr_vmem, .-strict_short_sgpr_vmem
+KERNEL strict_short_sgpr_vmem, 0
+
+.globl strict_short_readlane_select
+.p2align 8
+.type strict_short_readlane_select,@function
+strict_short_readlane_select:
+  v_readfirstlane_b32 s6, v0
+  s_nop 3 - 1
+  v_readlane_b32 s7, v0, s6
+  s_endpgm
+.size strict_short_readlane_select, .-strict_short_readlane_select
+KERNEL strict_short_readlane_select, 0
+
+.globl strict_short_setreg
+.p2align 8
+.type strict_short_setreg,@function
+strict_short_setreg:
+  s_mov_b32 s6, 0
+  s_setreg_b32 hwreg(HW_REG_MODE, 0, 4), s6
+  s_nop 1 - 1
+  s_getreg_b32 s7, hwreg(HW_REG_MODE, 0, 4)
+  s_endpgm
+.size strict_short_setreg, .-strict_short_setreg
+KERNEL strict_short_setreg, 0
+
+.globl strict_short_wide_store
+.p2align 8
+.type strict_short_wide_store,@function
+strict_short_wide_store:
+  LOAD_SCRATCH
+  v_mov_b32 v4, 0
+  v_mov_b32 v5, 0
+  v_mov_b32 v6, 0
+  v_mov_b32 v7, 0
+  global_store_dwordx4 v1, v[4:7], s[4:5]
+#if WS_WIDE_STORE > 0
+  s_nop WS_WIDE_STORE - 1
+#endif
+  v_mov_b32 v4, 1
+  s_waitcnt vmcnt(0)
+  s_endpgm
+.size strict_short_wide_store, .-strict_short_wide_store
+KERNEL strict_short_wide_store, 0
+
+.globl strict_short_valu_sgpr_valu
+.p2align 8
+.type strict_short_valu_sgpr_valu,@function
+strict_short_valu_sgpr_valu:
+  v_mov_b32 v2, 1
+  v_cmp_eq_u32 vcc, v0, v0
+  s_nop 1 - 1
+  v_cndmask_b32 v1, 0, v2, vcc
+  s_endpgm
+.size strict_short_valu_sgpr_valu, .-strict_short_valu_sgpr_valu
+KERNEL strict_short_valu_sgpr_valu, 0
+
+.globl strict_short_exec_readlane
+.p2align 8
+.type strict_short_exec_readlane,@function
+strict_short_exec_readlane:
+  v_cmpx_eq_u32 vcc, v0, v0
+  s_nop 3 - 1
+  v_readlane_b32 s6, v0, 0
+  s_endpgm
+.size strict_short_exec_readlane, .-strict_short_exec_readlane
+KERNEL strict_short_exec_readlane, 0
+
+.globl strict_short_vgpr_readlane
+.p2align 8
+.type strict_short_vgpr_readlane,@function
+strict_short_vgpr_readlane:
+  v_mov_b32 v1, 5
+  v_readlane_b32 s6, v1, 0
+  s_endpgm
+.size strict_short_vgpr_readlane, .-strict_short_vgpr_readlane
+KERNEL strict_short_vgpr_readlane, 0
+
 .amdgpu_metadata
 ---
 amdhsa.version: [ 1, 2 ]
@@ -605,5 +781,19 @@ amdhsa.kernels:
   META(strict_lds_race_raw, 256)
   META(strict_lds_race_war, 256)
   META(strict_ok_lds_barrier, 256)
+  META(strict_short_mfma_srcab, 0)
+  META(strict_short_mfma_srcc_overlap, 0)
+  META(strict_short_mfma_valu_read, 0)
+  META(strict_short_mfma_waw, 0)
+  META(strict_short_mfma_war, 0)
+  META(strict_short_valu_mfma, 0)
+  META(strict_short_exec_mfma, 0)
+  META(strict_short_sgpr_vmem, 0)
+  META(strict_short_readlane_select, 0)
+  META(strict_short_setreg, 0)
+  META(strict_short_wide_store, 0)
+  META(strict_short_valu_sgpr_valu, 0)
+  META(strict_short_exec_readlane, 0)
+  META(strict_short_vgpr_readlane, 0)
 ...
 .end_amdgpu_metadata
