@@ -204,6 +204,8 @@ std::string parse_operands(const std::string& text, Inst* in) {
   }
   if (!cur.empty()) toks.push_back(cur);
   if (toks.empty()) return "empty instruction text";
+  // s_setreg/s_getreg: hwreg(...) is read from the encoding (Inst::word0), not parsed here.
+  std::erase_if(toks, [](const std::string& t) { return t.rfind("hwreg(", 0) == 0; });
   in->mnemonic = toks[0];
   in->op = in->mnemonic;
   for (const char* suffix : {"_e32", "_e64"}) {
@@ -251,7 +253,7 @@ struct Decoder::Impl {
   std::mutex mu;
 };
 
-Decoder::Decoder(const std::string& cpu) : impl_(std::make_unique<Impl>()) {
+Decoder::Decoder(const std::string& cpu) : impl_(std::make_unique<Impl>()), cpu_(cpu) {
   static std::once_flag once;
   std::call_once(once, [] {
     LLVMInitializeAMDGPUTargetInfo();
@@ -294,6 +296,7 @@ Inst Decoder::decode(const unsigned char* bytes, size_t available, uint64_t addr
     return in;
   }
   in.size = uint32_t(size);
+  std::memcpy(&in.word0, bytes, 4);
   std::string text;
   llvm::raw_string_ostream os(text);
   impl_->printer->printInst(&mc, addr, "", *impl_->sti, os);

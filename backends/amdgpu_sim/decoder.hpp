@@ -22,10 +22,12 @@ class Decoder {
   // Decodes one instruction at image offset `addr`. On failure the Inst has size 4 and
   // error set; it is never silently skipped (executing it raises the error).
   Inst decode(const unsigned char* bytes, size_t available, uint64_t addr) const;
+  const std::string& cpu() const { return cpu_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string cpu_;
 };
 
 // Parses the operand text of one instruction ("v[0:1], s2, 1.0 offset:16") into `in`.

@@ -163,22 +163,50 @@ void buffer_access(Wave& w, const Inst& in, Dispatch& d, bool store) {
   }
 }
 
-unsigned char* lds_at(Dispatch& d, const Inst& in, uint64_t addr, uint64_t bytes) {
+enum LdsAccess { kLdsRead, kLdsWrite, kLdsAtomic };
+
+// Bounds, and (strict mode) races between the waves of the workgroup: an LDS dword written by
+// one wave and read, written or updated by another with no s_barrier between them is an error,
+// as is a write after another wave's read in the same barrier interval. The simulator runs the
+// waves one after another between barriers, so such code would otherwise pass here.
+unsigned char* lds_at(const Wave& w, Dispatch& d, const Inst& in, uint64_t addr, uint64_t bytes, LdsAccess kind) {
   if (addr + bytes > d.lds.size())
     fail(in, fmt::format("LDS access of {} bytes at 0x{:x} is out of bounds: the workgroup has {} bytes of LDS", bytes,
                          addr, d.lds.size()));
+  const uint32_t me = w.index, epoch = d.lds_epoch;
+  for (uint64_t dw = addr / 4; dw <= (addr + bytes - 1) / 4; ++dw) {
+    Dispatch::LdsTag& t = d.lds_tags[dw];
+    bool written_now = t.write_epoch == epoch && t.writer != me && !(kind == kLdsAtomic && t.atomic);
+    if (written_now)
+      fail(in, fmt::format("LDS race: the dword at 0x{:x} was {} by wave {} ({}) with no s_barrier since; this wave ({}) "
+                           "{} it", dw * 4, t.atomic ? "updated atomically" : "written", t.writer,
+                           t.by ? t.by->text : "?", me, kind == kLdsRead ? "reads" : "writes"));
+    if (kind != kLdsRead && t.read_epoch == epoch && (t.readers & ~(uint64_t(1) << (me & 63))))
+      fail(in, fmt::format("LDS race: the dword at 0x{:x} was read by another wave with no s_barrier since; this wave "
+                           "({}) writes it", dw * 4, me));
+    if (kind == kLdsRead) {
+      if (t.read_epoch != epoch) t.readers = 0;
+      t.read_epoch = epoch;
+      t.readers |= uint64_t(1) << (me & 63);
+    } else {
+      t.write_epoch = epoch;
+      t.writer = me;
+      t.atomic = kind == kLdsAtomic;
+      t.by = &in;
+    }
+  }
   return d.lds.data() + addr;
 }
 
 // ds_read_*: vdst, vaddr [offset:N]
 void ds_read(Wave& w, const Inst& in, Dispatch& d) {
-  LANES put_loaded(w, in, l, lds_at(d, in, uint64_t(read32(w, in.ops[1], l)) + uint64_t(in.mods.offset), uint64_t(in.aux)),
+  LANES put_loaded(w, in, l, lds_at(w, d, in, uint64_t(read32(w, in.ops[1], l)) + uint64_t(in.mods.offset), uint64_t(in.aux), kLdsRead),
                    in.aux, in.aux2);
 }
 
 // ds_write_*: vaddr, vdata [offset:N]
 void ds_write(Wave& w, const Inst& in, Dispatch& d) {
-  LANES get_stored(w, in.ops[1], l, lds_at(d, in, uint64_t(read32(w, in.ops[0], l)) + uint64_t(in.mods.offset), uint64_t(in.aux)),
+  LANES get_stored(w, in.ops[1], l, lds_at(w, d, in, uint64_t(read32(w, in.ops[0], l)) + uint64_t(in.mods.offset), uint64_t(in.aux), kLdsWrite),
                    in.aux, in.aux2);
 }
 
@@ -189,7 +217,7 @@ void ds_read2(Wave& w, const Inst& in, Dispatch& d) {
   LANES {
     uint64_t base = read32(w, in.ops[1], l);
     for (int k = 0; k < 2; ++k) {
-      unsigned char* p = lds_at(d, in, base + unit * (k ? in.mods.offset1 : in.mods.offset0), uint64_t(in.aux));
+      unsigned char* p = lds_at(w, d, in, base + unit * (k ? in.mods.offset1 : in.mods.offset0), uint64_t(in.aux), kLdsRead);
       for (int i = 0; i < words; ++i) {
         uint32_t v;
         std::memcpy(&v, p + 4 * i, 4);
@@ -205,7 +233,7 @@ void ds_write2(Wave& w, const Inst& in, Dispatch& d) {
   LANES {
     uint64_t base = read32(w, in.ops[0], l);
     for (int k = 0; k < 2; ++k)
-      get_stored(w, in.ops[size_t(1 + k)], l, lds_at(d, in, base + unit * (k ? in.mods.offset1 : in.mods.offset0), uint64_t(in.aux)),
+      get_stored(w, in.ops[size_t(1 + k)], l, lds_at(w, d, in, base + unit * (k ? in.mods.offset1 : in.mods.offset0), uint64_t(in.aux), kLdsWrite),
                  in.aux, 0);
   }
 }
@@ -216,7 +244,7 @@ void ds_add(Wave& w, const Inst& in, Dispatch& d) {
   bool rtn = in.ops.size() == 3;
   int b = rtn ? 1 : 0;
   LANES {
-    unsigned char* p = lds_at(d, in, uint64_t(read32(w, in.ops[size_t(b)], l)) + uint64_t(in.mods.offset), 4);
+    unsigned char* p = lds_at(w, d, in, uint64_t(read32(w, in.ops[size_t(b)], l)) + uint64_t(in.mods.offset), 4, kLdsAtomic);
     T old, v;
     uint32_t data = read32(w, in.ops[size_t(b) + 1], l);
     std::memcpy(&old, p, 4);

@@ -96,6 +96,12 @@ bool compare_u64(int cond, uint64_t a, uint64_t b, bool is_signed) {
   return false;
 }
 
+void set_hwreg(Wave& w, const Inst& in, uint32_t v) {
+  uint32_t id = in.word0 & 0x3f, off = (in.word0 >> 6) & 0x1f, size = ((in.word0 >> 11) & 0x1f) + 1;
+  uint32_t mask = (size >= 32 ? ~0u : ((1u << size) - 1)) << off;
+  w.hwreg[id] = (w.hwreg[id] & ~mask) | ((v << off) & mask);
+}
+
 }  // namespace
 
 bool integer_compare(int cond, int type, uint64_t a, uint64_t b) {
@@ -210,6 +216,15 @@ std::vector<HandlerEntry> salu_handlers() {
       BRANCH("s_cbranch_vccnz", w.vcc != 0),
       BRANCH("s_cbranch_execz", w.exec == 0),
       BRANCH("s_cbranch_execnz", w.exec != 0),
+      // Hardware registers are stored, not interpreted (no float mode is modelled).
+      {"s_setreg_b32", H { (void)d; set_hwreg(w, in, read32(w, in.ops[0], 0)); }},
+      {"s_setreg_imm32_b32", H { (void)d; set_hwreg(w, in, read32(w, in.ops[0], 0)); }},
+      {"s_getreg_b32", H {
+         (void)d;
+         uint32_t id = in.word0 & 0x3f, off = (in.word0 >> 6) & 0x1f, size = ((in.word0 >> 11) & 0x1f) + 1;
+         uint32_t mask = size >= 32 ? ~0u : ((1u << size) - 1);
+         write32(w, in.ops[0], 0, (w.hwreg[id] >> off) & mask);
+       }},
       {"s_endpgm", H { (void)d; (void)in; w.done = true; }},
       {"s_barrier", H { (void)w; (void)in; d.barrier = true; }},
       // Memory operations complete at once in a functional model, so waits and hints are no-ops.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "wave.hpp"
@@ -52,7 +54,7 @@ bool bind_compare(Inst& in, const std::string& prefix, const char* handler) {
 }  // namespace
 
 Program::Program(const Decoder& decoder, const std::vector<unsigned char>& image, const hsaco::Kernel& kernel)
-    : kernel_(kernel), start_(kernel.code_address) {
+    : kernel_(kernel), start_(kernel.code_address), arch_(decoder.cpu()) {
   const auto& kd = kernel.descriptor;
   uint32_t allocated = ((kd.compute_pgm_rsrc1 & 0x3f) + 1) * 8;  // unified file, granules of 8
   uint32_t accum = ((kd.compute_pgm_rsrc3 & 0x3f) + 1) * 4;
@@ -82,6 +84,7 @@ void Program::bind(Inst& in) const {
       in.error = fmt::format("uses s{}, past the {} SGPRs", last - 1, kSgprs);
   }
   if (!in.error.empty()) return;
+  classify(in, arch_);
   auto& t = handler_table();
   if (auto it = t.find(in.op); it != t.end()) {
     in.fn = it->second.fn;
@@ -156,6 +159,9 @@ struct WorkgroupRunner {
     if (rsrc2 & (1u << 9)) w.s[s++] = d.group[2];
     if (rsrc2 & (1u << 10)) w.s[s++] = 0;  // workgroup info
     if (rsrc2 & 1u) w.s[s++] = 0;          // private segment wave offset
+    for (uint32_t i = 0; i < s; ++i) w.strict.sinit[i] = true;
+    w.strict.sinit[kSlotExec] = w.strict.sinit[kSlotExec + 1] = true;
+    w.hwreg[1] = (kd.compute_pgm_rsrc1 >> 12) & 0xff;  // MODE: the descriptor's float mode
     // Work-item ids, packed into v0 on gfx90a/gfx942 (x | y << 10 | z << 20).
     uint32_t vdims = (rsrc2 >> 11) & 3;
     for (uint32_t l = 0; l < lanes; ++l) {
@@ -163,6 +169,7 @@ struct WorkgroupRunner {
       uint32_t x = t % p.block[0], y = (t / p.block[0]) % p.block[1], z = t / (p.block[0] * p.block[1]);
       w.vr(0, l) = x | (vdims >= 1 ? y << 10 : 0) | (vdims >= 2 ? z << 20 : 0);
     }
+    if (w.num_v) w.strict.vinit[0] = ~0ull;
   }
 
   // Runs one wave until it ends or reaches s_barrier.
@@ -175,7 +182,11 @@ struct WorkgroupRunner {
       if (!in->error.empty()) fail(*in, in->error);
       d.branched = false;
       d.barrier = false;
+      in->executed = true;
+      strict_before(w, *in);
+      uint64_t exec_before = w.exec;
       in->fn(w, *in, d);
+      strict_after(w, *in, exec_before);
       w.pc = d.branched ? d.branch_target : w.pc + in->size;
       if (++d.instructions > budget)
         throw SimError(fmt::format("{} did not finish within {} instructions (last at 0x{:x}); an endless loop?",
@@ -198,6 +209,7 @@ struct WorkgroupRunner {
     // Poisoned, as uninitialised LDS is on hardware: a kernel that reads before it writes
     // gets garbage here too.
     d.lds.assign(prog.kernel().group_segment_fixed_size + p.dynamic_lds, 0xcd);
+    d.lds_tags.assign((d.lds.size() + 3) / 4, Dispatch::LdsTag{});
     uint32_t threads = p.block[0] * p.block[1] * p.block[2];
     std::vector<Wave> waves((threads + kLanes - 1) / kLanes);
     for (uint32_t i = 0; i < waves.size(); ++i) {
@@ -220,6 +232,7 @@ struct WorkgroupRunner {
       for (auto& w : waves) waiting |= !w.done && w.at_barrier;
       if (waiting) {
         for (auto& w : waves) w.at_barrier = false;  // every live wave has arrived
+        ++d.lds_epoch;
         continue;
       }
       if (!any) break;
@@ -271,6 +284,15 @@ void run_kernel(const Program& program, Memory& memory, const LaunchParams& p) {
   for (uint32_t z = 0; z < p.grid[2]; ++z)
     for (uint32_t y = 0; y < p.grid[1]; ++y)
       for (uint32_t x = 0; x < p.grid[0]; ++x) r.run_group(x, y, z, &instructions);
+  // Coverage: HALCYON_SIM_COVERAGE=<file> appends "<kernel> <mnemonic>" for every instruction
+  // this program has executed so far (tests/amd/coverage.cmake reads it).
+  if (const char* path = std::getenv("HALCYON_SIM_COVERAGE")) {
+    if (std::FILE* f = std::fopen(path, "a")) {
+      for (const Inst& in : program.instructions())
+        if (in.executed) std::fprintf(f, "%s %s\n", k.name.c_str(), in.mnemonic.c_str());
+      std::fclose(f);
+    }
+  }
 }
 
 }  // namespace halcyon::amdsim

@@ -32,6 +32,7 @@ class Program {
   std::vector<Inst> insts_;
   std::vector<int32_t> index_;  // (addr - start) / 4 -> instruction, -1 inside one
   uint32_t vgprs_ = 0, agprs_ = 0;
+  std::string arch_;
 };
 
 struct LaunchParams {

@@ -53,6 +53,26 @@ struct Mods {
   bool has_op_sel_hi = false;
 };
 
+enum class InstClass : uint8_t { Salu, Smem, Valu, Mfma, Vmem, Ds, Control };
+
+// What strict mode (strict.cpp) needs to know about an instruction, computed once at bind time.
+struct InstInfo {
+  InstClass cls = InstClass::Control;
+  uint8_t ndefs = 1;          // leading destination operands
+  bool reads_dst = false;     // v_fmac/v_mac: the destination is also a source
+  bool returns = false;       // memory op whose destination is written when it completes
+  bool writes_exec = false;   // implicitly (v_cmpx, s_*_saveexec_*)
+  bool partial_dst = false;   // d16 loads, v_writelane: only part of the destination changes
+  bool gfx942 = false;
+  uint8_t counter = 0;        // memory ops: 0 vmcnt, 1 lgkmcnt
+  uint8_t passes = 0;         // MFMA passes (4 cycles each)
+  uint8_t lane_op = 0;        // 1 v_readlane, 2 v_readfirstlane, 3 v_writelane
+  int8_t wide_store_data = -1;  // operand whose VGPRs a >64-bit store reads late
+  int8_t hwreg = -1;          // s_setreg/s_getreg register id
+  uint32_t states = 1;        // wait states this instruction provides (s_nop N: N+1)
+  uint16_t simm16 = 0;        // SOPP/SOPK immediate (s_waitcnt, s_nop, s_setreg)
+};
+
 struct Wave;
 struct Inst;
 struct Dispatch;
@@ -69,6 +89,9 @@ struct Inst {
   Handler fn = nullptr;
   int aux = 0, aux2 = 0;  // per-family parameters set when the handler is bound (width, condition)
   std::string error;      // set when the bytes could not be decoded or are unsupported
+  uint32_t word0 = 0;     // first dword of the encoding (SOPP/SOPK immediates)
+  InstInfo info;
+  mutable bool executed = false;  // for coverage reports (HALCYON_SIM_COVERAGE)
 };
 
 }  // namespace halcyon::amdsim

@@ -11,6 +11,7 @@
 
 #include "inst.hpp"
 #include "memory.hpp"
+#include "strict.hpp"
 
 namespace halcyon::amdsim {
 
@@ -27,12 +28,15 @@ struct Wave {
   uint64_t pc = 0;
   bool done = false, at_barrier = false;
   uint32_t index = 0;             // wave number within the workgroup
+  uint32_t hwreg[64] = {};        // s_setreg/s_getreg state (MODE and friends; not interpreted)
+  StrictState strict;
 
   void init(uint32_t vgprs, uint32_t agprs) {
     num_v = vgprs;
     num_a = agprs;
     v.assign(size_t(vgprs) * kLanes, 0);
     a.assign(size_t(agprs) * kLanes, 0);
+    strict.init(vgprs + agprs);
   }
   uint32_t& vr(unsigned r, unsigned lane) { return v[size_t(r) * kLanes + lane]; }
   uint32_t& ar(unsigned r, unsigned lane) { return a[size_t(r) * kLanes + lane]; }
@@ -51,6 +55,15 @@ struct Dispatch {
   uint64_t branch_target = 0;     // set by a taken branch (absolute image offset)
   bool branched = false;
   bool barrier = false;           // the wave just executed s_barrier
+  // Strict mode: LDS races between waves (exec_mem.cpp), per dword, in barrier intervals.
+  struct LdsTag {
+    uint32_t write_epoch = ~0u, read_epoch = ~0u, writer = 0;
+    bool atomic = false;
+    uint64_t readers = 0;
+    const Inst* by = nullptr;
+  };
+  std::vector<LdsTag> lds_tags;
+  uint32_t lds_epoch = 0;         // s_barrier intervals completed
 };
 
 // ---- float helpers ----

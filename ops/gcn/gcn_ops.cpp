@@ -75,12 +75,150 @@ Status gemm_bf16(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t((N + 31) / 32), uint32_t((M + 31) / 32)}, {64}, &g, 36);
 }
 
+// ---- MoE ----------------------------------------------------------------------------------
+
+struct CombineArgs {
+  uint64_t expert_out, weights, slot_to_row, out;
+  uint32_t T, K, H, R;
+};
+Status moe_combine(ops::OpContext& ctx) {
+  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), R = ctx.dim("R");
+  if (T == 0 || H == 0) return {};
+  if (R * H * 2 > 0xffffffffll || T * H * 2 > 0xffffffffll || T * K * 4 > 0xffffffffll)
+    return too_large("moe_combine", fmt::format("T = {}, K = {}, H = {}, R = {}", T, K, H, R));
+  auto k = kernel(ctx, "halcyon_moe_combine_bf16");
+  if (!k) return k.error();
+  CombineArgs a{ctx.tensor("expert_out").address(), ctx.tensor("topk_weights").address(),
+                ctx.tensor("slot_to_row").address(), ctx.tensor("out").address(),
+                uint32_t(T), uint32_t(K), uint32_t(H), uint32_t(R)};
+  return ctx.stream.launch(*k, {uint32_t(T), uint32_t((H + 255) / 256)}, {256}, &a, sizeof a);
+}
+
+struct PermutePlanArgs {
+  uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
+  uint32_t TK, EL, begin;
+};
+struct PermuteRowsArgs {
+  uint64_t x, slot_to_row, permuted;
+  uint32_t T, K, H;
+};
+Status moe_permute(ops::OpContext& ctx) {
+  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
+  int64_t begin = ctx.params().i("expert_begin");
+  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
+  if (begin < 0 || EL < 0 || begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
+  if (EL > 1024)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_permute on GCN: {} local experts; the kernel keeps at most 1024 in LDS", EL));
+  if (T * K * 4 > 0xffffffffll || T * K * H * 2 > 0xffffffffll || E > 0x7fffffffll)
+    return too_large("moe_permute", fmt::format("T = {}, K = {}, H = {}", T, K, H));
+  auto plan = kernel(ctx, "halcyon_moe_permute_plan");
+  if (!plan) return plan.error();
+  PermutePlanArgs p{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
+                    ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
+                    ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
+                    uint32_t(T * K), uint32_t(EL), uint32_t(begin)};
+  if (auto st = ctx.stream.launch(*plan, {1}, {512}, &p, 60); !st) return st;
+  if (!ctx.params().b("write_permuted") || T == 0 || K == 0 || H == 0) return {};
+  auto rows = kernel(ctx, "halcyon_moe_permute_rows");
+  if (!rows) return rows.error();
+  PermuteRowsArgs r{ctx.tensor("x").address(), p.slot_to_row, ctx.tensor("permuted").address(),
+                    uint32_t(T), uint32_t(K), uint32_t(H)};
+  return ctx.stream.launch(*rows, {uint32_t(T), uint32_t(K)}, {256}, &r, 36);
+}
+
+struct GateArgs {
+  uint64_t logits, bias, ids, weights;
+  uint32_t T, E, n_groups, topk_groups, topk, group_size, magic, flags;
+  float routed_scale;
+};
+Status moe_gate(ops::OpContext& ctx) {
+  const auto& p = ctx.params();
+  int64_t T = ctx.dim("T"), E = ctx.dim("E"), groups = p.i("n_groups"), kept = p.i("topk_groups"), topk = p.i("topk");
+  if (E < 1 || groups < 1 || E % groups || kept < 1 || kept > groups || topk < 1 || topk > kept * (E / groups))
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_gate: E = {}, n_groups = {}, topk_groups = {}, topk = {} "
+                                                   "is not a valid grouping", E, groups, kept, topk));
+  if (E > 256 || groups > 64 || topk > 64)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_gate on GCN: E = {}, n_groups = {}, topk = {}; the kernel takes "
+                                              "E <= 256, n_groups <= 64, topk <= 64", E, groups, topk));
+  if (T == 0) return {};
+  if (T * E * 4 > 0xffffffffll) return too_large("moe_gate", fmt::format("T = {}, E = {}", T, E));
+  auto k = kernel(ctx, "halcyon_moe_gate_f32");
+  if (!k) return k.error();
+  const ops::Tensor* bias = ctx.optional_tensor("bias");
+  const uint32_t gs = uint32_t(E / groups);
+  const uint32_t magic = gs > 1 ? uint32_t(((uint64_t(1) << 32) + gs - 1) / gs) : 0;  // ceil(2^32 / gs)
+  const uint32_t flags = (p.s("score") == "softmax" ? 1u : 0u) | (p.b("normalize") ? 2u : 0u) | (bias ? 4u : 0u);
+  GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
+             ctx.tensor("topk_weights").address(), uint32_t(T), uint32_t(E), uint32_t(groups), uint32_t(kept),
+             uint32_t(topk), gs, magic, flags, float(p.f("routed_scale"))};
+  return ctx.stream.launch(*k, {uint32_t(T)}, {64}, &a, 68);
+}
+
+struct GroupedArgs {
+  uint64_t a, w, offsets, out, row_to_slot;
+  uint32_t R, K, N, EL, mode, topk, topk_magic, slots, a_bytes, b_bytes, ldb;
+};
+enum GroupedMode : uint32_t { kDown = 0, kSwiglu = 1, kSwigluGather = 2 };
+// One kernel for the three grouped GEMMs: K = depth, N = output columns, ldb = weight row length.
+Status grouped_gemm(ops::OpContext& ctx, GroupedMode mode, const char* a_name, const char* w_name, int64_t K,
+                    int64_t N, int64_t ldb, int64_t a_rows, int64_t topk) {
+  int64_t R = ctx.dim("R"), EL = ctx.dim("EL");
+  if (R == 0 || N == 0 || EL == 0) return {};
+  const char* op = ctx.contract.op.c_str();
+  if (K == 0) return Error(HAL_UNSUPPORTED, fmt::format("{} on GCN: an empty reduction (K = 0)", op));
+  const int64_t a_bytes = a_rows * K * 2, b_bytes = K * ldb * 2;
+  // Offsets of 0x80000000 mark out-of-range rows and columns: buffers must stay below 2 GiB.
+  if (a_bytes >= (int64_t(1) << 31) || b_bytes >= (int64_t(1) << 31) || R * N * 2 > 0xffffffffll ||
+      EL * b_bytes >= (int64_t(1) << 48) || (R + 63) / 64 + EL > 0xffffffffll)
+    return too_large(op, fmt::format("R = {}, K = {}, N = {}", R, K, N));
+  auto k = kernel(ctx, "halcyon_moe_grouped_gemm_bf16");
+  if (!k) return k.error();
+  const ops::Tensor* slots = ctx.optional_tensor("row_to_slot");
+  const uint32_t magic = topk > 1 ? uint32_t(((uint64_t(1) << 32) + uint64_t(topk) - 1) / uint64_t(topk)) : 0;
+  GroupedArgs g{ctx.tensor(a_name).address(), ctx.tensor(w_name).address(), ctx.tensor("expert_offsets").address(),
+                ctx.tensor("out").address(), slots ? slots->address() : 0, uint32_t(R), uint32_t(K), uint32_t(N),
+                uint32_t(EL), mode, uint32_t(topk), magic, uint32_t(a_rows * topk), uint32_t(a_bytes),
+                uint32_t(b_bytes), uint32_t(ldb)};
+  // Column tiles padded to a multiple of MI300X's 8 XCDs: see moe_grouped_gemm_bf16.s.
+  const uint32_t col_tiles = uint32_t(((N + 63) / 64 + 7) / 8 * 8);
+  return ctx.stream.launch(*k, {col_tiles, uint32_t((R + 63) / 64 + EL)}, {256}, &g, 84);
+}
+Status moe_grouped_gemm(ops::OpContext& ctx) {
+  int64_t I = ctx.dim("I"), H = ctx.dim("H");
+  return grouped_gemm(ctx, kDown, "a", "w", I, H, H, ctx.dim("R"), 1);
+}
+Status moe_grouped_gemm_swiglu(ops::OpContext& ctx) {
+  int64_t I = ctx.dim("I"), H = ctx.dim("H");
+  return grouped_gemm(ctx, kSwiglu, "a", "w_gate_up", H, I, 2 * I, ctx.dim("R"), 1);
+}
+Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
+  int64_t I = ctx.dim("I"), H = ctx.dim("H"), topk = ctx.params().i("topk");
+  if (topk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_grouped_gemm_swiglu_gather: topk = {}", topk));
+  return grouped_gemm(ctx, kSwigluGather, "x", "w_gate_up", H, I, 2 * I, ctx.dim("T"), topk);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
 ops::RegisterOpImpl r4({"row_softmax", HAL_MODULE_HSACO, "gfx90a", "", 10, row_softmax});
 ops::RegisterOpImpl r5({"gemm_bf16", HAL_MODULE_HSACO, "gfx942", "", 10, gemm_bf16});
 ops::RegisterOpImpl r6({"gemm_bf16", HAL_MODULE_HSACO, "gfx90a", "", 10, gemm_bf16});
+ops::RegisterOpImpl r7({"moe_combine", HAL_MODULE_HSACO, "gfx942", "", 10, moe_combine});
+ops::RegisterOpImpl r8({"moe_combine", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_combine});
+ops::RegisterOpImpl r9({"moe_permute", HAL_MODULE_HSACO, "gfx942", "", 10, moe_permute});
+ops::RegisterOpImpl r10({"moe_permute", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_permute});
+ops::RegisterOpImpl r11({"moe_gate", HAL_MODULE_HSACO, "gfx942", "", 10, moe_gate});
+ops::RegisterOpImpl r12({"moe_gate", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_gate});
+ops::RegisterOpImpl r13({"moe_grouped_gemm", HAL_MODULE_HSACO, "gfx942", "", 10, moe_grouped_gemm});
+ops::RegisterOpImpl r14({"moe_grouped_gemm", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_grouped_gemm});
+ops::RegisterOpImpl r15({"moe_grouped_gemm_swiglu", HAL_MODULE_HSACO, "gfx942", "", 10, moe_grouped_gemm_swiglu});
+ops::RegisterOpImpl r16({"moe_grouped_gemm_swiglu", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_grouped_gemm_swiglu});
+ops::RegisterOpImpl r17({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx942", "", 10,
+                         moe_grouped_gemm_swiglu_gather});
+ops::RegisterOpImpl r18({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx90a", "", 10,
+                         moe_grouped_gemm_swiglu_gather});
 
 }  // namespace
 }  // namespace halcyon::gcnop

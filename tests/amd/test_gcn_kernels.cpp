@@ -23,7 +23,10 @@ halcyon::Kernel registry_kernel(Sim& sim, const char* name, halcyon::Module* kee
 }  // namespace
 
 TEST_CASE("the registry holds every hand-written kernel for both targets, with checked metadata") {
-  for (const char* name : {"halcyon_vector_add_f32", "halcyon_softmax_rows_f32", "halcyon_gemm_bf16_tile"})
+  const char* const names[] = {"halcyon_vector_add_f32",   "halcyon_softmax_rows_f32", "halcyon_gemm_bf16_tile",
+                               "halcyon_moe_combine_bf16", "halcyon_moe_permute_plan", "halcyon_moe_permute_rows",
+                               "halcyon_moe_gate_f32", "halcyon_moe_grouped_gemm_bf16"};
+  for (const char* name : names)
     for (const char* arch : kArchs) {
       CAPTURE(name);
       CAPTURE(arch);
@@ -38,7 +41,7 @@ TEST_CASE("the registry holds every hand-written kernel for both targets, with c
       CHECK(img->contract.find(std::string("kernel ") + name) != std::string::npos);
     }
   CHECK(halcyon::gcn::find("halcyon_vector_add_f32", "gfx1100") == nullptr);
-  CHECK(halcyon::gcn::kernels().size() == 6);
+  CHECK(halcyon::gcn::kernels().size() == 2 * std::size(names));
 }
 
 TEST_CASE("gcn vector add") {

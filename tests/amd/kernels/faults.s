@@ -44,6 +44,7 @@ KERNEL_DESCRIPTOR fault_vgpr, 4, 4
 .p2align 8
 .type fault_loop,@function
 fault_loop:
+  s_mov_b32 s4, 0
 .Lspin:
   s_add_u32 s4, s4, 1
   s_branch .Lspin
