@@ -41,7 +41,9 @@ Result<std::string> best_moe_device() {
   for (auto& u : *uris) {
     if (u.rfind("cpu", 0) == 0) continue;
     auto d = Device::open(u.c_str());
-    if (d && runs_moe(*d)) return u;
+    // A simulator (amdgpu-sim) runs every stage, but thousands of times slower than the CPU:
+    // it is chosen by name only.
+    if (d && !d->has("simulator") && runs_moe(*d)) return u;
   }
   return std::string("cpu:0");
 }

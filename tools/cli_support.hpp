@@ -17,7 +17,8 @@ std::optional<int64_t> parse_int(std::string_view option, std::string_view text,
 // The whole of `text` as a finite number greater than zero.
 std::optional<double> parse_positive(std::string_view option, std::string_view text, std::string* err);
 
-// The first non-CPU device that implements every stage of the MoE layer, else "cpu:0".
+// The first device, neither the CPU nor a simulator, that implements every stage of the MoE
+// layer, else "cpu:0".
 Result<std::string> best_moe_device();
 
 }  // namespace halcyon::cli
