@@ -845,6 +845,18 @@ hal_error* cuda_partition_split(CudaDevice* dv, const hal_partition_desc* desc, 
   })
 }
 
+// ---- hal_device_can_run (ABI 1.3): ptx_info.cpp's check_target, the one rule -------------
+
+hal_error* cuda_device_can_run(CudaDevice* dv, uint32_t format, const char* target, bool* yes, char* reason,
+                               size_t capacity) {
+  HAL_BACKEND_GUARD({
+    std::string why = check_target(target, format == HAL_MODULE_PTX, dv->cc_major, dv->cc_minor);
+    *yes = why.empty();
+    std::snprintf(reason, capacity, "%s", why.c_str());
+    return nullptr;
+  })
+}
+
 // ---- tensor maps --------------------------------------------------------------------------
 
 hal_error* cuda_tensor_map_encode(CudaDevice* dv, uint64_t address, const hal_tensor_map_desc* desc, void* out) {
@@ -943,6 +955,7 @@ const hal_backend_api kApi = {
     &Entry<cuda_partition_split>::call,
     &Entry<cuda_partition_destroy>::call,
     &Entry<cuda_tensor_map_encode>::call,
+    &Entry<cuda_device_can_run>::call,
 };
 
 }  // namespace
