@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -38,6 +39,7 @@ struct Options {
   int iters = 20;
   double peak_tflops = 800;  // bf16 dense, cuBLAS 8192^3 on H100/H200 (shared/BASELINES.md)
   std::string json;
+  rt::MoeLayerOptions layer;  // --impl OP=NAME, --path, --code: what every stage and the layer run
 };
 
 struct Stage {
@@ -58,13 +60,16 @@ int usage() {
   fmt::print(
       "usage: halcyon bench moe [--device URI] [--tokens N] [--experts E] [--topk K] [--hidden H]\n"
       "                         [--inter I] [--groups G] [--topk-groups TG] [--iters N]\n"
-      "                         [--peak-tflops F] [--json FILE]\n"
+      "                         [--peak-tflops F] [--json FILE] [--impl OP=NAME ...]\n"
+      "                         [--path auto|gather|copy] [--code auto|ir|binary]\n"
       "  Times the MoE layer's stages through the operators on one device. Defaults: the\n"
       "  DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256 experts in 8 groups, top-4 groups,\n"
       "  hidden 7168, expert intermediate 2048) on a GPU; 64 tokens, top-4 of 16, 256, 128 on cpu.\n"
       "  Where the device implements moe_grouped_gemm_swiglu_gather, moe_permute without its row\n"
       "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
-      "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n");
+      "  (--path gather, or HALCYON_MOE_GATHER=1: the gather path; --path copy or =0: the permuted\n"
+      "  copy). --impl OP=NAME runs that implementation of OP ('halcyon run OP --help' lists them);\n"
+      "  --code ir|binary loads every PTX kernel from its PTX or its cubin.\n");
   return 2;
 }
 
@@ -137,8 +142,34 @@ int bench_moe(const std::vector<std::string>& args) {
     else if (a == "--iters") o.iters = std::max(1, std::stoi(next()));
     else if (a == "--peak-tflops") o.peak_tflops = std::stod(next());
     else if (a == "--json") o.json = next();
-    else return usage();
+    else if (a == "--impl") {
+      const std::string v = next();
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+        fmt::print(stderr, "halcyon bench: --impl '{}' is not OP=NAME\n", v);
+        return 2;
+      }
+      o.layer.impl[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (a == "--path" || a == "--code") {
+      const std::string v = next();
+      if (a == "--path" && (v == "auto" || v == "gather" || v == "copy"))
+        o.layer.path = v == "gather" ? rt::MoePath::kGather : v == "copy" ? rt::MoePath::kCopy : rt::MoePath::kAuto;
+      else if (a == "--code" && (v == "auto" || v == "ir" || v == "binary"))
+        o.layer.code = v == "ir" ? ops::CodeSource::kIr : v == "binary" ? ops::CodeSource::kBinary : ops::CodeSource::kAuto;
+      else return usage();
+    } else return usage();
   }
+  // HALCYON_MOE_GATHER: a command-line convenience of this tool only (the library reads no
+  // environment on its launch path); --path wins.
+  if (const char* env = std::getenv("HALCYON_MOE_GATHER"); env && o.layer.path == rt::MoePath::kAuto) {
+    if (std::string(env) == "1") o.layer.path = rt::MoePath::kGather;
+    if (std::string(env) == "0") o.layer.path = rt::MoePath::kCopy;
+  }
+  for (auto& [op, name] : o.layer.impl)
+    if (ops::impls_of(op).empty()) {
+      fmt::print(stderr, "halcyon bench: --impl {}={}: no operator '{}' has implementations\n", op, name, op);
+      return 2;
+    }
   auto dev = halcyon::Device::open(o.device.c_str());
   if (!dev) {
     fmt::print(stderr, "halcyon bench: {}\n", dev.error().to_string());
@@ -242,7 +273,7 @@ int bench_moe(const std::vector<std::string>& args) {
                  const std::map<std::string, std::string>& params = {}) -> halcyon::Status {
     Tensors call;
     for (auto& [contract_name, ours] : names) call[contract_name] = t[ours];
-    return ops::run_op(*dev, s, op, call, params);
+    return ops::run_op(*dev, s, op, call, params, o.layer.run_options(op));
   };
   auto router = [&] { return run("gemm_bf16", {{"a", "x"}, {"b", "w_router"}, {"c", "logits"}}); };
   auto gate = [&] {
@@ -273,8 +304,9 @@ int bench_moe(const std::vector<std::string>& args) {
                                                   {"out", "h"}},
                {{"topk", std::to_string(K)}});
   };
-  const bool has_gather = ops::select_impl(*dev, "moe_grouped_gemm_swiglu_gather") != nullptr;
-  const bool layer_gathers = rt::moe_gather_path(*dev);  // what MoeLayer on this device runs
+  const bool has_gather =
+      ops::select_impl(*dev, "moe_grouped_gemm_swiglu_gather", o.layer.run_options("moe_grouped_gemm_swiglu_gather")).ok();
+  const bool layer_gathers = rt::moe_gather_path(*dev, o.layer);  // what MoeLayer on this device runs
   auto down = [&] {
     return run("moe_grouped_gemm", {{"a", "h"}, {"w", "w_down"}, {"expert_offsets", "expert_offsets"}, {"out", "y"}});
   };
@@ -383,7 +415,7 @@ int bench_moe(const std::vector<std::string>& args) {
     gather_json = fmt::format(", \"experts_gather_ms\": {:.4f}", experts_gather);
   }
   fmt::print("  layer path: {}\n", layer_gathers ? "gather (moe_permute write_permuted=false, moe_grouped_gemm_swiglu_gather)"
-                                                : has_gather ? "permuted copy (HALCYON_MOE_GATHER=1 gathers)"
+                                                : has_gather ? "permuted copy (--path gather gathers)"
                                                              : "permuted copy (no moe_grouped_gemm_swiglu_gather here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
   json += fmt::format(
