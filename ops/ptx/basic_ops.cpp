@@ -77,6 +77,10 @@ bool splitk_preferred(const ops::ApplyContext& c, std::string* why) {
   return false;
 }
 bool sm90_basic_applies(const ops::ApplyContext& c, std::string* why) {
+  if (!ptx::find("moe_gemm_sm90", "sm_90a")) {
+    if (why) *why = "its PTX image was not built";
+    return false;
+  }
   if (!c.has_call() || (c.dim("K") % 8 == 0 && c.dim("N") % 8 == 0)) return true;
   if (why) *why = fmt::format("K = {} or N = {} is not a multiple of 8 (the sm80 kernel's unaligned build runs it)",
                               c.dim("K"), c.dim("N"));
