@@ -159,7 +159,7 @@ std::string tma_misfit(const DeviceFacts& dev, int epilogue, const GemmArgs& g, 
   const uint64_t shared = tma_shared(epilogue, g, which);
   if (!ptx::find(kSm90.image, "sm_90a")) return "its PTX image was not built";
   if (!dev.has("tensor_map")) return fmt::format("{} makes no tensor maps", dev.uri);
-  if (epilogue == kGemmF32 || !g.offsets) return "not a grouped bf16 GEMM";
+  if (epilogue == kGemmF32) return "not a grouped bf16 GEMM";
   if (g.K % 8 || ldb % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
     return fmt::format("rows are not 16-byte aligned (K = {}, weight row {} elements)", g.K, ldb);
   if (dev.max_shared_per_block && shared > dev.max_shared_per_block)

@@ -126,3 +126,92 @@ TEST_CASE("select: naming an unknown or unusable implementation is an error list
   CHECK(unwrap(select_impl(dev, "vector_add", RunOptions{"test.named"}))->name == "test.named");
   CHECK(!select_impl(dev, "vector_add", RunOptions{"test.foreign"}).ok());
 }
+
+namespace {
+
+// The predicates of a registered implementation, asked about a call of `op` with these dims
+// and params on a device of these facts (no device: predicates that need one, the cubin
+// question, are not asked here). Tensors are absent: addresses read as 0, i.e. aligned.
+struct Ask {
+  DeviceFacts facts;
+  Binding binding;
+  const OpImpl* impl = nullptr;
+  std::vector<OpImpl> impls;
+  Ask(const char* op, const char* name, DeviceFacts f, const std::map<std::string, int64_t>& dims,
+      const std::map<std::string, std::string>& params = {})
+      : facts(std::move(f)), binding(unwrap(bind(*find_contract(op), params, dims, {}))), impls(impls_of(op)) {
+    for (auto& i : impls)
+      if (i.name == name) impl = &i;
+  }
+  ApplyContext ctx() const { return ApplyContext{facts, nullptr, &binding, nullptr}; }
+  bool applies(std::string* why = nullptr) const { return !impl->applies || impl->applies(ctx(), why); }
+  bool preferred(std::string* why = nullptr) const { return !impl->preferred || impl->preferred(ctx(), why); }
+};
+
+DeviceFacts hopper() {  // an H100 SXM as the CUDA backend describes it
+  DeviceFacts f;
+  f.uri = "cuda:0";
+  f.arch = "sm_90a";
+  f.capabilities = "module.ptx module.cubin tensor_map";
+  f.compute_units = 132;
+  f.max_shared_per_block = 232448;
+  f.memory_bytes_per_s = 3'352'320'000'000ull;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("select: the PTX variants' predicates keep the Hopper defaults (no GPU needed)") {
+  if (Ask("gemm_bf16", "sm90.splitk", hopper(), {{"M", 8}, {"N", 8}, {"K", 8}}).impl == nullptr) {
+    MESSAGE("the sm_90a PTX implementations are not built here");
+    return;
+  }
+  std::string why;
+  // gemm_bf16: split-K for the router GEMM (32 tiles on 132 SMs), not for a GEMM that fills the GPU.
+  const std::map<std::string, int64_t> router{{"M", 4096}, {"N", 256}, {"K", 7168}}, big{{"M", 8192}, {"N", 8192}, {"K", 1024}};
+  CHECK(Ask("gemm_bf16", "sm90.splitk", hopper(), router).applies());
+  CHECK(Ask("gemm_bf16", "sm90.splitk", hopper(), router).preferred());
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.splitk", hopper(), big).preferred(&why));
+  CHECK(why.find("fill the GPU") != std::string::npos);
+  CHECK(Ask("gemm_bf16", "sm90.splitk3", hopper(), big).applies());  // a named split runs any aligned shape
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.splitk3", hopper(), big).impl->automatic);
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.basic", hopper(), {{"M", 5}, {"N", 7}, {"K", 8}}).applies());  // unaligned: sm80
+  DeviceFacts no_maps = hopper();
+  no_maps.capabilities = "module.ptx module.cubin";
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.splitk", no_maps, router).applies(&why));
+  CHECK(why.find("makes no tensor maps") != std::string::npos);
+
+  // The grouped GEMMs: the 256-thread swap-AB kernel only for the down GEMM above 64 rows per
+  // expert (where the warp-specialized build's cubin does not run), the row tiles otherwise.
+  const std::map<std::string, int64_t> many{{"R", 32768}, {"H", 7168}, {"I", 2048}, {"EL", 256}},
+      few{{"R", 1024}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
+  for (const char* op : {"moe_grouped_gemm", "moe_grouped_gemm_swiglu"})
+    for (const char* name : {"sm90.swapw", "sm90.swap", "sm90.tma", "sm90.basic"}) {
+      CAPTURE(op);
+      CAPTURE(name);
+      CHECK(Ask(op, name, hopper(), many).applies());
+    }
+  CHECK(Ask("moe_grouped_gemm", "sm90.swap", hopper(), many).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm", "sm90.swap", hopper(), few).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm_swiglu", "sm90.swap", hopper(), many).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm", "sm90.swapw", hopper(), many).preferred(&why));  // no device: no cubin
+  CHECK_FALSE(Ask("moe_grouped_gemm", "sm90.tma", hopper(), {{"R", 64}, {"H", 7168}, {"I", 2044}, {"EL", 2}}).applies(&why));
+  CHECK(why.find("not 16-byte aligned") != std::string::npos);
+
+  // moe_gate: the fast path for DeepSeek-V3 (sigmoid, 256 experts in 8 groups, top-8).
+  const std::map<std::string, std::string> ds{{"score", "sigmoid"}, {"n_groups", "8"}, {"topk_groups", "4"}, {"topk", "8"}};
+  CHECK(Ask("moe_gate", "sm80.fast", hopper(), {{"T", 4096}, {"E", 256}}, ds).applies());
+  auto softmax = ds;
+  softmax["score"] = "softmax";
+  CHECK_FALSE(Ask("moe_gate", "sm80.fast", hopper(), {{"T", 4096}, {"E", 256}}, softmax).applies(&why));
+  CHECK(why == "softmax scores");
+
+  // moe_permute: the fused plan where rows are written and H % 8 == 0.
+  const std::map<std::string, std::string> perm{{"n_experts", "256"}, {"expert_begin", "0"}, {"expert_end", "256"}};
+  CHECK(Ask("moe_permute", "sm80.fused", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, perm).applies());
+  auto plan_only = perm;
+  plan_only["write_permuted"] = "false";
+  CHECK_FALSE(Ask("moe_permute", "sm80.fused", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, plan_only).applies());
+  CHECK(Ask("moe_permute", "sm80.spread", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, plan_only).applies());
+  CHECK_FALSE(Ask("moe_permute", "sm80.two", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, perm).impl->automatic);
+}
