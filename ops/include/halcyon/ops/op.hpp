@@ -88,7 +88,8 @@ struct OpImpl {
   std::string op;
   hal_module_format format = HAL_MODULE_HOST;  // the device must advertise "module.<format>"
   std::string target;   // "host", "sm_90a", "sm_80", "gfx942", ...: hal_device_can_run decides
-  std::string backend;  // "" = any backend; else only devices of this URI scheme (tests)
+  std::string backend;  // "" = any backend; else only devices of this URI scheme (tests; such
+                        // an implementation is the backend's own: format and target not asked)
   int priority = 0;     // higher wins among those that can run
   OpImplFn fn = nullptr;
   // Unique among the op's implementations ("sm90.swapw", "sm80", "host"); "" at registration
