@@ -77,7 +77,11 @@ int main(int argc, char** argv) {
   hal_stream hs = nullptr;
   hal_ok(hal_stream_create(dev, nullptr, &hs), "hal_stream_create");
   auto load = [&](const char* name, const char* entry, const halcyon::ptx::Image** img_out) {
-    const halcyon::ptx::Image* img = halcyon::ptx::best_for(name, info.arch);
+    const halcyon::ptx::Image* img = halcyon::ptx::best_for(name, info.arch, [&](const halcyon::ptx::Image& i) {
+      bool yes = false;
+      hal_error_free(hal_device_can_run(dev, HAL_MODULE_PTX, i.target, &yes, nullptr, 0));
+      return yes;
+    });
     if (!img) die(fmt::format("no PTX of {} for {}", name, info.arch));
     *img_out = img;
     hal_module_desc md{};

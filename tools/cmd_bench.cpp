@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -48,6 +49,7 @@ struct Options {
   std::string json;
   std::string sizes = "7,4096,1,300";  // moe-sizes: token counts, in turn
   int64_t rounds = 5;
+  rt::MoeLayerOptions layer;  // --impl OP=NAME, --path, --code: what every stage and the layer run
 };
 
 // Dense bf16 rate that the FLOP floor divides by: measured figures only (cuBLAS 8192^3 on
@@ -76,7 +78,8 @@ int usage(int status) {
   fmt::print(status ? stderr : stdout,
       "usage: halcyon bench moe [--device URI] [--tokens N] [--experts E] [--topk K] [--hidden H]\n"
       "                         [--inter I] [--groups G] [--topk-groups TG] [--iters N]\n"
-      "                         [--peak-tflops F] [--json FILE]\n"
+      "                         [--peak-tflops F] [--json FILE] [--impl OP=NAME ...]\n"
+      "                         [--path auto|gather|copy] [--code auto|ir|binary]\n"
       "  Times the MoE layer's stages through the operators on one device: by default the best\n"
       "  device, as `halcyon demo` picks it (the first GPU that runs every stage, else the CPU).\n"
       "  Defaults: the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256 experts in 8 groups,\n"
@@ -85,7 +88,9 @@ int usage(int status) {
       "  device's measured bf16 rate where one is known (H100/H200: 800), else it is not given.\n"
       "  Where the device implements moe_grouped_gemm_swiglu_gather, moe_permute without its row\n"
       "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
-      "  (HALCYON_MOE_GATHER=1: the gather path, =0: the permuted copy).\n"
+      "  (--path gather, or HALCYON_MOE_GATHER=1: the gather path; --path copy or =0: the permuted\n"
+      "  copy). --impl OP=NAME runs that implementation of OP ('halcyon run OP --help' lists them);\n"
+      "  --code ir|binary loads every PTX kernel from its PTX or its cubin.\n"
       "\n"
       "usage: halcyon bench moe-sizes [--device URI] [--sizes 7,4096,1,300] [--rounds N] [shape options as above]\n"
       "  Runs one MoeLayer with the token counts of --sizes in turn, --rounds times, on one stream,\n"
@@ -115,6 +120,23 @@ int parse_options(const std::vector<std::string>& args, bool sizes_mode, Options
     if (a == "--device") o->device = v;
     else if (a == "--json") o->json = v;
     else if (sizes_mode && a == "--sizes") o->sizes = v;
+    else if (a == "--impl") {
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+        fmt::print(stderr, "halcyon bench: --impl '{}' is not OP=NAME\n", v);
+        return 2;
+      }
+      o->layer.impl[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (a == "--path" || a == "--code") {
+      if (a == "--path" && (v == "auto" || v == "gather" || v == "copy"))
+        o->layer.path = v == "gather" ? rt::MoePath::kGather : v == "copy" ? rt::MoePath::kCopy : rt::MoePath::kAuto;
+      else if (a == "--code" && (v == "auto" || v == "ir" || v == "binary"))
+        o->layer.code = v == "ir" ? ops::CodeSource::kIr : v == "binary" ? ops::CodeSource::kBinary : ops::CodeSource::kAuto;
+      else {
+        fmt::print(stderr, "halcyon bench: {} '{}' is not one of its values\n", a, v);
+        return usage(2);
+      }
+    }
     else if (a == "--peak-tflops") {
       if (auto f = cli::parse_positive(a, v, &err)) o->peak_tflops = *f;
     } else {
@@ -149,6 +171,17 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     o.device = *best;
     fmt::print("device: {} (the best device here; --device chooses another)\n", o.device);
   }
+  // HALCYON_MOE_GATHER: a command-line convenience of this tool only (the library reads no
+  // environment on its launch path); --path wins.
+  if (const char* env = std::getenv("HALCYON_MOE_GATHER"); env && o.layer.path == rt::MoePath::kAuto) {
+    if (std::string(env) == "1") o.layer.path = rt::MoePath::kGather;
+    if (std::string(env) == "0") o.layer.path = rt::MoePath::kCopy;
+  }
+  for (auto& [op, name] : o.layer.impl)
+    if (ops::impls_of(op).empty()) {
+      fmt::print(stderr, "halcyon bench: --impl {}={}: no operator '{}' has implementations\n", op, name, op);
+      return 2;
+    }
   auto dev = halcyon::Device::open(o.device.c_str());
   if (!dev) {
     fmt::print(stderr, "halcyon bench: {}\n", dev.error().to_string());
@@ -238,7 +271,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                  const std::map<std::string, std::string>& params = {}) -> halcyon::Status {
     Tensors call;
     for (auto& [contract_name, ours] : names) call[contract_name] = t[ours];
-    return ops::run_op(*dev, s, op, call, params);
+    return ops::run_op(*dev, s, op, call, params, o.layer.run_options(op));
   };
   auto router = [&] { return run("gemm_bf16", {{"a", "x"}, {"b", "w_router"}, {"c", "logits"}}); };
   auto gate = [&] {
@@ -269,8 +302,9 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                                                   {"out", "h"}},
                {{"topk", std::to_string(K)}});
   };
-  const bool has_gather = ops::select_impl(*dev, "moe_grouped_gemm_swiglu_gather") != nullptr;
-  const bool layer_gathers = rt::moe_gather_path(*dev);  // what MoeLayer on this device runs
+  const bool has_gather =
+      ops::select_impl(*dev, "moe_grouped_gemm_swiglu_gather", o.layer.run_options("moe_grouped_gemm_swiglu_gather")).ok();
+  const bool layer_gathers = rt::moe_gather_path(*dev, o.layer);  // what MoeLayer on this device runs
   auto down = [&] {
     return run("moe_grouped_gemm", {{"a", "h"}, {"w", "w_down"}, {"expert_offsets", "expert_offsets"}, {"out", "y"}});
   };
@@ -382,7 +416,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     gather_json = fmt::format(", \"experts_gather_ms\": {:.4f}", experts_gather);
   }
   fmt::print("  layer path: {}\n", layer_gathers ? "gather (moe_permute write_permuted=false, moe_grouped_gemm_swiglu_gather)"
-                                                : has_gather ? "permuted copy (HALCYON_MOE_GATHER=1 gathers)"
+                                                : has_gather ? "permuted copy (--path gather gathers)"
                                                              : "permuted copy (no moe_grouped_gemm_swiglu_gather here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
   json += fmt::format(

@@ -1,6 +1,7 @@
-// `halcyon run OP --device URI --in NAME=FILE.npy ... --set PARAM=VALUE ... --out DIR`:
-// runs one operator on the user's own tensors. `halcyon run --list` lists the operators,
-// `halcyon run OP --help` prints its contract.
+// `halcyon run OP --device URI --in NAME=FILE.npy ... --set PARAM=VALUE ... --out DIR
+// [--impl NAME] [--code auto|ir|binary]`: runs one operator on the user's own tensors.
+// `halcyon run --list` lists the operators, `halcyon run OP --help` prints its contract and its
+// implementations.
 #include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/npy.hpp>
 #include <halcyon/ops/op.hpp>
@@ -43,12 +44,18 @@ void print_contract(const Contract& c) {
   for (auto& b : c.bounds) fmt::print("values of {} must lie in [{}, {})\n", b.input, b.lo, b.hi);
   for (auto& d : c.defined_if) fmt::print("{} is written only when {} is true\n", d.output, d.param);
   for (auto& n : c.notes) fmt::print("note: {}\n", n);
+  fmt::print("implementations (--impl NAME; by default the registry's choice, highest first that runs):\n");
+  const char* kinds[] = {"?", "ptx", "cubin", "hsaco", "spirv", "host"};
+  for (auto& i : impls_of(c.op))
+    fmt::print("  {:<16} {:<5} {:<7} priority {:>3}{}  {}\n", i.name, kinds[i.format <= 5 ? i.format : 0], i.target,
+               i.priority, i.automatic ? "" : " (only when named)", i.summary);
   fmt::print("\nbf16 tensors: give them as float32 .npy (rounded to nearest even) or as raw 2-byte values (<u2);\n"
              "they are written back as float32 unless --raw-bf16 is given.\n");
 }
 
 int usage() {
   fmt::print("usage: halcyon run OP [--device URI] --in NAME=FILE.npy ... [--set NAME=VALUE ...] --out DIR [--raw-bf16]\n"
+             "                    [--impl NAME] [--code auto|ir|binary]\n"
              "       halcyon run --list\n"
              "       halcyon run OP --help\n");
   return 2;
@@ -178,6 +185,7 @@ int run(const std::vector<std::string>& args) {
   }
   std::string uri = "cpu", out_dir;
   bool raw_bf16 = false;
+  RunOptions options;
   std::map<std::string, std::string> ins, params;
   std::map<std::string, int64_t> dims;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -207,6 +215,15 @@ int run(const std::vector<std::string>& args) {
       out_dir = value();
     } else if (a == "--raw-bf16") {
       raw_bf16 = true;
+    } else if (a == "--impl") {
+      options.impl = value();
+    } else if (a == "--code") {
+      const std::string v = value();
+      if (v != "auto" && v != "ir" && v != "binary") {
+        fmt::print(stderr, "halcyon run: --code {}: auto, ir (PTX through the JIT) or binary (a cubin)\n", v);
+        return 2;
+      }
+      options.code = v == "ir" ? CodeSource::kIr : v == "binary" ? CodeSource::kBinary : CodeSource::kAuto;
     } else if (a == "--in") {
       std::string k, v;
       kv(value(), &k, &v);
@@ -294,20 +311,23 @@ int run(const std::vector<std::string>& args) {
     if (!t) return fail(t.error());
     tensors[o.name] = std::move(t).value();
   }
-  std::string why;
-  const OpImpl* impl = select_impl(*dev, op, &why);
-  if (!impl) return fail(Error(HAL_UNSUPPORTED, why));
+  auto facts = device_facts(*dev);
+  if (!facts) return fail(facts.error());
+  const ApplyContext call{*facts, &*dev, &*b, &tensors, options.code};
+  auto chosen = select_impl(*dev, op, options, &call);
+  if (!chosen) return fail(chosen.error());
+  const OpImpl* impl = *chosen;
   auto start = dev->create_event(), end = dev->create_event();
   if (!start || !end) return fail((!start ? start : end).error());
   auto st = stream->record(*start);
-  if (st) st = run_op(*dev, *stream, op, tensors, params);
+  if (st) st = run_op(*dev, *stream, op, tensors, params, options);
   if (st) st = stream->record(*end);
   if (st) st = stream->synchronize();
   if (!st) return fail(st.error());
   auto ms = end->elapsed_since(*start);
   const char* kinds[] = {"?", "PTX", "cubin", "code object", "SPIR-V", "host code"};
-  fmt::print("{} on {} ({} for {}): {:.3f} ms\n", op, uri, kinds[impl->format <= 5 ? impl->format : 0], impl->target,
-             ms ? *ms : -1.0f);
+  fmt::print("{} on {} ({}: {} for {}): {:.3f} ms\n", op, uri, impl->name, kinds[impl->format <= 5 ? impl->format : 0],
+             impl->target, ms ? *ms : -1.0f);
   for (auto& o : c->outputs) {
     Tensor& t = tensors[o.name];
     std::vector<unsigned char> data(t.bytes());

@@ -285,6 +285,15 @@ hal_error* sim_event_elapsed_ms(SimEvent* a, SimEvent* b, float* ms) {
   return nullptr;
 }
 
+// A code object runs only on the gfx target this device simulates (feature flags aside).
+hal_error* sim_device_can_run(SimDevice* d, uint32_t, const char* target, bool* yes, char* reason, size_t capacity) {
+  std::string_view t(target);
+  *yes = t.substr(0, t.find(':')) == d->model->arch;
+  if (!*yes) std::snprintf(reason, capacity, "a code object for %s does not run on a simulated %s", target,
+                           d->model->arch);
+  return nullptr;
+}
+
 hal_error* sim_module_load(SimDevice* d, const hal_module_desc* desc, SimModule** out) {
   HAL_BACKEND_GUARD({
     auto m = std::make_unique<SimModule>();
@@ -373,6 +382,7 @@ const hal_backend_api kApi = {
     nullptr,  // partition_split: a simulator has no compute units to split
     nullptr,
     nullptr,  // tensor_map_encode: no tensor copy engine
+    HAL_BACKEND_FN(sim_device_can_run),
     nullptr,  // partition_caps: no split; the core's soft partitions
 };
 

@@ -205,6 +205,13 @@ hal_error* cpu_device_open(CpuBackend* b, uint32_t index, CpuDevice** out) {
   })
 }
 
+// Host modules are this process's own functions: built for "host" (any CPU) or this arch.
+hal_error* cpu_device_can_run(CpuDevice*, uint32_t, const char* target, bool* yes, char* reason, size_t capacity) {
+  *yes = std::strcmp(target, "host") == 0 || std::strcmp(target, kArch) == 0;
+  if (!*yes) std::snprintf(reason, capacity, "host code for %s does not run on a %s CPU", target, kArch);
+  return nullptr;
+}
+
 void cpu_device_close(CpuDevice* d) {
   d->synchronize_all();
   delete d;
@@ -574,6 +581,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(cpu_partition_split),
     HAL_BACKEND_FN(cpu_partition_destroy),
     nullptr,  // tensor_map_encode: no tensor copy engine
+    HAL_BACKEND_FN(cpu_device_can_run),
     HAL_BACKEND_FN(cpu_partition_caps),
 };
 

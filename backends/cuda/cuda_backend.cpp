@@ -118,6 +118,7 @@ const hal_backend_api kApi = {
     &Entry<cuda_partition_split>::call,
     &Entry<cuda_partition_destroy>::call,
     &Entry<cuda_tensor_map_encode>::call,
+    &Entry<cuda_device_can_run>::call,
     &Entry<cuda_partition_caps>::call,
 };
 

@@ -223,6 +223,9 @@ hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_des
 hal_error* cuda_partition_split(CudaDevice* dv, const hal_partition_desc* desc, CudaPartition** part,
                                 hal_partition_info* pinfo, CudaPartition** rem, hal_partition_info* rinfo);
 void cuda_partition_destroy(CudaPartition* p);
+// cuda_module.cpp: hal_device_can_run (ABI 1.3), ptx_info.cpp's check_target, the one rule
+hal_error* cuda_device_can_run(CudaDevice* dv, uint32_t format, const char* target, bool* yes, char* reason,
+                               size_t capacity);
 hal_error* cuda_partition_caps(CudaDevice* dv, uint32_t flags, hal_partition_caps* out);
 
 // cuda_tensor_map.cpp

@@ -266,4 +266,16 @@ hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_des
   return nullptr;
 }
 
+// hal_device_can_run (ABI 1.3): ptx_info.cpp's check_target, the one rule ('a' = that exact
+// arch, 'f' = its family, plain PTX forward).
+hal_error* cuda_device_can_run(CudaDevice* dv, uint32_t format, const char* target, bool* yes, char* reason,
+                               size_t capacity) {
+  HAL_BACKEND_GUARD({
+    std::string why = check_target(target, format == HAL_MODULE_PTX, dv->cc_major, dv->cc_minor);
+    *yes = why.empty();
+    std::snprintf(reason, capacity, "%s", why.c_str());
+    return nullptr;
+  })
+}
+
 }  // namespace halcyon::cuda

@@ -341,6 +341,15 @@ hal_error* hip_event_elapsed_ms(HipEvent* a, HipEvent* b, float* ms) {
   return nullptr;
 }
 
+// A code object runs only on its own gfx target (its feature flags after ':' aside).
+hal_error* hip_device_can_run(HipDevice* d, uint32_t, const char* target, bool* yes, char* reason, size_t capacity) {
+  std::string_view t(target);
+  *yes = t.substr(0, t.find(':')) == d->arch;
+  if (!*yes) std::snprintf(reason, capacity, "a code object for %s runs only on %s; %s is %s", target, target,
+                           d->name.c_str(), d->arch.c_str());
+  return nullptr;
+}
+
 hal_error* hip_module_load(HipDevice* d, const hal_module_desc* desc, HipModule** out) {
   HAL_BACKEND_GUARD({
     auto m = std::make_unique<HipModule>();
@@ -473,6 +482,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_partition_split),
     HAL_BACKEND_FN(hip_partition_destroy),
     nullptr,  // tensor_map_encode: not offered by this backend
+    HAL_BACKEND_FN(hip_device_can_run),
     HAL_BACKEND_FN(hip_partition_caps),
 };
 

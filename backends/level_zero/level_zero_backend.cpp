@@ -108,6 +108,7 @@ const hal_backend_api kApi = {
     ze_event_create, ze_event_destroy, ze_event_record, ze_event_query, ze_event_synchronize, ze_event_elapsed_ms,
     ze_module_load, ze_module_destroy, ze_kernel_get, ze_kernel_destroy, nullptr, nullptr,
     nullptr,  // tensor_map_encode
+    nullptr,  // device_can_run: the core's rule (a module runs where its target equals the arch)
     nullptr,  // partition_caps
 };
 

@@ -112,6 +112,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(t_event_create), HAL_BACKEND_FN(t_event_destroy), HAL_BACKEND_FN(t_event_record), HAL_BACKEND_FN(t_event_query), HAL_BACKEND_FN(t_event_synchronize), HAL_BACKEND_FN(t_event_elapsed_ms),
     HAL_BACKEND_FN(t_module_load), HAL_BACKEND_FN(t_module_destroy), HAL_BACKEND_FN(t_kernel_get), HAL_BACKEND_FN(t_kernel_destroy), HAL_BACKEND_FN(t_partition_split), HAL_BACKEND_FN(t_partition_destroy),
     nullptr,  // tensor_map_encode (optional): see docs/porting.md
+    nullptr,  // device_can_run (optional): NULL = a module runs where its target equals the arch
     nullptr,  // partition_caps (optional, ABI 1.3): with partition_split, say its granularity
 };
 

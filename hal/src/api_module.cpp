@@ -1,6 +1,9 @@
 // Modules, kernels and launches.
 #include "core.hpp"
 
+#include <cstdio>
+#include <string_view>
+
 namespace halcyon::core {
 ModuleObj::~ModuleObj() {
   if (be) api().module_destroy(be);
@@ -54,6 +57,47 @@ HAL_API hal_error* hal_module_load(hal_device d, const hal_module_desc* desc, ha
     m->name = mname;
     if ((e = dev->api().module_load(dev->be, &md, &m->be))) return e;
     *out = reinterpret_cast<hal_module>(handle_insert(m));
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_device_can_run(hal_device d, uint32_t format, const char* target, bool* yes, char* reason,
+                                      size_t reason_capacity) {
+  constexpr const char* fn = "hal_device_can_run";
+  HAL_CORE_GUARD(fn, {
+    if (!yes) return err(HAL_INVALID_ARGUMENT, "{}: yes is NULL", fn);
+    *yes = false;
+    if (reason && reason_capacity) reason[0] = 0;
+    hal_error* e = nullptr;
+    auto dev = lookup<DeviceObj>(d, fn, "device", &e);
+    if (!dev) return e;
+    const char* fmt_name = format_name(format);
+    if (!fmt_name) return err(HAL_INVALID_ARGUMENT, "{}: unknown module format {}", fn, format);
+    if (!target || !*target) return err(HAL_INVALID_ARGUMENT, "{}: target is NULL or empty", fn);
+    auto say = [&](const std::string& why) {
+      if (reason && reason_capacity) std::snprintf(reason, reason_capacity, "%s", why.c_str());
+    };
+    std::string caps = std::string(" ") + dev->info.capabilities + " ";
+    if (caps.find(std::string(" module.") + fmt_name + " ") == std::string::npos) {
+      say(fmt::format("{} ({}) does not load {} modules", dev->uri, dev->info.arch, fmt_name));
+      return nullptr;
+    }
+    if (dev->backend->has_device_can_run()) {
+      // The backend writes into scratch of a known size; the caller gets it cut to its own.
+      char why[256] = {};
+      bool ok = false;
+      if ((e = dev->api().device_can_run(dev->be, format, target, &ok, why, sizeof why))) return e;
+      why[sizeof why - 1] = 0;
+      *yes = ok;
+      if (!ok) say(why[0] ? std::string(why) : fmt::format("{} for {} does not run on {} ({})", fmt_name, target,
+                                                           dev->uri, dev->info.arch));
+      return nullptr;
+    }
+    // A backend of ABI 1.2 or older: only code built for exactly this architecture.
+    *yes = std::string_view(target) == dev->info.arch;
+    if (!*yes)
+      say(fmt::format("{} for {} does not run on {} ({}): backend {} runs only code built for exactly its arch", fmt_name,
+                      target, dev->uri, dev->info.arch, dev->backend->name));
     return nullptr;
   })
 }

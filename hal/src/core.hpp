@@ -55,6 +55,9 @@ struct Backend {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode) &&
            api->tensor_map_encode;
   }
+  bool has_device_can_run() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, device_can_run) && api->device_can_run;
+  }
 };
 
 // ---- objects ------------------------------------------------------------------------------

@@ -27,16 +27,14 @@ const Image* find(std::string_view name, std::string_view target) {
   return nullptr;
 }
 
-const Image* best_for(std::string_view name, std::string_view device_arch) {
-  if (const Image* exact = find(name, device_arch)) return exact;
-  bool dev_suffixed = false;
-  int dev = arch_number(device_arch, &dev_suffixed);
+const Image* best_for(std::string_view name, std::string_view device_arch, const RunsOn& runs) {
+  if (const Image* exact = find(name, device_arch); exact && runs(*exact)) return exact;
   const Image* best = nullptr;
   int best_v = -1;
   for (const Image& i : all()) {
     bool suffixed = false;
     int v = arch_number(i.target, &suffixed);
-    if (name != i.name || suffixed || v < 0 || v > dev || v <= best_v) continue;
+    if (name != i.name || v < 0 || v <= best_v || !runs(i)) continue;
     best = &i;
     best_v = v;
   }

@@ -227,8 +227,10 @@ Status moe_combine(ops::OpContext& ctx) {
 ops::RegisterOpImpl r_gate({"moe_gate", HAL_MODULE_HOST, "host", "", 0, moe_gate});
 ops::RegisterOpImpl r_permute({"moe_permute", HAL_MODULE_HOST, "host", "", 0, moe_permute});
 ops::RegisterOpImpl r_swiglu({"moe_grouped_gemm_swiglu", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu});
-ops::RegisterOpImpl r_swiglu_gather(
-    {"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_swiglu_gather});
+// On the CPU the gather saves the permuted copy outright: the MoE layer's gather path pays.
+bool gather_pays(const ops::ApplyContext&, std::string*) { return true; }
+ops::RegisterOpImpl r_swiglu_gather({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HOST, "host", "", 0,
+                                     moe_grouped_gemm_swiglu_gather, "host", nullptr, nullptr, true, gather_pays});
 ops::RegisterOpImpl r_down({"moe_grouped_gemm", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm});
 ops::RegisterOpImpl r_combine({"moe_combine", HAL_MODULE_HOST, "host", "", 0, moe_combine});
 

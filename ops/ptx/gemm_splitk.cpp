@@ -4,9 +4,8 @@
 // (launch_gemm in moe_ops.cpp).
 #include "ptx_launch.hpp"
 
+#include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <string_view>
 
 namespace halcyon::ptxop {
 
@@ -53,42 +52,34 @@ Result<TensorMap> map_2d(const ops::OpContext& ctx, const ops::Tensor& t, uint64
 
 }  // namespace
 
+int splitk_choice(const DeviceFacts& dev, const GemmArgs& g, bool required) {
+  const int64_t tiles = ceil_div(g.R, kBm) * ceil_div(g.N, kBn), k_tiles = ceil_div(g.K, kBk);
+  return split_of(tiles, k_tiles, std::max<int64_t>(dev.compute_units, 1), required);
+}
+
+std::string splitk_misfit(const DeviceFacts& dev, const GemmArgs& g, int s) {
+  const int64_t tiles = ceil_div(g.R, kBm) * ceil_div(g.N, kBn);
+  if (!ptx::find(kImage, "sm_90a")) return "its PTX image was not built";
+  if (!dev.has("tensor_map")) return fmt::format("{} makes no tensor maps", dev.uri);
+  if (g.K % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
+    return fmt::format("rows or addresses are not 16-byte aligned (K = {}, N = {})", g.K, g.N);
+  if (g.R > INT_MAX || g.K > INT_MAX || g.N > INT_MAX || tiles * s > INT_MAX)
+    return fmt::format("{} x {} x {} is too large for int coordinates", g.R, g.K, g.N);
+  if (dev.max_shared_per_block && kShared > dev.max_shared_per_block)
+    return fmt::format("it needs {} bytes of shared memory, {} has {}", kShared, dev.uri, dev.max_shared_per_block);
+  return {};
+}
+
 Status launch_gemm_splitk(ops::OpContext& ctx, const GemmArgs& g, const ops::Tensor& a, const ops::Tensor& b,
-                          bool* ran) {
-  *ran = false;
-  // HALCYON_PTX_SM90_GEMM=basic: the grouped cp.async kernel only; =splitk: this kernel
-  // whatever the shape (an error says why it cannot run), so tests know what they checked.
-  const char* mode = std::getenv("HALCYON_PTX_SM90_GEMM");
-  if (mode && std::string_view(mode) == "basic") return {};
-  const bool required = mode && std::string_view(mode) == "splitk";
+                          int s) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
-  const int64_t tiles = ceil_div(g.R, kBm) * ceil_div(g.N, kBn), k_tiles = ceil_div(g.K, kBk);
-  int s = split_of(tiles, k_tiles, dev->compute_units, required);
-  // HALCYON_PTX_SM90_SPLITK=2|3|4|8 sets S (comparisons, tests).
-  if (const char* v = std::getenv("HALCYON_PTX_SM90_SPLITK"); v && s) {
-    const std::string_view sv(v);
-    if (sv != "2" && sv != "3" && sv != "4" && sv != "8")
-      return Error(HAL_INVALID_ARGUMENT, fmt::format("HALCYON_PTX_SM90_SPLITK = '{}': 2, 3, 4 or 8", sv));
-    s = sv[0] - '0';
-  }
-  std::string why;
-  if (!ptx::find(kImage, "sm_90a")) why = "its PTX image was not built";
-  else if (!s) why = fmt::format("{} tiles fill the GPU or K = {} is short", tiles, g.K);
-  else if (g.K % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
-    why = fmt::format("rows or addresses are not 16-byte aligned (K = {}, N = {})", g.K, g.N);
-  else if (g.R > INT_MAX || g.K > INT_MAX || g.N > INT_MAX || tiles * s > INT_MAX)
-    why = fmt::format("{} x {} x {} is too large for int coordinates", g.R, g.K, g.N);
-  else if (dev->max_shared_per_block && kShared > dev->max_shared_per_block)
-    why = fmt::format("it needs {} bytes of shared memory, {} has {}", kShared, dev->uri, dev->max_shared_per_block);
-  if (!why.empty()) {
-    if (required)
-      return Error(HAL_UNSUPPORTED, fmt::format("{}: the split-K kernel cannot run: {}", ctx.contract.op, why));
-    return {};
-  }
+  if (!s) s = splitk_choice(*dev, g, false);  // the split the registry chose this kernel for
+  if (!s) s = splitk_choice(*dev, g, true);   // named where the grouped kernel is as good
+  const int64_t tiles = ceil_div(g.R, kBm) * ceil_div(g.N, kBn);
+  if (std::string why = splitk_misfit(*dev, g, s); !why.empty())
+    return Error(HAL_UNSUPPORTED, fmt::format("{}: the split-K kernel cannot run: {}", ctx.contract.op, why));
   auto ta = map_2d(ctx, a, uint64_t(g.K), uint64_t(g.R));
-  // No tensor maps on this device: the grouped kernel (unless this one was required).
-  if (!ta && ta.error().status() == HAL_UNSUPPORTED && !required) return {};
   if (!ta) return ta.error();
   auto tb = map_2d(ctx, b, uint64_t(g.N), uint64_t(g.K));
   if (!tb) return tb.error();
@@ -97,7 +88,6 @@ Status launch_gemm_splitk(ops::OpContext& ctx, const GemmArgs& g, const ops::Ten
                                               "hc_gemm_bf16_sm90_splitk8"};
   auto k = kernel(ctx, *dev, kImage, kEntries[s], CodeFrom::kCubinIfExact);  // setmaxnreg consumers
   if (!k) return k.error();
-  *ran = true;
   // The kernel's cluster dimensions are compile-time (.reqnctapercluster): a plain launch,
   // grid = tiles x S, a multiple of S.
   return launch_packed(ctx, *k, {uint32_t(tiles * s)}, {kThreads}, kShared,

@@ -35,26 +35,15 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
                            {"hc_moe_gemm_sm90", "hc_moe_gemm_swiglu_sm90", "hc_gemm_bf16_sm90"},
                            128, 256, 256, 4 * (128 * 64 + 64 * 256) * 2 + 1024, 1};
 
-// Which Hopper kernel runs the grouped GEMMs: HALCYON_PTX_SM90_GEMM=basic keeps the cp.async
-// kernel even where a TMA one could run; =tma requires the row-tile TMA kernel, =swap the
-// 256-thread swap-AB TMA kernel and =swapw its warp-specialized build (an error says why one
-// cannot run), so that tests know which one they checked. Unset: the warp-specialized swap-AB
-// kernel for both GEMMs wherever its cubin loads (a device of exactly sm_90a); measured
-// 2026-11-23 at 4096 tokens in one call per machine (docs/PERFORMANCE.md): H200 experts
-// 5.95-6.08 ms vs 7.30-7.79 ms with the row tiles (SwiGLU 3.82-3.96 vs 4.54-5.08 ms), H100
-// 8.33 vs 8.67-8.69 ms, and level or faster at 128 and 512 tokens. The driver's JIT spills its
-// 232-register consumers, so without the cubin the earlier choice stands: the 256-thread
-// swap-AB kernel for the down projection above kTmaDeepRingRows rows per expert, the row-tile
-// kernel otherwise.
-enum class Sm90Gemm { kAuto, kBasic, kTma, kSwap, kSwapWs };
-Sm90Gemm sm90_gemm() {
-  const char* v = std::getenv("HALCYON_PTX_SM90_GEMM");
-  if (v && std::string_view(v) == "basic") return Sm90Gemm::kBasic;
-  if (v && std::string_view(v) == "tma") return Sm90Gemm::kTma;
-  if (v && std::string_view(v) == "swap") return Sm90Gemm::kSwap;
-  if (v && std::string_view(v) == "swapw") return Sm90Gemm::kSwapWs;
-  return Sm90Gemm::kAuto;
-}
+// The Hopper kernels of the grouped GEMMs are implementations of their own ("sm90.swapw",
+// "sm90.swap", "sm90.tma", "sm90.basic"; registered at the end of this file), chosen by their
+// predicates or by name (RunOptions::impl). By default: the warp-specialized swap-AB kernel for
+// both GEMMs wherever its cubin loads (a device of exactly sm_90a); measured 2026-11-23 at 4096
+// tokens in one call per machine (docs/PERFORMANCE.md): H200 experts 5.95-6.08 ms vs 7.30-7.79
+// ms with the row tiles (SwiGLU 3.82-3.96 vs 4.54-5.08 ms), H100 8.33 vs 8.67-8.69 ms, and level
+// or faster at 128 and 512 tokens. The driver's JIT spills its 232-register consumers, so
+// without the cubin the earlier choice stands: the 256-thread swap-AB kernel for the down
+// projection above kTmaDeepRingRows rows per expert, the row-tile kernel otherwise.
 
 // The TMA kernel (gemm_sm90.cu, grouped_gemm_tma): 256 x 128 tiles; rings of 4 x 32 KB (A)
 // and 4 or 5 x 16 KB (B) with two mbarriers per slot.
@@ -94,35 +83,26 @@ Result<TensorMap> bf16_map(const ops::OpContext& ctx, const ops::Tensor& t, std:
   return ctx.device.encode_tensor_map(d);
 }
 
-// Launches the TMA kernel, or returns false in *ran when it does not apply here (no tensor
-// maps on this device, rows not 16-byte aligned, too many experts for its shared memory).
+// Shared memory of the TMA kernel `which` for this GEMM.
+uint64_t tma_shared(int epilogue, const GemmArgs& g, GemmKernel which) {
+  (void)epilogue;
+  const bool swap = which == GemmKernel::kSwap || which == GemmKernel::kSwapWs;
+  const bool deep = g.R <= kTmaDeepRingRows * g.EL;
+  return 1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
+}
+
+// Launches the TMA kernel `which` (kTma, kSwap or kSwapWs).
 Status launch_gemm_tma(ops::OpContext& ctx, const DeviceFacts& dev, int epilogue, const GemmArgs& g,
-                       const ops::Tensor& a, const ops::Tensor& b, bool* ran) {
-  *ran = false;
-  const Sm90Gemm mode = sm90_gemm();
-  if (mode == Sm90Gemm::kBasic) return {};
+                       const ops::Tensor& a, const ops::Tensor& b, GemmKernel which) {
+  if (std::string why = tma_misfit(dev, epilogue, g, which); !why.empty())
+    return Error(HAL_UNSUPPORTED, fmt::format("{}: the TMA kernel cannot run: {}", ctx.contract.op, why));
   const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
   const bool deep = g.R <= kTmaDeepRingRows * g.EL;
   // The same tiles and rings as swap-AB, with a producer warpgroup.
-  const bool swap_ws = mode == Sm90Gemm::kSwapWs || (mode == Sm90Gemm::kAuto && cubin_applies(dev, "moe_gemm_sm90"));
-  const bool swap = swap_ws || mode == Sm90Gemm::kSwap || (mode == Sm90Gemm::kAuto && !deep && epilogue == kGemmBf16);
-  const uint64_t shared =
-      1024 + (swap ? kSwapRingBytes : tma_ring_bytes(deep ? 5 : 4)) + uint64_t(16 + 2 * (g.EL + 1)) * 4;
-  std::string why;
-  if (epilogue == kGemmF32 || !g.offsets) why = "not a grouped bf16 GEMM";
-  else if (g.K % 8 || ldb % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
-    why = fmt::format("rows are not 16-byte aligned (K = {}, weight row {} elements)", g.K, ldb);
-  else if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
-    why = fmt::format("{} experts need {} bytes of shared memory, {} has {}", g.EL, shared, dev.uri,
-                      dev.max_shared_per_block);
-  if (!why.empty()) {
-    if (mode != Sm90Gemm::kAuto)
-      return Error(HAL_UNSUPPORTED, fmt::format("{}: the TMA kernel cannot run: {}", ctx.contract.op, why));
-    return {};
-  }
+  const bool swap_ws = which == GemmKernel::kSwapWs;
+  const bool swap = swap_ws || which == GemmKernel::kSwap;
+  const uint64_t shared = tma_shared(epilogue, g, which);
   auto ta = bf16_map(ctx, a, {uint64_t(g.K), uint64_t(g.R)});
-  // No tensor maps on this device: the cp.async kernel (unless the TMA one was required).
-  if (!ta && ta.error().status() == HAL_UNSUPPORTED && mode == Sm90Gemm::kAuto) return {};
   if (!ta) return ta.error();
   auto ta16 = bf16_map(ctx, a, {uint64_t(g.K), uint64_t(g.R)}, 16);
   if (!ta16) return ta16.error();
@@ -143,7 +123,6 @@ Status launch_gemm_tma(ops::OpContext& ctx, const DeviceFacts& dev, int epilogue
   auto k = kernel(ctx, dev, "moe_gemm_sm90", entry, swap && !swap_ws ? CodeFrom::kPtx : CodeFrom::kCubinIfExact);
   if (!k) return k.error();
   const int64_t grid = std::min<int64_t>(max_tiles, dev.compute_units);
-  *ran = true;
   const int threads = swap_ws ? kSwapWsThreads : swap ? kSwapThreads : kTmaThreads;
   return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(threads)}, uint32_t(shared),
                        [&](ArgPack& a) {
@@ -175,18 +154,34 @@ Status launch_tiled(ops::OpContext& ctx, const DeviceFacts& dev, const GemmConfi
 
 }  // namespace
 
-Status launch_gemm(ops::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const ops::Tensor* a,
+std::string tma_misfit(const DeviceFacts& dev, int epilogue, const GemmArgs& g, GemmKernel which) {
+  const int64_t ldb = epilogue == kGemmSwiglu ? 2 * g.N : g.N;
+  const uint64_t shared = tma_shared(epilogue, g, which);
+  if (!ptx::find(kSm90.image, "sm_90a")) return "its PTX image was not built";
+  if (!dev.has("tensor_map")) return fmt::format("{} makes no tensor maps", dev.uri);
+  if (epilogue == kGemmF32) return "not a grouped bf16 GEMM";
+  if (g.K % 8 || ldb % 8 || g.N % 8 || g.a % 16 || g.b % 16 || g.out % 16)
+    return fmt::format("rows are not 16-byte aligned (K = {}, weight row {} elements)", g.K, ldb);
+  if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
+    return fmt::format("{} experts need {} bytes of shared memory, {} has {}", g.EL, shared, dev.uri,
+                       dev.max_shared_per_block);
+  return {};
+}
+
+Status launch_gemm(ops::OpContext& ctx, int epilogue, const GemmArgs& g, GemmKernel which, const ops::Tensor* a,
                    const ops::Tensor* b) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
-  const bool aligned = g.K % 8 == 0 && g.N % 8 == 0;
-  hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
-  if (hopper && a && b) {
-    bool ran = false;
-    HALCYON_TRY(launch_gemm_tma(ctx, *dev, epilogue, g, *a, *b, &ran));
-    if (ran) return {};
+  if (which == GemmKernel::kTma || which == GemmKernel::kSwap || which == GemmKernel::kSwapWs) {
+    if (!a || !b) return Error(HAL_INTERNAL, fmt::format("{}: the TMA kernels need the tensors", ctx.contract.op));
+    return launch_gemm_tma(ctx, *dev, epilogue, g, *a, *b, which);
   }
-  const GemmConfig& c = !aligned ? kSm80Unaligned : !hopper ? kSm80 : kSm90;
+  const bool aligned = g.K % 8 == 0 && g.N % 8 == 0;
+  if (which == GemmKernel::kSm90Basic && (!aligned || !ptx::find(kSm90.image, "sm_90a")))
+    return Error(HAL_UNSUPPORTED, fmt::format("{}: the cp.async wgmma kernel cannot run: K = {} or N = {} is not a "
+                                              "multiple of 8, or its image was not built",
+                                              ctx.contract.op, g.K, g.N));
+  const GemmConfig& c = !aligned ? kSm80Unaligned : which == GemmKernel::kSm80 ? kSm80 : kSm90;
   return launch_tiled(ctx, *dev, c, c.entries[epilogue], epilogue, g.R, g.N, g.offsets ? g.EL : 1, g.offsets != 0, g);
 }
 
@@ -215,7 +210,29 @@ std::string gate_fast_misfit(const GateArgs& a) {
   return {};
 }
 
-Status moe_gate(ops::OpContext& ctx) {
+// The gate's arguments from a call (an OpContext, or an ApplyContext with a call).
+template <typename Ctx>
+GateArgs gate_args(const Ctx& c) {
+  const auto& p = c.params();
+  return GateArgs{address_of(c, "logits"), address_of(c, "bias"), address_of(c, "topk_ids"),
+                  address_of(c, "topk_weights"), c.dim("T"), c.dim("E"), p.s("score") == "softmax",
+                  p.i("n_groups"), p.i("topk_groups"), p.i("topk"), p.b("normalize"), p.f("routed_scale"), 0};
+}
+
+// "sm80.fast": the register fast path (hc_moe_gate_p<E/32>) where it takes the call.
+bool gate_fast_applies(const ops::ApplyContext& c, std::string* why) {
+  if (!c.has_call()) return true;
+  const GateArgs a = gate_args(c);
+  std::string misfit;
+  if (a.n_groups < 1 || a.E < 1 || a.E % a.n_groups) misfit = "E is not divisible into n_groups groups";
+  else misfit = gate_fast_misfit(a);
+  if (misfit.empty()) return true;
+  if (why) *why = misfit;
+  return false;
+}
+
+// "sm80.fast" (fast = true) and "sm80.general": the same checks, then the kernel.
+Status moe_gate(ops::OpContext& ctx, bool fast) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const auto& p = ctx.params();
@@ -236,20 +253,14 @@ Status moe_gate(ops::OpContext& ctx) {
   const bool softmax = p.s("score") == "softmax";
   GateArgs a{ctx.tensor("logits").address(), bias ? bias->address() : 0, ctx.tensor("topk_ids").address(),
              ctx.tensor("topk_weights").address(), T, E, softmax, G, TG, K, p.b("normalize"), double(scale), 0};
-  // The register fast path (hc_moe_gate_p<E/32>, moe_routing.cu) where it applies, else the
-  // general kernel. HALCYON_PTX_GATE=general keeps the general kernel; =fast requires the fast
-  // path (an error says why it cannot run), so that tests know which kernel they checked.
-  const char* mode = std::getenv("HALCYON_PTX_GATE");
-  const bool want_general = mode && std::string_view(mode) == "general";
-  const bool want_fast = mode && std::string_view(mode) == "fast";
-  if (!want_general) {
-    const std::string why = gate_fast_misfit(a);
-    if (why.empty()) {
-      auto k = kernel(ctx, *dev, "moe_routing", fmt::format("hc_moe_gate_p{}", E / 32).c_str());
-      if (!k) return k.error();
-      return launch(ctx, *k, {uint32_t(ceil_div(T, 4))}, {128}, a);
-    }
-    if (want_fast) return Error(HAL_UNSUPPORTED, fmt::format("moe_gate: the fast path cannot run: {}", why));
+  // The register fast path (hc_moe_gate_p<E/32>, moe_routing.cu), chosen where it applies
+  // (gate_fast_applies), else the general kernel.
+  if (fast) {
+    if (const std::string why = gate_fast_misfit(a); !why.empty())
+      return Error(HAL_UNSUPPORTED, fmt::format("moe_gate: the fast path cannot run: {}", why));
+    auto k = kernel(ctx, *dev, "moe_routing", fmt::format("hc_moe_gate_p{}", E / 32).c_str());
+    if (!k) return k.error();
+    return launch(ctx, *k, {uint32_t(ceil_div(T, 4))}, {128}, a);
   }
   const int64_t per_warp = (16 * E + 5 * G + 15) / 16 * 16;
   const int64_t limit = dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024;
@@ -278,7 +289,30 @@ struct ScatterArgs {
   int64_t T, K, H;
 };
 
-Status moe_permute(ops::OpContext& ctx) {
+// The plan layouts, each an implementation ("sm80.fused", "sm80.spread", "sm80.one",
+// "sm80.two"; see moe_permute below).
+enum class PermutePlan { kFused, kSpread, kOne, kTwo };
+
+// "sm80.fused": rows are written, H % 8 == 0, and there are local experts and slots.
+bool permute_fused_applies(const ops::ApplyContext& c, std::string* why) {
+  if (!c.has_call()) return true;
+  std::string misfit;
+  if (c.dim("EL") < 1) misfit = "no local experts";
+  else if (c.dim("T") < 1 || c.dim("K") < 1) misfit = "no slots";
+  else if (!c.params().b("write_permuted")) misfit = "write_permuted is false";
+  else if (c.dim("H") % 8) misfit = fmt::format("H = {} is not a multiple of 8", c.dim("H"));
+  if (misfit.empty()) return true;
+  if (why) *why = misfit;
+  return false;
+}
+// "sm80.spread": the plan spread over the SMs needs local experts.
+bool permute_spread_applies(const ops::ApplyContext& c, std::string* why) {
+  if (!c.has_call() || c.dim("EL") > 0) return true;
+  if (why) *why = "no local experts";
+  return false;
+}
+
+Status moe_permute(ops::OpContext& ctx, PermutePlan how) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), EL = ctx.dim("EL");
@@ -291,29 +325,31 @@ Status moe_permute(ops::OpContext& ctx) {
   // The plan: B blocks of W warps, each warp with a histogram of EL counters in shared memory;
   // block b hands out the rows of slots [b * per_block, (b + 1) * per_block). With several blocks
   // each also counts all T*K slots itself, which spares a workspace and a launch.
-  //   - default: about one block of 16 warps per SM, per_block a multiple of K, so that each
-  //     block then copies its own tokens' rows (hc_moe_permute_fused, where H % 8 == 0 and the
-  //     rows are written): one launch, no scatter waiting for the whole plan. H100, 2026-11-23:
-  //     213.7 us instead of 218 at 4096 tokens, 20.6 instead of 33.9 at 128.
-  //   - HALCYON_PTX_PERMUTE_PLAN=two: the earlier layout (up to 2048 slots one block of 32 warps,
-  //     else blocks of ~1024 slots and 8 warps), then hc_moe_permute_scatter, one block per
-  //     token; =one: the single-block plan, then the scatter (both for comparison and tests).
-  // Without the fused kernel (write_permuted=false, H % 8 != 0) the plan runs in the default
-  // layout and the scatter follows where rows are written.
+  //   - kFused ("sm80.fused", the default where it applies): about one block of 16 warps per
+  //     SM, per_block a multiple of K, so that each block then copies its own tokens' rows
+  //     (hc_moe_permute_fused, where H % 8 == 0 and the rows are written): one launch, no
+  //     scatter waiting for the whole plan. H100, 2026-11-23: 213.7 us instead of 218 at 4096
+  //     tokens, 20.6 instead of 33.9 at 128.
+  //   - kSpread ("sm80.spread", the default without the fused kernel: write_permuted=false, H % 8
+  //     != 0): the same plan layout, then the scatter where rows are written.
+  //   - kTwo ("sm80.two", only when named): the earlier layout (up to 2048 slots one block of 32
+  //     warps, else blocks of ~1024 slots and 8 warps), then hc_moe_permute_scatter, one block
+  //     per token; kOne ("sm80.one", the default without local experts): the single-block plan,
+  //     then the scatter.
   const int64_t slots = T * K;
   const int64_t limit = std::min<int64_t>(dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024, 96 * 1024);
-  const char* how_env = std::getenv("HALCYON_PTX_PERMUTE_PLAN");
-  const std::string_view how = how_env ? how_env : "";
   const bool write = T > 0 && K > 0 && ctx.params().b("write_permuted");
-  const bool spread = EL > 0 && how != "one" && how != "two";
-  const bool fused = spread && write && H % 8 == 0;
+  const bool spread = EL > 0 && (how == PermutePlan::kFused || how == PermutePlan::kSpread);
+  const bool fused = how == PermutePlan::kFused;
+  if (fused && !(spread && write && H % 8 == 0))
+    return Error(HAL_UNSUPPORTED, "moe_permute: the fused plan needs local experts, rows to write and H % 8 == 0");
   const int64_t some_slots = std::max<int64_t>(slots, 1);  // T * K = 0 still runs one plan block
   int64_t B = 1, per_block = some_slots;
   if (spread) {
     const int64_t unit = std::lcm<int64_t>(32, std::max<int64_t>(K, 1));  // whole tokens, whole warp groups of slots
     per_block = ceil_div(ceil_div(some_slots, std::max<int64_t>(1, dev->compute_units)), unit) * unit;
     B = ceil_div(some_slots, per_block);
-  } else if (how == "two" && slots > 2048 && EL > 0) {
+  } else if (how == PermutePlan::kTwo && slots > 2048 && EL > 0) {
     B = std::min<int64_t>(128, ceil_div(slots, 1024));
     per_block = ceil_div(ceil_div(slots, B), 32) * 32;
   }
@@ -353,91 +389,166 @@ Status zero_rows(ops::OpContext& ctx, int64_t bytes) {
   const ops::Tensor& out = ctx.tensor("out");
   return ctx.stream.fill<uint16_t>(out.buffer, out.offset, uint64_t(bytes), uint16_t(0));
 }
-Status grouped_swiglu(ops::OpContext& ctx, bool hopper) {
-  const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
-  if (R == 0 || I == 0 || EL == 0) return {};
-  if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
-  GemmArgs g{ctx.tensor("a").address(), ctx.tensor("w_gate_up").address(), ctx.tensor("expert_offsets").address(),
-             ctx.tensor("out").address(), R, H, I, EL};
-  return launch_gemm(ctx, kGemmSwiglu, g, hopper, &ctx.tensor("a"), &ctx.tensor("w_gate_up"));
+// The grouped GEMM of a call (an OpContext, or an ApplyContext with a call): the SwiGLU one
+// (a [R, H] x w_gate_up [EL, H, 2I]) or the down projection (a [R, I] x w [EL, I, H]).
+template <typename Ctx>
+GemmArgs grouped_args(const Ctx& c, int epilogue) {
+  const bool swiglu = epilogue == kGemmSwiglu;
+  const int64_t H = c.dim("H"), I = c.dim("I");
+  return GemmArgs{address_of(c, "a"), address_of(c, swiglu ? "w_gate_up" : "w"), address_of(c, "expert_offsets"),
+                  address_of(c, "out"), c.dim("R"), swiglu ? H : I, swiglu ? I : H, c.dim("EL")};
 }
-Status grouped_down(ops::OpContext& ctx, bool hopper) {
-  const int64_t R = ctx.dim("R"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
-  if (R == 0 || H == 0 || EL == 0) return {};
-  if (I == 0) return zero_rows(ctx, R * H * 2);
-  GemmArgs g{ctx.tensor("a").address(), ctx.tensor("w").address(), ctx.tensor("expert_offsets").address(),
-             ctx.tensor("out").address(), R, I, H, EL};
-  return launch_gemm(ctx, kGemmBf16, g, hopper, &ctx.tensor("a"), &ctx.tensor("w"));
+Status grouped_gemm(ops::OpContext& ctx, int epilogue, GemmKernel which) {
+  const bool swiglu = epilogue == kGemmSwiglu;
+  const GemmArgs g = grouped_args(ctx, epilogue);
+  if (g.R == 0 || g.N == 0 || g.EL == 0) return {};
+  if (g.K == 0) return zero_rows(ctx, g.R * g.N * 2);  // silu(0) * 0, or a sum of nothing
+  return launch_gemm(ctx, epilogue, g, which, &ctx.tensor("a"), &ctx.tensor(swiglu ? "w_gate_up" : "w"));
 }
-Status swiglu_sm80(ops::OpContext& ctx) { return grouped_swiglu(ctx, false); }
-Status down_sm80(ops::OpContext& ctx) { return grouped_down(ctx, false); }
+template <int Epilogue, GemmKernel Which>
+Status grouped_with(ops::OpContext& ctx) {
+  return grouped_gemm(ctx, Epilogue, Which);
+}
+
+// Predicates of the Hopper grouped GEMMs. Without a call: what the device alone decides.
+template <int Epilogue, GemmKernel Which>
+bool tma_applies(const ops::ApplyContext& c, std::string* why) {
+  std::string misfit;
+  if (!c.has_call()) {
+    if (!c.facts.has("tensor_map")) misfit = fmt::format("{} makes no tensor maps", c.facts.uri);
+  } else {
+    misfit = tma_misfit(c.facts, Epilogue, grouped_args(c, Epilogue), Which);
+  }
+  if (misfit.empty()) return true;
+  if (why) *why = misfit;
+  return false;
+}
+template <int Epilogue>
+bool basic_applies(const ops::ApplyContext& c, std::string* why) {
+  if (!c.has_call()) return true;
+  const GemmArgs g = grouped_args(c, Epilogue);
+  if (g.K % 8 == 0 && g.N % 8 == 0) return true;
+  if (why) *why = fmt::format("K = {} or N = {} is not a multiple of 8 (the sm80 kernel's unaligned build runs it)", g.K, g.N);
+  return false;
+}
+// The warp-specialized builds are fast only as the cubin ptxas made (the driver's JIT spills
+// their 232-register consumers).
+bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
+  if (cubin_applies(c, kSm90.image)) return true;
+  if (why) *why = "its cubin does not run here (or the run asks for the PTX), and JIT-compiled it spills";
+  return false;
+}
+// The 256-thread swap-AB kernel: for the down projection above kTmaDeepRingRows rows per expert.
+template <int Epilogue>
+bool swap_preferred(const ops::ApplyContext& c, std::string* why) {
+  if (Epilogue == kGemmSwiglu) {
+    if (why) *why = "the row-tile kernel is faster for the SwiGLU GEMM";
+    return false;
+  }
+  if (!c.has_call() || c.dim("R") > kTmaDeepRingRows * c.dim("EL")) return true;
+  if (why) *why = fmt::format("experts average <= {} rows: the row-tile kernel with its deeper ring is faster", kTmaDeepRingRows);
+  return false;
+}
 
 // ---- moe_grouped_gemm_swiglu_gather ----------------------------------------------------------
-// The SwiGLU GEMM reading row r as x[row_to_slot[r] / topk]. On sm_90a where its cubin loads:
-// the warp-specialized swap-AB kernel whose producer warps gather the rows with cp.async
-// (hc_moe_gemm_swiglu_gather_sm90swapw); elsewhere, or for rows that are not 16-byte aligned,
-// the portable mma.sync kernel with the same row source (gemm_sm80.cu). HALCYON_PTX_SM90_GEMM
-// =swapw requires the former, =basic keeps the latter (tests check both).
+// The SwiGLU GEMM reading row r as x[row_to_slot[r] / topk]. "sm90.swapw": the warp-specialized
+// swap-AB kernel whose producer warps gather the rows with cp.async
+// (hc_moe_gemm_swiglu_gather_sm90swapw), the default on sm_90a where its cubin loads; "sm80":
+// the portable mma.sync kernel with the same row source (gemm_sm80.cu), elsewhere or for rows
+// that are not 16-byte aligned.
 struct GatherGemmArgs {
   uint64_t x, b, offsets, out;
   int64_t R, K, N, EL;
   uint64_t row_to_slot;
   int64_t topk, T;
 };
-Status swiglu_gather(ops::OpContext& ctx, bool hopper) {
-  const int64_t R = ctx.dim("R"), T = ctx.dim("T"), H = ctx.dim("H"), I = ctx.dim("I"), EL = ctx.dim("EL");
-  const int64_t topk = ctx.params().i("topk");
-  if (topk < 1)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: topk = {} is not positive", ctx.contract.op, topk));
+template <typename Ctx>
+GatherGemmArgs gather_args(const Ctx& c) {
+  return GatherGemmArgs{address_of(c, "x"),   address_of(c, "w_gate_up"), address_of(c, "expert_offsets"),
+                        address_of(c, "out"), c.dim("R"), c.dim("H"), c.dim("I"), c.dim("EL"),
+                        address_of(c, "row_to_slot"), c.params().i("topk"), c.dim("T")};
+}
+// The tile scan's scratch (32 ints for 16 warps), the tile map, then a row table per producer
+// warp (gemm_sm90.cu, S_GATHER_WARPS; the weight warp leaves its table unused).
+uint64_t gather_shared(int64_t EL) {
+  return 1024 + kSwapRingBytes + uint64_t(32 + 2 * (EL + 1) + kSwapGatherWarps * kSwapTn) * 4;
+}
+std::string gather_misfit(const DeviceFacts& dev, const GatherGemmArgs& g) {
+  const uint64_t shared = gather_shared(g.EL);
+  if (!ptx::find(kSm90.image, "sm_90a")) return "its PTX image was not built";
+  if (!dev.has("tensor_map")) return fmt::format("{} makes no tensor maps", dev.uri);
+  if (g.K % 8 || g.N % 8 || g.x % 16 || g.b % 16 || g.out % 16)
+    return fmt::format("rows are not 16-byte aligned (H = {}, I = {})", g.K, g.N);
+  if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
+    return fmt::format("{} experts need {} bytes of shared memory, {} has {}", g.EL, shared, dev.uri,
+                       dev.max_shared_per_block);
+  if (g.T * g.topk > INT_MAX || g.K > INT_MAX) return fmt::format("T * topk = {} or H = {} exceeds int32", g.T * g.topk, g.K);
+  return {};
+}
+bool gather_swapw_applies(const ops::ApplyContext& c, std::string* why) {
+  std::string misfit;
+  if (!c.has_call()) {
+    if (!c.facts.has("tensor_map")) misfit = fmt::format("{} makes no tensor maps", c.facts.uri);
+  } else {
+    misfit = gather_misfit(c.facts, gather_args(c));
+  }
+  if (misfit.empty()) return true;
+  if (why) *why = misfit;
+  return false;
+}
+// Whether the gather path of the MoE layer pays with this kernel (moe_gather_pays): it gathers
+// the token rows with cp.async (no TMA row gather before Blackwell), and whatever the memory it
+// streams at most ~20 GB/s of weights per SM (~1.6 us per 32 KB k-step: 15 GB in 5.3-5.6 ms on
+// 132 SMs of an H100 and of an H200), while the GEMM on permuted rows streams them at ~80% of the
+// memory's peak. So it pays where the peak is low per SM: on an H100 (3.35 TB/s, 25 GB/s per SM)
+// the layer took 8.63-8.64 instead of 8.81-8.83 ms, on an H200 (4.81 TB/s, 37 GB/s per SM) 8.08
+// instead of 6.88 ms (4096 tokens, docs/PERFORMANCE.md, 2026-11-23). Break-even lies near 26 GB/s
+// per SM (20 / 0.8, plus the copy's ~4% of the bytes). The portable gather kernel ("sm80") has
+// not been measured against the copy: it makes no claim.
+bool gather_swapw_pays(const ops::ApplyContext& c, std::string* why) {
+  const uint64_t bw = c.facts.memory_bytes_per_s;
+  const uint32_t sms = c.facts.compute_units;
+  if (!bw || !sms) {
+    if (why) *why = "the device's peak memory bandwidth or SM count is unknown";
+    return false;
+  }
+  if (double(bw) / sms <= 28e9) return true;
+  if (why) *why = fmt::format("{:.1f} GB/s of peak memory bandwidth per SM > 28: the permuted copy is faster", double(bw) / sms / 1e9);
+  return false;
+}
+
+Status swiglu_gather(ops::OpContext& ctx, bool swapw) {
+  const GatherGemmArgs g = gather_args(ctx);
+  const int64_t R = g.R, H = g.K, I = g.N, EL = g.EL;
+  if (g.topk < 1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: topk = {} is not positive", ctx.contract.op, g.topk));
   if (R == 0 || I == 0 || EL == 0) return {};
   if (H == 0) return zero_rows(ctx, R * I * 2);  // silu(0) * 0
   auto dev = facts(ctx);
   if (!dev) return dev.error();
-  const ops::Tensor &x = ctx.tensor("x"), &w = ctx.tensor("w_gate_up");
-  const GatherGemmArgs g{x.address(), w.address(), ctx.tensor("expert_offsets").address(),
-                         ctx.tensor("out").address(), R, H, I, EL, ctx.tensor("row_to_slot").address(), topk, T};
   const int64_t n_tiles = gemm_n_tiles(kGemmSwiglu, I, kSwapBn);
   if ((ceil_div(R, kSwapTn) + EL) * n_tiles > INT_MAX || R > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, R, I));
-  const Sm90Gemm mode = sm90_gemm();
-  hopper = hopper && ptx::find(kSm90.image, "sm_90a") != nullptr;
-  if (hopper && mode != Sm90Gemm::kBasic && (mode == Sm90Gemm::kSwapWs || cubin_applies(*dev, kSm90.image))) {
-    // The tile scan's scratch (32 ints for 16 warps), the tile map, then a row table per
-    // producer warp (gemm_sm90.cu, S_GATHER_WARPS; the weight warp leaves its table unused).
-    const uint64_t shared = 1024 + kSwapRingBytes + uint64_t(32 + 2 * (EL + 1) + kSwapGatherWarps * kSwapTn) * 4;
-    std::string why;
-    if (H % 8 || I % 8 || g.x % 16 || g.b % 16 || g.out % 16)
-      why = fmt::format("rows are not 16-byte aligned (H = {}, I = {})", H, I);
-    else if (dev->max_shared_per_block && shared > dev->max_shared_per_block)
-      why = fmt::format("{} experts need {} bytes of shared memory, {} has {}", EL, shared, dev->uri,
-                        dev->max_shared_per_block);
-    else if (T * topk > INT_MAX || H > INT_MAX)
-      why = fmt::format("T * topk = {} or H = {} exceeds int32", T * topk, H);
-    Result<TensorMap> tb = Error(HAL_UNSUPPORTED, "");
-    if (why.empty()) {
-      tb = bf16_map(ctx, w, {uint64_t(2 * I), uint64_t(H), uint64_t(EL)});
-      if (!tb && tb.error().status() != HAL_UNSUPPORTED) return tb.error();
-      if (!tb) why = fmt::format("{} makes no tensor maps", dev->uri);
-    }
-    if (why.empty()) {
-      auto k = kernel(ctx, *dev, kSm90.image, "hc_moe_gemm_swiglu_gather_sm90swapw", CodeFrom::kCubinIfExact);
-      if (!k) return k.error();
-      const int64_t grid = std::min<int64_t>((ceil_div(R, kSwapTn) + EL) * n_tiles, dev->compute_units);
-      return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(kSwapGatherThreads)}, uint32_t(shared), [&](ArgPack& a) {
-        a.value(*tb).value(g.x).value(g.row_to_slot).value(g.offsets).value(g.out).value(g.R).value(g.K);
-        a.value(g.N).value(g.EL).value(g.topk).value(g.T);
-      });
-    }
-    if (mode == Sm90Gemm::kSwapWs)
+  if (swapw) {
+    if (std::string why = gather_misfit(*dev, g); !why.empty())
       return Error(HAL_UNSUPPORTED, fmt::format("{}: the TMA kernel cannot run: {}", ctx.contract.op, why));
+    auto tb = bf16_map(ctx, ctx.tensor("w_gate_up"), {uint64_t(2 * I), uint64_t(H), uint64_t(EL)});
+    if (!tb) return tb.error();
+    auto k = kernel(ctx, *dev, kSm90.image, "hc_moe_gemm_swiglu_gather_sm90swapw", CodeFrom::kCubinIfExact);
+    if (!k) return k.error();
+    const int64_t grid = std::min<int64_t>((ceil_div(R, kSwapTn) + EL) * n_tiles, dev->compute_units);
+    return launch_packed(ctx, *k, {uint32_t(grid)}, {uint32_t(kSwapGatherThreads)}, uint32_t(gather_shared(EL)),
+                         [&](ArgPack& a) {
+                           a.value(*tb).value(g.x).value(g.row_to_slot).value(g.offsets).value(g.out).value(g.R);
+                           a.value(g.K).value(g.N).value(g.EL).value(g.topk).value(g.T);
+                         });
   }
   const bool aligned = H % 8 == 0 && I % 8 == 0;
   return launch_tiled(ctx, *dev, aligned ? kSm80 : kSm80Unaligned,
                       aligned ? "hc_moe_gemm_swiglu_gather_sm80" : "hc_moe_gemm_swiglu_gather_sm80_u", kGemmSwiglu, R,
                       I, EL, true, g);
 }
-Status swiglu_gather_sm80(ops::OpContext& ctx) { return swiglu_gather(ctx, false); }
 
 // ---- moe_combine ---------------------------------------------------------------------------
 struct CombineArgs {
@@ -459,19 +570,62 @@ Status moe_combine(ops::OpContext& ctx) {
   return launch(ctx, *k, {uint32_t(T)}, {256}, a);
 }
 
-ops::RegisterOpImpl r1({"moe_gate", HAL_MODULE_PTX, "sm_80", "", 10, moe_gate});
-ops::RegisterOpImpl r2({"moe_permute", HAL_MODULE_PTX, "sm_80", "", 10, moe_permute});
-ops::RegisterOpImpl r3({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_sm80});
-ops::RegisterOpImpl r4({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_80", "", 10, down_sm80});
-ops::RegisterOpImpl r5({"moe_combine", HAL_MODULE_PTX, "sm_80", "", 10, moe_combine});
-ops::RegisterOpImpl r8({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_80", "", 10, swiglu_gather_sm80});
+// The implementations. Names say the target and the variant; see docs/kernels/ptx.md.
+ops::OpImpl impl(const char* op, const char* target, int priority, ops::OpImplFn fn, const char* name,
+                 const char* summary, ops::OpPredicate applies = nullptr, ops::OpPredicate preferred = nullptr,
+                 bool automatic = true, ops::OpPredicate fused_pays = nullptr) {
+  return ops::OpImpl{op,   HAL_MODULE_PTX, target,    "",         priority,   fn, name, applies, preferred,
+                     automatic, fused_pays, summary};
+}
+
+ops::RegisterOpImpl r1(impl("moe_gate", "sm_80", 20, [](ops::OpContext& c) { return moe_gate(c, true); }, "sm80.fast",
+                            "register fast path (sigmoid; E = 32 x P; topk <= 32)", gate_fast_applies));
+ops::RegisterOpImpl r2(impl("moe_gate", "sm_80", 10, [](ops::OpContext& c) { return moe_gate(c, false); },
+                            "sm80.general", "one warp per token, scores in shared memory"));
+ops::RegisterOpImpl r3(impl("moe_permute", "sm_80", 30, [](ops::OpContext& c) { return moe_permute(c, PermutePlan::kFused); },
+                            "sm80.fused", "plan blocks that copy their own tokens' rows: one launch",
+                            permute_fused_applies));
+ops::RegisterOpImpl r4(impl("moe_permute", "sm_80", 20, [](ops::OpContext& c) { return moe_permute(c, PermutePlan::kSpread); },
+                            "sm80.spread", "plan blocks spread over the SMs, then the scatter", permute_spread_applies));
+ops::RegisterOpImpl r5(impl("moe_permute", "sm_80", 10, [](ops::OpContext& c) { return moe_permute(c, PermutePlan::kOne); },
+                            "sm80.one", "a single-block plan, then the scatter"));
+ops::RegisterOpImpl r6(impl("moe_permute", "sm_80", 5, [](ops::OpContext& c) { return moe_permute(c, PermutePlan::kTwo); },
+                            "sm80.two", "the earlier layout (32-warp block up to 2048 slots, else 8-warp blocks), then the scatter",
+                            nullptr, nullptr, false));
+ops::RegisterOpImpl r7(impl("moe_grouped_gemm_swiglu", "sm_80", 10, grouped_with<kGemmSwiglu, GemmKernel::kSm80>, "sm80",
+                            "mma.sync, cp.async (any NVIDIA GPU from sm_80)"));
+ops::RegisterOpImpl r8(impl("moe_grouped_gemm", "sm_80", 10, grouped_with<kGemmBf16, GemmKernel::kSm80>, "sm80",
+                            "mma.sync, cp.async (any NVIDIA GPU from sm_80)"));
+ops::RegisterOpImpl r9(impl("moe_combine", "sm_80", 10, moe_combine, "sm80", "256 threads a token"));
+ops::RegisterOpImpl r10(impl("moe_grouped_gemm_swiglu_gather", "sm_80", 10, [](ops::OpContext& c) { return swiglu_gather(c, false); },
+                             "sm80", "mma.sync reading rows through row_to_slot"));
 #ifdef HALCYON_PTX_HAVE_SM90_GEMM
-Status swiglu_sm90(ops::OpContext& ctx) { return grouped_swiglu(ctx, true); }
-Status down_sm90(ops::OpContext& ctx) { return grouped_down(ctx, true); }
-ops::RegisterOpImpl r6({"moe_grouped_gemm_swiglu", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_sm90});
-ops::RegisterOpImpl r7({"moe_grouped_gemm", HAL_MODULE_PTX, "sm_90a", "", 20, down_sm90});
-Status swiglu_gather_sm90(ops::OpContext& ctx) { return swiglu_gather(ctx, true); }
-ops::RegisterOpImpl r9({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_90a", "", 20, swiglu_gather_sm90});
+ops::RegisterOpImpl r11(impl("moe_grouped_gemm_swiglu", "sm_90a", 40, grouped_with<kGemmSwiglu, GemmKernel::kSwapWs>,
+                             "sm90.swapw", "wgmma swap-AB, warp-specialized (TMA; its cubin)",
+                             tma_applies<kGemmSwiglu, GemmKernel::kSwapWs>, swapw_preferred));
+ops::RegisterOpImpl r12(impl("moe_grouped_gemm_swiglu", "sm_90a", 30, grouped_with<kGemmSwiglu, GemmKernel::kSwap>,
+                             "sm90.swap", "wgmma swap-AB, 256 threads (TMA)", tma_applies<kGemmSwiglu, GemmKernel::kSwap>,
+                             swap_preferred<kGemmSwiglu>));
+ops::RegisterOpImpl r13(impl("moe_grouped_gemm_swiglu", "sm_90a", 20, grouped_with<kGemmSwiglu, GemmKernel::kTma>, "sm90.tma",
+                             "wgmma row tiles of 256 (TMA; 5-slot weight ring at <= 64 rows per expert)",
+                             tma_applies<kGemmSwiglu, GemmKernel::kTma>));
+ops::RegisterOpImpl r14(impl("moe_grouped_gemm_swiglu", "sm_90a", 15, grouped_with<kGemmSwiglu, GemmKernel::kSm90Basic>,
+                             "sm90.basic", "wgmma, cp.async", basic_applies<kGemmSwiglu>));
+ops::RegisterOpImpl r15(impl("moe_grouped_gemm", "sm_90a", 40, grouped_with<kGemmBf16, GemmKernel::kSwapWs>, "sm90.swapw",
+                             "wgmma swap-AB, warp-specialized (TMA; its cubin)", tma_applies<kGemmBf16, GemmKernel::kSwapWs>,
+                             swapw_preferred));
+ops::RegisterOpImpl r16(impl("moe_grouped_gemm", "sm_90a", 30, grouped_with<kGemmBf16, GemmKernel::kSwap>, "sm90.swap",
+                             "wgmma swap-AB, 256 threads (TMA)", tma_applies<kGemmBf16, GemmKernel::kSwap>,
+                             swap_preferred<kGemmBf16>));
+ops::RegisterOpImpl r17(impl("moe_grouped_gemm", "sm_90a", 20, grouped_with<kGemmBf16, GemmKernel::kTma>, "sm90.tma",
+                             "wgmma row tiles of 256 (TMA; 5-slot weight ring at <= 64 rows per expert)",
+                             tma_applies<kGemmBf16, GemmKernel::kTma>));
+ops::RegisterOpImpl r18(impl("moe_grouped_gemm", "sm_90a", 15, grouped_with<kGemmBf16, GemmKernel::kSm90Basic>, "sm90.basic",
+                             "wgmma, cp.async", basic_applies<kGemmBf16>));
+ops::RegisterOpImpl r19(impl("moe_grouped_gemm_swiglu_gather", "sm_90a", 20,
+                             [](ops::OpContext& c) { return swiglu_gather(c, true); }, "sm90.swapw",
+                             "wgmma swap-AB, producer warps gather rows with cp.async (its cubin)", gather_swapw_applies,
+                             swapw_preferred, true, gather_swapw_pays));
 #endif
 
 }  // namespace

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -17,66 +16,74 @@
 
 namespace halcyon::ptxop {
 
-struct DeviceFacts {
-  std::string uri, arch;
-  uint32_t compute_units = 0;
-  uint32_t max_shared_per_block = 0;
-};
+using ops::DeviceFacts;
 
-// compute_units: the units the stream's work may use, its partition's (enforced or a soft
-// cap) or else the device's (hal_stream_get_info); persistent grids are sized by it, so that
-// a kernel on a 112-SM partition does not queue blocks for 132.
+// The device's facts, compute_units being the units the stream's work may use: its
+// partition's (enforced or a soft cap), else the device's (hal_stream_get_info). Persistent
+// grids are sized by it, so that a kernel on a 112-SM partition does not queue blocks for 132.
+// At least one (grid sizes divide by it).
 inline Result<DeviceFacts> facts(const ops::OpContext& ctx) {
-  auto info = ctx.device.info();
-  if (!info) return info.error();
+  auto f = ops::device_facts(ctx.device);
+  if (!f) return f;
   auto stream = ctx.stream.info();
-  const uint32_t units = stream && stream->units ? stream->units : info->compute_units;
-  return DeviceFacts{info->uri, info->arch, units ? units : 1,
-                     info->max_shared_per_block};
+  if (stream && stream->units) f->compute_units = stream->units;
+  if (!f->compute_units) f->compute_units = 1;
+  return f;
+}
+
+// The embedded image of `image` that runs on the device: built for exactly its arch, else the
+// newest the device can run (hal_device_can_run owns the rule).
+inline const ptx::Image* image_for(const Device& device, std::string_view arch, const char* image) {
+  return ptx::best_for(image, arch, [&](const ptx::Image& i) {
+    auto yes = device.can_run(HAL_MODULE_PTX, i.target);
+    return yes && *yes;
+  });
 }
 
 // Where a kernel's machine code comes from. kPtx: the driver's JIT compiles the PTX (any device
-// the PTX runs on). kCubinIfExact: on a device of exactly the image's target, the cubin the
-// toolkit's ptxas made at build time; for kernels that take registers with setmaxnreg, which
-// the driver's JIT allocated worse (docs/backends/cuda.md: on an H200 the row-tile TMA GEMM ran
-// 4.8-5.6 ms as a cubin, 6.0-6.1 ms JIT-compiled). HALCYON_PTX_LOAD=ptx or =cubin overrides
-// the choice for every kernel (comparisons; a driver that refuses the cubin falls back to PTX).
+// the PTX runs on). kCubinIfExact: where the device runs the cubin the toolkit's ptxas made at
+// build time (a device of exactly the image's target), that cubin; for kernels that take
+// registers with setmaxnreg, which the driver's JIT allocated worse (docs/backends/cuda.md: on
+// an H200 the row-tile TMA GEMM ran 4.8-5.6 ms as a cubin, 6.0-6.1 ms JIT-compiled). The run's
+// ops::CodeSource (RunOptions::code) overrides the choice for every kernel: kIr the PTX, kBinary
+// the cubin wherever it runs (comparisons; a driver that refuses the cubin falls back to PTX).
 enum class CodeFrom { kPtx, kCubinIfExact };
-inline bool load_cubin(CodeFrom from) {
-  const char* v = std::getenv("HALCYON_PTX_LOAD");
-  if (v && std::string_view(v) == "ptx") return false;
-  if (v && std::string_view(v) == "cubin") return true;
+inline bool load_cubin(ops::CodeSource code, CodeFrom from) {
+  if (code == ops::CodeSource::kIr) return false;
+  if (code == ops::CodeSource::kBinary) return true;
   return from == CodeFrom::kCubinIfExact;
 }
 
-// Whether kernel() below, asked for CodeFrom::kCubinIfExact, loads image `image`'s cubin on this
-// device (unless the driver refuses it): launchers whose fastest kernel is only fast as a cubin
-// choose it by this.
-inline bool cubin_applies(const DeviceFacts& dev, const char* image) {
-  if (!load_cubin(CodeFrom::kCubinIfExact)) return false;
-  const ptx::Image* img = ptx::best_for(image, dev.arch);
-  return img && img->cubin_size && dev.arch == img->target;
+// Whether image `image`'s cubin runs on the device (the predicates of implementations that are
+// fast only as a cubin ask this, with the run's CodeSource).
+inline bool cubin_applies(const ops::ApplyContext& ctx, const char* image) {
+  if (!load_cubin(ctx.code, CodeFrom::kCubinIfExact) || !ctx.device) return false;
+  const ptx::Image* img = image_for(*ctx.device, ctx.facts.arch, image);
+  return img && img->cubin_size && ctx.can_run(HAL_MODULE_CUBIN, img->target);
 }
 
 // Kernel `entry` of embedded image `image`, built for the device's architecture (or the newest
-// portable target it can run). Kernels are cached per device, code source and entry.
+// target it can run). Kernels are cached per device, code source and entry.
 inline Result<Kernel> kernel(const ops::OpContext& ctx, const DeviceFacts& dev, const char* image, const char* entry,
                              CodeFrom from = CodeFrom::kPtx) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, Kernel>;  // lives as long as the loaded modules
-  const bool cubin = load_cubin(from);
+  const bool cubin = load_cubin(ctx.code, from);
   std::string key = dev.uri + '\n' + image + '\n' + entry + (cubin ? "\ncubin" : "");
   {
     std::lock_guard lock(mu);
     if (auto it = cache->find(key); it != cache->end()) return it->second;
   }
-  const ptx::Image* img = ptx::best_for(image, dev.arch);
+  const ptx::Image* img = image_for(ctx.device, dev.arch, image);
   if (!img)
     return Error(HAL_UNSUPPORTED, fmt::format("no PTX image '{}' runs on {} ({})", image, dev.uri, dev.arch));
-  // The cubin only on exactly its target; if the driver refuses it (too old), the PTX.
+  // The cubin only where the device runs it; if the driver refuses it (too old), the PTX.
   Result<Module> m = Error(HAL_UNSUPPORTED, "");
-  if (cubin && img->cubin_size && dev.arch == img->target)
-    m = ctx.module(HAL_MODULE_CUBIN, img->target, img->cubin, img->cubin_size, (std::string(image) + ".cubin").c_str());
+  if (cubin && img->cubin_size) {
+    auto runs = ctx.device.can_run(HAL_MODULE_CUBIN, img->target);
+    if (runs && *runs)
+      m = ctx.module(HAL_MODULE_CUBIN, img->target, img->cubin, img->cubin_size, (std::string(image) + ".cubin").c_str());
+  }
   if (!m) m = ctx.module(HAL_MODULE_PTX, img->target, img->text, img->size + 1, image);
   if (!m) return m.error();
   auto k = m->kernel(entry);
@@ -111,6 +118,17 @@ Status launch_packed(const ops::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The device address of a call's tensor `name` (0 when absent): launchers and predicates read
+// the same call through these.
+inline uint64_t address_of(const ops::ApplyContext& c, std::string_view name) {
+  const ops::Tensor* t = c.tensor(name);
+  return t ? t->address() : 0;
+}
+inline uint64_t address_of(const ops::OpContext& c, std::string_view name) {
+  const ops::Tensor* t = c.optional_tensor(name);
+  return t ? t->address() : 0;
+}
+
 // The argument block of the GEMM kernels (kernels/ptx/moe/gemm_common.cuh).
 struct GemmArgs {
   uint64_t a, b, offsets, out;  // offsets 0: one dense segment of R rows
@@ -122,15 +140,26 @@ inline int64_t gemm_n_tiles(int epilogue, int64_t N, int64_t bn) {
   return epilogue == kGemmSwiglu ? ceil_div(N, bn / 2) : ceil_div(N, bn);
 }
 
-// Launches the grouped GEMM (ops/ptx/moe_ops.cpp): on sm_90a when `hopper` and the rows
-// are 16-byte aligned the wgmma kernels — the TMA one when the tensors `a` and `b` are given and
-// the device makes tensor maps, else the cp.async one — otherwise the mma.sync one.
-Status launch_gemm(ops::OpContext& ctx, int epilogue, const GemmArgs& g, bool hopper, const ops::Tensor* a = nullptr,
-                   const ops::Tensor* b = nullptr);
+// The GEMM kernels, each an implementation of its own (registered in moe_ops.cpp, basic_ops.cpp):
+// kSm80 the mma.sync kernel (any NVIDIA GPU from sm_80; its unaligned build where K or N is not
+// a multiple of 8), kSm90Basic the cp.async wgmma kernel (sm_90a), kTma the row-tile TMA kernel,
+// kSwap the 256-thread swap-AB TMA kernel, kSwapWs its warp-specialized build.
+enum class GemmKernel { kSm80, kSm90Basic, kTma, kSwap, kSwapWs };
+
+// Launches the grouped (or, offsets 0, dense) GEMM with kernel `which`; the TMA kernels need
+// the tensors `a` and `b`. An error says why the kernel cannot run (its predicate says first).
+Status launch_gemm(ops::OpContext& ctx, int epilogue, const GemmArgs& g, GemmKernel which,
+                   const ops::Tensor* a = nullptr, const ops::Tensor* b = nullptr);
+// Why the TMA kernel `which` cannot take this GEMM on this device, or "".
+std::string tma_misfit(const DeviceFacts& dev, int epilogue, const GemmArgs& g, GemmKernel which);
 
 // gemm_bf16 on sm_90a with few output tiles (ops/ptx/gemm_splitk.cpp): split-K over a
-// thread-block cluster. *ran = false when it does not apply (then launch_gemm).
+// thread-block cluster of `split` CTAs (0: the launcher's choice of 8, 4, 3 or 2).
 Status launch_gemm_splitk(ops::OpContext& ctx, const GemmArgs& g, const ops::Tensor& a, const ops::Tensor& b,
-                          bool* ran);
+                          int split);
+// The split the launcher chooses (`required`: some split even where the grouped kernel is as
+// good), 0 = none; and why the split-K kernel with `split` CTAs cannot run here, or "".
+int splitk_choice(const DeviceFacts& dev, const GemmArgs& g, bool required);
+std::string splitk_misfit(const DeviceFacts& dev, const GemmArgs& g, int split);
 
 }  // namespace halcyon::ptxop

@@ -5,7 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
+#include <deque>
 #include <mutex>
 
 namespace halcyon::ops {
@@ -13,7 +13,7 @@ namespace {
 
 struct Registry {
   std::mutex mu;
-  std::vector<OpImpl> impls;
+  std::deque<OpImpl> impls;  // a deque: select_impl hands out pointers that registration keeps valid
 };
 Registry& registry() {
   static Registry r;
@@ -33,12 +33,7 @@ const char* format_cap(hal_module_format f) {
 
 std::string scheme_of(std::string_view uri) { return std::string(uri.substr(0, uri.find(':'))); }
 
-int sm_number(std::string_view arch) {  // "sm_90a" -> 90, "sm_80" -> 80, else -1
-  if (!arch.starts_with("sm_")) return -1;
-  int v = 0;
-  auto [p, ec] = std::from_chars(arch.data() + 3, arch.data() + arch.size(), v);
-  return ec == std::errc() ? v : -1;
-}
+int rank_of(const OpImpl& impl) { return impl.priority + (impl.backend.empty() ? 0 : 1000000); }
 
 // Modules loaded per device URI. The cache opens its own device handle per URI so that the
 // user's device handles never see cached children (their release stays clean).
@@ -55,6 +50,10 @@ ModuleCache& cache() {
 }  // namespace
 
 void register_op_impl(OpImpl impl) {
+  if (impl.name.empty()) {
+    impl.name = impl.target;
+    std::erase(impl.name, '_');
+  }
   auto& r = registry();
   std::lock_guard lock(r.mu);
   r.impls.push_back(std::move(impl));
@@ -66,47 +65,138 @@ std::vector<OpImpl> impls_of(std::string_view op) {
   std::vector<OpImpl> out;
   for (auto& i : r.impls)
     if (i.op == op) out.push_back(i);
+  std::stable_sort(out.begin(), out.end(), [](const OpImpl& a, const OpImpl& b) { return rank_of(a) > rank_of(b); });
   return out;
 }
 
-bool target_runs_on(hal_module_format format, std::string_view target, std::string_view arch) {
-  if (format == HAL_MODULE_HOST) return target == "host" || target == arch;
-  if (format == HAL_MODULE_PTX) {
-    // Architecture-specific ("a") PTX runs only on that exact architecture; plain PTX is
-    // JIT-compiled forward to any later one.
-    if (target.ends_with("a")) return target == arch;
-    int want = sm_number(target), have = sm_number(arch);
-    return want > 0 && have >= want;
+bool DeviceFacts::has(std::string_view cap) const {
+  std::string_view caps(capabilities);
+  size_t pos = 0;
+  while (pos <= caps.size()) {
+    size_t sp = std::min(caps.find(' ', pos), caps.size());
+    if (caps.substr(pos, sp - pos) == cap) return true;
+    pos = sp + 1;
   }
-  return target == arch;  // cubins and code objects are built for one architecture
+  return false;
+}
+
+Result<DeviceFacts> device_facts(const Device& device) {
+  auto info = device.info();
+  if (!info) return info.error();
+  return DeviceFacts{info->uri, info->arch, info->capabilities, info->compute_units, info->max_shared_per_block,
+                     info->memory_bytes_per_s};
+}
+
+const Tensor* ApplyContext::tensor(std::string_view name) const {
+  if (!tensors) return nullptr;
+  auto it = tensors->find(name);
+  return it == tensors->end() ? nullptr : &it->second;
+}
+
+bool ApplyContext::can_run(hal_module_format format, const char* target, std::string* why) const {
+  if (!device) {
+    if (why) *why = "no device to ask";
+    return false;
+  }
+  auto yes = device->can_run(format, target, why);
+  if (!yes && why) *why = yes.error().to_string();
+  return yes && *yes;
+}
+
+namespace {
+
+// Judges one implementation; true when it can run (usable), with why not otherwise.
+bool usable(const OpImpl& impl, const Device& device, const ApplyContext& ctx, std::string* why) {
+  if (!impl.backend.empty() && impl.backend != scheme_of(ctx.facts.uri)) {
+    *why = fmt::format("only for backend '{}'", impl.backend);
+    return false;
+  }
+  if (impl.backend.empty()) {
+    auto yes = device.can_run(impl.format, impl.target.c_str(), why);
+    if (!yes) *why = yes.error().to_string();
+    if (!yes || !*yes) return false;
+  }
+  return !impl.applies || impl.applies(ctx, why);
+}
+
+}  // namespace
+
+std::vector<ImplVerdict> judge_impls(const Device& device, std::string_view op, const ApplyContext* call) {
+  std::vector<ImplVerdict> out;
+  Result<DeviceFacts> facts = call ? Result<DeviceFacts>(call->facts) : device_facts(device);
+  if (!facts) return out;
+  ApplyContext dev_only{*facts, &device};
+  const ApplyContext& ctx = call ? *call : dev_only;
+  bool chosen = false;
+  for (OpImpl& impl : impls_of(op)) {
+    ImplVerdict v{std::move(impl)};
+    v.usable = usable(v.impl, device, ctx, &v.why);
+    if (v.usable && !chosen) {
+      if (!v.impl.automatic) v.why = "only when named";
+      else if (!v.impl.preferred || v.impl.preferred(ctx, &v.why)) v.chosen = chosen = true;
+      else v.why = "passed over: " + v.why;
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+namespace {
+
+// The registry's own entry of a judged copy (names may repeat across backends: test backends
+// register their own "host").
+const OpImpl* find_registered(const OpImpl& impl) {
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  for (auto& i : r.impls)
+    if (i.op == impl.op && i.name == impl.name && i.backend == impl.backend && i.format == impl.format &&
+        i.target == impl.target && i.fn == impl.fn)
+      return &i;
+  return nullptr;
+}
+
+std::string verdicts_text(const std::vector<ImplVerdict>& vs) {
+  std::string s;
+  for (auto& v : vs)
+    s += fmt::format("\n  {} ({} {}){}{}", v.impl.name, format_cap(v.impl.format) + 7, v.impl.target,
+                     v.chosen ? ": the registry's choice" : v.usable && v.why.empty() ? ": can run" : ": ",
+                     v.chosen || (v.usable && v.why.empty()) ? "" : v.why);
+  return s;
+}
+
+}  // namespace
+
+Result<const OpImpl*> select_impl(const Device& device, std::string_view op, const RunOptions& options,
+                                  const ApplyContext* call) {
+  Result<DeviceFacts> facts = call ? Result<DeviceFacts>(call->facts) : device_facts(device);
+  if (!facts) return facts.error();
+  auto verdicts = judge_impls(device, op, call);
+  if (verdicts.empty()) return Error(HAL_NOT_FOUND, fmt::format("no implementation of '{}' exists", op));
+  if (!options.impl.empty()) {
+    for (auto& v : verdicts) {
+      if (v.impl.name != options.impl) continue;
+      if (!v.usable)
+        return Error(HAL_UNSUPPORTED, fmt::format("{}: implementation '{}' cannot run on {} ({}): {}; the implementations:{}",
+                                                  op, options.impl, facts->uri, facts->arch, v.why,
+                                                  verdicts_text(verdicts)));
+      return find_registered(v.impl);
+    }
+    return Error(HAL_NOT_FOUND, fmt::format("{}: no implementation named '{}'; the implementations:{}", op,
+                                            options.impl, verdicts_text(verdicts)));
+  }
+  for (auto& v : verdicts)
+    if (v.chosen) return find_registered(v.impl);
+  return Error(HAL_UNSUPPORTED, fmt::format("none of the implementations of '{}' runs on {} ({}):{}", op, facts->uri,
+                                            facts->arch, verdicts_text(verdicts)));
 }
 
 const OpImpl* select_impl(const Device& device, std::string_view op, std::string* why) {
-  auto info = device.info();
-  if (!info) {
-    if (why) *why = info.error().to_string();
+  auto r = select_impl(device, op, RunOptions{});
+  if (!r) {
+    if (why) *why = r.error().message();
     return nullptr;
   }
-  std::string scheme = scheme_of(info->uri);
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  const OpImpl* best = nullptr;
-  int best_rank = 0;
-  std::string considered;
-  for (auto& impl : r.impls) {
-    if (impl.op != op) continue;
-    considered += fmt::format("{}{}:{}", considered.empty() ? "" : ", ", format_cap(impl.format), impl.target);
-    if (!impl.backend.empty() && impl.backend != scheme) continue;
-    if (impl.backend.empty() && !device.has(format_cap(impl.format))) continue;
-    if (!target_runs_on(impl.format, impl.target, info->arch)) continue;
-    int rank = impl.priority + (impl.backend.empty() ? 0 : 1000000);
-    if (!best || rank > best_rank) best = &impl, best_rank = rank;
-  }
-  if (!best && why)
-    *why = considered.empty() ? fmt::format("no implementation of '{}' exists", op)
-                              : fmt::format("none of the implementations of '{}' ({}) runs on {} ({})", op, considered,
-                                            info->uri, info->arch);
-  return best;
+  return *r;
 }
 
 const Tensor& OpContext::tensor(std::string_view name) const { return tensors.find(name)->second; }
@@ -181,7 +271,8 @@ Status allocate_outputs(const Device& device, std::string_view op, std::map<std:
 }
 
 Status run_op(const Device& device, const Stream& stream, std::string_view op,
-              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params) {
+              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
+              const RunOptions& options) {
   const Contract* c = find_contract(op);
   if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
   auto b = bind_call(*c, tensors, params);
@@ -194,11 +285,13 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: output '{}' has shape {}, expected [{}]", op, out.name,
                                                      it->second.shape_string(), fmt::join(want, ", ")));
   }
-  std::string why;
-  const OpImpl* impl = select_impl(device, op, &why);
-  if (!impl) return Error(HAL_UNSUPPORTED, why);
-  OpContext ctx{device, stream, *c, *b, tensors};
-  return impl->fn(ctx);
+  auto facts = device_facts(device);
+  if (!facts) return facts.error();
+  const ApplyContext call{*facts, &device, &*b, &tensors, options.code};
+  auto impl = select_impl(device, op, options, &call);
+  if (!impl) return impl.error();
+  OpContext ctx{device, stream, *c, *b, tensors, options.code};
+  return (*impl)->fn(ctx);
 }
 
 }  // namespace halcyon::ops

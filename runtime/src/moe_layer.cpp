@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string_view>
 
 namespace halcyon::rt {
@@ -23,34 +22,34 @@ Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<
 
 }  // namespace
 
-bool moe_gather_pays(const OpImpl& impl, uint64_t memory_bytes_per_s, uint32_t compute_units) {
-  // On the CPU it saves the copy outright.
-  if (impl.format == HAL_MODULE_HOST) return true;
-  // Hopper (the PTX sm_90a implementation): the gather GEMM gathers the token rows with
-  // cp.async (no TMA row gather before Blackwell), and whatever the memory it streams at most
-  // ~20 GB/s of weights per SM (~1.6 us per 32 KB k-step: 15 GB in 5.3-5.6 ms on 132 SMs of an
-  // H100 and of an H200), while the GEMM on permuted rows streams them at ~80% of the memory's
-  // peak. So the gather path pays where the peak is low per SM: on an H100 (3.35 TB/s, 25 GB/s
-  // per SM) the layer took 8.63-8.64 instead of 8.81-8.83 ms, on an H200 (4.81 TB/s, 37 GB/s
-  // per SM) 8.08 instead of 6.88 ms (4096 tokens, docs/PERFORMANCE.md, 2026-11-23). Break-even
-  // lies near 26 GB/s per SM (20 / 0.8, plus the copy's ~4% of the bytes). The portable PTX
-  // gather kernel has not been measured against the copy: elsewhere the layer keeps it.
-  if (impl.format != HAL_MODULE_PTX || impl.target != "sm_90a") return false;
-  if (!memory_bytes_per_s || !compute_units) return false;
-  return double(memory_bytes_per_s) / compute_units <= 28e9;
+ops::RunOptions MoeLayerOptions::run_options(std::string_view op) const {
+  ops::RunOptions o;
+  if (auto it = impl.find(op); it != impl.end()) o.impl = it->second;
+  o.code = code;
+  return o;
 }
 
-bool moe_gather_path(const Device& device) {
-  const OpImpl* impl = select_impl(device, "moe_grouped_gemm_swiglu_gather");
+bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::string* why) {
+  if (!impl.fused_pays) {
+    if (why) *why = fmt::format("{} has not been shown to beat the permuted copy", impl.name);
+    return false;
+  }
+  return impl.fused_pays(ops::ApplyContext{device}, why);
+}
+
+bool moe_gather_path(const Device& device, const MoeLayerOptions& options) {
+  if (options.path == MoePath::kCopy) return false;
+  constexpr const char* kGatherOp = "moe_grouped_gemm_swiglu_gather";
+  auto facts = device_facts(device);
+  if (!facts) return false;
+  const ApplyContext ctx{*facts, &device, nullptr, nullptr, options.code};
+  auto impl = select_impl(device, kGatherOp, options.run_options(kGatherOp), &ctx);
   if (!impl) return false;
-  const char* env = std::getenv("HALCYON_MOE_GATHER");
-  if (env && std::string_view(env) == "0") return false;
-  if (env && std::string_view(env) == "1") return true;
-  auto info = device.info();
-  return moe_gather_pays(*impl, info ? info->memory_bytes_per_s : 0, info ? info->compute_units : 0);
+  if (options.path == MoePath::kGather) return true;
+  return moe_gather_pays(**impl, *facts);
 }
 
-Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w) {
+Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w, MoeLayerOptions o) {
   const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
   if (H < 1 || I < 1 || E < 1 || c.topk < 1)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: hidden {}, inter {}, experts {}, topk {} must all be >= 1",
@@ -62,15 +61,28 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {E}));
   HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}));
   HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}));
-  for (const char* op : {"gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm_swiglu", "moe_grouped_gemm", "moe_combine"}) {
-    std::string why;
-    if (!select_impl(device, op, &why)) return Error(HAL_UNSUPPORTED, fmt::format("MoeLayer: {}", why));
+  auto facts = device_facts(device);
+  if (!facts) return facts.error();
+  const ApplyContext dev_only{*facts, &device, nullptr, nullptr, o.code};
+  const bool gather = moe_gather_path(device, o);
+  std::vector<const char*> needed{"gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm", "moe_combine",
+                               gather ? "moe_grouped_gemm_swiglu_gather" : "moe_grouped_gemm_swiglu"};
+  // kGather where no gather implementation can run: the check below says why.
+  if (o.path == MoePath::kGather && !gather) needed.back() = "moe_grouped_gemm_swiglu_gather";
+  for (const char* op : needed) {
+    auto impl = select_impl(device, op, o.run_options(op), &dev_only);
+    if (!impl) return Error(impl.error().status(), fmt::format("MoeLayer: {}", impl.error().message()));
   }
+  for (auto& [op, name] : o.impl)
+    if (ops::impls_of(op).empty())
+      return Error(HAL_NOT_FOUND, fmt::format("MoeLayer: options name '{}' for operator '{}', which has no implementations",
+                                              name, op));
   MoeLayer layer;
   layer.device_ = device;
   layer.config_ = std::move(c);
   layer.weights_ = std::move(w);
-  layer.gather_ = moe_gather_path(device);
+  layer.options_ = std::move(o);
+  layer.gather_ = gather;
   return layer;
 }
 
@@ -167,7 +179,7 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
 
   HALCYON_TRY(mark());
   TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", w["logits"]}};
-  HALCYON_TRY(run_op(device_, stream, "gemm_bf16", router));
+  HALCYON_TRY(run_op(device_, stream, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
   HALCYON_TRY(mark());
 
   TensorMap gate{{"logits", w["logits"]}, {"topk_ids", w["topk_ids"]}, {"topk_weights", w["topk_weights"]}};
@@ -178,7 +190,8 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                       {"topk_groups", std::to_string(c.topk_groups)},
                       {"topk", s_topk},
                       {"normalize", c.normalize ? "true" : "false"},
-                      {"routed_scale", fmt::format("{}", c.routed_scale)}}));
+                      {"routed_scale", fmt::format("{}", c.routed_scale)}},
+                     options_.run_options("moe_gate")));
   HALCYON_TRY(mark());
 
   // On the gather path the contract still wants a `permuted` tensor of [T*K, H] bf16, which
@@ -197,7 +210,8 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                      {{"n_experts", std::to_string(c.experts)},
                       {"expert_begin", std::to_string(c.expert_begin)},
                       {"expert_end", std::to_string(c.expert_begin + c.local())},
-                      {"write_permuted", gather_ ? "false" : "true"}}));
+                      {"write_permuted", gather_ ? "false" : "true"}},
+                     options_.run_options("moe_permute")));
   HALCYON_TRY(mark());
 
   if (gather_) {
@@ -206,22 +220,23 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                  {"expert_offsets", w["expert_offsets"]},
                  {"row_to_slot", w["row_to_slot"]},
                  {"out", w["hidden"]}};
-    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu_gather", up, {{"topk", s_topk}}));
+    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu_gather", up, {{"topk", s_topk}},
+                       options_.run_options("moe_grouped_gemm_swiglu_gather")));
   } else {
     TensorMap up{{"a", w["permuted"]}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", w["expert_offsets"]},
                  {"out", w["hidden"]}};
-    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu", up));
+    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu", up, {}, options_.run_options("moe_grouped_gemm_swiglu")));
   }
   HALCYON_TRY(mark());
 
   TensorMap down{{"a", w["hidden"]}, {"w", weights_.w_down}, {"expert_offsets", w["expert_offsets"]},
                  {"out", w["expert_out"]}};
-  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm", down));
+  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
   HALCYON_TRY(mark());
 
   TensorMap combine{{"expert_out", w["expert_out"]}, {"topk_weights", w["topk_weights"]},
                     {"slot_to_row", w["slot_to_row"]}, {"out", out}};
-  HALCYON_TRY(run_op(device_, stream, "moe_combine", combine));
+  HALCYON_TRY(run_op(device_, stream, "moe_combine", combine, {}, options_.run_options("moe_combine")));
   HALCYON_TRY(mark());
 
   if (times) {

@@ -18,7 +18,8 @@ inline std::string arch(const halcyon::Device& dev) { return test::unwrap(dev.in
 
 // The embedded PTX of `name` that suits the device (exact tag, else newest portable).
 inline halcyon::Module load(const halcyon::Device& dev, const char* name) {
-  const halcyon::ptx::Image* img = halcyon::ptx::best_for(name, arch(dev));
+  const halcyon::ptx::Image* img = halcyon::ptx::best_for(
+      name, arch(dev), [&](const halcyon::ptx::Image& i) { return test::unwrap(dev.can_run(HAL_MODULE_PTX, i.target)); });
   REQUIRE_MESSAGE(img, "no embedded PTX of ", name, " for ", arch(dev));
   return test::unwrap(dev.load_module(HAL_MODULE_PTX, img->target, img->text, img->size + 1,
                                       (std::string(name) + "." + img->target + ".ptx").c_str()));

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -139,40 +140,34 @@ double tol_of(const char* op, const char* out) {
 }
 
 
-// Every PTX implementation of `op` that runs on this device (sm_80 and sm_90a on a Hopper),
-// so that each is checked, not only the one run_op would choose; the sm_90a grouped GEMMs three
-// times: the cp.async kernel, the row-tile TMA kernel and the swap-AB TMA kernel in its two
-// builds (HALCYON_PTX_SM90_GEMM, read by the launcher; "tma", "swap" and "swapw" make it fail
-// rather than fall back, so a pass means that kernel ran); gemm_bf16 on sm_90a twice: the
-// cp.async kernel ("basic") and the split-K cluster kernel ("splitk", required). The TMA and
-// split-K kernels run again with their code from the other source (HALCYON_PTX_LOAD: the
-// embedded cubin or the driver's JIT of the PTX), so both ways the launcher may load them pass.
+// Every PTX implementation of `op` whose target this device runs (hal_device_can_run: sm_80
+// and, on a Hopper, sm_90a), each chosen by name through the API (RunOptions::impl) so that
+// each is checked, not only the one run_op would choose: a named implementation that cannot
+// run is an error, never a fallback, so a pass means that kernel ran. `wanted` leaves out those
+// the shape at hand does not suit (the TMA kernels need 16-byte aligned rows). The kernels
+// loaded from a cubin by default (the TMA and split-K kernels, the warp-specialized builds) run
+// again JIT-compiled from their PTX (CodeSource::kIr), and the 256-thread swap-AB kernel, JIT
+// by default, again from its cubin (kBinary), so both ways the launcher may load them pass.
 struct Variant {
-  ops::OpImpl impl;
-  const char* sm90_gemm;        // value of HALCYON_PTX_SM90_GEMM while it runs
-  const char* split = nullptr;  // HALCYON_PTX_SM90_SPLITK (cluster size of the split-K kernel); unset if null
-  const char* load = nullptr;   // HALCYON_PTX_LOAD (ptx or cubin); unset if null: the launcher's choice
+  std::string impl;
+  ops::CodeSource code = ops::CodeSource::kAuto;
+  std::string target{};
 };
-// The ways an sm_90a kernel is forced: (HALCYON_PTX_SM90_GEMM, HALCYON_PTX_LOAD), the load
-// unset meaning the launcher's choice (the cubin for tma, swapw and splitk; the JIT for swap).
-using Sm90Ways = std::vector<std::pair<const char*, const char*>>;
-const Sm90Ways kGroupedWays = {{"tma", nullptr},  {"tma", "ptx"},    {"swap", nullptr},
-                               {"swap", "cubin"}, {"swapw", nullptr}, {"swapw", "ptx"}};
-const Sm90Ways kSplitkWays = {{"splitk", nullptr}, {"splitk", "ptx"}};
-const Sm90Ways kGatherWays = {{"swapw", nullptr}, {"swapw", "ptx"}};
-
-// Every PTX implementation of `op` that runs here, as "basic" (on sm_90a: the cp.async kernel),
-// and on sm_90a also forced each way of `sm90`.
-std::vector<Variant> ptx_impls(const char* op, const Sm90Ways& sm90 = {}) {
-  const std::string arch = ok(device().info()).arch;
+const char* code_name(ops::CodeSource c) {
+  return c == ops::CodeSource::kIr ? "ptx" : c == ops::CodeSource::kBinary ? "cubin" : "auto";
+}
+bool loads_cubin(const std::string& name) {
+  return name == "sm90.tma" || name == "sm90.swapw" || name.rfind("sm90.splitk", 0) == 0;
+}
+std::vector<Variant> ptx_variants(const char* op, const std::function<bool(const std::string&)>& wanted) {
   std::vector<Variant> v;
   for (auto& i : ops::impls_of(op)) {
-    if (i.format != HAL_MODULE_PTX || !ops::target_runs_on(i.format, i.target, arch)) continue;
-    v.push_back({i, "basic"});
-    if (i.target == "sm_90a")
-      for (auto& [gemm, load] : sm90) v.push_back({i, gemm, nullptr, load});
+    if (i.format != HAL_MODULE_PTX || !ok(device().can_run(i.format, i.target.c_str())) || !wanted(i.name)) continue;
+    v.push_back({i.name, ops::CodeSource::kAuto, i.target});
+    if (loads_cubin(i.name)) v.push_back({i.name, ops::CodeSource::kIr, i.target});
+    if (i.name == "sm90.swap") v.push_back({i.name, ops::CodeSource::kBinary, i.target});
   }
-  REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", arch);
+  REQUIRE_MESSAGE(!v.empty(), "no PTX implementation of ", op, " runs on ", ok(device().info()).arch);
   return v;
 }
 
@@ -183,21 +178,20 @@ void check_rows_untouched(const std::vector<uint16_t>& out, int64_t live, int64_
   CHECK_MESSAGE(untouched, "rows past expert_offsets[EL] were written");
 }
 
-// Runs one implementation directly, bound as run_op binds it.
+// Runs one implementation, named through run_op's options.
 void run_impl(const Variant& variant, const char* op, Tensors& t, const std::map<std::string, std::string>& params = {}) {
-  const ops::OpImpl& impl = variant.impl;
-  setenv("HALCYON_PTX_SM90_GEMM", variant.sm90_gemm, 1);
-  if (variant.split) setenv("HALCYON_PTX_SM90_SPLITK", variant.split, 1);
-  else unsetenv("HALCYON_PTX_SM90_SPLITK");
-  if (variant.load) setenv("HALCYON_PTX_LOAD", variant.load, 1);
-  else unsetenv("HALCYON_PTX_LOAD");
+  ok(ops::run_op(device(), stream(), op, t, params, ops::RunOptions{variant.impl, variant.code}));
+}
+
+// The implementation run_op chooses for this call (the registry's choice through the predicates).
+std::string chosen_impl(const char* op, Tensors& t, const std::map<std::string, std::string>& params = {}) {
   const ops::Contract& c = *ops::find_contract(op);
   std::map<std::string, std::vector<int64_t>> shapes;
-  for (auto& in : c.inputs)
-    if (auto it = t.find(in.name); it != t.end()) shapes[in.name] = it->second.shape;
+  for (auto& [name, tensor] : t) shapes[name] = tensor.shape;
   ops::Binding b = ok(ops::bind(c, params, {}, shapes));
-  ops::OpContext ctx{device(), stream(), c, b, t};
-  ok(impl.fn(ctx));
+  ops::DeviceFacts facts = ok(ops::device_facts(device()));
+  const ops::ApplyContext call{facts, &device(), &b, &t};
+  return ok(ops::select_impl(device(), op, ops::RunOptions{}, &call))->name;
 }
 
 }  // namespace
@@ -236,11 +230,13 @@ void gemm_case(int64_t M, int64_t N, int64_t K, uint32_t seed) {
   auto a = uniform_bf16(M * K, -1, 1, rng), b = uniform_bf16(K * N, -1, 1, rng);
   std::vector<float> want(M * N);
   ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, 0, M);
-  // The split-K kernel needs 16-byte aligned rows (and tensor maps).
-  for (auto& impl : ptx_impls("gemm_bf16", K % 8 == 0 && N % 8 == 0 ? kSplitkWays : Sm90Ways{})) {
-    CAPTURE(impl.impl.target);
-    CAPTURE(impl.sm90_gemm);
-    CAPTURE(impl.load);
+  // The Hopper kernels need K, N multiples of 8 (the split-K one 16-byte aligned rows and
+  // tensor maps); the fixed splits run in the split-K test below.
+  const bool aligned = K % 8 == 0 && N % 8 == 0;
+  auto wanted = [&](const std::string& n) { return n == "sm80" || (aligned && (n == "sm90.basic" || n == "sm90.splitk")); };
+  for (auto& impl : ptx_variants("gemm_bf16", wanted)) {
+    CAPTURE(impl.impl);
+    CAPTURE(code_name(impl.code));
     Tensors t{{"a", upload(ops::DType::bf16, {M, K}, a)}, {"b", upload(ops::DType::bf16, {K, N}, b)},
               {"c", output(ops::DType::f32, {M, N})}};
     run_impl(impl, "gemm_bf16", t);
@@ -257,20 +253,18 @@ TEST_CASE("gemm_bf16: every contract case, and tile-crossing shapes") {
   SUBCASE("router shape (T=256, H=7168, E=256)") { gemm_case(256, 256, 7168, g_seed + 4); }
 }
 
-// The sm_90a implementation of `op` when this device runs it (a Hopper), else none.
-std::optional<ops::OpImpl> sm90_impl(const char* op) {
-  const std::string arch = ok(device().info()).arch;
+// Whether this device runs the sm_90a implementations (a Hopper) and they were built.
+bool runs_sm90(const char* op) {
   for (auto& i : ops::impls_of(op))
-    if (i.format == HAL_MODULE_PTX && i.target == "sm_90a" && ops::target_runs_on(i.format, i.target, arch)) return i;
-  return std::nullopt;
+    if (i.format == HAL_MODULE_PTX && i.target == "sm_90a" && ok(device().can_run(i.format, "sm_90a"))) return true;
+  return false;
 }
 
 // The split-K kernel with each cluster size, whatever the launcher would pick: tiles of <= 64
 // rows (the second consumer idle, one A box), n-tiles of one or three 64-column boxes, k ending
 // inside a k-tile, uneven k splits, and K = 8 (one k-tile: most CTAs of a cluster have none).
 TEST_CASE("gemm_bf16: split-K cluster kernel (sm_90a), every cluster size") {
-  auto impl = sm90_impl("gemm_bf16");
-  if (!impl) {
+  if (!runs_sm90("gemm_bf16")) {
     MESSAGE("not a Hopper (sm_90a) device: skipped");
     return;
   }
@@ -289,7 +283,7 @@ TEST_CASE("gemm_bf16: split-K cluster kernel (sm_90a), every cluster size") {
       CAPTURE(split);
       Tensors t{{"a", upload(ops::DType::bf16, {sh.M, sh.K}, a)}, {"b", upload(ops::DType::bf16, {sh.K, sh.N}, b)},
                 {"c", output(ops::DType::f32, {sh.M, sh.N})}};
-      run_impl({*impl, "splitk", split}, "gemm_bf16", t);
+      run_impl({std::string("sm90.splitk") + split}, "gemm_bf16", t);
       check_close("c", widen(download<float>(t["c"])), widen(want), tol_of("gemm_bf16", "c"));
     }
   }
@@ -301,8 +295,7 @@ TEST_CASE("gemm_bf16: split-K cluster kernel (sm_90a), every cluster size") {
 // ties must not flip); the launcher's own choice (no variable set) gives the same bits, i.e.
 // it picks this kernel with the same split.
 TEST_CASE("gemm_bf16: router shape 4096 x 7168 x 256 (split-K on sm_90a), sampled rows, bit-identical reruns") {
-  auto impl = sm90_impl("gemm_bf16");
-  if (!impl) {
+  if (!runs_sm90("gemm_bf16")) {
     MESSAGE("not a Hopper (sm_90a) device: skipped");
     return;
   }
@@ -316,12 +309,13 @@ TEST_CASE("gemm_bf16: router shape 4096 x 7168 x 256 (split-K on sm_90a), sample
   std::vector<float> want(M * N);
   for (int64_t r : rows) ref::gemm_bf16(a.data(), b.data(), want.data(), N, K, r, r + 1);
   ops::Tensor ta = upload(ops::DType::bf16, {M, K}, a), tb = upload(ops::DType::bf16, {K, N}, b);
-  auto run = [&](const char* mode) {
+  auto run = [&](const char* name) {  // "" = the registry's choice
     Tensors t{{"a", ta}, {"b", tb}, {"c", output(ops::DType::f32, {M, N})}};
-    run_impl({*impl, mode}, "gemm_bf16", t);
+    if (!*name) CHECK(chosen_impl("gemm_bf16", t) == "sm90.splitk");
+    run_impl({name}, "gemm_bf16", t);
     return download<float>(t["c"]);
   };
-  const std::vector<float> first = run("splitk"), second = run("splitk"), chosen = run("auto");
+  const std::vector<float> first = run("sm90.splitk"), second = run("sm90.splitk"), chosen = run("");
   std::vector<double> got, ref_rows;
   for (int64_t r : rows)
     for (int64_t n = 0; n < N; ++n) {
@@ -369,8 +363,8 @@ TEST_CASE("moe_gate: every contract case, with and without bias") {
   }
 }
 
-// The register fast path of moe_gate (HALCYON_PTX_GATE=fast makes the launcher fail rather than
-// fall back, so a pass means it ran) on each of its layouts, DeepSeek-V3 at 4096 tokens among
+// The register fast path of moe_gate (named "sm80.fast": run_op fails rather than fall back,
+// so a pass means it ran; and it is the registry's choice for these shapes) on each of its layouts, DeepSeek-V3 at 4096 tokens among
 // them, on three kinds of input: the contract's random range; logits and bias on a few values
 // (ties between experts and between group scores everywhere); NaN, +-inf and underflowing
 // scores. Ids must equal the reference's; ids and weights must equal the general kernel's bit
@@ -416,14 +410,12 @@ TEST_CASE("moe_gate: fast path layouts, ties and NaN, bit for bit with the gener
         std::vector<int32_t> ids[2];
         std::vector<float> w[2];
         for (int fast : {1, 0}) {
-          setenv("HALCYON_PTX_GATE", fast ? "fast" : "general", 1);
           Tensors t{{"logits", upload(ops::DType::f32, {T, E}, logits)},
                     {"topk_ids", output(ops::DType::i32, {T, K})},
                     {"topk_weights", output(ops::DType::f32, {T, K})}};
           if (with_bias) t["bias"] = upload(ops::DType::f32, {E}, bias);
-          const halcyon::Status st = ops::run_op(device(), stream(), "moe_gate", t, params);
-          unsetenv("HALCYON_PTX_GATE");
-          ok(st);
+          if (fast) CHECK(chosen_impl("moe_gate", t, params) == "sm80.fast");
+          run_impl({fast ? "sm80.fast" : "sm80.general"}, "moe_gate", t, params);
           ids[fast] = download<int32_t>(t["topk_ids"]);
           w[fast] = download<float>(t["topk_weights"]);
         }
@@ -452,13 +444,19 @@ struct PermuteOut {
 // Returns R.
 int64_t check_permute(int64_t T, int64_t K, int64_t H, int64_t E, int64_t begin, int64_t EL,
                       const std::vector<int32_t>& ids, std::mt19937& rng,
-                      const std::map<std::string, std::string>& params) {
+                      const std::map<std::string, std::string>& params, const char* impl = "") {
   auto x = uniform_bf16(T * H, -2, 2, rng);
   Tensors t{{"x", upload(ops::DType::bf16, {T, H}, x)},         {"topk_ids", upload(ops::DType::i32, {T, K}, ids)},
             {"permuted", output(ops::DType::bf16, {T * K, H})}, {"expert_counts", output(ops::DType::i32, {EL})},
             {"expert_offsets", output(ops::DType::i32, {EL + 1})}, {"row_to_slot", output(ops::DType::i32, {T * K})},
             {"slot_to_row", output(ops::DType::i32, {T, K})},   {"num_rows", output(ops::DType::i32, {1})}};
-  ok(ops::run_op(device(), stream(), "moe_permute", t, params));
+  if (!*impl) CHECK(chosen_impl("moe_permute", t, params) == (T > 0 && K > 0 && EL > 0 && H % 8 == 0 &&
+                                                                     (!params.count("write_permuted") ||
+                                                                      params.at("write_permuted") == "true")
+                                                                 ? "sm80.fused"
+                                                             : EL > 0 ? "sm80.spread"
+                                                                      : "sm80.one"));
+  run_impl({impl}, "moe_permute", t, params);
   PermuteOut want;
   want.permuted.assign(T * K * H, 0);
   want.counts.assign(EL, 0);
@@ -506,16 +504,10 @@ TEST_CASE("moe_permute: every contract case (stable order, first R rows)") {
   }
 }
 
-// The launcher's three ways (HALCYON_PTX_PERMUTE_PLAN): unset = the fused plan + scatter
-// (hc_moe_permute_fused), "two" = plan and scatter launches, "one" = the single-block plan.
-const char* const kPermuteWays[] = {"", "two", "one"};
-struct PermuteWay {
-  explicit PermuteWay(const char* how) {
-    if (*how) setenv("HALCYON_PTX_PERMUTE_PLAN", how, 1);
-    else unsetenv("HALCYON_PTX_PERMUTE_PLAN");
-  }
-  ~PermuteWay() { unsetenv("HALCYON_PTX_PERMUTE_PLAN"); }
-};
+// The plan layouts, each an implementation: "" = the registry's choice (here the fused plan +
+// row copy, hc_moe_permute_fused), "sm80.spread" = the same plan layout then the scatter,
+// "sm80.two" = the earlier layout then the scatter, "sm80.one" = the single-block plan.
+const char* const kPermuteWays[] = {"", "sm80.spread", "sm80.two", "sm80.one"};
 
 // Several plan blocks (above 2048 slots), a local expert range and ids outside it, uneven block
 // sizes (K = 7: the fused kernel's blocks own 224-slot multiples), and one expert taking a third
@@ -524,14 +516,14 @@ TEST_CASE("moe_permute: multi-block plan with a local expert range") {
   const int64_t T = 1111, K = 7, H = 24, E = 40, begin = 8, EL = 20;
   for (const char* how : kPermuteWays) {
     CAPTURE(how);
-    PermuteWay way(how);
     std::mt19937 rng(g_seed + 65);
     std::vector<int32_t> ids(T * K);
     std::uniform_int_distribution<int32_t> u(0, int32_t(E - 1)), third(0, 2);  // ids outside [0, E) are refused
     for (auto& v : ids) v = third(rng) == 0 ? 13 : u(rng);
     const int64_t R = check_permute(T, K, H, E, begin, EL, ids, rng,
                                     {{"n_experts", std::to_string(E)}, {"expert_begin", std::to_string(begin)},
-                                     {"expert_end", std::to_string(begin + EL)}});
+                                     {"expert_end", std::to_string(begin + EL)}},
+                                    how);
     CHECK(R > T * K / 3);  // the skewed expert alone has about a third of the slots
   }
 }
@@ -552,8 +544,7 @@ TEST_CASE("moe_permute: DeepSeek-V3 routing size (T=4096, K=8, E=256, H=7168)") 
   // Every slot is local (EL = E): R = T * K, so permuted is checked in full.
   for (const char* how : kPermuteWays) {
     CAPTURE(how);
-    PermuteWay way(how);
-    CHECK(check_permute(T, K, H, E, 0, EL, ids, rng, {}) == T * K);
+    CHECK(check_permute(T, K, H, E, 0, EL, ids, rng, {}, how) == T * K);
   }
 }
 
@@ -596,10 +587,9 @@ void grouped_case(bool swiglu, int64_t R, int64_t H, int64_t I, int64_t EL, uint
              toff = upload(ops::DType::i32, {EL + 1}, off);
   // The TMA kernel needs 16-byte aligned rows (and a device that makes tensor maps: sm_90).
   const bool tma = Kd % 8 == 0 && ldb % 8 == 0 && Nd % 8 == 0;
-  for (auto& impl : ptx_impls(op, tma ? kGroupedWays : Sm90Ways{})) {
-    CAPTURE(impl.impl.target);
-    CAPTURE(impl.sm90_gemm);
-    CAPTURE(impl.load);
+  for (auto& impl : ptx_variants(op, [&](const std::string& n) { return n == "sm80" || tma; })) {
+    CAPTURE(impl.impl);
+    CAPTURE(code_name(impl.code));
     Tensors t{{"a", ta}, {swiglu ? "w_gate_up" : "w", tw}, {"expert_offsets", toff}, {"out", output(ops::DType::bf16, {R, Nd})}};
     run_impl(impl, op, t);
     auto out = download<uint16_t>(t["out"]);
@@ -681,8 +671,8 @@ TEST_CASE("grouped GEMMs: DeepSeek-V3 expert shape (R=32768, H=7168, I=2048), 16
 
 // moe_grouped_gemm_swiglu_gather: row r reads x[row_to_slot[r] / topk]. The reference is the
 // plain SwiGLU GEMM's on a copy of x permuted on the host, so the two ops must agree. Kernels:
-// the portable mma.sync one (sm_80 image, and "basic" on sm_90a) and the warp-specialized
-// swap-AB gather kernel (sm_90a, "swapw": from its cubin and JIT-compiled).
+// the portable mma.sync one ("sm80") and the warp-specialized swap-AB gather kernel (sm_90a,
+// "sm90.swapw": from its cubin and JIT-compiled).
 void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64_t EL, uint32_t seed,
                  int64_t used = -1, int64_t sample_rows = 0) {
   std::mt19937 rng(seed);
@@ -714,10 +704,9 @@ void gather_case(int64_t T, int64_t topk, int64_t R, int64_t H, int64_t I, int64
                                     reinterpret_cast<ref::bf16*>(want.data() + i * I)));
   }
   const bool tma = H % 8 == 0 && I % 8 == 0;
-  for (auto& v : ptx_impls(op, tma ? kGatherWays : Sm90Ways{})) {
-    CAPTURE(v.impl.target);
-    CAPTURE(v.sm90_gemm);
-    CAPTURE(v.load);
+  for (auto& v : ptx_variants(op, [&](const std::string& n) { return n == "sm80" || tma; })) {
+    CAPTURE(v.impl);
+    CAPTURE(code_name(v.code));
     Tensors t{{"x", tx}, {"w_gate_up", tw}, {"expert_offsets", toff}, {"row_to_slot", trts},
               {"out", output(ops::DType::bf16, {R, I})}};
     run_impl(v, op, t, {{"topk", std::to_string(topk)}});
@@ -761,7 +750,8 @@ int main(int argc, char** argv) {
                          "moe_grouped_gemm_swiglu_gather", "moe_grouped_gemm", "moe_combine"}) {
     std::string why;
     const ops::OpImpl* impl = ops::select_impl(*dev, op, &why);
-    std::printf("  %-24s -> %s\n", op, impl ? fmt::format("ptx {} (priority {})", impl->target, impl->priority).c_str()
+    std::printf("  %-32s -> %s\n", op, impl ? fmt::format("{} (ptx {}, priority {})", impl->name, impl->target,
+                                                           impl->priority).c_str()
                                             : why.c_str());
   }
   doctest::Context ctx(argc, argv);

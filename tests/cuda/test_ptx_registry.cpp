@@ -29,18 +29,26 @@ TEST_CASE("ptx registry: test kernels are embedded for their targets") {
   }
 }
 
-TEST_CASE("ptx registry: best_for picks the exact tag, else the newest portable one") {
-  auto* h = halcyon::ptx::best_for("vector_add", "sm_90a");
+// best_for with the CUDA backend's rule (check_target, what hal_device_can_run answers on a
+// device of compute capability major.minor).
+const halcyon::ptx::Image* best_for(const char* name, const char* arch, int major, int minor) {
+  return halcyon::ptx::best_for(name, arch, [&](const halcyon::ptx::Image& i) {
+    return halcyon::cuda::check_target(i.target, true, major, minor).empty();
+  });
+}
+
+TEST_CASE("ptx registry: best_for picks the exact tag, else the newest that runs") {
+  auto* h = best_for("vector_add", "sm_90a", 9, 0);
   REQUIRE(h);
   CHECK(std::string(h->target) == "sm_90a");
-  auto* a = halcyon::ptx::best_for("vector_add", "sm_86");
+  auto* a = best_for("vector_add", "sm_86", 8, 6);
   REQUIRE(a);
   CHECK(std::string(a->target) == "sm_80");
-  CHECK(halcyon::ptx::best_for("vector_add", "sm_75") == nullptr);
-  auto* s = halcyon::ptx::best_for("smid_record", "sm_90a");
+  CHECK(best_for("vector_add", "sm_75", 7, 5) == nullptr);
+  auto* s = best_for("smid_record", "sm_90a", 9, 0);
   REQUIRE(s);
   CHECK(std::string(s->target) == "sm_80");
-  auto* blackwell = halcyon::ptx::best_for("vector_add", "sm_100a");  // sm_90a never runs there
+  auto* blackwell = best_for("vector_add", "sm_100a", 10, 0);  // sm_90a never runs there
   REQUIRE(blackwell);
   CHECK(std::string(blackwell->target) == "sm_80");
 }

@@ -24,7 +24,9 @@ CHECK_TRACKS_LAST_FIELD(hal_backend_api, HAL_BACKEND_API_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_tensor_map_desc, HAL_TENSOR_MAP_DESC_SIZE);
 // Sizes of earlier versions never change: ABI 1.1 appended tensor_map_encode to the table.
 static_assert(HAL_BACKEND_API_1_0_SIZE == offsetof(hal_backend_api, tensor_map_encode));
-static_assert(HAL_BACKEND_API_MIN_SIZE < HAL_BACKEND_API_1_0_SIZE && HAL_BACKEND_API_1_0_SIZE < HAL_BACKEND_API_SIZE);
+static_assert(HAL_BACKEND_API_1_2_SIZE == offsetof(hal_backend_api, device_can_run));
+static_assert(HAL_BACKEND_API_MIN_SIZE < HAL_BACKEND_API_1_0_SIZE && HAL_BACKEND_API_1_0_SIZE < HAL_BACKEND_API_1_2_SIZE &&
+              HAL_BACKEND_API_1_2_SIZE < HAL_BACKEND_API_SIZE);
 static_assert(HAL_TENSOR_MAP_DESC_MIN_SIZE == sizeof(hal_tensor_map_desc));
 
 using test::expect_error;

@@ -121,18 +121,6 @@ TEST_CASE("contract: every embedded contract parses and binds its cases") {
   }
 }
 
-TEST_CASE("op: target compatibility rules") {
-  CHECK(target_runs_on(HAL_MODULE_PTX, "sm_80", "sm_90a"));
-  CHECK(target_runs_on(HAL_MODULE_PTX, "sm_80", "sm_80"));
-  CHECK_FALSE(target_runs_on(HAL_MODULE_PTX, "sm_90a", "sm_80"));
-  CHECK_FALSE(target_runs_on(HAL_MODULE_PTX, "sm_90a", "sm_100a"));
-  CHECK(target_runs_on(HAL_MODULE_PTX, "sm_90a", "sm_90a"));
-  CHECK_FALSE(target_runs_on(HAL_MODULE_PTX, "sm_90", "sm_86"));
-  CHECK(target_runs_on(HAL_MODULE_HSACO, "gfx942", "gfx942"));
-  CHECK_FALSE(target_runs_on(HAL_MODULE_HSACO, "gfx942", "gfx90a"));
-  CHECK(target_runs_on(HAL_MODULE_HOST, "host", "x86_64"));
-}
-
 TEST_CASE("op: unknown operators and missing implementations are clear errors") {
   auto dev = unwrap(halcyon::Device::open("cpu"));
   auto s = unwrap(dev.create_stream());

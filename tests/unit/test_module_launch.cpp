@@ -211,3 +211,30 @@ TEST_CASE("ArgPack: natural alignment by default; a kernel's own layout when giv
   too_many.value(p).value(m).value(n).value(n);
   CHECK_FALSE(too_many.ok());
 }
+
+TEST_CASE_FIXTURE(Fixture, "hal_device_can_run: the backend's rule, refusals with reasons, bad arguments") {
+  std::string why;
+  CHECK(unwrap(dev.can_run(HAL_MODULE_HOST, "host")));
+  CHECK(unwrap(dev.can_run(HAL_MODULE_HOST, unwrap(dev.info()).arch)));
+  CHECK_FALSE(unwrap(dev.can_run(HAL_MODULE_HOST, "gfx942", &why)));
+  CHECK(why.find("host code for gfx942 does not run") != std::string::npos);
+  CHECK_FALSE(unwrap(dev.can_run(HAL_MODULE_PTX, "sm_80", &why)));  // the CPU loads no PTX
+  CHECK(why.find("does not load ptx modules") != std::string::npos);
+  bool yes = true;
+  char small[8];
+  expect_ok(hal_device_can_run(dev.get(), HAL_MODULE_PTX, "sm_80", &yes, small, sizeof small));
+  CHECK_FALSE(yes);
+  CHECK(std::strlen(small) == sizeof small - 1);  // cut to the caller's capacity, NUL-terminated
+  expect_ok(hal_device_can_run(dev.get(), HAL_MODULE_PTX, "sm_80", &yes, nullptr, 0));
+  expect_error(hal_device_can_run(dev.get(), 42, "host", &yes, nullptr, 0), HAL_INVALID_ARGUMENT, "unknown module format 42");
+  expect_error(hal_device_can_run(dev.get(), HAL_MODULE_HOST, "", &yes, nullptr, 0), HAL_INVALID_ARGUMENT, "target");
+  expect_error(hal_device_can_run(dev.get(), HAL_MODULE_HOST, "host", nullptr, nullptr, 0), HAL_INVALID_ARGUMENT, "yes");
+  expect_error(hal_device_can_run(nullptr, HAL_MODULE_HOST, "host", &yes, nullptr, 0), HAL_INVALID_HANDLE);
+  // A simulated MI300X runs code objects for exactly gfx942 (feature flags aside).
+  if (auto sim = halcyon::Device::open("amdgpu-sim:gfx942")) {
+    CHECK(unwrap(sim->can_run(HAL_MODULE_HSACO, "gfx942")));
+    CHECK(unwrap(sim->can_run(HAL_MODULE_HSACO, "gfx942:sramecc+:xnack-")));
+    CHECK_FALSE(unwrap(sim->can_run(HAL_MODULE_HSACO, "gfx90a", &why)));
+    CHECK(why.find("gfx90a") != std::string::npos);
+  }
+}

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <random>
 
 #include "runtime_test_support.hpp"
@@ -50,7 +49,8 @@ struct Setup {
     return unwrap(MoeLayer::create(dev, c, lw));
   }
   // Runs the layer on `dev` for the local experts [begin, begin + local).
-  std::vector<uint16_t> run(const halcyon::Device& dev, int64_t begin, int64_t local, bool* gathered = nullptr) {
+  std::vector<uint16_t> run(const halcyon::Device& dev, int64_t begin, int64_t local, bool* gathered = nullptr,
+                            const MoeLayerOptions& options = {}) {
     auto s = unwrap(dev.create_stream());
     MoeLayerConfig cc = c;
     cc.expert_begin = begin;
@@ -63,7 +63,7 @@ struct Setup {
     lw.bias = upload(dev, s, DType::f32, {c.experts}, w.bias);
     lw.w_gate_up = upload(dev, s, DType::bf16, {local, c.hidden, 2 * c.inter}, gu);
     lw.w_down = upload(dev, s, DType::bf16, {local, c.inter, c.hidden}, dn);
-    auto layer = unwrap(MoeLayer::create(dev, cc, lw));
+    auto layer = unwrap(MoeLayer::create(dev, cc, lw, options));
     auto tx = upload(dev, s, DType::bf16, {T, c.hidden}, x);
     auto out = unwrap(make_tensor(dev, DType::bf16, {T, c.hidden}));
     unwrap(s.fill<uint16_t>(out.buffer, 0, out.bytes(), 0x7FC1));
@@ -94,26 +94,22 @@ TEST_CASE("moe layer: the cpu layer equals the direct reference composition") {
   for (size_t i = 0; i < got.size(); ++i) REQUIRE_MESSAGE(got[i] == want[i], "element ", i);
 }
 
-TEST_CASE("moe layer: the gather path and the permuted-copy path (HALCYON_MOE_GATHER=0) give the same output") {
+TEST_CASE("moe layer: the gather path and the permuted-copy path (MoePath::kCopy) give the same output") {
   Setup su;
   auto dev = unwrap(halcyon::Device::open("cpu"));
   // The CPU implements moe_grouped_gemm_swiglu_gather, so the layer takes the gather path.
   REQUIRE(select_impl(dev, "moe_grouped_gemm_swiglu_gather"));
-  const char* before = std::getenv("HALCYON_MOE_GATHER");
-  const std::string saved = before ? before : "";
-  unsetenv("HALCYON_MOE_GATHER");
+  MoeLayerOptions gather_opt, copy_opt, forced;
+  copy_opt.path = MoePath::kCopy;
+  forced.path = MoePath::kGather;
   CHECK(moe_gather_path(dev));
+  CHECK(moe_gather_path(dev, forced));
+  CHECK_FALSE(moe_gather_path(dev, copy_opt));
   bool gathered = false, copied = true;
-  auto gather = su.run(dev, 0, su.c.experts, &gathered);
+  auto gather = su.run(dev, 0, su.c.experts, &gathered, gather_opt);
   auto gather_ep = su.run(dev, 5, 11);
-  setenv("HALCYON_MOE_GATHER", "0", 1);
-  CHECK_FALSE(moe_gather_path(dev));
-  auto copy = su.run(dev, 0, su.c.experts, &copied);
-  auto copy_ep = su.run(dev, 5, 11);
-  setenv("HALCYON_MOE_GATHER", "1", 1);
-  CHECK(moe_gather_path(dev));  // only "0" turns it off
-  if (before) setenv("HALCYON_MOE_GATHER", saved.c_str(), 1);
-  else unsetenv("HALCYON_MOE_GATHER");
+  auto copy = su.run(dev, 0, su.c.experts, &copied, copy_opt);
+  auto copy_ep = su.run(dev, 5, 11, nullptr, copy_opt);
   CHECK(gathered);
   CHECK_FALSE(copied);
   CHECK(gather == copy);
@@ -123,21 +119,68 @@ TEST_CASE("moe layer: the gather path and the permuted-copy path (HALCYON_MOE_GA
   CHECK(gather == want);
 }
 
-TEST_CASE("moe layer: where the gather path is taken by default (moe_gather_pays)") {
-  OpImpl host{"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HOST, "host", "", 0, nullptr};
-  OpImpl hopper{"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_90a", "", 20, nullptr};
-  OpImpl portable{"moe_grouped_gemm_swiglu_gather", HAL_MODULE_PTX, "sm_80", "", 10, nullptr};
-  CHECK(moe_gather_pays(host, 0, 0));  // the CPU: always
+TEST_CASE("moe layer: options name implementations per op; unknown names are refused at create") {
+  Setup su;
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  MoeLayerOptions o;
+  o.impl["moe_gate"] = "host";
+  o.impl["gemm_bf16"] = "host";
+  std::vector<uint16_t> want;
+  unwrap(moe_layer_reference(su.c, su.w, su.x, su.T, &want));
+  CHECK(su.run(dev, 0, su.c.experts, nullptr, o) == want);
+  auto s = unwrap(dev.create_stream());
+  MoeLayerConfig c = su.c;
+  MoeLayerWeights w;
+  w.w_router = unwrap(make_tensor(dev, DType::bf16, {c.hidden, c.experts}));
+  w.w_gate_up = unwrap(make_tensor(dev, DType::bf16, {c.experts, c.hidden, 2 * c.inter}));
+  w.w_down = unwrap(make_tensor(dev, DType::bf16, {c.experts, c.inter, c.hidden}));
+  o.impl["moe_permute"] = "sm80.fused";  // a PTX implementation: the cpu cannot run it
+  auto l = MoeLayer::create(dev, c, w, o);
+  REQUIRE(!l.ok());
+  const std::string& m = l.error().message();
+  const bool refused = m.find("MoeLayer: moe_permute: implementation 'sm80.fused' cannot run on cpu:0") != std::string::npos ||
+                       m.find("no implementation named 'sm80.fused'") != std::string::npos;
+  CHECK_MESSAGE(refused, m);
+  o.impl.erase("moe_permute");
+  o.impl["no_such_op"] = "x";
+  l = MoeLayer::create(dev, c, w, o);
+  REQUIRE(!l.ok());
+  CHECK(l.error().message().find("'no_such_op', which has no implementations") != std::string::npos);
+}
+
+TEST_CASE("moe layer: where the gather path is taken by default (the implementations' fused_pays)") {
   // The H100 SXM's peak (2619 MHz x 5120 bits x 2) and about the H200's (`halcyon info`: 4.81
   // TB/s); 132 SMs each.
   const uint64_t h100 = 3'352'320'000'000ull, h200 = 4'810'000'000'000ull;
-  CHECK(moe_gather_pays(hopper, h100, 132));
-  CHECK_FALSE(moe_gather_pays(hopper, h200, 132));
-  CHECK(moe_gather_pays(hopper, 28'000'000'000ull * 100, 100));  // the threshold itself
-  CHECK_FALSE(moe_gather_pays(hopper, 28'000'000'001ull * 100, 100));
-  CHECK_FALSE(moe_gather_pays(hopper, 0, 132));   // bandwidth unknown: keep the copy
-  CHECK_FALSE(moe_gather_pays(hopper, h100, 0));  // no compute units reported
-  CHECK_FALSE(moe_gather_pays(portable, h100, 132));  // not measured against the copy
+  auto facts = [](uint64_t bw, uint32_t sms) {
+    DeviceFacts f;
+    f.memory_bytes_per_s = bw;
+    f.compute_units = sms;
+    return f;
+  };
+  const OpImpl *host = nullptr, *hopper = nullptr, *portable = nullptr;
+  const auto impls = impls_of("moe_grouped_gemm_swiglu_gather");
+  for (auto& i : impls) {
+    if (i.name == "host") host = &i;
+    if (i.name == "sm90.swapw") hopper = &i;
+    if (i.name == "sm80") portable = &i;
+  }
+  REQUIRE(host);
+  CHECK(moe_gather_pays(*host, facts(0, 0)));  // the CPU: always
+  if (!hopper || !portable) {
+    MESSAGE("the PTX implementations are not built here: their rules were not checked");
+    return;
+  }
+  std::string why;
+  CHECK(moe_gather_pays(*hopper, facts(h100, 132)));
+  CHECK_FALSE(moe_gather_pays(*hopper, facts(h200, 132), &why));
+  CHECK(why.find("36.4 GB/s of peak memory bandwidth per SM > 28") != std::string::npos);
+  CHECK(moe_gather_pays(*hopper, facts(28'000'000'000ull * 100, 100)));  // the threshold itself
+  CHECK_FALSE(moe_gather_pays(*hopper, facts(28'000'000'001ull * 100, 100)));
+  CHECK_FALSE(moe_gather_pays(*hopper, facts(0, 132)));   // bandwidth unknown: keep the copy
+  CHECK_FALSE(moe_gather_pays(*hopper, facts(h100, 0)));  // no compute units reported
+  CHECK_FALSE(moe_gather_pays(*portable, facts(h100, 132), &why));  // not measured against the copy
+  CHECK(why.find("has not been shown to beat the permuted copy") != std::string::npos);
 }
 
 TEST_CASE("moe layer: expert-parallel ranks add up to the whole layer") {

@@ -114,6 +114,13 @@ TEST_CASE("registry: a plugin built for ABI 1.0 loads; entries appended since co
   expect_error(hal_device_encode_tensor_map(old.get(), &d, map, sizeof map), HAL_UNSUPPORTED,
                "abi10:0 (backend abi10) does not encode tensor maps");
   CHECK_FALSE(old.has("tensor_map"));
+  // hal_device_can_run (ABI 1.3) without the backend's entry: exactly the device's arch.
+  std::string why;
+  CHECK(unwrap(old.can_run(HAL_MODULE_HOST, "none")));
+  CHECK_FALSE(unwrap(old.can_run(HAL_MODULE_HOST, "host", &why)));
+  CHECK(why.find("runs only code built for exactly its arch") != std::string::npos);
+  CHECK_FALSE(unwrap(old.can_run(HAL_MODULE_PTX, "none", &why)));
+  CHECK(why == "abi10:0 (none) does not load ptx modules");
   // A buffer of one device does not make a tensor map on another.
   auto cpu = unwrap(halcyon::Device::open("cpu:0"));
   expect_error(hal_device_encode_tensor_map(cpu.get(), &d, map, sizeof map), HAL_INVALID_ARGUMENT,

@@ -206,6 +206,17 @@ HAL_API hal_error* hal_device_retain(hal_device device);
 HAL_API hal_error* hal_device_release(hal_device device);
 HAL_API hal_error* hal_device_get_info(hal_device device, hal_device_info* out);
 HAL_API hal_error* hal_device_has_capability(hal_device device, const char* tag, bool* out);
+/* ABI 1.3. Whether a module of `format` (a hal_module_format) built for `target` ("sm_80",
+ * "sm_90a", "gfx942", "host") runs on this device, asked before any load: *yes is set, and
+ * when it is false and `reason` is not NULL, why not (NUL-terminated, cut to
+ * reason_capacity). The one owner of that rule: registries and launchers ask it rather than
+ * compare architecture names. A device that loads no modules of `format` (no capability
+ * "module.<format>") says no. Otherwise the backend's rule (CUDA: PTX runs on its architecture
+ * and later ones, 'a' targets only on that exact architecture, 'f' targets within their
+ * family; a cubin within its major version); a backend without the entry (a plugin of ABI
+ * 1.2 or older): yes exactly when `target` equals the device's arch. */
+HAL_API hal_error* hal_device_can_run(hal_device device, uint32_t format, const char* target, bool* yes,
+                                      char* reason, size_t reason_capacity);
 
 /* ------------------------------------------------------------------------------------------
  * Compute partitions: a device split into disjoint sets of compute units
@@ -731,6 +742,13 @@ typedef struct hal_backend_api {
 
   /* ---- ABI 1.3 (a smaller table still loads: these count as NULL) ---- */
 
+  /* Optional (NULL: hal_device_can_run answers yes exactly when target equals the device's
+   * arch). Whether a module of `format` built for `target` runs on the device; the core has
+   * checked the handle, that the device advertises "module.<format>", and that target is a
+   * non-empty string. On no, write why into `reason` (capacity >= 1, NUL-terminate). */
+  hal_error* (*device_can_run)(hal_be_device* device, uint32_t format, const char* target, bool* yes,
+                               char* reason, size_t reason_capacity);
+
   /* Optional. The granularity and mechanism of partition_split for `flags`; `out` is
    * full-size and zeroed, and the core fills units and units_free itself. NULL: a backend
    * with partition_split reports steps of 1 from 1, enforced when it advertises
@@ -740,7 +758,7 @@ typedef struct hal_backend_api {
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
 /* ABI 1.0's table ended at partition_destroy. */
 #define HAL_BACKEND_API_1_0_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
-/* ABI 1.2's table ended at tensor_map_encode. */
+/* ABI 1.1 and 1.2's table ended at tensor_map_encode. */
 #define HAL_BACKEND_API_1_2_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
 #define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
 

@@ -255,6 +255,16 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
     hal_error_free(e);
     return v;
   }
+  // Whether a module of `format` built for `target` runs on this device (hal_device_can_run);
+  // when not and `why` is given, the reason.
+  Result<bool> can_run(hal_module_format format, const char* target, std::string* why = nullptr) const {
+    bool yes = false;
+    char reason[256] = {};
+    if (hal_error* e = hal_device_can_run(get(), uint32_t(format), target, &yes, reason, sizeof reason))
+      return Error::adopt(e);
+    if (!yes && why) *why = reason;
+    return yes;
+  }
   Result<Buffer> allocate(uint64_t size, hal_memory_kind kind = HAL_MEMORY_DEVICE) const {
     hal_buffer_desc d{};
     d.struct_size = sizeof d;

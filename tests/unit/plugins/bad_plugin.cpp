@@ -77,6 +77,7 @@ hal_error* v10_device_info(hal_be_device*, hal_device_info* info) {
   std::strcpy(info->name, "ABI 1.0 test device");
   std::strcpy(info->vendor, "test");
   std::strcpy(info->arch, "none");
+  std::strcpy(info->capabilities, "module.host");  // so that hal_device_can_run reaches its fallback
   info->compute_units = 1;
   info->simd_width = 1;
   info->memory_bytes = 1 << 20;
@@ -97,6 +98,9 @@ void v10_buffer_destroy(hal_be_buffer* b) { std::free(b); }
 // plugin's entry out of an older one's table.
 hal_error* v10_tensor_map_encode(hal_be_device*, uint64_t, const hal_tensor_map_desc*, void*) {
   return g_host->error_new(HAL_INTERNAL, "abi10: tensor_map_encode lies past the table's struct_size and was called");
+}
+hal_error* v10_device_can_run(hal_be_device*, uint32_t, const char*, bool*, char*, size_t) {
+  return g_host->error_new(HAL_INTERNAL, "abi10: device_can_run lies past the table's struct_size and was called");
 }
 #endif
 
@@ -130,6 +134,7 @@ extern "C" HAL_API const hal_backend_api* halcyon_backend_plugin(void) {
     x.buffer_create = v10_buffer_create;
     x.buffer_destroy = v10_buffer_destroy;
     x.tensor_map_encode = v10_tensor_map_encode;
+    x.device_can_run = v10_device_can_run;
     return x;
   }();
   return &t;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string_view>
 
@@ -24,8 +25,13 @@ std::span<const Image> all();
 // Exactly this name and target, or null.
 const Image* find(std::string_view name, std::string_view target);
 
-// The image of `name` that suits a device of architecture `device_arch` ("sm_90a"): an exact
-// match first, else the newest portable (no 'a'/'f' suffix) target not newer than the device.
-const Image* best_for(std::string_view name, std::string_view device_arch);
+// Whether an image runs on the device at hand. The rule is not kernels/'s to know: callers pass
+// the device's answer (hal_device_can_run(device, HAL_MODULE_PTX, image.target), in C++
+// Device::can_run), so that one owner decides.
+using RunsOn = std::function<bool(const Image&)>;
+
+// The image of `name` that suits a device of architecture `device_arch` ("sm_90a"): one built
+// for exactly that arch first, else the newest (by architecture number) of those `runs` accepts.
+const Image* best_for(std::string_view name, std::string_view device_arch, const RunsOn& runs);
 
 }  // namespace halcyon::ptx

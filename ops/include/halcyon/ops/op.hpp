@@ -1,6 +1,7 @@
-// Operators: a contract plus one implementation per (module format, target) — host code
-// for the CPU backend, PTX for NVIDIA, HSA code objects for AMD. run_op() checks the call
-// against the contract, picks the implementation the device can run, and launches it.
+// Operators: a contract plus implementations — host code for the CPU backend, PTX for NVIDIA
+// (several variants per op on Hopper), HSA code objects for AMD. run_op() checks the call
+// against the contract, picks an implementation through the registry (format, target, the
+// implementation's predicates) or the one the caller names, and launches it.
 #pragma once
 
 #include <halcyon/halcyon.hpp>
@@ -14,6 +15,51 @@
 
 namespace halcyon::ops {
 
+// How a launch may get its machine code where a device can take either: kAuto is each
+// launcher's choice (NVIDIA: the cubin ptxas built for kernels that take registers with
+// setmaxnreg, on a device of exactly its target; the driver's JIT of the PTX otherwise), kIr
+// the portable form compiled at load (PTX through the driver's JIT), kBinary the prebuilt
+// binary wherever one exists for this device (a cubin). An option of the launch, not an
+// implementation: the same kernel runs either way (comparisons, tests). It also decides
+// whether an implementation that is fast only as a binary is preferred.
+enum class CodeSource { kAuto, kIr, kBinary };
+
+// Options of one run_op call.
+struct RunOptions {
+  std::string impl;                       // "" = the registry's choice; else an implementation's name
+  CodeSource code = CodeSource::kAuto;
+};
+
+// What implementation predicates read about a device (from hal_device_info).
+struct DeviceFacts {
+  std::string uri, arch, capabilities;
+  uint32_t compute_units = 0;
+  uint32_t max_shared_per_block = 0;
+  uint64_t memory_bytes_per_s = 0;  // peak; 0 = unknown
+  bool has(std::string_view capability) const;  // a tag of `capabilities`
+};
+Result<DeviceFacts> device_facts(const Device& device);
+
+// What a predicate sees: the device, and when asked about a call, the call (its bound dims and
+// params and its tensors); without a call (select_impl(device, op), listings) a predicate
+// checks what it can of the device alone and lets shape conditions pass.
+struct ApplyContext {
+  const DeviceFacts& facts;
+  const Device* device = nullptr;  // null in unit tests of a predicate on given facts
+  const Binding* binding = nullptr;
+  const std::map<std::string, Tensor, std::less<>>* tensors = nullptr;
+  CodeSource code = CodeSource::kAuto;
+
+  bool has_call() const { return binding != nullptr; }
+  int64_t dim(std::string_view s) const { return binding->dim(s); }
+  const ParamSet& params() const { return binding->params; }
+  const Tensor* tensor(std::string_view name) const;  // null when absent
+  // hal_device_can_run on the device (false without a device).
+  bool can_run(hal_module_format format, const char* target, std::string* why = nullptr) const;
+};
+// True when the implementation applies; else false, and why (when `why` is given).
+using OpPredicate = bool (*)(const ApplyContext& ctx, std::string* why);
+
 // What an implementation gets: checked tensors (inputs and outputs by contract name; an
 // absent optional input is simply missing), resolved dims and params.
 struct OpContext {
@@ -22,6 +68,7 @@ struct OpContext {
   const Contract& contract;
   const Binding& binding;
   std::map<std::string, Tensor, std::less<>>& tensors;
+  CodeSource code = CodeSource::kAuto;
 
   const Tensor& tensor(std::string_view name) const;
   const Tensor* optional_tensor(std::string_view name) const;
@@ -34,13 +81,34 @@ struct OpContext {
 
 using OpImplFn = Status (*)(OpContext& ctx);
 
+// One implementation of an operator: a kernel (or a fixed way of launching kernels) for one
+// module format and target. Fields are only appended, so that `{op, format, target, backend,
+// priority, fn}` registrations stay valid.
 struct OpImpl {
   std::string op;
   hal_module_format format = HAL_MODULE_HOST;  // the device must advertise "module.<format>"
-  std::string target;   // "host", "sm_90a", "sm_80", "gfx942", ... ; see target_runs_on()
-  std::string backend;  // "" = any backend; else only devices of this URI scheme (tests)
+  std::string target;   // "host", "sm_90a", "sm_80", "gfx942", ...: hal_device_can_run decides
+  std::string backend;  // "" = any backend; else only devices of this URI scheme (tests; such
+                        // an implementation is the backend's own: format and target not asked)
   int priority = 0;     // higher wins among those that can run
   OpImplFn fn = nullptr;
+  // Unique among the op's implementations ("sm90.swapw", "sm80", "host"); "" at registration
+  // takes the target without '_' ("sm_80" -> "sm80", "host", "gfx942").
+  std::string name{};
+  // Whether it can run this call on this device (shapes, alignment, shared memory, device
+  // features); null = whenever the target runs. Checked for an explicit choice too.
+  OpPredicate applies = nullptr;
+  // Whether the registry's own choice should take it where it applies (a speed rule: "the
+  // swap-AB kernel only where experts average more than 64 rows"); null = yes. An explicit
+  // choice skips it.
+  OpPredicate preferred = nullptr;
+  // False: never the registry's choice, only when named (fixed variants for comparisons and
+  // tests, such as a split count).
+  bool automatic = true;
+  // For an op that fuses a sequence of others (the gather GEMM fuses the permuted copy into
+  // the up projection): whether on this device it beats that sequence; null = not shown to.
+  OpPredicate fused_pays = nullptr;
+  std::string summary{};  // one line for listings
 };
 
 // Registers an implementation (normally from a static initialiser next to it).
@@ -49,20 +117,34 @@ struct RegisterOpImpl {
   explicit RegisterOpImpl(OpImpl impl) { register_op_impl(std::move(impl)); }
 };
 
-// Can a binary built for `target` run on a device whose arch is `device_arch`?
-// ("sm_80" PTX runs on sm_80 and later; "sm_90a" only on sm_90a; "gfx942" only on gfx942;
-// "host" on any device that loads host modules.)
-bool target_runs_on(hal_module_format format, std::string_view target, std::string_view device_arch);
-
-// The implementation run_op would choose for this device, or null (with why).
-const OpImpl* select_impl(const Device& device, std::string_view op, std::string* why = nullptr);
+// Every implementation of `op`, highest rank first (backend-specific ones, then priority).
 std::vector<OpImpl> impls_of(std::string_view op);
 
+// How each implementation of `op` fares on a device (and a call, where given): `usable` =
+// it can run (backend, format, hal_device_can_run, applies); `chosen` = the registry's choice;
+// `why` says why one is unusable or passed over.
+struct ImplVerdict {
+  OpImpl impl;
+  bool usable = false;
+  bool chosen = false;
+  std::string why{};
+};
+std::vector<ImplVerdict> judge_impls(const Device& device, std::string_view op, const ApplyContext* call = nullptr);
+
+// The implementation run_op would choose for this device (no call: shape rules pass), or null
+// (with why). With `options.impl`, that implementation if it can run, else null and why,
+// listing the implementations and why each was refused.
+const OpImpl* select_impl(const Device& device, std::string_view op, std::string* why = nullptr);
+Result<const OpImpl*> select_impl(const Device& device, std::string_view op, const RunOptions& options,
+                                  const ApplyContext* call = nullptr);
+
 // Runs `op` on `stream`: tensors holds inputs and pre-allocated outputs by name; params are
-// text values ("8", "sigmoid", "true") checked against the contract.
+// text values ("8", "sigmoid", "true") checked against the contract; options may name the
+// implementation (an unknown name, or one that cannot run this call, is an error that lists
+// the implementations and why each was refused) and where machine code comes from.
 Status run_op(const Device& device, const Stream& stream, std::string_view op,
               std::map<std::string, Tensor, std::less<>>& tensors,
-              const std::map<std::string, std::string>& params = {});
+              const std::map<std::string, std::string>& params = {}, const RunOptions& options = {});
 
 // Allocates every output of `op` for the given inputs and params (shapes from the contract).
 Status allocate_outputs(const Device& device, std::string_view op,

@@ -6,8 +6,7 @@
 // (moe_grouped_gemm_swiglu_gather), and moe_permute runs with write_permuted=false: the
 // permuted copy of x (T*K rows of H) is never written. The gather path is the default where
 // it pays (the CPU, and Hopper GPUs of little memory bandwidth per SM; see moe_gather_path);
-// HALCYON_MOE_GATHER=1 chooses it wherever the device implements the gather op, =0 never.
-// Both paths compute the same rows (on the CPU the same bits). Expert parallelism: only the local experts [expert_begin, expert_begin +
+// MoeLayerOptions::path chooses it, or the copy, explicitly. Both paths compute the same rows (on the CPU the same bits). Expert parallelism: only the local experts [expert_begin, expert_begin +
 // local_experts) have weights here; tokens routed elsewhere contribute nothing to this rank's
 // output.
 #pragma once
@@ -47,17 +46,31 @@ struct MoeLayerWeights {
   Tensor w_down;                  // [EL, I, H] bf16
 };
 
-// Whether a layer on `device` takes the gather path (see above): the device implements
-// moe_grouped_gemm_swiglu_gather, and HALCYON_MOE_GATHER=1, or it is unset and that
-// implementation is the host one, or the PTX sm_90a one on a device whose peak memory
-// bandwidth per SM is at most 28 GB/s (an H100 SXM: yes; an H200: no; elsewhere the gather GEMM
-// has not been shown to beat the copy it saves). Read when a layer is created; tools that time
-// the layer's stages use it to time the same ones.
-bool moe_gather_path(const Device& device);
-// The rule moe_gather_path applies when HALCYON_MOE_GATHER is unset: whether the gather path
-// pays with `impl` (the device's moe_grouped_gemm_swiglu_gather) on a device of that peak
-// memory bandwidth (0: unknown) and compute-unit count.
-bool moe_gather_pays(const OpImpl& impl, uint64_t memory_bytes_per_s, uint32_t compute_units);
+// How the up projection gets its rows: kGather (moe_grouped_gemm_swiglu_gather on rows read
+// through row_to_slot), kCopy (moe_permute writes the permuted copy, then
+// moe_grouped_gemm_swiglu), kAuto (gather where it pays: moe_gather_path).
+enum class MoePath { kAuto, kGather, kCopy };
+
+struct MoeLayerOptions {
+  MoePath path = MoePath::kAuto;
+  // Per operator, the implementation to run (RunOptions::impl): {"moe_grouped_gemm",
+  // "sm90.tma"}. An op not named takes the registry's choice.
+  std::map<std::string, std::string, std::less<>> impl;
+  ops::CodeSource code = ops::CodeSource::kAuto;  // for every op (RunOptions::code)
+  ops::RunOptions run_options(std::string_view op) const;
+};
+
+// Whether a layer on `device` with `options` takes the gather path: kGather and kCopy say so
+// (kGather where the device implements the gather op); kAuto takes it where the
+// implementation of moe_grouped_gemm_swiglu_gather that would run (the registry's choice, or
+// the one options name) says it pays (moe_gather_pays). Read when a layer is created; tools
+// that time the layer's stages use it to time the same ones.
+bool moe_gather_path(const Device& device, const MoeLayerOptions& options = {});
+// Whether the gather path pays with `impl` (an implementation of moe_grouped_gemm_swiglu_gather)
+// on a device of these facts: the implementation's own rule (OpImpl::fused_pays; the host
+// one: always; the PTX sm_90a one: peak memory bandwidth per SM at most 28 GB/s, so an H100
+// SXM yes and an H200 no; without a rule: no, not shown to beat the copy it saves).
+bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::string* why = nullptr);
 
 // Milliseconds per stage of the last forward() that asked for times. On the gather path,
 // `permute` is moe_permute without the row copy and `up` is moe_grouped_gemm_swiglu_gather.
@@ -68,13 +81,15 @@ struct MoeStageTimes {
 
 class MoeLayer {
  public:
-  static Result<MoeLayer> create(const Device& device, MoeLayerConfig config, MoeLayerWeights weights);
+  static Result<MoeLayer> create(const Device& device, MoeLayerConfig config, MoeLayerWeights weights,
+                                 MoeLayerOptions options = {});
 
   // x [T, H] bf16 -> out [T, H] bf16, queued on `stream`. With `times`, each stage is
   // bracketed by events and the call waits for the stream to read them.
   Status forward(const Stream& stream, const Tensor& x, Tensor& out, MoeStageTimes* times = nullptr);
 
   const MoeLayerConfig& config() const { return config_; }
+  const MoeLayerOptions& options() const { return options_; }
   // True when forward() takes the gather path (no permuted copy; see moe_gather_path).
   bool gathers_rows() const { return gather_; }
   // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name:
@@ -101,6 +116,7 @@ class MoeLayer {
   Device device_;
   MoeLayerConfig config_;
   MoeLayerWeights weights_;
+  MoeLayerOptions options_;
   bool gather_ = false;
   Buffer ws_buffer_;
   std::vector<WorkspaceRegion> ws_regions_;  // laid out for ws_capacity_ tokens

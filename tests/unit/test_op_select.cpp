@@ -1,0 +1,217 @@
+// Choosing an implementation: the registry's choice through format, target (hal_device_can_run)
+// and each implementation's predicates; the caller's explicit choice through RunOptions, and
+// the errors that name the implementations and why each was refused.
+#include <halcyon/ops/op.hpp>
+
+#include "test_support.hpp"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+using namespace halcyon::ops;
+using halcyon::Result;
+using halcyon::Status;
+using test::unwrap;
+
+namespace {
+
+// Test implementations of vector_add on the cpu backend. They apply only to N = 7 and N = 9, a
+// length no other test uses, so that the cpu's own host implementation keeps every other call.
+std::atomic<int> g_ran{0};  // which test implementation ran last: 1 = "test.wide", 2 = "test.narrow", 3 = "test.named"
+Status ran(int which) {
+  g_ran = which;
+  return {};
+}
+bool odd_length(const ApplyContext& c, std::string* why) {
+  if (!c.has_call() || c.dim("N") == 7 || c.dim("N") == 9) return true;
+  if (why) *why = "only for N = 7 or 9";
+  return false;
+}
+bool wide_preferred(const ApplyContext& c, std::string* why) {
+  if (!c.has_call() || c.dim("N") == 9) return true;
+  if (why) *why = "only N = 9 is worth it";
+  return false;
+}
+RegisterOpImpl t1({"vector_add", HAL_MODULE_HOST, "host", "cpu", 30, [](OpContext&) { return ran(1); }, "test.wide",
+                   odd_length, wide_preferred, true, nullptr, "test: applies to N = 7, 9; preferred for 9"});
+RegisterOpImpl t2({"vector_add", HAL_MODULE_HOST, "host", "cpu", 20, [](OpContext&) { return ran(2); }, "test.narrow",
+                   odd_length, nullptr, true, nullptr, "test: applies to N = 7, 9"});
+RegisterOpImpl t3({"vector_add", HAL_MODULE_HOST, "host", "cpu", 40, [](OpContext&) { return ran(3); }, "test.named",
+                   nullptr, nullptr, false, nullptr, "test: only when named"});
+RegisterOpImpl t4({"vector_add", HAL_MODULE_HOST, "gfx942", "", 50, [](OpContext&) { return ran(4); }, "test.foreign",
+                   nullptr, nullptr, true, nullptr, "test: host code for another arch"});
+
+struct Call {
+  halcyon::Device dev = unwrap(halcyon::Device::open("cpu"));
+  halcyon::Stream s = unwrap(dev.create_stream());
+  std::map<std::string, Tensor, std::less<>> t;
+  explicit Call(int64_t n) {
+    t["a"] = unwrap(make_tensor(dev, DType::f32, {n}));
+    t["b"] = unwrap(make_tensor(dev, DType::f32, {n}));
+    unwrap(allocate_outputs(dev, "vector_add", t));
+  }
+  // Which test implementation ran (0: none, the cpu's own host one).
+  Result<int> run(const RunOptions& o = {}) {
+    g_ran = 0;
+    auto st = run_op(dev, s, "vector_add", t, {}, o);
+    if (!st) return st.error();
+    unwrap(s.synchronize());
+    return g_ran.load();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("select: names default to the target; impls_of lists the highest rank first") {
+  auto v = impls_of("vector_add");
+  REQUIRE(v.size() >= 5);
+  CHECK(v[0].backend == "cpu");  // backend-specific ones rank first
+  bool host = false;
+  for (auto& i : v) host = host || (i.name == "host" && i.target == "host" && i.backend.empty());
+  CHECK(host);
+}
+
+TEST_CASE("select: the registry chooses through predicates, highest priority first") {
+  CHECK(unwrap(Call(9).run()) == 1);   // test.wide applies and is preferred
+  CHECK(unwrap(Call(7).run()) == 2);   // test.wide applies but is passed over: test.narrow
+  CHECK(unwrap(Call(16).run()) == 0);  // neither applies: the cpu's host implementation
+  // test.named outranks them all but is never the registry's choice; test.foreign is host
+  // code for gfx942, which the cpu does not run (hal_device_can_run).
+  Call c(7);
+  auto facts = unwrap(device_facts(c.dev));
+  auto verdicts = judge_impls(c.dev, "vector_add");
+  for (auto& v : verdicts) {
+    CAPTURE(v.impl.name);
+    if (v.impl.name == "test.foreign") {
+      CHECK_FALSE(v.usable);
+      CHECK(v.why.find("host code for gfx942 does not run") != std::string::npos);
+    }
+    if (v.impl.name == "test.named") CHECK(v.why == "only when named");
+    if (v.impl.name == "test.wide") CHECK(v.chosen);  // without a call, shape rules pass
+  }
+}
+
+TEST_CASE("select: an explicit choice runs that implementation, even one the registry passes over") {
+  CHECK(unwrap(Call(7).run({"test.wide"})) == 1);
+  CHECK(unwrap(Call(16).run({"test.named"})) == 3);
+  CHECK(unwrap(Call(9).run({"host"})) == 0);
+  CHECK(unwrap(Call(9).run({"test.narrow"})) == 2);
+}
+
+TEST_CASE("select: naming an unknown or unusable implementation is an error listing each and why") {
+  auto unknown = Call(7).run({"no.such"});
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.error().status() == HAL_NOT_FOUND);
+  const std::string& m = unknown.error().message();
+  CHECK(m.find("vector_add: no implementation named 'no.such'") != std::string::npos);
+  CHECK(m.find("test.wide (host host): passed over: only N = 9 is worth it") != std::string::npos);
+  CHECK(m.find("test.narrow (host host): the registry's choice") != std::string::npos);
+  CHECK(m.find("test.named (host host): only when named") != std::string::npos);
+  CHECK(m.find("test.foreign (host gfx942): ") != std::string::npos);
+  CHECK(m.find("host (host host)") != std::string::npos);
+
+  auto refused = Call(16).run({"test.narrow"});
+  REQUIRE(!refused.ok());
+  CHECK(refused.error().status() == HAL_UNSUPPORTED);
+  CHECK(refused.error().message().find("implementation 'test.narrow' cannot run on cpu:0") != std::string::npos);
+  CHECK(refused.error().message().find("only for N = 7 or 9") != std::string::npos);
+
+  auto foreign = Call(7).run({"test.foreign"});
+  REQUIRE(!foreign.ok());
+  CHECK(foreign.error().message().find("host code for gfx942 does not run") != std::string::npos);
+
+  // The device-level choice: select_impl with a name, without a call.
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  CHECK(unwrap(select_impl(dev, "vector_add", RunOptions{"test.named"}))->name == "test.named");
+  CHECK(!select_impl(dev, "vector_add", RunOptions{"test.foreign"}).ok());
+}
+
+namespace {
+
+// The predicates of a registered implementation, asked about a call of `op` with these dims
+// and params on a device of these facts (no device: predicates that need one, the cubin
+// question, are not asked here). Tensors are absent: addresses read as 0, i.e. aligned.
+struct Ask {
+  DeviceFacts facts;
+  Binding binding;
+  const OpImpl* impl = nullptr;
+  std::vector<OpImpl> impls;
+  Ask(const char* op, const char* name, DeviceFacts f, const std::map<std::string, int64_t>& dims,
+      const std::map<std::string, std::string>& params = {})
+      : facts(std::move(f)), binding(unwrap(bind(*find_contract(op), params, dims, {}))), impls(impls_of(op)) {
+    for (auto& i : impls)
+      if (i.name == name) impl = &i;
+  }
+  ApplyContext ctx() const { return ApplyContext{facts, nullptr, &binding, nullptr}; }
+  bool applies(std::string* why = nullptr) const { return !impl->applies || impl->applies(ctx(), why); }
+  bool preferred(std::string* why = nullptr) const { return !impl->preferred || impl->preferred(ctx(), why); }
+};
+
+DeviceFacts hopper() {  // an H100 SXM as the CUDA backend describes it
+  DeviceFacts f;
+  f.uri = "cuda:0";
+  f.arch = "sm_90a";
+  f.capabilities = "module.ptx module.cubin tensor_map";
+  f.compute_units = 132;
+  f.max_shared_per_block = 232448;
+  f.memory_bytes_per_s = 3'352'320'000'000ull;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("select: the PTX variants' predicates keep the Hopper defaults (no GPU needed)") {
+  if (Ask("gemm_bf16", "sm90.splitk", hopper(), {{"M", 8}, {"N", 8}, {"K", 8}}).impl == nullptr) {
+    MESSAGE("the sm_90a PTX implementations are not built here");
+    return;
+  }
+  std::string why;
+  // gemm_bf16: split-K for the router GEMM (32 tiles on 132 SMs), not for a GEMM that fills the GPU.
+  const std::map<std::string, int64_t> router{{"M", 4096}, {"N", 256}, {"K", 7168}}, big{{"M", 8192}, {"N", 8192}, {"K", 1024}};
+  CHECK(Ask("gemm_bf16", "sm90.splitk", hopper(), router).applies());
+  CHECK(Ask("gemm_bf16", "sm90.splitk", hopper(), router).preferred());
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.splitk", hopper(), big).preferred(&why));
+  CHECK(why.find("fill the GPU") != std::string::npos);
+  CHECK(Ask("gemm_bf16", "sm90.splitk3", hopper(), big).applies());  // a named split runs any aligned shape
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.splitk3", hopper(), big).impl->automatic);
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.basic", hopper(), {{"M", 5}, {"N", 7}, {"K", 8}}).applies());  // unaligned: sm80
+  DeviceFacts no_maps = hopper();
+  no_maps.capabilities = "module.ptx module.cubin";
+  CHECK_FALSE(Ask("gemm_bf16", "sm90.splitk", no_maps, router).applies(&why));
+  CHECK(why.find("makes no tensor maps") != std::string::npos);
+
+  // The grouped GEMMs: the 256-thread swap-AB kernel only for the down GEMM above 64 rows per
+  // expert (where the warp-specialized build's cubin does not run), the row tiles otherwise.
+  const std::map<std::string, int64_t> many{{"R", 32768}, {"H", 7168}, {"I", 2048}, {"EL", 256}},
+      few{{"R", 1024}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
+  for (const char* op : {"moe_grouped_gemm", "moe_grouped_gemm_swiglu"})
+    for (const char* name : {"sm90.swapw", "sm90.swap", "sm90.tma", "sm90.basic"}) {
+      CAPTURE(op);
+      CAPTURE(name);
+      CHECK(Ask(op, name, hopper(), many).applies());
+    }
+  CHECK(Ask("moe_grouped_gemm", "sm90.swap", hopper(), many).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm", "sm90.swap", hopper(), few).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm_swiglu", "sm90.swap", hopper(), many).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm", "sm90.swapw", hopper(), many).preferred(&why));  // no device: no cubin
+  CHECK_FALSE(Ask("moe_grouped_gemm", "sm90.tma", hopper(), {{"R", 64}, {"H", 7168}, {"I", 2044}, {"EL", 2}}).applies(&why));
+  CHECK(why.find("not 16-byte aligned") != std::string::npos);
+
+  // moe_gate: the fast path for DeepSeek-V3 (sigmoid, 256 experts in 8 groups, top-8).
+  const std::map<std::string, std::string> ds{{"score", "sigmoid"}, {"n_groups", "8"}, {"topk_groups", "4"}, {"topk", "8"}};
+  CHECK(Ask("moe_gate", "sm80.fast", hopper(), {{"T", 4096}, {"E", 256}}, ds).applies());
+  auto softmax = ds;
+  softmax["score"] = "softmax";
+  CHECK_FALSE(Ask("moe_gate", "sm80.fast", hopper(), {{"T", 4096}, {"E", 256}}, softmax).applies(&why));
+  CHECK(why == "softmax scores");
+
+  // moe_permute: the fused plan where rows are written and H % 8 == 0.
+  const std::map<std::string, std::string> perm{{"n_experts", "256"}, {"expert_begin", "0"}, {"expert_end", "256"}};
+  CHECK(Ask("moe_permute", "sm80.fused", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, perm).applies());
+  auto plan_only = perm;
+  plan_only["write_permuted"] = "false";
+  CHECK_FALSE(Ask("moe_permute", "sm80.fused", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, plan_only).applies());
+  CHECK(Ask("moe_permute", "sm80.spread", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, plan_only).applies());
+  CHECK_FALSE(Ask("moe_permute", "sm80.two", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, perm).impl->automatic);
+}
