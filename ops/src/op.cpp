@@ -62,10 +62,17 @@ void register_op_impl(OpImpl impl) {
 std::vector<OpImpl> impls_of(std::string_view op) {
   auto& r = registry();
   std::lock_guard lock(r.mu);
+  // Highest rank first; equal ranks keep their registration order. (An index sort rather
+  // than std::stable_sort: libstdc++ 12's stable_sort trips clang 19's deprecation warning.)
+  std::vector<size_t> order;
+  for (size_t i = 0; i < r.impls.size(); ++i)
+    if (r.impls[i].op == op) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto ra = rank_of(r.impls[a]), rb = rank_of(r.impls[b]);
+    return ra != rb ? ra > rb : a < b;
+  });
   std::vector<OpImpl> out;
-  for (auto& i : r.impls)
-    if (i.op == op) out.push_back(i);
-  std::stable_sort(out.begin(), out.end(), [](const OpImpl& a, const OpImpl& b) { return rank_of(a) > rank_of(b); });
+  for (size_t i : order) out.push_back(r.impls[i]);
   return out;
 }
 

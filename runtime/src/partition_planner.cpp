@@ -117,7 +117,7 @@ Result<std::vector<PartitionPlan>> sweep_partitions(const PartitionGranularity& 
   std::vector<PartitionPlan> plans;
   for (uint32_t units = g.min_units; units <= g.units - g.min_units; units += g.step_units)
     for (uint64_t c : chunks) plans.push_back(model(g, r, w, units, c));
-  std::stable_sort(plans.begin(), plans.end(), better);
+  std::sort(plans.begin(), plans.end(), better);  // better() orders every pair (no ties left)
   return plans;
 }
 
