@@ -38,10 +38,9 @@ constexpr GemmConfig kSm90{"moe_gemm_sm90",
 // The Hopper kernels of the grouped GEMMs are implementations of their own ("sm90.swapw",
 // "sm90.swap", "sm90.tma", "sm90.basic"; registered at the end of this file), chosen by their
 // predicates or by name (RunOptions::impl). By default: the warp-specialized swap-AB kernel for
-// both GEMMs wherever its cubin loads (a device of exactly sm_90a); measured 2026-11-23 at 4096
-// tokens in one call per machine (docs/PERFORMANCE.md): H200 experts 5.95-6.08 ms vs 7.30-7.79
-// ms with the row tiles (SwiGLU 3.82-3.96 vs 4.54-5.08 ms), H100 8.33 vs 8.67-8.69 ms, and level
-// or faster at 128 and 512 tokens. The driver's JIT spills its 232-register consumers, so
+// both GEMMs wherever its cubin loads (a device of exactly sm_90a): faster than the row tiles
+// on the H100 and the H200 at 4096 tokens and level or faster at 128 and 512 (figures in
+// docs/PERFORMANCE.md, "warp-specialized swap-AB kernel"). The driver's JIT spills its 232-register consumers, so
 // without the cubin the earlier choice stands: the 256-thread swap-AB kernel for the down
 // projection above kTmaDeepRingRows rows per expert, the row-tile kernel otherwise.
 
@@ -328,8 +327,8 @@ Status moe_permute(ops::OpContext& ctx, PermutePlan how) {
   //   - kFused ("sm80.fused", the default where it applies): about one block of 16 warps per
   //     SM, per_block a multiple of K, so that each block then copies its own tokens' rows
   //     (hc_moe_permute_fused, where H % 8 == 0 and the rows are written): one launch, no
-  //     scatter waiting for the whole plan. H100, 2026-11-23: 213.7 us instead of 218 at 4096
-  //     tokens, 20.6 instead of 33.9 at 128.
+  //     scatter waiting for the whole plan; faster at 4096 and at 128 tokens (docs/PERFORMANCE.md,
+  //     "moe_permute in one launch").
   //   - kSpread ("sm80.spread", the default without the fused kernel: write_permuted=false, H % 8
   //     != 0): the same plan layout, then the scatter where rows are written.
   //   - kTwo ("sm80.two", only when named): the earlier layout (up to 2048 slots one block of 32
@@ -356,8 +355,8 @@ Status moe_permute(ops::OpContext& ctx, PermutePlan how) {
   const bool multi = B > 1;
   const int64_t counters = multi ? 3 * EL : EL;  // cnt (+ pre, tot with several blocks)
   // 16 warps in the default layout, so that a block (about one per SM) has 16 warps copying
-  // rows (the fused kernel's registers allow up to 896 threads); 32-warp blocks measured ~10 us
-  // slower than 8-warp ones in the plan alone (H100, 2026-11-23).
+  // rows (the fused kernel's registers allow up to 896 threads); 32-warp blocks were slower than
+  // 8-warp ones in the plan alone (docs/kernels/ptx.md).
   const int64_t W = std::min<int64_t>(spread ? 16 : multi ? 8 : 32,
                                       (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
   if (W < 1)
@@ -500,9 +499,9 @@ bool gather_swapw_applies(const ops::ApplyContext& c, std::string* why) {
 // the token rows with cp.async (no TMA row gather before Blackwell), and whatever the memory it
 // streams at most ~20 GB/s of weights per SM (~1.6 us per 32 KB k-step: 15 GB in 5.3-5.6 ms on
 // 132 SMs of an H100 and of an H200), while the GEMM on permuted rows streams them at ~80% of the
-// memory's peak. So it pays where the peak is low per SM: on an H100 (3.35 TB/s, 25 GB/s per SM)
-// the layer took 8.63-8.64 instead of 8.81-8.83 ms, on an H200 (4.81 TB/s, 37 GB/s per SM) 8.08
-// instead of 6.88 ms (4096 tokens, docs/PERFORMANCE.md, 2026-11-23). Break-even lies near 26 GB/s
+// memory's peak. So it pays where the peak is low per SM: faster on an H100 (3.35 TB/s, 25 GB/s
+// per SM), slower on an H200 (4.81 TB/s, 37 GB/s per SM) (docs/PERFORMANCE.md, "the gather path
+// on the H100"). Break-even lies near 26 GB/s
 // per SM (20 / 0.8, plus the copy's ~4% of the bytes). The portable gather kernel ("sm80") has
 // not been measured against the copy: it makes no claim.
 bool gather_swapw_pays(const ops::ApplyContext& c, std::string* why) {
@@ -564,9 +563,8 @@ Status moe_combine(ops::OpContext& ctx) {
   if (!k) return k.error();
   CombineArgs a{ctx.tensor("expert_out").address(), ctx.tensor("topk_weights").address(),
                 ctx.tensor("slot_to_row").address(), ctx.tensor("out").address(), R, T, K, H};
-  // 256 threads a token (H = 7168: 3-4 chunks of 8 columns each): the H200 ran the combine in
-  // 142.3-142.8 us instead of 146.4-146.9 with 128 threads (512: 148.4-149.2), the H100 level
-  // (188.4-188.8 us for all three), 2026-11-23 ~21:53 UTC, same calls.
+  // 256 threads a token (H = 7168: 3-4 chunks of 8 columns each): faster than 128 or 512 on
+  // the H200, level on the H100 (docs/PERFORMANCE.md, "combine with 256 threads").
   return launch(ctx, *k, {uint32_t(T)}, {256}, a);
 }
 

@@ -43,8 +43,8 @@ inline const ptx::Image* image_for(const Device& device, std::string_view arch, 
 // Where a kernel's machine code comes from. kPtx: the driver's JIT compiles the PTX (any device
 // the PTX runs on). kCubinIfExact: where the device runs the cubin the toolkit's ptxas made at
 // build time (a device of exactly the image's target), that cubin; for kernels that take
-// registers with setmaxnreg, which the driver's JIT allocated worse (docs/backends/cuda.md: on
-// an H200 the row-tile TMA GEMM ran 4.8-5.6 ms as a cubin, 6.0-6.1 ms JIT-compiled). The run's
+// registers with setmaxnreg, which the driver's JIT allocated worse (the row-tile TMA GEMM ran
+// faster as a cubin: docs/backends/cuda.md). The run's
 // ops::CodeSource (RunOptions::code) overrides the choice for every kernel: kIr the PTX, kBinary
 // the cubin wherever it runs (comparisons; a driver that refuses the cubin falls back to PTX).
 enum class CodeFrom { kPtx, kCubinIfExact };
