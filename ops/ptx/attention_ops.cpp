@@ -13,8 +13,6 @@
 #include "ptx_launch.hpp"
 
 #include <cmath>
-#include <deque>
-#include <mutex>
 
 namespace halcyon::ptxop {
 namespace {
@@ -36,21 +34,10 @@ double scale_log2(float scale, int64_t head_dim) {
   return double(ref::attention_scale(scale, head_dim)) * 1.4426950408889634;  // exp2 domain
 }
 
-// A per-device scratch buffer for split-KV partials, grown on demand. Buffers it outgrows
-// are kept (a kernel queued earlier may still use them). One at a time per device: callers
-// running split-KV attention on several streams of one device at once would share it.
-Result<uint64_t> workspace(const ops::OpContext& ctx, const DeviceFacts& dev, uint64_t bytes) {
-  static std::mutex mu;
-  static auto* buffers = new std::map<std::string, std::deque<Buffer>>;
-  std::lock_guard lock(mu);
-  auto& list = (*buffers)[dev.uri];
-  if (list.empty() || list.back().size() < bytes) {
-    auto b = ctx.device.allocate(std::max<uint64_t>(bytes, uint64_t(1) << 20));
-    if (!b) return b.error();
-    list.push_back(std::move(b).value());
-  }
-  return list.back().address();
-}
+// The split-KV partials of one call, in a buffer of its own that the caller releases once the
+// kernels are queued: the backend frees it after the work queued before the release (CUDA:
+// stream-ordered, hal.h), so calls on several streams never share a scratch buffer.
+Result<Buffer> workspace(const ops::OpContext& ctx, uint64_t bytes) { return ctx.device.allocate(bytes); }
 
 // Keys per split: a multiple of `tile`, at least 4 tiles, so that ctas x splits fills about
 // two waves of the device.
@@ -120,8 +107,10 @@ Status decode(ops::OpContext& ctx) {
             ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("block_table").address(),
             ctx.tensor("seq_lens").address(), 0, 0, s.B, s.Hq, s.Hkv, s.Sq, s.NB, s.BS, s.MB, 1, len,
             scale_log2(s.scale, s.D)};
+  Buffer scratch;  // released when this returns, after the kernels that use it are queued
   if (splits > 1) {
-    HALCYON_ASSIGN_OR_RETURN(uint64_t ws, workspace(ctx, dev, uint64_t(splits * rows * (s.D + 1) * 4)));
+    HALCYON_ASSIGN_OR_RETURN(scratch, workspace(ctx, uint64_t(splits * rows * (s.D + 1) * 4)));
+    const uint64_t ws = scratch.address();
     a.part_o = ws;
     a.part_lse = ws + uint64_t(splits * rows * s.D * 4);
   }
@@ -156,8 +145,10 @@ Status mla_decode(ops::OpContext& ctx) {
   MlaArgs a{ctx.tensor("q").address(), ctx.tensor("kv_cache").address(), ctx.tensor("out").address(),
             ctx.tensor("lse").address(), ctx.tensor("block_table").address(), ctx.tensor("seq_lens").address(),
             0, 0, s.B, s.Sq, s.Hq, s.NB, s.BS, s.MB, len, scale_log2(s.scale, ref::kMlaQkDim)};
+  Buffer scratch;  // released when this returns, after the kernels that use it are queued
   if (splits > 1) {
-    HALCYON_ASSIGN_OR_RETURN(uint64_t ws, workspace(ctx, dev, uint64_t(splits * rows * (ref::kMlaVDim + 1) * 4)));
+    HALCYON_ASSIGN_OR_RETURN(scratch, workspace(ctx, uint64_t(splits * rows * (ref::kMlaVDim + 1) * 4)));
+    const uint64_t ws = scratch.address();
     a.part_o = ws;
     a.part_lse = ws + uint64_t(splits * rows * ref::kMlaVDim * 4);
   }
