@@ -400,11 +400,15 @@ int bench_overlap(const std::vector<std::string>& args) {
         n_small > n_large ? std::max(0.0, (small->comm_ms - large->comm_ms) * 1e-3 / (n_small - n_large)) : 0.0;
   }
   rates.l2_bytes = l2 ? double(l2) : 50e6;
-  {  // the GEMM's slowdown beside the communication, per the fraction of L2 a chunk holds
-    std::vector<double> ps;
-    for (auto& p : pts)
-      ps.push_back(std::max(0.0, p.slowdown() - 1) / std::min(1.0, double(chunk_bytes(p.chunk_rows)) / rates.l2_bytes));
-    rates.l2_penalty = std::min(median(ps), 10.0);
+  {  // the GEMM's slowdown beside the communication against the fraction of L2 a chunk holds,
+     // (slowdown - 1) = p * min(1, k / C), least squares over the sweep (large chunks weigh most)
+    double xy = 0, xx = 0;
+    for (auto& p : pts) {
+      const double x = std::min(1.0, double(chunk_bytes(p.chunk_rows)) / rates.l2_bytes);
+      xy += x * (p.slowdown() - 1);
+      xx += x * x;
+    }
+    rates.l2_penalty = xx > 0 ? std::clamp(xy / xx, 0.0, 10.0) : 0.0;
   }
   rt::PartitionGranularity gran{U, m, step};
   rt::PartitionWorkload work{Bc, F, Bm};
@@ -434,8 +438,8 @@ int bench_overlap(const std::vector<std::string>& args) {
 
   // Report.
   fmt::print("halcyon bench overlap on {} ({}, {}), {} iterations, medians\n", info->uri, info->name, info->arch, iters);
-  fmt::print("  GEMM moe_grouped_gemm R {} x I {} -> H {}, {} experts ({:.1f} GFLOP, {:.1f} MB); comm_dispatch {} rows of "
-             "{} from {} tokens ({:.1f} MB read+write)\n",
+  fmt::print("  GEMM moe_grouped_gemm R {} x I {} -> H {}, {} experts ({:.4g} GFLOP, {:.4g} MB); comm_dispatch {} rows of "
+             "{} from {} tokens ({:.4g} MB read+write)\n",
              R, I, H, E, F / 1e9, Bm / 1e6, D, H, tokens, Bc / 1e6);
   fmt::print("  {} units, splits from {} in steps of {} ({}); copy rate {:.3f} TB/s; GEMM on the whole device {:.3f} ms\n",
              U, m, step, caps->mechanism_name, *copy, gemm_whole_ms);
@@ -454,7 +458,7 @@ int bench_overlap(const std::vector<std::string>& args) {
     fmt::print("  planner: {} comm units, chunk {} rows, predicted {:.4f} ms; measured {:.4f} ms\n", plan->comm_units,
                plan->chunk_bytes / uint64_t(H * 2), plan->makespan_s * 1e3, choice ? choice->together_ms : 0.0);
   fmt::print("summary: best measured {} comm units chunk {} rows together {:.4f} ms (overlap {:.0f}%, GEMM slowdown "
-             "{:.3f}x); planner's choice within {:.1f}% of the best measured; comm_dispatch {:.0f} GB/s on the whole "
+             "{:.3f}x); planner's choice within {:.1f}% of the best measured; comm_dispatch {:.4g} GB/s on the whole "
              "device = {:.0f}% of the copy rate (target >= 85%)\n",
              best->comm_units, best->chunk_rows, best->together_ms, 100 * best->efficiency(), best->slowdown(), within,
              comm_whole_GBps, 100 * comm_whole_GBps / (*copy * 1e3));
