@@ -339,7 +339,6 @@ int bench_overlap(const std::vector<std::string>& args) {
   }
 
   std::vector<Point> pts;
-  std::map<uint32_t, double> gemm_part_ms;
   for (int64_t c : comm_list) {
     auto parts = dev->split_n({{"comm", uint32_t(c)}, {"compute", 0}}, flags);
     if (!parts) return fail("split", parts.error());
@@ -352,7 +351,6 @@ int bench_overlap(const std::vector<std::string>& args) {
     ok = time_jobs({{&*sg, gemm}}, &med);
     if (!ok) return fail("GEMM on the compute partition", ok.error());
     const double gemm_ms = med[0];
-    gemm_part_ms[uint32_t(c)] = gemm_ms;
     for (int64_t k : chunks) {
       auto p = comm_params(k);
       auto comm = [&] { return ops::run_op(*dev, *sc, "comm_dispatch", cm, p); };
@@ -371,47 +369,19 @@ int bench_overlap(const std::vector<std::string>& args) {
     }
   }
 
-  // Autotune: the planner's rates from the sweep.
+  // Autotune: the planner's rates from the sweep (rt::rates_from_sweep, docs/partitions.md).
   const double Bc = 2.0 * double(D) * double(H) * 2, F = 2.0 * double(R) * double(I) * double(H),
                Bm = double(E) * I * H * 2 + double(R) * I * 2 + double(R) * H * 2;
   auto chunk_bytes = [&](int64_t k) { return uint64_t(k) * uint64_t(H) * 2; };
-  const uint32_t cmin = pts.front().comm_units;
-  rt::PartitionRates rates;
-  double best_comm_ms_cmin = 1e300, link = 0;
-  const Point *small = nullptr, *large = nullptr;
-  for (auto& p : pts) {
-    link = std::max(link, Bc / (p.comm_ms * 1e-3));
-    if (p.comm_units != cmin) continue;
-    best_comm_ms_cmin = std::min(best_comm_ms_cmin, p.comm_ms);
-    if (!small) small = &p;
-    large = &p;
-  }
-  rates.comm_bytes_per_unit = Bc / (best_comm_ms_cmin * 1e-3) / cmin;
-  rates.link_bytes_per_s = link;
-  const uint32_t compute_units_cmin = small->compute_units;
-  const double gemm_cmin_s = gemm_part_ms[uint32_t(comm_list.front())] * 1e-3;
-  rates.compute_flops_per_unit = F / gemm_cmin_s / compute_units_cmin;
-  rates.memory_bytes_per_s = *copy * 1e12;
-  rates.compute_bytes_per_unit = std::max(rates.memory_bytes_per_s / U, Bm / gemm_cmin_s / compute_units_cmin);
-  {  // the per-chunk cost: the smallest chunk's extra time over the largest's, per extra chunk
-    const double n_small = std::ceil(Bc / double(chunk_bytes(small->chunk_rows))),
-                 n_large = std::ceil(Bc / double(chunk_bytes(large->chunk_rows)));
-    rates.chunk_overhead_s =
-        n_small > n_large ? std::max(0.0, (small->comm_ms - large->comm_ms) * 1e-3 / (n_small - n_large)) : 0.0;
-  }
-  rates.l2_bytes = l2 ? double(l2) : 50e6;
-  {  // the GEMM's slowdown beside the communication against the fraction of L2 a chunk holds,
-     // (slowdown - 1) = p * min(1, k / C), least squares over the sweep (large chunks weigh most)
-    double xy = 0, xx = 0;
-    for (auto& p : pts) {
-      const double x = std::min(1.0, double(chunk_bytes(p.chunk_rows)) / rates.l2_bytes);
-      xy += x * (p.slowdown() - 1);
-      xx += x * x;
-    }
-    rates.l2_penalty = xx > 0 ? std::clamp(xy / xx, 0.0, 10.0) : 0.0;
-  }
-  rt::PartitionGranularity gran{U, m, step};
   rt::PartitionWorkload work{Bc, F, Bm};
+  std::vector<rt::OverlapSample> samples;
+  for (auto& p : pts)
+    samples.push_back({p.comm_units, p.compute_units, chunk_bytes(p.chunk_rows), p.comm_ms * 1e-3, p.gemm_ms * 1e-3,
+                       p.together_gemm_ms * 1e-3});
+  auto tuned = rt::rates_from_sweep(samples, work, U, *copy * 1e12, double(l2));
+  if (!tuned) return fail("autotune", tuned.error());
+  const rt::PartitionRates rates = *tuned;
+  rt::PartitionGranularity gran{U, m, step};
   std::vector<uint64_t> chunk_sizes;
   for (int64_t k : chunks) chunk_sizes.push_back(chunk_bytes(k));
   auto plans = rt::sweep_partitions(gran, rates, work, chunk_sizes);
