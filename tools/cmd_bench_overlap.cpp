@@ -253,9 +253,8 @@ int bench_overlap(const std::vector<std::string>& args) {
   auto ev0 = dev->create_event(), ev1 = dev->create_event(), ev2 = dev->create_event();
   if (!flush) return fail("flush buffer", flush.error());
   if (!ev0 || !ev1 || !ev2) return fail("events", (!ev0 ? ev0 : !ev1 ? ev1 : ev2).error());
-  BenchTimer timer{*dev, s0, *flush, flush_bytes, {}, {}};
-  if (auto e = dev->create_event()) timer.ev0 = std::move(*e);
-  if (auto e = dev->create_event()) timer.ev1 = std::move(*e);
+  // ev1, ev2: the copy rate's timer; ev0: the start event of every run below.
+  BenchTimer timer{*dev, s0, *flush, flush_bytes, std::move(*ev1), std::move(*ev2)};
   auto copy = copy_tbps(*dev, timer, cpu, int(std::min<int64_t>(iters, 20)));
   if (!copy) return fail("copy rate", copy.error());
 
@@ -291,29 +290,36 @@ int bench_overlap(const std::vector<std::string>& args) {
   if (ok) ok = s0.synchronize();
   if (!ok) return fail("inputs", ok.error());
 
-  // One timed run: flush on s0, a start event there, each stream in `run` waits on it, runs
-  // its work and records its end; returns each end's ms from the start (medians over iters).
+  // One timed run: flush on s0 and a start event there; each job's stream waits on it, runs its
+  // work and records its end; s0 then waits on the ends in turn, recording a join after each, so
+  // that join j is when jobs 0..j have all finished (the last: the later end). Every timed event
+  // is s0's: a green context's event and the primary context's are never compared.
+  // Returns each join's ms from the start, medians over --iters after two warm-up runs.
   struct Job {
     const Stream* s;
     std::function<Status()> fn;
   };
   auto time_jobs = [&](std::vector<Job> jobs, std::vector<double>* med) -> Status {
-    std::vector<Event> ends;
-    for (size_t j = 0; j < jobs.size(); ++j) {
+    std::vector<Event> ends, joins;
+    for (size_t j = 0; j < 2 * jobs.size(); ++j) {
       HALCYON_ASSIGN_OR_RETURN(auto e, dev->create_event());
-      ends.push_back(std::move(e));
+      (j % 2 ? joins : ends).push_back(std::move(e));
     }
     std::vector<std::vector<double>> ms(jobs.size());
-    for (int64_t i = -2; i < iters; ++i) {  // two warm-up runs
+    for (int64_t i = -2; i < iters; ++i) {
       HALCYON_TRY(s0.fill<uint32_t>(*flush, 0, flush_bytes, 0x3f803f80u + uint32_t(i + 2)));
       HALCYON_TRY(s0.record(*ev0));
       for (auto& j : jobs) HALCYON_TRY(j.s->wait(*ev0));
       for (auto& j : jobs) HALCYON_TRY(j.fn());
       for (size_t j = 0; j < jobs.size(); ++j) HALCYON_TRY(jobs[j].s->record(ends[j]));
-      for (size_t j = 0; j < jobs.size(); ++j) HALCYON_TRY(ends[j].synchronize());
+      for (size_t j = 0; j < jobs.size(); ++j) {
+        HALCYON_TRY(s0.wait(ends[j]));
+        HALCYON_TRY(s0.record(joins[j]));
+      }
+      HALCYON_TRY(joins.back().synchronize());
       if (i < 0) continue;
       for (size_t j = 0; j < jobs.size(); ++j) {
-        HALCYON_ASSIGN_OR_RETURN(float e, ends[j].elapsed_since(*ev0));
+        HALCYON_ASSIGN_OR_RETURN(float e, joins[j].elapsed_since(*ev0));
         ms[j].push_back(e);
       }
     }
@@ -361,10 +367,10 @@ int bench_overlap(const std::vector<std::string>& args) {
       pt.gemm_ms = gemm_ms;
       ok = time_jobs({{&*sc, comm}}, &med);
       if (ok) pt.comm_ms = med[0];
-      if (ok) ok = time_jobs({{&*sc, comm}, {&*sg, gemm}}, &med);
+      if (ok) ok = time_jobs({{&*sg, gemm}, {&*sc, comm}}, &med);  // joins: the GEMM's end, both ends
       if (!ok) return fail("comm_dispatch beside the GEMM", ok.error());
-      pt.together_ms = std::max(med[0], med[1]);
-      pt.together_gemm_ms = med[1];
+      pt.together_ms = med[1];
+      pt.together_gemm_ms = med[0];
       pts.push_back(pt);
     }
   }
