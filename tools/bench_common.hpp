@@ -1,4 +1,5 @@
-// Shared by the `halcyon bench` benchmarks (cmd_bench.cpp: moe, cmd_bench_attention.cpp):
+// Shared by the `halcyon bench` benchmarks (cmd_bench.cpp: moe, cmd_bench_attention.cpp,
+// cmd_bench_overlap.cpp):
 // random device inputs without a host round trip, medians, and event timing of a GPU stage
 // after an L2 flush.
 #pragma once
@@ -18,6 +19,8 @@ namespace ops = halcyon::ops;
 
 // Runs `halcyon bench attention ARGS` (cmd_bench_attention.cpp).
 int bench_attention(const std::vector<std::string>& args);
+// Runs `halcyon bench overlap ARGS` (cmd_bench_overlap.cpp).
+int bench_overlap(const std::vector<std::string>& args);
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

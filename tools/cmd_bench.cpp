@@ -571,10 +571,11 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "moe") return bench_moe({args.begin() + 1, args.end()}, false);
   if (args[0] == "moe-sizes") return bench_moe({args.begin() + 1, args.end()}, true);
   if (args[0] == "attention") return halcyon::bench::bench_attention({args.begin() + 1, args.end()});
-  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, moe-sizes, attention)\n", args[0]);
+  if (args[0] == "overlap") return halcyon::bench::bench_overlap({args.begin() + 1, args.end()});
+  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, moe-sizes, attention, overlap)\n", args[0]);
   return 2;
 }
 
-halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|moe-sizes|attention --help)", run});
+halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|moe-sizes|attention|overlap --help)", run});
 
 }  // namespace

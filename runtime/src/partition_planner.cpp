@@ -175,6 +175,52 @@ Status parse_rate_line(std::string_view fields, int line_no, PartitionRates* r) 
 
 }  // namespace
 
+Result<PartitionRates> rates_from_sweep(const std::vector<OverlapSample>& sweep, const PartitionWorkload& w,
+                                        uint32_t device_units, double copy_bytes_per_s, double l2_bytes) {
+  if (sweep.empty()) return Error(HAL_INVALID_ARGUMENT, "partition autotune: the sweep is empty");
+  if (device_units == 0) return Error(HAL_INVALID_ARGUMENT, "partition autotune: the device has 0 units");
+  HALCYON_TRY(check_value("copy_bytes_per_s", copy_bytes_per_s, false));
+  HALCYON_TRY(check_value("l2_bytes", l2_bytes, true));
+  uint32_t cmin = sweep.front().comm_units;
+  for (const auto& p : sweep) {
+    if (!(p.comm_s > 0) || !(p.compute_s > 0) || !(p.together_compute_s > 0) || p.comm_units == 0 ||
+        p.compute_units == 0 || p.chunk_bytes == 0 || !std::isfinite(p.comm_s + p.compute_s + p.together_compute_s))
+      return Error(HAL_INVALID_ARGUMENT,
+                   fmt::format("partition autotune: a sample ({} units, chunk {} B) has a time, unit count or chunk "
+                               "that is not > 0",
+                               p.comm_units, p.chunk_bytes));
+    cmin = std::min(cmin, p.comm_units);
+  }
+  PartitionRates r;
+  const double Bc = w.comm_bytes;
+  const OverlapSample *fast = nullptr, *small = nullptr, *large = nullptr;
+  for (const auto& p : sweep) {
+    r.link_bytes_per_s = std::max(r.link_bytes_per_s, Bc / p.comm_s);
+    if (p.comm_units != cmin) continue;
+    if (!fast || p.comm_s < fast->comm_s) fast = &p;
+    if (!small || p.chunk_bytes < small->chunk_bytes) small = &p;
+    if (!large || p.chunk_bytes > large->chunk_bytes) large = &p;
+  }
+  r.comm_bytes_per_unit = Bc / fast->comm_s / cmin;
+  r.compute_flops_per_unit = w.compute_flops / fast->compute_s / fast->compute_units;
+  r.memory_bytes_per_s = copy_bytes_per_s;
+  r.compute_bytes_per_unit =
+      std::max(copy_bytes_per_s / device_units, w.compute_bytes / fast->compute_s / fast->compute_units);
+  const double n_small = std::ceil(Bc / double(small->chunk_bytes)), n_large = std::ceil(Bc / double(large->chunk_bytes));
+  r.chunk_overhead_s = n_small > n_large ? std::max(0.0, (small->comm_s - large->comm_s) / (n_small - n_large)) : 0.0;
+  r.l2_bytes = l2_bytes > 0 ? l2_bytes : 50e6;
+  double xy = 0, xx = 0;  // (slowdown - 1) = p * min(1, k / C), least squares
+  for (const auto& p : sweep) {
+    const double x = std::min(1.0, double(p.chunk_bytes) / r.l2_bytes);
+    xy += x * (p.together_compute_s / p.compute_s - 1);
+    xx += x * x;
+  }
+  r.l2_penalty = xx > 0 ? std::clamp(xy / xx, 0.0, 10.0) : 0.0;
+  if (!(r.link_bytes_per_s > 0) || !std::isfinite(r.link_bytes_per_s) || !(r.compute_flops_per_unit > 0))
+    return Error(HAL_INVALID_ARGUMENT, "partition autotune: the workload has no communication or computation");
+  return r;
+}
+
 Result<PartitionRates> parse_rates(const std::string& text, const std::string& device_key) {
   std::istringstream in(text);
   std::string line;

@@ -218,3 +218,39 @@ TEST_CASE("cli: bench picks the best device, says so, and has no made-up FLOP fl
     CHECK(cpu.output.find("the best device here") == std::string::npos);
   }
 }
+
+TEST_CASE("cli: bench overlap on the CPU sweeps, plans, and writes its JSON and SVG") {
+  setup();
+  const std::string json = tmp("overlap.json"), svg = tmp("overlap.svg");
+  std::remove(json.c_str());
+  std::remove(svg.c_str());
+  Outcome o = cli(fmt::format("bench overlap --device cpu --tokens 8 --topk 2 --experts 4 --hidden 64 --inter 32 "
+                              "--comm-units 1 --chunks 2,8 --iters 2 --json {} --svg {}",
+                              json, svg));
+  INFO(o.output);
+  REQUIRE(o.status == 0);
+  CHECK(o.output.find("planner's choice within") != std::string::npos);
+  CHECK(o.output.find("summary:") != std::string::npos);
+  std::ifstream jf(json), sf(svg);
+  std::string j((std::istreambuf_iterator<char>(jf)), std::istreambuf_iterator<char>());
+  std::string s((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
+  CHECK(j.find("\"planner_choice\": {\"comm_units\": 1") != std::string::npos);
+  CHECK(j.find("\"sweep\": [") != std::string::npos);
+  CHECK(j.find("\"chunk_rows\": 2,") != std::string::npos);
+  CHECK(j.find("\"chunk_rows\": 8,") != std::string::npos);
+  CHECK(j.find("\"rates\": {\"comm_bytes_per_unit\"") != std::string::npos);
+  CHECK(s.rfind("<svg", 0) == 0);
+  CHECK(s.find("</svg>") != std::string::npos);
+}
+
+TEST_CASE("cli: bench overlap's bad options are one-line errors with exit 2") {
+  setup();
+  const std::pair<const char*, const char*> cases[] = {
+      {"--iters 0", "--iters: '0'"},
+      {"--chunks 16,x", "--chunks: 'x'"},
+      {"--chunks 0", "--chunks: '0'"},
+      {"--comm-units 100000", "--comm-units: 100000 is not a split"},
+      {"--tokens", "--tokens needs a value"},
+      {"--bogus 1", "unknown option '--bogus'"}};
+  for (auto& [options, needle] : cases) expect_error(std::string("bench overlap --device cpu ") + options, 2, needle);
+}

@@ -133,3 +133,32 @@ TEST_CASE("rates round-trip through their text form, per device") {
   CHECK(missing.error().message().find("1 of the 8 rates") != std::string::npos);
   CHECK(parse_rates("dev compute_flops_per_unit=1\n", "dev").error().message().find("no tab") != std::string::npos);
 }
+
+TEST_CASE("partition autotune: rates from a synthetic sweep come back as they were made") {
+  // Communication at 10 GB/s per unit plus 1 us per chunk (as the model counts chunks), a GEMM
+  // at 1 TFLOP/s per unit, slowed by 0.5 * (chunk / 50 MB) beside the communication.
+  const PartitionWorkload w{1e9, 1e12, 1e9};
+  std::vector<OverlapSample> sweep;
+  for (uint32_t c : {8u, 16u, 24u})
+    for (uint64_t k : {1u << 20, 4u << 20, 16u << 20}) {
+      const double comm = w.comm_bytes / (10e9 * c) + std::ceil(w.comm_bytes / double(k)) * 1e-6;
+      const double gemm = w.compute_flops / (1e12 * (132 - c));
+      sweep.push_back({c, 132 - c, k, comm, gemm, gemm * (1 + 0.5 * double(k) / 50e6)});
+    }
+  const PartitionRates r = unwrap(rates_from_sweep(sweep, w, 132, 3e12, 0));
+  // The fastest comm at 8 units is the largest chunk: 0.0125 s + 60 chunks' overhead.
+  CHECK(r.comm_bytes_per_unit == doctest::Approx(w.comm_bytes / (w.comm_bytes / 80e9 + 60e-6) / 8));
+  CHECK(r.chunk_overhead_s == doctest::Approx(1e-6));
+  CHECK(r.compute_flops_per_unit == doctest::Approx(1e12));
+  CHECK(r.l2_bytes == 50e6);
+  CHECK(r.l2_penalty == doctest::Approx(0.5));
+  CHECK(r.memory_bytes_per_s == 3e12);
+  CHECK(r.link_bytes_per_s > r.comm_bytes_per_unit * 8);
+  // The plan from tuned rates is one the device can grant.
+  const PartitionPlan p = unwrap(plan_partition(h800(), r, w));
+  CHECK((p.comm_units - 8) % 8 == 0);
+
+  CHECK(!rates_from_sweep({}, w, 132, 3e12, 0).ok());
+  sweep[0].comm_s = 0;
+  CHECK(!rates_from_sweep(sweep, w, 132, 3e12, 0).ok());
+}

@@ -79,6 +79,28 @@ Result<std::vector<PartitionPlan>> sweep_partitions(const PartitionGranularity& 
 Result<PartitionPlan> plan_partition(const PartitionGranularity& g, const PartitionRates& r,
                                      const PartitionWorkload& w, const std::vector<uint64_t>& chunk_sizes = {});
 
+// One point of a measured overlap sweep (`halcyon bench overlap`): communication on comm_units
+// in chunks of chunk_bytes alone, the computation alone on compute_units, and the computation's
+// own time when both ran together (seconds).
+struct OverlapSample {
+  uint32_t comm_units = 0;
+  uint32_t compute_units = 0;
+  uint64_t chunk_bytes = 0;
+  double comm_s = 0;
+  double compute_s = 0;
+  double together_compute_s = 0;
+};
+
+// The autotune: the rates that docs/partitions.md ("halcyon bench overlap") derives from a
+// sweep of `w` on a device of `device_units` units whose copy rate (bytes read + written per
+// second) is `copy_bytes_per_s`, with an L2 of `l2_bytes` (0: 50 MB). comm_bytes_per_unit and
+// compute_flops_per_unit come from the smallest comm_units measured, link_bytes_per_s is the
+// best communication rate anywhere, chunk_overhead_s the smallest chunk's extra time over the
+// largest's per extra chunk (at least 0), l2_penalty a least-squares fit of the computation's
+// slowdown, clamped to [0, 10]. An empty sweep or a time <= 0 is HAL_INVALID_ARGUMENT.
+Result<PartitionRates> rates_from_sweep(const std::vector<OverlapSample>& sweep, const PartitionWorkload& w,
+                                        uint32_t device_units, double copy_bytes_per_s, double l2_bytes);
+
 // Rates kept per device between runs (an autotune is seconds of device time): one line of
 // "key value" pairs per device key (its URI and arch, e.g. "cuda:0 sm_90a NVIDIA H100").
 std::string format_rates(const std::string& device_key, const PartitionRates& r);
