@@ -426,10 +426,10 @@ int bench_overlap(const std::vector<std::string>& args) {
                p.comm_ms, p.gemm_ms, p.together_ms, 100 * p.efficiency(), p.slowdown(),
                &p == choice ? "  <- planner" : "", &p == best ? "  <- best measured" : "");
   fmt::print("  rates: comm {:.3g} B/s/unit, link {:.3g} B/s, compute {:.3g} FLOP/s/unit, {:.3g} B/s/unit, memory {:.3g} "
-             "B/s, chunk overhead {:.3g} s, l2 {:.3g} B, penalty {:.3g}\n",
+             "B/s, chunk overhead {:.3g} s, l2 {:.3g} B, penalty {:.3g}, interference {:.3g}\n",
              rates.comm_bytes_per_unit, rates.link_bytes_per_s, rates.compute_flops_per_unit,
              rates.compute_bytes_per_unit, rates.memory_bytes_per_s, rates.chunk_overhead_s, rates.l2_bytes,
-             rates.l2_penalty);
+             rates.l2_penalty, rates.comm_interference);
   if (plan)
     fmt::print("  planner: {} comm units, chunk {} rows, predicted {:.4f} ms; measured {:.4f} ms\n", plan->comm_units,
                plan->chunk_bytes / uint64_t(H * 2), plan->makespan_s * 1e3, choice ? choice->together_ms : 0.0);
@@ -461,10 +461,11 @@ int bench_overlap(const std::vector<std::string>& args) {
     }
     j += fmt::format(" ],\n \"rates\": {{\"comm_bytes_per_unit\": {:.6g}, \"link_bytes_per_s\": {:.6g}, "
                      "\"compute_flops_per_unit\": {:.6g}, \"compute_bytes_per_unit\": {:.6g}, \"memory_bytes_per_s\": "
-                     "{:.6g}, \"chunk_overhead_s\": {:.6g}, \"l2_bytes\": {:.6g}, \"l2_penalty\": {:.6g}}},\n",
+                     "{:.6g}, \"chunk_overhead_s\": {:.6g}, \"l2_bytes\": {:.6g}, \"l2_penalty\": {:.6g}, "
+                     "\"comm_interference\": {:.6g}}},\n",
                      rates.comm_bytes_per_unit, rates.link_bytes_per_s, rates.compute_flops_per_unit,
                      rates.compute_bytes_per_unit, rates.memory_bytes_per_s, rates.chunk_overhead_s, rates.l2_bytes,
-                     rates.l2_penalty);
+                     rates.l2_penalty, rates.comm_interference);
     if (plan)
       j += fmt::format(" \"planner_choice\": {{\"comm_units\": {}, \"chunk_rows\": {}, \"chunk_bytes\": {}, "
                        "\"predicted_ms\": {:.5f}, \"measured_ms\": {:.5f}}},\n",

@@ -20,7 +20,8 @@ namespace {
   X(link_bytes_per_s, false)                       \
   X(chunk_overhead_s, true)                        \
   X(l2_bytes, true)                                \
-  X(l2_penalty, true)
+  X(l2_penalty, true)                              \
+  X(comm_interference, true)
 
 Status check_value(const char* what, double v, bool zero_ok) {
   if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0))
@@ -64,16 +65,14 @@ PartitionPlan model(const PartitionGranularity& g, const PartitionRates& r, cons
   const double comm_rate = std::min(r.link_bytes_per_s, r.comm_bytes_per_unit * comm_units);
   const double chunks = std::ceil(w.comm_bytes / double(chunk));
   p.comm_s = w.comm_bytes > 0 ? w.comm_bytes / comm_rate + chunks * r.chunk_overhead_s : 0;
-  // Computation: bound by its FLOPs or its bytes; the memory it can use is what the
-  // communication's reads leave of the device's, and no more than its units can pull.
-  const double comm_memory = p.comm_s > 0 ? w.comm_bytes / p.comm_s : 0;
-  const double memory_left = std::max(r.memory_bytes_per_s - comm_memory, 0.05 * r.memory_bytes_per_s);
-  const double compute_memory = std::min(r.compute_bytes_per_unit * p.compute_units, memory_left);
+  // Computation: bound by its FLOPs or its bytes (its units' rate up to the memory's); beside
+  // the communication it loses the chunk's L2 share and a fraction of the communication's time
+  // to the memory both stream.
+  const double compute_memory = std::min(r.compute_bytes_per_unit * p.compute_units, r.memory_bytes_per_s);
   const double alone = std::max(w.compute_flops / (r.compute_flops_per_unit * p.compute_units),
                                 w.compute_bytes / compute_memory);
-  // A chunk in flight evicts its size of L2 from under the computation.
   const double l2_share = r.l2_bytes > 0 && w.comm_bytes > 0 ? std::min(1.0, double(chunk) / r.l2_bytes) : 0;
-  p.compute_s = alone * (1 + r.l2_penalty * l2_share);
+  p.compute_s = alone * (1 + r.l2_penalty * l2_share) + r.comm_interference * p.comm_s;
   // Overlapped: the longer side, plus the first chunk that must arrive before work starts.
   const double fill = w.comm_bytes > 0 ? std::min(double(chunk), w.comm_bytes) / comm_rate + r.chunk_overhead_s : 0;
   p.makespan_s = std::max(p.comm_s, p.compute_s) + fill;
@@ -175,6 +174,37 @@ Status parse_rate_line(std::string_view fields, int line_no, PartitionRates* r) 
 
 }  // namespace
 
+namespace {
+
+// The computation's extra time beside the communication, together - alone =
+// comm_interference * comm_s + l2_penalty * alone * min(1, chunk / l2_bytes): a least-squares
+// fit of both (normal equations of two unknowns); a coefficient that comes out negative is 0
+// and the other is fitted alone; each is clamped to [0, 10].
+void fit_interference(const std::vector<OverlapSample>& sweep, PartitionRates* r) {
+  double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+  for (const auto& p : sweep) {
+    const double x1 = p.comm_s, x2 = p.compute_s * std::min(1.0, double(p.chunk_bytes) / r->l2_bytes);
+    const double y = p.together_compute_s - p.compute_s;
+    s11 += x1 * x1, s12 += x1 * x2, s22 += x2 * x2, s1y += x1 * y, s2y += x2 * y;
+  }
+  double g = 0, l = 0;
+  const double det = s11 * s22 - s12 * s12;
+  if (det > 1e-12 * s11 * s22) {
+    g = (s1y * s22 - s2y * s12) / det;
+    l = (s2y * s11 - s1y * s12) / det;
+  }
+  if (!(det > 1e-12 * s11 * s22) || g < 0 || l < 0) {  // one term alone: the better of the two
+    const double g1 = s11 > 0 ? std::max(0.0, s1y / s11) : 0, l1 = s22 > 0 ? std::max(0.0, s2y / s22) : 0;
+    const double e_g = s11 * g1 * g1 - 2 * s1y * g1, e_l = s22 * l1 * l1 - 2 * s2y * l1;  // residual - sum(y^2)
+    g = e_g <= e_l ? g1 : 0;
+    l = e_g <= e_l ? 0 : l1;
+  }
+  r->comm_interference = std::clamp(g, 0.0, 10.0);
+  r->l2_penalty = std::clamp(l, 0.0, 10.0);
+}
+
+}  // namespace
+
 Result<PartitionRates> rates_from_sweep(const std::vector<OverlapSample>& sweep, const PartitionWorkload& w,
                                         uint32_t device_units, double copy_bytes_per_s, double l2_bytes) {
   if (sweep.empty()) return Error(HAL_INVALID_ARGUMENT, "partition autotune: the sweep is empty");
@@ -193,29 +223,27 @@ Result<PartitionRates> rates_from_sweep(const std::vector<OverlapSample>& sweep,
   }
   PartitionRates r;
   const double Bc = w.comm_bytes;
-  const OverlapSample *fast = nullptr, *small = nullptr, *large = nullptr;
+  const OverlapSample *fast = nullptr, *small = nullptr, *large = nullptr, *few = nullptr;
   for (const auto& p : sweep) {
     r.link_bytes_per_s = std::max(r.link_bytes_per_s, Bc / p.comm_s);
+    if (w.compute_bytes > 0) r.memory_bytes_per_s = std::max(r.memory_bytes_per_s, w.compute_bytes / p.compute_s);
+    if (!few || p.compute_units < few->compute_units ||
+        (p.compute_units == few->compute_units && p.compute_s < few->compute_s))
+      few = &p;
     if (p.comm_units != cmin) continue;
     if (!fast || p.comm_s < fast->comm_s) fast = &p;
     if (!small || p.chunk_bytes < small->chunk_bytes) small = &p;
     if (!large || p.chunk_bytes > large->chunk_bytes) large = &p;
   }
   r.comm_bytes_per_unit = Bc / fast->comm_s / cmin;
-  r.compute_flops_per_unit = w.compute_flops / fast->compute_s / fast->compute_units;
-  r.memory_bytes_per_s = copy_bytes_per_s;
-  r.compute_bytes_per_unit =
-      std::max(copy_bytes_per_s / device_units, w.compute_bytes / fast->compute_s / fast->compute_units);
+  r.compute_flops_per_unit = w.compute_flops / few->compute_s / few->compute_units;
+  if (!(r.memory_bytes_per_s > 0)) r.memory_bytes_per_s = copy_bytes_per_s;
+  r.compute_bytes_per_unit = w.compute_bytes > 0 ? w.compute_bytes / few->compute_s / few->compute_units
+                                                 : copy_bytes_per_s / device_units;
   const double n_small = std::ceil(Bc / double(small->chunk_bytes)), n_large = std::ceil(Bc / double(large->chunk_bytes));
   r.chunk_overhead_s = n_small > n_large ? std::max(0.0, (small->comm_s - large->comm_s) / (n_small - n_large)) : 0.0;
   r.l2_bytes = l2_bytes > 0 ? l2_bytes : 50e6;
-  double xy = 0, xx = 0;  // (slowdown - 1) = p * min(1, k / C), least squares
-  for (const auto& p : sweep) {
-    const double x = std::min(1.0, double(p.chunk_bytes) / r.l2_bytes);
-    xy += x * (p.together_compute_s / p.compute_s - 1);
-    xx += x * x;
-  }
-  r.l2_penalty = xx > 0 ? std::clamp(xy / xx, 0.0, 10.0) : 0.0;
+  fit_interference(sweep, &r);
   if (!(r.link_bytes_per_s > 0) || !std::isfinite(r.link_bytes_per_s) || !(r.compute_flops_per_unit > 0))
     return Error(HAL_INVALID_ARGUMENT, "partition autotune: the workload has no communication or computation");
   return r;

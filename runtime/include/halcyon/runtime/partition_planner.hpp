@@ -31,7 +31,7 @@ struct PartitionGranularity {
 // Per-unit rates, measured on the device (or synthetic in tests). Bytes and FLOPs per second.
 struct PartitionRates {
   // Computation (the grouped GEMMs): FLOP/s one unit sustains, and bytes/s one unit pulls
-  // from memory; the device's memory caps the sum (memory_bytes_per_s).
+  // from memory; memory_bytes_per_s caps the sum (the most the computation draws).
   double compute_flops_per_unit = 0;
   double compute_bytes_per_unit = 0;
   double memory_bytes_per_s = 0;
@@ -45,6 +45,9 @@ struct PartitionRates {
   // L2 the communication keeps in flight (a chunk of l2_bytes slows it by `l2_penalty`).
   double l2_bytes = 0;
   double l2_penalty = 0;
+  // Bandwidth interference: while both run, the computation loses this fraction of the
+  // communication's time (both stream the same memory). Measured on an H100: 0.37.
+  double comm_interference = 0;
 };
 
 // One layer's work: what must be communicated and computed, overlapped.
@@ -96,8 +99,12 @@ struct OverlapSample {
 // second) is `copy_bytes_per_s`, with an L2 of `l2_bytes` (0: 50 MB). comm_bytes_per_unit and
 // compute_flops_per_unit come from the smallest comm_units measured, link_bytes_per_s is the
 // best communication rate anywhere, chunk_overhead_s the smallest chunk's extra time over the
-// largest's per extra chunk (at least 0), l2_penalty a least-squares fit of the computation's
-// slowdown, clamped to [0, 10]. An empty sweep or a time <= 0 is HAL_INVALID_ARGUMENT.
+// largest's per extra chunk (at least 0). compute_flops_per_unit and compute_bytes_per_unit come
+// from the sample with the fewest compute units (so that the model interpolates within the
+// sweep rather than extrapolating a memory-bound rate to fewer units), memory_bytes_per_s is
+// the best memory rate the computation reached. comm_interference and l2_penalty are a joint
+// least-squares fit of the computation's extra time beside the communication, each clamped to
+// [0, 10]. An empty sweep or a time <= 0 is HAL_INVALID_ARGUMENT.
 Result<PartitionRates> rates_from_sweep(const std::vector<OverlapSample>& sweep, const PartitionWorkload& w,
                                         uint32_t device_units, double copy_bytes_per_s, double l2_bytes);
 
