@@ -180,8 +180,11 @@ Status allocate_outputs(const Device& device, std::string_view op, std::map<std:
   return {};
 }
 
-Status run_op(const Device& device, const Stream& stream, std::string_view op,
-              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params) {
+namespace {
+// run_op and run_op_with: the call checked against the contract, then `impl` (null: the one
+// select_impl chooses) launched.
+Status run_checked(const Device& device, const Stream& stream, std::string_view op, const OpImpl* impl,
+                   std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params) {
   const Contract* c = find_contract(op);
   if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
   auto b = bind_call(*c, tensors, params);
@@ -195,10 +198,27 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
                                                      it->second.shape_string(), fmt::join(want, ", ")));
   }
   std::string why;
-  const OpImpl* impl = select_impl(device, op, &why);
+  if (!impl) impl = select_impl(device, op, &why);
   if (!impl) return Error(HAL_UNSUPPORTED, why);
   OpContext ctx{device, stream, *c, *b, tensors};
   return impl->fn(ctx);
+}
+}  // namespace
+
+Status run_op(const Device& device, const Stream& stream, std::string_view op,
+              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params) {
+  return run_checked(device, stream, op, nullptr, tensors, params);
+}
+
+Status run_op_with(const OpImpl& impl, const Device& device, const Stream& stream,
+                   std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params) {
+  auto info = device.info();
+  if (!info) return info.error();
+  if ((!impl.backend.empty() && impl.backend != scheme_of(info->uri)) ||
+      (impl.backend.empty() && !device.has(format_cap(impl.format))) || !target_runs_on(impl.format, impl.target, info->arch))
+    return Error(HAL_UNSUPPORTED, fmt::format("{}: the implementation for {} does not run on {} ({})", impl.op,
+                                              impl.target, info->uri, info->arch));
+  return run_checked(device, stream, impl.op, &impl, tensors, params);
 }
 
 }  // namespace halcyon::ops

@@ -64,6 +64,13 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
               std::map<std::string, Tensor, std::less<>>& tensors,
               const std::map<std::string, std::string>& params = {});
 
+// run_op with the caller's explicit choice of implementation (one of impls_of(op)): for
+// tests and benchmarks that check or time each variant. HAL_UNSUPPORTED when it cannot run
+// on this device.
+Status run_op_with(const OpImpl& impl, const Device& device, const Stream& stream,
+                   std::map<std::string, Tensor, std::less<>>& tensors,
+                   const std::map<std::string, std::string>& params = {});
+
 // Allocates every output of `op` for the given inputs and params (shapes from the contract).
 Status allocate_outputs(const Device& device, std::string_view op,
                         std::map<std::string, Tensor, std::less<>>& tensors,
