@@ -173,27 +173,45 @@ int bench_attention(const std::vector<std::string>& args) {
     for (auto& [name, tn] : t)
       if (ok && tn.dtype == ops::DType::bf16) ok = fill.fill(tn);
     if (ok) ok = ops::allocate_outputs(*dev, op, t, params);
-    std::vector<double> ms;
-    if (ok) ok = timer.time([&] { return ops::run_op(*dev, st, op, t, params); }, iters, &ms);
     if (!ok) {
       fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name, ok.error().to_string());
       return 1;
     }
-    f.ms = median(ms);
-    const ops::OpImpl* impl = ops::select_impl(*dev, op);
-    const double us = f.ms * 1e3, byte_floor = f.bytes / (*copy * 1e12) * 1e6,
-                 flop_floor = f.flops / (peak_tflops * 1e12) * 1e6, floor = std::max(byte_floor, flop_floor);
-    fmt::print("  {:<26} {:>10.1f} {:>9.1f} {:>9.0f} {:>10.1f} {:>10} {:>8.0f}%  {}\n", c.name, us,
-               f.flops / (f.ms * 1e-3) / 1e12, f.kv_bytes / (f.ms * 1e-3) / 1e9, floor,
-               byte_floor >= flop_floor ? "(bytes)" : "(flops)", 100.0 * floor / us,
-               impl ? fmt::format("{}", impl->target) : std::string("?"));
-    json += fmt::format("  {{\"config\": \"{}\", \"op\": \"{}\", \"B\": {}, \"Sq\": {}, \"Hq\": {}, \"Hkv\": {}, \"D\": {}, "
-                        "\"L\": {}, \"causal\": {}, \"us\": {:.2f}, \"tflops\": {:.2f}, \"kv_GBps\": {:.1f}, "
-                        "\"kv_of_copy_rate\": {:.4f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": {:.2f}, "
-                        "\"flop_floor_us\": {:.2f}, \"impl\": \"{}\"}}{}\n",
-                        c.name, op, c.B, c.Sq, c.Hq, c.Hkv, c.D, c.L, c.causal, us, f.flops / (f.ms * 1e-3) / 1e12,
-                        f.kv_bytes / (f.ms * 1e-3) / 1e9, f.kv_bytes / (f.ms * 1e-3) / (*copy * 1e12), f.bytes,
-                        f.flops, byte_floor, flop_floor, impl ? impl->target : "?", ci + 1 < configs.size() ? "," : "");
+    // The implementation run_op selects, then every other PTX one that runs here (chosen
+    // explicitly), each on its own line.
+    std::vector<ops::OpImpl> impls;
+    if (const ops::OpImpl* sel = ops::select_impl(*dev, op)) impls.push_back(*sel);
+    for (auto& other : ops::impls_of(op))
+      if (auto runs = dev->can_run(other.format, other.target.c_str());
+          other.format == HAL_MODULE_PTX && runs && *runs &&
+          !(impls.size() && other.target == impls[0].target && other.priority == impls[0].priority))
+        impls.push_back(other);
+    for (size_t ii = 0; ii < impls.size(); ++ii) {
+      const ops::OpImpl* impl = &impls[ii];
+      std::vector<double> ms;
+      ok = timer.time(
+          [&] { return ops::run_op(*dev, st, op, t, params, ops::RunOptions{ii == 0 ? std::string() : impl->name}); },
+          iters, &ms);
+      if (!ok) {
+        fmt::print(stderr, "halcyon bench attention: {} ({}): {}\n", c.name, impl->target, ok.error().to_string());
+        return 1;
+      }
+      f.ms = median(ms);
+      const double us = f.ms * 1e3, byte_floor = f.bytes / (*copy * 1e12) * 1e6,
+                   flop_floor = f.flops / (peak_tflops * 1e12) * 1e6, floor = std::max(byte_floor, flop_floor);
+      fmt::print("  {:<26} {:>10.1f} {:>9.1f} {:>9.0f} {:>10.1f} {:>10} {:>8.0f}%  {}\n", c.name, us,
+                 f.flops / (f.ms * 1e-3) / 1e12, f.kv_bytes / (f.ms * 1e-3) / 1e9, floor,
+                 byte_floor >= flop_floor ? "(bytes)" : "(flops)", 100.0 * floor / us,
+                 fmt::format("{}{}", impl->target, ii == 0 ? " (selected)" : ""));
+      json += fmt::format("  {{\"config\": \"{}\", \"op\": \"{}\", \"B\": {}, \"Sq\": {}, \"Hq\": {}, \"Hkv\": {}, \"D\": {}, "
+                          "\"L\": {}, \"causal\": {}, \"us\": {:.2f}, \"tflops\": {:.2f}, \"kv_GBps\": {:.1f}, "
+                          "\"kv_of_copy_rate\": {:.4f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": {:.2f}, "
+                          "\"flop_floor_us\": {:.2f}, \"impl\": \"{}\"}}{}\n",
+                          c.name, op, c.B, c.Sq, c.Hq, c.Hkv, c.D, c.L, c.causal, us, f.flops / (f.ms * 1e-3) / 1e12,
+                          f.kv_bytes / (f.ms * 1e-3) / 1e9, f.kv_bytes / (f.ms * 1e-3) / (*copy * 1e12), f.bytes,
+                          f.flops, byte_floor, flop_floor, impl->target,
+                          ci + 1 < configs.size() || ii + 1 < impls.size() ? "," : "");
+    }
   }
   json += " ]\n}\n";
   fmt::print("  (GB/s KV: K+V bytes read / time; decode targets >= 90% of the copy rate, MLA >= 80%)\n");

@@ -66,25 +66,53 @@ Status combine(const ops::OpContext& ctx, const DeviceFacts& dev, uint64_t part_
   return launch(ctx, *k, {uint32_t(rows)}, {128}, a);
 }
 
-Status prefill(ops::OpContext& ctx) {
+// The checks and the grid both prefill kernels share: 64-row query tiles per sequence, at most
+// Tq / 64 + B of them (CTAs past the last exit); 0 tiles: nothing to launch.
+Result<int64_t> prefill_tiles(const ops::OpContext& ctx, ref::AttentionPrefillShape* s) {
   const auto& p = ctx.params();
-  ref::AttentionPrefillShape s{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"),
-                               ctx.dim("D"), p.b("causal"), float(p.f("scale"))};
-  HALCYON_TRY(ref::attention_prefill_check(s));
+  *s = {ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"), p.b("causal"),
+        float(p.f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(*s));
   HALCYON_TRY(check_aligned(ctx, {"q", "k", "v", "out"}));
+  const int64_t tiles = s->Tq == 0 ? 0 : ceil_div(s->Tq, kRows) + s->B;
+  if (tiles > INT32_MAX || s->Hq > 65535)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("attention_prefill: {} query tiles x {} heads is too large a grid", tiles, s->Hq));
+  return tiles;
+}
+
+Status prefill(ops::OpContext& ctx) {
+  ref::AttentionPrefillShape s;
+  HALCYON_ASSIGN_OR_RETURN(const int64_t tiles, prefill_tiles(ctx, &s));
+  if (tiles == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   auto k = kernel(ctx, dev, kImage, s.D == 64 ? "hc_attn_fwd_d64_sm80" : "hc_attn_fwd_d128_sm80");
   if (!k) return k.error();
-  // Tiles of 64 queries per sequence: at most Tq / 64 + B of them; CTAs past the last exit.
-  const int64_t tiles = ceil_div(s.Tq, kRows) + s.B;
-  if (s.Tq == 0 || tiles == 0) return {};
-  if (tiles > INT32_MAX || s.Hq > 65535)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_prefill: {} query tiles x {} heads is too large a grid", tiles, s.Hq));
   FwdArgs a{ctx.tensor("q").address(), ctx.tensor("k").address(), ctx.tensor("v").address(),
             ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("cu_seqlens_q").address(),
             ctx.tensor("cu_seqlens_k").address(), 0, 0, s.B, s.Hq, s.Hkv, 1, 0, 0, 0, s.causal, 0,
             scale_log2(s.scale, s.D)};
   return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2));
+}
+
+// Hopper (attention_sm90.cu): wgmma for both products. Registered below the sm_80 kernel
+// (explicit choice by name through RunOptions::impl) until it has been checked on a GPU.
+struct PrefillSm90Args {
+  uint64_t q, k, v, out, lse, cu_q, cu_k;
+  int64_t B, Hq, Hkv, causal;
+  double scale_log2;
+};
+Status prefill_sm90(ops::OpContext& ctx) {
+  ref::AttentionPrefillShape s;
+  HALCYON_ASSIGN_OR_RETURN(const int64_t tiles, prefill_tiles(ctx, &s));
+  if (tiles == 0) return {};
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  auto k = kernel(ctx, dev, "attention_sm90", s.D == 64 ? "hc_attn_prefill_d64_sm90" : "hc_attn_prefill_d128_sm90");
+  if (!k) return k.error();
+  PrefillSm90Args a{ctx.tensor("q").address(), ctx.tensor("k").address(), ctx.tensor("v").address(),
+                    ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("cu_seqlens_q").address(),
+                    ctx.tensor("cu_seqlens_k").address(), s.B, s.Hq, s.Hkv, s.causal, scale_log2(s.scale, s.D)};
+  return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2 + 1024));
 }
 
 Status decode(ops::OpContext& ctx) {
@@ -159,6 +187,7 @@ Status mla_decode(ops::OpContext& ctx) {
 }
 
 ops::RegisterOpImpl r_prefill({"attention_prefill", HAL_MODULE_PTX, "sm_80", "", 10, prefill});
+ops::RegisterOpImpl r_prefill_sm90({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 5, prefill_sm90});
 ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 10, decode});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode});
 

@@ -117,3 +117,29 @@ TEST_CASE("attention: shape errors name the dimension before anything runs") {
                                       {"seq_lens", {1}}})
             .find("Hq = 129") != std::string::npos);
 }
+
+TEST_CASE("RunOptions::impl: the caller's choice of implementation, refused where it cannot run") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::mt19937 rng(5);
+  Tensors t{{"q", upload(dev, s, DType::bf16, {3, 2, 64}, random_bf16(3 * 2 * 64, 1.f, rng))},
+            {"k", upload(dev, s, DType::bf16, {4, 1, 64}, random_bf16(4 * 64, 1.f, rng))},
+            {"v", upload(dev, s, DType::bf16, {4, 1, 64}, random_bf16(4 * 64, 1.f, rng))},
+            {"cu_seqlens_q", upload(dev, s, DType::i32, {2}, std::vector<int32_t>{0, 3})},
+            {"cu_seqlens_k", upload(dev, s, DType::i32, {2}, std::vector<int32_t>{0, 4})}};
+  unwrap(allocate_outputs(dev, "attention_prefill", t));
+  bool ran_host = false;
+  for (const OpImpl& impl : impls_of("attention_prefill")) {
+    auto st = run_op(dev, s, "attention_prefill", t, {}, RunOptions{impl.name});
+    if (impl.format == HAL_MODULE_HOST) {
+      CHECK(st.ok());
+      ran_host = true;
+    } else {
+      REQUIRE(!st);
+      CHECK(st.error().status() == HAL_UNSUPPORTED);
+      CHECK(st.error().message().find(impl.name) != std::string::npos);
+    }
+  }
+  CHECK(ran_host);
+  unwrap(s.synchronize());
+}

@@ -33,6 +33,37 @@ __device__ __forceinline__ long long key_row(const Problem& p, int j) {
   return ((long long)blk * p.BS + j % p.BS) * p.kv_stride + p.kv_head;
 }
 
+// Loads key rows [k0, k0 + 64) of k and v into shared memory (zeros past p.kend, which are
+// never read): 16-byte chunk c of tile row r lands at byte sk + off(r, c) (and sv + ...).
+template <int D, typename Off>
+__device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const unsigned short* k,
+                                             const unsigned short* v, const Problem& p, int k0, Off off) {
+  constexpr int CPR = D / 8;  // chunks a row
+#pragma unroll
+  for (int i = 0; i < kKeys * CPR / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const int row = c / CPR, chunk = c % CPR;
+    const int j = k0 + row;
+    const bool ok = j < p.kend;
+    const long long src = ok ? key_row(p, j) + chunk * 8 : 0;
+    cp_async16(sk + off(row, chunk), k + src, ok ? 16 : 0);
+    cp_async16(sv + off(row, chunk), v + src, ok ? 16 : 0);
+  }
+}
+
+// The CTA's 64 query rows (zeros for rows that do not exist), laid out as load_kv_tile's.
+template <int D, typename Off>
+__device__ __forceinline__ void load_q_tile(uint32_t sq, const Problem& p, const long long* row_q, Off off) {
+  constexpr int CPR = D / 8;
+#pragma unroll
+  for (int i = 0; i < kRows * CPR / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const int row = c / CPR, chunk = c % CPR;
+    const bool ok = row_q[row] >= 0;
+    cp_async16(sq + off(row, chunk), p.q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
+  }
+}
+
 // Prefill: blockIdx.x walks the 64-row query tiles of the sequences (causal: a sequence's
 // last tile, which sees the most keys, first), blockIdx.y is the query head. Fills p and the
 // rows' query offsets (-1: no such row) and visible key counts; false when the CTA is past the

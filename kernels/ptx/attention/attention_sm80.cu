@@ -25,21 +25,11 @@ __device__ __forceinline__ int sw(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
+// Byte offset of chunk c of row r in a [rows][D] tile swizzled as sw<D>.
 template <int D>
-__device__ __forceinline__ void load_kv(unsigned short* sk, unsigned short* sv, const unsigned short* k,
-                                        const unsigned short* v, const Problem& p, int k0) {
-  constexpr int CPR = D / 8;  // chunks a row
-#pragma unroll
-  for (int i = 0; i < kKeys * CPR / kThreads; ++i) {
-    const int c = threadIdx.x + i * kThreads;
-    const int row = c / CPR, chunk = c % CPR;
-    const int j = k0 + row;
-    const bool ok = j < p.kend;
-    const long long off = ok ? key_row(p, j) + chunk * 8 : 0;
-    cp_async16(smem_addr(sk + sw<D>(row, chunk)), k + off, ok ? 16 : 0);
-    cp_async16(smem_addr(sv + sw<D>(row, chunk)), v + off, ok ? 16 : 0);
-  }
-}
+struct SwOff {
+  __device__ uint32_t operator()(int row, int chunk) const { return uint32_t(sw<D>(row, chunk)) * 2; }
+};
 
 // The forward pass of one CTA. row_q[r]: element offset of row r's query (and output) row,
 // or -1 when row r does not exist; row_vis[r]: keys [0, row_vis[r]) are visible to row r.
@@ -53,18 +43,10 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
   unsigned short* sv = sk + 2 * kKeys * D;       // 2 stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2;
-  constexpr int CPR = D / 8;
 
-  // Q tile (zeros for rows that do not exist).
-#pragma unroll
-  for (int i = 0; i < kRows * CPR / kThreads; ++i) {
-    const int c = threadIdx.x + i * kThreads;
-    const int row = c / CPR, chunk = c % CPR;
-    const bool ok = row_q[row] >= 0;
-    cp_async16(smem_addr(sq + sw<D>(row, chunk)), p.q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
-  }
+  load_q_tile<D>(smem_addr(sq), p, row_q, SwOff<D>{});
   const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
-  if (n_tiles > 0) load_kv<D>(sk, sv, k, v, p, p.kbeg);
+  if (n_tiles > 0) load_kv_tile<D>(smem_addr(sk), smem_addr(sv), k, v, p, p.kbeg, SwOff<D>{});
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -85,7 +67,8 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * kKeys;
     if (it + 1 < n_tiles) {
-      load_kv<D>(sk + ((it + 1) & 1) * kKeys * D, sv + ((it + 1) & 1) * kKeys * D, k, v, p, k0 + kKeys);
+      load_kv_tile<D>(smem_addr(sk + ((it + 1) & 1) * kKeys * D), smem_addr(sv + ((it + 1) & 1) * kKeys * D), k, v, p,
+                      k0 + kKeys, SwOff<D>{});
       cp_async_commit();
       cp_async_wait<1>();
     } else {
