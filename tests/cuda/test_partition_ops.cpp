@@ -9,6 +9,8 @@
 
 #include <halcyon/ops/op.hpp>
 
+#include "test_support.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -22,15 +24,6 @@ using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
 
 namespace {
 
-template <typename T>
-T ok(halcyon::Result<T> r) {
-  if (!r) FAIL(r.error().to_string());
-  return std::move(r).value();
-}
-void ok(const halcyon::Status& s) {
-  if (!s) FAIL(s.error().to_string());
-}
-
 struct Host {
   ops::DType dtype;
   std::vector<int64_t> shape;
@@ -38,14 +31,14 @@ struct Host {
 };
 
 ops::Tensor put(const halcyon::Device& d, const halcyon::Stream& s, const Host& h) {
-  ops::Tensor t = ok(ops::make_tensor(d, h.dtype, h.shape));
-  if (t.bytes()) ok(s.write(t.buffer, t.offset, h.bytes.data(), t.bytes()));
+  ops::Tensor t = test::unwrap(ops::make_tensor(d, h.dtype, h.shape));
+  if (t.bytes()) test::unwrap(s.write(t.buffer, t.offset, h.bytes.data(), t.bytes()));
   return t;
 }
 std::vector<uint8_t> get(const halcyon::Stream& s, const ops::Tensor& t) {
   std::vector<uint8_t> v(t.bytes());
-  if (t.bytes()) ok(s.read(t.buffer, t.offset, v.data(), t.bytes()));
-  ok(s.synchronize());
+  if (t.bytes()) test::unwrap(s.read(t.buffer, t.offset, v.data(), t.bytes()));
+  test::unwrap(s.synchronize());
   return v;
 }
 
@@ -76,8 +69,8 @@ std::map<std::string, std::vector<uint8_t>> run(const halcyon::Device& d, const 
                                                 const std::map<std::string, std::string>& params) {
   Tensors t;
   for (auto& [name, h] : inputs) t[name] = put(d, s, h);
-  ok(ops::allocate_outputs(d, op, t, params));
-  ok(ops::run_op(d, s, op, t, params));
+  test::unwrap(ops::allocate_outputs(d, op, t, params));
+  test::unwrap(ops::run_op(d, s, op, t, params));
   std::map<std::string, std::vector<uint8_t>> out;
   for (auto& spec : ops::find_contract(op)->outputs) out[spec.name] = get(s, t.at(spec.name));
   return out;
@@ -103,15 +96,15 @@ double bf16_rel_err(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b
 }  // namespace
 
 TEST_CASE("the grouped GEMM on the compute partition beside comm_dispatch on the comm partition") {
-  auto dev = ok(halcyon::Device::open("cuda:0"));
-  auto cpu = ok(halcyon::Device::open("cpu"));
-  auto cpu_stream = ok(cpu.create_stream());
-  auto parts = ok(dev.split_n({{"comm", 20}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
-  auto comm_stream = ok(dev.create_stream(&parts[0]));
-  auto compute_stream = ok(dev.create_stream(&parts[1]));
-  const auto comm_info = ok(comm_stream.info()), compute_info = ok(compute_stream.info());
+  auto dev = test::unwrap(halcyon::Device::open("cuda:0"));
+  auto cpu = test::unwrap(halcyon::Device::open("cpu"));
+  auto cpu_stream = test::unwrap(cpu.create_stream());
+  auto parts = test::unwrap(dev.split_n({{"comm", 20}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+  auto comm_stream = test::unwrap(dev.create_stream(&parts[0]));
+  auto compute_stream = test::unwrap(dev.create_stream(&parts[1]));
+  const auto comm_info = test::unwrap(comm_stream.info()), compute_info = test::unwrap(compute_stream.info());
   MESSAGE("comm " << comm_info.units << " SMs, compute " << compute_info.units << " SMs");
-  CHECK(comm_info.units + compute_info.units == ok(dev.info()).compute_units);
+  CHECK(comm_info.units + compute_info.units == test::unwrap(dev.info()).compute_units);
 
   std::mt19937 rng(20261124);
   // Grouped GEMM: 8 experts, uneven rows (one empty), K 512, N 384.
@@ -132,10 +125,10 @@ TEST_CASE("the grouped GEMM on the compute partition beside comm_dispatch on the
   Tensors g, c;
   for (auto& [n, h] : gemm_in) g[n] = put(dev, compute_stream, h);
   for (auto& [n, h] : comm_in) c[n] = put(dev, comm_stream, h);
-  ok(ops::allocate_outputs(dev, "moe_grouped_gemm", g));
-  ok(ops::allocate_outputs(dev, "comm_dispatch", c, comm_params));
-  ok(ops::run_op(dev, compute_stream, "moe_grouped_gemm", g));
-  ok(ops::run_op(dev, comm_stream, "comm_dispatch", c, comm_params));
+  test::unwrap(ops::allocate_outputs(dev, "moe_grouped_gemm", g));
+  test::unwrap(ops::allocate_outputs(dev, "comm_dispatch", c, comm_params));
+  test::unwrap(ops::run_op(dev, compute_stream, "moe_grouped_gemm", g));
+  test::unwrap(ops::run_op(dev, comm_stream, "comm_dispatch", c, comm_params));
   auto gemm_out = get(compute_stream, g.at("out"));
   auto comm_out = get(comm_stream, c.at("out"));
 
