@@ -28,7 +28,7 @@ int usage(int rc) {
   fmt::print(rc ? stderr : stdout,
              "usage: halcyon bench overlap [--device URI] [--tokens N] [--topk N] [--experts N] [--hidden N]\n"
              "                             [--inter N] [--iters N] [--comm-units LIST] [--chunks LIST] [--fine]\n"
-             "                             [--json FILE] [--svg FILE]\n"
+             "                             [--dest device|host] [--save-rates FILE] [--json FILE] [--svg FILE]\n"
              "  moe_grouped_gemm ([R, I] x [E, I, H], R = tokens * topk, balanced random experts) on a\n"
              "  compute partition beside comm_dispatch (R rows of H bf16 from `tokens` rows, random map)\n"
              "  on a communication partition of the same device: each alone and both together, for each\n"
@@ -36,6 +36,10 @@ int usage(int rc) {
              "  the fine-grained steps) and chunk size in rows (--chunks, default 16,64,256). Medians of\n"
              "  --iters (default 20) after two warm-up runs and an L2 flush. The partition planner's rates\n"
              "  are derived from the sweep and its choice compared with the best measured point.\n"
+             "  --dest host: comm_dispatch writes into pinned host memory mapped for the device, and its\n"
+             "  rate is set beside a device-to-host copy of the same bytes (the link) instead of the\n"
+             "  device's copy rate. --save-rates FILE: the autotuned rates are kept in FILE, one line per\n"
+             "  device and destination (replacing that line), for rt::parse_rates.\n"
              "  Defaults: the DeepSeek-V3 shape per GPU (4096 tokens, top-8, 256 experts, I 2048, H 7168);\n"
              "  on cpu 64 tokens, 16 experts, I 128, H 256.\n");
   return rc;
@@ -138,7 +142,7 @@ std::string svg_plot(const std::vector<Point>& pts, const std::vector<int64_t>& 
 }  // namespace
 
 int bench_overlap(const std::vector<std::string>& args) {
-  std::string device = "cuda:0", json_path, svg_path, err;
+  std::string device = "cuda:0", json_path, svg_path, rates_path, dest = "device", err;
   int64_t iters = 20, tokens = -1, topk = 8, experts = -1, hidden = -1, inter = -1;
   std::vector<int64_t> comm_list, chunks;
   bool fine = false;
@@ -164,6 +168,12 @@ int bench_overlap(const std::vector<std::string>& args) {
     if (a == "--device") device = v;
     else if (a == "--json") json_path = v;
     else if (a == "--svg") svg_path = v;
+    else if (a == "--save-rates") rates_path = v;
+    else if (a == "--dest") {
+      ok = v == "device" || v == "host";
+      if (ok) dest = v;
+      else err = fmt::format("--dest: '{}' is not device or host", v);
+    }
     else if (a == "--iters") ok = integer(&iters, 1, 10000);
     else if (a == "--tokens") ok = integer(&tokens, 1, 1 << 20);
     else if (a == "--topk") ok = integer(&topk, 1, 64);
@@ -257,6 +267,24 @@ int bench_overlap(const std::vector<std::string>& args) {
   BenchTimer timer{*dev, s0, *flush, flush_bytes, std::move(*ev1), std::move(*ev2)};
   auto copy = copy_tbps(*dev, timer, cpu, int(std::min<int64_t>(iters, 20)));
   if (!copy) return fail("copy rate", copy.error());
+  // --dest host: the link's rate, a device-to-host copy of the rows comm_dispatch writes, into
+  // the pinned buffer it then writes to (mapped for the device).
+  const bool to_host = dest == "host";
+  const uint64_t out_bytes = uint64_t(D) * uint64_t(H) * 2;
+  std::optional<Buffer> host_out;
+  double link_GBps = 0;
+  if (to_host) {
+    auto h = dev->allocate(out_bytes, HAL_MEMORY_HOST_PINNED);
+    auto src = dev->allocate(out_bytes);
+    if (!h) return fail("pinned host buffer", h.error());
+    if (!src) return fail("link copy source", src.error());
+    if (auto r = s0.fill<uint32_t>(*src, 0, out_bytes, 0x3f803f80u); !r) return fail("link copy source", r.error());
+    std::vector<double> ms;
+    auto r = timer.time([&] { return s0.copy(*h, 0, *src, 0, out_bytes); }, int(std::max<int64_t>(iters, 10)), &ms);
+    if (!r) return fail("device-to-host copy", r.error());
+    link_GBps = double(out_bytes) / (median(ms) * 1e-3) / 1e9;
+    host_out = std::move(*h);
+  }
 
   // Inputs, written once through the whole-device stream.
   Filler fill{*dev, s0, {}};
@@ -287,6 +315,7 @@ int bench_overlap(const std::vector<std::string>& args) {
   if (ok) ok = fill.fill(cm["x"]);
   if (ok) ok = ops::allocate_outputs(*dev, "moe_grouped_gemm", g, {});
   if (ok) ok = ops::allocate_outputs(*dev, "comm_dispatch", cm, {{"chunk_rows", "16"}});
+  if (ok && to_host) cm["out"] = ops::Tensor{*host_out, 0, ops::DType::bf16, {D, H}};
   if (ok) ok = s0.synchronize();
   if (!ok) return fail("inputs", ok.error());
 
@@ -376,7 +405,9 @@ int bench_overlap(const std::vector<std::string>& args) {
   }
 
   // Autotune: the planner's rates from the sweep (rt::rates_from_sweep, docs/partitions.md).
-  const double Bc = 2.0 * double(D) * double(H) * 2, F = 2.0 * double(R) * double(I) * double(H),
+  // Bytes the communication moves over what it targets: the device's memory (read + write) or
+  // the link to the host (the rows written).
+  const double Bc = to_host ? double(out_bytes) : 2.0 * double(D) * double(H) * 2, F = 2.0 * double(R) * double(I) * double(H),
                Bm = double(E) * I * H * 2 + double(R) * I * 2 + double(R) * H * 2;
   auto chunk_bytes = [&](int64_t k) { return uint64_t(k) * uint64_t(H) * 2; };
   rt::PartitionWorkload work{Bc, F, Bm};
@@ -411,12 +442,16 @@ int bench_overlap(const std::vector<std::string>& args) {
                                       return a.second < b.second;
                                     })->second;
   const double comm_whole_GBps = Bc / (comm_whole_best_ms * 1e-3) / 1e9;
+  const double target_GBps = to_host ? link_GBps : *copy * 1e3;  // what the comm kernel is held to
+  const char* target_name = to_host ? "device-to-host copy rate" : "copy rate";
 
   // Report.
   fmt::print("halcyon bench overlap on {} ({}, {}), {} iterations, medians\n", info->uri, info->name, info->arch, iters);
   fmt::print("  GEMM moe_grouped_gemm R {} x I {} -> H {}, {} experts ({:.4g} GFLOP, {:.4g} MB); comm_dispatch {} rows of "
-             "{} from {} tokens ({:.4g} MB read+write)\n",
-             R, I, H, E, F / 1e9, Bm / 1e6, D, H, tokens, Bc / 1e6);
+             "{} from {} tokens into {} ({:.4g} MB {})\n",
+             R, I, H, E, F / 1e9, Bm / 1e6, D, H, tokens, to_host ? "pinned host memory" : "device memory", Bc / 1e6,
+             to_host ? "over the link" : "read+write");
+  if (to_host) fmt::print("  device-to-host copy of the same {:.4g} MB: {:.2f} GB/s\n", Bc / 1e6, link_GBps);
   fmt::print("  {} units, splits from {} in steps of {} ({}); copy rate {:.3f} TB/s; GEMM on the whole device {:.3f} ms\n",
              U, m, step, caps->mechanism_name, *copy, gemm_whole_ms);
   fmt::print("  {:>6} {:>6} {:>11} {:>11} {:>11} {:>10} {:>9}\n", "comm", "chunk", "comm ms", "gemm ms", "together",
@@ -435,18 +470,20 @@ int bench_overlap(const std::vector<std::string>& args) {
                plan->chunk_bytes / uint64_t(H * 2), plan->makespan_s * 1e3, choice ? choice->together_ms : 0.0);
   fmt::print("summary: best measured {} comm units chunk {} rows together {:.4f} ms (overlap {:.0f}%, GEMM slowdown "
              "{:.3f}x); planner's choice within {:.1f}% of the best measured; comm_dispatch {:.4g} GB/s on the whole "
-             "device = {:.0f}% of the copy rate (target >= 85%)\n",
+             "device = {:.0f}% of the {} (target >= 85%)\n",
              best->comm_units, best->chunk_rows, best->together_ms, 100 * best->efficiency(), best->slowdown(), within,
-             comm_whole_GBps, 100 * comm_whole_GBps / (*copy * 1e3));
+             comm_whole_GBps, 100 * comm_whole_GBps / target_GBps, target_name);
 
   if (!json_path.empty()) {
     std::string j = fmt::format(
         "{{\n \"device\": \"{}\", \"name\": \"{}\", \"arch\": \"{}\", \"iters\": {}, \"units\": {}, \"min_units\": {}, "
         "\"step_units\": {}, \"mechanism\": \"{}\",\n \"tokens\": {}, \"topk\": {}, \"rows\": {}, \"experts\": {}, "
         "\"inter\": {}, \"hidden\": {}, \"comm_bytes\": {:.0f}, \"gemm_flops\": {:.0f}, \"gemm_bytes\": {:.0f},\n"
-        " \"copy_TBps\": {:.5f}, \"gemm_whole_ms\": {:.5f}, \"comm_whole_GBps\": {:.2f}, \"comm_of_copy_rate\": {:.4f},\n",
+        " \"copy_TBps\": {:.5f}, \"gemm_whole_ms\": {:.5f}, \"comm_whole_GBps\": {:.2f}, \"comm_of_copy_rate\": {:.4f},\n"
+        " \"dest\": \"{}\", \"link_GBps\": {:.2f}, \"comm_of_target_rate\": {:.4f},\n",
         info->uri, info->name, info->arch, iters, U, m, step, caps->mechanism_name, tokens, topk, R, E, I, H, Bc, F, Bm,
-        *copy, gemm_whole_ms, comm_whole_GBps, comm_whole_GBps / (*copy * 1e3));
+        *copy, gemm_whole_ms, comm_whole_GBps, comm_whole_GBps / (*copy * 1e3), dest, link_GBps,
+        comm_whole_GBps / target_GBps);
     j += " \"comm_whole_ms\": {";
     for (size_t i = 0; i < chunks.size(); ++i)
       j += fmt::format("{}\"{}\": {:.5f}", i ? ", " : "", chunks[i], comm_whole_ms[chunks[i]]);
@@ -477,6 +514,17 @@ int bench_overlap(const std::vector<std::string>& args) {
     if (!write_file(json_path, j)) return 1;
   }
   if (!svg_path.empty() && !write_file(svg_path, svg_plot(pts, chunks, choice))) return 1;
+  if (!rates_path.empty()) {
+    const std::string key = fmt::format("{} {} {} dest={}", info->uri, info->arch, info->name, dest);
+    std::string old;
+    if (FILE* f = std::fopen(rates_path.c_str(), "rb")) {  // absent: a new file
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) old.append(buf, n);
+      std::fclose(f);
+    }
+    if (!write_file(rates_path, rt::upsert_rates(old, key, rates))) return 1;
+    fmt::print("  rates saved in {} as '{}'\n", rates_path, key);
+  }
   return 0;
 }
 

@@ -91,6 +91,12 @@ uint64_t tma_shared(int epilogue, const GemmArgs& g, GemmKernel which) {
 }
 
 // Launches the TMA kernel `which` (kTma, kSwap or kSwapWs).
+// The swap-AB kernels' last two arguments: RunOptions::sm_trace (null, 0 when not asked).
+void trace_args(const ops::OpContext& ctx, ArgPack& a) {
+  const ops::Tensor* t = ctx.sm_trace;
+  a.value(uint64_t(t ? t->address() : 0)).value(int64_t(t ? t->shape[0] : 0));
+}
+
 Status launch_gemm_tma(ops::OpContext& ctx, const DeviceFacts& dev, int epilogue, const GemmArgs& g,
                        const ops::Tensor& a, const ops::Tensor& b, GemmKernel which) {
   if (std::string why = tma_misfit(dev, epilogue, g, which); !why.empty())
@@ -127,6 +133,7 @@ Status launch_gemm_tma(ops::OpContext& ctx, const DeviceFacts& dev, int epilogue
                        [&](ArgPack& a) {
                          a.value(*ta).value(*ta16).value(*tb).value(g.offsets).value(g.out).value(g.R).value(g.K);
                          a.value(g.N).value(g.EL);
+                         if (swap) trace_args(ctx, a);
                        });
 }
 
@@ -541,6 +548,7 @@ Status swiglu_gather(ops::OpContext& ctx, bool swapw) {
                          [&](ArgPack& a) {
                            a.value(*tb).value(g.x).value(g.row_to_slot).value(g.offsets).value(g.out).value(g.R);
                            a.value(g.K).value(g.N).value(g.EL).value(g.topk).value(g.T);
+                           trace_args(ctx, a);
                          });
   }
   const bool aligned = H % 8 == 0 && I % 8 == 0;
@@ -569,6 +577,12 @@ Status moe_combine(ops::OpContext& ctx) {
 }
 
 // The implementations. Names say the target and the variant; see docs/kernels/ptx.md.
+// An implementation whose kernel honours RunOptions::sm_trace (the swap-AB kernels).
+ops::OpImpl traced(ops::OpImpl i) {
+  i.records_sm = true;
+  return i;
+}
+
 ops::OpImpl impl(const char* op, const char* target, int priority, ops::OpImplFn fn, const char* name,
                  const char* summary, ops::OpPredicate applies = nullptr, ops::OpPredicate preferred = nullptr,
                  bool automatic = true, ops::OpPredicate fused_pays = nullptr) {
@@ -598,32 +612,32 @@ ops::RegisterOpImpl r9(impl("moe_combine", "sm_80", 10, moe_combine, "sm80", "25
 ops::RegisterOpImpl r10(impl("moe_grouped_gemm_swiglu_gather", "sm_80", 10, [](ops::OpContext& c) { return swiglu_gather(c, false); },
                              "sm80", "mma.sync reading rows through row_to_slot"));
 #ifdef HALCYON_PTX_HAVE_SM90_GEMM
-ops::RegisterOpImpl r11(impl("moe_grouped_gemm_swiglu", "sm_90a", 40, grouped_with<kGemmSwiglu, GemmKernel::kSwapWs>,
+ops::RegisterOpImpl r11(traced(impl("moe_grouped_gemm_swiglu", "sm_90a", 40, grouped_with<kGemmSwiglu, GemmKernel::kSwapWs>,
                              "sm90.swapw", "wgmma swap-AB, warp-specialized (TMA; its cubin)",
-                             tma_applies<kGemmSwiglu, GemmKernel::kSwapWs>, swapw_preferred));
-ops::RegisterOpImpl r12(impl("moe_grouped_gemm_swiglu", "sm_90a", 30, grouped_with<kGemmSwiglu, GemmKernel::kSwap>,
+                             tma_applies<kGemmSwiglu, GemmKernel::kSwapWs>, swapw_preferred)));
+ops::RegisterOpImpl r12(traced(impl("moe_grouped_gemm_swiglu", "sm_90a", 30, grouped_with<kGemmSwiglu, GemmKernel::kSwap>,
                              "sm90.swap", "wgmma swap-AB, 256 threads (TMA)", tma_applies<kGemmSwiglu, GemmKernel::kSwap>,
-                             swap_preferred<kGemmSwiglu>));
+                             swap_preferred<kGemmSwiglu>)));
 ops::RegisterOpImpl r13(impl("moe_grouped_gemm_swiglu", "sm_90a", 20, grouped_with<kGemmSwiglu, GemmKernel::kTma>, "sm90.tma",
                              "wgmma row tiles of 256 (TMA; 5-slot weight ring at <= 64 rows per expert)",
                              tma_applies<kGemmSwiglu, GemmKernel::kTma>));
 ops::RegisterOpImpl r14(impl("moe_grouped_gemm_swiglu", "sm_90a", 15, grouped_with<kGemmSwiglu, GemmKernel::kSm90Basic>,
                              "sm90.basic", "wgmma, cp.async", basic_applies<kGemmSwiglu>));
-ops::RegisterOpImpl r15(impl("moe_grouped_gemm", "sm_90a", 40, grouped_with<kGemmBf16, GemmKernel::kSwapWs>, "sm90.swapw",
+ops::RegisterOpImpl r15(traced(impl("moe_grouped_gemm", "sm_90a", 40, grouped_with<kGemmBf16, GemmKernel::kSwapWs>, "sm90.swapw",
                              "wgmma swap-AB, warp-specialized (TMA; its cubin)", tma_applies<kGemmBf16, GemmKernel::kSwapWs>,
-                             swapw_preferred));
-ops::RegisterOpImpl r16(impl("moe_grouped_gemm", "sm_90a", 30, grouped_with<kGemmBf16, GemmKernel::kSwap>, "sm90.swap",
+                             swapw_preferred)));
+ops::RegisterOpImpl r16(traced(impl("moe_grouped_gemm", "sm_90a", 30, grouped_with<kGemmBf16, GemmKernel::kSwap>, "sm90.swap",
                              "wgmma swap-AB, 256 threads (TMA)", tma_applies<kGemmBf16, GemmKernel::kSwap>,
-                             swap_preferred<kGemmBf16>));
+                             swap_preferred<kGemmBf16>)));
 ops::RegisterOpImpl r17(impl("moe_grouped_gemm", "sm_90a", 20, grouped_with<kGemmBf16, GemmKernel::kTma>, "sm90.tma",
                              "wgmma row tiles of 256 (TMA; 5-slot weight ring at <= 64 rows per expert)",
                              tma_applies<kGemmBf16, GemmKernel::kTma>));
 ops::RegisterOpImpl r18(impl("moe_grouped_gemm", "sm_90a", 15, grouped_with<kGemmBf16, GemmKernel::kSm90Basic>, "sm90.basic",
                              "wgmma, cp.async", basic_applies<kGemmBf16>));
-ops::RegisterOpImpl r19(impl("moe_grouped_gemm_swiglu_gather", "sm_90a", 20,
+ops::RegisterOpImpl r19(traced(impl("moe_grouped_gemm_swiglu_gather", "sm_90a", 20,
                              [](ops::OpContext& c) { return swiglu_gather(c, true); }, "sm90.swapw",
                              "wgmma swap-AB, producer warps gather rows with cp.async (its cubin)", gather_swapw_applies,
-                             swapw_preferred, true, gather_swapw_pays));
+                             swapw_preferred, true, gather_swapw_pays)));
 #endif
 
 }  // namespace

@@ -297,7 +297,15 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
   const ApplyContext call{*facts, &device, &*b, &tensors, options.code};
   auto impl = select_impl(device, op, options, &call);
   if (!impl) return impl.error();
-  OpContext ctx{device, stream, *c, *b, tensors, options.code};
+  if (const Tensor* t = options.sm_trace) {
+    if (!(*impl)->records_sm)
+      return Error(HAL_UNSUPPORTED, fmt::format("{}: implementation '{}' does not record the units it runs on "
+                                                "(RunOptions::sm_trace)", op, (*impl)->name));
+    if (t->dtype != DType::i32 || t->shape.size() != 1 || t->buffer.get() == nullptr)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: sm_trace must be a 1-d i32 tensor, not {} {}", op,
+                                                     dtype_name(t->dtype), t->shape_string()));
+  }
+  OpContext ctx{device, stream, *c, *b, tensors, options.code, options.sm_trace};
   return (*impl)->fn(ctx);
 }
 

@@ -135,6 +135,28 @@ std::string format_rates(const std::string& device_key, const PartitionRates& r)
   return line + '\n';
 }
 
+std::string upsert_rates(const std::string& text, const std::string& device_key, const PartitionRates& r) {
+  const std::string prefix = device_key + '\t';
+  std::string out;
+  bool replaced = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string_view line(text.data() + pos, end - pos);
+    if (line.substr(0, prefix.size()) == prefix) {
+      if (!replaced) out += format_rates(device_key, r);
+      replaced = true;
+    } else {
+      out += line;
+      if (line.back() != '\n') out += '\n';
+    }
+    pos = end;
+  }
+  if (!replaced) out += format_rates(device_key, r);
+  return out;
+}
+
 namespace {
 
 Status parse_rate_line(std::string_view fields, int line_no, PartitionRates* r) {

@@ -18,6 +18,7 @@
 #include <vector>
 #include <cstdio>
 #include <random>
+#include <set>
 
 namespace ops = halcyon::ops;
 using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
@@ -138,6 +139,73 @@ TEST_CASE("the grouped GEMM on the compute partition beside comm_dispatch on the
   MESSAGE("grouped GEMM on the compute partition: rel err " << err);
   CHECK(err < 1e-2);
   CHECK(comm_out == comm_ref.at("out"));
+}
+
+// Issue 16: the grouped GEMM's own blocks record %smid (RunOptions::sm_trace). On the 112-SM
+// compute partition (comm = 20 on an H100's 132) they must never touch an SM that the same
+// GEMM reaches on the comm partition, and the persistent grid must be sized to the partition.
+std::set<int32_t> gemm_sms(const halcyon::Device& dev, const halcyon::Stream& s, Tensors& g, int64_t* blocks) {
+  const int64_t n = 1024;
+  ops::Tensor trace = test::unwrap(ops::make_tensor(dev, ops::DType::i32, {n}));
+  test::unwrap(s.fill<uint32_t>(trace.buffer, trace.offset, n * 4, 0xFFFFFFFFu));
+  ops::RunOptions opt;
+  opt.impl = "sm90.swapw";
+  opt.sm_trace = &trace;
+  test::unwrap(ops::run_op(dev, s, "moe_grouped_gemm", g, {}, opt));
+  std::vector<int32_t> ids(n);
+  test::unwrap(s.read(trace.buffer, trace.offset, ids.data(), n * 4));
+  test::unwrap(s.synchronize());
+  std::set<int32_t> used;
+  *blocks = 0;
+  for (int32_t v : ids)
+    if (v != -1) {
+      used.insert(v);
+      ++*blocks;
+    }
+  return used;
+}
+
+TEST_CASE("the grouped GEMM's own %smid: on the compute partition it never runs on the comm partition's SMs") {
+  auto dev = test::unwrap(halcyon::Device::open("cuda:0"));
+  if (!ops::select_impl(dev, "moe_grouped_gemm", ops::RunOptions{"sm90.swapw"}).ok()) {
+    MESSAGE("sm90.swapw cannot run here (not sm_90a, or its cubin does not load): nothing to trace");
+    return;
+  }
+  auto parts = test::unwrap(dev.split_n({{"comm", 20}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+  auto comm_stream = test::unwrap(dev.create_stream(&parts[0]));
+  auto compute_stream = test::unwrap(dev.create_stream(&parts[1]));
+  const uint32_t comm_units = test::unwrap(comm_stream.info()).units,
+                 compute_units = test::unwrap(compute_stream.info()).units;
+  MESSAGE("comm " << comm_units << " SMs, compute " << compute_units << " SMs");
+  // Enough tiles for a full persistent grid: 8 experts of 512 rows, K 1024, N 2048.
+  std::mt19937 rng(7);
+  const int64_t E = 8, K = 1024, N = 2048, R = 4096;
+  std::vector<int32_t> offsets(E + 1);
+  for (int64_t e = 0; e <= E; ++e) offsets[size_t(e)] = int32_t(e * R / E);
+  std::map<std::string, Host> in{{"a", bf16_random(rng, {R, K})},
+                                 {"w", bf16_random(rng, {E, K, N})},
+                                 {"expert_offsets", i32({E + 1}, offsets)}};
+  Tensors g;
+  for (auto& [n, h] : in) g[n] = put(dev, compute_stream, h);
+  test::unwrap(ops::allocate_outputs(dev, "moe_grouped_gemm", g));
+  int64_t compute_blocks = 0, comm_blocks = 0;
+  const auto on_compute = gemm_sms(dev, compute_stream, g, &compute_blocks);
+  const auto on_comm = gemm_sms(dev, comm_stream, g, &comm_blocks);
+  MESSAGE("GEMM blocks: " << compute_blocks << " on " << on_compute.size() << " SMs (compute), " << comm_blocks
+                          << " on " << on_comm.size() << " SMs (comm)");
+  CHECK(compute_blocks == compute_units);  // the persistent grid is the partition's size
+  CHECK(comm_blocks == comm_units);
+  CHECK(on_compute.size() <= compute_units);
+  CHECK(on_comm.size() <= comm_units);
+  for (int32_t sm : on_compute) CHECK_MESSAGE(on_comm.count(sm) == 0, "SM " << sm << " is in both partitions");
+  // Asking an implementation that does not record is an error, never a silent no-op.
+  ops::Tensor trace = test::unwrap(ops::make_tensor(dev, ops::DType::i32, {16}));
+  ops::RunOptions opt;
+  opt.impl = "sm80";
+  opt.sm_trace = &trace;
+  auto r = ops::run_op(dev, compute_stream, "moe_grouped_gemm", g, {}, opt);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().status() == HAL_UNSUPPORTED);
 }
 
 int main(int argc, char** argv) {

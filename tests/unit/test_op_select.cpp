@@ -127,6 +127,17 @@ TEST_CASE("select: naming an unknown or unusable implementation is an error list
   CHECK(!select_impl(dev, "vector_add", RunOptions{"test.foreign"}).ok());
 }
 
+TEST_CASE("select: RunOptions::sm_trace on an implementation that does not record it is an error") {
+  Call c(7);
+  Tensor trace = unwrap(make_tensor(c.dev, DType::i32, {4}));
+  RunOptions o;
+  o.sm_trace = &trace;
+  auto r = c.run(o);
+  REQUIRE(!r.ok());
+  CHECK(r.error().status() == HAL_UNSUPPORTED);
+  CHECK(r.error().message().find("does not record the units it runs on") != std::string::npos);
+}
+
 namespace {
 
 // The predicates of a registered implementation, asked about a call of `op` with these dims

@@ -219,3 +219,19 @@ TEST_CASE("partition autotune on the sweep measured on an H100: the planner's ch
   CHECK(chosen->together_s <= 1.05 * best);
   CHECK(p.makespan_s == doctest::Approx(chosen->together_s).epsilon(0.1));
 }
+
+TEST_CASE("planner: upsert_rates replaces one device's line and keeps the others") {
+  PartitionRates a = simple_rates(), b = simple_rates();
+  b.chunk_overhead_s = 3e-6;
+  std::string text = "# halcyon partition rates\n" + format_rates("cuda:0 x dest=host", a) + format_rates("cuda:1 y", a);
+  std::string t2 = upsert_rates(text, "cuda:0 x dest=host", b);
+  CHECK(t2.rfind("# halcyon partition rates\n", 0) == 0);
+  CHECK(unwrap(parse_rates(t2, "cuda:0 x dest=host")).chunk_overhead_s == 3e-6);
+  CHECK(unwrap(parse_rates(t2, "cuda:1 y")).chunk_overhead_s == a.chunk_overhead_s);
+  CHECK(std::count(t2.begin(), t2.end(), '\n') == 3);
+  std::string t3 = upsert_rates(t2, "cuda:2 z", a);  // a new device: appended
+  CHECK(std::count(t3.begin(), t3.end(), '\n') == 4);
+  CHECK(parse_rates(t3, "cuda:2 z").ok());
+  CHECK(upsert_rates("", "k", a) == format_rates("k", a));
+  CHECK(upsert_rates("no newline at end", "k", a) == "no newline at end\n" + format_rates("k", a));
+}

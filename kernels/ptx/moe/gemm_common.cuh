@@ -93,6 +93,16 @@ __device__ __forceinline__ TileMap build_tile_map(const int* offsets, long long 
   return m;
 }
 
+// Diagnostics (ops::RunOptions::sm_trace, partition tests): block b < n writes the SM it runs
+// on to trace[b]. Null trace: nothing (the normal run; one uniform branch).
+__device__ __forceinline__ void record_sm(int* trace, long long n) {
+  if (trace != nullptr && threadIdx.x == 0 && (long long)blockIdx.x < n) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    trace[blockIdx.x] = (int)sm;
+  }
+}
+
 struct Tile {
   int expert, n_tile, row0, row_end;
 };

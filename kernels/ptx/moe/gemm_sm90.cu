@@ -816,8 +816,9 @@ HC_GEMM_TMA_ENTRY(hc_moe_gemm_sm90tma_b5, hc::kStoreBf16, 5)
   extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                  \
       NAME(const __grid_constant__ hc::TensorMap ta, const __grid_constant__ hc::TensorMap ta16,             \
            const __grid_constant__ hc::TensorMap tb, const int* offsets, void* out, long long R, long long K, \
-           long long N, long long EL) {                                                                      \
-    hc::grouped_gemm_swap<EPI, WS>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                                  \
+           long long N, long long EL, int* sm_trace, long long sm_trace_n) {                                 \
+    hc::record_sm(sm_trace, sm_trace_n);                                                                     \
+    hc::grouped_gemm_swap<EPI, WS>(&ta, &ta16, &tb, offsets, out, R, K, N, EL);                              \
   }
 
 HC_GEMM_SWAP_ENTRY(hc_moe_gemm_swiglu_sm90swap, hc::kSwigluBf16, false, hc::S_THREADS)
@@ -830,7 +831,9 @@ HC_GEMM_SWAP_ENTRY(hc_moe_gemm_sm90swapw, hc::kStoreBf16, true, hc::S_WS_THREADS
 extern "C" __global__ void __launch_bounds__(hc::S_GATHER_THREADS, 1)
     hc_moe_gemm_swiglu_gather_sm90swapw(const __grid_constant__ hc::TensorMap tb, const unsigned short* x,
                                         const int* row_to_slot, const int* offsets, void* out, long long R,
-                                        long long K, long long N, long long EL, long long topk, long long T) {
+                                        long long K, long long N, long long EL, long long topk, long long T,
+                                        int* sm_trace, long long sm_trace_n) {
+  hc::record_sm(sm_trace, sm_trace_n);
   hc::grouped_gemm_swap<hc::kSwigluBf16, true, true>(nullptr, nullptr, &tb, offsets, out, R, K, N, EL,
                                                      {x, row_to_slot, (int)topk, (int)T});
 }

@@ -28,6 +28,11 @@ enum class CodeSource { kAuto, kIr, kBinary };
 struct RunOptions {
   std::string impl;                       // "" = the registry's choice; else an implementation's name
   CodeSource code = CodeSource::kAuto;
+  // Diagnostics for partition tests: an i32 tensor [n] on the same device. Each block b < n of
+  // the operator's persistent kernel writes the compute unit it runs on (%smid) to element b;
+  // other elements are left as they were. Only implementations with `records_sm` can; asking
+  // another is HAL_UNSUPPORTED (never a silent no-op). Null: nothing recorded.
+  const Tensor* sm_trace = nullptr;
 };
 
 // What implementation predicates read about a device (from hal_device_info).
@@ -69,6 +74,7 @@ struct OpContext {
   const Binding& binding;
   std::map<std::string, Tensor, std::less<>>& tensors;
   CodeSource code = CodeSource::kAuto;
+  const Tensor* sm_trace = nullptr;  // RunOptions::sm_trace (only records_sm implementations read it)
 
   const Tensor& tensor(std::string_view name) const;
   const Tensor* optional_tensor(std::string_view name) const;
@@ -109,6 +115,8 @@ struct OpImpl {
   // the up projection): whether on this device it beats that sequence; null = not shown to.
   OpPredicate fused_pays = nullptr;
   std::string summary{};  // one line for listings
+  // Whether it honours RunOptions::sm_trace (its persistent kernel records %smid per block).
+  bool records_sm = false;
 };
 
 // Registers an implementation (normally from a static initialiser next to it).

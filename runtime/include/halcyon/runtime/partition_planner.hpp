@@ -114,5 +114,8 @@ std::string format_rates(const std::string& device_key, const PartitionRates& r)
 // Reads the rates of `device_key` from text made of format_rates lines; HAL_NOT_FOUND when
 // the text has no line for it, HAL_INVALID_ARGUMENT (naming the line) when one is malformed.
 Result<PartitionRates> parse_rates(const std::string& text, const std::string& device_key);
+// `text` with the line of `device_key` replaced by format_rates(device_key, r), or the line
+// appended when it has none; every other line is kept as it was.
+std::string upsert_rates(const std::string& text, const std::string& device_key, const PartitionRates& r);
 
 }  // namespace halcyon::rt
