@@ -10,7 +10,8 @@ is left out):
   else the most memory instructions) with its MFMA share of issue cycles; and, for the
   DeepSeek-V3 MoE layer on one MI300X (T = 4096 tokens, top-8 of 256 experts, H = 7168,
   I = 2048), bytes per FLOP and a predicted time against the same floors `halcyon bench moe`
-  uses (bytes / bandwidth, FLOPs / peak), at 5.3 TB/s and 1307 TFLOP/s bf16.
+  uses (bytes / bandwidth, FLOPs / peak), at 5.3 TB/s and 1307 TFLOP/s bf16; and the grouped
+  GEMMs' workgroup order on MI300X's 8 XCDs (which XCD's L2 each expert weight tile lands in).
 
 The prediction is a model, not a measurement: each wave runs its main loop trip count times;
 an iteration costs its issue cycles (VALU, VMEM, LDS: 4 cycles a wave64 instruction; SALU and
@@ -153,6 +154,41 @@ def predict(kernel, body, arch, waves_per_cu):
     return nbytes, flops, floor, max(t_model, floor)
 
 
+XCDS = 8
+
+
+def xcd_order(n_cols, rows, weight_tile_bytes):
+    """The grouped GEMM's workgroup order on MI300X's 8 XCDs, from the launcher's grid
+    (ops/gcn/gcn_ops.cpp: x = column tiles padded to a multiple of 8, y = virtual row tiles) and
+    the round-robin dispatch (linear id x + gx * y runs on XCD id % 8). Returns the grid, the
+    XCDs that read each weight column tile (1 each when the order keeps a tile in one L2), the
+    weight bytes each XCD's L2 holds per expert, and the same count for the transposed grid
+    (row tiles fastest), which spreads every weight tile over all 8 XCDs."""
+    gx = -(-n_cols // XCDS) * XCDS
+    ids = lambda x, y, width: x + width * y
+    chosen = {x: {ids(x, y, gx) % XCDS for y in range(rows)} for x in range(n_cols)}
+    transposed = {x: {ids(y, x, rows) % XCDS for y in range(rows)} for x in range(n_cols)}
+    per_xcd = [sum(1 for x in range(n_cols) if x % XCDS == k) * weight_tile_bytes for k in range(XCDS)]
+    return gx, chosen, transposed, per_xcd
+
+
+def print_xcd_order():
+    print(f"\n## Workgroup order on MI300X's {XCDS} XCDs (grouped GEMMs, DeepSeek-V3 shape)\n")
+    print("Dispatch is round-robin by linear workgroup id (x fastest); the launcher pads the column-tile "
+          "count to a multiple of 8, so every row tile of column tile x (all experts) runs on XCD x % 8.\n")
+    print("| GEMM | grid (x col tiles, y row tiles) | XCDs reading one weight tile | weight bytes per XCD L2, "
+          "per expert (min-max) | transposed grid: XCDs per weight tile |")
+    print("|---|---|---|---|---|")
+    rows = R // 64 + E
+    for label, n_cols, k in (("SwiGLU (N = 2I)", -(-I // 64), H), ("down (N = H)", -(-H // 64), I)):
+        up = 2 if label.startswith("SwiGLU") else 1
+        gx, chosen, transposed, per_xcd = xcd_order(n_cols, rows, 64 * k * B2 * up)
+        one = {len(v) for v in chosen.values()}
+        spread = {len(v) for v in transposed.values()}
+        print(f"| {label} | {gx} x {rows} | {'/'.join(map(str, sorted(one)))} | "
+              f"{min(per_xcd) / 1e6:.2f}-{max(per_xcd) / 1e6:.2f} MB | {'/'.join(map(str, sorted(spread)))} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("co_dir")
@@ -205,6 +241,7 @@ def main():
         print(f"| {label} | {nbytes / 1e6:.1f} MB | {flops / 1e9:.1f} | {bpf} | {floor * 1e6:.1f} | {t * 1e6:.1f} | "
               f"{t / floor:.1f} |")
     print(f"| layer | | | | {total_floor * 1e6:.1f} | {total * 1e6:.1f} | {total / total_floor:.1f} |")
+    print_xcd_order()
     return 0
 
 

@@ -5,8 +5,9 @@
 // l+128, l+192 (E <= 256), n_groups <= 64, topk <= 64 (the launcher checks).
 // Every selection is an arg-max over (key, expert) with ties to the lower expert: first within
 // the lane (strict >, the lane's experts ascend), then a ds_bpermute butterfly over the wave
-// (xor 32 .. 1), after which every lane holds the winner. Group ids are mul_hi(e, magic)
-// with magic = ceil(2^32 / group_size) from the launcher (exact for e, group_size < 2^16).
+// (xor 32 .. 1), after which every lane holds the winner. Sums and maxima are DPP reductions
+// (WAVE_REDUCE, gcn_wave.inc). Group ids are mul_hi(e, magic) with magic = ceil(2^32 /
+// group_size) from the launcher (exact for e, group_size < 2^16).
 // Registers in: s[0:1] kernarg, s2 token, v0 lane.
 // v1..v4 expert ids, v5..v8 logits then scores, v9..v12 bias then selection scores,
 // v13..v16 keys (selection score or -inf), v17..v20 group ids, v21..v24 kept (0/1),
@@ -14,6 +15,7 @@
 // v28/v29 arg-max value/expert, v30/v31 partner's, v32..v37 partner byte addresses,
 // v38, v39, v41..v43 temporaries, v40 = -inf.
 #include "gcn_target.inc"
+#include "gcn_wave.inc"
 .amdgcn_target GCN_TARGET_ID
 
 // v28/v29 = key/expert if key > v28 (lower experts win ties: they come first)
@@ -50,13 +52,10 @@
   PICK v16, v4
   BUTTERFLY
 .endm
-// v38 = op over the wave of v38 (every lane gets the same result).
+// v38 = op over the wave of v38 (every lane gets the same result): DPP, gcn_wave.inc (s38 is
+// BSTEP's scratch, free here).
 .macro REDUCE op
-  .irp a, v32, v33, v34, v35, v36, v37
-    ds_bpermute_b32 v30, \a, v38
-    s_waitcnt lgkmcnt(0)
-    \op v38, v38, v30
-  .endr
+  WAVE_REDUCE \op, v38, s38
 .endm
 // Lane s28 of dst = sval (v_writelane cannot take two SGPRs on gfx9).
 .macro SETLANE dst, sval
