@@ -36,30 +36,23 @@
 
 // v[44:47] = a[row][kbase + kA + 0..7], v[48:51] = w[e][kbase + kB + 0..7][col] (v[52:55]
 // the up columns when swiglu), bf16 pairs packed by d16 / d16_hi loads; 0 outside.
-// checked = 0 when the whole stage lies inside K: then A loads from the precomputed byte
-// offset v3 (0x80000000 for an invalid row: out of range) with k0 * 2 in soffset; checked = 1
-// (the last stage) masks each element by k < K. B needs no k check: past K it lies outside
+// checked = 0 when the whole stage lies inside K and K is even: then A is one
+// buffer_load_dwordx4 from the precomputed byte offset v3 (0x80000000 for an invalid row: out
+// of range) with k0 * 2 in soffset; checked = 1 (the last stage, or any stage of an odd K)
+// masks each element by k < K. B needs no k check: past K it lies outside
 // the expert's buffer; v4/v39 are 0x80000000 for a column past N.
-.macro A_ELEMENT e, dst, hi, checked, kbase
-  .if \checked
-    v_add_u32 v7, \kbase, v5
-    v_add_u32 v7, \e, v7
-    v_cmp_gt_u32 s[24:25], s15, v7
-    s_and_b64 s[26:27], s[24:25], s[36:37]
-    v_add_u32 v7, v42, v7
-    v_lshlrev_b32 v7, 1, v7
-    v_cndmask_b32 v7, -1, v7, s[26:27]
-    .if \hi
-      buffer_load_short_d16_hi \dst, v7, s[44:47], 0 offen
-    .else
-      buffer_load_short_d16 \dst, v7, s[44:47], 0 offen
-    .endif
+.macro A_ELEMENT e, dst, hi, kbase
+  v_add_u32 v7, \kbase, v5
+  v_add_u32 v7, \e, v7
+  v_cmp_gt_u32 s[24:25], s15, v7
+  s_and_b64 s[26:27], s[24:25], s[36:37]
+  v_add_u32 v7, v42, v7
+  v_lshlrev_b32 v7, 1, v7
+  v_cndmask_b32 v7, -1, v7, s[26:27]
+  .if \hi
+    buffer_load_short_d16_hi \dst, v7, s[44:47], 0 offen
   .else
-    .if \hi
-      buffer_load_short_d16_hi \dst, v3, s[44:47], s53 offen offset:2*\e
-    .else
-      buffer_load_short_d16 \dst, v3, s[44:47], s53 offen offset:2*\e
-    .endif
+    buffer_load_short_d16 \dst, v7, s[44:47], 0 offen
   .endif
 .endm
 // B element k = kbase + kB + e: s52 holds (kbase + e) * ldb * 2 on entry and steps on.
@@ -82,14 +75,19 @@
 .endm
 .macro LOAD_STAGE kbase, swiglu, checked
   s_lshl_b32 s53, \kbase, 1
-  A_ELEMENT 0, v44, 0, \checked, \kbase
-  A_ELEMENT 1, v44, 1, \checked, \kbase
-  A_ELEMENT 2, v45, 0, \checked, \kbase
-  A_ELEMENT 3, v45, 1, \checked, \kbase
-  A_ELEMENT 4, v46, 0, \checked, \kbase
-  A_ELEMENT 5, v46, 1, \checked, \kbase
-  A_ELEMENT 6, v47, 0, \checked, \kbase
-  A_ELEMENT 7, v47, 1, \checked, \kbase
+  .if \checked
+    A_ELEMENT 0, v44, 0, \kbase
+    A_ELEMENT 1, v44, 1, \kbase
+    A_ELEMENT 2, v45, 0, \kbase
+    A_ELEMENT 3, v45, 1, \kbase
+    A_ELEMENT 4, v46, 0, \kbase
+    A_ELEMENT 5, v46, 1, \kbase
+    A_ELEMENT 6, v47, 0, \kbase
+    A_ELEMENT 7, v47, 1, \kbase
+  .else
+    // the 8 elements are 16 contiguous bytes, dword-aligned as K is even (LOAD_ANY)
+    buffer_load_dwordx4 v[44:47], v3, s[44:47], s53 offen
+  .endif
   s_mul_i32 s52, \kbase, s29                // kbase * ldb * 2
   B_ELEMENT v48, v52, 0, \swiglu
   B_ELEMENT v48, v52, 1, \swiglu
@@ -101,11 +99,13 @@
   B_ELEMENT v51, v55, 1, \swiglu
 .endm
 
-// LOAD_STAGE, unchecked when kbase + KS <= K.
+// LOAD_STAGE, unchecked (A as one 16-byte load a thread) when kbase + KS <= K and K is even.
 .macro LOAD_ANY kbase, swiglu
   s_add_u32 s52, \kbase, KS
   s_cmp_le_u32 s52, s15
   s_cbranch_scc0 1f
+  s_bitcmp1_b32 s15, 0
+  s_cbranch_scc1 1f
   LOAD_STAGE \kbase, \swiglu, 0
   s_branch 2f
 1:
