@@ -13,11 +13,12 @@ is left out):
   uses (bytes / bandwidth, FLOPs / peak), at 5.3 TB/s and 1307 TFLOP/s bf16; and the grouped
   GEMMs' workgroup order on MI300X's 8 XCDs (which XCD's L2 each expert weight tile lands in).
 
-The prediction is a model, not a measurement: each wave runs its main loop trip count times;
-an iteration costs its issue cycles (VALU, VMEM, LDS: 4 cycles a wave64 instruction; SALU and
-branches 1; s_nop N: N + 1; MFMA: its cycles from the ISA guide) plus, when the loop waits on
-memory, an exposed latency (HBM ~1500 cycles, LDS ~64) shared between the waves resident on a
-SIMD; 304 CUs x 4 SIMDs at 2.1 GHz. It ignores caches (beyond the floors' assumptions),
+The prediction is a model, not a measurement: each wave runs its main loop's stages (one
+s_barrier each) trip count times; a stage costs its issue cycles (VALU, VMEM, LDS: 4 cycles a
+wave64 instruction; SALU and branches 1; s_nop N: N + 1; MFMA: its cycles from the ISA guide)
+plus, when the loop waits on memory, an exposed latency (HBM ~1500 cycles, LDS ~64) shared
+between the waves resident on a SIMD and divided by the loop's lookahead (2 when a vmcnt wait
+leaves a later stage's loads in flight); 304 CUs x 4 SIMDs at 2.1 GHz. It ignores caches (beyond the floors' assumptions),
 bank conflicts, co-issue of VALU with MFMA and dispatch. MI300X hardware must confirm it.
 
 usage: tools/gcn_static_report.py <build>/kernels/gcn/co [--arch gfx942|gfx90a|all]
@@ -141,15 +142,26 @@ def shape(kernel):
     return None
 
 
+def pipeline(body):
+    """(stages per loop iteration, lookahead) of a loop body: one s_barrier per stage (at least
+    1); lookahead 2 when a vmcnt wait in the loop leaves loads in flight (a later stage's loads
+    stay outstanding while an earlier one is consumed), else 1."""
+    stages = max(1, sum(mn == "s_barrier" for _, mn, _, _ in body))
+    partial = any(mn == "s_waitcnt" and re.search(r"vmcnt\(([1-9]\d*)\)", ops) for _, mn, ops, _ in body)
+    return stages, 2 if partial else 1
+
+
 def predict(kernel, body, arch, waves_per_cu):
     s = shape(kernel)
     if s is None:
         return None
     waves, trips, latency, nbytes, flops = s
-    issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body)
+    stages, lookahead = pipeline(body)
+    issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body) / stages
     per_simd = max(1, min(waves_per_cu // SIMDS, -(-waves // (CUS * SIMDS))))
-    # A SIMD with w waves finishes w iterations every max(w * issue, issue + latency) cycles.
-    cycles_per_round = max(per_simd * issue, issue + latency)
+    # A SIMD with w waves finishes w stages every max(w * issue, (issue + latency) / lookahead)
+    # cycles: a load issued `lookahead` stages before its use overlaps that many stages.
+    cycles_per_round = max(per_simd * issue, (issue + latency) / lookahead)
     rounds = -(-waves // (CUS * SIMDS * per_simd)) * trips
     t_model = rounds * cycles_per_round / CLOCK
     floor = max(nbytes / BANDWIDTH, flops / PEAK_FLOPS)
