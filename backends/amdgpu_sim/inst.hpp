@@ -78,6 +78,8 @@ struct InstInfo {
   uint8_t passes = 0;         // MFMA passes (4 cycles each)
   uint8_t lane_op = 0;        // 1 v_readlane, 2 v_readfirstlane, 3 v_writelane
   bool lds_dma = false;       // buffer_load_* ... lds: writes LDS at M0 + offset + lane * 4
+  bool trans = false;         // transcendental VALU (v_exp, v_log, v_rcp, v_rsq, v_sqrt, v_sin, v_cos)
+  bool dst_sel = false;       // VALU writing a shifted part of its VGPR (op_sel dst bit)
   int8_t wide_store_data = -1;  // operand whose VGPRs a >64-bit store reads late
   int8_t hwreg = -1;          // s_setreg/s_getreg register id
   uint32_t states = 1;        // wait states this instruction provides (s_nop N: N+1)

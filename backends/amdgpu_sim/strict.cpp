@@ -112,6 +112,13 @@ void classify(Inst& in, const std::string& arch) {
     bool big = op.find("32x32") != std::string::npos;
     f.passes = uint8_t(f.gfx942 ? (big ? 8 : 4) : (big ? 16 : 8));
   }
+  static const char* const trans_ops[] = {"v_exp_f32",  "v_log_f32",  "v_rcp_f32",       "v_rcp_iflag_f32",
+                                          "v_rsq_f32",  "v_sqrt_f32", "v_sin_f32",       "v_cos_f32",
+                                          "v_rcp_f64",  "v_rsq_f64",  "v_sqrt_f64",      "v_exp_f16",
+                                          "v_log_f16",  "v_rcp_f16",  "v_rsq_f16",       "v_sqrt_f16",
+                                          "v_sin_f16",  "v_cos_f16",  "v_exp_legacy_f32", "v_log_legacy_f32"};
+  for (const char* t : trans_ops) f.trans |= op == t;
+  f.dst_sel = f.cls == InstClass::Valu && (in.mods.op_sel & 8) && !starts(op, "v_pk_");
   if (op == "s_nop") f.states = (f.simm16 & 0xf) + 1u;
   if (starts(op, "s_setreg") || starts(op, "s_getreg")) f.hwreg = int8_t(f.simm16 & 0x3f);
 }
@@ -310,6 +317,14 @@ void strict_before(Wave& w, const Inst& in) {
         if (f.gfx942 && (f.lane_op == 1 || f.lane_op == 2) && i == 1 && r.cls == uint8_t(InstClass::Valu) &&
             ws - r.end < 1)
           hazard(in, "VALU write of a VGPR read by v_readlane/v_readfirstlane", reg, r, ws - r.end, 1, arch);
+        // gfx942: no forwarding from the transcendental unit to the others, nor of a shifted
+        // partial result (LLVM's hasTransForwardingHazard / hasDstSelForwardingHazard).
+        bool valu_use = f.cls == InstClass::Valu || mfma;
+        if (f.gfx942 && valu_use && !f.trans && r.by && r.by->info.trans && ws - r.end < 1)
+          hazard(in, "transcendental VALU result read by a non-transcendental VALU (gfx942)", reg, r, ws - r.end, 1,
+                 arch);
+        if (f.gfx942 && valu_use && r.by && r.by->info.dst_sel && ws - r.end < 1)
+          hazard(in, "VALU op_sel/dst_sel partial write read by a VALU (gfx942)", reg, r, ws - r.end, 1, arch);
       } else {
         if (uint64_t seq = st.spend[slot]) in_flight(in, st, seq, slot_name(false, slot, w.num_v), false);
         if (!st.sinit[slot] && slot != kSlotExec && slot != kSlotExec + 1)

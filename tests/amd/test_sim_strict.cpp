@@ -48,6 +48,8 @@ const Case kCases[] = {
     {"strict_lds_dma_uninit_m0", "reads m0 (its LDS base), which nothing has written", "lds", false},
     {"strict_lds_dma_read", "(LDS DMA) is still writing", "ds_read_b32", false},
     {"strict_lds_dma_barrier", "still in flight at the barrier: (LDS DMA)", "s_barrier", false},
+    {"strict_trans_forward", "transcendental VALU result read by a non-transcendental VALU", "v_add_f32", true},
+    {"strict_dst_sel", "op_sel/dst_sel partial write read by a VALU", "v_add_f32", true},
 };
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -80,7 +82,8 @@ const char* const kOkKernels[] = {
     "strict_ok_readlane_select", "strict_ok_setreg",            "strict_ok_wide_store",
     "strict_ok_valu_sgpr_valu",  "strict_ok_exec_readlane",     "strict_ok_vgpr_readlane",
     "strict_ok_vm_wait",         "strict_ok_dpp_vgpr",          "strict_ok_dpp_exec",
-    "strict_ok_lds_dma_m0",      "strict_ok_lds_dma",           "strict_ok_dpp_forms"};
+    "strict_ok_lds_dma_m0",      "strict_ok_lds_dma",           "strict_ok_dpp_forms",
+    "strict_ok_trans_forward",   "strict_ok_dst_sel"};
 
 TEST_CASE("strict mode: exactly the required wait states pass (no rule is stricter than the ISA)") {
   for (const char* arch : {"gfx942", "gfx90a"}) {
@@ -135,7 +138,8 @@ TEST_CASE("strict mode: one wait state short of each rule is an error (no rule i
   const char* const names[] = {"mfma_srcab", "mfma_srcc_overlap", "mfma_valu_read", "mfma_waw", "mfma_war",
                                "valu_mfma", "exec_mfma", "sgpr_vmem", "readlane_select", "setreg", "wide_store",
                                "valu_sgpr_valu", "exec_readlane", "vgpr_readlane", "dpp_vgpr", "dpp_exec"};
-  // (SALU M0 -> LDS DMA needs 1 wait state: strict_lds_dma_m0, with none, is one short.)
+  // (SALU M0 -> LDS DMA and gfx942's transcendental and dst_sel forwarding need 1 wait state:
+  // strict_lds_dma_m0, strict_trans_forward and strict_dst_sel, with none, are one short.)
   const std::string gfx942_only[] = {"valu_sgpr_valu", "exec_readlane", "vgpr_readlane"};
   for (const char* arch : {"gfx942", "gfx90a"}) {
     StrictKernels sk(arch);

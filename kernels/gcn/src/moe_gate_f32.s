@@ -160,18 +160,22 @@ halcyon_moe_gate_f32:
   s_mov_b32 s26, 0xbfb8aa3b                 // -log2(e): sigmoid = 1 / (1 + 2^(-x log2 e))
   v_mul_f32 v38, s26, v5
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v5, v38
   v_mul_f32 v38, s26, v6
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v6, v38
   v_mul_f32 v38, s26, v7
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v7, v38
   v_mul_f32 v38, s26, v8
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v8, v38
   s_branch .Lselect
@@ -198,6 +202,7 @@ halcyon_moe_gate_f32:
   v_add_f32 v38, v38, v8
   REDUCE v_add_f32
   v_rcp_f32 v39, v38
+  NOP_TRANS
   v_mul_f32 v5, v5, v39
   v_mul_f32 v6, v6, v39
   v_mul_f32 v7, v7, v39
@@ -356,6 +361,7 @@ halcyon_moe_gate_f32:
   s_bitcmp1_b32 s19, 1
   s_cbranch_scc0 .Lscale
   v_rcp_f32 v39, v38
+  NOP_TRANS
   v_mul_f32 v39, v27, v39
   v_cmp_neq_f32 vcc, 0, v38                 // a zero sum leaves the weights 0
   NOP_VALU_SGPR

@@ -234,6 +234,7 @@
   v_accvgpr_read_b32 v24, \up
   v_mul_f32 v23, s58, v22                   // silu(g) * u = g * u / (1 + 2^(-g log2 e))
   v_exp_f32 v23, v23
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v23, 1.0, v23
   v_rcp_f32 v23, v23
   v_mul_f32 v22, v22, v24

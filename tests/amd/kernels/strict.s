@@ -914,6 +914,33 @@ K strict_ok_dpp_forms
   s_waitcnt vmcnt(0)
 END strict_ok_dpp_forms
 
+// gfx942: a transcendental result read by a non-transcendental VALU: 1 wait state (0 is one
+// short); a transcendental reading it needs none.
+K strict_trans_forward
+  v_mov_b32 v1, 1.0
+  v_exp_f32 v2, v1
+  v_add_f32 v3, v2, v2
+END strict_trans_forward
+K strict_ok_trans_forward
+  v_mov_b32 v1, 1.0
+  v_exp_f32 v2, v1
+  v_rcp_f32 v4, v2
+  s_nop 0
+  v_add_f32 v3, v2, v4
+END strict_ok_trans_forward
+// gfx942: a VALU result written to the high half (op_sel dst) read by a VALU: 1 wait state.
+K strict_dst_sel
+  v_mov_b32 v1, 1.0
+  v_fma_f16 v2, v1, v1, v1 op_sel:[0,0,0,1]
+  v_add_f32 v3, v2, v2
+END strict_dst_sel
+K strict_ok_dst_sel
+  v_mov_b32 v1, 1.0
+  v_fma_f16 v2, v1, v1, v1 op_sel:[0,0,0,1]
+  s_nop 0
+  v_add_f32 v3, v2, v2
+END strict_ok_dst_sel
+
 .amdgpu_metadata
 ---
 amdhsa.version: [ 1, 2 ]
@@ -989,5 +1016,9 @@ amdhsa.kernels:
   META(strict_lds_dma_barrier, 256)
   META(strict_ok_lds_dma, 512)
   META(strict_ok_dpp_forms, 0)
+  META(strict_trans_forward, 0)
+  META(strict_ok_trans_forward, 0)
+  META(strict_dst_sel, 0)
+  META(strict_ok_dst_sel, 0)
 ...
 .end_amdgpu_metadata
