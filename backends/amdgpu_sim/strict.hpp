@@ -6,7 +6,7 @@
 //  - the wait states the CDNA3/CDNA2 ISA guides require software to insert between dependent
 //    instructions (MFMA result reuse, VALU SGPR write -> VMEM read, v_readlane/v_writelane lane
 //    selects, s_setreg/s_getreg, wide store data, DPP after VALU VGPR/EXEC writes, SALU M0 write
-//    -> LDS DMA, gfx942's VALU SGPR forwarding ...) are counted
+//    -> LDS DMA, gfx942's VALU SGPR and transcendental forwarding ...) are counted
 //    on the executed instruction stream and a shortfall is an error;
 //  - a register read before anything wrote it (in an active lane) is an error.
 // Every error names the instruction, its address, the register and the earlier instruction.
