@@ -229,6 +229,11 @@ void check_dpp(const Wave& w, const Inst& in, const DppLanes& lanes, const char*
     });
   };
   check(in.dpp_src);
+  // The other rules on src0 (the main source loop sees the other operands): an MFMA result.
+  const WriteRec& m = st.vw[size_t(slot)];
+  if (m.by && m.cls == uint8_t(InstClass::Mfma) && st.ws - m.end < m.by->info.passes + 3)
+    hazard(in, "MFMA result read by VALU, VMEM or LDS", "reads " + slot_name(true, slot, w.num_v) + " written by", m,
+           st.ws - m.end, m.by->info.passes + 3, arch);
   for (size_t i = 0; i < in.ops.size(); ++i)
     if (i >= in.info.ndefs || (i == 0 && in.info.reads_dst)) check(in.ops[i]);
 }

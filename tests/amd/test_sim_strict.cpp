@@ -50,6 +50,7 @@ const Case kCases[] = {
     {"strict_lds_dma_barrier", "still in flight at the barrier: (LDS DMA)", "s_barrier", false},
     {"strict_trans_forward", "transcendental VALU result read by a non-transcendental VALU", "v_add_f32", true},
     {"strict_dst_sel", "op_sel/dst_sel partial write read by a VALU", "v_add_f32", true},
+    {"strict_dpp_mfma", "MFMA result read by VALU, VMEM or LDS", "v_mov_b32_dpp", false},
 };
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

@@ -941,6 +941,14 @@ K strict_ok_dst_sel
   v_add_f32 v3, v2, v2
 END strict_ok_dst_sel
 
+// An MFMA result read as a DPP src0 (the permuted operand): the MFMA -> VALU rule applies.
+K strict_dpp_mfma
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop 2
+  v_mov_b32_dpp v12, v8 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_dpp_mfma
+
 .amdgpu_metadata
 ---
 amdhsa.version: [ 1, 2 ]
@@ -1020,5 +1028,6 @@ amdhsa.kernels:
   META(strict_ok_trans_forward, 0)
   META(strict_dst_sel, 0)
   META(strict_ok_dst_sel, 0)
+  META(strict_dpp_mfma, 0)
 ...
 .end_amdgpu_metadata
