@@ -10,13 +10,15 @@ is left out):
   else the most memory instructions) with its MFMA share of issue cycles; and, for the
   DeepSeek-V3 MoE layer on one MI300X (T = 4096 tokens, top-8 of 256 experts, H = 7168,
   I = 2048), bytes per FLOP and a predicted time against the same floors `halcyon bench moe`
-  uses (bytes / bandwidth, FLOPs / peak), at 5.3 TB/s and 1307 TFLOP/s bf16.
+  uses (bytes / bandwidth, FLOPs / peak), at 5.3 TB/s and 1307 TFLOP/s bf16; and the grouped
+  GEMMs' workgroup order on MI300X's 8 XCDs (which XCD's L2 each expert weight tile lands in).
 
-The prediction is a model, not a measurement: each wave runs its main loop trip count times;
-an iteration costs its issue cycles (VALU, VMEM, LDS: 4 cycles a wave64 instruction; SALU and
-branches 1; s_nop N: N + 1; MFMA: its cycles from the ISA guide) plus, when the loop waits on
-memory, an exposed latency (HBM ~1500 cycles, LDS ~64) shared between the waves resident on a
-SIMD; 304 CUs x 4 SIMDs at 2.1 GHz. It ignores caches (beyond the floors' assumptions),
+The prediction is a model, not a measurement: each wave runs its main loop's stages (one
+s_barrier each) trip count times; a stage costs its issue cycles (VALU, VMEM, LDS: 4 cycles a
+wave64 instruction; SALU and branches 1; s_nop N: N + 1; MFMA: its cycles from the ISA guide)
+plus, when the loop waits on memory, an exposed latency (HBM ~1500 cycles, LDS ~64) shared
+between the waves resident on a SIMD and divided by the loop's lookahead (2 when a vmcnt wait
+leaves a later stage's loads in flight); 304 CUs x 4 SIMDs at 2.1 GHz. It ignores caches (beyond the floors' assumptions),
 bank conflicts, co-issue of VALU with MFMA and dispatch. MI300X hardware must confirm it.
 
 usage: tools/gcn_static_report.py <build>/kernels/gcn/co [--arch gfx942|gfx90a|all]
@@ -77,16 +79,18 @@ def main_loop(insts, mfma_count=None):
 
 
 def loop_body(insts, mfma_count=None):
-    """The loop (a backward branch) with the most MFMAs (or exactly mfma_count), else the most
-    memory instructions."""
+    """The loop (a backward branch) with the most MFMAs (mfma_count "fewest": the loop with the
+    fewest MFMAs but at least one), else the most memory instructions."""
     best, best_key = None, None
     for i, (addr, mn, ops, target) in enumerate(insts):
         if target is None or target > addr or not mn.startswith(("s_branch", "s_cbranch")):
             continue
         body = [x for x in insts if target <= x[0] <= addr]
         mfma = sum(x[1].startswith("v_mfma") for x in body)
-        if mfma_count is not None and mfma != mfma_count:
-            continue
+        if mfma_count == "fewest":
+            if mfma == 0:
+                continue
+            mfma = -mfma
         key = (mfma, sum(x[1].startswith(("global_", "buffer_", "ds_", "s_load")) for x in body), -len(body))
         if best_key is None or key > best_key:
             best, best_key = body, key
@@ -138,19 +142,65 @@ def shape(kernel):
     return None
 
 
+def pipeline(body):
+    """(stages per loop iteration, lookahead) of a loop body: one s_barrier per stage (at least
+    1); lookahead 2 when a vmcnt wait in the loop leaves loads in flight (a later stage's loads
+    stay outstanding while an earlier one is consumed), else 1."""
+    stages = max(1, sum(mn == "s_barrier" for _, mn, _, _ in body))
+    partial = any(mn == "s_waitcnt" and re.search(r"vmcnt\(([1-9]\d*)\)", ops) for _, mn, ops, _ in body)
+    return stages, 2 if partial else 1
+
+
 def predict(kernel, body, arch, waves_per_cu):
     s = shape(kernel)
     if s is None:
         return None
     waves, trips, latency, nbytes, flops = s
-    issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body)
+    stages, lookahead = pipeline(body)
+    issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body) / stages
     per_simd = max(1, min(waves_per_cu // SIMDS, -(-waves // (CUS * SIMDS))))
-    # A SIMD with w waves finishes w iterations every max(w * issue, issue + latency) cycles.
-    cycles_per_round = max(per_simd * issue, issue + latency)
+    # A SIMD with w waves finishes w stages every max(w * issue, (issue + latency) / lookahead)
+    # cycles: a load issued `lookahead` stages before its use overlaps that many stages.
+    cycles_per_round = max(per_simd * issue, (issue + latency) / lookahead)
     rounds = -(-waves // (CUS * SIMDS * per_simd)) * trips
     t_model = rounds * cycles_per_round / CLOCK
     floor = max(nbytes / BANDWIDTH, flops / PEAK_FLOPS)
     return nbytes, flops, floor, max(t_model, floor)
+
+
+XCDS = 8
+
+
+def xcd_order(n_cols, rows, weight_tile_bytes):
+    """The grouped GEMM's workgroup order on MI300X's 8 XCDs, from the launcher's grid
+    (ops/gcn/gcn_ops.cpp: x = column tiles padded to a multiple of 8, y = virtual row tiles) and
+    the round-robin dispatch (linear id x + gx * y runs on XCD id % 8). Returns the grid, the
+    XCDs that read each weight column tile (1 each when the order keeps a tile in one L2), the
+    weight bytes each XCD's L2 holds per expert, and the same count for the transposed grid
+    (row tiles fastest), which spreads every weight tile over all 8 XCDs."""
+    gx = -(-n_cols // XCDS) * XCDS
+    ids = lambda x, y, width: x + width * y
+    chosen = {x: {ids(x, y, gx) % XCDS for y in range(rows)} for x in range(n_cols)}
+    transposed = {x: {ids(y, x, rows) % XCDS for y in range(rows)} for x in range(n_cols)}
+    per_xcd = [sum(1 for x in range(n_cols) if x % XCDS == k) * weight_tile_bytes for k in range(XCDS)]
+    return gx, chosen, transposed, per_xcd
+
+
+def print_xcd_order():
+    print(f"\n## Workgroup order on MI300X's {XCDS} XCDs (grouped GEMMs, DeepSeek-V3 shape)\n")
+    print("Dispatch is round-robin by linear workgroup id (x fastest); the launcher pads the column-tile "
+          "count to a multiple of 8, so every row tile of column tile x (all experts) runs on XCD x % 8.\n")
+    print("| GEMM | grid (x col tiles, y row tiles) | XCDs reading one weight tile | weight bytes per XCD L2, "
+          "per expert (min-max) | transposed grid: XCDs per weight tile |")
+    print("|---|---|---|---|---|")
+    rows = R // 64 + E
+    for label, n_cols, k in (("SwiGLU (N = 2I)", -(-I // 64), H), ("down (N = H)", -(-H // 64), I)):
+        up = 2 if label.startswith("SwiGLU") else 1
+        gx, chosen, transposed, per_xcd = xcd_order(n_cols, rows, 64 * k * B2 * up)
+        one = {len(v) for v in chosen.values()}
+        spread = {len(v) for v in transposed.values()}
+        print(f"| {label} | {gx} x {rows} | {'/'.join(map(str, sorted(one)))} | "
+              f"{min(per_xcd) / 1e6:.2f}-{max(per_xcd) / 1e6:.2f} MB | {'/'.join(map(str, sorted(spread)))} |")
 
 
 def main():
@@ -177,8 +227,8 @@ def main():
         issue = sum(cost(mn, ops, arch) for _, mn, ops, _ in body)
         share = sum(cost(mn, ops, arch) for _, mn, ops, _ in body if mn.startswith("v_mfma")) / issue if issue else 0
         loops[(name, arch)] = (body, per_cu)
-        if name == "halcyon_moe_grouped_gemm_bf16":   # its down loop: one MFMA, no up columns
-            loops[(name + ":down", arch)] = (main_loop(instructions(co), 1), per_cu)
+        if name == "halcyon_moe_grouped_gemm_bf16":   # its down loop: half the MFMAs, no up columns
+            loops[(name + ":down", arch)] = (main_loop(instructions(co), "fewest"), per_cu)
         print(f"| {name} | {arch} | {md['sgpr']} | {md['vgpr']} | {md['agpr']} | {md['lds']} | {per_simd} | {per_cu} | "
               f"{len(body)}, {mfma}, {100 * share:.0f}% |")
     if "gfx942" not in archs:
@@ -205,6 +255,7 @@ def main():
         print(f"| {label} | {nbytes / 1e6:.1f} MB | {flops / 1e9:.1f} | {bpf} | {floor * 1e6:.1f} | {t * 1e6:.1f} | "
               f"{t / floor:.1f} |")
     print(f"| layer | | | | {total_floor * 1e6:.1f} | {total * 1e6:.1f} | {total / total_floor:.1f} |")
+    print_xcd_order()
     return 0
 
 

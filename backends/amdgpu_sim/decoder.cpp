@@ -154,16 +154,52 @@ uint8_t parse_bits(const std::string& list) {  // "[0,1,1]" -> bit mask
   return m;
 }
 
+// DPP controls as printed -> dpp_ctrl (see Mods). True if `t` is one.
+bool parse_dpp_control(const std::string& key, const std::string& val, const std::string& t, Mods* m) {
+  struct Shift {
+    const char* key;
+    uint16_t base;
+    int64_t lo, hi;
+  };
+  static const Shift shifts[] = {{"row_shl", 0x100, 1, 15},  {"row_shr", 0x110, 1, 15}, {"row_ror", 0x120, 1, 15},
+                                 {"wave_shl", 0x130 - 1, 1, 1}, {"wave_rol", 0x134 - 1, 1, 1},
+                                 {"wave_shr", 0x138 - 1, 1, 1}, {"wave_ror", 0x13c - 1, 1, 1},
+                                 {"row_bcast", 0x142 - 15, 15, 15}};
+  int64_t v = 0;
+  for (const Shift& s : shifts)
+    if (key == s.key && parse_int(val, &v) && v >= s.lo && v <= s.hi) {
+      m->dpp_ctrl = uint16_t(s.base + v);
+      return true;
+    }
+  if (key == "row_bcast" && val == "31") m->dpp_ctrl = 0x143;
+  else if (t == "row_mirror") m->dpp_ctrl = 0x140;
+  else if (t == "row_half_mirror") m->dpp_ctrl = 0x141;
+  else if (key == "quad_perm") {
+    uint16_t q = 0;
+    int n = 0;
+    for (char c : val)
+      if (c >= '0' && c <= '3') q = uint16_t(q | ((c - '0') << (2 * n++)));
+    if (n != 4) return false;
+    m->dpp_ctrl = q;
+  } else if (key == "row_mask" && parse_int(val, &v)) m->row_mask = uint8_t(v & 0xf);
+  else if (key == "bank_mask" && parse_int(val, &v)) m->bank_mask = uint8_t(v & 0xf);
+  else if (key == "bound_ctrl" && parse_int(val, &v)) m->bound_ctrl = true;  // printed only when set
+  else return false;
+  return true;
+}
+
 std::string parse_modifier(const std::string& t, Mods* m) {
   auto colon = t.find(':');
   std::string key = t.substr(0, colon), val = colon == std::string::npos ? "" : t.substr(colon + 1);
   int64_t v = 0;
-  if (key == "offset" && parse_int(val, &v)) m->offset = v;
+  if (m->dpp && parse_dpp_control(key, val, t, m)) {}
+  else if (key == "offset" && parse_int(val, &v)) m->offset = v;
   else if (key == "offset0" && parse_int(val, &v)) m->offset0 = uint32_t(v);
   else if (key == "offset1" && parse_int(val, &v)) m->offset1 = uint32_t(v);
   else if (t == "offen") m->offen = true;
   else if (t == "idxen") m->idxen = true;
   else if (t == "clamp") m->clamp = true;
+  else if (t == "lds") m->lds = true;
   else if (t == "mul:2") m->omod = 2.0f;
   else if (t == "mul:4") m->omod = 4.0f;
   else if (t == "div:2") m->omod = 0.5f;
@@ -212,8 +248,11 @@ std::string parse_operands(const std::string& text, Inst* in) {
     size_t n = std::strlen(suffix);
     if (in->op.size() > n && in->op.compare(in->op.size() - n, n, suffix) == 0) in->op.resize(in->op.size() - n);
   }
-  if (in->op.find("_sdwa") != std::string::npos || in->op.find("_dpp") != std::string::npos)
-    return "SDWA and DPP forms are not simulated";
+  if (in->op.find("_sdwa") != std::string::npos) return "SDWA forms are not simulated";
+  if (in->op.size() > 4 && in->op.compare(in->op.size() - 4, 4, "_dpp") == 0) {
+    in->op.resize(in->op.size() - 4);
+    in->mods.dpp = true;
+  }
   if (operands_ignored(in->op)) return "";
   bool operands = true;
   for (size_t i = 1; i < toks.size(); ++i) {

@@ -133,25 +133,31 @@ void s_buffer_load(Wave& w, const Inst& in, Dispatch& d) {
   }
 }
 
+// The buffer offset of lane l (vaddr operand `va`: index and/or offset), false when it lies
+// past num_records.
+bool buffer_offset(const Wave& w, const Inst& in, const Operand& va, const BufferResource& r, int l, uint64_t* off) {
+  uint64_t index = 0, voff = 0;
+  if (in.mods.idxen && in.mods.offen) {
+    index = read32(w, va, l, 0);
+    voff = read32(w, va, l, 1);
+  } else if (in.mods.idxen) {
+    index = read32(w, va, l);
+  } else if (in.mods.offen) {
+    voff = read32(w, va, l);
+  }
+  *off = voff + uint64_t(in.mods.offset) + index * r.stride;
+  return r.stride == 0 || !in.mods.idxen ? *off + uint64_t(in.aux) <= r.num_records : index < r.num_records;
+}
+
 // buffer_{load,store}_*: vdata, vaddr|off, srsrc, soffset [offen] [idxen] [offset:N]. Raw
 // buffers: an access past num_records reads 0 and drops writes, as the hardware does.
 void buffer_access(Wave& w, const Inst& in, Dispatch& d, bool store) {
   BufferResource r = resource(w, in.ops[2]);
   uint32_t soffset = read32(w, in.ops[3], 0);
   LANES {
-    uint64_t index = 0, voff = 0;
-    if (in.mods.idxen && in.mods.offen) {
-      index = read32(w, in.ops[1], l, 0);
-      voff = read32(w, in.ops[1], l, 1);
-    } else if (in.mods.idxen) {
-      index = read32(w, in.ops[1], l);
-    } else if (in.mods.offen) {
-      voff = read32(w, in.ops[1], l);
-    }
-    uint64_t off = voff + uint64_t(in.mods.offset) + index * r.stride;
-    bool in_range = r.stride == 0 || !in.mods.idxen ? off + uint64_t(in.aux) <= r.num_records : index < r.num_records;
+    uint64_t off = 0;
     unsigned char zero[16] = {};
-    if (!in_range) {
+    if (!buffer_offset(w, in, in.ops[1], r, l, &off)) {
       if (!store) put_loaded(w, in, l, zero, in.aux, in.aux2);
       continue;
     }
@@ -165,6 +171,17 @@ void buffer_access(Wave& w, const Inst& in, Dispatch& d, bool store) {
 
 enum LdsAccess { kLdsRead, kLdsWrite, kLdsAtomic };
 
+// Strict mode: LDS that this wave's own LDS DMA (buffer_load ... lds) is still writing may not be
+// read or written before the s_waitcnt vmcnt that covers the DMA.
+void check_lds_dma(const Wave& w, const Inst& in, uint64_t addr, uint64_t bytes) {
+  for (const MemOp& m : w.strict.counters[0])
+    if (m.lds_dma && addr < m.lds_end && m.lds_begin < addr + bytes)
+      fail(in, fmt::format("{} LDS at 0x{:x} that {} at 0x{:x} (LDS DMA) is still writing: its data arrives only after "
+                           "an s_waitcnt vmcnt that covers it (read-before-wait)",
+                           in.info.cls == InstClass::Ds && in.info.returns ? "reads" : "accesses", addr, m.in->text,
+                           m.in->addr));
+}
+
 // Bounds, and (strict mode) races between the waves of the workgroup: an LDS dword written by
 // one wave and read, written or updated by another with no s_barrier between them is an error,
 // as is a write after another wave's read in the same barrier interval. The simulator runs the
@@ -173,6 +190,7 @@ unsigned char* lds_at(const Wave& w, Dispatch& d, const Inst& in, uint64_t addr,
   if (addr + bytes > d.lds.size())
     fail(in, fmt::format("LDS access of {} bytes at 0x{:x} is out of bounds: the workgroup has {} bytes of LDS", bytes,
                          addr, d.lds.size()));
+  if (w.strict.lds_dma_in_flight && !in.info.lds_dma) check_lds_dma(w, in, addr, bytes);
   const uint32_t me = w.index, epoch = d.lds_epoch;
   for (uint64_t dw = addr / 4; dw <= (addr + bytes - 1) / 4; ++dw) {
     Dispatch::LdsTag& t = d.lds_tags[dw];
@@ -267,6 +285,21 @@ void ds_bpermute(Wave& w, const Inst& in, Dispatch& d) {
   LANES write32(w, in.ops[0], l, src[((read32(w, in.ops[1], l) + uint32_t(in.mods.offset)) / 4) & 63]);
 }
 
+// buffer_load_dword vaddr|off, srsrc, soffset ... lds (LDS DMA): lane l's dword goes to LDS at
+// M0[15:0] + offset + 4 * l (0 when out of range); no VGPR is written.
+void buffer_load_lds(Wave& w, const Inst& in, Dispatch& d) {
+  BufferResource r = resource(w, in.ops[1]);
+  uint32_t soffset = read32(w, in.ops[2], 0);
+  uint64_t lds_base = (w.m0 & 0xffff) + uint64_t(in.mods.offset);
+  LANES {
+    uint64_t off = 0;
+    uint32_t v = 0;
+    if (buffer_offset(w, in, in.ops[0], r, l, &off))
+      std::memcpy(&v, d.mem->check(r.base + soffset + off, 4, false, in), 4);
+    std::memcpy(lds_at(w, d, in, lds_base + 4 * uint64_t(l), 4, kLdsWrite), &v, 4);
+  }
+}
+
 }  // namespace
 
 std::vector<HandlerEntry> memory_handlers() {
@@ -288,6 +321,7 @@ std::vector<HandlerEntry> memory_handlers() {
       {"ds_add_u32", ds_add<uint32_t>},    {"ds_add_rtn_u32", ds_add<uint32_t>},
       {"ds_add_f32", ds_add<float>},       {"ds_add_rtn_f32", ds_add<float>},
       {"ds_bpermute_b32", ds_bpermute},
+      {"buffer_load_dword_lds", buffer_load_lds, 4},
       {"global_atomic_add", H { global_atomic<uint32_t>(w, in, d, [](uint32_t a, uint32_t b) { return a + b; }); }},
       {"global_atomic_add_f32", H { global_atomic<float>(w, in, d, [](float a, float b) { return a + b; }); }},
       {"global_atomic_umax", H { global_atomic<uint32_t>(w, in, d, [](uint32_t a, uint32_t b) { return a > b ? a : b; }); }},

@@ -190,7 +190,56 @@ uint32_t lane_below_mask_count(uint32_t mask, int lane_offset, int l) {
   return uint32_t(std::popcount(mask & ((1u << k) - 1)));
 }
 
+// The lane lane `l` reads under dpp_ctrl `c`, or -1 when it has none (outside its row or wave).
+int dpp_source(uint16_t c, int l) {
+  const int row = l & ~15, i = l & 15;
+  if (c <= 0xff) return (l & ~3) + ((c >> (2 * (l & 3))) & 3);
+  if (c >= 0x101 && c <= 0x10f) return i + (c & 15) < 16 ? l + (c & 15) : -1;         // row_shl
+  if (c >= 0x111 && c <= 0x11f) return i >= (c & 15) ? l - (c & 15) : -1;            // row_shr
+  if (c >= 0x121 && c <= 0x12f) return row + ((i - (c & 15)) & 15);                   // row_ror
+  switch (c) {
+    case 0x130: return l < kLanes - 1 ? l + 1 : -1;                                    // wave_shl
+    case 0x134: return (l + 1) & (kLanes - 1);                                         // wave_rol
+    case 0x138: return l > 0 ? l - 1 : -1;                                             // wave_shr
+    case 0x13c: return (l - 1) & (kLanes - 1);                                         // wave_ror
+    case 0x140: return row + 15 - i;                                                   // row_mirror
+    case 0x141: return (l & ~7) + 7 - (l & 7);                                         // row_half_mirror
+    case 0x142: return row ? row - 1 : -1;            // row_bcast:15: lane 15 of the row before
+    case 0x143: return l >= 32 ? 31 : -1;             // row_bcast:31: lane 31 to rows 2 and 3
+  }
+  return -1;
+}
+
 }  // namespace
+
+DppLanes dpp_lanes(const Mods& m, uint64_t exec) {
+  DppLanes r;
+  for (int l = 0; l < kLanes; ++l) {
+    r.src[l] = -1;
+    if (!((exec >> l) & 1) || !((m.row_mask >> (l >> 4)) & 1) || !((m.bank_mask >> ((l >> 2) & 3)) & 1)) continue;
+    int s = dpp_source(m.dpp_ctrl, l);
+    bool valid = s >= 0 && ((exec >> s) & 1);
+    if (!valid && !m.bound_ctrl) continue;
+    r.write |= 1ull << l;
+    if (valid) {
+      r.src[l] = int8_t(s);
+      r.read |= 1ull << s;
+    }
+  }
+  return r;
+}
+
+void dpp_exec(Wave& w, const Inst& in, Dispatch& d) {
+  DppLanes lanes = dpp_lanes(in.mods, w.exec);
+  Operand raw = in.dpp_src;  // the register as such: the instruction applies neg/abs to the copy
+  raw.neg = raw.abs = false;
+  for (int l = 0; l < kLanes; ++l) w.dpp[l] = lanes.src[l] >= 0 ? read32(w, raw, lanes.src[l]) : 0;
+  const uint64_t exec = w.exec;
+  w.exec = lanes.write;
+  w.dpp_written = lanes.write;
+  in.inner(w, in, d);
+  w.exec = exec;
+}
 
 std::vector<HandlerEntry> valu_handlers() {
   return {

@@ -51,6 +51,22 @@ bool bind_compare(Inst& in, const std::string& prefix, const char* handler) {
   return true;
 }
 
+// DPP (VOP1/VOP2 encodings): the simulator runs 32-bit forms whose src0 is one VGPR; compares,
+// lane moves and EXEC writers in DPP form are refused.
+std::string bind_dpp(Inst& in) {
+  const InstInfo& f = in.info;
+  size_t src = f.ndefs;
+  bool plain = f.cls == InstClass::Valu && !f.lane_op && !f.writes_exec && in.op.rfind("v_cmp", 0) != 0;
+  if (!plain || src >= in.ops.size() || in.ops[src].kind != OpKind::Vgpr || in.ops[src].count != 1)
+    return "the DPP form of '" + in.op + "' is not simulated (only 32-bit VALU operations whose src0 is one VGPR)";
+  in.inner = in.fn;
+  in.fn = dpp_exec;
+  in.dpp_src = in.ops[src];
+  in.dpp_index = int8_t(src);
+  in.ops[src].kind = OpKind::Dpp;
+  return "";
+}
+
 }  // namespace
 
 Program::Program(const Decoder& decoder, const std::vector<unsigned char>& image, const hsaco::Kernel& kernel)
@@ -86,16 +102,20 @@ void Program::bind(Inst& in) const {
   if (!in.error.empty()) return;
   classify(in, arch_);
   auto& t = handler_table();
-  if (auto it = t.find(in.op); it != t.end()) {
+  // LDS DMA has handlers of its own: "buffer_load_dword_lds".
+  if (auto it = t.find(in.mods.lds ? in.op + "_lds" : in.op); it != t.end()) {
     in.fn = it->second.fn;
     in.aux = it->second.aux;
     in.aux2 = it->second.aux2;
+  } else if (in.mods.lds) {
+    in.error = "'" + in.mnemonic + " ... lds' is not simulated (LDS DMA: buffer_load_dword only)";
+    return;
+  } else if (!bind_compare(in, "v_cmpx_", "v_cmpx") && !bind_compare(in, "v_cmp_", "v_cmp") &&
+             !bind_compare(in, "s_cmp_", "s_cmp")) {
+    in.error = "instruction '" + in.mnemonic + "' is not supported by the simulator";
     return;
   }
-  if (bind_compare(in, "v_cmpx_", "v_cmpx") || bind_compare(in, "v_cmp_", "v_cmp") ||
-      bind_compare(in, "s_cmp_", "s_cmp"))
-    return;
-  in.error = "instruction '" + in.mnemonic + "' is not supported by the simulator";
+  if (in.mods.dpp) in.error = bind_dpp(in);
 }
 
 const Inst* Program::at(uint64_t addr) const {

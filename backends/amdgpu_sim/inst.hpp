@@ -26,6 +26,7 @@ enum class OpKind : uint8_t {
   Scc,
   Imm,     // integer or float literal / inline constant
   Off,     // "off": no SGPR base
+  Dpp,     // src0 of a DPP instruction after its lane permutation (Wave::dpp; Inst::dpp_src)
 };
 
 struct Operand {
@@ -51,6 +52,15 @@ struct Mods {
   float omod = 1.0f;      // mul:2, mul:4, div:2
   uint8_t op_sel = 0, op_sel_hi = 0, neg_lo = 0, neg_hi = 0;  // VOP3P bit masks
   bool has_op_sel_hi = false;
+  // DPP (the _dpp forms of VOP1/VOP2): dpp_ctrl as the ISA encodes it (0x000-0x0ff quad_perm,
+  // 0x101-0x10f row_shl, 0x111-0x11f row_shr, 0x121-0x12f row_ror, 0x130 wave_shl, 0x134
+  // wave_rol, 0x138 wave_shr, 0x13c wave_ror, 0x140 row_mirror, 0x141 row_half_mirror, 0x142
+  // row_bcast:15, 0x143 row_bcast:31); bound_ctrl: an invalid source lane reads 0 (else the
+  // lane is not written).
+  bool dpp = false, bound_ctrl = false;
+  uint16_t dpp_ctrl = 0;
+  uint8_t row_mask = 0xf, bank_mask = 0xf;
+  bool lds = false;       // MUBUF "lds": the load writes LDS at M0 (LDS DMA), not VGPRs
 };
 
 enum class InstClass : uint8_t { Salu, Smem, Valu, Mfma, Vmem, Ds, Control };
@@ -67,6 +77,9 @@ struct InstInfo {
   uint8_t counter = 0;        // memory ops: 0 vmcnt, 1 lgkmcnt
   uint8_t passes = 0;         // MFMA passes (4 cycles each)
   uint8_t lane_op = 0;        // 1 v_readlane, 2 v_readfirstlane, 3 v_writelane
+  bool lds_dma = false;       // buffer_load_* ... lds: writes LDS at M0 + offset + lane * 4
+  bool trans = false;         // transcendental VALU (v_exp, v_log, v_rcp, v_rsq, v_sqrt, v_sin, v_cos)
+  bool dst_sel = false;       // VALU writing a shifted part of its VGPR (op_sel dst bit)
   int8_t wide_store_data = -1;  // operand whose VGPRs a >64-bit store reads late
   int8_t hwreg = -1;          // s_setreg/s_getreg register id
   uint32_t states = 1;        // wait states this instruction provides (s_nop N: N+1)
@@ -87,6 +100,9 @@ struct Inst {
   std::vector<Operand> ops;
   Mods mods;
   Handler fn = nullptr;
+  Handler inner = nullptr;  // DPP: the instruction's own handler (fn permutes src0 first)
+  Operand dpp_src;          // DPP: src0 as encoded (ops[dpp_index] reads the permuted copy)
+  int8_t dpp_index = -1;
   int aux = 0, aux2 = 0;  // per-family parameters set when the handler is bound (width, condition)
   std::string error;      // set when the bytes could not be decoded or are unsupported
   uint32_t word0 = 0;     // first dword of the encoding (SOPP/SOPK immediates)

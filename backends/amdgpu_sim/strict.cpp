@@ -25,6 +25,7 @@ void StrictState::init(uint32_t vector_slots) {
   for (auto& r : setreg) r = WriteRec{};
   for (auto& c : counters) c.clear();
   next_seq = 1;
+  lds_dma_in_flight = 0;
 }
 
 namespace {
@@ -73,6 +74,11 @@ void classify(Inst& in, const std::string& arch) {
       if (size_t(data) < in.ops.size() && in.ops[size_t(data)].count > 2 && !sgpr_soffset) f.wide_store_data = int8_t(data);
     }
     f.partial_dst = op.find("_d16") != std::string::npos;
+    if (in.mods.lds) {  // LDS DMA: no VGPR destination, vaddr is a source
+      f.lds_dma = true;
+      f.returns = false;
+      f.ndefs = 0;
+    }
   }
   if (f.cls == InstClass::Ds) {
     f.returns = starts(op, "ds_read") || op.find("_rtn") != std::string::npos || op == "ds_bpermute_b32" ||
@@ -106,6 +112,13 @@ void classify(Inst& in, const std::string& arch) {
     bool big = op.find("32x32") != std::string::npos;
     f.passes = uint8_t(f.gfx942 ? (big ? 8 : 4) : (big ? 16 : 8));
   }
+  static const char* const trans_ops[] = {"v_exp_f32",  "v_log_f32",  "v_rcp_f32",       "v_rcp_iflag_f32",
+                                          "v_rsq_f32",  "v_sqrt_f32", "v_sin_f32",       "v_cos_f32",
+                                          "v_rcp_f64",  "v_rsq_f64",  "v_sqrt_f64",      "v_exp_f16",
+                                          "v_log_f16",  "v_rcp_f16",  "v_rsq_f16",       "v_sqrt_f16",
+                                          "v_sin_f16",  "v_cos_f16",  "v_exp_legacy_f32", "v_log_legacy_f32"};
+  for (const char* t : trans_ops) f.trans |= op == t;
+  f.dst_sel = f.cls == InstClass::Valu && (in.mods.op_sel & 8) && !starts(op, "v_pk_");
   if (op == "s_nop") f.states = (f.simm16 & 0xf) + 1u;
   if (starts(op, "s_setreg") || starts(op, "s_getreg")) f.hwreg = int8_t(f.simm16 & 0x3f);
 }
@@ -178,6 +191,7 @@ const MemOp* find_op(const StrictState& st, uint64_t seq, int* counter) {
 }
 
 void retire(StrictState& st, MemOp const& m) {
+  if (m.lds_dma) --st.lds_dma_in_flight;
   for (int i = 0; i < m.count; ++i) {
     uint64_t& p = m.vector ? st.vpend[size_t(m.first + i)] : st.spend[m.first + i];
     if (p == m.seq) p = 0;
@@ -197,6 +211,33 @@ void wait_counter(StrictState& st, int c, uint32_t n) {
   }
 }
 
+// DPP: src0 is read in other lanes (in flight, uninitialised?), and every VGPR the instruction
+// reads needs 2 wait states after a VALU wrote it (the DPP unit reads ahead of forwarding).
+void check_dpp(const Wave& w, const Inst& in, const DppLanes& lanes, const char* arch) {
+  const StrictState& st = w.strict;
+  const int slot = in.dpp_src.index;
+  if (uint64_t seq = st.vpend[size_t(slot)]) in_flight(in, st, seq, slot_name(true, slot, w.num_v), false);
+  if (uint64_t missing = lanes.read & ~st.vinit[size_t(slot)])
+    throw SimError(fmt::format("{} at 0x{:x}: reads {} in lanes 0x{:016x} that nothing has written (uninitialised)",
+                               in.text, in.addr, slot_name(true, slot, w.num_v), missing));
+  auto check = [&](const Operand& o) {
+    for_slots(w, o, [&](bool vector, int s) {
+      const WriteRec& r = st.vw[size_t(s)];
+      if (vector && r.by && r.cls == uint8_t(InstClass::Valu) && st.ws - r.end < 2)
+        hazard(in, "VALU write of a VGPR read by a DPP instruction", "reads " + slot_name(true, s, w.num_v) + " written by",
+               r, st.ws - r.end, 2, arch);
+    });
+  };
+  check(in.dpp_src);
+  // The other rules on src0 (the main source loop sees the other operands): an MFMA result.
+  const WriteRec& m = st.vw[size_t(slot)];
+  if (m.by && m.cls == uint8_t(InstClass::Mfma) && st.ws - m.end < m.by->info.passes + 3)
+    hazard(in, "MFMA result read by VALU, VMEM or LDS", "reads " + slot_name(true, slot, w.num_v) + " written by", m,
+           st.ws - m.end, m.by->info.passes + 3, arch);
+  for (size_t i = 0; i < in.ops.size(); ++i)
+    if (i >= in.info.ndefs || (i == 0 && in.info.reads_dst)) check(in.ops[i]);
+}
+
 }  // namespace
 
 void strict_before(Wave& w, const Inst& in) {
@@ -209,12 +250,34 @@ void strict_before(Wave& w, const Inst& in) {
   const bool valu_like = f.cls == InstClass::Valu || f.cls == InstClass::Vmem || f.cls == InstClass::Ds;
 
   if (in.op == "s_barrier") {
-    for (auto& m : st.counters[1])
-      if (m.ds)
-        throw SimError(fmt::format(
-            "{} at 0x{:x}: {} at 0x{:x} is still in flight at the barrier: the other waves may not see it (or it may "
-            "see their writes); s_waitcnt lgkmcnt(0) first",
-            in.text, in.addr, m.in->text, m.in->addr));
+    // LDS traffic in flight at a barrier: DS operations (lgkmcnt) and LDS DMA (vmcnt).
+    struct InFlight {
+      int counter;
+      bool MemOp::*flag;
+      const char* what;
+    };
+    static const InFlight lds_ops[] = {
+        {1, &MemOp::ds, "the other waves may not see it (or it may see their writes); s_waitcnt lgkmcnt(0) first"},
+        {0, &MemOp::lds_dma, "(LDS DMA) the other waves may not see its LDS writes; s_waitcnt vmcnt first"}};
+    for (const InFlight& k : lds_ops)
+      for (auto& m : st.counters[k.counter])
+        if (m.*k.flag)
+          throw SimError(fmt::format("{} at 0x{:x}: {} at 0x{:x} is still in flight at the barrier: {}", in.text,
+                                     in.addr, m.in->text, m.in->addr, k.what));
+  }
+  if (f.lds_dma) {  // M0 holds the LDS base: written by SALU, it needs 1 wait state (GFX9)
+    if (!st.sinit[kSlotM0])
+      throw SimError(fmt::format("{} at 0x{:x}: LDS DMA reads m0 (its LDS base), which nothing has written "
+                                 "(uninitialised)", in.text, in.addr));
+    const WriteRec& r = st.sw[kSlotM0];
+    if (r.by && r.cls == uint8_t(InstClass::Salu) && ws - r.end < 1)
+      hazard(in, "SALU write of M0 before an LDS DMA (buffer_load ... lds)", "reads m0 written by", r, ws - r.end, 1,
+             arch);
+  }
+  DppLanes dpp;
+  if (in.mods.dpp) {
+    dpp = dpp_lanes(in.mods, w.exec);
+    check_dpp(w, in, dpp, arch);
   }
 
   // Sources.
@@ -228,7 +291,7 @@ void strict_before(Wave& w, const Inst& in) {
     for_slots(w, o, [&](bool vector, int slot) {
       if (vector) {
         if (uint64_t seq = st.vpend[size_t(slot)]) in_flight(in, st, seq, slot_name(true, slot, w.num_v), false);
-        uint64_t lanes = mfma ? ~0ull : w.exec;
+        uint64_t lanes = mfma ? ~0ull : in.mods.dpp ? dpp.write : w.exec;
         if (f.lane_op == 1 && i == 1) lanes = 1ull << (read32(w, in.ops[2], 0) & 63);
         if (f.lane_op == 2 && i == 1) lanes = w.exec ? (w.exec & (~w.exec + 1)) : 0;
         uint64_t missing = lanes & ~st.vinit[size_t(slot)];
@@ -259,6 +322,14 @@ void strict_before(Wave& w, const Inst& in) {
         if (f.gfx942 && (f.lane_op == 1 || f.lane_op == 2) && i == 1 && r.cls == uint8_t(InstClass::Valu) &&
             ws - r.end < 1)
           hazard(in, "VALU write of a VGPR read by v_readlane/v_readfirstlane", reg, r, ws - r.end, 1, arch);
+        // gfx942: no forwarding from the transcendental unit to the others, nor of a shifted
+        // partial result (LLVM's hasTransForwardingHazard / hasDstSelForwardingHazard).
+        bool valu_use = f.cls == InstClass::Valu || mfma;
+        if (f.gfx942 && valu_use && !f.trans && r.by && r.by->info.trans && ws - r.end < 1)
+          hazard(in, "transcendental VALU result read by a non-transcendental VALU (gfx942)", reg, r, ws - r.end, 1,
+                 arch);
+        if (f.gfx942 && valu_use && r.by && r.by->info.dst_sel && ws - r.end < 1)
+          hazard(in, "VALU op_sel/dst_sel partial write read by a VALU (gfx942)", reg, r, ws - r.end, 1, arch);
       } else {
         if (uint64_t seq = st.spend[slot]) in_flight(in, st, seq, slot_name(false, slot, w.num_v), false);
         if (!st.sinit[slot] && slot != kSlotExec && slot != kSlotExec + 1)
@@ -281,6 +352,8 @@ void strict_before(Wave& w, const Inst& in) {
   const WriteRec& ex = st.sw[kSlotExec].end > st.sw[kSlotExec + 1].end ? st.sw[kSlotExec] : st.sw[kSlotExec + 1];
   if (ex.by && ex.cls == uint8_t(InstClass::Valu)) {
     if (mfma && ws - ex.end < 4) hazard(in, "VALU write of EXEC before an MFMA", "follows", ex, ws - ex.end, 4, arch);
+    if (in.mods.dpp && ws - ex.end < 5)
+      hazard(in, "VALU write of EXEC before a DPP instruction", "follows", ex, ws - ex.end, 5, arch);
     if (f.gfx942 && f.lane_op && ws - ex.end < 4)
       hazard(in, "VALU write of EXEC before v_readlane/v_readfirstlane/v_writelane (gfx942)", "follows", ex,
              ws - ex.end, 4, arch);
@@ -345,6 +418,12 @@ void strict_after(Wave& w, const Inst& in, uint64_t exec_before) {
       m.first = uint16_t(d.kind == OpKind::Agpr ? w.num_v + d.index : d.index);
       m.count = d.kind == OpKind::Sgpr || m.vector ? d.count : 0;
     }
+    if (f.lds_dma) {
+      m.lds_dma = true;
+      m.lds_begin = uint32_t((w.m0 & 0xffff) + uint64_t(in.mods.offset));
+      m.lds_end = m.lds_begin + 4 * kLanes;
+      ++st.lds_dma_in_flight;
+    }
     st.counters[f.counter].push_back(m);
     if (!f.returns) seq = 0;
   }
@@ -354,7 +433,7 @@ void strict_after(Wave& w, const Inst& in, uint64_t exec_before) {
     for_slots(w, o, [&](bool vector, int slot) {
       WriteRec r{end, &in, uint8_t(f.cls), first, o.count};
       if (vector) {
-        uint64_t lanes = mfma ? ~0ull : exec_before;
+        uint64_t lanes = mfma ? ~0ull : in.mods.dpp ? w.dpp_written : exec_before;
         if (f.lane_op == 3) lanes = 1ull << (read32(w, in.ops[2], 0) & 63);
         st.vinit[size_t(slot)] |= lanes;
         st.vw[size_t(slot)] = r;

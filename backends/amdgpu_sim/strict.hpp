@@ -1,10 +1,12 @@
 // Strict mode: what a functional model would otherwise let through and a GPU would not.
 //  - memory is asynchronous: a load's destination registers stay "in flight" until the
 //    s_waitcnt that covers it (vmcnt for VMEM, lgkmcnt for LDS and scalar loads, expcnt for
-//    exports/GDS); reading or overwriting one before that wait is an error;
+//    exports/GDS); reading or overwriting one before that wait is an error; so is touching LDS
+//    that a buffer_load ... lds (LDS DMA) of the same wave is still writing (vmcnt);
 //  - the wait states the CDNA3/CDNA2 ISA guides require software to insert between dependent
 //    instructions (MFMA result reuse, VALU SGPR write -> VMEM read, v_readlane/v_writelane lane
-//    selects, s_setreg/s_getreg, wide store data, gfx942's VALU SGPR forwarding ...) are counted
+//    selects, s_setreg/s_getreg, wide store data, DPP after VALU VGPR/EXEC writes, SALU M0 write
+//    -> LDS DMA, gfx942's VALU SGPR and transcendental forwarding ...) are counted
 //    on the executed instruction stream and a shortfall is an error;
 //  - a register read before anything wrote it (in an active lane) is an error.
 // Every error names the instruction, its address, the register and the earlier instruction.
@@ -39,6 +41,8 @@ struct MemOp {
   bool vector = false;         // the destination that stays in flight
   uint16_t first = 0;
   uint8_t count = 0;
+  bool lds_dma = false;        // buffer_load ... lds: LDS [lds_begin, lds_end) stays in flight
+  uint32_t lds_begin = 0, lds_end = 0;
 };
 
 // Per-wave strict state.
@@ -55,6 +59,7 @@ struct StrictState {
   WriteRec setreg[64];
   std::deque<MemOp> counters[3];            // 0 vmcnt, 1 lgkmcnt, 2 expcnt: issued, not yet waited for
   uint64_t next_seq = 1;
+  uint32_t lds_dma_in_flight = 0;           // LDS DMA operations in counters[0]
   void init(uint32_t vector_slots);
 };
 

@@ -29,6 +29,8 @@ struct Wave {
   bool done = false, at_barrier = false;
   uint32_t index = 0;             // wave number within the workgroup
   uint32_t hwreg[64] = {};        // s_setreg/s_getreg state (MODE and friends; not interpreted)
+  uint32_t dpp[64] = {};          // the permuted src0 of the DPP instruction executing now
+  uint64_t dpp_written = 0;       // the lanes it wrote
   StrictState strict;
 
   void init(uint32_t vgprs, uint32_t agprs) {
@@ -89,6 +91,7 @@ inline uint32_t read32(const Wave& w, const Operand& o, int lane, int part = 0) 
     case OpKind::Exec: return uint32_t(w.exec >> (32 * (o.index + part)));
     case OpKind::M0: return w.m0;
     case OpKind::Scc: return w.scc;
+    case OpKind::Dpp: return w.dpp[lane];
     case OpKind::Imm: return part ? uint32_t(o.imm64() >> 32) : o.imm32();
     default: return 0;
   }
@@ -161,6 +164,17 @@ inline float outmod(const Inst& in, float r) {
   if (in.mods.clamp) r = std::fmin(std::fmax(r, 0.0f), 1.0f);
   return r;
 }
+
+// DPP: for EXEC `exec`, the lanes a DPP instruction writes and the source lanes it reads
+// (src[l] = -1: lane l reads 0 under bound_ctrl). A source lane out of range or inactive is
+// invalid; row_mask/bank_mask lanes are not written.
+struct DppLanes {
+  uint64_t write = 0, read = 0;
+  int8_t src[kLanes] = {};
+};
+DppLanes dpp_lanes(const Mods& m, uint64_t exec);
+// Runs a DPP instruction: permutes src0 into Wave::dpp, then Inst::inner over the written lanes.
+void dpp_exec(Wave& w, const Inst& in, Dispatch& d);
 
 // Handler tables, one per instruction family (exec_*.cpp).
 struct HandlerEntry {

@@ -39,11 +39,35 @@ TEST_CASE("operand text is parsed into registers, immediates and modifiers") {
   REQUIRE(parse_operands("v_cndmask_b32_e64 v0, 0, -1, s[4:5]", &v) == "");
   CHECK((v.ops[2].kind == OpKind::Imm && v.ops[2].imm32() == 0xffffffffu && v.ops[2].imm64() == ~0ull));
 
-  Inst bad;
-  CHECK(parse_operands("buffer_load_dword v1, off, s[4:7], 0 lds", &bad).find("unsupported modifier 'lds'") !=
-        std::string::npos);
-  Inst dpp;
-  CHECK(parse_operands("v_mov_b32_dpp v0, v1 quad_perm:[1,0,3,2]", &dpp).find("DPP") != std::string::npos);
+  Inst lds;
+  REQUIRE(parse_operands("buffer_load_dword v1, s[4:7], 0 offen offset:16 lds", &lds) == "");
+  CHECK((lds.mods.lds && lds.mods.offen && lds.mods.offset == 16 && lds.ops.size() == 3));
+  // DPP: the _dpp suffix goes, the controls become dpp_ctrl as the ISA encodes it.
+  struct DppCase {
+    const char* text;
+    uint16_t ctrl;
+    uint8_t row_mask, bank_mask;
+    bool bound_ctrl;
+  };
+  const DppCase dpp_cases[] = {
+      {"v_mov_b32_dpp v0, v1 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf", 0xb1, 0xf, 0xf, false},
+      {"v_add_f32_dpp v0, v1, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:1", 0x111, 0xf, 0xf, true},
+      {"v_max_f32_dpp v0, v1, v2 row_bcast:15 row_mask:0xa bank_mask:0xf", 0x142, 0xa, 0xf, false},
+      {"v_max_f32_dpp v0, v1, v2 row_bcast:31 row_mask:0xc bank_mask:0x3", 0x143, 0xc, 0x3, false},
+      {"v_mov_b32_dpp v0, v1 wave_shr:1 row_mask:0xf bank_mask:0xf", 0x138, 0xf, 0xf, false},
+      {"v_mov_b32_dpp v0, v1 wave_ror:1 row_mask:0xf bank_mask:0xf", 0x13c, 0xf, 0xf, false},
+      {"v_mov_b32_dpp v0, v1 row_half_mirror row_mask:0xf bank_mask:0xf", 0x141, 0xf, 0xf, false},
+  };
+  for (const DppCase& c : dpp_cases) {
+    CAPTURE(c.text);
+    Inst dpp;
+    REQUIRE(parse_operands(c.text, &dpp) == "");
+    CHECK((dpp.mods.dpp && dpp.mods.dpp_ctrl == c.ctrl && dpp.mods.row_mask == c.row_mask &&
+           dpp.mods.bank_mask == c.bank_mask && dpp.mods.bound_ctrl == c.bound_ctrl));
+    CHECK(dpp.op.find("_dpp") == std::string::npos);
+  }
+  Inst sdwa;
+  CHECK(parse_operands("v_mov_b32_sdwa v0, v1 dst_sel:WORD_1", &sdwa).find("SDWA") != std::string::npos);
 }
 
 TEST_CASE("LLVM decodes gfx942 machine code into the expected instructions") {

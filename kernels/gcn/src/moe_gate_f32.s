@@ -5,8 +5,9 @@
 // l+128, l+192 (E <= 256), n_groups <= 64, topk <= 64 (the launcher checks).
 // Every selection is an arg-max over (key, expert) with ties to the lower expert: first within
 // the lane (strict >, the lane's experts ascend), then a ds_bpermute butterfly over the wave
-// (xor 32 .. 1), after which every lane holds the winner. Group ids are mul_hi(e, magic)
-// with magic = ceil(2^32 / group_size) from the launcher (exact for e, group_size < 2^16).
+// (xor 32 .. 1), after which every lane holds the winner. Sums and maxima are DPP reductions
+// (WAVE_REDUCE, gcn_wave.inc). Group ids are mul_hi(e, magic) with magic = ceil(2^32 /
+// group_size) from the launcher (exact for e, group_size < 2^16).
 // Registers in: s[0:1] kernarg, s2 token, v0 lane.
 // v1..v4 expert ids, v5..v8 logits then scores, v9..v12 bias then selection scores,
 // v13..v16 keys (selection score or -inf), v17..v20 group ids, v21..v24 kept (0/1),
@@ -14,6 +15,7 @@
 // v28/v29 arg-max value/expert, v30/v31 partner's, v32..v37 partner byte addresses,
 // v38, v39, v41..v43 temporaries, v40 = -inf.
 #include "gcn_target.inc"
+#include "gcn_wave.inc"
 .amdgcn_target GCN_TARGET_ID
 
 // v28/v29 = key/expert if key > v28 (lower experts win ties: they come first)
@@ -50,13 +52,10 @@
   PICK v16, v4
   BUTTERFLY
 .endm
-// v38 = op over the wave of v38 (every lane gets the same result).
+// v38 = op over the wave of v38 (every lane gets the same result): DPP, gcn_wave.inc (s38 is
+// BSTEP's scratch, free here).
 .macro REDUCE op
-  .irp a, v32, v33, v34, v35, v36, v37
-    ds_bpermute_b32 v30, \a, v38
-    s_waitcnt lgkmcnt(0)
-    \op v38, v38, v30
-  .endr
+  WAVE_REDUCE \op, v38, s38
 .endm
 // Lane s28 of dst = sval (v_writelane cannot take two SGPRs on gfx9).
 .macro SETLANE dst, sval
@@ -161,18 +160,22 @@ halcyon_moe_gate_f32:
   s_mov_b32 s26, 0xbfb8aa3b                 // -log2(e): sigmoid = 1 / (1 + 2^(-x log2 e))
   v_mul_f32 v38, s26, v5
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v5, v38
   v_mul_f32 v38, s26, v6
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v6, v38
   v_mul_f32 v38, s26, v7
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v7, v38
   v_mul_f32 v38, s26, v8
   v_exp_f32 v38, v38
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v38, 1.0, v38
   v_rcp_f32 v8, v38
   s_branch .Lselect
@@ -199,6 +202,7 @@ halcyon_moe_gate_f32:
   v_add_f32 v38, v38, v8
   REDUCE v_add_f32
   v_rcp_f32 v39, v38
+  NOP_TRANS
   v_mul_f32 v5, v5, v39
   v_mul_f32 v6, v6, v39
   v_mul_f32 v7, v7, v39
@@ -357,6 +361,7 @@ halcyon_moe_gate_f32:
   s_bitcmp1_b32 s19, 1
   s_cbranch_scc0 .Lscale
   v_rcp_f32 v39, v38
+  NOP_TRANS
   v_mul_f32 v39, v27, v39
   v_cmp_neq_f32 vcc, 0, v38                 // a zero sum leaves the weights 0
   NOP_VALU_SGPR

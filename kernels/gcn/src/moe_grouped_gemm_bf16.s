@@ -10,8 +10,10 @@
 // tile exit. MI300X deals workgroups to its 8 XCDs round-robin by linear id (x fastest), so
 // with the x extent a multiple of 8 every row tile of column tile x runs on XCD x % 8 and an
 // expert's weight column tile is fetched into one XCD's L2 only; padding tiles exit at once.
-// K advances 8 at a time through LDS, double buffered: while the waves multiply stage s from
-// one buffer, the next stage's global loads are in flight; after them, one barrier per stage.
+// K advances KS = 32 at a time through LDS, double buffered, with two stages of global loads in
+// flight: while the waves multiply stage s from one LDS buffer, stage s + 1 is landing in one
+// register set and stage s + 2's loads are issued into the other; then stage s + 1 goes to the
+// other LDS buffer, one barrier per stage.
 // LDS stage (3 KiB): A [64 rows][8 k], then B gate [64 cols][8 k], then B up [64 cols][8 k]
 // (B transposed so that each MFMA operand is one ds_read_b64).
 // Loads are raw buffer loads with range checks: a lane whose element lies outside the matrix
@@ -34,32 +36,26 @@
 .set B_OFFSET, 4096
 .set UP_OFFSET, 4096
 
-// v[44:47] = a[row][kbase + kA + 0..7], v[48:51] = w[e][kbase + kB + 0..7][col] (v[52:55]
-// the up columns when swiglu), bf16 pairs packed by d16 / d16_hi loads; 0 outside.
-// checked = 0 when the whole stage lies inside K: then A loads from the precomputed byte
-// offset v3 (0x80000000 for an invalid row: out of range) with k0 * 2 in soffset; checked = 1
-// (the last stage) masks each element by k < K. B needs no k check: past K it lies outside
+// Register set `set` (0: v44..v55, 1: v56..v67) of a stage's loads: v[44:47] = a[row][kbase +
+// kA + 0..7], v[48:51] = w[e][kbase + kB + 0..7][col] (v[52:55] the up columns when swiglu),
+// set 1 the same 12 registers higher; B in bf16 pairs packed by d16 / d16_hi loads; 0 outside.
+// checked = 0 when the whole stage lies inside K and K is even: then A is one
+// buffer_load_dwordx4 from the precomputed byte offset v3 (0x80000000 for an invalid row: out
+// of range) with k0 * 2 in soffset; checked = 1 (the last stage, or any stage of an odd K)
+// masks each element by k < K. B needs no k check: past K it lies outside
 // the expert's buffer; v4/v39 are 0x80000000 for a column past N.
-.macro A_ELEMENT e, dst, hi, checked, kbase
-  .if \checked
-    v_add_u32 v7, \kbase, v5
-    v_add_u32 v7, \e, v7
-    v_cmp_gt_u32 s[24:25], s15, v7
-    s_and_b64 s[26:27], s[24:25], s[36:37]
-    v_add_u32 v7, v42, v7
-    v_lshlrev_b32 v7, 1, v7
-    v_cndmask_b32 v7, -1, v7, s[26:27]
-    .if \hi
-      buffer_load_short_d16_hi \dst, v7, s[44:47], 0 offen
-    .else
-      buffer_load_short_d16 \dst, v7, s[44:47], 0 offen
-    .endif
+.macro A_ELEMENT e, dst, hi, kbase
+  v_add_u32 v7, \kbase, v5
+  v_add_u32 v7, \e, v7
+  v_cmp_gt_u32 s[24:25], s15, v7
+  s_and_b64 s[26:27], s[24:25], s[36:37]
+  v_add_u32 v7, v42, v7
+  v_lshlrev_b32 v7, 1, v7
+  v_cndmask_b32 v7, -1, v7, s[26:27]
+  .if \hi
+    buffer_load_short_d16_hi \dst, v7, s[44:47], 0 offen
   .else
-    .if \hi
-      buffer_load_short_d16_hi \dst, v3, s[44:47], s53 offen offset:2*\e
-    .else
-      buffer_load_short_d16 \dst, v3, s[44:47], s53 offen offset:2*\e
-    .endif
+    buffer_load_short_d16 \dst, v7, s[44:47], 0 offen
   .endif
 .endm
 // B element k = kbase + kB + e: s52 holds (kbase + e) * ldb * 2 on entry and steps on.
@@ -80,47 +76,66 @@
   .endif
   s_add_u32 s52, s52, s29
 .endm
-.macro LOAD_STAGE kbase, swiglu, checked
+.macro LOAD_STAGE kbase, swiglu, checked, set
   s_lshl_b32 s53, \kbase, 1
-  A_ELEMENT 0, v44, 0, \checked, \kbase
-  A_ELEMENT 1, v44, 1, \checked, \kbase
-  A_ELEMENT 2, v45, 0, \checked, \kbase
-  A_ELEMENT 3, v45, 1, \checked, \kbase
-  A_ELEMENT 4, v46, 0, \checked, \kbase
-  A_ELEMENT 5, v46, 1, \checked, \kbase
-  A_ELEMENT 6, v47, 0, \checked, \kbase
-  A_ELEMENT 7, v47, 1, \checked, \kbase
+  .if \checked
+    A_ELEMENT 0, v[44+12*\set], 0, \kbase
+    A_ELEMENT 1, v[44+12*\set], 1, \kbase
+    A_ELEMENT 2, v[45+12*\set], 0, \kbase
+    A_ELEMENT 3, v[45+12*\set], 1, \kbase
+    A_ELEMENT 4, v[46+12*\set], 0, \kbase
+    A_ELEMENT 5, v[46+12*\set], 1, \kbase
+    A_ELEMENT 6, v[47+12*\set], 0, \kbase
+    A_ELEMENT 7, v[47+12*\set], 1, \kbase
+  .else
+    // the 8 elements are 16 contiguous bytes, dword-aligned as K is even (LOAD_ANY)
+    buffer_load_dwordx4 v[44+12*\set:47+12*\set], v3, s[44:47], s53 offen
+  .endif
   s_mul_i32 s52, \kbase, s29                // kbase * ldb * 2
-  B_ELEMENT v48, v52, 0, \swiglu
-  B_ELEMENT v48, v52, 1, \swiglu
-  B_ELEMENT v49, v53, 0, \swiglu
-  B_ELEMENT v49, v53, 1, \swiglu
-  B_ELEMENT v50, v54, 0, \swiglu
-  B_ELEMENT v50, v54, 1, \swiglu
-  B_ELEMENT v51, v55, 0, \swiglu
-  B_ELEMENT v51, v55, 1, \swiglu
+  B_ELEMENT v[48+12*\set], v[52+12*\set], 0, \swiglu
+  B_ELEMENT v[48+12*\set], v[52+12*\set], 1, \swiglu
+  B_ELEMENT v[49+12*\set], v[53+12*\set], 0, \swiglu
+  B_ELEMENT v[49+12*\set], v[53+12*\set], 1, \swiglu
+  B_ELEMENT v[50+12*\set], v[54+12*\set], 0, \swiglu
+  B_ELEMENT v[50+12*\set], v[54+12*\set], 1, \swiglu
+  B_ELEMENT v[51+12*\set], v[55+12*\set], 0, \swiglu
+  B_ELEMENT v[51+12*\set], v[55+12*\set], 1, \swiglu
 .endm
 
-// LOAD_STAGE, unchecked when kbase + KS <= K.
-.macro LOAD_ANY kbase, swiglu
+// LOAD_STAGE into set `set`, unchecked (A as one 16-byte load a thread) when kbase + KS <= K
+// and K is even.
+.macro LOAD_ANY kbase, swiglu, set
   s_add_u32 s52, \kbase, KS
   s_cmp_le_u32 s52, s15
-  s_cbranch_scc0 1f
-  LOAD_STAGE \kbase, \swiglu, 0
-  s_branch 2f
-1:
-  LOAD_STAGE \kbase, \swiglu, 1
-2:
+  s_cbranch_scc0 .Lchecked\@
+  s_bitcmp1_b32 s15, 0
+  s_cbranch_scc1 .Lchecked\@
+  LOAD_STAGE \kbase, \swiglu, 0, \set
+  s_branch .Lloaded\@
+.Lchecked\@:
+  LOAD_STAGE \kbase, \swiglu, 1, \set
+.Lloaded\@:
 .endm
 
-// The loaded elements into the LDS stage at s60 (16 bytes each: A row part, B column part).
-.macro WRITE_STAGE swiglu
+// Register set `set` into the LDS stage at s60 (16 bytes each: A row part, B column part).
+.macro WRITE_STAGE swiglu, set
   v_add_u32 v32, s60, v14
   v_add_u32 v33, s60, v15
-  ds_write_b128 v32, v[44:47]
-  ds_write_b128 v33, v[48:51]
+  ds_write_b128 v32, v[44+12*\set:47+12*\set]
+  ds_write_b128 v33, v[48+12*\set:51+12*\set]
   .if \swiglu
-    ds_write_b128 v33, v[52:55] offset:UP_OFFSET
+    ds_write_b128 v33, v[52+12*\set:55+12*\set] offset:UP_OFFSET
+  .endif
+.endm
+
+// s_waitcnt until the older of two register sets has landed while the newer (a stage's loads:
+// at least 1 + 8, or 1 + 16 with the up columns) may still be in flight. VMEM loads return in
+// order, so vmcnt(fewest loads of a stage) covers the older set whichever path loaded the newer.
+.macro WAIT_OLDER swiglu
+  .if \swiglu
+    s_waitcnt vmcnt(17)
+  .else
+    s_waitcnt vmcnt(9)
   .endif
 .endm
 
@@ -146,32 +161,56 @@
   COMPUTE_STEP 3, \swiglu
 .endm
 
-// The whole K loop; falls through when done.
-.macro K_LOOP swiglu
-  LOAD_ANY s43, \swiglu
-  s_mov_b32 s60, 0                          // the first stage goes to buffer 0
-  s_waitcnt vmcnt(0)
-  WRITE_STAGE \swiglu
-  s_waitcnt lgkmcnt(0)
-  s_barrier
-  s_mov_b32 s59, 0                          // stage being multiplied
-  s_movk_i32 s60, STAGE_BYTES               // stage being filled
-.Lk\@:
+// One K stage: the waves multiply stage s43 (LDS s59) while stage s43 + KS is in flight in
+// register set `have` and stage s43 + 2 KS is loaded into set `load`; then set `have` goes to
+// the LDS stage s60 and the stages move on. Jumps to `done` after the last stage.
+.macro K_STEP swiglu, have, load, done
   s_add_u32 s61, s43, KS
-  s_cmp_lt_u32 s61, s15
-  s_cbranch_scc0 .Lno_prefetch\@
-  LOAD_ANY s61, \swiglu                     // in flight during the MFMAs
-.Lno_prefetch\@:
+  s_add_u32 s64, s43, 2*KS
+  s_cmp_lt_u32 s64, s15
+  s_cbranch_scc0 .Lno_load\@
+  LOAD_ANY s64, \swiglu, \load             // in flight during two stages of MFMAs
+.Lno_load\@:
   COMPUTE_STAGE \swiglu
   s_cmp_ge_u32 s61, s15
-  s_cbranch_scc1 .Ldone\@
+  s_cbranch_scc1 \done
+  s_cmp_lt_u32 s64, s15
+  s_cbranch_scc0 .Lwait_all\@
+  WAIT_OLDER \swiglu
+  s_branch .Lwaited\@
+.Lwait_all\@:
   s_waitcnt vmcnt(0)
-  WRITE_STAGE \swiglu
+.Lwaited\@:
+  WRITE_STAGE \swiglu, \have
   s_waitcnt lgkmcnt(0)
   s_barrier                                 // the stage is written, and the other one read
   s_xor_b32 s59, s59, STAGE_BYTES
   s_xor_b32 s60, s60, STAGE_BYTES
   s_mov_b32 s43, s61
+.endm
+
+// The whole K loop; falls through when done. Two stages of loads in flight (register sets 0
+// and 1 alternate, so the loop body is K_STEP twice); LDS double buffered.
+.macro K_LOOP swiglu
+  LOAD_ANY s43, \swiglu, 0                 // stage 0 -> set 0
+  s_add_u32 s61, s43, KS
+  s_cmp_lt_u32 s61, s15
+  s_cbranch_scc0 .Lone_stage\@
+  LOAD_ANY s61, \swiglu, 1                 // stage 1 -> set 1
+  WAIT_OLDER \swiglu
+  s_branch .Lfirst\@
+.Lone_stage\@:
+  s_waitcnt vmcnt(0)
+.Lfirst\@:
+  s_mov_b32 s60, 0                          // the first stage goes to buffer 0
+  WRITE_STAGE \swiglu, 0
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  s_mov_b32 s59, 0                          // stage being multiplied
+  s_movk_i32 s60, STAGE_BYTES               // stage being filled
+.Lk\@:
+  K_STEP \swiglu, 1, 0, .Ldone\@
+  K_STEP \swiglu, 0, 1, .Ldone\@
   s_branch .Lk\@
 .Ldone\@:
 .endm
@@ -195,6 +234,7 @@
   v_accvgpr_read_b32 v24, \up
   v_mul_f32 v23, s58, v22                   // silu(g) * u = g * u / (1 + 2^(-g log2 e))
   v_exp_f32 v23, v23
+  NOP_TRANS                                 // gfx942: transcendental -> VALU
   v_add_f32 v23, 1.0, v23
   v_rcp_f32 v23, v23
   v_mul_f32 v22, v22, v24
@@ -374,9 +414,9 @@ halcyon_moe_grouped_gemm_bf16:
   .amdhsa_system_vgpr_workitem_id 0
   .amdhsa_kernarg_size 84
   .amdhsa_group_segment_fixed_size 24576
-  .amdhsa_next_free_vgpr 88
-  .amdhsa_next_free_sgpr 64
-  .amdhsa_accum_offset 56
+  .amdhsa_next_free_vgpr 100
+  .amdhsa_next_free_sgpr 65
+  .amdhsa_accum_offset 68
 .end_amdhsa_kernel
 
 .amdgpu_metadata
@@ -391,8 +431,8 @@ amdhsa.kernels:
     .group_segment_fixed_size: 24576
     .private_segment_fixed_size: 0
     .wavefront_size: 64
-    .sgpr_count: 64
-    .vgpr_count: 56
+    .sgpr_count: 65
+    .vgpr_count: 68
     .agpr_count: 32
     .max_flat_workgroup_size: 256
     .args:

@@ -66,6 +66,7 @@
   v_sub_f32 v4, v4, v8
   v_mul_f32 v4, 0x3fb8aa3b, v4
   v_exp_f32 v4, v4
+  NOP_TRANS                                 // gfx942: before a VALU reads v4
 .endm
 
 .macro LOAD_EXP_SUM
@@ -105,6 +106,7 @@ halcyon_softmax_rows_f32:
   ROW_LOOP LOAD_EXP_SUM
   LDS_REDUCE v_add_f32, v9                  // v9 = row sum
   v_rcp_f32 v9, v9
+  NOP_TRANS
 
   ROW_LOOP LOAD_EXP_STORE
   s_endpgm

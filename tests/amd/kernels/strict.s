@@ -4,6 +4,7 @@
 // inserted wait states" tables. test_sim_strict.cpp expects each to fail with its rule named.
 // Assembled for gfx942 and gfx90a; the gfx942-only rules must pass on gfx90a.
 #include "gcn_target.inc"
+#include "gcn_wave.inc"
 .amdgcn_target GCN_TARGET_ID
 
 // Exactly the wait states each rule needs (s_nop N gives N + 1): the strict_ok_* kernels must
@@ -735,6 +736,219 @@ strict_short_vgpr_readlane:
 .size strict_short_vgpr_readlane, .-strict_short_vgpr_readlane
 KERNEL strict_short_vgpr_readlane, 0
 
+// ---- DPP and LDS DMA ----
+// s[8:11] = a raw buffer resource over the first 256 bytes of the scratch buffer.
+.macro SCRATCH_RSRC
+  s_mov_b32 s8, s4
+  s_and_b32 s9, s5, 0xffff
+  s_mov_b32 s10, 256
+  s_mov_b32 s11, 0x00020000
+.endm
+.macro K name, lds=0
+.globl \name
+.p2align 8
+.type \name,@function
+\name:
+.endm
+.macro END name, lds=0
+  s_endpgm
+.size \name, .-\name
+KERNEL \name, \lds
+.endm
+
+// A VALU write of a VGPR, then a DPP read of it: 2 wait states.
+K strict_dpp_vgpr
+  v_mov_b32 v2, v0
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_dpp_vgpr
+K strict_short_dpp_vgpr
+  v_mov_b32 v2, v0
+  s_nop 0
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_short_dpp_vgpr
+K strict_ok_dpp_vgpr
+  v_mov_b32 v2, v0
+  s_nop 1
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_ok_dpp_vgpr
+// ... src1 too: every VGPR a DPP instruction reads.
+K strict_dpp_src1
+  v_mov_b32 v2, v0
+  s_nop 1
+  v_mov_b32 v3, 1
+  v_add_u32_dpp v4, v2, v3 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf
+END strict_dpp_src1
+
+// A VALU write of EXEC, then a DPP instruction: 5 wait states.
+K strict_dpp_exec
+  v_mov_b32 v2, v0
+  s_nop 1
+  v_cmpx_eq_u32 vcc, v0, v0
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_dpp_exec
+K strict_short_dpp_exec
+  v_mov_b32 v2, v0
+  s_nop 1
+  v_cmpx_eq_u32 vcc, v0, v0
+  s_nop 3
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_short_dpp_exec
+K strict_ok_dpp_exec
+  v_mov_b32 v2, v0
+  s_nop 1
+  v_cmpx_eq_u32 vcc, v0, v0
+  s_nop 4
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_ok_dpp_exec
+
+// DPP reads src0 in other lanes: lane 1 reads lane 0, which nothing wrote (EXEC was 1...10 then).
+K strict_dpp_uninit
+  s_mov_b32 exec_lo, -2
+  v_mov_b32 v2, v0
+  s_mov_b32 exec_lo, -1
+  s_nop 1
+  v_mov_b32_dpp v3, v2 row_shr:1 row_mask:0xf bank_mask:0xf
+END strict_dpp_uninit
+
+// An SALU write of M0, then an LDS DMA: 1 wait state (0 is one short).
+K strict_lds_dma_m0
+  LOAD_SCRATCH
+  SCRATCH_RSRC
+  s_mov_b32 m0, 0
+  buffer_load_dword v1, s[8:11], 0 offen lds
+  s_waitcnt vmcnt(0)
+END strict_lds_dma_m0, 256
+K strict_ok_lds_dma_m0
+  LOAD_SCRATCH
+  SCRATCH_RSRC
+  s_mov_b32 m0, 0
+  s_nop 0
+  buffer_load_dword v1, s[8:11], 0 offen lds
+  s_waitcnt vmcnt(0)
+END strict_ok_lds_dma_m0, 256
+// LDS DMA with M0 never written.
+K strict_lds_dma_uninit_m0
+  LOAD_SCRATCH
+  SCRATCH_RSRC
+  buffer_load_dword v1, s[8:11], 0 offen lds
+  s_waitcnt vmcnt(0)
+END strict_lds_dma_uninit_m0, 256
+// Reading LDS that an LDS DMA is still writing (no s_waitcnt vmcnt).
+K strict_lds_dma_read
+  LOAD_SCRATCH
+  SCRATCH_RSRC
+  s_mov_b32 m0, 0
+  s_nop 0
+  buffer_load_dword v1, s[8:11], 0 offen lds
+  ds_read_b32 v2, v1 offset:4
+  s_waitcnt vmcnt(0) lgkmcnt(0)
+END strict_lds_dma_read, 256
+// An LDS DMA in flight at a barrier.
+K strict_lds_dma_barrier
+  LOAD_SCRATCH
+  SCRATCH_RSRC
+  s_mov_b32 m0, 0
+  s_nop 0
+  buffer_load_dword v1, s[8:11], 0 offen lds
+  s_barrier
+  s_waitcnt vmcnt(0)
+END strict_lds_dma_barrier, 256
+
+// Functional: the scratch buffer's dwords through LDS DMA (vaddr 4 * lane + 16, offset:16: lane
+// l loads buffer dword l + 8 and writes LDS byte M0 + 16 + 4 * l = 32 + 4 * l; lanes 56..63 lie
+// past num_records = 256 and write 0), read back reversed by ds_read, stored at dwords 64..127.
+K strict_ok_lds_dma
+  LOAD_SCRATCH
+  SCRATCH_RSRC
+  v_lshlrev_b32 v2, 2, v0            // 4 * lane
+  v_add_u32 v3, 16, v2
+  s_mov_b32 m0, 16
+  s_nop 0
+  buffer_load_dword v3, s[8:11], 0 offen offset:16 lds
+  v_sub_u32 v4, 0xfc, v2             // 4 * (63 - lane)
+  s_waitcnt vmcnt(0)
+  ds_read_b32 v5, v4 offset:32
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v2, v5, s[4:5] offset:256
+  s_waitcnt vmcnt(0)
+END strict_ok_lds_dma, 512
+
+// Functional: each DPP control on v2 = lane, stored at dword 64 * n + lane (0xffffffff where a
+// lane is not written); then the wave reduction of gcn_wave.inc on lane + 1.
+.macro DPP_CASE n, insn:vararg
+  v_mov_b32 v3, -1
+  s_nop 1
+  \insn
+  global_store_dword v4, v3, s[4:5] offset:256*\n
+.endm
+K strict_ok_dpp_forms
+  LOAD_SCRATCH
+  v_mov_b32 v2, v0
+  v_lshlrev_b32 v4, 2, v0
+  DPP_CASE 0, v_mov_b32_dpp v3, v2 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf
+  DPP_CASE 1, v_mov_b32_dpp v3, v2 row_shl:1 row_mask:0xf bank_mask:0xf
+  DPP_CASE 2, v_mov_b32_dpp v3, v2 row_shr:3 row_mask:0xf bank_mask:0xf bound_ctrl:0
+  DPP_CASE 3, v_mov_b32_dpp v3, v2 row_ror:5 row_mask:0xf bank_mask:0xf
+  DPP_CASE 4, v_mov_b32_dpp v3, v2 wave_shl:1 row_mask:0xf bank_mask:0xf
+  DPP_CASE 5, v_mov_b32_dpp v3, v2 wave_rol:1 row_mask:0xf bank_mask:0xf
+  DPP_CASE 6, v_mov_b32_dpp v3, v2 wave_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+  DPP_CASE 7, v_mov_b32_dpp v3, v2 wave_ror:1 row_mask:0xf bank_mask:0xf
+  DPP_CASE 8, v_mov_b32_dpp v3, v2 row_mirror row_mask:0xf bank_mask:0xf
+  DPP_CASE 9, v_mov_b32_dpp v3, v2 row_half_mirror row_mask:0xf bank_mask:0xf
+  DPP_CASE 10, v_mov_b32_dpp v3, v2 row_bcast:15 row_mask:0xa bank_mask:0xf
+  DPP_CASE 11, v_mov_b32_dpp v3, v2 row_bcast:31 row_mask:0xc bank_mask:0xf
+  DPP_CASE 12, v_add_u32_dpp v3, v2, v4 quad_perm:[0,0,0,0] row_mask:0x5 bank_mask:0x6
+  // lane 0 inactive: lane 1's source is invalid (not written, then 0 under bound_ctrl)
+  v_mov_b32 v3, -1
+  v_mov_b32 v5, -1
+  s_mov_b32 exec_lo, -2
+  s_nop 1
+  v_mov_b32_dpp v3, v2 wave_ror:1 row_mask:0xf bank_mask:0xf
+  v_mov_b32_dpp v5, v2 wave_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+  s_mov_b32 exec_lo, -1
+  global_store_dword v4, v3, s[4:5] offset:256*13
+  global_store_dword v4, v5, s[4:5] offset:256*14
+  v_add_u32 v6, 1, v0
+  WAVE_REDUCE v_add_u32, v6, s7
+  global_store_dword v4, v6, s[4:5] offset:256*15
+  s_waitcnt vmcnt(0)
+END strict_ok_dpp_forms
+
+// gfx942: a transcendental result read by a non-transcendental VALU: 1 wait state (0 is one
+// short); a transcendental reading it needs none.
+K strict_trans_forward
+  v_mov_b32 v1, 1.0
+  v_exp_f32 v2, v1
+  v_add_f32 v3, v2, v2
+END strict_trans_forward
+K strict_ok_trans_forward
+  v_mov_b32 v1, 1.0
+  v_exp_f32 v2, v1
+  v_rcp_f32 v4, v2
+  s_nop 0
+  v_add_f32 v3, v2, v4
+END strict_ok_trans_forward
+// gfx942: a VALU result written to the high half (op_sel dst) read by a VALU: 1 wait state.
+K strict_dst_sel
+  v_mov_b32 v1, 1.0
+  v_fma_f16 v2, v1, v1, v1 op_sel:[0,0,0,1]
+  v_add_f32 v3, v2, v2
+END strict_dst_sel
+K strict_ok_dst_sel
+  v_mov_b32 v1, 1.0
+  v_fma_f16 v2, v1, v1, v1 op_sel:[0,0,0,1]
+  s_nop 0
+  v_add_f32 v3, v2, v2
+END strict_ok_dst_sel
+
+// An MFMA result read as a DPP src0 (the permuted operand): the MFMA -> VALU rule applies.
+K strict_dpp_mfma
+  MFMA_INIT
+  MFMA_F32_16X16X16_BF16 v[8:11], v[2:3], v[4:5], v[8:11]
+  s_nop 2
+  v_mov_b32_dpp v12, v8 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:0
+END strict_dpp_mfma
+
 .amdgpu_metadata
 ---
 amdhsa.version: [ 1, 2 ]
@@ -795,5 +1009,25 @@ amdhsa.kernels:
   META(strict_short_valu_sgpr_valu, 0)
   META(strict_short_exec_readlane, 0)
   META(strict_short_vgpr_readlane, 0)
+  META(strict_dpp_vgpr, 0)
+  META(strict_short_dpp_vgpr, 0)
+  META(strict_ok_dpp_vgpr, 0)
+  META(strict_dpp_src1, 0)
+  META(strict_dpp_exec, 0)
+  META(strict_short_dpp_exec, 0)
+  META(strict_ok_dpp_exec, 0)
+  META(strict_dpp_uninit, 0)
+  META(strict_lds_dma_m0, 256)
+  META(strict_ok_lds_dma_m0, 256)
+  META(strict_lds_dma_uninit_m0, 256)
+  META(strict_lds_dma_read, 256)
+  META(strict_lds_dma_barrier, 256)
+  META(strict_ok_lds_dma, 512)
+  META(strict_ok_dpp_forms, 0)
+  META(strict_trans_forward, 0)
+  META(strict_ok_trans_forward, 0)
+  META(strict_dst_sel, 0)
+  META(strict_ok_dst_sel, 0)
+  META(strict_dpp_mfma, 0)
 ...
 .end_amdgpu_metadata
