@@ -10,8 +10,9 @@ __kernel void hc_vector_add(__global const float* a, __global const float* b, __
 
 #define SOFTMAX_THREADS 256
 
-// Tree reduction over the group; op 0 = max, 1 = sum. Every work-item gets the result.
-float group_reduce(__local float* red, float v, int op) {
+// Tree reduction over the group; op 0 = max, 1 = sum. Every work-item gets the result. Always
+// inlined: pocl cannot run a barrier inside a called function that is left a call (-O0).
+static inline __attribute__((always_inline)) float group_reduce(__local float* red, float v, int op) {
   int l = get_local_id(0);
   red[l] = v;
   barrier(CLK_LOCAL_MEM_FENCE);

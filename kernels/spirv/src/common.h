@@ -4,10 +4,10 @@
 #define HALCYON_SPIRV_COMMON_H
 
 // bf16 is the upper half of an fp32.
-inline float bf16_to_float(ushort v) { return as_float(((uint)v) << 16); }
+static inline float bf16_to_float(ushort v) { return as_float(((uint)v) << 16); }
 
 // Round to nearest even; a NaN stays a (quiet) NaN.
-inline ushort float_to_bf16(float f) {
+static inline ushort float_to_bf16(float f) {
   uint u = as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -15,7 +15,7 @@ inline ushort float_to_bf16(float f) {
 }
 
 // The local expert of row r: the e with offsets[e] <= r < offsets[e + 1] (r < offsets[EL]).
-inline long expert_of_row(__global const int* offsets, long EL, long r) {
+static inline long expert_of_row(__global const int* offsets, long EL, long r) {
   long lo = 0, hi = EL;
   while (hi - lo > 1) {
     long mid = (lo + hi) / 2;

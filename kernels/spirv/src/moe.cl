@@ -6,13 +6,13 @@
 #define GATE_MAX_EXPERTS 256
 
 // Higher first, ties to the lower index; a NaN ranks below every number.
-inline bool ranks_before(float a, long ia, float b, long ib) {
+static inline bool ranks_before(float a, long ia, float b, long ib) {
   float ka = isnan(a) ? -INFINITY : a, kb = isnan(b) ? -INFINITY : b;
   return ka > kb || (ka == kb && ia < ib);
 }
 
 // The best eligible item of [first, first + count), made ineligible; -1 if none.
-inline long pick_best(const float* value, uchar* eligible, long first, long count) {
+static inline long pick_best(const float* value, uchar* eligible, long first, long count) {
   long best = -1;
   for (long i = first; i < first + count; ++i)
     if (eligible[i] && (best < 0 || ranks_before(value[i], i, value[best], best))) best = i;
@@ -121,7 +121,7 @@ __kernel void hc_moe_grouped_gemm(__global const ushort* a, __global const ushor
 }
 
 // The SwiGLU output j of one row whose input is `row` (H elements) with expert weights we [H, 2I].
-inline ushort swiglu_at(__global const ushort* row, __global const ushort* we, long H, long I, long j) {
+static inline ushort swiglu_at(__global const ushort* row, __global const ushort* we, long H, long I, long j) {
   float g = 0.0f, u = 0.0f;
   for (long k = 0; k < H; ++k) {
     float x = bf16_to_float(row[k]);
