@@ -1,16 +1,18 @@
-// SPIR-V implementations (kernels/spirv: basic.cl, moe.cl) of vector_add, row_softmax,
-// gemm_bf16 and the MoE family, for devices that load SPIR-V (the Level Zero backend). Each
+// SPIR-V implementations (kernels/spirv: basic.cl, moe.cl, attention.cl, comm.cl) of
+// vector_add, row_softmax, gemm_bf16, the MoE family, the attention contracts and comm_dispatch, for devices that load SPIR-V (the Level Zero backend). Each
 // launcher packs a struct whose fields mirror its kernel's parameter list, in order: the
 // backend lays the blob out from the module's own parameter types (backends/level_zero,
 // spirv_reader), so a mismatch in size is refused at launch. Parameter errors are reported
 // before anything is queued; data-dependent errors (ids or offsets out of range) make the
 // kernels skip the element, as the contracts say.
+#include <halcyon/kernels/reference/attention.hpp>
 #include <halcyon/kernels/reference/moe.hpp>
 #include <halcyon/ops/op.hpp>
 #include <halcyon/spirv_kernels.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -56,12 +58,12 @@ Status launch(const ops::OpContext& ctx, const char* set, const char* entry, Dim
   return ctx.stream.launch(*k, grid, block, &a, sizeof a);
 }
 
-// A 2-D grid: dimension 0 over `cols` outputs in groups of kColumns, dimension 1 over `rows`.
+// A 2-D grid: dimension 0 over `cols` outputs in groups of `per`, dimension 1 over `rows`.
 Status launch_rows(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
-                   const auto& args) {
-  if (rows > INT32_MAX || ceil_div(cols, kColumns) > INT32_MAX)
+                   const auto& args, uint32_t per = kColumns) {
+  if (rows > INT32_MAX || ceil_div(cols, per) > INT32_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a grid", ctx.contract.op, rows, cols));
-  return launch(ctx, set, entry, {uint32_t(ceil_div(cols, kColumns)), uint32_t(rows)}, {kColumns, 1}, args);
+  return launch(ctx, set, entry, {uint32_t(ceil_div(cols, per)), uint32_t(rows)}, {per, 1}, args);
 }
 
 uint64_t address(const ops::OpContext& ctx, const char* name) {
@@ -204,6 +206,73 @@ Status moe_combine(ops::OpContext& ctx) {
   return launch_rows(ctx, "moe", "hc_moe_combine", a.H, a.T, a);
 }
 
+// ---- attention -----------------------------------------------------------------------------
+// One work-item per (query token, head), heads along dimension 0 in groups of kHeads.
+constexpr uint32_t kHeads = 16;
+
+struct PrefillArgs {
+  uint64_t q, k, v, cu_q, cu_k, out, lse;
+  int64_t B, Tq, Hq, Hkv, D, causal;
+  float scale;
+};
+Status attention_prefill(ops::OpContext& ctx) {
+  ref::AttentionPrefillShape sh{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"),
+                                ctx.dim("D"), ctx.params().b("causal"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(sh));  // shape errors now, before anything is queued
+  PrefillArgs a{address(ctx, "q"), address(ctx, "k"), address(ctx, "v"), address(ctx, "cu_seqlens_q"),
+                address(ctx, "cu_seqlens_k"), address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Tq, sh.Hq, sh.Hkv,
+                sh.D, sh.causal, ref::attention_scale(sh.scale, sh.D)};
+  return launch_rows(ctx, "attention", "hc_attention_prefill", sh.Hq, sh.Tq, a, kHeads);
+}
+
+struct DecodeArgs {
+  uint64_t q, k, v, table, lens, out, lse;
+  int64_t B, Sq, Hq, Hkv, D, NB, BS, MB;
+  float scale;
+};
+Status attention_decode(ops::OpContext& ctx) {
+  ref::AttentionDecodeShape sh{ctx.dim("B"),  ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
+                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_decode_check(sh));
+  DecodeArgs a{address(ctx, "q"), address(ctx, "k_cache"), address(ctx, "v_cache"), address(ctx, "block_table"),
+               address(ctx, "seq_lens"), address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Sq, sh.Hq, sh.Hkv, sh.D,
+               sh.NB, sh.BS, sh.MB, ref::attention_scale(sh.scale, sh.D)};
+  return launch_rows(ctx, "attention", "hc_attention_decode", sh.Hq, sh.B * sh.Sq, a, kHeads);
+}
+
+struct MlaArgs {
+  uint64_t q, kv, table, lens, out, lse;
+  int64_t B, Sq, Hq, NB, BS, MB;
+  float scale;
+};
+Status attention_mla_decode(ops::OpContext& ctx) {
+  ref::AttentionMlaShape sh{ctx.dim("B"),  ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"),
+                            ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_mla_decode_check(sh));
+  MlaArgs a{address(ctx, "q"), address(ctx, "kv_cache"), address(ctx, "block_table"), address(ctx, "seq_lens"),
+            address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Sq, sh.Hq, sh.NB, sh.BS, sh.MB,
+            ref::attention_scale(sh.scale, ref::kMlaQkDim)};
+  return launch_rows(ctx, "attention", "hc_attention_mla_decode", sh.Hq, sh.B * sh.Sq, a, kHeads);
+}
+
+// ---- comm_dispatch -------------------------------------------------------------------------
+struct DispatchArgs {
+  uint64_t x, src_row, out;
+  int64_t T, R, H, chunk_rows;
+};
+// A persistent grid of at most one group per compute unit the stream may use: a partition's
+// units (enforced sub-device or soft cap), else the device's.
+Status comm_dispatch(ops::OpContext& ctx) {
+  const int64_t chunk = ctx.params().i("chunk_rows");
+  if (chunk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("comm_dispatch: chunk_rows = {} must be >= 1", chunk));
+  DispatchArgs a{address(ctx, "x"), address(ctx, "src_row"), address(ctx, "out"), ctx.dim("T"), ctx.dim("R"),
+                 ctx.dim("H"), chunk};
+  auto stream = ctx.stream.info();
+  if (!stream) return stream.error();
+  const int64_t groups = std::min<int64_t>(ceil_div(a.R, chunk), std::max<uint32_t>(stream->units, 1));
+  return launch(ctx, "comm", "hc_comm_dispatch", {uint32_t(groups)}, {kColumns}, a);
+}
+
 // One row per implementation: op, launcher, predicate.
 struct Row {
   const char* op;
@@ -220,6 +289,10 @@ constexpr Row kRows[] = {
     {"moe_grouped_gemm_swiglu", moe_grouped_gemm_swiglu, nullptr},
     {"moe_grouped_gemm_swiglu_gather", moe_grouped_gemm_swiglu_gather, nullptr},
     {"moe_combine", moe_combine, nullptr},
+    {"attention_prefill", attention_prefill, nullptr},
+    {"attention_decode", attention_decode, nullptr},
+    {"attention_mla_decode", attention_mla_decode, nullptr},
+    {"comm_dispatch", comm_dispatch, nullptr},
 };
 
 const bool kRegistered = [] {

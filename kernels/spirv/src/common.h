@@ -14,7 +14,8 @@ static inline ushort float_to_bf16(float f) {
   return (ushort)(u >> 16);
 }
 
-// The local expert of row r: the e with offsets[e] <= r < offsets[e + 1] (r < offsets[EL]).
+// The segment of row r: the e with offsets[e] <= r < offsets[e + 1] (r < offsets[EL]): the
+// local expert of a row (MoE), the sequence of a query token (attention).
 static inline long expert_of_row(__global const int* offsets, long EL, long r) {
   long lo = 0, hi = EL;
   while (hi - lo > 1) {
