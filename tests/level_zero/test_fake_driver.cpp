@@ -138,6 +138,13 @@ TEST_CASE("a SPIR-V kernel runs, its arguments laid out from the module") {
   for (int i = 0; i < n; ++i) REQUIRE(z[i] == 1.5f * float(i));
   CHECK(fake().count("zeKernelSetArgumentValue") == 4);
   CHECK(fake().count("zeCommandListAppendLaunchKernel") == 1);
+  // The fake faults as a GPU would on an address outside every allocation.
+  auto wild = blob;
+  wild.c = 0x1000;
+  auto fault = s.launch(k, {1}, {256}, &wild, sizeof wild);
+  REQUIRE(!fault.ok());
+  CHECK(fault.error().status() == HAL_DEVICE_ERROR);
+  CHECK(contains(fault.error().message(), "zeKernelSetArgumentValue"));
   auto missing = m.kernel("hc_no_such_kernel");
   REQUIRE(!missing.ok());
   CHECK(missing.error().status() == HAL_NOT_FOUND);
