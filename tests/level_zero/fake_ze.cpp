@@ -85,6 +85,7 @@ struct State {
   size_t device_bytes = 0;
   bool fail_build = false, oom = false, lost = false;
   int last_list_device = -1;
+  uint32_t tiles_exposed = kTiles;
 };
 
 State& state() {
@@ -206,6 +207,7 @@ extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
   st.calls.clear();
   st.fail_build = st.oom = st.lost = false;
   st.last_list_device = -1;
+  st.tiles_exposed = kTiles;
 }
 
 extern "C" __attribute__((visibility("default"))) int fakeze_inject(const char* what) {
@@ -230,6 +232,12 @@ extern "C" __attribute__((visibility("default"))) int fakeze_last_list_device(vo
   State& st = state();
   std::lock_guard lock(st.mu);
   return st.last_list_device;
+}
+
+extern "C" __attribute__((visibility("default"))) void fakeze_set_tiles(int tiles) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  st.tiles_exposed = tiles >= int(kTiles) ? kTiles : 0;
 }
 
 extern "C" __attribute__((visibility("default"))) size_t fakeze_live_bytes(void) {
@@ -284,7 +292,7 @@ FAKE_API zeDeviceGet(ze_driver_handle_t driver, uint32_t* count, ze_device_handl
 FAKE_API zeDeviceGetSubDevices(ze_device_handle_t d, uint32_t* count, ze_device_handle_t* subs) {
   FAKE_ENTER("zeDeviceGetSubDevices");
   if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-  uint32_t have = d == &st.root ? kTiles : 0;
+  uint32_t have = d == &st.root ? st.tiles_exposed : 0;
   if (subs)
     for (uint32_t i = 0; i < std::min(*count, have); ++i) subs[i] = &st.tiles[i];
   *count = have;

@@ -5,7 +5,8 @@
 #include <cstddef>
 
 extern "C" {
-// Back to the defaults: no failure armed, the call log cleared (allocations stay).
+// Back to the defaults: no failure armed, two sub-devices, the call log cleared (allocations
+// stay).
 void fakeze_reset(void);
 // Arms a failure: "module_build" (the next zeModuleCreate fails with a build log), "oom" (every
 // device allocation fails as out of device memory), "device_lost" (every later command and
@@ -16,6 +17,8 @@ int fakeze_count(const char* name);
 // The device handle argument of the last zeCommandListCreateImmediate: 0 the root device,
 // 1 + i sub-device i.
 int fakeze_last_list_device(void);
+// How many sub-devices the root device reports from now on: 2 (the default) or 0.
+void fakeze_set_tiles(int tiles);
 // Bytes of device and host memory allocated and not freed.
 size_t fakeze_live_bytes(void);
 }

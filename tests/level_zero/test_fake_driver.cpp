@@ -28,6 +28,7 @@ struct Fake {
   void inject(const char* what) const { REQUIRE(fn<int (*)(const char*)>("fakeze_inject")(what) == 1); }
   int count(const char* name) const { return fn<int (*)(const char*)>("fakeze_count")(name); }
   int last_list_device() const { return fn<int (*)()>("fakeze_last_list_device")(); }
+  void set_tiles(int n) const { fn<void (*)(int)>("fakeze_set_tiles")(n); }
 };
 
 const Fake& fake() {
@@ -208,6 +209,28 @@ TEST_CASE("partitions are whole sub-devices, and their streams go to their tile"
   CHECK(fake().last_list_device() == 2);  // sub-device 1
   auto again = d.split(1);
   REQUIRE(!again.ok());  // both tiles are taken
+}
+
+TEST_CASE("without sub-devices, partitions are soft caps") {
+  open_ze();  // initialises the registry with the fake
+  fake().set_tiles(0);
+  auto d = unwrap(halcyon::Device::open("ze:0"));
+  fake().set_tiles(2);
+  CHECK(!d.has("partition.enforced"));
+  auto caps = unwrap(d.partition_caps());
+  CHECK(caps.mechanism == HAL_PARTITION_SOFT_CAP);
+  CHECK(caps.enforced == 0);
+  CHECK(caps.min_units == 1);
+  auto [comm, rest] = unwrap(d.split(20));
+  auto ci = unwrap(comm.info()), ri = unwrap(rest.info());
+  CHECK(ci.units_granted == 20);
+  CHECK(ci.mechanism == HAL_PARTITION_SOFT_CAP);
+  CHECK(ci.enforced == 0);
+  CHECK(ri.units_granted == 44);
+  auto s = unwrap(d.create_stream(&comm));
+  auto si = unwrap(s.info());
+  CHECK(si.units == 20);  // what a persistent grid on this stream is sized by
+  CHECK(fake().last_list_device() == 0);  // the root device: nothing enforces the cap
 }
 
 TEST_CASE("a lost device makes every later call an error that says so") {
