@@ -8,7 +8,7 @@ extern "C" {
 // Back to the defaults: no failure armed, two sub-devices, the call log cleared (allocations
 // stay).
 void fakeze_reset(void);
-// Arms a failure: "module_build" (the next zeModuleCreate fails with a build log), "oom" (every
+// Arms a failure until the next reset: "module_build" (zeModuleCreate fails with a build log), "oom" (every
 // device allocation fails as out of device memory), "device_lost" (every later command and
 // synchronisation returns ZE_RESULT_ERROR_DEVICE_LOST). Returns 0 when `what` is unknown.
 int fakeze_inject(const char* what);
