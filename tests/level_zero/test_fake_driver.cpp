@@ -31,6 +31,8 @@ struct Fake {
   void set_tiles(int n) const { fn<void (*)(int)>("fakeze_set_tiles")(n); }
 };
 
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
 const Fake& fake() {
   static Fake f;
   return f;
@@ -38,6 +40,12 @@ const Fake& fake() {
 
 halcyon::Device open_ze() {
   static const bool once = [] {
+    // A malformed option fails hal_init, naming the entry, and discovers nothing: the next
+    // hal_init may still run.
+    auto bad = halcyon::init(0, nullptr, "ze.loader=/x;loader_without_backend=/y");
+    REQUIRE(!bad.ok());
+    CHECK(bad.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK(contains(bad.error().message(), "loader_without_backend=/y"));
     std::string options = std::string("ze.loader=") + FAKE_ZE;
     auto st = halcyon::init(0, nullptr, options.c_str());
     REQUIRE_MESSAGE(st.ok(), st.error().to_string());
@@ -55,8 +63,6 @@ T unwrap(halcyon::Result<T> r) {
   REQUIRE_MESSAGE(r.ok(), r.error().to_string());
   return std::move(*r);
 }
-
-bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 const halcyon::spirv_kernels::Image& basic() {
   const auto* img = halcyon::spirv_kernels::find("basic");
