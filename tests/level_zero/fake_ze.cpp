@@ -7,6 +7,9 @@
 // fine-grained SVM, so device addresses are plain pointers both sides. Failures can be armed
 // (fake_ze.hpp): a module build failure with a build log, out of device memory, a lost device.
 //
+// Built a second time with FAKEZE_SOURCE_DIR (halcyon_fake_ze_source), it runs each module as
+// the OpenCL C source it came from instead, built by pocl itself.
+//
 // Simplifications, said plainly: one root device with two sub-devices; every command runs when
 // it is appended (immediate lists are in order anyway), so events are signalled at once and
 // cross-stream waits never have to wait; the global timestamp is the host's steady clock in ns.
@@ -15,6 +18,7 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,7 +165,7 @@ std::string cl_build_log(State& st, cl_program p) {
 
 // SPIR-V -> LLVM 15 bitcode (llvm-spirv-15 -r) -> a pocl program built as SPIR. On failure
 // *log says why.
-cl_program build(State& st, const uint8_t* data, size_t size, std::string* log) {
+[[maybe_unused]] cl_program build(State& st, const uint8_t* data, size_t size, std::string* log) {
   char dir[] = "/tmp/fake_ze.XXXXXX";
   if (!mkdtemp(dir)) {
     *log = "fake ze: cannot make a temporary folder";
@@ -196,6 +200,45 @@ cl_program build(State& st, const uint8_t* data, size_t size, std::string* log) 
   }
   return prog;
 }
+
+#ifdef FAKEZE_SOURCE_DIR
+// The source build of the fake (halcyon_fake_ze_source): the module is run as the OpenCL C it
+// was compiled from, built by pocl's own front end: the .cl file of kernels/spirv/src whose
+// program has every kernel the SPIR-V module declares. This checks the sources apart from the
+// clang-15 + llvm-spirv-15 translation (which the default build runs).
+cl_program build_from_source(State& st, const halcyon::spirv::Module& m, std::string* log) {
+  std::vector<std::string> files;
+  if (DIR* d = opendir(FAKEZE_SOURCE_DIR)) {
+    while (dirent* e = readdir(d))
+      if (std::string n = e->d_name; n.size() > 3 && n.ends_with(".cl")) files.push_back(n);
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    std::ifstream in(std::string(FAKEZE_SOURCE_DIR) + "/" + f);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const char* src = text.c_str();
+    cl_int err = 0;
+    cl_program prog = clCreateProgramWithSource(st.cl, 1, &src, nullptr, &err);
+    if (err != CL_SUCCESS) continue;
+    if (clBuildProgram(prog, 1, &st.device, "-cl-std=CL1.2 -I " FAKEZE_SOURCE_DIR, nullptr, nullptr) != CL_SUCCESS) {
+      *log += f + ": " + cl_build_log(st, prog) + "\n";
+      clReleaseProgram(prog);
+      continue;
+    }
+    bool all = true;
+    for (const auto& k : m.kernels) {
+      cl_kernel kernel = clCreateKernel(prog, k.name.c_str(), &err);
+      if (err != CL_SUCCESS) all = false;
+      else clReleaseKernel(kernel);
+    }
+    if (all) return prog;
+    clReleaseProgram(prog);
+  }
+  *log += "fake ze: no OpenCL C file of " FAKEZE_SOURCE_DIR " has every kernel of the module";
+  return nullptr;
+}
+#endif
 
 }  // namespace
 
@@ -548,7 +591,11 @@ FAKE_API zeModuleCreate(ze_context_handle_t, ze_device_handle_t d, const ze_modu
     r = ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
   } else if (!halcyon::spirv::parse(desc->pInputModule, desc->inputSize, &m->spirv, &log)) {
     r = ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
+#ifdef FAKEZE_SOURCE_DIR
+  } else if (!(m->program = build_from_source(st, m->spirv, &log))) {
+#else
   } else if (!(m->program = build(st, desc->pInputModule, desc->inputSize, &log))) {
+#endif
     r = ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
   }
   if (log_out) *log_out = new _ze_module_build_log_handle_t{log};
