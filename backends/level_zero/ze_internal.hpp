@@ -27,6 +27,10 @@ struct Backend {
   ze_driver_handle_t driver = nullptr;
   ze_context_handle_t context = nullptr;
   std::vector<ze_device_handle_t> devices;
+  // Live streams of every device object: a buffer's free waits for their work (a buffer may be
+  // used on streams of another object of its device, such as the operator layer's module cache).
+  std::mutex streams_mu;
+  std::set<struct Stream*> streams;
   ~Backend();
 };
 
@@ -45,7 +49,6 @@ struct Device {
   std::string arch;
   std::mutex mu;
   std::set<uint32_t> claimed_tiles;  // tiles held by live partitions
-  std::set<struct Stream*> streams;  // live streams: a buffer's free waits for their work
   uint32_t soft_units = 0;           // units held by live soft partitions (no sub-devices)
   const Symbols& s() const { return backend->lib.sym; }
   uint32_t units() const;           // EUs of the device

@@ -53,14 +53,13 @@ hal_error* buffer_create(Device* d, const hal_buffer_desc* desc, Buffer** out, u
 void buffer_destroy(Buffer* b) {
   if (b->ptr) {
     Device* d = b->device;
-    std::vector<Stream*> live;
     {
-      std::lock_guard lock(d->mu);
-      live.assign(d->streams.begin(), d->streams.end());
+      // Queued work of any stream may still use the memory: wait for it before the free. The
+      // lock keeps a stream from being destroyed while it is drained.
+      std::lock_guard lock(d->backend->streams_mu);
+      const char* what = "";
+      for (Stream* s : d->backend->streams) logged(drain(s, &what), what);
     }
-    // Queued work of any stream may still use the memory: wait for it before the free.
-    const char* what = "";
-    for (Stream* s : live) logged(drain(s, &what), what);
     logged(d->s().zeMemFree(d->backend->context, b->ptr), "zeMemFree");
   }
   delete b;
@@ -81,8 +80,8 @@ hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc*, Str
     ze_event_desc_t ed{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, 0, ZE_EVENT_SCOPE_FLAG_HOST, ZE_EVENT_SCOPE_FLAG_HOST};
     ZE_CHECK(z.zeEventCreate(s->pool, &ed, &s->done));
     {
-      std::lock_guard lock(d->mu);
-      d->streams.insert(s.get());
+      std::lock_guard lock(d->backend->streams_mu);
+      d->backend->streams.insert(s.get());
     }
     *out = s.release();
     return nullptr;
@@ -92,8 +91,8 @@ hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc*, Str
 void stream_destroy(Stream* s) {
   const Symbols& z = s->device->s();
   {
-    std::lock_guard lock(s->device->mu);
-    s->device->streams.erase(s);
+    std::lock_guard lock(s->device->backend->streams_mu);
+    s->device->backend->streams.erase(s);
   }
   const char* what = "";
   if (s->done && s->list) logged(drain(s, &what), what);

@@ -170,6 +170,18 @@ TEST_CASE("modules: wrong target and bad bytes are refused before the driver, a 
   REQUIRE(!corrupt.ok());
   CHECK(corrupt.error().status() == HAL_INVALID_ARGUMENT);
   CHECK(contains(corrupt.error().message(), "junk.spv"));
+  // What the SPIR-V reader refuses, each with its reason, none reaching the driver.
+  const std::vector<std::pair<std::vector<uint8_t>, const char*>> bad = {
+      {{0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1}, "whole number of 4-byte words"},
+      {std::vector<uint8_t>(20, 0), "magic number"},
+      {{0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0}, "no kernel entry point"},
+  };
+  for (const auto& [bytes, why] : bad) {
+    auto r = d.load_module(HAL_MODULE_SPIRV, "spirv64", bytes.data(), bytes.size(), "bad.spv");
+    REQUIRE(!r.ok());
+    CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK_MESSAGE(contains(r.error().message(), why), r.error().message());
+  }
   CHECK(fake().count("zeModuleCreate") == 0);
   fake().inject("module_build");
   auto failed = d.load_module(HAL_MODULE_SPIRV, "spirv64", basic().data, basic().size, "basic.spv");
