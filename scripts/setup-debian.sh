@@ -6,9 +6,12 @@
 # runtime (scripts/test.sh's fuzz run).
 set -euo pipefail
 # python3: tests/plugins loads libhalcyon through ctypes; binutils (readelf, nm): the ELF checks;
-# libclang-rt-19-dev: libFuzzer for tests/fuzz.
+# libclang-rt-19-dev: libFuzzer for tests/fuzz; clang-15, llvm-spirv-15, spirv-tools: the SPIR-V
+# kernels (kernels/spirv); pocl-opencl-icd, ocl-icd-opencl-dev, opencl-c-headers: the fake Level
+# Zero driver that runs them on the CPU (tests/level_zero).
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev python3 binutils
-      clang-19 lld-19 llvm-19-dev libclang-rt-19-dev libamdhip64-dev libze-dev)
+      clang-19 lld-19 llvm-19-dev libclang-rt-19-dev libamdhip64-dev libze-dev
+      clang-15 llvm-spirv-15 spirv-tools pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

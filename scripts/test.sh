@@ -12,9 +12,10 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHALCYON_WERROR=
 ninja -C build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
 
-# Sanitizers: the hal core, the CPU backend, the runtime and the conformance suite.
+# Sanitizers: the hal core, the CPU backend, the runtime, the conformance suite, and the Level
+# Zero backend against its fake driver (tests/level_zero; pocl runs clean under LeakSanitizer).
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHALCYON_WERROR=ON \
-  -DHALCYON_SANITIZE=address,undefined -DHALCYON_ENABLE_AMD=OFF -DHALCYON_TEST_SUBDIRS="conformance;moe"
+  -DHALCYON_SANITIZE=address,undefined -DHALCYON_ENABLE_AMD=OFF -DHALCYON_TEST_SUBDIRS="conformance;moe;level_zero"
 ninja -C build-asan -j"$jobs"
 # allocator_may_return_null: a request for more memory than exists (the CLI tests ask for
 # 4 EiB) must come back as NULL, which the code reports, not as an ASan abort.

@@ -34,6 +34,8 @@ hal_error* error_from_current_exception(const char* function);
 
 void log(hal_log_level level, const std::string& message);
 extern const hal_host_api kHostApi;
+// hal_host_api.option: a backend's option from hal_init_desc.backend_options, or NULL.
+const char* backend_option(const char* backend, const char* key);
 
 // ---- backends -----------------------------------------------------------------------------
 struct Backend {

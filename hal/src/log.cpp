@@ -51,7 +51,7 @@ void log(hal_log_level level, const std::string& message) {
 }
 
 const hal_host_api kHostApi = {
-    sizeof(hal_host_api), nullptr, HAL_ABI_MAJOR, HAL_ABI_MINOR, host_error_new, host_log,
+    sizeof(hal_host_api), nullptr, HAL_ABI_MAJOR, HAL_ABI_MINOR, host_error_new, host_log, backend_option,
 };
 
 }  // namespace halcyon::core

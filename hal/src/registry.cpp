@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <map>
 #include <string_view>
 
 using Entry = const hal_backend_api* (*)(void);
@@ -28,6 +29,30 @@ struct Registry {
 Registry& registry() {
   static Registry* r = new Registry;  // lives for the process: plugins are never unloaded
   return *r;
+}
+
+// hal_init_desc.backend_options, "<backend>.<key>" -> value. Written once, by hal_init before
+// any backend is created, and never changed after: backends read it without a lock and keep
+// the pointers it hands out.
+std::map<std::string, std::string, std::less<>>& options() {
+  static auto* o = new std::map<std::string, std::string, std::less<>>;
+  return *o;
+}
+
+hal_error* parse_options(std::string_view list) {
+  std::map<std::string, std::string, std::less<>> parsed;
+  while (!list.empty()) {
+    size_t semi = std::min(list.find(';'), list.size());
+    std::string_view entry = list.substr(0, semi);
+    list.remove_prefix(std::min(semi + 1, list.size()));
+    if (entry.empty()) continue;
+    size_t eq = entry.find('='), dot = entry.find('.');
+    if (eq == std::string_view::npos || dot == std::string_view::npos || dot == 0 || dot + 1 >= eq)
+      return err(HAL_INVALID_ARGUMENT, "hal_init: backend option '{}' is not <backend>.<key>=<value>", entry);
+    parsed[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  options() = std::move(parsed);
+  return nullptr;
 }
 
 void copy_str(char* dst, size_t cap, std::string_view s) {
@@ -238,6 +263,9 @@ std::string plugin_folder() {
 
 hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
   uint32_t flags = desc ? desc->flags : 0;
+  if (desc && desc->struct_size >= HAL_SIZE_THROUGH(hal_init_desc, backend_options) && desc->backend_options) {
+    if (hal_error* e = parse_options(desc->backend_options)) return e;
+  }
   if (!(flags & HAL_INIT_NO_BUILTIN_BACKENDS)) {
     size_t n = 0;
     const Entry* builtins = halcyon_builtin_backends(&n);
@@ -261,6 +289,12 @@ hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
 }
 
 }  // namespace
+
+const char* backend_option(const char* backend, const char* key) {
+  if (!backend || !key) return nullptr;
+  auto it = options().find(fmt::format("{}.{}", backend, key));
+  return it == options().end() ? nullptr : it->second.c_str();
+}
 
 hal_error* registry_ensure_init() {
   Registry& reg = registry();

@@ -130,9 +130,14 @@ typedef struct hal_init_desc {
   uint32_t flags;            /* HAL_INIT_* */
   const char* backend_path;  /* extra plugin files or folders, ':'-separated; searched first
                                 after built-ins; NULL = none */
+  /* ABI 1.3: options for the backends, "<backend>.<key>=<value>" entries separated by ';'
+   * (e.g. "ze.loader=/opt/ze/libze_loader.so.1"). The core copies them and hands each backend
+   * its own through hal_host_api.option when it creates it; a backend documents the keys it
+   * reads and ignores others. An entry without '.' or '=' makes hal_init fail. NULL = none. */
+  const char* backend_options;
 } hal_init_desc;
 #define HAL_INIT_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_init_desc, flags)
-#define HAL_INIT_DESC_SIZE HAL_SIZE_THROUGH(hal_init_desc, backend_path)
+#define HAL_INIT_DESC_SIZE HAL_SIZE_THROUGH(hal_init_desc, backend_options)
 
 /* Discovers backends: built-ins, then desc->backend_path, then HALCYON_BACKEND_PATH, then
  * the plugin folder: <folder of libhalcyon's file>/halcyon/plugins (an install's
@@ -642,8 +647,12 @@ typedef struct hal_host_api {
   uint32_t abi_minor;
   hal_error* (*error_new)(hal_status status, const char* message);
   void (*log)(hal_log_level level, const char* message);
+  /* ABI 1.3 (read it only when struct_size covers it): the value of option `key` given to
+   * backend `backend` in hal_init_desc.backend_options, or NULL when it was not given. The
+   * string lives as long as the process. */
+  const char* (*option)(const char* backend, const char* key);
 } hal_host_api;
-#define HAL_HOST_API_SIZE HAL_SIZE_THROUGH(hal_host_api, log)
+#define HAL_HOST_API_SIZE HAL_SIZE_THROUGH(hal_host_api, option)
 
 /* Backend-owned objects, opaque to libhalcyon. A backend must NOT define these structs:
  * several backends link into one library, and two definitions of one struct are an ODR

@@ -352,11 +352,13 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
 
 // Discovers backends (hal_init) with HAL_INIT_* flags and extra plugin files or folders
 // (':'-separated, or nullptr). Optional: the first call that needs the registry does it.
-inline Status init(uint32_t flags = 0, const char* backend_path = nullptr) {
+// backend_options: "<backend>.<key>=<value>" entries, ';'-separated (hal_init_desc).
+inline Status init(uint32_t flags = 0, const char* backend_path = nullptr, const char* backend_options = nullptr) {
   hal_init_desc d{};
   d.struct_size = sizeof d;
   d.flags = flags;
   d.backend_path = backend_path;
+  d.backend_options = backend_options;
   return check(hal_init(&d));
 }
 

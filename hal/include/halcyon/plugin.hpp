@@ -50,6 +50,14 @@ inline void log(hal_log_level level, const std::string& message) {
   if (h && h->log) h->log(level, message.c_str());
 }
 
+// The value of option `key` given to `backend` (hal_init_desc.backend_options), or null: also
+// when the core is older than ABI 1.3 and has no options.
+inline const char* option(const char* backend, const char* key) {
+  const hal_host_api* h = host();
+  if (!h || h->struct_size < HAL_SIZE_THROUGH(hal_host_api, option) || !h->option) return nullptr;
+  return h->option(backend, key);
+}
+
 // Maps a backend's own object types to the opaque hal_be_* types of the table.
 template <typename T>
 struct abi_type {

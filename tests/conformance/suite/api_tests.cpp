@@ -565,6 +565,7 @@ std::string foreign_target(hal_module_format f, std::string_view arch) {
     case HAL_MODULE_PTX:
     case HAL_MODULE_CUBIN: return "sm_1000";  // no device has it yet: PTX only runs forward
     case HAL_MODULE_HSACO: return arch == "gfx942" ? "gfx90a" : "gfx942";
+    case HAL_MODULE_SPIRV: return "spirv32";  // 32-bit addressing: no 64-bit device runs it
     default: return "";
   }
 }

@@ -1,0 +1,173 @@
+#include "spirv_reader.hpp"
+
+#include <cstring>
+#include <map>
+#include <string_view>
+
+namespace halcyon::spirv {
+namespace {
+
+// Opcodes and operands of the SPIR-V specification (unified 1.6) that the reader looks at.
+enum : uint32_t {
+  kOpMemoryModel = 14,
+  kOpEntryPoint = 15,
+  kOpExecutionMode = 16,
+  kOpTypeBool = 20,
+  kOpTypeInt = 21,
+  kOpTypeFloat = 22,
+  kOpTypeVector = 23,
+  kOpTypePointer = 32,
+  kOpFunction = 54,
+  kOpFunctionParameter = 55,
+  kOpFunctionEnd = 56,
+  kExecutionModelKernel = 6,
+  kExecutionModeLocalSize = 17,
+  kAddressingPhysical32 = 1,
+  kStorageUniformConstant = 0,
+  kStorageWorkgroup = 4,
+  kStorageCrossWorkgroup = 5,
+  kStorageGeneric = 8,
+};
+
+struct Type {
+  enum { kScalar, kPointer } what = kScalar;
+  uint32_t bytes = 0;
+  uint32_t storage = 0;
+};
+
+// A literal string operand: NUL-terminated UTF-8 packed into words.
+bool literal(const uint32_t* w, size_t n, std::string* s) {
+  const char* p = reinterpret_cast<const char*>(w);
+  size_t len = strnlen(p, n * 4);
+  if (len == n * 4) return false;
+  s->assign(p, len);
+  return true;
+}
+
+}  // namespace
+
+const Kernel* Module::find(const std::string& name) const {
+  for (auto& k : kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+bool parse(const void* data, size_t size, Module* out, std::string* why) {
+  if (!data || size < 20 || size % 4) {
+    *why = "not SPIR-V: " + std::to_string(size) + " bytes (a module is a whole number of 4-byte words, at least 5)";
+    return false;
+  }
+  std::vector<uint32_t> words(size / 4);
+  std::memcpy(words.data(), data, size);
+  if (words[0] != kMagic) {
+    *why = "not SPIR-V: the first word is not the magic number 0x07230203";
+    return false;
+  }
+  Module m;
+  m.version = words[1];
+  std::map<uint32_t, Type> types;
+  std::map<uint32_t, size_t> entries;  // function id -> index in m.kernels
+  Kernel* current = nullptr;
+  for (size_t i = 5; i < words.size();) {
+    const uint32_t count = words[i] >> 16, op = words[i] & 0xffff;
+    if (count == 0 || i + count > words.size()) {
+      *why = "truncated SPIR-V: instruction at word " + std::to_string(i) + " runs past the end";
+      return false;
+    }
+    const uint32_t* a = &words[i + 1];
+    const size_t n = count - 1;
+    auto need = [&](size_t k) {
+      if (n >= k) return true;
+      *why = "malformed SPIR-V: opcode " + std::to_string(op) + " at word " + std::to_string(i) + " is too short";
+      return false;
+    };
+    switch (op) {
+      case kOpMemoryModel:
+        if (!need(1)) return false;
+        m.pointer_bytes = a[0] == kAddressingPhysical32 ? 4 : 8;
+        break;
+      case kOpEntryPoint: {
+        if (!need(3)) return false;
+        if (a[0] != kExecutionModelKernel) break;
+        Kernel k;
+        if (!literal(a + 2, n - 2, &k.name)) {
+          *why = "malformed SPIR-V: an entry point name is not terminated";
+          return false;
+        }
+        entries[a[1]] = m.kernels.size();
+        m.kernels.push_back(std::move(k));
+        break;
+      }
+      case kOpExecutionMode:
+        if (!need(2)) return false;
+        if (a[1] == kExecutionModeLocalSize && n >= 5 && entries.count(a[0]))
+          for (int d = 0; d < 3; ++d) m.kernels[entries[a[0]]].required_group[d] = a[2 + d];
+        break;
+      case kOpTypeBool:
+        if (!need(1)) return false;
+        types[a[0]] = {Type::kScalar, 1, 0};
+        break;
+      case kOpTypeInt:
+      case kOpTypeFloat:
+        if (!need(2)) return false;
+        types[a[0]] = {Type::kScalar, a[1] / 8, 0};
+        break;
+      case kOpTypeVector: {
+        if (!need(3)) return false;
+        auto it = types.find(a[1]);
+        if (it == types.end()) break;
+        // OpenCL: a 3-element vector takes the space of four.
+        types[a[0]] = {Type::kScalar, it->second.bytes * (a[2] == 3 ? 4 : a[2]), 0};
+        break;
+      }
+      case kOpTypePointer:
+        if (!need(3)) return false;
+        types[a[0]] = {Type::kPointer, m.pointer_bytes, a[1]};
+        break;
+      case kOpFunction: {
+        if (!need(4)) return false;
+        auto it = entries.find(a[1]);
+        current = it == entries.end() ? nullptr : &m.kernels[it->second];
+        break;
+      }
+      case kOpFunctionParameter: {
+        if (!need(2) || !current) break;
+        auto it = types.find(a[0]);
+        if (it == types.end()) {
+          *why = "kernel '" + current->name + "': parameter " + std::to_string(current->params.size()) +
+                 " has a type this reader does not know (structs and images are not kernel arguments here)";
+          return false;
+        }
+        Param p;
+        if (it->second.what == Type::kScalar) {
+          p = {ParamKind::kValue, it->second.bytes};
+        } else if (it->second.storage == kStorageWorkgroup) {
+          p = {ParamKind::kLocalPointer, 0};
+        } else if (it->second.storage == kStorageCrossWorkgroup || it->second.storage == kStorageUniformConstant ||
+                   it->second.storage == kStorageGeneric) {
+          p = {ParamKind::kGlobalPointer, it->second.bytes};
+        } else {
+          *why = "kernel '" + current->name + "': parameter " + std::to_string(current->params.size()) +
+                 " is a pointer of storage class " + std::to_string(it->second.storage);
+          return false;
+        }
+        current->params.push_back(p);
+        break;
+      }
+      case kOpFunctionEnd:
+        current = nullptr;
+        break;
+      default:
+        break;
+    }
+    i += count;
+  }
+  if (m.kernels.empty()) {
+    *why = "the SPIR-V module has no kernel entry point";
+    return false;
+  }
+  *out = std::move(m);
+  return true;
+}
+
+}  // namespace halcyon::spirv

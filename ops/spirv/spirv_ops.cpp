@@ -1,0 +1,306 @@
+// SPIR-V implementations (kernels/spirv: basic.cl, moe.cl, attention.cl, comm.cl) of
+// vector_add, row_softmax, gemm_bf16, the MoE family, the attention contracts and comm_dispatch, for devices that load SPIR-V (the Level Zero backend). Each
+// launcher packs a struct whose fields mirror its kernel's parameter list, in order: the
+// backend lays the blob out from the module's own parameter types (backends/level_zero,
+// spirv_reader), so a mismatch in size is refused at launch. Parameter errors are reported
+// before anything is queued; data-dependent errors (ids or offsets out of range) make the
+// kernels skip the element, as the contracts say.
+#include <halcyon/kernels/reference/attention.hpp>
+#include <halcyon/kernels/reference/moe.hpp>
+#include <halcyon/ops/op.hpp>
+#include <halcyon/spirv_kernels.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace halcyon::spirvop {
+namespace {
+
+constexpr const char* kTarget = "spirv64";
+constexpr int64_t kGateMaxExperts = 256;  // moe.cl: GATE_MAX_EXPERTS
+constexpr uint32_t kColumns = 64;         // work-items per group along a row of outputs
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Kernel `entry` of embedded set `set`, loaded once per device (OpContext::module caches the
+// module, this the kernel).
+Result<Kernel> kernel(const ops::OpContext& ctx, const char* set, const char* entry) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, Kernel>;  // lives as long as the loaded modules
+  auto uri = ctx.device.info();
+  if (!uri) return uri.error();
+  std::string key = fmt::format("{}\n{}\n{}", uri->uri, set, entry);
+  {
+    std::lock_guard lock(mu);
+    if (auto it = cache->find(key); it != cache->end()) return it->second;
+  }
+  const spirv_kernels::Image* img = spirv_kernels::find(set);
+  if (!img) return Error(HAL_INTERNAL, fmt::format("no embedded SPIR-V kernel set '{}'", set));
+  auto m = ctx.module(HAL_MODULE_SPIRV, img->target, img->data, img->size, fmt::format("{}.spv", set).c_str());
+  if (!m) return m.error();
+  auto k = m->kernel(entry);
+  if (!k) return k.error();
+  std::lock_guard lock(mu);
+  cache->emplace(key, *k);
+  return k;
+}
+
+template <typename Args>
+Status launch(const ops::OpContext& ctx, const char* set, const char* entry, Dim3 grid, Dim3 block, const Args& a) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return {};
+  auto k = kernel(ctx, set, entry);
+  if (!k) return k.error();
+  return ctx.stream.launch(*k, grid, block, &a, sizeof a);
+}
+
+// A 2-D grid: dimension 0 over `cols` outputs in groups of `per`, dimension 1 over `rows`.
+Status launch_rows(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
+                   const auto& args, uint32_t per = kColumns) {
+  if (rows > INT32_MAX || ceil_div(cols, per) > INT32_MAX)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a grid", ctx.contract.op, rows, cols));
+  return launch(ctx, set, entry, {uint32_t(ceil_div(cols, per)), uint32_t(rows)}, {per, 1}, args);
+}
+
+uint64_t address(const ops::OpContext& ctx, const char* name) {
+  const ops::Tensor* t = ctx.optional_tensor(name);
+  return t ? t->address() : 0;
+}
+
+// ---- basic ---------------------------------------------------------------------------------
+struct VectorAddArgs {
+  uint64_t a, b, c;
+  int64_t n;
+};
+Status vector_add(ops::OpContext& ctx) {
+  int64_t n = ctx.dim("N");
+  VectorAddArgs a{address(ctx, "a"), address(ctx, "b"), address(ctx, "c"), n};
+  return launch(ctx, "basic", "hc_vector_add", {uint32_t(ceil_div(n, 256))}, {256}, a);
+}
+
+struct SoftmaxArgs {
+  uint64_t x, y;
+  int64_t rows, cols;
+};
+Status row_softmax(ops::OpContext& ctx) {
+  int64_t rows = ctx.dim("R"), cols = ctx.dim("C");
+  if (cols == 0) return {};
+  SoftmaxArgs a{address(ctx, "x"), address(ctx, "y"), rows, cols};
+  return launch(ctx, "basic", "hc_row_softmax", {uint32_t(rows)}, {256}, a);
+}
+
+struct GemmArgs {
+  uint64_t a, b, c;
+  int64_t M, K, N;
+};
+Status gemm_bf16(ops::OpContext& ctx) {
+  GemmArgs a{address(ctx, "a"), address(ctx, "b"), address(ctx, "c"), ctx.dim("M"), ctx.dim("K"), ctx.dim("N")};
+  return launch_rows(ctx, "basic", "hc_gemm_bf16", a.N, a.M, a);
+}
+
+// ---- MoE -----------------------------------------------------------------------------------
+struct GateArgs {
+  uint64_t logits, bias, ids, weights;
+  int64_t T, E, softmax, n_groups, topk_groups, topk, normalize;
+  float routed_scale;
+};
+Status moe_gate(ops::OpContext& ctx) {
+  const auto& p = ctx.params();
+  ref::MoeGateParams rp;
+  rp.score = p.s("score") == "softmax" ? ref::ScoreFunction::kSoftmax : ref::ScoreFunction::kSigmoid;
+  rp.n_groups = p.i("n_groups");
+  rp.topk_groups = p.i("topk_groups");
+  rp.topk = p.i("topk");
+  rp.normalize = p.b("normalize");
+  rp.routed_scale = float(p.f("routed_scale"));
+  const int64_t T = ctx.dim("T"), E = ctx.dim("E");
+  HALCYON_TRY(ref::moe_gate_check(T, E, rp));  // parameter errors now, before anything is queued
+  if (E > kGateMaxExperts)
+    return Error(HAL_UNSUPPORTED, fmt::format("moe_gate: the SPIR-V kernel takes up to {} experts, not E = {}",
+                                              kGateMaxExperts, E));
+  GateArgs a{address(ctx, "logits"), address(ctx, "bias"), address(ctx, "topk_ids"), address(ctx, "topk_weights"),
+             T, E, rp.score == ref::ScoreFunction::kSoftmax, rp.n_groups, rp.topk_groups, rp.topk, rp.normalize,
+             rp.routed_scale};
+  return launch(ctx, "moe", "hc_moe_gate", {uint32_t(ceil_div(T, kColumns))}, {kColumns}, a);
+}
+bool gate_applies(const ops::ApplyContext& c, std::string* why) {
+  if (!c.has_call() || c.dim("E") <= kGateMaxExperts) return true;
+  if (why) *why = fmt::format("E = {} > {} experts", c.dim("E"), kGateMaxExperts);
+  return false;
+}
+
+struct PermuteIndexArgs {
+  uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
+  int64_t T, K, E, begin, end;
+};
+struct PermuteRowsArgs {
+  uint64_t x, row_to_slot, num_rows, permuted;
+  int64_t TK, K, H;
+};
+Status moe_permute(ops::OpContext& ctx) {
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
+  const int64_t begin = ctx.params().i("expert_begin");
+  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
+  if (begin < 0 || EL < 0 || begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})",
+                                                   begin, begin + EL, E));
+  if (T * K > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: T * K = {} does not fit int32 rows", T * K));
+  PermuteIndexArgs p{address(ctx, "topk_ids"), address(ctx, "expert_counts"), address(ctx, "expert_offsets"),
+                     address(ctx, "row_to_slot"), address(ctx, "slot_to_row"), address(ctx, "num_rows"),
+                     T, K, E, begin, begin + EL};
+  HALCYON_TRY(launch(ctx, "moe", "hc_moe_permute_index", {1}, {1}, p));
+  if (!ctx.params().b("write_permuted")) return {};
+  PermuteRowsArgs r{address(ctx, "x"), p.row_to_slot, p.num_rows, address(ctx, "permuted"), T * K, K, H};
+  return launch_rows(ctx, "moe", "hc_moe_permute_rows", H, T * K, r);
+}
+
+struct GroupedArgs {
+  uint64_t a, w, offsets, out;
+  int64_t R, I, H, EL;
+};
+Status moe_grouped_gemm(ops::OpContext& ctx) {
+  GroupedArgs a{address(ctx, "a"), address(ctx, "w"), address(ctx, "expert_offsets"), address(ctx, "out"),
+                ctx.dim("R"), ctx.dim("I"), ctx.dim("H"), ctx.dim("EL")};
+  return launch_rows(ctx, "moe", "hc_moe_grouped_gemm", a.H, a.R, a);
+}
+
+struct SwigluArgs {
+  uint64_t a, w, offsets, out;
+  int64_t R, H, I, EL;
+};
+Status moe_grouped_gemm_swiglu(ops::OpContext& ctx) {
+  SwigluArgs a{address(ctx, "a"), address(ctx, "w_gate_up"), address(ctx, "expert_offsets"), address(ctx, "out"),
+               ctx.dim("R"), ctx.dim("H"), ctx.dim("I"), ctx.dim("EL")};
+  return launch_rows(ctx, "moe", "hc_moe_grouped_gemm_swiglu", a.I, a.R, a);
+}
+
+struct GatherArgs {
+  uint64_t x, w, offsets, row_to_slot, out;
+  int64_t R, T, H, I, EL, topk;
+};
+Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
+  const int64_t topk = ctx.params().i("topk"), T = ctx.dim("T");
+  if (topk < 1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_grouped_gemm_swiglu_gather: topk = {} must be >= 1", topk));
+  if (T * topk > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("moe_grouped_gemm_swiglu_gather: T * topk = {} does not fit int32 slot indices", T * topk));
+  GatherArgs a{address(ctx, "x"), address(ctx, "w_gate_up"), address(ctx, "expert_offsets"),
+               address(ctx, "row_to_slot"), address(ctx, "out"), ctx.dim("R"), T, ctx.dim("H"), ctx.dim("I"),
+               ctx.dim("EL"), topk};
+  return launch_rows(ctx, "moe", "hc_moe_grouped_gemm_swiglu_gather", a.I, a.R, a);
+}
+
+struct CombineArgs {
+  uint64_t expert_out, weights, slot_to_row, out;
+  int64_t T, K, H, R;
+};
+Status moe_combine(ops::OpContext& ctx) {
+  CombineArgs a{address(ctx, "expert_out"), address(ctx, "topk_weights"), address(ctx, "slot_to_row"),
+                address(ctx, "out"), ctx.dim("T"), ctx.dim("K"), ctx.dim("H"), ctx.dim("R")};
+  return launch_rows(ctx, "moe", "hc_moe_combine", a.H, a.T, a);
+}
+
+// ---- attention -----------------------------------------------------------------------------
+// One work-item per (query token, head), heads along dimension 0 in groups of kHeads.
+constexpr uint32_t kHeads = 16;
+
+struct PrefillArgs {
+  uint64_t q, k, v, cu_q, cu_k, out, lse;
+  int64_t B, Tq, Hq, Hkv, D, causal;
+  float scale;
+};
+Status attention_prefill(ops::OpContext& ctx) {
+  ref::AttentionPrefillShape sh{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"),
+                                ctx.dim("D"), ctx.params().b("causal"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(sh));  // shape errors now, before anything is queued
+  PrefillArgs a{address(ctx, "q"), address(ctx, "k"), address(ctx, "v"), address(ctx, "cu_seqlens_q"),
+                address(ctx, "cu_seqlens_k"), address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Tq, sh.Hq, sh.Hkv,
+                sh.D, sh.causal, ref::attention_scale(sh.scale, sh.D)};
+  return launch_rows(ctx, "attention", "hc_attention_prefill", sh.Hq, sh.Tq, a, kHeads);
+}
+
+struct DecodeArgs {
+  uint64_t q, k, v, table, lens, out, lse;
+  int64_t B, Sq, Hq, Hkv, D, NB, BS, MB;
+  float scale;
+};
+Status attention_decode(ops::OpContext& ctx) {
+  ref::AttentionDecodeShape sh{ctx.dim("B"),  ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
+                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_decode_check(sh));
+  DecodeArgs a{address(ctx, "q"), address(ctx, "k_cache"), address(ctx, "v_cache"), address(ctx, "block_table"),
+               address(ctx, "seq_lens"), address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Sq, sh.Hq, sh.Hkv, sh.D,
+               sh.NB, sh.BS, sh.MB, ref::attention_scale(sh.scale, sh.D)};
+  return launch_rows(ctx, "attention", "hc_attention_decode", sh.Hq, sh.B * sh.Sq, a, kHeads);
+}
+
+struct MlaArgs {
+  uint64_t q, kv, table, lens, out, lse;
+  int64_t B, Sq, Hq, NB, BS, MB;
+  float scale;
+};
+Status attention_mla_decode(ops::OpContext& ctx) {
+  ref::AttentionMlaShape sh{ctx.dim("B"),  ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"),
+                            ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_mla_decode_check(sh));
+  MlaArgs a{address(ctx, "q"), address(ctx, "kv_cache"), address(ctx, "block_table"), address(ctx, "seq_lens"),
+            address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Sq, sh.Hq, sh.NB, sh.BS, sh.MB,
+            ref::attention_scale(sh.scale, ref::kMlaQkDim)};
+  return launch_rows(ctx, "attention", "hc_attention_mla_decode", sh.Hq, sh.B * sh.Sq, a, kHeads);
+}
+
+// ---- comm_dispatch -------------------------------------------------------------------------
+struct DispatchArgs {
+  uint64_t x, src_row, out;
+  int64_t T, R, H, chunk_rows;
+};
+// A persistent grid of at most one group per compute unit the stream may use: a partition's
+// units (enforced sub-device or soft cap), else the device's.
+Status comm_dispatch(ops::OpContext& ctx) {
+  const int64_t chunk = ctx.params().i("chunk_rows");
+  if (chunk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("comm_dispatch: chunk_rows = {} must be >= 1", chunk));
+  DispatchArgs a{address(ctx, "x"), address(ctx, "src_row"), address(ctx, "out"), ctx.dim("T"), ctx.dim("R"),
+                 ctx.dim("H"), chunk};
+  auto stream = ctx.stream.info();
+  if (!stream) return stream.error();
+  const int64_t groups = std::min<int64_t>(ceil_div(a.R, chunk), std::max<uint32_t>(stream->units, 1));
+  return launch(ctx, "comm", "hc_comm_dispatch", {uint32_t(groups)}, {kColumns}, a);
+}
+
+// One row per implementation: op, launcher, predicate.
+struct Row {
+  const char* op;
+  ops::OpImplFn fn;
+  ops::OpPredicate applies;
+};
+constexpr Row kRows[] = {
+    {"vector_add", vector_add, nullptr},
+    {"row_softmax", row_softmax, nullptr},
+    {"gemm_bf16", gemm_bf16, nullptr},
+    {"moe_gate", moe_gate, gate_applies},
+    {"moe_permute", moe_permute, nullptr},
+    {"moe_grouped_gemm", moe_grouped_gemm, nullptr},
+    {"moe_grouped_gemm_swiglu", moe_grouped_gemm_swiglu, nullptr},
+    {"moe_grouped_gemm_swiglu_gather", moe_grouped_gemm_swiglu_gather, nullptr},
+    {"moe_combine", moe_combine, nullptr},
+    {"attention_prefill", attention_prefill, nullptr},
+    {"attention_decode", attention_decode, nullptr},
+    {"attention_mla_decode", attention_mla_decode, nullptr},
+    {"comm_dispatch", comm_dispatch, nullptr},
+};
+
+const bool kRegistered = [] {
+  for (const Row& r : kRows)
+    ops::register_op_impl({r.op, HAL_MODULE_SPIRV, kTarget, "", 10, r.fn, "spirv", r.applies, nullptr, true, nullptr,
+                           "OpenCL C compiled to SPIR-V (kernels/spirv), any Level Zero device"});
+  return true;
+}();
+
+}  // namespace
+}  // namespace halcyon::spirvop

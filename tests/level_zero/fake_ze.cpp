@@ -1,0 +1,697 @@
+// A fake Level Zero driver for the tests: a shared library exporting the ze* entry points the
+// backend uses (backends/level_zero/ze_symbols.hpp), handed to it through the backend option
+// ze.loader. It records every call, checks what a strict driver checks (handles, pointer
+// ranges against live allocations, argument sizes against the module's own parameter types),
+// and runs kernels for real: the SPIR-V module is translated back to LLVM bitcode by
+// llvm-spirv-15 and built by pocl (Debian's CPU OpenCL, LLVM 15) as SPIR; memory is pocl's
+// fine-grained SVM, so device addresses are plain pointers both sides. Failures can be armed
+// (fake_ze.hpp): a module build failure with a build log, out of device memory, a lost device.
+//
+// Built a second time with FAKEZE_SOURCE_DIR (halcyon_fake_ze_source), it runs each module as
+// the OpenCL C source it came from instead, built by pocl itself.
+//
+// Simplifications, said plainly: one root device with two sub-devices; every command runs when
+// it is appended (immediate lists are in order anyway), so events are signalled at once and
+// cross-stream waits never have to wait; the global timestamp is the host's steady clock in ns.
+#include <level_zero/ze_api.h>
+
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fake_ze.hpp"
+#include "spirv_reader.hpp"
+
+#define FAKE_API extern "C" __attribute__((visibility("default"))) ze_result_t
+
+struct _ze_driver_handle_t {};
+struct _ze_device_handle_t {
+  int id;  // 0 the root device, 1 + i sub-device i
+};
+struct _ze_context_handle_t {};
+struct _ze_command_list_handle_t {
+  _ze_device_handle_t* device;
+};
+struct _ze_event_pool_handle_t {
+  uint32_t count;
+};
+struct _ze_event_handle_t {
+  bool signalled = false;
+};
+struct _ze_module_build_log_handle_t {
+  std::string text;
+};
+struct _ze_module_handle_t {
+  halcyon::spirv::Module spirv;
+  cl_program program = nullptr;
+};
+struct _ze_kernel_handle_t {
+  _ze_module_handle_t* module;
+  const halcyon::spirv::Kernel* spirv;
+  cl_kernel kernel = nullptr;
+  size_t group[3] = {1, 1, 1};
+  std::vector<bool> set;
+};
+
+namespace {
+
+constexpr uint32_t kSlices = 1, kSubslices = 8, kEusPerSubslice = 8;  // 64 EUs, 32 per tile
+constexpr uint64_t kMemoryBytes = 256ull << 20;
+constexpr uint32_t kTiles = 2;
+
+struct State {
+  std::mutex mu;
+  bool initialised = false;
+  cl_context cl = nullptr;
+  cl_device_id device = nullptr;
+  cl_command_queue queue = nullptr;
+  _ze_driver_handle_t driver;
+  _ze_device_handle_t root{0};
+  _ze_device_handle_t tiles[kTiles] = {{1}, {2}};
+  std::map<std::string, int> calls;
+  std::map<uintptr_t, size_t> allocations;  // pointer handed out -> size
+  std::map<uintptr_t, void*> bases;         // pointer handed out -> what clSVMAlloc returned
+  size_t device_bytes = 0;
+  bool fail_build = false, oom = false, lost = false;
+  int last_list_device = -1;
+  uint32_t tiles_exposed = kTiles;
+};
+
+State& state() {
+  static State* s = new State;  // never destroyed: the backend may call during exit
+  return *s;
+}
+
+// Every entry point starts with this: counts the call and holds the lock.
+#define FAKE_ENTER(name)            \
+  State& st = state();              \
+  std::lock_guard lock_(st.mu);     \
+  ++st.calls[name]
+
+bool known_device(const State& st, ze_device_handle_t d) {
+  if (d == &st.root) return true;
+  for (auto& t : st.tiles)
+    if (d == &t) return true;
+  return false;
+}
+
+// Whether [p, p + n) lies in one live allocation (n = 0: p within or at its end).
+bool in_allocation(const State& st, const void* p, size_t n) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = st.allocations.upper_bound(a);
+  if (it == st.allocations.begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->first + it->second;
+}
+// A pointer no allocation contains is host memory; one an allocation contains must fit in it.
+bool range_ok(const State& st, const void* p, size_t n) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = st.allocations.upper_bound(a);
+  if (it == st.allocations.begin()) return true;
+  --it;
+  if (a >= it->first + it->second) return true;  // past this allocation: host memory
+  return a + n <= it->first + it->second;
+}
+
+ze_result_t wait_ok(State& st, uint32_t n, ze_event_handle_t* events) {
+  if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  for (uint32_t i = 0; i < n; ++i)
+    if (!events || !events[i] || !events[i]->signalled) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // would hang
+  return ZE_RESULT_SUCCESS;
+}
+
+void signal(ze_event_handle_t e) {
+  if (e) e->signalled = true;
+}
+
+ze_result_t alloc(State& st, size_t size, size_t alignment, bool device, void** out) {
+  if (!out || size == 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+  if (alignment & (alignment - 1)) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
+  if (device && (st.oom || st.device_bytes + size > kMemoryBytes)) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+  // pocl aligns SVM to at most 128 bytes: over-allocate and align by hand beyond that.
+  const size_t align = std::max<size_t>(alignment, 128);
+  void* base = clSVMAlloc(st.cl, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER, size + align - 128, 128);
+  if (!base) return device ? ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+  void* p = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + align - 1) / align * align);
+  st.bases[reinterpret_cast<uintptr_t>(p)] = base;
+  st.allocations[reinterpret_cast<uintptr_t>(p)] = size;
+  if (device) st.device_bytes += size;
+  *out = p;
+  return ZE_RESULT_SUCCESS;
+}
+
+std::string cl_build_log(State& st, cl_program p) {
+  size_t n = 0;
+  clGetProgramBuildInfo(p, st.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+  std::string log(n, '\0');
+  if (n) clGetProgramBuildInfo(p, st.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  return log;
+}
+
+// SPIR-V -> LLVM 15 bitcode (llvm-spirv-15 -r) -> a pocl program built as SPIR. On failure
+// *log says why.
+[[maybe_unused]] cl_program build(State& st, const uint8_t* data, size_t size, std::string* log) {
+  char dir[] = "/tmp/fake_ze.XXXXXX";
+  if (!mkdtemp(dir)) {
+    *log = "fake ze: cannot make a temporary folder";
+    return nullptr;
+  }
+  std::string spv = std::string(dir) + "/m.spv", bc = std::string(dir) + "/m.bc", out = std::string(dir) + "/log";
+  std::ofstream(spv, std::ios::binary).write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  std::string cmd = std::string("'" FAKEZE_LLVM_SPIRV "' -r '") + spv + "' -o '" + bc + "' >'" + out + "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream bin(bc, std::ios::binary);
+  std::string bits((std::istreambuf_iterator<char>(bin)), std::istreambuf_iterator<char>());
+  std::ifstream tlog(out);
+  std::string translator((std::istreambuf_iterator<char>(tlog)), std::istreambuf_iterator<char>());
+  for (const std::string& f : {spv, bc, out}) unlink(f.c_str());
+  rmdir(dir);
+  if (rc != 0 || bits.empty()) {
+    *log = "fake ze: llvm-spirv -r refused the module: " + translator;
+    return nullptr;
+  }
+  const size_t n = bits.size();
+  const auto* p = reinterpret_cast<const unsigned char*>(bits.data());
+  cl_int status = 0, err = 0;
+  cl_program prog = clCreateProgramWithBinary(st.cl, 1, &st.device, &n, &p, &status, &err);
+  if (err != CL_SUCCESS) {
+    *log = "fake ze: pocl refused the bitcode (" + std::to_string(err) + ")";
+    return nullptr;
+  }
+  if (clBuildProgram(prog, 1, &st.device, "-x spir -spir-std=1.2", nullptr, nullptr) != CL_SUCCESS) {
+    *log = "fake ze: pocl build failed: " + cl_build_log(st, prog);
+    clReleaseProgram(prog);
+    return nullptr;
+  }
+  return prog;
+}
+
+#ifdef FAKEZE_SOURCE_DIR
+// The source build of the fake (halcyon_fake_ze_source): the module is run as the OpenCL C it
+// was compiled from, built by pocl's own front end: the .cl file of kernels/spirv/src whose
+// program has every kernel the SPIR-V module declares. This checks the sources apart from the
+// clang-15 + llvm-spirv-15 translation (which the default build runs).
+cl_program build_from_source(State& st, const halcyon::spirv::Module& m, std::string* log) {
+  std::vector<std::string> files;
+  if (DIR* d = opendir(FAKEZE_SOURCE_DIR)) {
+    while (dirent* e = readdir(d))
+      if (std::string n = e->d_name; n.size() > 3 && n.ends_with(".cl")) files.push_back(n);
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    std::ifstream in(std::string(FAKEZE_SOURCE_DIR) + "/" + f);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const char* src = text.c_str();
+    cl_int err = 0;
+    cl_program prog = clCreateProgramWithSource(st.cl, 1, &src, nullptr, &err);
+    if (err != CL_SUCCESS) continue;
+    if (clBuildProgram(prog, 1, &st.device, "-cl-std=CL1.2 -I " FAKEZE_SOURCE_DIR, nullptr, nullptr) != CL_SUCCESS) {
+      *log += f + ": " + cl_build_log(st, prog) + "\n";
+      clReleaseProgram(prog);
+      continue;
+    }
+    bool all = true;
+    for (const auto& k : m.kernels) {
+      cl_kernel kernel = clCreateKernel(prog, k.name.c_str(), &err);
+      if (err != CL_SUCCESS) all = false;
+      else clReleaseKernel(kernel);
+    }
+    if (all) return prog;
+    clReleaseProgram(prog);
+  }
+  *log += "fake ze: no OpenCL C file of " FAKEZE_SOURCE_DIR " has every kernel of the module";
+  return nullptr;
+}
+#endif
+
+}  // namespace
+
+// ---- control (fake_ze.hpp) ------------------------------------------------------------------
+
+extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  st.calls.clear();
+  st.fail_build = st.oom = st.lost = false;
+  st.last_list_device = -1;
+  st.tiles_exposed = kTiles;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_inject(const char* what) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  std::string w = what ? what : "";
+  if (w == "module_build") st.fail_build = true;
+  else if (w == "oom") st.oom = true;
+  else if (w == "device_lost") st.lost = true;
+  else return 0;
+  return 1;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_count(const char* name) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  auto it = st.calls.find(name ? name : "");
+  return it == st.calls.end() ? 0 : it->second;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_last_list_device(void) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  return st.last_list_device;
+}
+
+extern "C" __attribute__((visibility("default"))) void fakeze_set_tiles(int tiles) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  st.tiles_exposed = tiles >= int(kTiles) ? kTiles : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) size_t fakeze_live_bytes(void) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  size_t n = 0;
+  for (auto& [p, size] : st.allocations) n += size;
+  return n;
+}
+
+// ---- driver and devices ---------------------------------------------------------------------
+
+FAKE_API zeInit(ze_init_flags_t) {
+  FAKE_ENTER("zeInit");
+  if (st.initialised) return ZE_RESULT_SUCCESS;
+  cl_platform_id platform = nullptr;
+  cl_uint n = 0;
+  if (clGetPlatformIDs(1, &platform, &n) != CL_SUCCESS || n == 0) return ZE_RESULT_ERROR_UNINITIALIZED;
+  if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &st.device, &n) != CL_SUCCESS || n == 0)
+    return ZE_RESULT_ERROR_UNINITIALIZED;
+  cl_int err = 0;
+  st.cl = clCreateContext(nullptr, 1, &st.device, nullptr, nullptr, &err);
+  if (err != CL_SUCCESS) return ZE_RESULT_ERROR_UNINITIALIZED;
+  st.queue = clCreateCommandQueueWithProperties(st.cl, st.device, nullptr, &err);
+  if (err != CL_SUCCESS) return ZE_RESULT_ERROR_UNINITIALIZED;
+  st.initialised = true;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDriverGet(uint32_t* count, ze_driver_handle_t* drivers) {
+  FAKE_ENTER("zeDriverGet");
+  if (!st.initialised) return ZE_RESULT_ERROR_UNINITIALIZED;
+  if (drivers && *count >= 1) drivers[0] = &st.driver;
+  *count = 1;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDriverGetApiVersion(ze_driver_handle_t, ze_api_version_t* v) {
+  FAKE_ENTER("zeDriverGetApiVersion");
+  *v = ZE_API_VERSION_1_4;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGet(ze_driver_handle_t driver, uint32_t* count, ze_device_handle_t* devices) {
+  FAKE_ENTER("zeDeviceGet");
+  if (driver != &st.driver) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (devices && *count >= 1) devices[0] = &st.root;
+  *count = 1;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGetSubDevices(ze_device_handle_t d, uint32_t* count, ze_device_handle_t* subs) {
+  FAKE_ENTER("zeDeviceGetSubDevices");
+  if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  uint32_t have = d == &st.root ? st.tiles_exposed : 0;
+  if (subs)
+    for (uint32_t i = 0; i < std::min(*count, have); ++i) subs[i] = &st.tiles[i];
+  *count = have;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGetProperties(ze_device_handle_t d, ze_device_properties_t* p) {
+  FAKE_ENTER("zeDeviceGetProperties");
+  if (!known_device(st, d) || !p) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  const bool tile = d != &st.root;
+  p->type = ZE_DEVICE_TYPE_GPU;
+  p->vendorId = 0xffff;  // no real vendor: this is no Intel device
+  p->deviceId = 0x0001;
+  p->flags = tile ? ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE : 0;
+  p->subdeviceId = tile ? uint32_t(d->id - 1) : 0;
+  p->coreClockRate = 1000;
+  p->maxMemAllocSize = kMemoryBytes;
+  p->numThreadsPerEU = 8;
+  p->physicalEUSimdWidth = 8;
+  p->numEUsPerSubslice = kEusPerSubslice;
+  p->numSubslicesPerSlice = tile ? kSubslices / kTiles : kSubslices;
+  p->numSlices = kSlices;
+  p->timerResolution = 1;  // ns per tick
+  p->timestampValidBits = 64;
+  p->kernelTimestampValidBits = 64;
+  std::snprintf(p->name, sizeof p->name, "halcyon fake Level Zero GPU%s", tile ? " (tile)" : "");
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGetComputeProperties(ze_device_handle_t d, ze_device_compute_properties_t* p) {
+  FAKE_ENTER("zeDeviceGetComputeProperties");
+  if (!known_device(st, d) || !p) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  p->maxTotalGroupSize = 1024;
+  p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
+  p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 1u << 30;
+  p->maxSharedLocalMemory = 64 * 1024;
+  p->numSubGroupSizes = 1;
+  p->subGroupSizes[0] = 16;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGetMemoryProperties(ze_device_handle_t d, uint32_t* count, ze_device_memory_properties_t* p) {
+  FAKE_ENTER("zeDeviceGetMemoryProperties");
+  if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (p && *count >= 1) {
+    p->maxClockRate = 1000;  // MHz
+    p->maxBusWidth = 512;    // bits: 64 GB/s
+    p->totalSize = kMemoryBytes;
+    std::snprintf(p->name, sizeof p->name, "HBM (fake)");
+  }
+  *count = 1;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGetCacheProperties(ze_device_handle_t d, uint32_t* count, ze_device_cache_properties_t* p) {
+  FAKE_ENTER("zeDeviceGetCacheProperties");
+  if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (p && *count >= 1) p->cacheSize = 4 << 20;
+  *count = 1;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t d, uint32_t* count,
+                                                 ze_command_queue_group_properties_t* p) {
+  FAKE_ENTER("zeDeviceGetCommandQueueGroupProperties");
+  if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  // Group 0: copy only (a blitter); group 1: compute, 4 engines (CCS).
+  if (p && *count >= 2) {
+    p[0].flags = ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
+    p[0].numQueues = 1;
+    p[1].flags = ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
+    p[1].numQueues = 4;
+  }
+  *count = 2;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeContextCreate(ze_driver_handle_t driver, const ze_context_desc_t*, ze_context_handle_t* out) {
+  FAKE_ENTER("zeContextCreate");
+  if (driver != &st.driver) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  *out = new _ze_context_handle_t;
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+FAKE_API zeMemAllocDevice(ze_context_handle_t, const ze_device_mem_alloc_desc_t*, size_t size, size_t alignment,
+                          ze_device_handle_t d, void** out) {
+  FAKE_ENTER("zeMemAllocDevice");
+  if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  return alloc(st, size, alignment, true, out);
+}
+
+FAKE_API zeMemAllocHost(ze_context_handle_t, const ze_host_mem_alloc_desc_t*, size_t size, size_t alignment,
+                        void** out) {
+  FAKE_ENTER("zeMemAllocHost");
+  return alloc(st, size, alignment, false, out);
+}
+
+FAKE_API zeMemAllocShared(ze_context_handle_t, const ze_device_mem_alloc_desc_t*, const ze_host_mem_alloc_desc_t*,
+                          size_t size, size_t alignment, ze_device_handle_t, void** out) {
+  FAKE_ENTER("zeMemAllocShared");
+  return alloc(st, size, alignment, true, out);
+}
+
+FAKE_API zeMemFree(ze_context_handle_t, void* p) {
+  FAKE_ENTER("zeMemFree");
+  auto it = st.allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st.allocations.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // a double or foreign free
+  clSVMFree(st.cl, st.bases[it->first]);
+  st.bases.erase(it->first);
+  st.device_bytes -= std::min(st.device_bytes, it->second);
+  st.allocations.erase(it);
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---- command lists --------------------------------------------------------------------------
+
+FAKE_API zeCommandListCreateImmediate(ze_context_handle_t, ze_device_handle_t d, const ze_command_queue_desc_t* desc,
+                                      ze_command_list_handle_t* out) {
+  FAKE_ENTER("zeCommandListCreateImmediate");
+  if (!known_device(st, d) || !desc) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (desc->ordinal != 1) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // only group 1 computes
+  if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  st.last_list_device = d->id;
+  *out = new _ze_command_list_handle_t{d};
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t, void* dst, const void* src, size_t size,
+                                       ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
+  FAKE_ENTER("zeCommandListAppendMemoryCopy");
+  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  if (!in_allocation(st, dst, size) && !in_allocation(st, src, size)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (!range_ok(st, dst, size) || !range_ok(st, src, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
+  std::memmove(dst, src, size);
+  signal(signal_event);
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t, void* ptr, const void* pattern, size_t psize,
+                                       size_t size, ze_event_handle_t signal_event, uint32_t nwait,
+                                       ze_event_handle_t* waits) {
+  FAKE_ENTER("zeCommandListAppendMemoryFill");
+  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  if (!in_allocation(st, ptr, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
+  if (psize == 0 || (psize & (psize - 1)) || size % psize) return ZE_RESULT_ERROR_INVALID_SIZE;
+  for (size_t i = 0; i < size; i += psize) std::memcpy(static_cast<char*>(ptr) + i, pattern, psize);
+  signal(signal_event);
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListAppendBarrier(ze_command_list_handle_t, ze_event_handle_t signal_event, uint32_t nwait,
+                                    ze_event_handle_t* waits) {
+  FAKE_ENTER("zeCommandListAppendBarrier");
+  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  signal(signal_event);
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListAppendWaitOnEvents(ze_command_list_handle_t, uint32_t n, ze_event_handle_t* events) {
+  FAKE_ENTER("zeCommandListAppendWaitOnEvents");
+  return wait_ok(st, n, events);
+}
+
+FAKE_API zeCommandListAppendEventReset(ze_command_list_handle_t, ze_event_handle_t e) {
+  FAKE_ENTER("zeCommandListAppendEventReset");
+  if (!e) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  e->signalled = false;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t, uint64_t* dst,
+                                                 ze_event_handle_t signal_event, uint32_t nwait,
+                                                 ze_event_handle_t* waits) {
+  FAKE_ENTER("zeCommandListAppendWriteGlobalTimestamp");
+  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  if (!in_allocation(st, dst, 8)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  *dst = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+  signal(signal_event);
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListAppendLaunchKernel(ze_command_list_handle_t, ze_kernel_handle_t k, const ze_group_count_t* g,
+                                         ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
+  FAKE_ENTER("zeCommandListAppendLaunchKernel");
+  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  if (!k || !g) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (std::find(k->set.begin(), k->set.end(), false) != k->set.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  size_t global[3] = {g->groupCountX * k->group[0], g->groupCountY * k->group[1], g->groupCountZ * k->group[2]};
+  if (global[0] * global[1] * global[2] == 0) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  cl_int err = clEnqueueNDRangeKernel(st.queue, k->kernel, 3, nullptr, global, k->group, 0, nullptr, nullptr);
+  if (err == CL_INVALID_WORK_GROUP_SIZE) return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
+  if (err != CL_SUCCESS || clFinish(st.queue) != CL_SUCCESS) return ZE_RESULT_ERROR_UNKNOWN;
+  signal(signal_event);
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+FAKE_API zeEventPoolCreate(ze_context_handle_t, const ze_event_pool_desc_t* desc, uint32_t, ze_device_handle_t*,
+                           ze_event_pool_handle_t* out) {
+  FAKE_ENTER("zeEventPoolCreate");
+  if (!desc || desc->count == 0) return ZE_RESULT_ERROR_INVALID_SIZE;
+  *out = new _ze_event_pool_handle_t{desc->count};
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeEventCreate(ze_event_pool_handle_t pool, const ze_event_desc_t* desc, ze_event_handle_t* out) {
+  FAKE_ENTER("zeEventCreate");
+  if (!pool || !desc || desc->index >= pool->count) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  *out = new _ze_event_handle_t;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeEventHostSynchronize(ze_event_handle_t e, uint64_t) {
+  FAKE_ENTER("zeEventHostSynchronize");
+  if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  return e->signalled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
+}
+
+FAKE_API zeEventQueryStatus(ze_event_handle_t e) {
+  FAKE_ENTER("zeEventQueryStatus");
+  if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  return e->signalled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
+}
+
+FAKE_API zeEventHostReset(ze_event_handle_t e) {
+  FAKE_ENTER("zeEventHostReset");
+  e->signalled = false;
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---- modules and kernels --------------------------------------------------------------------
+
+FAKE_API zeModuleCreate(ze_context_handle_t, ze_device_handle_t d, const ze_module_desc_t* desc,
+                        ze_module_handle_t* out, ze_module_build_log_handle_t* log_out) {
+  FAKE_ENTER("zeModuleCreate");
+  std::string log;
+  ze_result_t r = ZE_RESULT_SUCCESS;
+  auto m = std::make_unique<_ze_module_handle_t>();
+  if (!known_device(st, d) || !desc) {
+    r = ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  } else if (desc->format != ZE_MODULE_FORMAT_IL_SPIRV) {
+    r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
+  } else if (st.lost) {
+    r = ZE_RESULT_ERROR_DEVICE_LOST;
+  } else if (st.fail_build) {
+    log = "fake ze: injected build failure\nerror: undefined reference to `__hc_missing_builtin'";
+    r = ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
+  } else if (!halcyon::spirv::parse(desc->pInputModule, desc->inputSize, &m->spirv, &log)) {
+    r = ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
+#ifdef FAKEZE_SOURCE_DIR
+  } else if (!(m->program = build_from_source(st, m->spirv, &log))) {
+#else
+  } else if (!(m->program = build(st, desc->pInputModule, desc->inputSize, &log))) {
+#endif
+    r = ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
+  }
+  if (log_out) *log_out = new _ze_module_build_log_handle_t{log};
+  if (r == ZE_RESULT_SUCCESS) *out = m.release();
+  return r;
+}
+
+FAKE_API zeModuleDestroy(ze_module_handle_t m) {
+  FAKE_ENTER("zeModuleDestroy");
+  if (m->program) clReleaseProgram(m->program);
+  delete m;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeModuleBuildLogGetString(ze_module_build_log_handle_t log, size_t* size, char* text) {
+  FAKE_ENTER("zeModuleBuildLogGetString");
+  if (!log || !size) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  if (text) std::memcpy(text, log->text.c_str(), std::min(*size, log->text.size() + 1));
+  *size = log->text.size() + 1;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeKernelCreate(ze_module_handle_t m, const ze_kernel_desc_t* desc, ze_kernel_handle_t* out) {
+  FAKE_ENTER("zeKernelCreate");
+  if (!m || !desc || !desc->pKernelName) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  const halcyon::spirv::Kernel* sk = m->spirv.find(desc->pKernelName);
+  if (!sk) return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+  cl_int err = 0;
+  cl_kernel k = clCreateKernel(m->program, desc->pKernelName, &err);
+  if (err != CL_SUCCESS) return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+  *out = new _ze_kernel_handle_t{m, sk, k, {1, 1, 1}, std::vector<bool>(sk->params.size(), false)};
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeKernelDestroy(ze_kernel_handle_t k) {
+  FAKE_ENTER("zeKernelDestroy");
+  clReleaseKernel(k->kernel);
+  delete k;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeKernelGetProperties(ze_kernel_handle_t k, ze_kernel_properties_t* p) {
+  FAKE_ENTER("zeKernelGetProperties");
+  if (!k || !p) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  p->numKernelArgs = uint32_t(k->spirv->params.size());
+  for (int i = 0; i < 3; ++i) (&p->requiredGroupSizeX)[i] = k->spirv->required_group[i];
+  p->maxSubgroupSize = 16;
+  p->localMemSize = 0;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeKernelSetGroupSize(ze_kernel_handle_t k, uint32_t x, uint32_t y, uint32_t z) {
+  FAKE_ENTER("zeKernelSetGroupSize");
+  if (!k || x == 0 || y == 0 || z == 0 || uint64_t(x) * y * z > 1024) return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
+  const uint32_t* req = k->spirv->required_group;
+  if (req[0] && (req[0] != x || req[1] != y || req[2] != z)) return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
+  k->group[0] = x;
+  k->group[1] = y;
+  k->group[2] = z;
+  return ZE_RESULT_SUCCESS;
+}
+
+// Pointer arguments must point into a live allocation (or be null): what a GPU would fault on.
+FAKE_API zeKernelSetArgumentValue(ze_kernel_handle_t k, uint32_t index, size_t size, const void* value) {
+  FAKE_ENTER("zeKernelSetArgumentValue");
+  if (!k || index >= k->spirv->params.size()) return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
+  const halcyon::spirv::Param& p = k->spirv->params[index];
+  cl_int err = CL_SUCCESS;
+  if (p.kind == halcyon::spirv::ParamKind::kLocalPointer) {
+    if (value) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    err = clSetKernelArg(k->kernel, index, std::max<size_t>(size, 1), nullptr);
+  } else if (size != p.size) {
+    return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
+  } else if (p.kind == halcyon::spirv::ParamKind::kGlobalPointer) {
+    void* ptr = nullptr;
+    std::memcpy(&ptr, value, sizeof ptr);
+    if (!ptr) err = clSetKernelArg(k->kernel, index, sizeof(cl_mem), nullptr);
+    else if (!in_allocation(st, ptr, 0)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    else err = clSetKernelArgSVMPointer(k->kernel, index, ptr);
+  } else {
+    err = clSetKernelArg(k->kernel, index, size, value);
+  }
+  if (err != CL_SUCCESS) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  k->set[index] = true;
+  return ZE_RESULT_SUCCESS;
+}
+
+// Objects whose destruction is only their deletion.
+#define FAKE_DELETE(name, type)  \
+  FAKE_API name(type h) {        \
+    FAKE_ENTER(#name);           \
+    delete h;                    \
+    return ZE_RESULT_SUCCESS;    \
+  }
+FAKE_DELETE(zeContextDestroy, ze_context_handle_t)
+FAKE_DELETE(zeCommandListDestroy, ze_command_list_handle_t)
+FAKE_DELETE(zeEventPoolDestroy, ze_event_pool_handle_t)
+FAKE_DELETE(zeEventDestroy, ze_event_handle_t)
+FAKE_DELETE(zeModuleBuildLogDestroy, ze_module_build_log_handle_t)

@@ -1,0 +1,24 @@
+// The control interface of the fake Level Zero driver (fake_ze.cpp), for tests that open it
+// with dlopen beside the backend (the same file, so the same instance). Plain C entry points.
+#pragma once
+
+#include <cstddef>
+
+extern "C" {
+// Back to the defaults: no failure armed, two sub-devices, the call log cleared (allocations
+// stay).
+void fakeze_reset(void);
+// Arms a failure until the next reset: "module_build" (zeModuleCreate fails with a build log), "oom" (every
+// device allocation fails as out of device memory), "device_lost" (every later command and
+// synchronisation returns ZE_RESULT_ERROR_DEVICE_LOST). Returns 0 when `what` is unknown.
+int fakeze_inject(const char* what);
+// How many times entry point `name` ("zeModuleCreate") was called since the last reset.
+int fakeze_count(const char* name);
+// The device handle argument of the last zeCommandListCreateImmediate: 0 the root device,
+// 1 + i sub-device i.
+int fakeze_last_list_device(void);
+// How many sub-devices the root device reports from now on: 2 (the default) or 0.
+void fakeze_set_tiles(int tiles);
+// Bytes of device and host memory allocated and not freed.
+size_t fakeze_live_bytes(void);
+}
