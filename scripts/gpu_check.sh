@@ -6,6 +6,13 @@
 # sizes without device-wide synchronization). Logs go to $OUT (or ./gpu-check-out).
 #
 # GPU_CHECK_ASAN=1 adds the CUDA tests under AddressSanitizer + UBSan.
+#
+# Modes (one argument; default: all of the above):
+#   scripts/gpu_check.sh --sanitize   build, then compute-sanitizer memcheck and racecheck over
+#                                     every PTX operator's GPU test (CTest ptx.* and cuda.*):
+#                                     $OUT/memcheck.log, $OUT/racecheck.log, $OUT/summary.txt
+#   scripts/gpu_check.sh --python     build, then python/tests/test_torch_gpu.py (zero copy
+#                                     from/to torch CUDA tensors, results against torch)
 # Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
 # (.devdeps, carried to the machine). Exit status: 0 only if every step passed.
 set -uo pipefail
@@ -34,6 +41,9 @@ step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps a summar
   return "$rc"
 }
 
+mode=${1:-all}
+case $mode in all|--sanitize|--python) ;; *) echo "usage: scripts/gpu_check.sh [--sanitize|--python]" >&2; exit 2 ;; esac
+
 machine="host: $(hostname)  date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')
 gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
 echo "$machine"
@@ -42,6 +52,48 @@ echo "$machine"
 step build bash -c "cmake -S . -B '$build' -G Ninja -DCMAKE_PREFIX_PATH='$deps' -DHALCYON_WERROR=ON \
   -DHALCYON_ENABLE_CUDA=ON && ninja -C '$build' -k 0 -j$(nproc)"
 [ -x "$build/bin/halcyon" ] || { printf '%s\n' "${summary[@]}"; exit 1; }
+
+# compute-sanitizer over one tool: every ptx.*/cuda.* CTest test that runs a program (not a
+# cmake script), each under `compute-sanitizer --tool TOOL --error-exitcode 99`, all in one log.
+# A test fails the step if the sanitizer reports an error (exit 99) or the test itself fails.
+sanitize() {
+  local tool=$1 cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$cs" ] || { echo "compute-sanitizer not found"; return 2; }
+  ctest --test-dir "$build" --show-only=json-v1 -R '^(ptx|cuda)[.]' >"$out/.tests.json" || return 2
+  local rc=0 name
+  while IFS=$'\t' read -r name dir cmd; do
+    eval "set -- $cmd"
+    case $(basename "$1") in cmake|ctest) continue ;; esac
+    echo "--- $tool: $name: $*"
+    (cd "$dir" && timeout "${SANITIZE_TEST_TIMEOUT:-900}" "$cs" --tool "$tool" --error-exitcode 99 \
+      --print-limit 20 "$@")
+    local r=$?
+    echo "--- $tool: $name: exit $r"
+    [ "$r" -eq 0 ] || rc=1
+  done < <(python3 -c '
+import json, shlex, sys
+for t in json.load(open(sys.argv[1]))["tests"]:
+    d = next((p["value"] for p in t.get("properties", []) if p["name"] == "WORKING_DIRECTORY"), ".")
+    print(t["name"], d, " ".join(shlex.quote(c) for c in t["command"]), sep="\t")' "$out/.tests.json")
+  rm -f "$out/.tests.json"
+  return "$rc"
+}
+if [ "$mode" = --sanitize ]; then
+  TAIL_LINES=30 step memcheck sanitize memcheck
+  TAIL_LINES=30 step racecheck sanitize racecheck
+  echo "=== summary"
+  { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
+  exit "$failed"
+fi
+if [ "$mode" = --python ]; then
+  TAIL_LINES=40 step python env HALCYON_LIBRARY="$root/$build/lib/libhalcyon_runtime.so" \
+    python3 python/tests/test_torch_gpu.py
+  echo "=== summary"
+  { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
+  exit "$failed"
+fi
+
 # The device as halcyon sees it, then the same with the driver hidden: cuda must turn
 # unavailable with the reason while the CPU backend carries on.
 step info bash -c "'$build/bin/halcyon' info -v && echo '--- with HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1:' &&
