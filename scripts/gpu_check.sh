@@ -8,9 +8,13 @@
 # GPU_CHECK_ASAN=1 adds the CUDA tests under AddressSanitizer + UBSan.
 #
 # Modes (one argument; default: all of the above):
-#   scripts/gpu_check.sh --sanitize   build, then compute-sanitizer memcheck and racecheck over
-#                                     every PTX operator's GPU test (CTest ptx.* and cuda.*):
-#                                     $OUT/memcheck.log, $OUT/racecheck.log, $OUT/summary.txt
+#   scripts/gpu_check.sh --sanitize [TOOL...]
+#                                     build, then compute-sanitizer (TOOL: memcheck racecheck, the
+#                                     default both) over every PTX operator's GPU test (CTest ptx.*
+#                                     and cuda.*; SANITIZE_TESTS=REGEX narrows), each test at most
+#                                     SANITIZE_TEST_TIMEOUT s (default 240; a timeout fails the
+#                                     step, marked "exit 124"): $OUT/<tool>.log, $OUT/summary.txt.
+#                                     Under 10 minutes a call: one tool per call, the build kept.
 #   scripts/gpu_check.sh --python     build, then python/tests/test_torch_gpu.py (zero copy
 #                                     from/to torch CUDA tensors, results against torch)
 # Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
@@ -42,7 +46,9 @@ step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps a summar
 }
 
 mode=${1:-all}
-case $mode in all|--sanitize|--python) ;; *) echo "usage: scripts/gpu_check.sh [--sanitize|--python]" >&2; exit 2 ;; esac
+case $mode in all|--sanitize|--python) ;; *) echo "usage: scripts/gpu_check.sh [--sanitize [memcheck|racecheck]...|--python]" >&2; exit 2 ;; esac
+[ $# -gt 0 ] && shift
+tools=${*:-memcheck racecheck}
 
 machine="host: $(hostname)  date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')
 gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
@@ -60,13 +66,13 @@ sanitize() {
   local tool=$1 cs
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   [ -x "$cs" ] || { echo "compute-sanitizer not found"; return 2; }
-  ctest --test-dir "$build" --show-only=json-v1 -R '^(ptx|cuda)[.]' >"$out/.tests.json" || return 2
+  ctest --test-dir "$build" --show-only=json-v1 -R "${SANITIZE_TESTS:-^(ptx|cuda)[.]}" >"$out/.tests.json" || return 2
   local rc=0 name
   while IFS=$'\t' read -r name dir cmd; do
     eval "set -- $cmd"
     case $(basename "$1") in cmake|ctest) continue ;; esac
     echo "--- $tool: $name: $*"
-    (cd "$dir" && timeout "${SANITIZE_TEST_TIMEOUT:-900}" "$cs" --tool "$tool" --error-exitcode 99 \
+    (cd "$dir" && timeout "${SANITIZE_TEST_TIMEOUT:-240}" "$cs" --tool "$tool" --error-exitcode 99 \
       --print-limit 20 "$@")
     local r=$?
     echo "--- $tool: $name: exit $r"
@@ -80,8 +86,10 @@ for t in json.load(open(sys.argv[1]))["tests"]:
   return "$rc"
 }
 if [ "$mode" = --sanitize ]; then
-  TAIL_LINES=30 step memcheck sanitize memcheck
-  TAIL_LINES=30 step racecheck sanitize racecheck
+  for tool in $tools; do
+    case $tool in memcheck|racecheck|synccheck|initcheck) ;; *) echo "gpu_check: unknown tool $tool" >&2; exit 2 ;; esac
+    TAIL_LINES=30 step "$tool" sanitize "$tool"
+  done
   echo "=== summary"
   { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
   exit "$failed"
