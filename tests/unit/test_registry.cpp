@@ -143,6 +143,12 @@ TEST_CASE("registry: a plugin built for ABI 1.0 loads; entries appended since co
   expect_error(hal_device_encode_tensor_map(old.get(), &d, map, sizeof map), HAL_UNSUPPORTED,
                "abi10:0 (backend abi10) does not encode tensor maps");
   CHECK_FALSE(old.has("tensor_map"));
+  // hal_buffer_import (ABI 1.4) without the backend's entry: unsupported, said so.
+  hal_buffer_import_desc id{};
+  id.struct_size = HAL_BUFFER_IMPORT_DESC_SIZE;
+  id.kind = HAL_MEMORY_DEVICE;
+  hal_buffer imported = nullptr;
+  expect_error(hal_buffer_import(old.get(), &id, &imported), HAL_UNSUPPORTED, "the abi10 backend cannot import");
   // hal_device_can_run (ABI 1.3) without the backend's entry: exactly the device's arch.
   std::string why;
   CHECK(unwrap(old.can_run(HAL_MODULE_HOST, "none")));
