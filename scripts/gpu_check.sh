@@ -6,6 +6,17 @@
 # sizes without device-wide synchronization). Logs go to $OUT (or ./gpu-check-out).
 #
 # GPU_CHECK_ASAN=1 adds the CUDA tests under AddressSanitizer + UBSan.
+#
+# Modes (one argument; default: all of the above):
+#   scripts/gpu_check.sh --sanitize [TOOL...]
+#                                     build, then compute-sanitizer (TOOL: memcheck racecheck, the
+#                                     default both) over every PTX operator's GPU test (CTest ptx.*
+#                                     and cuda.*; SANITIZE_TESTS=REGEX narrows), each test at most
+#                                     SANITIZE_TEST_TIMEOUT s (default 240; a timeout fails the
+#                                     step, marked "exit 124"): $OUT/<tool>.log, $OUT/summary.txt.
+#                                     Under 10 minutes a call: one tool per call, the build kept.
+#   scripts/gpu_check.sh --python     build, then python/tests/test_torch_gpu.py (zero copy
+#                                     from/to torch CUDA tensors, results against torch)
 # Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
 # (.devdeps, carried to the machine). Exit status: 0 only if every step passed.
 set -uo pipefail
@@ -34,6 +45,11 @@ step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps a summar
   return "$rc"
 }
 
+mode=${1:-all}
+case $mode in all|--sanitize|--python) ;; *) echo "usage: scripts/gpu_check.sh [--sanitize [memcheck|racecheck]...|--python]" >&2; exit 2 ;; esac
+[ $# -gt 0 ] && shift
+tools=${*:-memcheck racecheck}
+
 machine="host: $(hostname)  date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')
 gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
 echo "$machine"
@@ -42,6 +58,50 @@ echo "$machine"
 step build bash -c "cmake -S . -B '$build' -G Ninja -DCMAKE_PREFIX_PATH='$deps' -DHALCYON_WERROR=ON \
   -DHALCYON_ENABLE_CUDA=ON && ninja -C '$build' -k 0 -j$(nproc)"
 [ -x "$build/bin/halcyon" ] || { printf '%s\n' "${summary[@]}"; exit 1; }
+
+# compute-sanitizer over one tool: every ptx.*/cuda.* CTest test that runs a program (not a
+# cmake script), each under `compute-sanitizer --tool TOOL --error-exitcode 99`, all in one log.
+# A test fails the step if the sanitizer reports an error (exit 99) or the test itself fails.
+sanitize() {
+  local tool=$1 cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$cs" ] || { echo "compute-sanitizer not found"; return 2; }
+  ctest --test-dir "$build" --show-only=json-v1 -R "${SANITIZE_TESTS:-^(ptx|cuda)[.]}" >"$out/.tests.json" || return 2
+  local rc=0 name
+  while IFS=$'\t' read -r name dir cmd; do
+    eval "set -- $cmd"
+    case $(basename "$1") in cmake|ctest) continue ;; esac
+    echo "--- $tool: $name: $*"
+    (cd "$dir" && timeout "${SANITIZE_TEST_TIMEOUT:-240}" "$cs" --tool "$tool" --error-exitcode 99 \
+      --print-limit 20 "$@")
+    local r=$?
+    echo "--- $tool: $name: exit $r"
+    [ "$r" -eq 0 ] || rc=1
+  done < <(python3 -c '
+import json, shlex, sys
+for t in json.load(open(sys.argv[1]))["tests"]:
+    d = next((p["value"] for p in t.get("properties", []) if p["name"] == "WORKING_DIRECTORY"), ".")
+    print(t["name"], d, " ".join(shlex.quote(c) for c in t["command"]), sep="\t")' "$out/.tests.json")
+  rm -f "$out/.tests.json"
+  return "$rc"
+}
+if [ "$mode" = --sanitize ]; then
+  for tool in $tools; do
+    case $tool in memcheck|racecheck|synccheck|initcheck) ;; *) echo "gpu_check: unknown tool $tool" >&2; exit 2 ;; esac
+    TAIL_LINES=30 step "$tool" sanitize "$tool"
+  done
+  echo "=== summary"
+  { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
+  exit "$failed"
+fi
+if [ "$mode" = --python ]; then
+  TAIL_LINES=40 step python env HALCYON_LIBRARY="$root/$build/lib/libhalcyon_runtime.so" \
+    python3 python/tests/test_torch_gpu.py
+  echo "=== summary"
+  { echo "$machine"; printf '%s\n' "${summary[@]}"; } | tee "$out/summary.txt"
+  exit "$failed"
+fi
+
 # The device as halcyon sees it, then the same with the driver hidden: cuda must turn
 # unavailable with the reason while the CPU backend carries on.
 step info bash -c "'$build/bin/halcyon' info -v && echo '--- with HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1:' &&

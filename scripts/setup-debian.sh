@@ -8,10 +8,12 @@ set -euo pipefail
 # python3: tests/plugins loads libhalcyon through ctypes; binutils (readelf, nm): the ELF checks;
 # libclang-rt-19-dev: libFuzzer for tests/fuzz; clang-15, llvm-spirv-15, spirv-tools: the SPIR-V
 # kernels (kernels/spirv); pocl-opencl-icd, ocl-icd-opencl-dev, opencl-c-headers: the fake Level
-# Zero driver that runs them on the CPU (tests/level_zero).
+# Zero driver that runs them on the CPU (tests/level_zero); libdlpack-dev: DLPack's header
+# (halcyon/dlpack.h); python3-numpy: the Python module's CPU test (python/).
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev doctest-dev python3 binutils
       clang-19 lld-19 llvm-19-dev libclang-rt-19-dev libamdhip64-dev libze-dev
-      clang-15 llvm-spirv-15 spirv-tools pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers)
+      clang-15 llvm-spirv-15 spirv-tools pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers
+      libdlpack-dev python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

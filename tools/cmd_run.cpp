@@ -282,7 +282,7 @@ int run(const std::vector<std::string>& args) {
     auto arr = read_npy(file);
     if (!arr) return fail(arr.error());
     auto data = convert(*arr, spec->dtype, name);
-    if (!data) return fail(data.error());
+    if (!data) return fail(Error(data.error().status(), fmt::format("{}: {}", file, data.error().message())));
     host[name] = std::move(data).value();
     shapes[name] = arr->shape;
   }

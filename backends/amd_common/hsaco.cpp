@@ -20,11 +20,14 @@ struct Node {
   double f = 0;
   std::string s;
   std::vector<Node> arr;
-  std::vector<std::pair<std::string, Node>> map;  // keys are strings in this format
+  // A map as two parallel vectors: keys are strings in this format. (Not a vector of
+  // pair<string, Node>: pair needs Node complete, which clang's libstdc++ checks here.)
+  std::vector<std::string> keys;
+  std::vector<Node> values;
 
   const Node* get(const std::string& key) const {
-    for (auto& [k, v] : map)
-      if (k == key) return &v;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return &values[i];
     return nullptr;
   }
   std::string str(const std::string& key) const {
@@ -118,7 +121,8 @@ class MsgpackReader {
     for (uint64_t i = 0; i < count; ++i) {
       Node k = read(depth + 1);
       if (k.kind != Node::Str) throw std::runtime_error("metadata map key is not a string");
-      n.map.emplace_back(k.s, read(depth + 1));
+      n.keys.push_back(k.s);
+      n.values.push_back(read(depth + 1));
     }
     return n;
   }
@@ -132,10 +136,16 @@ struct Elf {
   const unsigned char* data;
   size_t size;
   const Elf64_Ehdr* eh() const { return reinterpret_cast<const Elf64_Ehdr*>(data); }
+  // `data` is 8-byte aligned (parse copies the image): a structure is read in place only at an
+  // offset of its own alignment, as the ELF format requires; anything else is refused, never
+  // read misaligned (tests/fuzz found a section header table at an odd offset).
   template <typename T>
   const T* at(uint64_t off, uint64_t count = 1) const {
-    if (off > size || count * sizeof(T) > size - off)
+    if (off > size || count > (size - off) / sizeof(T))
       throw std::runtime_error("ELF structure at offset " + std::to_string(off) + " lies past the end of the file");
+    if (off % alignof(T) != 0)
+      throw std::runtime_error("ELF structure at offset " + std::to_string(off) + " is not " +
+                               std::to_string(alignof(T)) + "-byte aligned");
     return reinterpret_cast<const T*>(data + off);
   }
 };
@@ -224,7 +234,9 @@ std::string arch_from_mach(uint32_t mach) {
 bool parse(const void* data, size_t size, CodeObject* out, std::string* error) {
   try {
     *out = CodeObject{};
-    Elf elf{static_cast<const unsigned char*>(data), size};
+    std::vector<uint64_t> aligned((size + 7) / 8);  // the image, 8-byte aligned whatever its source
+    if (size) std::memcpy(aligned.data(), data, size);
+    Elf elf{reinterpret_cast<const unsigned char*>(aligned.data()), size};
     const auto* eh = elf.at<Elf64_Ehdr>(0);
     if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
       throw std::runtime_error("not a 64-bit ELF file");

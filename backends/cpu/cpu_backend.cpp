@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -71,7 +72,9 @@ struct CpuDevice {
   std::vector<int> cpus;
   std::shared_ptr<ThreadPool> pool;  // whole-device pool, made on first use
   std::mutex mu;
-  std::set<CpuStream*> streams;
+  // Shared: synchronize_all drains streams outside the lock while another thread may destroy
+  // one; the last owner (the destroy, or that drain) frees it.
+  std::map<CpuStream*, std::shared_ptr<CpuStream>> streams;
   std::set<int> partitioned;         // cores handed to live partitions
 
   std::shared_ptr<ThreadPool> whole_pool() {
@@ -92,6 +95,7 @@ struct CpuBuffer {
   CpuDevice* device;
   void* data;
   uint64_t size;
+  bool owned = true;  // false: imported (hal_buffer_import), someone else frees it
 };
 
 struct CpuStream {
@@ -133,12 +137,12 @@ struct CpuStream {
 };
 
 void CpuDevice::synchronize_all() {
-  std::vector<CpuStream*> copy;
+  std::vector<std::shared_ptr<CpuStream>> copy;
   {
     std::lock_guard lock(mu);
-    copy.assign(streams.begin(), streams.end());
+    for (auto& [raw, s] : streams) copy.push_back(s);
   }
-  for (auto* s : copy) s->drain();
+  for (auto& s : copy) s->drain();  // a stream destroyed meanwhile is stopped and empty: returns at once
 }
 
 // An event is a generation counter: record() bumps `recorded` and queues a marker that
@@ -251,24 +255,37 @@ hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffe
   })
 }
 
+// Host memory someone else allocated (a NumPy array's, through DLPack): any address is the
+// CPU device's memory, nothing to check.
+hal_error* cpu_buffer_import(CpuDevice* d, const hal_buffer_import_desc* desc, CpuBuffer** out, void** host) {
+  HAL_BACKEND_GUARD({
+    void* p = reinterpret_cast<void*>(desc->device_address);
+    *out = new CpuBuffer{d, p, desc->size, false};
+    *host = p;
+    return nullptr;
+  })
+}
+
 void cpu_buffer_destroy(CpuBuffer* b) {
   // Queued work may still use it, and kernels take raw addresses that cannot be reference
-  // counted, so the buffer goes only once every stream of the device has drained.
+  // counted, so the buffer goes only once every stream of the device has drained (imported
+  // memory too: its owner frees it after this).
   b->device->synchronize_all();
-  std::free(b->data);
+  if (b->owned) std::free(b->data);
   delete b;
 }
 
 hal_error* cpu_stream_create(CpuDevice* d, CpuPartition* part, const hal_stream_desc*,
                              CpuStream** out) {
   HAL_BACKEND_GUARD({
-    auto* s = new CpuStream;
+    auto owned = std::make_shared<CpuStream>();
+    CpuStream* s = owned.get();
     s->device = d;
     s->pool = part ? part->pool : d->whole_pool();
     s->worker = std::thread([s] { s->run(); });
     {
       std::lock_guard lock(d->mu);
-      d->streams.insert(s);
+      d->streams.emplace(s, std::move(owned));
     }
     *out = s;
     return nullptr;
@@ -282,11 +299,13 @@ void cpu_stream_destroy(CpuStream* s) {
   }
   s->cv_work.notify_all();
   s->worker.join();
+  std::shared_ptr<CpuStream> last;  // freed here, unless a synchronize_all still holds it
   {
     std::lock_guard lock(s->device->mu);
-    s->device->streams.erase(s);
+    auto it = s->device->streams.find(s);
+    last = std::move(it->second);
+    s->device->streams.erase(it);
   }
-  delete s;
 }
 
 hal_error* cpu_stream_synchronize(CpuStream* s) {
@@ -583,6 +602,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: no tensor copy engine
     HAL_BACKEND_FN(cpu_device_can_run),
     HAL_BACKEND_FN(cpu_partition_caps),
+    HAL_BACKEND_FN(cpu_buffer_import),
 };
 
 }  // namespace

@@ -120,6 +120,7 @@ const hal_backend_api kApi = {
     &Entry<cuda_tensor_map_encode>::call,
     &Entry<cuda_device_can_run>::call,
     &Entry<cuda_partition_caps>::call,
+    &Entry<cuda_buffer_import>::call,
 };
 
 }  // namespace

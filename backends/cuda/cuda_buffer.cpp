@@ -89,10 +89,47 @@ hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaB
   })
 }
 
+// Someone else's device memory (a PyTorch tensor's, through DLPack): checked to be device
+// memory of this GPU, wrapped, never freed here.
+hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc, CudaBuffer** out, void** host) {
+  HAL_BACKEND_GUARD({
+    const Driver* d = dv->d;
+    *host = nullptr;
+    if (desc->size > 0) {
+      if (!d->cuPointerGetAttribute)
+        return error(HAL_UNSUPPORTED, fmt::format("{}: this driver lacks cuPointerGetAttribute, so "
+                                                                   "imported memory cannot be checked", dv->uri));
+      ContextScope scope(d, dv->ctx);
+      const CUdeviceptr p = desc->device_address;
+      unsigned int type = 0;
+      int ordinal = -1;
+      CU_TRY(d, d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p),
+             fmt::format("{}: importing 0x{:x}: not memory the CUDA driver knows", dv->uri, p));
+      CU_TRY(d, d->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p),
+             fmt::format("{}: importing 0x{:x}: its device", dv->uri, p));
+      if (type != CU_MEMORYTYPE_DEVICE)
+        return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing 0x{:x}: it is not device memory "
+                                                                        "(CUmemorytype {})", dv->uri, p, type));
+      if (ordinal != dv->ordinal)
+        return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing 0x{:x}: it is memory of cuda:{}, "
+                                                                        "not of this device", dv->uri, p, ordinal));
+    }
+    auto b = std::make_unique<CudaBuffer>();
+    b->device = dv;
+    b->imported = true;
+    b->address = desc->device_address;
+    *out = b.release();
+    return nullptr;
+  })
+}
+
 void cuda_buffer_destroy(CudaBuffer* b) {
   CudaDevice* dv = b->device;
   const Driver* d = dv->d;
-  if (b->from_pool) {
+  if (b->imported) {
+    // Not ours to free, but the owner may free it once this returns: queued work first.
+    if (b->address) dv->synchronize_all("releasing imported memory");
+  } else if (b->from_pool) {
     ContextScope scope(d, dv->ctx);
     if (free_after_queued_work(dv, b->base) != CUDA_SUCCESS) {  // not expected; never leak
       dv->synchronize_all("a stream-ordered free failed");

@@ -44,7 +44,7 @@ constexpr int kMinDriverVersion = 12000;
   X(cuGreenCtxGetDevResource, 12040)                                                   \
   X(cuGreenCtxStreamCreate, 12050) X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) \
   X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)                          \
-  X(cuTensorMapEncodeTiled, 12000)
+  X(cuTensorMapEncodeTiled, 12000) X(cuPointerGetAttribute, 4000)
 
 struct Driver {
 #define HALCYON_CUDA_FIELD(name, ver) PFN_##name##_v##ver name = nullptr;

@@ -86,6 +86,7 @@ struct CudaBuffer {
   CUdeviceptr base = 0;       // what was allocated
   void* host_base = nullptr;  // pinned allocations
   bool from_pool = false;
+  bool imported = false;      // hal_buffer_import: someone else's memory, never freed here
   CUdeviceptr address = 0;    // aligned start
 };
 
@@ -189,6 +190,7 @@ bool has_tensor_maps(const CudaDevice* dv);
 // cuda_buffer.cpp
 hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaBuffer** out, uint64_t* address,
                               void** host);
+hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc, CudaBuffer** out, void** host);
 void cuda_buffer_destroy(CudaBuffer* b);
 
 // cuda_stream.cpp

@@ -484,6 +484,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: not offered by this backend
     HAL_BACKEND_FN(hip_device_can_run),
     HAL_BACKEND_FN(hip_partition_caps),
+    nullptr,  // buffer_import: not yet (hipPointerGetAttributes would check it, as cuda_buffer.cpp does)
 };
 
 }  // namespace

@@ -48,6 +48,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: no tensor copy engine is exposed through Level Zero
     HAL_BACKEND_FN(ze::device_can_run),
     HAL_BACKEND_FN(ze::partition_caps),
+    nullptr,  // buffer_import: not yet (zeMemGetAllocProperties would check the pointer's device)
 };
 
 }  // namespace

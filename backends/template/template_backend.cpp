@@ -8,6 +8,7 @@
 #include <halcyon/hal.h>
 #include <halcyon/plugin.hpp>
 
+#include <cstdio>
 #include <string>
 
 // Your objects. Each holds whatever your driver needs (context, queue, allocation...).
@@ -41,17 +42,35 @@ hal_error* unimplemented(const char* entry) {
 
 // Probe the machine here: load the vendor's driver library with dlopen, count devices, and
 // return HAL_UNAVAILABLE with the reason ("libvendor.so.1 not found") when it cannot run.
-hal_error* t_create(const hal_host_api* host, TBackend**) {
+// The skeleton's probe always succeeds with one placeholder device, so that `halcyon cts
+// --backend template` runs from the first build (every case unsupported, each with its reason:
+// tests/conformance's cts.template_plugin checks it); replace it with your driver's.
+hal_error* t_create(const hal_host_api* host, TBackend** out) {
   halcyon::plugin::host() = host;
-  return unimplemented("create");
+  *out = new TBackend;
+  return nullptr;
 }
 void t_destroy(TBackend* b) { delete b; }
-hal_error* t_device_count(TBackend*, uint32_t*) { return unimplemented("device_count"); }
-hal_error* t_device_open(TBackend*, uint32_t, TDevice**) { return unimplemented("device_open"); }
+hal_error* t_device_count(TBackend*, uint32_t* count) {
+  *count = 1;  // the placeholder
+  return nullptr;
+}
+hal_error* t_device_open(TBackend*, uint32_t, TDevice** out) {
+  *out = new TDevice;
+  return nullptr;
+}
 void t_device_close(TDevice* d) { delete d; }
 // Fill name, vendor, arch, compute_units, simd_width, memory_bytes, limits, and the
-// capability tags, including "module.<format>" for each binary format you load.
-hal_error* t_device_info(TDevice*, hal_device_info*) { return unimplemented("device_info"); }
+// capability tags, including "module.<format>" for each binary format you load. The
+// placeholder advertises no capability: the suite's tests that need one are unsupported.
+hal_error* t_device_info(TDevice*, hal_device_info* info) {
+  std::snprintf(info->name, sizeof info->name, "template placeholder device (no driver behind it)");
+  std::snprintf(info->vendor, sizeof info->vendor, "template");
+  std::snprintf(info->arch, sizeof info->arch, "template");
+  info->compute_units = 1;
+  info->simd_width = 1;
+  return nullptr;
+}
 hal_error* t_buffer_create(TDevice*, const hal_buffer_desc*, TBuffer**, uint64_t*, void**) {
   return unimplemented("buffer_create");
 }
@@ -114,6 +133,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode (optional): see docs/porting.md
     nullptr,  // device_can_run (optional): NULL = a module runs where its target equals the arch
     nullptr,  // partition_caps (optional, ABI 1.3): with partition_split, say its granularity
+    nullptr,  // buffer_import (optional, ABI 1.4): wrap external memory (DLPack) without a copy
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 namespace halcyon::core {
 BufferObj::~BufferObj() {
   if (be) api().buffer_destroy(be);
+  if (release) release(release_user);  // the owner of imported memory may free it now
 }
 }  // namespace halcyon::core
 
@@ -33,6 +34,37 @@ HAL_API hal_error* hal_buffer_create(hal_device d, const hal_buffer_desc* desc, 
     b->kind = bd.kind;
     b->size = bd.size;
     if ((e = dev->api().buffer_create(dev->be, &bd, &b->be, &b->address, &b->host))) return e;
+    *out = reinterpret_cast<hal_buffer>(handle_insert(b));
+    return nullptr;
+  })
+}
+
+HAL_API hal_error* hal_buffer_import(hal_device d, const hal_buffer_import_desc* desc, hal_buffer* out) {
+  constexpr const char* fn = "hal_buffer_import";
+  HAL_CORE_GUARD(fn, {
+    if (!out) return err(HAL_INVALID_ARGUMENT, "{}: out is NULL", fn);
+    *out = nullptr;
+    hal_error* e = nullptr;
+    auto dev = lookup<DeviceObj>(d, fn, "device", &e);
+    if (!dev) return e;
+    hal_buffer_import_desc id{};
+    if ((e = read_struct(desc, HAL_BUFFER_IMPORT_DESC_MIN_SIZE, &id, fn, "hal_buffer_import_desc"))) return e;
+    if (id.kind != HAL_MEMORY_DEVICE)
+      return err(HAL_INVALID_ARGUMENT, "{}: memory kind {} cannot be imported (HAL_MEMORY_DEVICE only)", fn, int(id.kind));
+    if (id.flags != 0) return err(HAL_INVALID_ARGUMENT, "{}: flags 0x{:x} are reserved and must be 0", fn, id.flags);
+    if (id.size > 0 && id.device_address == 0)
+      return err(HAL_INVALID_ARGUMENT, "{}: address 0 for {} bytes", fn, id.size);
+    if (id.device_address + id.size < id.device_address)
+      return err(HAL_OUT_OF_RANGE, "{}: [0x{:x}, +{}) wraps around the address space", fn, id.device_address, id.size);
+    if (!dev->backend->has_buffer_import())
+      return err(HAL_UNSUPPORTED, "{}: the {} backend cannot import external memory", fn, dev->backend->api->name);
+    auto b = std::make_shared<BufferObj>(dev);
+    b->kind = id.kind;
+    b->size = id.size;
+    b->address = id.device_address;
+    if ((e = dev->api().buffer_import(dev->be, &id, &b->be, &b->host))) return e;
+    b->release = id.release;  // only now: on the error above the caller still owns the memory
+    b->release_user = id.release_user;
     *out = reinterpret_cast<hal_buffer>(handle_insert(b));
     return nullptr;
   })

@@ -53,6 +53,9 @@ struct Backend {
   bool has_partition_caps() const {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, partition_caps) && api->partition_caps;
   }
+  bool has_buffer_import() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, buffer_import) && api->buffer_import;
+  }
   bool has_tensor_map_encode() const {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode) &&
            api->tensor_map_encode;
@@ -120,6 +123,9 @@ struct BufferObj final : DeviceChild {
   uint64_t size = 0;
   uint64_t address = 0;
   void* host = nullptr;
+  // Imported memory (hal_buffer_import): called once after the backend's buffer_destroy.
+  hal_release_fn release = nullptr;
+  void* release_user = nullptr;
 };
 
 struct StreamObj final : DeviceChild {

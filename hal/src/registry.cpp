@@ -2,6 +2,7 @@
 // plugin folder beside libhalcyon (plugin_folder()). Every file tried leaves a record saying
 // why it was accepted or refused, which `halcyon info -v` prints.
 #include "core.hpp"
+#include "plugin_checks.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string_view>
@@ -99,38 +101,10 @@ hal_error* adopt_backend(Registry& reg, const hal_backend_api* api, std::string_
     return make_error(status, fmt::format("{}: {}", source, reason));
   };
   if (api == nullptr) return refuse(HAL_INVALID_ARGUMENT, "", "the entry point returned NULL");
-  if (api->struct_size < HAL_SIZE_THROUGH(hal_backend_api, abi_minor))
-    return refuse(HAL_VERSION_MISMATCH, "",
-                  fmt::format("function table struct_size {} is too small to hold a version",
-                              api->struct_size));
-  if (api->abi_major != HAL_ABI_MAJOR)
-    return refuse(HAL_VERSION_MISMATCH, "",
-                  fmt::format("plugin was built for halcyon ABI {}.{}, this libhalcyon is ABI {}.{}",
-                              api->abi_major, api->abi_minor, HAL_ABI_MAJOR, HAL_ABI_MINOR));
-  if (api->struct_size < HAL_BACKEND_API_MIN_SIZE)
-    return refuse(HAL_VERSION_MISMATCH, "",
-                  fmt::format("function table struct_size {} is smaller than ABI {}.0's {} bytes",
-                              api->struct_size, HAL_ABI_MAJOR, HAL_BACKEND_API_MIN_SIZE));
-  std::string name = api->name ? api->name : "";
-  if (name.empty() || name.size() >= 32 || name.find_first_of(":/ ") != std::string::npos)
-    return refuse(HAL_INVALID_ARGUMENT, "", fmt::format("backend name '{}' is not a valid URI scheme", name));
-  // Every ABI 1.0 entry but the optional device_resolve must be present.
-  static const char* const kEntryNames[] = {
-      "create", "destroy", "device_count", "device_resolve", "device_open", "device_close", "device_info",
-      "buffer_create", "buffer_destroy", "stream_create", "stream_destroy", "stream_synchronize", "stream_write",
-      "stream_read", "stream_copy", "stream_fill", "stream_wait_event", "stream_launch", "event_create",
-      "event_destroy", "event_record", "event_query", "event_synchronize", "event_elapsed_ms", "module_load",
-      "module_destroy", "kernel_get", "kernel_destroy"};
-  const void* const* fns = reinterpret_cast<const void* const*>(&api->create);
-  const void* const* end = reinterpret_cast<const void* const*>(
-      reinterpret_cast<const char*>(api) + HAL_BACKEND_API_MIN_SIZE);
-  for (const void* const* p = fns; p < end; ++p) {
-    if (p == reinterpret_cast<const void* const*>(&api->device_resolve)) continue;
-    if (*p == nullptr)
-      return refuse(HAL_INVALID_ARGUMENT, name,
-                    fmt::format("required entry '{}' of the function table is NULL",
-                                size_t(p - fns) < std::size(kEntryNames) ? kEntryNames[p - fns] : "?"));
-  }
+  hal_status status = HAL_OK;
+  if (std::string why = table_refusal(api, &status); !why.empty())
+    return refuse(status, why.starts_with("required entry") ? std::string(api->name) : "", why);
+  std::string name = api->name;
   for (auto& b : reg.backends)
     if (b->name == name)
       return refuse(HAL_FAILED_PRECONDITION, name,
@@ -188,6 +162,16 @@ hal_error* load_plugin_file(Registry& reg, const std::string& path, hal_backend_
   // dlopen of a FIFO blocks until a writer comes, of a device may read forever: only
   // regular files are plugins.
   if (!S_ISREG(st.st_mode)) return refuse(HAL_INVALID_ARGUMENT, "not a regular file; only regular files are loaded");
+  // The ELF header first: a text file, an executable or a library of another machine is
+  // refused with the reason, never handed to dlopen.
+  unsigned char head[64] = {};
+  size_t got = 0;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    got = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+  }
+  if (std::string why = elf_refusal(head, got, uint64_t(st.st_size)); !why.empty())
+    return refuse(HAL_INVALID_ARGUMENT, why);
   dlerror();
   void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!dl) {

@@ -5,6 +5,12 @@
 
 #include "hsaco.hpp"
 
+#include <elf.h>
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
 #include "sim_harness.hpp"
 
 using namespace amdtest;
@@ -42,6 +48,27 @@ TEST_CASE("the registry holds every hand-written kernel for both targets, with c
     }
   CHECK(halcyon::gcn::find("halcyon_vector_add_f32", "gfx1100") == nullptr);
   CHECK(halcyon::gcn::kernels().size() == 2 * std::size(names));
+}
+
+// Regression (tests/fuzz/fuzz_hsaco): a section header table at an offset of the wrong
+// alignment was read in place, misaligned (UBSan); it is refused now. An image that merely
+// starts at an odd address (an embedded byte array) still parses.
+TEST_CASE("hsaco: misaligned ELF structures are refused, misaligned images are not") {
+  const halcyon::gcn::KernelImage* img = halcyon::gcn::find("halcyon_vector_add_f32", "gfx942");
+  REQUIRE(img != nullptr);
+  std::vector<unsigned char> bytes(img->data, img->data + img->size);
+  halcyon::hsaco::CodeObject code;
+  std::string err;
+  uint64_t shoff = 0;
+  std::memcpy(&shoff, bytes.data() + offsetof(Elf64_Ehdr, e_shoff), 8);
+  shoff -= 4;  // still inside the file, no longer 8-byte aligned
+  std::memcpy(bytes.data() + offsetof(Elf64_Ehdr, e_shoff), &shoff, 8);
+  CHECK_FALSE(halcyon::hsaco::parse(bytes.data(), bytes.size(), &code, &err));
+  CHECK_MESSAGE(err.find("is not 8-byte aligned") != std::string::npos, err);
+
+  std::vector<unsigned char> odd(img->size + 1);
+  std::memcpy(odd.data() + 1, img->data, img->size);
+  CHECK_MESSAGE(halcyon::hsaco::parse(odd.data() + 1, img->size, &code, &err), err);
 }
 
 TEST_CASE("gcn vector add") {

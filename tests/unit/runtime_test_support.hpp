@@ -5,11 +5,27 @@
 #include <halcyon/ops/tensor.hpp>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "test_support.hpp"
 
 namespace test {
+
+// A .npy file from a version and a header text, padded as numpy pads it, then `data`.
+inline std::vector<unsigned char> npy_bytes(const std::string& header, const std::string& data = "", unsigned char major = 1,
+                                     unsigned char minor = 0) {
+  std::string h = header;
+  size_t prefix = major == 1 ? 10 : 12;
+  h.append((64 - (prefix + h.size() + 1) % 64) % 64, ' ');
+  h += '\n';
+  std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', major, minor};
+  for (size_t i = 0; i < prefix - 8; ++i) out.push_back(uint8_t(h.size() >> (8 * i)));
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
 
 // n bf16 values (as bits), uniform in [-scale, scale).
 inline std::vector<uint16_t> random_bf16(size_t n, float scale, std::mt19937& rng) {

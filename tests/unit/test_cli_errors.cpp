@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "test_support.hpp"
+#include "runtime_test_support.hpp"
 
 using test::unwrap;
 
@@ -253,4 +253,47 @@ TEST_CASE("cli: bench overlap's bad options are one-line errors with exit 2") {
       {"--tokens", "--tokens needs a value"},
       {"--bogus 1", "unknown option '--bogus'"}};
   for (auto& [options, needle] : cases) expect_error(std::string("bench overlap --device cpu ") + options, 2, needle);
+}
+
+// Every malformed form of a .npy input that issue 21 lists, through `halcyon run`: one line
+// that names the file and the problem, exit status 1, never a signal.
+TEST_CASE("cli: malformed .npy inputs are one-line errors naming the file and the problem") {
+  setup();
+  auto header = [](const std::string& descr, const std::string& fortran, const std::string& shape) {
+    return "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
+  };
+  const auto good = test::npy_bytes(header("<f4", "False", "(4,)"), std::string(16, '\0'));
+  auto cut = [&](size_t n) { return std::vector<unsigned char>(good.begin(), good.begin() + long(n)); };
+  auto magic = good;
+  magic[1] = 'X';
+  struct Bad {
+    const char* file;
+    std::vector<unsigned char> bytes;
+    const char* problem;
+  };
+  const Bad bad[] = {
+      {"trunc_header.npy", cut(20), "truncated header"},
+      {"trunc_data.npy", cut(good.size() - 4), "holds 12 data bytes"},
+      {"magic.npy", magic, "bad magic"},
+      {"fortran.npy", test::npy_bytes(header("<f4", "True", "(4,)"), std::string(16, '\0')), "Fortran-order"},
+      {"big_endian.npy", test::npy_bytes(header(">f4", "False", "(4,)"), std::string(16, '\0')), "not a little-endian"},
+      {"complex.npy", test::npy_bytes(header("<c8", "False", "(4,)"), std::string(32, '\0')), "is <c8"},
+      {"huge_dim.npy", test::npy_bytes(header("<f4", "False", "(99999999999999999999,)")), "64 bits"},
+      {"negative_dim.npy", test::npy_bytes(header("<f4", "False", "(-4,)")), "non-negative"},
+      {"overflow.npy", test::npy_bytes(header("<f4", "False", "(4611686018427387904, 4)")), "more than 2^63 bytes"},
+  };
+  auto write = [](const std::string& path, const std::vector<unsigned char>& bytes) {
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  };
+  write(tmp("good4.npy"), good);
+  for (const Bad& b : bad) {
+    CAPTURE(b.file);
+    write(tmp(b.file), b.bytes);
+    Outcome o = cli("run vector_add --in a=" + tmp(b.file) + " --in b=" + tmp("good4.npy") + " --out " + tmp("o_bad"));
+    INFO(o.output);
+    CHECK(o.status == 1);
+    CHECK(o.lines() == 1);
+    CHECK(o.output.find(tmp(b.file) + ": ") != std::string::npos);
+    CHECK(o.output.find(b.problem) != std::string::npos);
+  }
 }

@@ -121,6 +121,50 @@ TEST_CASE_FIXTURE(Fixture, "memory: bad buffer descriptions are refused") {
   expect_error(hal_buffer_create(dev.get(), &bd, nullptr), HAL_INVALID_ARGUMENT, "out is NULL");
 }
 
+// hal_buffer_import (ABI 1.4): someone else's memory as a buffer, no copy; `release` once the
+// last reference is gone, never on a refusal.
+TEST_CASE_FIXTURE(Fixture, "memory: imported host memory is used in place and released once") {
+  struct Owner {
+    std::vector<unsigned char> bytes = std::vector<unsigned char>(256, 7);
+    int released = 0;
+  } owner;
+  hal_buffer_import_desc id{};
+  id.struct_size = HAL_BUFFER_IMPORT_DESC_SIZE;
+  id.kind = HAL_MEMORY_DEVICE;
+  id.device_address = reinterpret_cast<uint64_t>(owner.bytes.data());
+  id.size = owner.bytes.size();
+  id.release = [](void* user) { ++static_cast<Owner*>(user)->released; };
+  id.release_user = &owner;
+  hal_buffer b = nullptr;
+  expect_ok(hal_buffer_import(dev.get(), &id, &b));
+  REQUIRE(b != nullptr);
+  halcyon::Buffer buf(b);
+  CHECK(buf.address() == id.device_address);
+  CHECK(buf.size() == 256);
+  unwrap(stream.fill(buf, 16, 32, uint32_t(0x01020304)));
+  unwrap(stream.synchronize());
+  CHECK(owner.bytes[16] == 0x04);  // written in place
+  CHECK(owner.bytes[15] == 7);
+  CHECK(owner.released == 0);
+  buf.reset();
+  CHECK(owner.released == 1);
+
+  id.kind = HAL_MEMORY_HOST_PINNED;
+  expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "HAL_MEMORY_DEVICE only");
+  id.kind = HAL_MEMORY_DEVICE;
+  id.flags = 2;
+  expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "reserved");
+  id.flags = 0;
+  id.device_address = 0;
+  expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "address 0 for 256 bytes");
+  id.device_address = UINT64_MAX - 8;
+  expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_OUT_OF_RANGE, "wraps around");
+  id.struct_size = 8;
+  expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_VERSION_MISMATCH);
+  expect_error(hal_buffer_import(dev.get(), nullptr, &b), HAL_INVALID_ARGUMENT);
+  CHECK(owner.released == 1);  // no refusal called it
+}
+
 TEST_CASE_FIXTURE(Fixture, "memory: aligned allocations honour the alignment") {
   hal_buffer_desc bd{};
   bd.struct_size = sizeof bd;

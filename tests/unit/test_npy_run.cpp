@@ -9,27 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "test_support.hpp"
+#include "runtime_test_support.hpp"
 
 using namespace halcyon::rt;
 
+using test::npy_bytes;
 using test::unwrap;
 
 namespace {
-// A .npy file from a version and a header text, padded as numpy pads it, then `data`.
-std::vector<unsigned char> npy_bytes(const std::string& header, const std::string& data = "", unsigned char major = 1,
-                                     unsigned char minor = 0) {
-  std::string h = header;
-  size_t prefix = major == 1 ? 10 : 12;
-  h.append((64 - (prefix + h.size() + 1) % 64) % 64, ' ');
-  h += '\n';
-  std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', major, minor};
-  for (size_t i = 0; i < prefix - 8; ++i) out.push_back(uint8_t(h.size() >> (8 * i)));
-  out.insert(out.end(), h.begin(), h.end());
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
-}
-
 std::string parse_error(const std::vector<unsigned char>& file) {
   auto r = parse_npy(file.data(), file.size(), "f.npy");
   return r.ok() ? std::string("(accepted)") : r.error().message();

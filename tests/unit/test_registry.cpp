@@ -75,7 +75,36 @@ TEST_CASE("registry: plugin files are accepted or refused with the reason") {
   expect_error(hal_registry_load_plugin(plugin("libdoes_not_exist.so").c_str(), &r), HAL_NOT_FOUND, "no such file");
   std::string text_file = std::string(HALCYON_TEST_PLUGIN_DIR) + "/not_elf.so";
   std::ofstream(text_file) << "this is not a shared object\n";
-  expect_error(hal_registry_load_plugin(text_file.c_str(), &r), HAL_NOT_FOUND, "dlopen failed");
+  expect_error(hal_registry_load_plugin(text_file.c_str(), &r), HAL_INVALID_ARGUMENT, "not an ELF file");
+  // ELF headers that are not a loadable shared object of this machine, refused before dlopen
+  // (hal/src/plugin_checks.cpp; tests/fuzz/fuzz_plugin_checks feeds it anything).
+  auto elf_file = [&](const char* name, std::initializer_list<std::pair<size_t, unsigned char>> bytes, size_t size) {
+    std::string path = std::string(HALCYON_TEST_PLUGIN_DIR) + "/" + name;
+    std::string data(128, '\0');  // a header and a program header; cut to `size` below
+    const unsigned char ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};  // 64-bit, little-endian
+    for (size_t i = 0; i < sizeof ident; ++i) data[i] = char(ident[i]);
+    data[16] = 3;                 // e_type ET_DYN
+    data[18] = 62;                // e_machine x86-64
+    data[54] = 56;                // e_phentsize
+    data[56] = 1;                 // e_phnum
+    data[32] = 64;                // e_phoff
+    for (auto [at, v] : bytes) data[at] = char(v);
+    data.resize(size);
+    std::ofstream(path, std::ios::binary) << data;
+    return path;
+  };
+#if defined(__x86_64__)
+  expect_error(hal_registry_load_plugin(elf_file("elf32.so", {{4, 1}}, 200).c_str(), &r), HAL_INVALID_ARGUMENT,
+               "a 32-bit ELF file");
+  expect_error(hal_registry_load_plugin(elf_file("arm.so", {{18, 183}}, 200).c_str(), &r), HAL_INVALID_ARGUMENT,
+               "built for aarch64, this process is x86-64");
+  expect_error(hal_registry_load_plugin(elf_file("exec.so", {{16, 2}}, 200).c_str(), &r), HAL_INVALID_ARGUMENT,
+               "an ELF executable rather than a shared object");
+  expect_error(hal_registry_load_plugin(elf_file("short.so", {}, 100).c_str(), &r), HAL_INVALID_ARGUMENT,
+               "program headers (56 bytes at offset 64) lie past the end of the 100-byte file");
+  expect_error(hal_registry_load_plugin(elf_file("tiny.so", {}, 20).c_str(), &r), HAL_INVALID_ARGUMENT,
+               "a truncated ELF file (20 bytes");
+#endif
   expect_error(hal_registry_load_plugin(nullptr, &r), HAL_INVALID_ARGUMENT);
 
   // A loaded plugin whose probe says no: not an error, but the backend is unavailable.
@@ -114,6 +143,12 @@ TEST_CASE("registry: a plugin built for ABI 1.0 loads; entries appended since co
   expect_error(hal_device_encode_tensor_map(old.get(), &d, map, sizeof map), HAL_UNSUPPORTED,
                "abi10:0 (backend abi10) does not encode tensor maps");
   CHECK_FALSE(old.has("tensor_map"));
+  // hal_buffer_import (ABI 1.4) without the backend's entry: unsupported, said so.
+  hal_buffer_import_desc id{};
+  id.struct_size = HAL_BUFFER_IMPORT_DESC_SIZE;
+  id.kind = HAL_MEMORY_DEVICE;
+  hal_buffer imported = nullptr;
+  expect_error(hal_buffer_import(old.get(), &id, &imported), HAL_UNSUPPORTED, "the abi10 backend cannot import");
   // hal_device_can_run (ABI 1.3) without the backend's entry: exactly the device's arch.
   std::string why;
   CHECK(unwrap(old.can_run(HAL_MODULE_HOST, "none")));

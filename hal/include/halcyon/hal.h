@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 3
+#define HAL_ABI_MINOR 4
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -130,7 +130,7 @@ typedef struct hal_init_desc {
   uint32_t flags;            /* HAL_INIT_* */
   const char* backend_path;  /* extra plugin files or folders, ':'-separated; searched first
                                 after built-ins; NULL = none */
-  /* ABI 1.3: options for the backends, "<backend>.<key>=<value>" entries separated by ';'
+  /* ABI 1.4: options for the backends, "<backend>.<key>=<value>" entries separated by ';'
    * (e.g. "ze.loader=/opt/ze/libze_loader.so.1"). The core copies them and hands each backend
    * its own through hal_host_api.option when it creates it; a backend documents the keys it
    * reads and ignores others. An entry without '.' or '=' makes hal_init fail. NULL = none. */
@@ -362,6 +362,31 @@ HAL_API hal_error* hal_buffer_get_info(hal_buffer buffer, hal_buffer_info* out);
  * memory pool: no host wait). Either way the release is not a synchronization point. */
 HAL_API hal_error* hal_buffer_retain(hal_buffer buffer);
 HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
+
+/* ABI 1.4: memory allocated by someone else (a PyTorch tensor's storage, through DLPack) as a
+ * buffer, without a copy. The buffer refers to [device_address, device_address + size) of
+ * `device`; the memory is not freed by halcyon: when the buffer's last reference goes (after
+ * the device's work queued so far, as hal_buffer_release says), `release(release_user)` is
+ * called once, and the owner may free it then. On an error return `release` is not called
+ * (the caller still owns the memory). The backend checks that the address is memory of this
+ * device where its driver can tell (CUDA: cuPointerGetAttribute); a backend that cannot
+ * import returns HAL_UNSUPPORTED. */
+typedef void (*hal_release_fn)(void* user);
+typedef struct hal_buffer_import_desc {
+  size_t struct_size;      /* HAL_BUFFER_IMPORT_DESC_SIZE */
+  const void* next;        /* extension chain; NULL */
+  uint32_t kind;           /* hal_memory_kind: HAL_MEMORY_DEVICE only, for now */
+  uint32_t flags;          /* reserved, 0 */
+  uint64_t device_address; /* the memory's address on the device (the CPU's: a host pointer);
+                              0 only when size is 0 */
+  uint64_t size;           /* bytes */
+  hal_release_fn release;  /* may be NULL: the caller keeps the memory alive otherwise */
+  void* release_user;
+} hal_buffer_import_desc;
+#define HAL_BUFFER_IMPORT_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_buffer_import_desc, release_user)
+#define HAL_BUFFER_IMPORT_DESC_SIZE HAL_SIZE_THROUGH(hal_buffer_import_desc, release_user)
+HAL_API hal_error* hal_buffer_import(hal_device device, const hal_buffer_import_desc* desc,
+                                     hal_buffer* out);
 
 /* ------------------------------------------------------------------------------------------
  * Tensor maps (ABI 1.1): host-encoded descriptors of a tiled tensor in a buffer, which a
@@ -647,7 +672,7 @@ typedef struct hal_host_api {
   uint32_t abi_minor;
   hal_error* (*error_new)(hal_status status, const char* message);
   void (*log)(hal_log_level level, const char* message);
-  /* ABI 1.3 (read it only when struct_size covers it): the value of option `key` given to
+  /* ABI 1.4 (read it only when struct_size covers it): the value of option `key` given to
    * backend `backend` in hal_init_desc.backend_options, or NULL when it was not given. The
    * string lives as long as the process. */
   const char* (*option)(const char* backend, const char* key);
@@ -763,13 +788,25 @@ typedef struct hal_backend_api {
    * with partition_split reports steps of 1 from 1, enforced when it advertises
    * "partition.enforced"; one without it gets the core's soft partitions. */
   hal_error* (*partition_caps)(hal_be_device* device, uint32_t flags, hal_partition_caps* out);
+
+  /* ---- ABI 1.4 (a smaller table still loads: this counts as NULL) ---- */
+
+  /* Optional (NULL: hal_buffer_import returns HAL_UNSUPPORTED). Wraps external memory; the
+   * core has checked desc (kind, flags, a non-zero address when size > 0). The backend checks
+   * what its driver can about the address (that it is this device's memory), never frees it,
+   * and its buffer_destroy of such a buffer waits for (or orders after) queued work as for
+   * its own; the core calls desc->release after buffer_destroy. `host_pointer` as in
+   * buffer_create. */
+  hal_error* (*buffer_import)(hal_be_device* device, const hal_buffer_import_desc* desc,
+                              hal_be_buffer** out, void** host_pointer);
 } hal_backend_api;
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
 /* ABI 1.0's table ended at partition_destroy. */
 #define HAL_BACKEND_API_1_0_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
 /* ABI 1.1 and 1.2's table ended at tensor_map_encode. */
 #define HAL_BACKEND_API_1_2_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
-#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
+#define HAL_BACKEND_API_1_3_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, buffer_import)
 
 typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
 

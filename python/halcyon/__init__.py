@@ -1,0 +1,394 @@
+"""halcyon from Python: run operators and the MoE layer on PyTorch tensors (or NumPy arrays,
+or anything with ``__dlpack__``) without copying them.
+
+    import torch, halcyon
+    x = torch.randn(1000, device="cuda"); y = torch.randn_like(x); z = torch.empty_like(x)
+    halcyon.run("vector_add", a=x, b=y, c=z)           # z = x + y, written in place
+    out = halcyon.moe_layer(x_bf16, w_router, w_gate_up, w_down, bias=b, topk=8,
+                            n_groups=8, topk_groups=4)
+
+How it works: each tensor is handed over through DLPack (``__dlpack__``) and wrapped as a hal
+buffer (halcyon/dlpack.h, ``hrt_dlpack_import``): the same memory, checked for device, dtype
+and contiguity. Outputs are tensors you allocate (``moe_layer`` allocates ``out`` like ``x``
+when you do not). Each call runs on a halcyon stream of the tensors' device and waits for it;
+the producer's pending work (PyTorch's current CUDA stream) is waited for first.
+
+Bindings: ctypes over the C ABI (hal.h, runtime.h, dlpack.h) — nothing to compile, one file
+that works with any CPython 3, and the C ABI is what halcyon versions and keeps stable.
+(nanobind is not packaged in Debian 12, and a compiled extension would tie the module to
+one Python version.)
+
+The library: ``HALCYON_LIBRARY`` (a path to libhalcyon_runtime.so), else
+``libhalcyon_runtime.so.0`` through the system's loader (an install in a standard place, or
+LD_LIBRARY_PATH), or call ``halcyon.load(path)`` first.
+"""
+import ctypes
+import os
+import threading
+
+__all__ = ["load", "run", "moe_layer", "bf16", "empty", "device_address", "HalcyonError"]
+
+
+class HalcyonError(RuntimeError):
+    """A hal_error: ``status`` (e.g. "HAL_INVALID_ARGUMENT") and the message."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+# ---- the C ABI -------------------------------------------------------------------------------
+
+_MAX_RANK = 8
+_DTYPES = ["f32", "f16", "bf16", "i32", "i64", "u8", "f64"]  # hrt_dtype order
+_FROM_DLPACK = 0xFFFFFFFF
+_DL_DEVICES = {1: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDA, kDLROCM
+
+
+class _Tensor(ctypes.Structure):  # hrt_tensor
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("name", ctypes.c_char_p),
+                ("buffer", ctypes.c_void_p), ("offset", ctypes.c_uint64), ("dtype", ctypes.c_uint32),
+                ("rank", ctypes.c_uint32), ("shape", ctypes.c_int64 * _MAX_RANK)]
+
+
+class _Param(ctypes.Structure):  # hrt_param
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("name", ctypes.c_char_p),
+                ("value", ctypes.c_char_p)]
+
+
+class _MoeDesc(ctypes.Structure):  # hrt_moe_layer_desc
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p)] + \
+               [(n, ctypes.c_int64) for n in ("hidden", "inter", "experts", "topk", "n_groups", "topk_groups",
+                                              "expert_begin", "local_experts")] + \
+               [("softmax", ctypes.c_uint32), ("normalize", ctypes.c_uint32), ("routed_scale", ctypes.c_double)] + \
+               [(n, ctypes.c_void_p) for n in ("w_router", "bias", "w_gate_up", "w_down")]
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensor(ctypes.Structure):  # DLPack 0.6-0.8
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", ctypes.c_uint8 * 4), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class _BufferDesc(ctypes.Structure):  # hal_buffer_desc
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("kind", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("size", ctypes.c_uint64), ("alignment", ctypes.c_uint64)]
+
+
+class _BufferInfo(ctypes.Structure):  # hal_buffer_info
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("kind", ctypes.c_uint32),
+                ("reserved0", ctypes.c_uint32), ("size", ctypes.c_uint64), ("device_address", ctypes.c_uint64),
+                ("host_pointer", ctypes.c_void_p)]
+
+
+_lib = None
+_E = ctypes.c_void_p  # hal_error*
+_SIGNATURES = {
+    "hal_error_status": (ctypes.c_int, [_E]), "hal_error_message": (ctypes.c_char_p, [_E]),
+    "hal_error_free": (None, [_E]), "hal_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "hal_device_open": (_E, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "hal_stream_create": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "hal_stream_synchronize": (_E, [ctypes.c_void_p]),
+    "hal_buffer_create": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferDesc), ctypes.POINTER(ctypes.c_void_p)]),
+    "hal_buffer_release": (_E, [ctypes.c_void_p]),
+    "hal_buffer_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferInfo)]),
+    "hrt_run_op": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_uint32,
+                        ctypes.POINTER(_Param), ctypes.c_uint32]),
+    "hrt_moe_layer_create": (_E, [ctypes.c_void_p, ctypes.POINTER(_MoeDesc), ctypes.POINTER(ctypes.c_void_p)]),
+    "hrt_moe_layer_forward": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_int64]),
+    "hrt_moe_layer_destroy": (None, [ctypes.c_void_p]),
+    "hrt_dlpack_import": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32,
+                               ctypes.POINTER(_Tensor)]),
+    "hrt_dlpack_export": (_E, [ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.POINTER(ctypes.c_void_p)]),
+}
+
+
+def load(path=None):
+    """Opens libhalcyon_runtime (see the module's doc for where it is looked for)."""
+    global _lib
+    if _lib is not None and path is None:
+        return _lib
+    lib = ctypes.CDLL(path or os.environ.get("HALCYON_LIBRARY") or "libhalcyon_runtime.so.0")
+    for name, (res, args) in _SIGNATURES.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    _lib = lib
+    return lib
+
+
+def _check(err):
+    if err:
+        lib = load()
+        status = lib.hal_status_name(lib.hal_error_status(err)).decode()
+        message = lib.hal_error_message(err).decode(errors="replace")
+        lib.hal_error_free(err)
+        raise HalcyonError(status, message)
+
+
+# ---- devices and streams ---------------------------------------------------------------------
+
+_devices = {}
+_local = threading.local()
+_lock = threading.Lock()
+
+
+def _device(uri):
+    with _lock:
+        if uri not in _devices:
+            h = ctypes.c_void_p()
+            _check(load().hal_device_open(uri.encode(), ctypes.byref(h)))
+            _devices[uri] = h
+        return _devices[uri]
+
+
+def _stream(uri):
+    """This thread's stream on `uri` (streams are not shared between threads)."""
+    streams = _local.__dict__.setdefault("streams", {})
+    if uri not in streams:
+        h = ctypes.c_void_p()
+        _check(load().hal_stream_create(_device(uri), None, ctypes.byref(h)))
+        streams[uri] = h
+    return streams[uri]
+
+
+def _uri_of(obj):
+    kind, index = (int(v) for v in obj.__dlpack_device__())
+    if kind not in _DL_DEVICES:
+        raise HalcyonError("HAL_UNSUPPORTED", f"DLPack device type {kind} has no halcyon backend")
+    return f"{_DL_DEVICES[kind]}:{index}"
+
+
+# ---- DLPack ----------------------------------------------------------------------------------
+
+_api = ctypes.pythonapi
+_api.PyCapsule_GetPointer.restype, _api.PyCapsule_GetPointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                                          ctypes.c_char_p]
+_api.PyCapsule_SetName.restype, _api.PyCapsule_SetName.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_IsValid.restype, _api.PyCapsule_IsValid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+# The destructor gets the capsule while it is being freed: a raw pointer, never a py_object
+# (a new reference to a dying object would free it twice).
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR]
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+_DLTENSOR, _USED = b"dltensor", b"used_dltensor"  # module-lifetime: capsules keep the pointers
+
+
+class bf16:
+    """Marks a 16-bit integer array (NumPy has no bfloat16) as bf16 bits for halcyon."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def _wait_for_producer(obj):
+    """PyTorch's CUDA work on a tensor runs on its current stream: let it finish first."""
+    base = obj.array if isinstance(obj, bf16) else obj
+    if type(base).__module__.startswith("torch") and getattr(base, "is_cuda", False):
+        import torch
+        torch.cuda.current_stream(base.device).synchronize()
+
+
+class _Imported:
+    """The hal buffers of one call's tensors; released (and the producers' deleters called)
+    when the call is done."""
+
+    def __init__(self, uri):
+        self.uri = uri
+        self.tensors = []
+
+    def add(self, name, obj):
+        if not hasattr(obj, "__dlpack__"):
+            raise TypeError(f"tensor '{name}': a {type(obj).__name__} has no __dlpack__ (a torch tensor or a "
+                            f"NumPy array is expected)")
+        uri = _uri_of(obj)
+        if uri != self.uri:
+            raise HalcyonError("HAL_INVALID_ARGUMENT", f"tensor '{name}' is on {uri}, the call's device is {self.uri}")
+        _wait_for_producer(obj)
+        capsule = obj.__dlpack__()
+        managed = _api.PyCapsule_GetPointer(capsule, _DLTENSOR)
+        t = _Tensor()
+        override = _DTYPES.index("bf16") if isinstance(obj, bf16) else _FROM_DLPACK
+        name_b = name.encode()
+        _check(load().hrt_dlpack_import(_device(self.uri), managed, name_b, override, ctypes.byref(t)))
+        _api.PyCapsule_SetName(capsule, _USED)  # the hal buffer owns it now; its release calls the deleter
+        t.name = name_b  # the struct keeps the bytes alive
+        self.tensors.append(t)
+        return t
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for t in self.tensors:
+            _check(load().hal_buffer_release(t.buffer))
+
+
+def device_address(obj):
+    """The device address halcyon uses for `obj`'s memory when it takes it (the hal buffer that
+    wraps it): obj's own data pointer, since nothing is copied."""
+    with _Imported(_uri_of(obj)) as imported:
+        t = imported.add("tensor", obj)
+        info = _BufferInfo()
+        info.struct_size = ctypes.sizeof(_BufferInfo)
+        _check(load().hal_buffer_get_info(t.buffer, ctypes.byref(info)))
+        return info.device_address + t.offset
+
+
+def _shape(t):
+    return tuple(t.shape[i] for i in range(t.rank))
+
+
+def run(op, device=None, **arguments):
+    """Runs operator `op`: tensors (inputs, and the outputs you allocated) and scalar params
+    by their contract names. halcyon.run("vector_add", a=x, b=y, c=z)."""
+    tensors = {k: v for k, v in arguments.items() if hasattr(v, "__dlpack__")}
+    params = {k: v for k, v in arguments.items() if k not in tensors}
+    for k, v in params.items():
+        if not isinstance(v, (bool, int, float, str)):
+            raise TypeError(f"halcyon.run('{op}'): '{k}' is a {type(v).__name__}: a tensor needs __dlpack__ (a torch "
+                            f"tensor or a NumPy array), a parameter is a bool, int, float or str")
+    if not tensors:
+        raise ValueError(f"halcyon.run('{op}'): no tensor arguments")
+    uri = device or _uri_of(next(iter(tensors.values())))
+    with _Imported(uri) as imported:
+        for name, obj in tensors.items():
+            imported.add(name, obj)
+        arr = (_Tensor * len(imported.tensors))(*imported.tensors)
+        keep = [(k.encode(), _text(v).encode()) for k, v in params.items()]
+        pars = (_Param * max(len(keep), 1))()
+        for i, (k, v) in enumerate(keep):
+            pars[i] = _Param(ctypes.sizeof(_Param), None, k, v)
+        stream = _stream(uri)
+        _check(load().hrt_run_op(_device(uri), stream, op.encode(), arr, len(arr), pars, len(keep)))
+        _check(load().hal_stream_synchronize(stream))
+
+
+def _text(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _empty_like(x):
+    if isinstance(x, bf16):
+        return bf16(_empty_like(x.array))
+    module = type(x).__module__
+    if module.startswith("torch"):
+        import torch
+        return torch.empty_like(x)
+    if module.startswith("numpy"):
+        import numpy
+        return numpy.empty_like(x)
+    raise TypeError(f"moe_layer: pass out= for a {type(x).__name__}")
+
+
+def moe_layer(x, w_router, w_gate_up, w_down, bias=None, out=None, *, topk=8, n_groups=8, topk_groups=4,
+              score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None):
+    """The MoE layer (DeepSeek-V3 style; halcyon::rt::MoeLayer): x [T, H] bf16 -> out [T, H] bf16.
+    w_router [H, E] bf16, w_gate_up [EL, H, 2I] bf16 (gate columns first), w_down [EL, I, H]
+    bf16, bias [E] f32 (selection only) or None. EL < E (expert parallelism) needs experts=E and
+    expert_begin. Returns out."""
+    if score not in ("sigmoid", "softmax"):
+        raise ValueError(f"moe_layer: score must be 'sigmoid' or 'softmax', not {score!r}")
+    out = _empty_like(x) if out is None else out
+    uri = _uri_of(x)
+    with _Imported(uri) as imported:
+        named = {"x": x, "out": out, "w_router": w_router, "w_gate_up": w_gate_up, "w_down": w_down}
+        if bias is not None:
+            named["bias"] = bias
+        t = {name: imported.add(name, obj) for name, obj in named.items()}
+        for name, tensor in t.items():
+            want = "f32" if name == "bias" else "bf16"
+            if _DTYPES[tensor.dtype] != want:
+                raise HalcyonError("HAL_INVALID_ARGUMENT", f"moe_layer: '{name}' is {_DTYPES[tensor.dtype]}, "
+                                                           f"{want} is expected")
+        (T, H), (H2, E) = _shape(t["x"]), _shape(t["w_router"])
+        EL, H3, I2 = _shape(t["w_gate_up"])
+        I = I2 // 2
+        E = experts or E
+        want = {"out": (T, H), "w_router": (H, E), "w_gate_up": (EL, H, 2 * I), "w_down": (EL, I, H)}
+        if bias is not None:
+            want["bias"] = (E,)
+        for name, shape in want.items():
+            if _shape(t[name]) != shape:
+                raise HalcyonError("HAL_INVALID_ARGUMENT", f"moe_layer: '{name}' has shape {list(_shape(t[name]))}, "
+                                                           f"{list(shape)} is expected (x is {[T, H]})")
+        desc = _MoeDesc(ctypes.sizeof(_MoeDesc), None, H, I, E, topk, n_groups, topk_groups, expert_begin,
+                        EL if EL != E else -1, score == "softmax", bool(normalize), routed_scale,
+                        t["w_router"].buffer, t["bias"].buffer if bias is not None else None,
+                        t["w_gate_up"].buffer, t["w_down"].buffer)
+        layer = ctypes.c_void_p()
+        _check(load().hrt_moe_layer_create(_device(uri), ctypes.byref(desc), ctypes.byref(layer)))
+        try:
+            stream = _stream(uri)
+            _check(load().hrt_moe_layer_forward(layer, stream, t["x"].buffer, t["out"].buffer, T))
+            _check(load().hal_stream_synchronize(stream))
+        finally:
+            load().hrt_moe_layer_destroy(layer)
+    return out
+
+
+# ---- export: memory halcyon allocated, seen by NumPy / PyTorch -------------------------------
+
+class empty:
+    """A new halcyon tensor on `device` ("cpu:0", "cuda:0"): shape, dtype (one of f32 f16 bf16
+    i32 i64 u8 f64). numpy.from_dlpack / torch.from_dlpack view it without a copy (through
+    hrt_dlpack_export); the memory lives while any of them does."""
+
+    def __init__(self, shape, dtype="f32", device="cpu:0"):
+        sizes = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "u8": 1, "f64": 8}
+        if dtype not in sizes or len(shape) > _MAX_RANK:
+            raise ValueError(f"halcyon.empty: dtype {dtype!r} or rank {len(shape)} not supported")
+        self.device = device
+        self.shape, self.dtype = tuple(int(d) for d in shape), dtype
+        size = sizes[dtype]
+        for d in self.shape:
+            size *= d
+        self._buffer = _allocate(_device(device), size)
+
+    def __dlpack_device__(self):
+        kind = {v: k for k, v in _DL_DEVICES.items()}[self.device.split(":")[0]]
+        return (kind, int(self.device.split(":")[1]) if ":" in self.device else 0)
+
+    def __dlpack__(self, stream=None):
+        t = _Tensor(ctypes.sizeof(_Tensor), None, b"empty", self._buffer, 0, _DTYPES.index(self.dtype),
+                    len(self.shape), (ctypes.c_int64 * _MAX_RANK)(*self.shape))
+        managed = ctypes.c_void_p()
+        _check(load().hrt_dlpack_export(_device(self.device), ctypes.byref(t), ctypes.byref(managed)))
+        return _api.PyCapsule_New(managed, _DLTENSOR, _capsule_destructor)
+
+    def __del__(self):
+        if getattr(self, "_buffer", None) and _lib is not None:
+            _lib.hal_error_free(_lib.hal_buffer_release(self._buffer))
+
+
+def _allocate(device, size):
+    h = ctypes.c_void_p()
+    _check(load().hal_buffer_create(device, ctypes.byref(_BufferDesc(ctypes.sizeof(_BufferDesc), None, 0, 0, size, 0)), ctypes.byref(h)))
+    return h
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule):
+    # An unconsumed capsule still owns its DLManagedTensor (DLPack's rule): delete it.
+    if _raw_is_valid(capsule, _DLTENSOR):
+        managed = _DLManaged.from_address(_raw_get_pointer(capsule, _DLTENSOR))
+        if managed.deleter:
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(managed.deleter)(ctypes.addressof(managed))

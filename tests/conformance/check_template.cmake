@@ -1,0 +1,43 @@
+# cts.template_plugin: `halcyon cts --backend template` on the template plugin loaded from a file.
+#   cmake -DCLI=<halcyon> -DPLUGIN=<libhalcyon_backend_template.so> -DOUT=<folder> -P check_template.cmake
+set(ENV{HALCYON_BACKEND_PATH} ${PLUGIN})
+execute_process(COMMAND ${CLI} info -v RESULT_VARIABLE rc OUTPUT_VARIABLE info ERROR_VARIABLE info_err)
+if(NOT info MATCHES "template +available +${PLUGIN}")
+  message(FATAL_ERROR "halcyon info -v did not load ${PLUGIN} as an available backend:\n${info}${info_err}")
+endif()
+set(junit ${OUT}/cts-template.xml)
+set(report ${OUT}/cts-template.md)
+file(REMOVE ${junit} ${report})
+execute_process(COMMAND ${CLI} cts --backend template --progress quiet --junit ${junit} --report ${report}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "halcyon cts --backend template exited ${rc}")
+endif()
+# Every case is unsupported with a reason, except the numeric.<op>.cases checks: those check the
+# contract's own case list (a dimension of 1, a prime), not the device, and pass everywhere.
+file(READ ${junit} xml)
+string(REGEX MATCHALL "<testcase " cases "${xml}")
+string(REGEX MATCHALL "<skipped message=\"unsupported: [^\";]" skipped "${xml}")  # a reason follows
+string(REGEX MATCHALL "<failure" failures "${xml}")
+list(LENGTH cases ncases)
+list(LENGTH skipped nskipped)
+list(LENGTH failures nfailures)
+file(READ ${report} md)
+string(REGEX MATCHALL "\\| template:0 \\| `[^`]+` \\| passed \\|" passed_rows "${md}")
+set(npassed 0)
+foreach(row IN LISTS passed_rows)
+  if(NOT row MATCHES "`numeric\\.[a-z0-9_]+\\.cases`")
+    message(FATAL_ERROR "template: a case that needs the device passed on a skeleton: ${row}")
+  endif()
+  math(EXPR npassed "${npassed} + 1")
+endforeach()
+math(EXPR nrest "${ncases} - ${npassed}")
+if(ncases EQUAL 0 OR NOT nskipped EQUAL nrest OR NOT nfailures EQUAL 0)
+  message(FATAL_ERROR "template: ${ncases} cases, ${npassed} contract checks passed, ${nskipped} unsupported with a "
+                      "reason, ${nfailures} failures (every other case must be unsupported with its reason)")
+endif()
+if(NOT md MATCHES "\\| template \\| ${npassed} \\| 0 \\| ${nrest} \\| 0 \\| 0 \\| ${ncases} \\|")
+  message(FATAL_ERROR "template: the report's summary is not ${npassed} passed, 0 failed, ${nrest} unsupported:\n${md}")
+endif()
+message(STATUS "template: ${nrest} cases unsupported, each with its reason; ${npassed} contract checks passed; none failed")
