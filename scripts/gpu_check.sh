@@ -62,6 +62,11 @@ step build bash -c "cmake -S . -B '$build' -G Ninja -DCMAKE_PREFIX_PATH='$deps' 
 # compute-sanitizer over one tool: every ptx.*/cuda.* CTest test that runs a program (not a
 # cmake script), each under `compute-sanitizer --tool TOOL --error-exitcode 99`, all in one log.
 # A test fails the step if the sanitizer reports an error (exit 99) or the test itself fails.
+# --report-api-errors no: CUDA calls that fail by design are not memory errors: the CUDA
+# backend learns a kernel's parameter count by asking cuFuncGetParamInfo one past the last
+# (INVALID_VALUE ends the walk), and the tests check refusals (cuPointerGetAttribute on memory
+# the driver does not know). The backend checks every CUresult itself; memory errors, races
+# and faults are still reported.
 sanitize() {
   local tool=$1 cs
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -73,7 +78,7 @@ sanitize() {
     case $(basename "$1") in cmake|ctest) continue ;; esac
     echo "--- $tool: $name: $*"
     (cd "$dir" && timeout "${SANITIZE_TEST_TIMEOUT:-240}" "$cs" --tool "$tool" --error-exitcode 99 \
-      --print-limit 20 "$@")
+      --report-api-errors no --print-limit 20 "$@")
     local r=$?
     echo "--- $tool: $name: exit $r"
     [ "$r" -eq 0 ] || rc=1

@@ -50,7 +50,11 @@ hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaB
     ContextScope scope(d, dv->ctx);
     const uint64_t natural = desc->kind == HAL_MEMORY_DEVICE ? kDeviceAlign : kHostAlign;
     const uint64_t align = desc->alignment > natural ? desc->alignment : natural;
-    const uint64_t bytes = desc->size + (align > natural ? align : 0);
+    // cuMemAlloc and the pool return 256-byte-aligned memory, so device memory needs slack only
+    // for a larger alignment. cuMemHostAlloc promises none (small blocks come 1 KiB-aligned):
+    // pinned memory always gets room to round its start up (compute-sanitizer found reads past
+    // the end of a pinned block that had been rounded up without it).
+    const uint64_t bytes = desc->size + (desc->kind == HAL_MEMORY_DEVICE ? (align > natural ? align : 0) : align - 1);
     std::string what = fmt::format("{}: allocating {} bytes of {} memory", dv->uri, desc->size,
                                    desc->kind == HAL_MEMORY_DEVICE ? "device" : "pinned host");
     if (desc->kind == HAL_MEMORY_DEVICE) {
