@@ -217,12 +217,27 @@ TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculati
   decode(3, 3, 8, 8, 128, 16, {5000, 3, 77});
   decode(2, 2, 32, 1, 64, 256, {2048, 1500});
   decode(64, 1, 16, 16, 128, 64, std::vector<int32_t>(64, 300));
+  // The bench's grid for GQA (b x Hkv = 128 CTAs: the deep variants split by whole waves).
+  decode(64, 1, 16, 2, 128, 64, std::vector<int32_t>(64, 1100));
+  decode(5, 2, 8, 1, 64, 32, {3000, 2, 64, 65, 700});
 }
 
 TEST_CASE("attention_mla_decode: 128 heads, Sq 1 and 2, split-KV") {
   mla(2, 1, 128, 64, {2048, 700});
   mla(2, 2, 128, 64, {1500, 2});
   mla(3, 1, 16, 16, {4000, 1, 333});
+}
+
+// The 64-row kernels (sm_90a: a CTA's rows are 64 of one sequence's Sq x Hq, read with each KV
+// tile once): row blocks that end inside an Sq step (Hq 48, 17), fewer rows than a block
+// (Hq 16), 128 CTAs with no split (b64 Hq128: the bench's grid), long and 1-token sequences.
+TEST_CASE("attention_mla_decode: 64-row blocks, Hq 16..128, Sq 1..4") {
+  mla(64, 1, 128, 64, std::vector<int32_t>(64, 300));
+  mla(4, 1, 128, 64, {8192, 64, 3001, 1});
+  mla(3, 2, 64, 64, {777, 2, 4096});
+  mla(2, 3, 48, 32, {1000, 3});
+  mla(2, 4, 17, 48, {130, 4});
+  mla(5, 1, 16, 64, {65, 63, 64, 1, 2000});
 }
 
 TEST_CASE("attention: shape errors before any launch") {

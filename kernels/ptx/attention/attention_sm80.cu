@@ -34,21 +34,28 @@ struct SwOff {
 // The forward pass of one CTA. row_q[r]: element offset of row r's query (and output) row,
 // or -1 when row r does not exist; row_vis[r]: keys [0, row_vis[r]) are visible to row r.
 // Output: final (out bf16 + lse) or, with part_o, the split's normalised O and lse (f32).
-template <int D>
+// STAGES key tiles are in flight at once (cp.async groups, one a tile; 2 = double-buffered).
+template <int D, int STAGES = 2>
 __device__ void attend(const Problem& p, const unsigned short* k, const unsigned short* v, const long long* row_q,
                        const long long* row_o, const int* row_vis, float scale_log2, unsigned short* out, float* lse,
                        float* part_o, float* part_lse, unsigned short* smem) {
   unsigned short* sq = smem;
-  unsigned short* sk = sq + kRows * D;           // 2 stages
-  unsigned short* sv = sk + 2 * kKeys * D;       // 2 stages
+  unsigned short* sk = sq + kRows * D;            // STAGES stages
+  unsigned short* sv = sk + STAGES * kKeys * D;   // STAGES stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2;
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
+  auto load = [&](int tile) {  // one commit group a tile (empty past the last: the count stays uniform)
+    if (tile < n_tiles)
+      load_kv_tile<D>(smem_addr(sk + (tile % STAGES) * kKeys * D), smem_addr(sv + (tile % STAGES) * kKeys * D), k, v,
+                      p, p.kbeg + tile * kKeys, SwOff<D>{});
+    cp_async_commit();
+  };
 
   load_q_tile<D>(smem_addr(sq), p, row_q, SwOff<D>{});
-  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
-  if (n_tiles > 0) load_kv_tile<D>(smem_addr(sk), smem_addr(sv), k, v, p, p.kbeg, SwOff<D>{});
-  cp_async_commit();
-  cp_async_wait<0>();
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; ++i) load(i);
+  cp_async_wait<STAGES - 2>();  // Q and tile 0
   __syncthreads();
 
   uint32_t qf[D / 16][4];
@@ -66,17 +73,11 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * kKeys;
-    if (it + 1 < n_tiles) {
-      load_kv_tile<D>(smem_addr(sk + ((it + 1) & 1) * kKeys * D), smem_addr(sv + ((it + 1) & 1) * kKeys * D), k, v, p,
-                      k0 + kKeys, SwOff<D>{});
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    load(it + STAGES - 1);
+    cp_async_wait<STAGES - 1>();  // tile `it` has landed
     __syncthreads();
-    const unsigned short* ck = sk + (it & 1) * kKeys * D;
-    const unsigned short* cv = sv + (it & 1) * kKeys * D;
+    const unsigned short* ck = sk + (it % STAGES) * kKeys * D;
+    const unsigned short* cv = sv + (it % STAGES) * kKeys * D;
 
     // S = Q K^T: 16 rows x 64 keys per warp. A warp without rows (decode with few query
     // rows per KV head) only loads: its results are never stored.
@@ -108,8 +109,9 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
         mma_bf16(o[2 * dp + 1], pf[kk], b + 2);
       }
     }
-    __syncthreads();  // the next iteration's load overwrites this stage
+    __syncthreads();  // a later iteration's load overwrites this stage
   }
+  cp_async_wait<0>();  // the empty groups past the last tile
 
   store_rows<D>(o, st, row_o, out, lse, part_o, part_lse);
 }
@@ -117,7 +119,7 @@ __device__ void attend(const Problem& p, const unsigned short* k, const unsigned
 // Prefill: blockIdx.x walks the 64-row query tiles of the sequences in order, blockIdx.y is
 // the query head. Decode (table != 0): blockIdx.x is the 64-row tile of the Sq x G rows of
 // KV head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys.
-template <int D>
+template <int D, int STAGES>
 __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const unsigned short* v,
                          unsigned short* out, float* lse, const int* seq_a, const int* seq_b, float* part_o,
                          float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,
@@ -162,7 +164,7 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
       pl = part_lse + (long long)blockIdx.z * B * Sq * Hq;
     }
   }
-  attend<D>(p, k, v, row_q, row_q, row_vis, scale_log2, out, lse, po, pl, smem);
+  attend<D, STAGES>(p, k, v, row_q, row_q, row_vis, scale_log2, out, lse, po, pl, smem);
 }
 
 }  // namespace
@@ -171,17 +173,22 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
 // Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them):
 //   q k v out lse seq_a seq_b part_o part_lse B Hq Hkv Sq NB BS MB causal split_len scale_log2
 // Prefill: seq_a/seq_b = cu_seqlens_q/k, MB = 0. Decode: seq_a = block_table, seq_b = seq_lens.
-#define HC_ATTN_FWD(NAME, D)                                                                                   \
+// Dynamic shared memory: (64 + 2 x STAGES x 64) x D x 2 bytes (Q, then K and V stages).
+#define HC_ATTN_FWD(NAME, D, STAGES)                                                                   \
   extern "C" __global__ void __launch_bounds__(hc::kThreads) NAME(                                             \
       const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* out,           \
       float* lse, const int* seq_a, const int* seq_b, float* part_o, float* part_lse, long long B, long long Hq, \
       long long Hkv, long long Sq, long long NB, long long BS, long long MB, long long causal,                  \
       long long split_len, double scale_log2) {                                                                \
-    hc::attn_fwd<D>(q, k, v, out, lse, seq_a, seq_b, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, MB, causal,     \
-                    split_len, (float)scale_log2);                                                             \
+    hc::attn_fwd<D, STAGES>(q, k, v, out, lse, seq_a, seq_b, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, MB,   \
+                            causal, split_len, (float)scale_log2);                                             \
   }
-HC_ATTN_FWD(hc_attn_fwd_d64_sm80, 64)
-HC_ATTN_FWD(hc_attn_fwd_d128_sm80, 128)
+HC_ATTN_FWD(hc_attn_fwd_d64_sm80, 64, 2)
+HC_ATTN_FWD(hc_attn_fwd_d128_sm80, 128, 2)
+// Deeper pipelines for paged decode (more bytes in flight an SM; the compute per tile is small).
+HC_ATTN_FWD(hc_attn_fwd_d64_s4_sm80, 64, 4)
+HC_ATTN_FWD(hc_attn_fwd_d128_s3_sm80, 128, 3)
+HC_ATTN_FWD(hc_attn_fwd_d128_s4_sm80, 128, 4)
 
 // Merges the split-KV partials of `rows` rows of D values: part_o [splits, rows, D] holds
 // each split's normalised output, part_lse [splits, rows] its lse (-inf: no key in it).

@@ -1,0 +1,248 @@
+// MLA decode for Hopper (sm_90a): each KV tile is read once for a block of 64 query rows (the
+// Sq x Hq rows of one sequence, 64 at a time), FlashMLA's structure without its warp
+// specialisation:
+//
+//   CTA      256 threads = 2 warpgroups; owns (64-row block, sequence b, split of the keys).
+//   smem     Q [64][576] (9 SW128 blocks of [64 rows][128 B]), two KV stages of the same
+//            shape (64 tokens x 576, cp.async double-buffered), P [64][64] bf16 (one block).
+//   S        warpgroup w computes S[:, 32w .. 32w + 32) = Q K^T with wgmma m64n32k16 (A = Q,
+//            B = K, both K-major in shared memory), 36 steps of 16.
+//   softmax  row maxima exchanged between the two warpgroups through shared memory; P goes
+//            to shared memory as bf16; each warpgroup keeps its own partial row sums (same
+//            running max), added at the end.
+//   O += PV  warpgroup w owns output dims [256w, 256w + 256): wgmma m64n256k16 with A = P
+//            (shared memory, K-major) and B = V = dims [0, 512) of the same KV tile
+//            (MN-major, the transposed operand), 4 steps of 16 keys. 128 fp32 a thread.
+//
+// Split-KV partials (normalised O and lse in f32) are merged by hc_attn_combine_sm80.
+// Shared memory: 1024 (alignment) + 3 x 73728 + 8192 + 1280 = 231680 bytes, all dynamic: fits
+// the 227 KiB a block may take on the H100/H200, not on sm_80/sm_89 (the launcher's predicate).
+#include "attention_common.cuh"
+#include "../moe/sm90_common.cuh"
+
+namespace hc {
+namespace {
+
+constexpr int kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;  // chunks of 16 bytes a row
+constexpr int kMlaThreads = 256;
+constexpr uint32_t kBlk = 64 * 128;                 // one SW128 block: 64 rows x 128 bytes
+constexpr uint32_t kTile = (kMlaQk / 64) * kBlk;    // 73728: Q or one KV stage
+// 1024 (alignment) + Q + 2 KV stages + P + row_q, row_vis, red (ops/ptx/attention_ops.cpp).
+constexpr uint32_t kMlaShared = 1024 + 3 * kTile + 64 * 128 + 64 * (8 + 4 + 8);
+static_assert(kMlaShared <= 232448, "more shared memory than a block may take on the H100");
+
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+      "%12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+template <int N>
+__device__ __forceinline__ void keep(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Byte offset of 16-byte chunk c of row r in a [64 rows][576] SW128 tile.
+__device__ __forceinline__ uint32_t mla_sw(int row, int chunk) {
+  return (chunk >> 3) * kBlk + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+
+__device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
+                         const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                         long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                         float scale_log2) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
+  const uint32_t skv = sq + kTile, sp = sq + 3 * kTile;
+  // After P: the rows' query indices and visible key counts, and the warpgroups' row maxima
+  // (then sums). Everything is dynamic shared memory (kMlaShared bytes, no static part).
+  unsigned char* small = smem_raw + (sp + 64 * 128 - smem_addr(smem_raw));
+  long long* row_q = reinterpret_cast<long long*>(small);
+  int* row_vis = reinterpret_cast<int*>(small + 64 * 8);
+  float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 12);
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const long long b = blockIdx.y;
+  const int cap = (int)(MB * BS);
+  const int L = seq_lens[b];
+  const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
+  Problem p;
+  p.q = q;
+  p.kv_base = 0;
+  p.kv_stride = kMlaQk;
+  p.kv_head = 0;
+  p.table = table + b * MB;
+  p.BS = BS;
+  p.NB = NB;
+  p.kbeg = (int)(blockIdx.z * split_len);
+  p.kend = (int)(p.kbeg + split_len < len ? p.kbeg + split_len : len);
+  if (tid < 64) {
+    const long long r = (long long)blockIdx.x * 64 + tid;
+    const bool ok = r < Sq * Hq;
+    row_q[tid] = ok ? (b * Sq * Hq + r) : -1;  // the row's index in [B, Sq, Hq]
+    const long long vis = len - Sq + r / Hq + 1;
+    row_vis[tid] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
+  }
+  __syncthreads();
+  for (int c = tid; c < 64 * kMlaCpr; c += kMlaThreads) {
+    const int row = c / kMlaCpr, chunk = c % kMlaCpr;
+    const bool ok = row_q[row] >= 0;
+    cp_async16(sq + mla_sw(row, chunk), q + (ok ? row_q[row] * kMlaQk + chunk * 8 : 0), ok ? 16 : 0);
+  }
+  auto load_tile = [&](uint32_t dst, int k0) {
+    for (int c = tid; c < 64 * kMlaCpr; c += kMlaThreads) {
+      const int row = c / kMlaCpr, chunk = c % kMlaCpr;
+      const int j = k0 + row;
+      const bool ok = j < p.kend;
+      cp_async16(dst + mla_sw(row, chunk), kv + (ok ? key_row(p, j) + chunk * 8 : 0), ok ? 16 : 0);
+    }
+  };
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + 63) / 64 : 0;
+  if (n_tiles > 0) load_tile(skv, p.kbeg);
+  cp_async_commit();
+
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
+  float o[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int k0 = p.kbeg + it * 64;
+    if (it + 1 < n_tiles) {
+      load_tile(skv + ((it + 1) & 1) * kTile, k0 + 64);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes -> wgmma reads
+    __syncthreads();
+    const uint32_t ck = skv + (it & 1) * kTile;
+
+    // S[:, 32 wg .. 32 wg + 32) = Q K^T: 36 steps of 16 along the 576 dims.
+    float s[4][4] = {};
+    keep<16>(&s[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kMlaQk / 16; ++kk) {
+      const uint32_t off = (kk >> 2) * kBlk + (kk & 3) * 32;
+      wgmma_m64n32k16_ss(&s[0][0], make_desc(sq + off, 16, 1024), make_desc(ck + off + wg * 32 * 128, 16, 1024),
+                         kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep<16>(&s[0][0]);
+
+    // Online softmax over the 64 keys: this warpgroup's 32, the other's maxima from `red`.
+    float mx0 = neg_inf(), mx1 = neg_inf();
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const int j = k0 + wg * 32 + n * 8 + 2 * t;
+      s[n][0] = j < vis0 ? s[n][0] * scale_log2 : neg_inf();
+      s[n][1] = j + 1 < vis0 ? s[n][1] * scale_log2 : neg_inf();
+      s[n][2] = j < vis1 ? s[n][2] * scale_log2 : neg_inf();
+      s[n][3] = j + 1 < vis1 ? s[n][3] * scale_log2 : neg_inf();
+      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+    }
+#pragma unroll
+    for (int x = 1; x < 4; x <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+    }
+    if (t == 0) red[wg][r0] = mx0, red[wg][r1] = mx1;
+    __syncthreads();
+    mx0 = fmaxf(red[0][r0], red[1][r0]);
+    mx1 = fmaxf(red[0][r1], red[1][r1]);
+    const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
+    const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
+    const float a0 = exp2f(st.m0 - base0), a1 = exp2f(st.m1 - base1);
+    st.m0 = mn0;
+    st.m1 = mn1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
+      const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
+      sum0 += p0 + p1;
+      sum1 += p2 + p3;
+      const int chunk = wg * 4 + n;  // keys 8 chunk .. 8 chunk + 7 of the tile
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r0 * 128 + ((chunk ^ (r0 & 7)) << 4) + 4 * t),
+                   "r"(pack_bf16x2(p0, p1)) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r1 * 128 + ((chunk ^ (r1 & 7)) << 4) + 4 * t),
+                   "r"(pack_bf16x2(p2, p3)) : "memory");
+    }
+    st.l0 = st.l0 * a0 + sum0;
+    st.l1 = st.l1 * a1 + sum1;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o[i][0] *= a0;
+      o[i][1] *= a0;
+      o[i][2] *= a1;
+      o[i][3] *= a1;
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // P's stores -> wgmma reads
+    __syncthreads();
+
+    // O[:, 256 wg .. 256 wg + 256) += P V: 4 steps of 16 keys; V = dims [256 wg, +256) of the tile.
+    keep<128>(&o[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16(&o[0][0], make_desc(sp + kk * 32, 16, 1024),
+                       make_desc(ck + wg * 4 * kBlk + kk * 2048, kBlk, 1024), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep<128>(&o[0][0]);
+    __syncthreads();  // the next iteration's load overwrites this stage, P and `red`
+  }
+  cp_async_wait<0>();  // no copy outlives the CTA (n_tiles = 0 leaves Q's in flight)
+
+  // Row sums: the quad's, then the two warpgroups'.
+#pragma unroll
+  for (int x = 1; x < 4; x <<= 1) {
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
+  }
+  if (t == 0) red[wg][r0] = st.l0, red[wg][r1] = st.l1;
+  __syncthreads();
+  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * kMlaV : nullptr;
+  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = h ? r1 : r0;
+    if (row_q[r] < 0) continue;
+    const float l = red[0][r] + red[1][r], m = h ? st.m1 : st.m0;
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros and lse = -inf
+    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
+    const long long ob = row_q[r] * kMlaV + wg * 256;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const float v0 = o[i][2 * h] * inv, v1 = o[i][2 * h + 1] * inv;
+      if (po) *reinterpret_cast<float2*>(po + ob + i * 8 + 2 * t) = make_float2(v0, v1);
+      else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
+    }
+    if (wg == 0 && t == 0) (pl ? pl : lse)[row_q[r]] = row_lse;
+  }
+}
+
+}  // namespace
+}  // namespace hc
+
+// Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them, as hc_attn_mla_sm80's):
+//   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
+// Grid: (ceil(Sq * Hq / 64), B, splits); 256 threads; kMlaShared = 231680 bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(hc::kMlaThreads, 1)
+    hc_attn_mla_sm90(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
+                     const int* block_table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                     long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                     double scale_log2) {
+  hc::mla_sm90(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
+               (float)scale_log2);
+}
