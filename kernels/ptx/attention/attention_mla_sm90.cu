@@ -23,7 +23,6 @@
 namespace hc {
 namespace {
 
-constexpr int kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;  // chunks of 16 bytes a row
 constexpr int kMlaThreads = 256;
 constexpr uint32_t kBlk = 64 * 128;                 // one SW128 block: 64 rows x 128 bytes
 constexpr uint32_t kTile = (kMlaQk / 64) * kBlk;    // 73728: Q or one KV stage
@@ -66,28 +65,8 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
   int* row_vis = reinterpret_cast<int*>(small + 64 * 8);
   float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 12);
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const long long b = blockIdx.y;
-  const int cap = (int)(MB * BS);
-  const int L = seq_lens[b];
-  const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
   Problem p;
-  p.q = q;
-  p.kv_base = 0;
-  p.kv_stride = kMlaQk;
-  p.kv_head = 0;
-  p.table = table + b * MB;
-  p.BS = BS;
-  p.NB = NB;
-  p.kbeg = (int)(blockIdx.z * split_len);
-  p.kend = (int)(p.kbeg + split_len < len ? p.kbeg + split_len : len);
-  if (tid < 64) {
-    const long long r = (long long)blockIdx.x * 64 + tid;
-    const bool ok = r < Sq * Hq;
-    row_q[tid] = ok ? (b * Sq * Hq + r) : -1;  // the row's index in [B, Sq, Hq]
-    const long long vis = len - Sq + r / Hq + 1;
-    row_vis[tid] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
-  }
-  __syncthreads();
+  mla_rows<64>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);
   for (int c = tid; c < 64 * kMlaCpr; c += kMlaThreads) {
     const int row = c / kMlaCpr, chunk = c % kMlaCpr;
     const bool ok = row_q[row] >= 0;
@@ -114,13 +93,9 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * 64;
-    if (it + 1 < n_tiles) {
-      load_tile(skv + ((it + 1) & 1) * kTile, k0 + 64);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    if (it + 1 < n_tiles) load_tile(skv + ((it + 1) & 1) * kTile, k0 + 64);
+    cp_async_commit();  // one group a tile, empty after the last
+    cp_async_wait<1>();  // tile `it` has landed
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes -> wgmma reads
     __syncthreads();
     const uint32_t ck = skv + (it & 1) * kTile;
@@ -140,31 +115,11 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
     keep<16>(&s[0][0]);
 
     // Online softmax over the 64 keys: this warpgroup's 32, the other's maxima from `red`.
-    float mx0 = neg_inf(), mx1 = neg_inf();
-#pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      const int j = k0 + wg * 32 + n * 8 + 2 * t;
-      s[n][0] = j < vis0 ? s[n][0] * scale_log2 : neg_inf();
-      s[n][1] = j + 1 < vis0 ? s[n][1] * scale_log2 : neg_inf();
-      s[n][2] = j < vis1 ? s[n][2] * scale_log2 : neg_inf();
-      s[n][3] = j + 1 < vis1 ? s[n][3] * scale_log2 : neg_inf();
-      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
-    }
-#pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-    }
+    float mx0, mx1, base0, base1, a0, a1;
+    mask_max<4>(s, k0 + wg * 32, vis0, vis1, scale_log2, &mx0, &mx1);
     if (t == 0) red[wg][r0] = mx0, red[wg][r1] = mx1;
     __syncthreads();
-    mx0 = fmaxf(red[0][r0], red[1][r0]);
-    mx1 = fmaxf(red[0][r1], red[1][r1]);
-    const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
-    const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
-    const float a0 = exp2f(st.m0 - base0), a1 = exp2f(st.m1 - base1);
-    st.m0 = mn0;
-    st.m1 = mn1;
+    advance_max(st, fmaxf(red[0][r0], red[1][r0]), fmaxf(red[0][r1], red[1][r1]), &base0, &base1, &a0, &a1);
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
@@ -180,13 +135,7 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
     }
     st.l0 = st.l0 * a0 + sum0;
     st.l1 = st.l1 * a1 + sum1;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      o[i][0] *= a0;
-      o[i][1] *= a0;
-      o[i][2] *= a1;
-      o[i][3] *= a1;
-    }
+    scale_rows<32>(o, a0, a1);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // P's stores -> wgmma reads
     __syncthreads();
 
@@ -212,23 +161,12 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
   }
   if (t == 0) red[wg][r0] = st.l0, red[wg][r1] = st.l1;
   __syncthreads();
-  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * kMlaV : nullptr;
-  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = h ? r1 : r0;
-    if (row_q[r] < 0) continue;
-    const float l = red[0][r] + red[1][r], m = h ? st.m1 : st.m0;
-    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros and lse = -inf
-    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
-    const long long ob = row_q[r] * kMlaV + wg * 256;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const float v0 = o[i][2 * h] * inv, v1 = o[i][2 * h + 1] * inv;
-      if (po) *reinterpret_cast<float2*>(po + ob + i * 8 + 2 * t) = make_float2(v0, v1);
-      else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
-    }
-    if (wg == 0 && t == 0) (pl ? pl : lse)[row_q[r]] = row_lse;
+    if (row_q[r] >= 0)
+      mla_store_row<32>(o, h, red[0][r] + red[1][r], h ? st.m1 : st.m0, row_q[r], wg * 256, wg == 0 && t == 0, out,
+                        lse, part_o, part_lse, B * Sq * Hq);
   }
 }
 
@@ -238,11 +176,4 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
 // Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them, as hc_attn_mla_sm80's):
 //   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
 // Grid: (ceil(Sq * Hq / 64), B, splits); 256 threads; kMlaShared = 231680 bytes of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(hc::kMlaThreads, 1)
-    hc_attn_mla_sm90(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
-                     const int* block_table, const int* seq_lens, float* part_o, float* part_lse, long long B,
-                     long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                     double scale_log2) {
-  hc::mla_sm90(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
-               (float)scale_log2);
-}
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90, hc::kMlaThreads, hc::mla_sm90)

@@ -225,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(128)
 namespace hc {
 namespace {
 
-constexpr int kMlaRows = 16, kMlaKeys = 32, kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;
+constexpr int kMlaRows = 16, kMlaKeys = 32;
 __device__ __forceinline__ int msw(int row, int chunk) { return row * kMlaQk + ((chunk ^ (row & 7)) << 3); }
 
 __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
@@ -240,29 +240,8 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
   __shared__ long long row_q[kMlaRows];
   __shared__ int row_vis[kMlaRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const long long b = blockIdx.y;
-  const int cap = (int)(MB * BS);
-  const int L = seq_lens[b];
-  const int len = L < 0 ? 0 : (L > cap ? cap : L);
   Problem p;
-  p.q = q;
-  p.kv_base = 0;
-  p.kv_stride = kMlaQk;
-  p.kv_head = 0;
-  p.table = table + b * MB;
-  p.BS = BS;
-  p.NB = NB;
-  p.kbeg = (int)(blockIdx.z * split_len);
-  p.kend = (int)(p.kbeg + split_len < len ? p.kbeg + split_len : len);
-  if (threadIdx.x < kMlaRows) {
-    const long long r = (long long)blockIdx.x * kMlaRows + threadIdx.x;
-    const bool ok = r < Sq * Hq;
-    const long long s = r / Hq;
-    row_q[threadIdx.x] = ok ? (b * Sq * Hq + r) : -1;  // the row's index in [B, Sq, Hq]
-    const long long vis = len - Sq + s + 1;
-    row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
-  }
-  __syncthreads();
+  mla_rows<kMlaRows>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);
   for (int c = threadIdx.x; c < kMlaRows * kMlaCpr; c += kThreads) {
     const int row = c / kMlaCpr, chunk = c % kMlaCpr;
     const bool ok = row_q[row] >= 0;
@@ -284,7 +263,7 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
   float o[16][4];
 #pragma unroll
   for (int i = 0; i < 16; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // l: the CTA's full sums (exchanged each tile)
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * kMlaKeys;
@@ -298,38 +277,26 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
     __syncthreads();
     const unsigned short* ck = skv + (it & 1) * kMlaKeys * kMlaQk;
     // S for keys 8w..8w+7: 36 k-steps of 16.
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    float s[1][4] = {{0.f, 0.f, 0.f, 0.f}};
 #pragma unroll 2
     for (int k2 = 0; k2 < kMlaQk / 32; ++k2) {
       uint32_t a0[4], a1[4], bk[4];
       ldmatrix_x4(a0, smem_addr(sq + msw(lane & 15, 4 * k2 + (lane >> 4))));
       ldmatrix_x4(a1, smem_addr(sq + msw(lane & 15, 4 * k2 + 2 + (lane >> 4))));
       ldmatrix_x4(bk, smem_addr(ck + msw(warp * 8 + (lane & 7), 4 * k2 + (lane >> 3))));
-      mma_bf16(s, a0, bk);
-      mma_bf16(s, a1, bk + 2);
+      mma_bf16(s[0], a0, bk);
+      mma_bf16(s[0], a1, bk + 2);
     }
-    const int j = k0 + warp * 8 + 2 * t;
-    s[0] = j < vis0 ? s[0] * scale_log2 : neg_inf();
-    s[1] = j + 1 < vis0 ? s[1] * scale_log2 : neg_inf();
-    s[2] = j < vis1 ? s[2] * scale_log2 : neg_inf();
-    s[3] = j + 1 < vis1 ? s[3] * scale_log2 : neg_inf();
-    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
-#pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-    }
+    float mx0, mx1;
+    mask_max<1>(s, k0 + warp * 8, vis0, vis1, scale_log2, &mx0, &mx1);
     if (t == 0) red_max[warp][g] = mx0, red_max[warp][g + 8] = mx1;
     __syncthreads();
     mx0 = fmaxf(fmaxf(red_max[0][g], red_max[1][g]), fmaxf(red_max[2][g], red_max[3][g]));
     mx1 = fmaxf(fmaxf(red_max[0][g + 8], red_max[1][g + 8]), fmaxf(red_max[2][g + 8], red_max[3][g + 8]));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
-    const float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);
-    m0 = mn0;
-    m1 = mn1;
-    const float p0 = exp2f(s[0] - base0), p1 = exp2f(s[1] - base0);
-    const float p2 = exp2f(s[2] - base1), p3 = exp2f(s[3] - base1);
+    float base0, base1, a0, a1;
+    advance_max(st, mx0, mx1, &base0, &base1, &a0, &a1);
+    const float p0 = exp2f(s[0][0] - base0), p1 = exp2f(s[0][1] - base0);
+    const float p2 = exp2f(s[0][2] - base1), p3 = exp2f(s[0][3] - base1);
     *reinterpret_cast<uint32_t*>(sp + g * kMlaKeys + warp * 8 + 2 * t) = pack_bf16x2(p0, p1);
     *reinterpret_cast<uint32_t*>(sp + (g + 8) * kMlaKeys + warp * 8 + 2 * t) = pack_bf16x2(p2, p3);
     float sum0 = p0 + p1, sum1 = p2 + p3;
@@ -340,15 +307,9 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
     }
     if (t == 0) red_sum[warp][g] = sum0, red_sum[warp][g + 8] = sum1;
     __syncthreads();
-    l0 = l0 * a0 + (red_sum[0][g] + red_sum[1][g] + red_sum[2][g] + red_sum[3][g]);
-    l1 = l1 * a1 + (red_sum[0][g + 8] + red_sum[1][g + 8] + red_sum[2][g + 8] + red_sum[3][g + 8]);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      o[i][0] *= a0;
-      o[i][1] *= a0;
-      o[i][2] *= a1;
-      o[i][3] *= a1;
-    }
+    st.l0 = st.l0 * a0 + (red_sum[0][g] + red_sum[1][g] + red_sum[2][g] + red_sum[3][g]);
+    st.l1 = st.l1 * a1 + (red_sum[0][g + 8] + red_sum[1][g + 8] + red_sum[2][g + 8] + red_sum[3][g + 8]);
+    scale_rows<16>(o, a0, a1);
     // O[:, 128w .. 128w + 128) += P V.
 #pragma unroll
     for (int kk = 0; kk < kMlaKeys / 16; ++kk) {
@@ -367,23 +328,12 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
   }
   cp_async_wait<0>();  // no copy outlives the CTA (n_tiles = 0 leaves Q's in flight)
 
-  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * kMlaV : nullptr;
-  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
-    if (row_q[r] < 0) continue;
-    const float l = h ? l1 : l0, m = h ? m1 : m0;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
-    const long long ob = row_q[r] * kMlaV + warp * 128;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const float v0 = o[i][2 * h] * inv, v1 = o[i][2 * h + 1] * inv;
-      if (po) *reinterpret_cast<float2*>(po + ob + i * 8 + 2 * t) = make_float2(v0, v1);
-      else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
-    }
-    if (warp == 0 && t == 0) (pl ? pl : lse)[row_q[r]] = row_lse;
+    if (row_q[r] >= 0)
+      mla_store_row<16>(o, h, h ? st.l1 : st.l0, h ? st.m1 : st.m0, row_q[r], warp * 128, warp == 0 && t == 0, out,
+                        lse, part_o, part_lse, B * Sq * Hq);
   }
 }
 
@@ -392,11 +342,4 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
 
 // Parameters: q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
 // Grid: (ceil(Sq * Hq / 16), B, splits); 128 threads.
-extern "C" __global__ void __launch_bounds__(hc::kThreads)
-    hc_attn_mla_sm80(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
-                     const int* block_table, const int* seq_lens, float* part_o, float* part_lse, long long B,
-                     long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                     double scale_log2) {
-  hc::mla_fwd(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
-              (float)scale_log2);
-}
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm80, hc::kThreads, hc::mla_fwd)
