@@ -45,10 +45,10 @@ for w in $what; do
       echo "\$ python3 bench/attention_vs_torch.py" | tee -a "$log"
       timeout 120 python3 bench/attention_vs_torch.py --json "$OUT/attention_torch.json" 2>&1 | tee -a "$log" ;;
     ncu)
-      # One launch each: the MLA sm_90a kernel (Sq 1), the selected paged-decode kernel (Hkv 16,
-      # then Hkv 2: -c 2 takes the first two launches of the d128 kernels).
+      # One launch each: the MLA sm_90a kernel (the Sq 1 config) and the selected paged-decode
+      # kernel (sm80.deep, d128 with 3 stages; the Hkv 16 config).
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      for spec in "mla hc_attn_mla_sm90 1" "decode hc_attn_fwd_d128 2"; do
+      for spec in "mla hc_attn_mla_sm90 1" "decode hc_attn_fwd_d128_s3 1"; do
         set -- $spec
         echo "\$ ncu -k regex:$2 -c $3 halcyon bench attention $1" | tee -a "$log"
         timeout 90 "$ncu" --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \

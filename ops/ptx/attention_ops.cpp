@@ -209,8 +209,8 @@ struct MlaKernel {
 constexpr MlaKernel kMlaSm80{kImage, "hc_attn_mla_sm80", kMlaRows, kMlaKeys, kThreads,
                             uint32_t((kMlaRows * 576 + 2 * kMlaKeys * 576 + kMlaRows * kMlaKeys) * 2), false};
 // attention_mla_sm90.cu (kMlaShared there): 64 rows, tiles of 64 keys, 2 warpgroups; 1 KiB of
-// alignment, Q + 2 KV stages, P, and 1280 bytes of row data: 231680 bytes, no static part.
-constexpr uint32_t kMlaSm90Shared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 20;
+// alignment, Q + 2 KV stages, P, and 1792 bytes of row data: 232192 bytes, no static part.
+constexpr uint32_t kMlaSm90Shared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28;
 constexpr MlaKernel kMlaSm90{"attention_mla_sm90", "hc_attn_mla_sm90", 64, 64, 256, kMlaSm90Shared, true};
 
 
@@ -265,8 +265,9 @@ ops::RegisterOpImpl r_prefill({"attention_prefill", HAL_MODULE_PTX, "sm_80", "",
 ops::RegisterOpImpl r_prefill_sm90({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 20, prefill_sm90});
 ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 10, decode, "sm80", nullptr, nullptr,
                              true, nullptr, "mma.sync, 2 K/V stages, rows = the Sq x G queries of a KV head"});
-// Deeper pipelines, splits by whole waves: below the first until measured (bench times all).
-ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 8, decode_deep, "sm80.deep",
+// Deeper pipelines, splits by whole waves. sm80.deep is chosen: on the H100 it ran 1.02x (Hkv 16)
+// and 1.30x (Hkv 2) faster than sm80; sm80.s4 (one CTA an SM) 0.6x (docs/PERFORMANCE.md).
+ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 12, decode_deep, "sm80.deep",
                                   decode_fits<4, 3>, nullptr, true, nullptr,
                                   "as sm80 with 3 (d128) or 4 (d64) K/V stages, splits filling whole waves"});
 ops::RegisterOpImpl r_decode_s4({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 6, decode_s4, "sm80.s4",

@@ -25,15 +25,20 @@ struct Problem {
   int kbeg, kend;           // the keys this CTA reads: [kbeg, kend)
 };
 
-// Element offset of key j's row (head included) in k / v.
-__device__ __forceinline__ long long key_row(const Problem& p, int j) {
-  if (!p.table) return (p.kv_base + j) * p.kv_stride + p.kv_head;
+// Paged: the cache row (block * BS + offset) that holds key j of the sequence.
+__device__ __forceinline__ int key_index(const Problem& p, int j) {
   // 32-bit division (j >= 0, BS <= 256): a 64-bit one costs several times the instructions,
   // and every 16-byte chunk a tile loads asks for its row.
   const unsigned bs = (unsigned)p.BS, blk_j = (unsigned)j / bs;
   int blk = p.table[blk_j];
   blk = blk < 0 ? 0 : (blk >= p.NB ? (int)p.NB - 1 : blk);  // a bad table reads block 0 or NB-1, never outside
-  return ((long long)blk * bs + ((unsigned)j - blk_j * bs)) * p.kv_stride + p.kv_head;
+  return blk * (int)bs + (int)((unsigned)j - blk_j * bs);
+}
+
+// Element offset of key j's row (head included) in k / v.
+__device__ __forceinline__ long long key_row(const Problem& p, int j) {
+  if (!p.table) return (p.kv_base + j) * p.kv_stride + p.kv_head;
+  return (long long)key_index(p, j) * p.kv_stride + p.kv_head;
 }
 
 // Loads key rows [k0, k0 + 64) of k and v into shared memory (zeros past p.kend, which are

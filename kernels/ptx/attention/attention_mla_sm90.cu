@@ -15,7 +15,7 @@
 //            (MN-major, the transposed operand), 4 steps of 16 keys. 128 fp32 a thread.
 //
 // Split-KV partials (normalised O and lse in f32) are merged by hc_attn_combine_sm80.
-// Shared memory: 1024 (alignment) + 3 x 73728 + 8192 + 1280 = 231680 bytes, all dynamic: fits
+// Shared memory: 1024 (alignment) + 3 x 73728 + 8192 + 1792 = 232192 bytes, all dynamic: fits
 // the 227 KiB a block may take on the H100/H200, not on sm_80/sm_89 (the launcher's predicate).
 #include "attention_common.cuh"
 #include "../moe/sm90_common.cuh"
@@ -26,8 +26,8 @@ namespace {
 constexpr int kMlaThreads = 256;
 constexpr uint32_t kBlk = 64 * 128;                 // one SW128 block: 64 rows x 128 bytes
 constexpr uint32_t kTile = (kMlaQk / 64) * kBlk;    // 73728: Q or one KV stage
-// 1024 (alignment) + Q + 2 KV stages + P + row_q, row_vis, red (ops/ptx/attention_ops.cpp).
-constexpr uint32_t kMlaShared = 1024 + 3 * kTile + 64 * 128 + 64 * (8 + 4 + 8);
+// 1024 (alignment) + Q + 2 KV stages + P + row_q, row_vis, red, krow (ops/ptx/attention_ops.cpp).
+constexpr uint32_t kMlaShared = 1024 + 3 * kTile + 64 * 128 + 64 * (8 + 4 + 8 + 8);
 static_assert(kMlaShared <= 232448, "more shared memory than a block may take on the H100");
 
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -64,6 +64,9 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
   long long* row_q = reinterpret_cast<long long*>(small);
   int* row_vis = reinterpret_cast<int*>(small + 64 * 8);
   float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 12);
+  // The cache rows of the keys of the next tiles (two buffers; -1 past the split): looked up
+  // once a key, 64 lanes at a time, instead of once a 16-byte chunk on the copy's issue path.
+  int(*krow)[64] = reinterpret_cast<int(*)[64]>(small + 64 * 20);
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
   Problem p;
   mla_rows<64>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);
@@ -72,16 +75,25 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
     const bool ok = row_q[row] >= 0;
     cp_async16(sq + mla_sw(row, chunk), q + (ok ? row_q[row] * kMlaQk + chunk * 8 : 0), ok ? 16 : 0);
   }
-  auto load_tile = [&](uint32_t dst, int k0) {
-    for (int c = tid; c < 64 * kMlaCpr; c += kMlaThreads) {
-      const int row = c / kMlaCpr, chunk = c % kMlaCpr;
-      const int j = k0 + row;
-      const bool ok = j < p.kend;
-      cp_async16(dst + mla_sw(row, chunk), kv + (ok ? key_row(p, j) + chunk * 8 : 0), ok ? 16 : 0);
+  // Tile `tile`'s cache rows into krow[tile & 1] (threads 0..63; read after a barrier).
+  auto find_rows = [&](int tile) {
+    const int j = p.kbeg + tile * 64 + tid;
+    if (tid < 64) krow[tile & 1][tid] = j < p.kend ? key_index(p, j) : -1;
+  };
+  // Tile `tile` into stage `dst`: 18 chunks a thread, rows from krow (zeros past the split).
+  auto load_tile = [&](uint32_t dst, int tile) {
+#pragma unroll
+    for (int i = 0; i < 64 * kMlaCpr / kMlaThreads; ++i) {
+      const int c = tid + i * kMlaThreads, row = c / kMlaCpr, chunk = c % kMlaCpr;
+      const int kr = krow[tile & 1][row];
+      cp_async16(dst + mla_sw(row, chunk), kv + (kr >= 0 ? (long long)kr * kMlaQk + chunk * 8 : 0), kr >= 0 ? 16 : 0);
     }
   };
   const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + 63) / 64 : 0;
-  if (n_tiles > 0) load_tile(skv, p.kbeg);
+  find_rows(0);
+  find_rows(1);
+  __syncthreads();
+  if (n_tiles > 0) load_tile(skv, 0);
   cp_async_commit();
 
   const int r0 = warp * 16 + g, r1 = r0 + 8;
@@ -93,11 +105,12 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * 64;
-    if (it + 1 < n_tiles) load_tile(skv + ((it + 1) & 1) * kTile, k0 + 64);
+    if (it + 1 < n_tiles) load_tile(skv + ((it + 1) & 1) * kTile, it + 1);
     cp_async_commit();  // one group a tile, empty after the last
     cp_async_wait<1>();  // tile `it` has landed
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes -> wgmma reads
     __syncthreads();
+    find_rows(it + 2);  // krow[it & 1] was last read for tile `it`, before this barrier
     const uint32_t ck = skv + (it & 1) * kTile;
 
     // S[:, 32 wg .. 32 wg + 32) = Q K^T: 36 steps of 16 along the 576 dims.
@@ -175,5 +188,5 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
 
 // Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them, as hc_attn_mla_sm80's):
 //   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
-// Grid: (ceil(Sq * Hq / 64), B, splits); 256 threads; kMlaShared = 231680 bytes of dynamic shared memory.
+// Grid: (ceil(Sq * Hq / 64), B, splits); 256 threads; kMlaShared = 232192 bytes of dynamic shared memory.
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90, hc::kMlaThreads, hc::mla_sm90)
