@@ -136,18 +136,20 @@ Status prefill_sm90(ops::OpContext& ctx) {
 // Paged decode with `stages` key tiles in flight a CTA (2: the prefill kernel's double buffer).
 // Splits: by waves where `waves` (CTAs that fit an SM from shared memory, whole waves filled),
 // else the first rule (about two waves).
-Status decode_with(ops::OpContext& ctx, int stages, bool waves) {
+// ksplit: the key-split kernels (16-row tiles, the warps share a tile's keys; Sq x G <= 16).
+Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = false) {
   ref::AttentionDecodeShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_decode_check(s));
   HALCYON_TRY(check_aligned(ctx, {"q", "k_cache", "v_cache", "out"}));
   if (s.B == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  const std::string entry = fmt::format("hc_attn_fwd_d{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages));
+  const std::string entry = fmt::format("hc_attn_fwd_d{}{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages),
+                                        ksplit ? "_ks" : "");
   auto k = kernel(ctx, dev, kImage, entry.c_str());
   if (!k) return k.error();
   const uint32_t smem = uint32_t((kRows + 2 * stages * kKeys) * s.D * 2);
-  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), kRows);
+  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), ksplit ? 16 : kRows);
   const int64_t capacity = s.MB * s.BS;
   // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
   // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
@@ -178,6 +180,7 @@ Status decode(ops::OpContext& ctx) { return decode_with(ctx, 2, false); }
 // d64: 4 stages (72 KiB); d128: 3 stages (112 KiB, two CTAs an SM on the H100) or 4 (144 KiB, one).
 Status decode_deep(ops::OpContext& ctx) { return decode_with(ctx, ctx.dim("D") == 64 ? 4 : 3, true); }
 Status decode_s4(ops::OpContext& ctx) { return decode_with(ctx, 4, true); }
+Status decode_ksplit(ops::OpContext& ctx) { return decode_with(ctx, ctx.dim("D") == 64 ? 4 : 3, true, true); }
 
 // Shared memory a block may take must hold `stages` K/V tiles of the call's D.
 template <int STAGES_D64, int STAGES_D128>
@@ -270,6 +273,18 @@ ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 1
 ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 12, decode_deep, "sm80.deep",
                                   decode_fits<4, 3>, nullptr, true, nullptr,
                                   "as sm80 with 3 (d128) or 4 (d64) K/V stages, splits filling whole waves"});
+// The key-split kernel serves calls with at most 16 query rows a KV head (Sq x Hq / Hkv).
+bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!decode_fits<4, 3>(ctx, why)) return false;
+  if (!ctx.has_call() || ctx.dim("Hkv") == 0) return true;
+  const int64_t rows = ctx.dim("Sq") * (ctx.dim("Hq") / ctx.dim("Hkv"));
+  if (rows <= 16) return true;
+  if (why) *why = fmt::format("Sq x Hq / Hkv = {} query rows a KV head, more than its 16", rows);
+  return false;
+}
+ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 11, decode_ksplit, "sm80.ksplit",
+                                    ksplit_applies, nullptr, true, nullptr,
+                                    "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
 ops::RegisterOpImpl r_decode_s4({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 6, decode_s4, "sm80.s4",
                                 decode_fits<4, 4>, nullptr, true, nullptr,
                                 "as sm80 with 4 K/V stages, splits filling whole waves"});
