@@ -177,9 +177,9 @@ Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = fa
 }
 
 Status decode(ops::OpContext& ctx) { return decode_with(ctx, 2, false); }
-// d64: 4 stages (72 KiB); d128: 3 stages (112 KiB, two CTAs an SM on the H100) or 4 (144 KiB, one).
+// d64: 4 stages (72 KiB); d128: 3 stages (112 KiB, two CTAs an SM on the H100; 4 stages, one CTA
+// an SM, ran at about 0.55x: docs/kernels/attention.md).
 Status decode_deep(ops::OpContext& ctx) { return decode_with(ctx, ctx.dim("D") == 64 ? 4 : 3, true); }
-Status decode_s4(ops::OpContext& ctx) { return decode_with(ctx, 4, true); }
 Status decode_ksplit(ops::OpContext& ctx) { return decode_with(ctx, ctx.dim("D") == 64 ? 4 : 3, true, true); }
 
 // Shared memory a block may take must hold `stages` K/V tiles of the call's D.
@@ -215,6 +215,8 @@ constexpr MlaKernel kMlaSm80{kImage, "hc_attn_mla_sm80", kMlaRows, kMlaKeys, kTh
 // alignment, Q + 2 KV stages, P, and 1792 bytes of row data: 232192 bytes, no static part.
 constexpr uint32_t kMlaSm90Shared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28;
 constexpr MlaKernel kMlaSm90{"attention_mla_sm90", "hc_attn_mla_sm90", 64, 64, 256, kMlaSm90Shared, true};
+constexpr MlaKernel kMlaSm90C2{"attention_mla_sm90", "hc_attn_mla_sm90_c2", 64, 64, 256, kMlaSm90Shared, true};
+constexpr MlaKernel kMlaSm90Ov{"attention_mla_sm90", "hc_attn_mla_sm90_ov", 64, 64, 256, kMlaSm90Shared, true};
 
 
 
@@ -253,6 +255,8 @@ Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
 
 Status mla_decode(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm80); }
 Status mla_decode_sm90(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90); }
+Status mla_decode_sm90_c2(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90C2); }
+Status mla_decode_sm90_ov(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ov); }
 
 // The sm_90a MLA kernel takes 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 bool mla_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
@@ -268,8 +272,8 @@ ops::RegisterOpImpl r_prefill({"attention_prefill", HAL_MODULE_PTX, "sm_80", "",
 ops::RegisterOpImpl r_prefill_sm90({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 20, prefill_sm90});
 ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 10, decode, "sm80", nullptr, nullptr,
                              true, nullptr, "mma.sync, 2 K/V stages, rows = the Sq x G queries of a KV head"});
-// Deeper pipelines, splits by whole waves. sm80.deep is chosen: on the H100 it ran 1.02x (Hkv 16)
-// and 1.30x (Hkv 2) faster than sm80; sm80.s4 (one CTA an SM) 0.6x (docs/PERFORMANCE.md).
+// Deeper pipelines, splits by whole waves. sm80.deep is chosen: on the H100 it ran 1.00-1.02x
+// (Hkv 16) and 1.28-1.30x (Hkv 2) as fast as sm80 (docs/PERFORMANCE.md).
 ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 12, decode_deep, "sm80.deep",
                                   decode_fits<4, 3>, nullptr, true, nullptr,
                                   "as sm80 with 3 (d128) or 4 (d64) K/V stages, splits filling whole waves"});
@@ -285,14 +289,17 @@ bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
 ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 11, decode_ksplit, "sm80.ksplit",
                                     ksplit_applies, nullptr, true, nullptr,
                                     "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
-ops::RegisterOpImpl r_decode_s4({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 6, decode_s4, "sm80.s4",
-                                decode_fits<4, 4>, nullptr, true, nullptr,
-                                "as sm80 with 4 K/V stages, splits filling whole waves"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
                                mla_sm90_applies, nullptr, true, nullptr,
                                "wgmma, 64 rows a CTA (the cache read once a 64-row block), 2 warpgroups"});
+ops::RegisterOpImpl r_mla_sm90_c2({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 15, mla_decode_sm90_c2,
+                                  "sm90.c2", mla_sm90_applies, nullptr, true, nullptr,
+                                  "as sm90, S in two independent wgmma accumulator chains"});
+ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 16, mla_decode_sm90_ov,
+                                  "sm90.ov", mla_sm90_applies, nullptr, true, nullptr,
+                                  "as sm90.c2, the next tile's S queued behind this tile's P V"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

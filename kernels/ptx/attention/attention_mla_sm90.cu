@@ -51,6 +51,9 @@ __device__ __forceinline__ uint32_t mla_sw(int row, int chunk) {
   return (chunk >> 3) * kBlk + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
 
+// CHAINS: independent accumulator sets for S (1 or 2). OVERLAP: tile it + 1's S queued behind
+// tile it's P V (see the loop).
+template <int CHAINS, bool OVERLAP>
 __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
                          const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
                          long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
@@ -102,34 +105,37 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+  float s[4][4] = {}, s2[CHAINS > 1 ? 4 : 1][4] = {};
 
-  for (int it = 0; it < n_tiles; ++it) {
-    const int k0 = p.kbeg + it * 64;
-    if (it + 1 < n_tiles) load_tile(skv + ((it + 1) & 1) * kTile, it + 1);
-    cp_async_commit();  // one group a tile, empty after the last
-    cp_async_wait<1>();  // tile `it` has landed
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes -> wgmma reads
-    __syncthreads();
-    find_rows(it + 2);  // krow[it & 1] was last read for tile `it`, before this barrier
-    const uint32_t ck = skv + (it & 1) * kTile;
-
-    // S[:, 32 wg .. 32 wg + 32) = Q K^T: 36 steps of 16 along the 576 dims.
-    float s[4][4] = {};
-    keep<16>(&s[0][0]);
+  // S[:, 32 wg .. 32 wg + 32) = Q K^T for the tile in stage ck: 36 steps of 16 along the 576
+  // dims, in CHAINS independent accumulator sets (step kk into set kk % CHAINS). Queued.
+  auto issue_s = [&](uint32_t ck) {
+    if (!OVERLAP) {  // (with P V in flight, any instruction on these registers serialises the wgmma)
+      keep<16>(&s[0][0]);
+      if (CHAINS > 1) keep<16>(&s2[0][0]);
+    }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kMlaQk / 16; ++kk) {
       const uint32_t off = (kk >> 2) * kBlk + (kk & 3) * 32;
-      wgmma_m64n32k16_ss(&s[0][0], make_desc(sq + off, 16, 1024), make_desc(ck + off + wg * 32 * 128, 16, 1024),
-                         kk > 0 ? 1 : 0);
+      wgmma_m64n32k16_ss(CHAINS > 1 && (kk & 1) ? &s2[0][0] : &s[0][0], make_desc(sq + off, 16, 1024),
+                         make_desc(ck + off + wg * 32 * 128, 16, 1024), kk >= CHAINS ? 1 : 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+  };
+  auto s_done = [&]() {  // after the wait for issue_s's group
     keep<16>(&s[0][0]);
-
-    // Online softmax over the 64 keys: this warpgroup's 32, the other's maxima from `red`.
+    if (CHAINS > 1) {
+      keep<16>(&s2[0][0]);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) (&s[0][0])[i] += (&s2[0][0])[i];
+    }
+  };
+  // Online softmax of tile `it` over its 64 keys (this warpgroup's 32, the other's maxima from
+  // `red`); P to shared memory; O rescaled. Ends with a barrier (P complete for both).
+  auto softmax_to_p = [&](int it) {
     float mx0, mx1, base0, base1, a0, a1;
-    mask_max<4>(s, k0 + wg * 32, vis0, vis1, scale_log2, &mx0, &mx1);
+    mask_max<4>(s, p.kbeg + it * 64 + wg * 32, vis0, vis1, scale_log2, &mx0, &mx1);
     if (t == 0) red[wg][r0] = mx0, red[wg][r1] = mx1;
     __syncthreads();
     advance_max(st, fmaxf(red[0][r0], red[1][r0]), fmaxf(red[0][r1], red[1][r1]), &base0, &base1, &a0, &a1);
@@ -151,8 +157,9 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
     scale_rows<32>(o, a0, a1);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // P's stores -> wgmma reads
     __syncthreads();
-
-    // O[:, 256 wg .. 256 wg + 256) += P V: 4 steps of 16 keys; V = dims [256 wg, +256) of the tile.
+  };
+  // O[:, 256 wg .. 256 wg + 256) += P V: 4 steps of 16 keys; V = dims [256 wg, +256) of stage ck.
+  auto issue_pv = [&](uint32_t ck) {
     keep<128>(&o[0][0]);
     wgmma_fence();
 #pragma unroll
@@ -160,9 +167,63 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
       wgmma_m64n256k16(&o[0][0], make_desc(sp + kk * 32, 16, 1024),
                        make_desc(ck + wg * 4 * kBlk + kk * 2048, kBlk, 1024), 1);
     wgmma_commit();
-    wgmma_wait<0>();
-    keep<128>(&o[0][0]);
-    __syncthreads();  // the next iteration's load overwrites this stage, P and `red`
+  };
+  auto landed = [&]() {  // after the cp.async wait: every thread's copies visible to wgmma
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+  };
+
+  if (!OVERLAP) {
+    for (int it = 0; it < n_tiles; ++it) {
+      if (it + 1 < n_tiles) load_tile(skv + ((it + 1) & 1) * kTile, it + 1);
+      cp_async_commit();   // one group a tile, empty after the last
+      cp_async_wait<1>();  // tile `it` has landed
+      landed();
+      find_rows(it + 2);  // krow[it & 1] was last read for tile `it`, before this barrier
+      const uint32_t ck = skv + (it & 1) * kTile;
+      issue_s(ck);
+      wgmma_wait<0>();
+      s_done();
+      softmax_to_p(it);
+      issue_pv(ck);
+      wgmma_wait<0>();
+      keep<128>(&o[0][0]);
+      __syncthreads();  // the next iteration's load overwrites this stage, P and `red`
+    }
+  } else {
+    // Tile it + 1 is resident while tile it's P V runs: its S is queued behind it, so the
+    // tensor cores go from one product to the next without the barrier and softmax between.
+    // Tile it + 2's copy starts once both warpgroups' P V of tile it is done (its stage).
+    if (n_tiles > 1) load_tile(skv + kTile, 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q and tile 0
+    landed();
+    if (n_tiles > 0) {
+      issue_s(skv);
+      wgmma_wait<0>();
+      s_done();
+    }
+    for (int it = 0; it < n_tiles; ++it) {
+      const uint32_t ck = skv + (it & 1) * kTile;
+      find_rows(it + 2);  // krow[it & 1]: tile it's copy was issued before a barrier
+      softmax_to_p(it);
+      issue_pv(ck);
+      if (it + 1 < n_tiles) {
+        cp_async_wait<0>();  // tile it + 1 (the one copy in flight)
+        landed();
+        issue_s(skv + ((it + 1) & 1) * kTile);
+        wgmma_wait<1>();  // this warpgroup's P V of tile it (o is fenced after the next wait:
+                          // touching it with S in flight would serialise the wgmma)
+      } else {
+        wgmma_wait<0>();
+      }
+      __syncthreads();  // both warpgroups' P V of tile it: its stage and P are free
+      if (it + 2 < n_tiles) load_tile(ck, it + 2);
+      cp_async_commit();
+      wgmma_wait<0>();
+      keep<128>(&o[0][0]);
+      if (it + 1 < n_tiles) s_done();
+    }
   }
   cp_async_wait<0>();  // no copy outlives the CTA (n_tiles = 0 leaves Q's in flight)
 
@@ -189,4 +250,9 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
 // Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them, as hc_attn_mla_sm80's):
 //   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
 // Grid: (ceil(Sq * Hq / 64), B, splits); 256 threads; kMlaShared = 232192 bytes of dynamic shared memory.
-HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90, hc::kMlaThreads, hc::mla_sm90)
+#define HC_MLA_SM90_FN(CHAINS, OVERLAP) hc::mla_sm90<CHAINS, OVERLAP>
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90, hc::kMlaThreads, HC_MLA_SM90_FN(1, false))
+// The same with S in two independent accumulator chains (36 dependent wgmma m64n32k16 in one).
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90_c2, hc::kMlaThreads, HC_MLA_SM90_FN(2, false))
+// Two chains, and tile it + 1's S queued behind tile it's P V.
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90_ov, hc::kMlaThreads, HC_MLA_SM90_FN(2, true))

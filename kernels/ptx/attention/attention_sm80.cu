@@ -246,7 +246,6 @@ HC_ATTN_FWD(hc_attn_fwd_d128_sm80, 128, 2, false)
 // Deeper pipelines for paged decode (more bytes in flight an SM; the compute per tile is small).
 HC_ATTN_FWD(hc_attn_fwd_d64_s4_sm80, 64, 4, false)
 HC_ATTN_FWD(hc_attn_fwd_d128_s3_sm80, 128, 3, false)
-HC_ATTN_FWD(hc_attn_fwd_d128_s4_sm80, 128, 4, false)
 // Key-split decode (at most 16 rows a KV head; the warps share each tile's keys).
 HC_ATTN_FWD(hc_attn_fwd_d64_s4_ks_sm80, 64, 4, true)
 HC_ATTN_FWD(hc_attn_fwd_d128_s3_ks_sm80, 128, 3, true)
