@@ -286,7 +286,9 @@ bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
   if (why) *why = fmt::format("Sq x Hq / Hkv = {} query rows a KV head, more than its 16", rows);
   return false;
 }
-ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 11, decode_ksplit, "sm80.ksplit",
+// Chosen where it applies: on the H100 it ran 1.08x (Hkv 16: 100% of the copy rate) and 1.06x
+// (Hkv 2: 89%) as fast as sm80.deep (docs/PERFORMANCE.md, run 3).
+ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 14, decode_ksplit, "sm80.ksplit",
                                     ksplit_applies, nullptr, true, nullptr,
                                     "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
@@ -294,12 +296,14 @@ ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
                                mla_sm90_applies, nullptr, true, nullptr,
                                "wgmma, 64 rows a CTA (the cache read once a 64-row block), 2 warpgroups"});
+// Variants measured slower than sm90 on the H100 (run 3: 1.02x and 1.07x the time at Sq 1):
+// only when named, for comparisons (the bench and the GPU test run them).
 ops::RegisterOpImpl r_mla_sm90_c2({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 15, mla_decode_sm90_c2,
-                                  "sm90.c2", mla_sm90_applies, nullptr, true, nullptr,
-                                  "as sm90, S in two independent wgmma accumulator chains"});
+                                  "sm90.c2", mla_sm90_applies, nullptr, false, nullptr,
+                                  "as sm90, S in two independent wgmma accumulator chains (named only: slower)"});
 ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 16, mla_decode_sm90_ov,
-                                  "sm90.ov", mla_sm90_applies, nullptr, true, nullptr,
-                                  "as sm90.c2, the next tile's S queued behind this tile's P V"});
+                                  "sm90.ov", mla_sm90_applies, nullptr, false, nullptr,
+                                  "as sm90.c2, the next tile's S queued behind this tile's P V (named only: slower)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop
