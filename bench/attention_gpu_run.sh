@@ -45,10 +45,11 @@ for w in $what; do
       echo "\$ python3 bench/attention_vs_torch.py" | tee -a "$log"
       timeout 120 python3 bench/attention_vs_torch.py --json "$OUT/attention_torch.json" 2>&1 | tee -a "$log" ;;
     ncu)
-      # One launch each (the first that matches: the Sq 1 and Hkv 16 configs): the MLA kernel
-      # with the next tile's S behind P V (sm90.ov), and the key-split decode (sm80.ksplit).
+      # One launch each, the first that matches (the bench runs the selected implementation
+      # first: the Sq 1 and Hkv 16 configs): the MLA kernel (sm90) and the key-split decode
+      # (sm80.ksplit). Run 3 (docs/PERFORMANCE.md) profiled sm90.ov here instead.
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      for spec in "mla hc_attn_mla_sm90_ov 1" "decode hc_attn_fwd_d128_s3_ks 1"; do
+      for spec in "mla hc_attn_mla_sm90 1" "decode hc_attn_fwd_d128_s3_ks 1"; do
         set -- $spec
         echo "\$ ncu -k regex:$2 -c $3 halcyon bench attention $1" | tee -a "$log"
         timeout 90 "$ncu" --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
