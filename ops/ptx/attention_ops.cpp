@@ -48,6 +48,24 @@ int64_t split_len(const DeviceFacts& dev, int64_t ctas, int64_t capacity, int64_
   return ceil_div(ceil_div(capacity, splits), tile) * tile;
 }
 
+// Keys per split for kernels that run `per_sm` CTAs an SM: the fewest splits (each at least 4
+// tiles) whose CTAs fill their waves to 90%, else the best filling; a multiple of `tile`.
+int64_t split_len_waves(const DeviceFacts& dev, int64_t ctas, int64_t capacity, int64_t tile, int64_t per_sm) {
+  const int64_t slots = int64_t(dev.compute_units) * per_sm, max_splits = std::max<int64_t>(1, capacity / (4 * tile));
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    const int64_t total = std::max<int64_t>(ctas, 1) * s;
+    const double fill = double(total) / double(ceil_div(total, slots) * slots);
+    if (fill >= 0.9) {
+      best = s;
+      break;
+    }
+    if (fill > best_fill + 0.01) best_fill = fill, best = s;
+  }
+  return ceil_div(ceil_div(capacity, best), tile) * tile;
+}
+
 struct FwdArgs {
   uint64_t q, k, v, out, lse, seq_a, seq_b, part_o, part_lse;
   int64_t B, Hq, Hkv, Sq, NB, BS, MB, causal, split_len;
@@ -115,18 +133,29 @@ Status prefill_sm90(ops::OpContext& ctx) {
   return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2 + 1024));
 }
 
-Status decode(ops::OpContext& ctx) {
+// Paged decode with `stages` key tiles in flight a CTA (2: the prefill kernel's double buffer).
+// Splits: by waves where `waves` (CTAs that fit an SM from shared memory, whole waves filled),
+// else the first rule (about two waves).
+// ksplit: the key-split kernels (16-row tiles, the warps share a tile's keys; Sq x G <= 16).
+Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = false) {
   ref::AttentionDecodeShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_decode_check(s));
   HALCYON_TRY(check_aligned(ctx, {"q", "k_cache", "v_cache", "out"}));
   if (s.B == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  auto k = kernel(ctx, dev, kImage, s.D == 64 ? "hc_attn_fwd_d64_sm80" : "hc_attn_fwd_d128_sm80");
+  const std::string entry = fmt::format("hc_attn_fwd_d{}{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages),
+                                        ksplit ? "_ks" : "");
+  auto k = kernel(ctx, dev, kImage, entry.c_str());
   if (!k) return k.error();
-  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), kRows);
+  const uint32_t smem = uint32_t((kRows + 2 * stages * kKeys) * s.D * 2);
+  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), ksplit ? 16 : kRows);
   const int64_t capacity = s.MB * s.BS;
-  const int64_t len = split_len(dev, s.B * s.Hkv * m_tiles, capacity, kKeys);
+  // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
+  // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
+  const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (smem + 1792), 1, 4);
+  const int64_t len = waves ? split_len_waves(dev, s.B * s.Hkv * m_tiles, capacity, kKeys, per_sm)
+                            : split_len(dev, s.B * s.Hkv * m_tiles, capacity, kKeys);
   const int64_t splits = ceil_div(capacity, len);
   const int64_t rows = s.B * s.Sq * s.Hq;
   if (s.B * s.Hkv > 65535 || splits > 65535 || m_tiles > INT32_MAX)
@@ -142,10 +171,27 @@ Status decode(ops::OpContext& ctx) {
     a.part_o = ws;
     a.part_lse = ws + uint64_t(splits * rows * s.D * 4);
   }
-  const uint32_t smem = uint32_t(5 * kRows * s.D * 2);
   HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B * s.Hkv), uint32_t(splits)}, {kThreads}, a, smem));
   if (splits == 1) return {};
   return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, s.D);
+}
+
+Status decode(ops::OpContext& ctx) { return decode_with(ctx, 2, false); }
+// d64: 4 stages (72 KiB); d128: 3 stages (112 KiB, two CTAs an SM on the H100; 4 stages, one CTA
+// an SM, ran at about 0.55x: docs/kernels/attention.md).
+Status decode_deep(ops::OpContext& ctx) { return decode_with(ctx, ctx.dim("D") == 64 ? 4 : 3, true); }
+Status decode_ksplit(ops::OpContext& ctx) { return decode_with(ctx, ctx.dim("D") == 64 ? 4 : 3, true, true); }
+
+// Shared memory a block may take must hold `stages` K/V tiles of the call's D.
+template <int STAGES_D64, int STAGES_D128>
+bool decode_fits(const ops::ApplyContext& ctx, std::string* why) {
+  if (!ctx.has_call() || !ctx.facts.max_shared_per_block) return true;
+  const int64_t D = ctx.dim("D"), stages = D == 64 ? STAGES_D64 : STAGES_D128;
+  const int64_t need = (kRows + 2 * stages * kKeys) * D * 2 + 768;
+  if (need <= ctx.facts.max_shared_per_block) return true;
+  if (why) *why = fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
+                              ctx.facts.max_shared_per_block);
+  return false;
 }
 
 struct MlaArgs {
@@ -154,18 +200,39 @@ struct MlaArgs {
   double scale_log2;
 };
 
-Status mla_decode(ops::OpContext& ctx) {
+// One MLA kernel's launch geometry: rows a CTA owns, keys a tile, threads, dynamic shared
+// memory, and how splits are chosen.
+struct MlaKernel {
+  const char* image;
+  const char* entry;
+  int64_t rows, keys, threads;
+  uint32_t shared;
+  bool one_cta_per_sm;  // split so that CTAs fill whole waves of one CTA an SM (else two waves)
+};
+constexpr MlaKernel kMlaSm80{kImage, "hc_attn_mla_sm80", kMlaRows, kMlaKeys, kThreads,
+                            uint32_t((kMlaRows * 576 + 2 * kMlaKeys * 576 + kMlaRows * kMlaKeys) * 2), false};
+// attention_mla_sm90.cu (kMlaShared there): 64 rows, tiles of 64 keys, 2 warpgroups; 1 KiB of
+// alignment, Q + 2 KV stages, P, and 1792 bytes of row data: 232192 bytes, no static part.
+constexpr uint32_t kMlaSm90Shared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28;
+constexpr MlaKernel kMlaSm90{"attention_mla_sm90", "hc_attn_mla_sm90", 64, 64, 256, kMlaSm90Shared, true};
+constexpr MlaKernel kMlaSm90C2{"attention_mla_sm90", "hc_attn_mla_sm90_c2", 64, 64, 256, kMlaSm90Shared, true};
+constexpr MlaKernel kMlaSm90Ov{"attention_mla_sm90", "hc_attn_mla_sm90_ov", 64, 64, 256, kMlaSm90Shared, true};
+
+
+
+Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
                            float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_mla_decode_check(s));
   HALCYON_TRY(check_aligned(ctx, {"q", "kv_cache", "out"}));
   if (s.B == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  auto k = kernel(ctx, dev, kImage, "hc_attn_mla_sm80");
+  auto k = kernel(ctx, dev, mk.image, mk.entry);
   if (!k) return k.error();
-  const int64_t m_tiles = ceil_div(s.Sq * s.Hq, kMlaRows);
+  const int64_t m_tiles = ceil_div(s.Sq * s.Hq, mk.rows);
   const int64_t capacity = s.MB * s.BS;
-  const int64_t len = split_len(dev, s.B * m_tiles, capacity, kMlaKeys);
+  const int64_t len = mk.one_cta_per_sm ? split_len_waves(dev, s.B * m_tiles, capacity, mk.keys, 1)
+                                        : split_len(dev, s.B * m_tiles, capacity, mk.keys);
   const int64_t splits = ceil_div(capacity, len);
   const int64_t rows = s.B * s.Sq * s.Hq;
   if (s.B > 65535 || splits > 65535)
@@ -180,16 +247,63 @@ Status mla_decode(ops::OpContext& ctx) {
     a.part_o = ws;
     a.part_lse = ws + uint64_t(splits * rows * ref::kMlaVDim * 4);
   }
-  const uint32_t smem = uint32_t((kMlaRows * 576 + 2 * kMlaKeys * 576 + kMlaRows * kMlaKeys) * 2);
-  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B), uint32_t(splits)}, {kThreads}, a, smem));
+  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B), uint32_t(splits)}, {uint32_t(mk.threads)}, a,
+                     mk.shared));
   if (splits == 1) return {};
   return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, ref::kMlaVDim);
 }
 
+Status mla_decode(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm80); }
+Status mla_decode_sm90(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90); }
+Status mla_decode_sm90_c2(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90C2); }
+Status mla_decode_sm90_ov(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ov); }
+
+// The sm_90a MLA kernel takes 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
+bool mla_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
+  const uint32_t need = kMlaSm90Shared;
+  if (ctx.facts.max_shared_per_block >= need) return true;
+  if (why)
+    *why = fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
+                       ctx.facts.max_shared_per_block);
+  return false;
+}
+
 ops::RegisterOpImpl r_prefill({"attention_prefill", HAL_MODULE_PTX, "sm_80", "", 10, prefill});
 ops::RegisterOpImpl r_prefill_sm90({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 20, prefill_sm90});
-ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 10, decode});
-ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode});
+ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 10, decode, "sm80", nullptr, nullptr,
+                             true, nullptr, "mma.sync, 2 K/V stages, rows = the Sq x G queries of a KV head"});
+// Deeper pipelines, splits by whole waves. sm80.deep is chosen: on the H100 it ran 1.00-1.02x
+// (Hkv 16) and 1.28-1.30x (Hkv 2) as fast as sm80 (docs/PERFORMANCE.md).
+ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 12, decode_deep, "sm80.deep",
+                                  decode_fits<4, 3>, nullptr, true, nullptr,
+                                  "as sm80 with 3 (d128) or 4 (d64) K/V stages, splits filling whole waves"});
+// The key-split kernel serves calls with at most 16 query rows a KV head (Sq x Hq / Hkv).
+bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!decode_fits<4, 3>(ctx, why)) return false;
+  if (!ctx.has_call() || ctx.dim("Hkv") == 0) return true;
+  const int64_t rows = ctx.dim("Sq") * (ctx.dim("Hq") / ctx.dim("Hkv"));
+  if (rows <= 16) return true;
+  if (why) *why = fmt::format("Sq x Hq / Hkv = {} query rows a KV head, more than its 16", rows);
+  return false;
+}
+// Chosen where it applies: on the H100 it ran 1.08x (Hkv 16: 100% of the copy rate) and 1.06x
+// (Hkv 2: 89%) as fast as sm80.deep (docs/PERFORMANCE.md, run 3).
+ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 14, decode_ksplit, "sm80.ksplit",
+                                    ksplit_applies, nullptr, true, nullptr,
+                                    "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
+ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
+                          nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
+ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
+                               mla_sm90_applies, nullptr, true, nullptr,
+                               "wgmma, 64 rows a CTA (the cache read once a 64-row block), 2 warpgroups"});
+// Variants measured slower than sm90 on the H100 (run 3: 1.02x and 1.07x the time at Sq 1):
+// only when named, for comparisons (the bench and the GPU test run them).
+ops::RegisterOpImpl r_mla_sm90_c2({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 15, mla_decode_sm90_c2,
+                                  "sm90.c2", mla_sm90_applies, nullptr, false, nullptr,
+                                  "as sm90, S in two independent wgmma accumulator chains (named only: slower)"});
+ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 16, mla_decode_sm90_ov,
+                                  "sm90.ov", mla_sm90_applies, nullptr, false, nullptr,
+                                  "as sm90.c2, the next tile's S queued behind this tile's P V (named only: slower)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

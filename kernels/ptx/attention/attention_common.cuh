@@ -25,12 +25,20 @@ struct Problem {
   int kbeg, kend;           // the keys this CTA reads: [kbeg, kend)
 };
 
+// Paged: the cache row (block * BS + offset) that holds key j of the sequence.
+__device__ __forceinline__ int key_index(const Problem& p, int j) {
+  // 32-bit division (j >= 0, BS <= 256): a 64-bit one costs several times the instructions,
+  // and every 16-byte chunk a tile loads asks for its row.
+  const unsigned bs = (unsigned)p.BS, blk_j = (unsigned)j / bs;
+  int blk = p.table[blk_j];
+  blk = blk < 0 ? 0 : (blk >= p.NB ? (int)p.NB - 1 : blk);  // a bad table reads block 0 or NB-1, never outside
+  return blk * (int)bs + (int)((unsigned)j - blk_j * bs);
+}
+
 // Element offset of key j's row (head included) in k / v.
 __device__ __forceinline__ long long key_row(const Problem& p, int j) {
   if (!p.table) return (p.kv_base + j) * p.kv_stride + p.kv_head;
-  int blk = p.table[j / p.BS];
-  blk = blk < 0 ? 0 : (blk >= p.NB ? (int)p.NB - 1 : blk);  // a bad table reads block 0 or NB-1, never outside
-  return ((long long)blk * p.BS + j % p.BS) * p.kv_stride + p.kv_head;
+  return (long long)key_index(p, j) * p.kv_stride + p.kv_head;
 }
 
 // Loads key rows [k0, k0 + 64) of k and v into shared memory (zeros past p.kend, which are
@@ -113,11 +121,13 @@ struct RowState {
 // factors the output rows must be scaled by, adds the tile's sums and writes P as bf16 A
 // fragments (pf[kk] = keys 16kk .. 16kk + 15). A row that has seen no key keeps m = -inf:
 // its p are 0 and nothing is rescaled.
+// Masks s (keys k0 + 8n + 2t (+1); row g sees keys < vis0, row g + 8 keys < vis1), scales it
+// to the log2 domain and returns the two rows' maxima over the quad's values.
 template <int NT>
-__device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[NT / 2][4], RowState& st, int k0,
-                                             int vis0, int vis1, float scale_log2, float* a0, float* a1) {
+__device__ __forceinline__ void mask_max(float (&s)[NT][4], int k0, int vis0, int vis1, float scale_log2, float* mx0,
+                                         float* mx1) {
   const int t = threadIdx.x & 3;
-  float mx0 = neg_inf(), mx1 = neg_inf();
+  float m0 = neg_inf(), m1 = neg_inf();
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const int j = k0 + n * 8 + 2 * t;
@@ -125,20 +135,41 @@ __device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[N
     s[n][1] = j + 1 < vis0 ? s[n][1] * scale_log2 : neg_inf();
     s[n][2] = j < vis1 ? s[n][2] * scale_log2 : neg_inf();
     s[n][3] = j + 1 < vis1 ? s[n][3] * scale_log2 : neg_inf();
-    mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
-    mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+    m0 = fmaxf(m0, fmaxf(s[n][0], s[n][1]));
+    m1 = fmaxf(m1, fmaxf(s[n][2], s[n][3]));
   }
 #pragma unroll
   for (int x = 1; x < 4; x <<= 1) {
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+    m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, x));
+    m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, x));
   }
+  *mx0 = m0;
+  *mx1 = m1;
+}
+
+// Takes the tile's row maxima into the running ones: base0/base1 = what exp2 subtracts (0 for a
+// row that has seen no key yet), a0/a1 = the factors earlier sums and outputs are scaled by.
+__device__ __forceinline__ void advance_max(RowState& st, float mx0, float mx1, float* base0, float* base1, float* a0,
+                                            float* a1) {
   const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
-  const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
-  *a0 = exp2f(st.m0 - base0);
-  *a1 = exp2f(st.m1 - base1);
+  *base0 = mn0 == neg_inf() ? 0.f : mn0;
+  *base1 = mn1 == neg_inf() ? 0.f : mn1;
+  *a0 = exp2f(st.m0 - *base0);
+  *a1 = exp2f(st.m1 - *base1);
   st.m0 = mn0;
   st.m1 = mn1;
+}
+
+// One key tile's step: masks s (mask_max), updates the running max, returns in a0/a1 the
+// factors the output rows must be scaled by, adds the tile's sums and writes P as bf16 A
+// fragments (pf[kk] = keys 16kk .. 16kk + 15). A row that has seen no key keeps m = -inf:
+// its p are 0 and nothing is rescaled.
+template <int NT>
+__device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[NT / 2][4], RowState& st, int k0,
+                                             int vis0, int vis1, float scale_log2, float* a0, float* a1) {
+  float mx0, mx1, base0, base1;
+  mask_max<NT>(s, k0, vis0, vis1, scale_log2, &mx0, &mx1);
+  advance_max(st, mx0, mx1, &base0, &base1, a0, a1);
   float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
@@ -199,5 +230,71 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState 
   }
 }
 
+// ---- MLA decode (attention_sm80.cu, attention_mla_sm90.cu) ------------------------------------
+constexpr int kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;  // 16-byte chunks a cache row
+
+// The CTA's sequence (blockIdx.y), split (blockIdx.z) and ROWS rows (blockIdx.x-th block of the
+// sequence's Sq x Hq): fills p and the rows' indices in [B, Sq, Hq] (-1: no such row) and
+// visible key counts. Ends with a barrier.
+template <int ROWS>
+__device__ __forceinline__ void mla_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
+                                         const int* table, const int* seq_lens, long long Sq, long long Hq,
+                                         long long NB, long long BS, long long MB, long long split_len) {
+  const long long b = blockIdx.y;
+  const int cap = (int)(MB * BS);
+  const int L = seq_lens[b];
+  const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
+  p.q = q;
+  p.kv_base = 0;
+  p.kv_stride = kMlaQk;
+  p.kv_head = 0;
+  p.table = table + b * MB;
+  p.BS = BS;
+  p.NB = NB;
+  p.kbeg = (int)(blockIdx.z * split_len);
+  p.kend = (int)(p.kbeg + split_len < len ? p.kbeg + split_len : len);
+  if (threadIdx.x < ROWS) {
+    const long long r = (long long)blockIdx.x * ROWS + threadIdx.x;
+    const bool ok = r < Sq * Hq;
+    row_q[threadIdx.x] = ok ? (b * Sq * Hq + r) : -1;
+    const long long vis = len - Sq + r / Hq + 1;
+    row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
+  }
+  __syncthreads();
+}
+
+// Writes the thread's share of one MLA output row (row index `row` of [B, Sq, Hq]): its NI
+// pairs o[i][2h], o[i][2h + 1] at dims col0 + 8i + 2t, divided by the row sum l; the lse
+// when `lse_writer`. Split partials (part_o given) in f32 at split blockIdx.z.
+template <int NI>
+__device__ __forceinline__ void mla_store_row(const float (&o)[NI][4], int h, float l, float m, long long row, int col0,
+                                              bool lse_writer, unsigned short* out, float* lse, float* part_o,
+                                              float* part_lse, long long rows) {
+  const int t = threadIdx.x & 3;
+  const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros and lse = -inf
+  const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
+  const long long ob = row * kMlaV + col0;
+  float* po = part_o ? part_o + (long long)blockIdx.z * rows * kMlaV : nullptr;
+#pragma unroll
+  for (int i = 0; i < NI; ++i) {
+    const float v0 = o[i][2 * h] * inv, v1 = o[i][2 * h + 1] * inv;
+    if (po) *reinterpret_cast<float2*>(po + ob + i * 8 + 2 * t) = make_float2(v0, v1);
+    else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
+  }
+  if (lse_writer) (part_o ? part_lse + (long long)blockIdx.z * rows : lse)[row] = row_lse;
+}
+
 }  // namespace
 }  // namespace hc
+
+// An MLA kernel's entry point (parameters 8 bytes each, ops/ptx/attention_ops.cpp's MlaArgs):
+//   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
+#define HC_ATTN_MLA_ENTRY(NAME, THREADS, FN)                                                                  \
+  extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                    \
+      NAME(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,                \
+           const int* block_table, const int* seq_lens, float* part_o, float* part_lse, long long B,          \
+           long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,          \
+           double scale_log2) {                                                                               \
+    FN(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,            \
+       (float)scale_log2);                                                                                    \
+  }

@@ -31,93 +31,152 @@ struct SwOff {
   __device__ uint32_t operator()(int row, int chunk) const { return uint32_t(sw<D>(row, chunk)) * 2; }
 };
 
+// Key-split decode (KSPLIT): the CTA's rows are at most 16 (the Sq x G queries of one KV head,
+// when they fit), and its 4 warps share each 64-key tile instead of the rows: warp w takes keys
+// [16w, 16w + 16) of every tile for all 16 rows, with its own online-softmax state. The states
+// are merged at the end through shared memory (the K stages, free by then). Every warp
+// computes, so a tile's serial work is a quarter of the row-split kernel's, which for decode
+// leaves three warps idle.
+template <int D>
+__device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* scratch) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* wm = reinterpret_cast<float*>(scratch);  // [4 warps][16 rows] maxima, then sums
+  float* wl = wm + 64;
+  float* wo = wl + 64;  // [4 warps][D / 8][32 lanes][4]: each thread's accumulators
+#pragma unroll
+  for (int x = 1; x < 4; x <<= 1) {
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
+  }
+  if (t == 0) wm[warp * 16 + g] = st.m0, wm[warp * 16 + g + 8] = st.m1;
+  __syncthreads();
+  float m0 = neg_inf(), m1 = neg_inf();
+#pragma unroll
+  for (int w = 0; w < 4; ++w) m0 = fmaxf(m0, wm[w * 16 + g]), m1 = fmaxf(m1, wm[w * 16 + g + 8]);
+  // This warp's share: exp2(m_w - m); a warp (or row) that saw no key contributes nothing.
+  const float f0 = st.m0 == neg_inf() ? 0.f : exp2f(st.m0 - m0), f1 = st.m1 == neg_inf() ? 0.f : exp2f(st.m1 - m1);
+  scale_rows<D / 8>(o, f0, f1);
+  if (t == 0) wl[warp * 16 + g] = st.l0 * f0, wl[warp * 16 + g + 8] = st.l1 * f1;
+  if (warp > 0)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      *reinterpret_cast<float4*>(wo + (((warp - 1) * (D / 8) + i) * 32 + lane) * 4) =
+          make_float4(o[i][0], o[i][1], o[i][2], o[i][3]);
+  __syncthreads();
+  if (warp > 0) return;
+#pragma unroll
+  for (int w = 0; w < 3; ++w)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const float4 x = *reinterpret_cast<const float4*>(wo + ((w * (D / 8) + i) * 32 + lane) * 4);
+      o[i][0] += x.x, o[i][1] += x.y, o[i][2] += x.z, o[i][3] += x.w;
+    }
+  float l0 = 0.f, l1 = 0.f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) l0 += wl[w * 16 + g], l1 += wl[w * 16 + g + 8];
+  // store_rows adds the quad's sums: one thread of the quad carries the row's.
+  st = RowState{m0, m1, t == 0 ? l0 : 0.f, t == 0 ? l1 : 0.f};
+}
+
 // The forward pass of one CTA. row_q[r]: element offset of row r's query (and output) row,
 // or -1 when row r does not exist; row_vis[r]: keys [0, row_vis[r]) are visible to row r.
 // Output: final (out bf16 + lse) or, with part_o, the split's normalised O and lse (f32).
-template <int D>
+// STAGES key tiles are in flight at once (cp.async groups, one a tile; 2 = double-buffered).
+// KSPLIT: the warps split the keys of a tile, not the rows (at most 16 rows; merge_warps).
+template <int D, int STAGES = 2, bool KSPLIT = false>
 __device__ void attend(const Problem& p, const unsigned short* k, const unsigned short* v, const long long* row_q,
                        const long long* row_o, const int* row_vis, float scale_log2, unsigned short* out, float* lse,
                        float* part_o, float* part_lse, unsigned short* smem) {
   unsigned short* sq = smem;
-  unsigned short* sk = sq + kRows * D;           // 2 stages
-  unsigned short* sv = sk + 2 * kKeys * D;       // 2 stages
+  unsigned short* sk = sq + kRows * D;            // STAGES stages
+  unsigned short* sv = sk + STAGES * kKeys * D;   // STAGES stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2;
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
+  auto load = [&](int tile) {  // one commit group a tile (empty past the last: the count stays uniform)
+    if (tile < n_tiles)
+      load_kv_tile<D>(smem_addr(sk + (tile % STAGES) * kKeys * D), smem_addr(sv + (tile % STAGES) * kKeys * D), k, v,
+                      p, p.kbeg + tile * kKeys, SwOff<D>{});
+    cp_async_commit();
+  };
 
   load_q_tile<D>(smem_addr(sq), p, row_q, SwOff<D>{});
-  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
-  if (n_tiles > 0) load_kv_tile<D>(smem_addr(sk), smem_addr(sv), k, v, p, p.kbeg, SwOff<D>{});
-  cp_async_commit();
-  cp_async_wait<0>();
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; ++i) load(i);
+  cp_async_wait<STAGES - 2>();  // Q and tile 0
   __syncthreads();
 
+  const int row0 = KSPLIT ? 0 : warp * 16;  // the warp's first row
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    ldmatrix_x4(qf[kk], smem_addr(sq + sw<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+    ldmatrix_x4(qf[kk], smem_addr(sq + sw<D>(row0 + (lane & 15), kk * 2 + (lane >> 4))));
 
-  const int r0 = warp * 16 + g, r1 = r0 + 8;
-  const bool warp_active = row_q[warp * 16] >= 0;  // rows exist as a prefix of the tile
+  const int r0 = row0 + g, r1 = r0 + 8;
+  const bool warp_active = row_q[row0] >= 0;  // rows exist as a prefix of the tile
   const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+  constexpr int NT = KSPLIT ? 2 : kKeys / 8;  // 8-key column blocks of S a warp computes
+  const int key0 = KSPLIT ? warp * 16 : 0;    // the first of them within the tile
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * kKeys;
-    if (it + 1 < n_tiles) {
-      load_kv_tile<D>(smem_addr(sk + ((it + 1) & 1) * kKeys * D), smem_addr(sv + ((it + 1) & 1) * kKeys * D), k, v, p,
-                      k0 + kKeys, SwOff<D>{});
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    load(it + STAGES - 1);
+    cp_async_wait<STAGES - 1>();  // tile `it` has landed
     __syncthreads();
-    const unsigned short* ck = sk + (it & 1) * kKeys * D;
-    const unsigned short* cv = sv + (it & 1) * kKeys * D;
+    const unsigned short* ck = sk + (it % STAGES) * kKeys * D;
+    const unsigned short* cv = sv + (it % STAGES) * kKeys * D;
 
-    // S = Q K^T: 16 rows x 64 keys per warp. A warp without rows (decode with few query
+    // S = Q K^T: 16 rows x NT * 8 keys per warp. A warp without rows (decode with few query
     // rows per KV head) only loads: its results are never stored.
-    float s[kKeys / 8][4];
+    float s[NT][4];
 #pragma unroll
-    for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    for (int i = 0; i < NT; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16 && warp_active; ++kk) {
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
+      for (int np = 0; np < NT / 2; ++np) {
         uint32_t b[4];
-        ldmatrix_x4(b, smem_addr(ck + sw<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1))));
+        ldmatrix_x4(b, smem_addr(ck + sw<D>(key0 + np * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1))));
         mma_bf16(s[2 * np], qf[kk], b);
         mma_bf16(s[2 * np + 1], qf[kk], b + 2);
       }
     }
-    uint32_t pf[kKeys / 16][4];
+    uint32_t pf[NT / 2][4];
     float a0, a1;
-    softmax_step<kKeys / 8>(s, pf, st, k0, vis0, vis1, scale_log2, &a0, &a1);
+    softmax_step<NT>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
     scale_rows<D / 8>(o, a0, a1);
     // O += P V: P's accumulator layout is the A fragment layout (pf[kk] = keys 16kk..16kk+15).
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16 && warp_active; ++kk) {
+    for (int kk = 0; kk < NT / 2 && warp_active; ++kk) {
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, smem_addr(cv + sw<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4))));
+        ldmatrix_x4_trans(b, smem_addr(cv + sw<D>(key0 + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                  dp * 2 + (lane >> 4))));
         mma_bf16(o[2 * dp], pf[kk], b);
         mma_bf16(o[2 * dp + 1], pf[kk], b + 2);
       }
     }
-    __syncthreads();  // the next iteration's load overwrites this stage
+    __syncthreads();  // a later iteration's load overwrites this stage
   }
+  cp_async_wait<0>();  // the empty groups past the last tile
 
+  if (KSPLIT) {
+    merge_warps<D>(o, st, sk);  // the K stages are free: every copy has landed, the loop ended on a barrier
+    if (warp > 0) return;
+  }
   store_rows<D>(o, st, row_o, out, lse, part_o, part_lse);
 }
 
 // Prefill: blockIdx.x walks the 64-row query tiles of the sequences in order, blockIdx.y is
 // the query head. Decode (table != 0): blockIdx.x is the 64-row tile of the Sq x G rows of
-// KV head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys.
-template <int D>
+// KV head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys
+// (KSPLIT: 16-row tiles, attend's key-split mode).
+template <int D, int STAGES, bool KSPLIT = false>
 __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const unsigned short* v,
                          unsigned short* out, float* lse, const int* seq_a, const int* seq_b, float* part_o,
                          float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,
@@ -146,8 +205,9 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
     p.kv_head = hk * D;
     p.q = q;
     if (threadIdx.x < kRows) {
-      const long long r = (long long)blockIdx.x * kRows + threadIdx.x;
-      const bool ok = r < Sq * G;
+      constexpr int tile_rows = KSPLIT ? 16 : kRows;
+      const long long r = (long long)blockIdx.x * tile_rows + threadIdx.x;
+      const bool ok = threadIdx.x < tile_rows && r < Sq * G;
       const long long s = r / G, hq = hk * G + r % G;
       row_q[threadIdx.x] = ok ? ((b * Sq + s) * Hq + hq) * D : -1;
       const long long vis = len - Sq + s + 1;
@@ -162,7 +222,7 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
       pl = part_lse + (long long)blockIdx.z * B * Sq * Hq;
     }
   }
-  attend<D>(p, k, v, row_q, row_q, row_vis, scale_log2, out, lse, po, pl, smem);
+  attend<D, STAGES, KSPLIT>(p, k, v, row_q, row_q, row_vis, scale_log2, out, lse, po, pl, smem);
 }
 
 }  // namespace
@@ -171,17 +231,24 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
 // Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them):
 //   q k v out lse seq_a seq_b part_o part_lse B Hq Hkv Sq NB BS MB causal split_len scale_log2
 // Prefill: seq_a/seq_b = cu_seqlens_q/k, MB = 0. Decode: seq_a = block_table, seq_b = seq_lens.
-#define HC_ATTN_FWD(NAME, D)                                                                                   \
+// Dynamic shared memory: (64 + 2 x STAGES x 64) x D x 2 bytes (Q, then K and V stages).
+#define HC_ATTN_FWD(NAME, D, STAGES, KSPLIT)                                                           \
   extern "C" __global__ void __launch_bounds__(hc::kThreads) NAME(                                             \
       const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* out,           \
       float* lse, const int* seq_a, const int* seq_b, float* part_o, float* part_lse, long long B, long long Hq, \
       long long Hkv, long long Sq, long long NB, long long BS, long long MB, long long causal,                  \
       long long split_len, double scale_log2) {                                                                \
-    hc::attn_fwd<D>(q, k, v, out, lse, seq_a, seq_b, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, MB, causal,     \
-                    split_len, (float)scale_log2);                                                             \
+    hc::attn_fwd<D, STAGES, KSPLIT>(q, k, v, out, lse, seq_a, seq_b, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+                                    MB, causal, split_len, (float)scale_log2);                                 \
   }
-HC_ATTN_FWD(hc_attn_fwd_d64_sm80, 64)
-HC_ATTN_FWD(hc_attn_fwd_d128_sm80, 128)
+HC_ATTN_FWD(hc_attn_fwd_d64_sm80, 64, 2, false)
+HC_ATTN_FWD(hc_attn_fwd_d128_sm80, 128, 2, false)
+// Deeper pipelines for paged decode (more bytes in flight an SM; the compute per tile is small).
+HC_ATTN_FWD(hc_attn_fwd_d64_s4_sm80, 64, 4, false)
+HC_ATTN_FWD(hc_attn_fwd_d128_s3_sm80, 128, 3, false)
+// Key-split decode (at most 16 rows a KV head; the warps share each tile's keys).
+HC_ATTN_FWD(hc_attn_fwd_d64_s4_ks_sm80, 64, 4, true)
+HC_ATTN_FWD(hc_attn_fwd_d128_s3_ks_sm80, 128, 3, true)
 
 // Merges the split-KV partials of `rows` rows of D values: part_o [splits, rows, D] holds
 // each split's normalised output, part_lse [splits, rows] its lse (-inf: no key in it).
@@ -218,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(128)
 namespace hc {
 namespace {
 
-constexpr int kMlaRows = 16, kMlaKeys = 32, kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;
+constexpr int kMlaRows = 16, kMlaKeys = 32;
 __device__ __forceinline__ int msw(int row, int chunk) { return row * kMlaQk + ((chunk ^ (row & 7)) << 3); }
 
 __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
@@ -233,29 +300,8 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
   __shared__ long long row_q[kMlaRows];
   __shared__ int row_vis[kMlaRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const long long b = blockIdx.y;
-  const int cap = (int)(MB * BS);
-  const int L = seq_lens[b];
-  const int len = L < 0 ? 0 : (L > cap ? cap : L);
   Problem p;
-  p.q = q;
-  p.kv_base = 0;
-  p.kv_stride = kMlaQk;
-  p.kv_head = 0;
-  p.table = table + b * MB;
-  p.BS = BS;
-  p.NB = NB;
-  p.kbeg = (int)(blockIdx.z * split_len);
-  p.kend = (int)(p.kbeg + split_len < len ? p.kbeg + split_len : len);
-  if (threadIdx.x < kMlaRows) {
-    const long long r = (long long)blockIdx.x * kMlaRows + threadIdx.x;
-    const bool ok = r < Sq * Hq;
-    const long long s = r / Hq;
-    row_q[threadIdx.x] = ok ? (b * Sq * Hq + r) : -1;  // the row's index in [B, Sq, Hq]
-    const long long vis = len - Sq + s + 1;
-    row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
-  }
-  __syncthreads();
+  mla_rows<kMlaRows>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);
   for (int c = threadIdx.x; c < kMlaRows * kMlaCpr; c += kThreads) {
     const int row = c / kMlaCpr, chunk = c % kMlaCpr;
     const bool ok = row_q[row] >= 0;
@@ -277,7 +323,7 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
   float o[16][4];
 #pragma unroll
   for (int i = 0; i < 16; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // l: the CTA's full sums (exchanged each tile)
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = p.kbeg + it * kMlaKeys;
@@ -291,38 +337,26 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
     __syncthreads();
     const unsigned short* ck = skv + (it & 1) * kMlaKeys * kMlaQk;
     // S for keys 8w..8w+7: 36 k-steps of 16.
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    float s[1][4] = {{0.f, 0.f, 0.f, 0.f}};
 #pragma unroll 2
     for (int k2 = 0; k2 < kMlaQk / 32; ++k2) {
       uint32_t a0[4], a1[4], bk[4];
       ldmatrix_x4(a0, smem_addr(sq + msw(lane & 15, 4 * k2 + (lane >> 4))));
       ldmatrix_x4(a1, smem_addr(sq + msw(lane & 15, 4 * k2 + 2 + (lane >> 4))));
       ldmatrix_x4(bk, smem_addr(ck + msw(warp * 8 + (lane & 7), 4 * k2 + (lane >> 3))));
-      mma_bf16(s, a0, bk);
-      mma_bf16(s, a1, bk + 2);
+      mma_bf16(s[0], a0, bk);
+      mma_bf16(s[0], a1, bk + 2);
     }
-    const int j = k0 + warp * 8 + 2 * t;
-    s[0] = j < vis0 ? s[0] * scale_log2 : neg_inf();
-    s[1] = j + 1 < vis0 ? s[1] * scale_log2 : neg_inf();
-    s[2] = j < vis1 ? s[2] * scale_log2 : neg_inf();
-    s[3] = j + 1 < vis1 ? s[3] * scale_log2 : neg_inf();
-    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
-#pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-    }
+    float mx0, mx1;
+    mask_max<1>(s, k0 + warp * 8, vis0, vis1, scale_log2, &mx0, &mx1);
     if (t == 0) red_max[warp][g] = mx0, red_max[warp][g + 8] = mx1;
     __syncthreads();
     mx0 = fmaxf(fmaxf(red_max[0][g], red_max[1][g]), fmaxf(red_max[2][g], red_max[3][g]));
     mx1 = fmaxf(fmaxf(red_max[0][g + 8], red_max[1][g + 8]), fmaxf(red_max[2][g + 8], red_max[3][g + 8]));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
-    const float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);
-    m0 = mn0;
-    m1 = mn1;
-    const float p0 = exp2f(s[0] - base0), p1 = exp2f(s[1] - base0);
-    const float p2 = exp2f(s[2] - base1), p3 = exp2f(s[3] - base1);
+    float base0, base1, a0, a1;
+    advance_max(st, mx0, mx1, &base0, &base1, &a0, &a1);
+    const float p0 = exp2f(s[0][0] - base0), p1 = exp2f(s[0][1] - base0);
+    const float p2 = exp2f(s[0][2] - base1), p3 = exp2f(s[0][3] - base1);
     *reinterpret_cast<uint32_t*>(sp + g * kMlaKeys + warp * 8 + 2 * t) = pack_bf16x2(p0, p1);
     *reinterpret_cast<uint32_t*>(sp + (g + 8) * kMlaKeys + warp * 8 + 2 * t) = pack_bf16x2(p2, p3);
     float sum0 = p0 + p1, sum1 = p2 + p3;
@@ -333,15 +367,9 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
     }
     if (t == 0) red_sum[warp][g] = sum0, red_sum[warp][g + 8] = sum1;
     __syncthreads();
-    l0 = l0 * a0 + (red_sum[0][g] + red_sum[1][g] + red_sum[2][g] + red_sum[3][g]);
-    l1 = l1 * a1 + (red_sum[0][g + 8] + red_sum[1][g + 8] + red_sum[2][g + 8] + red_sum[3][g + 8]);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      o[i][0] *= a0;
-      o[i][1] *= a0;
-      o[i][2] *= a1;
-      o[i][3] *= a1;
-    }
+    st.l0 = st.l0 * a0 + (red_sum[0][g] + red_sum[1][g] + red_sum[2][g] + red_sum[3][g]);
+    st.l1 = st.l1 * a1 + (red_sum[0][g + 8] + red_sum[1][g + 8] + red_sum[2][g + 8] + red_sum[3][g + 8]);
+    scale_rows<16>(o, a0, a1);
     // O[:, 128w .. 128w + 128) += P V.
 #pragma unroll
     for (int kk = 0; kk < kMlaKeys / 16; ++kk) {
@@ -360,23 +388,12 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
   }
   cp_async_wait<0>();  // no copy outlives the CTA (n_tiles = 0 leaves Q's in flight)
 
-  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * kMlaV : nullptr;
-  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
-    if (row_q[r] < 0) continue;
-    const float l = h ? l1 : l0, m = h ? m1 : m0;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
-    const long long ob = row_q[r] * kMlaV + warp * 128;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const float v0 = o[i][2 * h] * inv, v1 = o[i][2 * h + 1] * inv;
-      if (po) *reinterpret_cast<float2*>(po + ob + i * 8 + 2 * t) = make_float2(v0, v1);
-      else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
-    }
-    if (warp == 0 && t == 0) (pl ? pl : lse)[row_q[r]] = row_lse;
+    if (row_q[r] >= 0)
+      mla_store_row<16>(o, h, h ? st.l1 : st.l0, h ? st.m1 : st.m0, row_q[r], warp * 128, warp == 0 && t == 0, out,
+                        lse, part_o, part_lse, B * Sq * Hq);
   }
 }
 
@@ -385,11 +402,4 @@ __device__ void mla_fwd(const unsigned short* q, const unsigned short* kv, unsig
 
 // Parameters: q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
 // Grid: (ceil(Sq * Hq / 16), B, splits); 128 threads.
-extern "C" __global__ void __launch_bounds__(hc::kThreads)
-    hc_attn_mla_sm80(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
-                     const int* block_table, const int* seq_lens, float* part_o, float* part_lse, long long B,
-                     long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                     double scale_log2) {
-  hc::mla_fwd(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
-              (float)scale_log2);
-}
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm80, hc::kThreads, hc::mla_fwd)
