@@ -27,6 +27,11 @@ std::pair<double, double> default_range(ops::DType t);
 // n values: integers uniform in [lo, hi], floats uniform in [lo, hi) then rounded to the dtype.
 std::vector<uint8_t> random_values(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi);
 
+// random_values in [lo, hi), each run of `group` elements then multiplied by one factor: 0,
+// 2^-24 or 2^24 (one in eight each) or 1 (contract generator `blockscaled`). Float dtypes only.
+std::vector<uint8_t> random_blockscaled(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi,
+                                        size_t group);
+
 struct Comparison {
   bool ok = true;
   double error = 0;     // relative error (floats) or mismatch count (exact)
