@@ -38,8 +38,11 @@ bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::st
 }
 
 bool moe_gather_path(const Device& device, const MoeLayerOptions& options) {
+  return moe_gather_path(device, options, "moe_grouped_gemm_swiglu_gather");
+}
+
+bool moe_gather_path(const Device& device, const MoeLayerOptions& options, std::string_view kGatherOp) {
   if (options.path == MoePath::kCopy) return false;
-  constexpr const char* kGatherOp = "moe_grouped_gemm_swiglu_gather";
   auto facts = device_facts(device);
   if (!facts) return false;
   const ApplyContext ctx{*facts, &device, nullptr, nullptr, options.code};

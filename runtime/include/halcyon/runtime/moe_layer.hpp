@@ -66,6 +66,8 @@ struct MoeLayerOptions {
 // the one options name) says it pays (moe_gather_pays). Read when a layer is created; tools
 // that time the layer's stages use it to time the same ones.
 bool moe_gather_path(const Device& device, const MoeLayerOptions& options = {});
+// The same for the gather op `gather_op` (the FP8 layer's: moe_grouped_gemm_fp8_swiglu_gather).
+bool moe_gather_path(const Device& device, const MoeLayerOptions& options, std::string_view gather_op);
 // Whether the gather path pays with `impl` (an implementation of moe_grouped_gemm_swiglu_gather)
 // on a device of these facts: the implementation's own rule (OpImpl::fused_pays; the host
 // one: always; the PTX sm_90a one: peak memory bandwidth per SM at most 28 GB/s, so an H100
