@@ -5,12 +5,12 @@
 # cuda:0, `halcyon bench moe --dtype fp8` at 4096, 512 and 128 tokens beside the bf16 layer, and
 # the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
 #   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
-#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|torch ...]
+#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare|torch ...]
 # Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
-what=${*:-build sass tests cts bench torch}
+what=${*:-build sass tests cts bench compare torch}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 deps=$PWD/.devdeps/usr
@@ -31,7 +31,7 @@ for w in $what; do
       fi ;;
     sass)  # HGMMA (wgmma) present, no LDL/STL (spilled accumulators) in the FP8 cubin
       for c in $(find "$B" -name 'moe_gemm_sm90_fp8*.cubin'); do
-        echo "$c: $(cuobjdump -sass "$c" | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$c" | grep -c -E 'LDL|STL') LDL/STL" | tee -a "$log"
+        echo "$c: $(cuobjdump -sass "$c" | grep -c -E 'QGMMA|HGMMA') QGMMA/HGMMA (FP8 wgmma is QGMMA), $(cuobjdump -sass "$c" | grep -c -E 'LDL|STL') LDL/STL" | tee -a "$log"
       done ;;
     tests)
       timeout 240 "$B/tests/cuda/halcyon_ptx_fp8_tests" 2>&1 | tee "$OUT/fp8_tests.log" | tail -40 | tee -a "$log" ;;
@@ -41,11 +41,18 @@ for w in $what; do
       echo "rc=$?" >> "$OUT/fp8_cts.txt"
       tail -30 "$OUT/fp8_cts.txt" | tee -a "$log" ;;
     bench)
+      # FP8 at the three sizes; the bf16 layer at 4096 beside it (its other sizes: docs/PERFORMANCE.md).
+      for run in "4096 fp8" "4096 bf16" "512 fp8" "128 fp8"; do
+        set -- $run
+        echo "\$ halcyon bench moe --device cuda:0 --tokens $1 --dtype $2" | tee -a "$log"
+        timeout 100 "$H" bench moe --device cuda:0 --tokens "$1" --dtype "$2" --json "$OUT/bench_$2_$1.json" 2>&1 | tee -a "$log"
+      done ;;
+    compare)  # the FP8 GEMMs with the 5-slot ring (sm90.swapw5), the same sizes, for comparison
+      v="--impl moe_grouped_gemm_fp8_swiglu=sm90.swapw5 --impl moe_grouped_gemm_fp8_swiglu_gather=sm90.swapw5 --impl moe_grouped_gemm_fp8=sm90.swapw5"
       for T in 4096 512 128; do
-        for dt in fp8 bf16; do
-          echo "\$ halcyon bench moe --device cuda:0 --tokens $T --dtype $dt" | tee -a "$log"
-          timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype $dt --json "$OUT/bench_${dt}_$T.json" 2>&1 | tee -a "$log"
-        done
+        echo "\$ halcyon bench moe --device cuda:0 --tokens $T --dtype fp8 $v" | tee -a "$log"
+        timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8w5_$T.json" 2>&1 \
+          | grep -E "fp8|quantize|experts|layer|rows" | tee -a "$log"
       done ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"

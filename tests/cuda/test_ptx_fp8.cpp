@@ -58,7 +58,8 @@ Bytes bytes_of(const std::vector<T>& v) {
 
 // Runs `op` on `dev` with the inputs; returns every output's bytes. Outputs are poisoned (0xff).
 std::map<std::string, Bytes> run(Device& dev, const char* op, const HostTensors& in,
-                                 const std::map<std::string, std::string>& params, std::string* impl_name) {
+                                 const std::map<std::string, std::string>& params, std::string* impl_name,
+                                 const std::string& impl = "") {
   auto s = ok(dev.create_stream());
   std::map<std::string, ops::Tensor, std::less<>> t;
   for (auto& [name, v] : in) {
@@ -71,10 +72,12 @@ std::map<std::string, Bytes> run(Device& dev, const char* op, const HostTensors&
   for (auto& o : c->outputs)
     if (t[o.name].bytes()) ok(s.fill(t[o.name].buffer, t[o.name].offset, t[o.name].bytes(), uint8_t(0xff)));
   if (impl_name) {
-    const ops::OpImpl* impl = ops::select_impl(dev, op);
-    *impl_name = impl ? impl->name : "?";
+    const ops::OpImpl* chosen = ops::select_impl(dev, op);
+    *impl_name = !impl.empty() ? impl : chosen ? chosen->name : "?";
   }
-  ok(ops::run_op(dev, s, op, t, params));
+  ops::RunOptions options;
+  options.impl = impl;
+  ok(ops::run_op(dev, s, op, t, params, options));
   std::map<std::string, Bytes> out;
   for (auto& o : c->outputs) {
     Bytes b(t[o.name].bytes());
@@ -130,9 +133,17 @@ void check_bf16(const char* what, const Bytes& got, const Bytes& want, size_t n,
 
 double tol_of(const char* op) { return ops::find_contract(op)->find_tensor("out")->tolerance.rel; }
 
-void expect_sm90(const std::string& impl) {
+bool is_sm90a() {
   auto info = gpu().info();
-  if (info && std::string(info->arch) == "sm_90a") CHECK(impl == "sm90.swapw");
+  return info && std::string(info->arch) == "sm_90a";
+}
+void expect_sm90(const std::string& impl) {
+  if (is_sm90a()) CHECK(impl == "sm90.swapw");
+}
+// The registry's choice, and on sm_90a the variants by name too.
+std::vector<std::string> variants() {
+  if (is_sm90a()) return {"", "sm90.swapw5"};
+  return {""};
 }
 
 TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {
@@ -168,11 +179,13 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
     plain["a"] = {ops::DType::e4m3, {{R, H}, random_e4m3(size_t(R * H), rng)}};
     plain["a_scale"] = {ops::DType::f32, {{R, HG}, bytes_of(random_scales(size_t(R * HG), rng))}};
     std::string impl;
-    auto g = run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, &impl);
     auto r = run(cpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, nullptr);
-    expect_sm90(impl);
-    check_bf16(fmt::format("fp8_swiglu I={} ({})", I, impl).c_str(), g["out"], r["out"], size_t(off.back() * I),
-               tol_of("moe_grouped_gemm_fp8_swiglu"));
+    for (const std::string& v : variants()) {
+      auto g = run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, &impl, v);
+      if (v.empty()) expect_sm90(impl);
+      check_bf16(fmt::format("fp8_swiglu I={} ({})", I, impl).c_str(), g["out"], r["out"], size_t(off.back() * I),
+                 tol_of("moe_grouped_gemm_fp8_swiglu"));
+    }
     // Gather: 97 tokens, topk 8; row r reads token row_to_slot[r] / 8.
     const int64_t T = 97, topk = 8;
     std::uniform_int_distribution<int32_t> slot(0, int32_t(T * topk - 1));
@@ -182,11 +195,13 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
     gat["x"] = {ops::DType::e4m3, {{T, H}, random_e4m3(size_t(T * H), rng)}};
     gat["x_scale"] = {ops::DType::f32, {{T, HG}, bytes_of(random_scales(size_t(T * HG), rng))}};
     gat["row_to_slot"] = {ops::DType::i32, {{R}, bytes_of(r2s)}};
-    auto gg = run(gpu(), "moe_grouped_gemm_fp8_swiglu_gather", gat, {{"topk", "8"}}, &impl);
     auto rg = run(cpu(), "moe_grouped_gemm_fp8_swiglu_gather", gat, {{"topk", "8"}}, nullptr);
-    expect_sm90(impl);
-    check_bf16(fmt::format("fp8_swiglu_gather I={} ({})", I, impl).c_str(), gg["out"], rg["out"],
-               size_t(off.back() * I), tol_of("moe_grouped_gemm_fp8_swiglu_gather"));
+    for (const std::string& v : variants()) {
+      auto gg = run(gpu(), "moe_grouped_gemm_fp8_swiglu_gather", gat, {{"topk", "8"}}, &impl, v);
+      if (v.empty()) expect_sm90(impl);
+      check_bf16(fmt::format("fp8_swiglu_gather I={} ({})", I, impl).c_str(), gg["out"], rg["out"],
+                 size_t(off.back() * I), tol_of("moe_grouped_gemm_fp8_swiglu_gather"));
+    }
   }
 }
 
@@ -202,11 +217,13 @@ TEST_CASE("moe_grouped_gemm_fp8 (down), H = 7168 and odd sizes") {
                    {"w_scale", {ops::DType::f32, {{EL, HB, IG}, bytes_of(random_scales(size_t(EL * HB * IG), rng))}}},
                    {"expert_offsets", {ops::DType::i32, {{EL + 1}, bytes_of(off)}}}};
     std::string impl;
-    auto g = run(gpu(), "moe_grouped_gemm_fp8", in, {}, &impl);
     auto r = run(cpu(), "moe_grouped_gemm_fp8", in, {}, nullptr);
-    expect_sm90(impl);
-    check_bf16(fmt::format("fp8 down I={} H={} ({})", I, H, impl).c_str(), g["out"], r["out"], size_t(off.back() * H),
-               tol_of("moe_grouped_gemm_fp8"));
+    for (const std::string& v : variants()) {
+      auto g = run(gpu(), "moe_grouped_gemm_fp8", in, {}, &impl, v);
+      if (v.empty()) expect_sm90(impl);
+      check_bf16(fmt::format("fp8 down I={} H={} ({})", I, H, impl).c_str(), g["out"], r["out"],
+                 size_t(off.back() * H), tol_of("moe_grouped_gemm_fp8"));
+    }
   }
 }
 

@@ -31,7 +31,7 @@
 namespace hc {
 namespace {
 
-constexpr int F_TN = 64, F_SLOTS = 4, F_THREADS = 384, F_GATHER_WARPS = 3;
+constexpr int F_TN = 64, F_THREADS = 384, F_GATHER_WARPS = 3;
 constexpr int F_BOX = 64 * 128;  // one 64-row x 128-byte box
 constexpr int F_A_SLOT = F_TN * 128, F_B_SLOT = 4 * F_BOX;
 constexpr int F_SLOT = F_A_SLOT + F_B_SLOT;  // a multiple of 1024: every box stays 1024-aligned
@@ -91,7 +91,7 @@ __device__ __forceinline__ int token_source(const Fp8Args& g, const Tile& t, int
 
 // The producers' walk over (tile, k-step). Non-gather: thread 0 issues everything. Gather:
 // the lanes of warps 0..F_GATHER_WARPS-1 copy token rows, lane 0 of the next warp the weights.
-template <int EPI, bool GATHER>
+template <int EPI, bool GATHER, int SLOTS>
 __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g,
                                         const TileMap& map, int total, int k_tiles, uint32_t ring, uint32_t full,
                                         uint32_t empty) {
@@ -115,8 +115,8 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
       for (int i = 0; i < F_MAX_ROWS; ++i) src[i] = token_source<true>(g, t, rows, q0 + i * 4 * F_GATHER_WARPS);
     }
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      const uint32_t s = it % F_SLOTS, bar = full + 8 * s;
-      if (it >= F_SLOTS) mbar_wait(empty + 8 * s, ((it / F_SLOTS) - 1) & 1);
+      const uint32_t s = it % SLOTS, bar = full + 8 * s;
+      if (it >= SLOTS) mbar_wait(empty + 8 * s, ((it / SLOTS) - 1) & 1);
       const uint32_t sa = ring + s * F_SLOT, sb = sa + F_A_SLOT;
       if (weights) {
         mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + 4 * F_BOX);
@@ -194,7 +194,7 @@ __device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int 
 
 // One tile for a consumer warpgroup (NT = the tile's rows rounded up to 16): the k loop with
 // its promotions, then the stores. `it` counts k-steps over the CTA's walk.
-template <int EPI, bool GATHER, int NT>
+template <int EPI, bool GATHER, int NT, int SLOTS>
 __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, int rows, int k_tiles, uint32_t& it,
                                              uint32_t ring, uint32_t full, uint32_t empty, int cg) {
   constexpr int NA = NT / 2;  // accumulators per thread per box
@@ -229,8 +229,8 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
     for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h) sw[b][h] = wrow[b][h] >= 0 ? __ldg(g.w_scale + wrow[b][h] + kt) : 0.f;
-    const uint32_t s = it % F_SLOTS;
-    mbar_wait(full + 8 * s, (it / F_SLOTS) & 1);
+    const uint32_t s = it % SLOTS;
+    mbar_wait(full + 8 * s, (it / SLOTS) & 1);
     if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const uint32_t sa_addr = ring + s * F_SLOT, sw_addr = sa_addr + F_A_SLOT + cg * 2 * F_BOX;
     fence_n<NA>(t0);
@@ -262,17 +262,17 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
   store_tile<EPI, NT>(g, t, rows, d0, d1, cg);
 }
 
-template <int EPI, bool GATHER>
+template <int EPI, bool GATHER, int SLOTS>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
-  const uint32_t ring = base, full = base + F_SLOTS * F_SLOT, empty = full + 8 * F_SLOTS;
-  int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + F_SLOTS * F_SLOT + 16 * F_SLOTS);
+  const uint32_t ring = base, full = base + SLOTS * F_SLOT, empty = full + 8 * SLOTS;
+  int* ints = reinterpret_cast<int*>(smem_raw + (base - raw) + SLOTS * F_SLOT + 16 * SLOTS);
   const int n_experts = (int)g.EL;
   const int n_tiles = n_tiles_of<EPI, 256>(g.N);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < F_SLOTS; ++i) {
+    for (int i = 0; i < SLOTS; ++i) {
       mbar_init(full + 8 * i, GATHER ? 1 + 32 * F_GATHER_WARPS : 1);
       mbar_init(empty + 8 * i, 8);  // one arrival per consumer warp
     }
@@ -291,7 +291,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       if (!GATHER) asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
     }
-    produce<EPI, GATHER>(ta16, tb, g, map, total, k_tiles, ring, full, empty);
+    produce<EPI, GATHER, SLOTS>(ta16, tb, g, map, total, k_tiles, ring, full, empty);
     return;
   }
   if (GATHER) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
@@ -302,10 +302,10 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
     const Tile t = decode_tile<F_TN>(map, ti);
     const int rows = min(t.row_end - t.row0, F_TN);
     switch ((rows + 15) >> 4) {
-      case 1: consume_tile<EPI, GATHER, 16>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
-      case 2: consume_tile<EPI, GATHER, 32>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
-      case 3: consume_tile<EPI, GATHER, 48>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
-      default: consume_tile<EPI, GATHER, 64>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
+      case 1: consume_tile<EPI, GATHER, 16, SLOTS>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
+      case 2: consume_tile<EPI, GATHER, 32, SLOTS>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
+      case 3: consume_tile<EPI, GATHER, 48, SLOTS>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
+      default: consume_tile<EPI, GATHER, 64, SLOTS>(g, t, rows, k_tiles, it, ring, full, empty, cg); break;
     }
   }
 }
@@ -350,22 +350,29 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
   }
 }
 
-#define HC_FP8_ENTRY(NAME, EPI)                                                                               \
+// SLOTS: the ring's depth, 4 (*_sm90swapw, 164 KB of shared memory) or 5 (*_sm90swapw5, 204 KB:
+// more weight bytes in flight per SM).
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS)                                                                         \
   extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false>(&ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0}); \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS>(&ta16, &tb,                                                      \
+                                            {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0}); \
   }
-HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_sm90swapw, hc::kSwigluBf16)
-HC_FP8_ENTRY(hc_moe_gemm_fp8_sm90swapw, hc::kStoreBf16)
+HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_sm90swapw, hc::kSwigluBf16, 4)
+HC_FP8_ENTRY(hc_moe_gemm_fp8_sm90swapw, hc::kStoreBf16, 4)
+HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_sm90swapw5, hc::kSwigluBf16, 5)
+HC_FP8_ENTRY(hc_moe_gemm_fp8_sm90swapw5, hc::kStoreBf16, 5)
 
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
-extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)
-    hc_moe_gemm_fp8_swiglu_gather_sm90swapw(const __grid_constant__ hc::TensorMap tb, const unsigned char* x,
-                                            const float* x_scale, const float* w_scale, const int* row_to_slot,
-                                            const int* offsets, unsigned short* out, long long R, long long K,
-                                            long long N, long long EL, long long topk, long long T) {
-  hc::grouped_gemm_fp8<hc::kSwigluBf16, true>(nullptr, &tb,
-                                              {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});
-}
+#define HC_FP8_GATHER_ENTRY(NAME, SLOTS)                                                                        \
+  extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                              \
+      NAME(const __grid_constant__ hc::TensorMap tb, const unsigned char* x, const float* x_scale,             \
+           const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
+           long long K, long long N, long long EL, long long topk, long long T) {                              \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS>(                                                       \
+        nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
+  }
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5)
