@@ -19,6 +19,8 @@ uint16_t f32_to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
+uint8_t f32_to_e4m3(float f) { return ref::float_to_e4m3(f).bits; }
+
 float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
 uint16_t f32_to_f16(float f) {

@@ -17,6 +17,8 @@ uint16_t f32_to_bf16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
+// e4m3 from f32 (nearest even, saturating to +-448: kernels/reference e4m3.hpp).
+uint8_t f32_to_e4m3(float f);
 
 // Element i of a tensor's bytes, as a double.
 double element(ops::DType t, const uint8_t* data, size_t i);
