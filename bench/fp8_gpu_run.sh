@@ -5,7 +5,7 @@
 # cuda:0, `halcyon bench moe --dtype fp8` at 4096, 512 and 128 tokens beside the bf16 layer, and
 # the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
 #   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
-#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare|torch ...]
+#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare|compare-wide|torch ...]
 # Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
 B=${1:-build-gpu}
@@ -47,11 +47,12 @@ for w in $what; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $1 --dtype $2" | tee -a "$log"
         timeout 100 "$H" bench moe --device cuda:0 --tokens "$1" --dtype "$2" --json "$OUT/bench_$2_$1.json" 2>&1 | tee -a "$log"
       done ;;
-    compare)  # the FP8 GEMMs with the 5-slot ring (sm90.swapw5), the same sizes, for comparison
-      v="--impl moe_grouped_gemm_fp8_swiglu=sm90.swapw5 --impl moe_grouped_gemm_fp8_swiglu_gather=sm90.swapw5 --impl moe_grouped_gemm_fp8=sm90.swapw5"
+    compare|compare-wide)  # the FP8 GEMMs by name: 5-slot ring (sm90.swapw5) or 128-token tiles (sm90.wide)
+      b=sm90.swapw5; [ $w = compare-wide ] && b=sm90.wide
+      v="--impl moe_grouped_gemm_fp8_swiglu=$b --impl moe_grouped_gemm_fp8_swiglu_gather=$b --impl moe_grouped_gemm_fp8=$b"
       for T in 4096 512 128; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $T --dtype fp8 $v" | tee -a "$log"
-        timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8w5_$T.json" 2>&1 \
+        timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8_${b}_$T.json" 2>&1 \
           | grep -E "fp8|quantize|experts|layer|rows" | tee -a "$log"
       done ;;
     torch)

@@ -13,12 +13,17 @@ namespace halcyon::ptxop {
 namespace {
 
 constexpr const char* kImage = "moe_gemm_sm90_fp8";
-// gemm_sm90_fp8.cu: F_TN tokens x 256 weight rows a tile, a ring of `slots` slots (4: the
-// *_sm90swapw entries, 5: *_sm90swapw5) of tokens + 4 weight boxes, two mbarriers a slot.
-constexpr int64_t kTn = 64, kBn = 256, kThreads = 384;
-constexpr uint64_t kSlotBytes = kTn * 128 + 4 * 64 * 128;
-uint64_t fp8_shared(int64_t EL, int slots) {
-  return 1024 + slots * kSlotBytes + 16 * slots + uint64_t(16 + 2 * (EL + 1)) * 4;
+// gemm_sm90_fp8.cu's builds: tiles of up to `tn` tokens x 256 weight rows, a ring of `slots`
+// slots of tn token rows + 4 weight boxes (two mbarriers a slot) and tn f32 token scales.
+struct Fp8Build {
+  int slots, tn;
+  const char* suffix;  // of the entry names
+};
+constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"};
+constexpr int64_t kBn = 256, kThreads = 384;
+uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
+  const uint64_t slot = uint64_t(b.tn) * 128 + 4 * 64 * 128;
+  return 1024 + b.slots * (slot + 16 + uint64_t(b.tn) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
 }
 
 enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown };
@@ -40,7 +45,7 @@ Fp8Call fp8_call(const Ctx& c, Fp8Gemm which) {
 
 // Why the FP8 kernel cannot take this call, or "".
 template <typename Ctx>
-std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, int slots) {
+std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, const Fp8Build& build) {
   if (!ptx::find(kImage, "sm_90a")) return "its PTX image was not built";
   if (!dev.has("tensor_map")) return fmt::format("{} makes no tensor maps", dev.uri);
   const Fp8Call f = fp8_call(c, which);
@@ -48,7 +53,7 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, int 
   for (const char* t : {f.a, f.w})
     if (address_of(c, t) % 16) return fmt::format("{} is not 16-byte aligned", t);
   if (address_of(c, "out") % 4) return "out is not 4-byte aligned";
-  const uint64_t shared = fp8_shared(c.dim("EL"), slots);
+  const uint64_t shared = fp8_shared(c.dim("EL"), build);
   if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
     return fmt::format("{} experts need {} bytes of shared memory, {} has {}", c.dim("EL"), shared, dev.uri,
                        dev.max_shared_per_block);
@@ -57,13 +62,13 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, int 
     return "T * topk exceeds int32";
   return {};
 }
-template <Fp8Gemm Which, int Slots>
+template <Fp8Gemm Which, const Fp8Build& Build>
 bool fp8_applies(const ops::ApplyContext& c, std::string* why) {
   std::string misfit;
   if (!c.has_call()) {
     if (!c.facts.has("tensor_map")) misfit = fmt::format("{} makes no tensor maps", c.facts.uri);
   } else {
-    misfit = fp8_misfit(c.facts, c, Which, Slots);
+    misfit = fp8_misfit(c.facts, c, Which, Build);
   }
   if (misfit.empty()) return true;
   if (why) *why = misfit;
@@ -75,7 +80,7 @@ Result<TensorMap> e4m3_map(const ops::OpContext& ctx, const ops::Tensor& t, std:
   return dense_map(ctx, t, HAL_TENSOR_MAP_U8, 1, dims, 128, rows);
 }
 
-template <Fp8Gemm Which, int Slots>
+template <Fp8Gemm Which, const Fp8Build& Build>
 Status fp8_gemm(ops::OpContext& ctx) {
   const bool swiglu = Which != Fp8Gemm::kDown, gather = Which == Fp8Gemm::kSwigluGather;
   const Fp8Call f = fp8_call(ctx, Which);
@@ -85,21 +90,19 @@ Status fp8_gemm(ops::OpContext& ctx) {
   if (R == 0 || f.N == 0 || EL == 0) return {};
   auto dev = facts(ctx);
   if (!dev) return dev.error();
-  if (std::string why = fp8_misfit(*dev, ctx, Which, Slots); !why.empty())
+  if (std::string why = fp8_misfit(*dev, ctx, Which, Build); !why.empty())
     return Error(HAL_UNSUPPORTED, fmt::format("{}: the FP8 kernel cannot run: {}", ctx.contract.op, why));
   const int64_t NW = swiglu ? 2 * f.N : f.N;
   const int64_t n_tiles = swiglu ? ceil_div(f.N, kBn / 2) : ceil_div(f.N, kBn);
-  const int64_t max_tiles = (ceil_div(R, kTn) + EL) * n_tiles;
+  const int64_t max_tiles = (ceil_div(R, Build.tn) + EL) * n_tiles;
   if (max_tiles > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
                                                ctx.contract.op, R, f.N));
   const ops::Tensor& a = ctx.tensor(f.a);
   auto tb = e4m3_map(ctx, ctx.tensor(f.w), {uint64_t(f.K), uint64_t(NW), uint64_t(EL)}, 64);
   if (!tb) return tb.error();
-  const std::string entry = fmt::format("{}{}", gather   ? "hc_moe_gemm_fp8_swiglu_gather_sm90swapw"
-                                                 : swiglu ? "hc_moe_gemm_fp8_swiglu_sm90swapw"
-                                                          : "hc_moe_gemm_fp8_sm90swapw",
-                                        Slots == 4 ? "" : "5");
+  const std::string entry = fmt::format("hc_moe_gemm_fp8_{}{}", gather ? "swiglu_gather_" : swiglu ? "swiglu_" : "",
+                                        Build.suffix);
   auto k = kernel(ctx, *dev, kImage, entry.c_str(), CodeFrom::kCubinIfExact);
   if (!k) return k.error();
   const uint32_t grid = uint32_t(std::min<int64_t>(max_tiles, dev->compute_units));
@@ -107,14 +110,14 @@ Status fp8_gemm(ops::OpContext& ctx) {
   const uint64_t offsets = address_of(ctx, "expert_offsets"), out = address_of(ctx, "out");
   if (gather) {
     const int64_t T = ctx.dim("T"), topk = ctx.params().i("topk");
-    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Slots)), [&](ArgPack& p) {
+    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build)), [&](ArgPack& p) {
       p.value(*tb).value(a.address()).value(a_scale).value(w_scale).value(address_of(ctx, "row_to_slot"));
       p.value(offsets).value(out).value(R).value(f.K).value(f.N).value(EL).value(topk).value(T);
     });
   }
   auto ta16 = e4m3_map(ctx, a, {uint64_t(f.K), uint64_t(R)}, 16);
   if (!ta16) return ta16.error();
-  return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Slots)), [&](ArgPack& p) {
+  return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build)), [&](ArgPack& p) {
     p.value(*ta16).value(*tb).value(a_scale).value(w_scale).value(offsets).value(out);
     p.value(R).value(f.K).value(f.N).value(EL);
   });
@@ -169,27 +172,37 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
   return false;
 }
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
-ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, 4>, "sm90.swapw",
+ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kSwiglu, 4>));
-ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, 4>,
+                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>));
+ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw>,
                             "sm90.swapw", "wgmma e4m3 swap-AB, producer warps gather rows with cp.async (its cubin)",
-                            fp8_applies<Fp8Gemm::kSwigluGather, 4>, nullptr, gather_pays));
-ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, 4>, "sm90.swapw",
+                            fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
+ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kDown, 4>));
+                            fp8_applies<Fp8Gemm::kDown, kSwapw>));
 // The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
   return i;
 }
-ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, 5>,
-                                  "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, 5>)));
-ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwigluGather, 5>,
-                                  "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwigluGather, 5>,
+ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw5>,
+                                  "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, kSwapw5>)));
+ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw5>,
+                                  "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwigluGather, kSwapw5>,
                                   nullptr, gather_pays)));
-ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gemm<Fp8Gemm::kDown, 5>, "sm90.swapw5",
-                                   "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kDown, 5>)));
+ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gemm<Fp8Gemm::kDown, kSwapw5>, "sm90.swapw5",
+                                   "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kDown, kSwapw5>)));
+// Tiles of up to 128 tokens (an expert's weights stream through fewer times where experts have
+// ~100+ rows), by name only until measured against sm90.swapw.
+ops::RegisterOpImpl r11(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>,
+                                   "sm90.wide", "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kSwiglu, kWide>)));
+ops::RegisterOpImpl r12(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 35,
+                                   fp8_gemm<Fp8Gemm::kSwigluGather, kWide>, "sm90.wide",
+                                   "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kSwigluGather, kWide>, nullptr,
+                                   gather_pays)));
+ops::RegisterOpImpl r13(named(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
+                                   "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kDown, kWide>)));
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -142,7 +142,7 @@ void expect_sm90(const std::string& impl) {
 }
 // The registry's choice, and on sm_90a the variants by name too.
 std::vector<std::string> variants() {
-  if (is_sm90a()) return {"", "sm90.swapw5"};
+  if (is_sm90a()) return {"", "sm90.swapw5", "sm90.wide"};
   return {""};
 }
 
