@@ -156,7 +156,31 @@ ops::OpImpl impl(const char* op, const char* target, int priority, ops::OpImplFn
                  ops::OpPredicate applies, ops::OpPredicate preferred = nullptr, ops::OpPredicate fused_pays = nullptr) {
   return ops::OpImpl{op, HAL_MODULE_PTX, target, "", priority, fn, name, applies, preferred, true, fused_pays, summary};
 }
-bool gather_pays(const ops::ApplyContext&, std::string*) { return true; }  // see docs/kernels/fp8.md
+// The FP8 gather form has not been shown to pay on a GPU: on the H100 (docs/PERFORMANCE.md,
+// "FP8 experts") it was level with the permuted copy at 128 and 512 tokens (within 2% of the
+// layer) and 1.6 ms slower at 4096 tokens, where the copy path takes the 128-token tiles
+// (sm90.wide). So the FP8 layer takes the copy path unless asked for the gather.
+bool gather_pays(const ops::ApplyContext&, std::string* why) {
+  if (why) *why = "measured level with the permuted copy at 128-512 tokens and slower at 4096 (H100)";
+  return false;
+}
+// Which tile width the registry takes: 128-token tiles (sm90.wide) where experts average more
+// than 64 rows (R is the call's row capacity, T x topk in the layer), 64 (sm90.swapw) else.
+// Measured on the H100 (docs/PERFORMANCE.md): at 4096 tokens (128 rows an expert) the wide
+// build's SwiGLU and down GEMMs took 4.43 + 2.50 ms against 5.07 + 2.97; at 512 and 128 tokens
+// both builds were level (97% and 100% of the copy rate).
+constexpr int64_t kWideRows = 64;
+bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
+bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
+  if (!many_rows(c)) return true;
+  if (why) *why = fmt::format("experts average more than {} rows: sm90.wide streams the weights fewer times", kWideRows);
+  return false;
+}
+bool wide_preferred(const ops::ApplyContext& c, std::string* why) {
+  if (many_rows(c)) return true;
+  if (why) *why = fmt::format("experts average at most {} rows: sm90.swapw", kWideRows);
+  return false;
+}
 
 #define HC_NO_FP8(op, n) \
   ops::RegisterOpImpl n(impl(op, "sm_80", 1, no_fp8_run, "sm80.none", "none: no FP8 tensor cores before sm_90a", no_fp8));
@@ -174,13 +198,13 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
 ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>));
+                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, swapw_preferred));
 ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw>,
                             "sm90.swapw", "wgmma e4m3 swap-AB, producer warps gather rows with cp.async (its cubin)",
                             fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
 ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kDown, kSwapw>));
+                            fp8_applies<Fp8Gemm::kDown, kSwapw>, swapw_preferred));
 // The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
@@ -194,15 +218,18 @@ ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a"
 ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gemm<Fp8Gemm::kDown, kSwapw5>, "sm90.swapw5",
                                    "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kDown, kSwapw5>)));
 // Tiles of up to 128 tokens (an expert's weights stream through fewer times where experts have
-// ~100+ rows), by name only until measured against sm90.swapw.
-ops::RegisterOpImpl r11(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>,
-                                   "sm90.wide", "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kSwiglu, kWide>)));
+// ~100+ rows): the registry's choice there for the SwiGLU and down GEMMs (wide_preferred); by
+// name only for the gather form, whose three gathering warps made it slower (10.4 ms at 4096).
+ops::RegisterOpImpl r11(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>, "sm90.wide",
+                             "sm90.swapw with 128-token tiles (experts of > 64 rows)", fp8_applies<Fp8Gemm::kSwiglu, kWide>,
+                             wide_preferred));
 ops::RegisterOpImpl r12(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 35,
                                    fp8_gemm<Fp8Gemm::kSwigluGather, kWide>, "sm90.wide",
                                    "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kSwigluGather, kWide>, nullptr,
                                    gather_pays)));
-ops::RegisterOpImpl r13(named(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
-                                   "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kDown, kWide>)));
+ops::RegisterOpImpl r13(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
+                             "sm90.swapw with 128-token tiles (experts of > 64 rows)", fp8_applies<Fp8Gemm::kDown, kWide>,
+                             wide_preferred));
 
 }  // namespace
 }  // namespace halcyon::ptxop
