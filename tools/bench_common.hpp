@@ -60,6 +60,21 @@ struct Filler {
     HALCYON_TRY(stream.write(block, 0, host.data(), kBlock));
     return stream.synchronize();  // the write may read `host` later
   }
+  // e4m3 bytes: random sign and mantissa, exponent field 4..10 (magnitudes 2^-3 .. 2^3 * 1.875),
+  // never the NaN codes 0x7f / 0xff.
+  halcyon::Status init_e4m3(uint32_t seed) {
+    auto b = dev.allocate(kBlock);
+    if (!b) return b.error();
+    block = std::move(b).value();
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> host(kBlock);
+    for (auto& v : host) {
+      const uint32_t r = rng();
+      v = uint8_t((r & 0x80u) | (4u + (r >> 8) % 7) << 3 | ((r >> 16) & 7u));
+    }
+    HALCYON_TRY(stream.write(block, 0, host.data(), kBlock));
+    return stream.synchronize();
+  }
   halcyon::Status fill(const ops::Tensor& t) {
     for (uint64_t off = 0; off < t.bytes(); off += kBlock) {
       // A shifting start inside the block so that rows of equal length do not repeat exactly.

@@ -50,6 +50,7 @@ struct Options {
   std::string sizes = "7,4096,1,300";  // moe-sizes: token counts, in turn
   int64_t rounds = 5;
   rt::MoeLayerOptions layer;  // --impl OP=NAME, --path, --code: what every stage and the layer run
+  bool fp8 = false;           // --dtype fp8: e4m3 experts with block scales (docs/kernels/fp8.md)
 };
 
 // Dense bf16 rate that the FLOP floor divides by: measured figures only (cuBLAS 8192^3 on
@@ -60,9 +61,14 @@ double peak_tflops_of(const hal_device_info& info) {
   return 0;
 }
 
+// role: 'r' for gate/permute/combine (the routing overhead line), 'e' for an expert GEMM
+// (weight_bytes: the expert weights it must read), else 0.
 struct Stage {
   std::string name;
   double ms = 0, bytes = 0, flops = 0;
+  char role = 0;
+  double weight_bytes = 0;
+  bool fp8 = false;  // its FLOP floor is at twice the bf16 rate (Hopper's FP8 tensor cores)
 };
 
 #define TRY_OR_FAIL(expr)                                                     \
@@ -79,7 +85,7 @@ int usage(int status) {
       "usage: halcyon bench moe [--device URI] [--tokens N] [--experts E] [--topk K] [--hidden H]\n"
       "                         [--inter I] [--groups G] [--topk-groups TG] [--iters N]\n"
       "                         [--peak-tflops F] [--json FILE] [--impl OP=NAME ...]\n"
-      "                         [--path auto|gather|copy] [--code auto|ir|binary]\n"
+      "                         [--path auto|gather|copy] [--code auto|ir|binary] [--dtype bf16|fp8]\n"
       "  Times the MoE layer's stages through the operators on one device: by default the best\n"
       "  device, as `halcyon demo` picks it (the first GPU that runs every stage, else the CPU).\n"
       "  Defaults: the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256 experts in 8 groups,\n"
@@ -90,7 +96,10 @@ int usage(int status) {
       "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
       "  (--path gather, or HALCYON_MOE_GATHER=1: the gather path; --path copy or =0: the permuted\n"
       "  copy). --impl OP=NAME runs that implementation of OP ('halcyon run OP --help' lists them);\n"
-      "  --code ir|binary loads every PTX kernel from its PTX or its cubin.\n"
+      "  --code ir|binary loads every PTX kernel from its PTX or its cubin. --dtype fp8: the experts in\n"
+      "  FP8 (e4m3 weights [E, N, K] with 128x128 f32 scales, activations quantized per 1x128 group by\n"
+      "  moe_quantize_fp8, moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8); the FLOP\n"
+      "  floor of the FP8 GEMMs is at twice the bf16 rate.\n"
       "\n"
       "usage: halcyon bench moe-sizes [--device URI] [--sizes 7,4096,1,300] [--rounds N] [shape options as above]\n"
       "  Runs one MoeLayer with the token counts of --sizes in turn, --rounds times, on one stream,\n"
@@ -127,6 +136,12 @@ int parse_options(const std::vector<std::string>& args, bool sizes_mode, Options
         return 2;
       }
       o->layer.impl[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (a == "--dtype") {
+      if (v != "bf16" && v != "fp8") {
+        fmt::print(stderr, "halcyon bench: --dtype '{}' is not bf16 or fp8\n", v);
+        return usage(2);
+      }
+      o->fp8 = v == "fp8";
     } else if (a == "--path" || a == "--code") {
       if (a == "--path" && (v == "auto" || v == "gather" || v == "copy"))
         o->layer.path = v == "gather" ? rt::MoePath::kGather : v == "copy" ? rt::MoePath::kCopy : rt::MoePath::kAuto;
@@ -223,9 +238,18 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
             alloc("topk_weights", DType::f32, {T, K}) && alloc("permuted", DType::bf16, {TK, H}) &&
             alloc("expert_counts", DType::i32, {E}) && alloc("expert_offsets", DType::i32, {E + 1}) &&
             alloc("row_to_slot", DType::i32, {TK}) && alloc("slot_to_row", DType::i32, {T, K}) &&
-            alloc("num_rows", DType::i32, {1}) && alloc("w_gate_up", DType::bf16, {E, H, 2 * I}) &&
-            alloc("h", DType::bf16, {TK, I}) && alloc("w_down", DType::bf16, {E, I, H}) &&
+            alloc("num_rows", DType::i32, {1}) && alloc("h", DType::bf16, {TK, I}) &&
             alloc("y", DType::bf16, {TK, H}) && alloc("out", DType::bf16, {T, H});
+  // The expert weights: bf16 [E, K, N], or (--dtype fp8) e4m3 [E, N, K] with [E, N/128, K/128]
+  // scales, and the quantized activations (rows of x or of the permuted copy, and of h).
+  const int64_t HG = (H + 127) / 128, IG = (I + 127) / 128, I2B = (2 * I + 127) / 128;
+  if (!o.fp8)
+    ok = ok && alloc("w_gate_up", DType::bf16, {E, H, 2 * I}) && alloc("w_down", DType::bf16, {E, I, H});
+  else
+    ok = ok && alloc("w_gate_up", DType::e4m3, {E, 2 * I, H}) && alloc("w_gate_up_scale", DType::f32, {E, I2B, HG}) &&
+         alloc("w_down", DType::e4m3, {E, H, I}) && alloc("w_down_scale", DType::f32, {E, HG, IG}) &&
+         alloc("xq", DType::e4m3, {TK, H}) && alloc("xs", DType::f32, {TK, HG}) && alloc("hq", DType::e4m3, {TK, I}) &&
+         alloc("hs", DType::f32, {TK, IG});
   if (!ok) return 1;
   // Router weights scaled so that the logits have a spread of about 1 (rms of these values is
   // about 0.31: logit rms ~ sqrt(H) * 0.31 * 0.31 * 2^-shift) and the small bias does not decide
@@ -239,7 +263,15 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   TRY_OR_FAIL(ff.init(2, true, 0.01f));
   TRY_OR_FAIL(bf.fill(t["x"]));
   TRY_OR_FAIL(rf.fill(t["w_router"]));
-  for (const char* n : {"w_gate_up", "w_down"}) TRY_OR_FAIL(wf.fill(t[n]));
+  if (o.fp8) {
+    Filler qf{*dev, s, {}}, sf{*dev, s, {}};
+    TRY_OR_FAIL(qf.init_e4m3(5));
+    TRY_OR_FAIL(sf.init(6, true, 0.004f));
+    for (const char* n : {"w_gate_up", "w_down"}) TRY_OR_FAIL(qf.fill(t[n]));
+    for (const char* n : {"w_gate_up_scale", "w_down_scale"}) TRY_OR_FAIL(sf.fill(t[n]));
+  } else {
+    for (const char* n : {"w_gate_up", "w_down"}) TRY_OR_FAIL(wf.fill(t[n]));
+  }
   TRY_OR_FAIL(ff.fill(t["bias"]));
 
   // The L2 flush buffer and the copy-rate buffers.
@@ -312,16 +344,60 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     return run("moe_combine", {{"expert_out", "y"}, {"topk_weights", "topk_weights"}, {"slot_to_row", "slot_to_row"},
                                {"out", "out"}});
   };
+  // FP8: quantize the tokens (T rows of x for the gather form, the T*K permuted rows for the
+  // copy) and h, then the block-scaled GEMMs.
+  auto quantize = [&](const char* from, const char* q, const char* scale) {
+    Tensors call{{"x", t[from]}, {"q", t[q]}, {"scale", t[scale]}};
+    // Views of the first rows of q / scale where x has fewer rows than they hold.
+    const int64_t rows = call["x"].shape[0], k = call["x"].shape[1];
+    call["q"].shape = {rows, k};
+    call["scale"].shape = {rows, (k + 127) / 128};
+    return ops::run_op(*dev, s, "moe_quantize_fp8", call, {}, o.layer.run_options("moe_quantize_fp8"));
+  };
+  auto quant_tokens = [&] { return quantize("x", "xq", "xs"); };
+  auto quant_permuted = [&] { return quantize("permuted", "xq", "xs"); };
+  auto quant_hidden = [&] { return quantize("h", "hq", "hs"); };
+  auto fp8_swiglu = [&] {
+    return run("moe_grouped_gemm_fp8_swiglu", {{"a", "xq"}, {"a_scale", "xs"}, {"w_gate_up", "w_gate_up"},
+                                               {"w_scale", "w_gate_up_scale"}, {"expert_offsets", "expert_offsets"},
+                                               {"out", "h"}});
+  };
+  auto fp8_swiglu_gather = [&] {
+    Tensors call{{"x", t["xq"]}, {"x_scale", t["xs"]}, {"w_gate_up", t["w_gate_up"]}, {"w_scale", t["w_gate_up_scale"]},
+                 {"expert_offsets", t["expert_offsets"]}, {"row_to_slot", t["row_to_slot"]}, {"out", t["h"]}};
+    call["x"].shape = {T, H};  // the quantized tokens: the first T rows
+    call["x_scale"].shape = {T, HG};
+    return ops::run_op(*dev, s, "moe_grouped_gemm_fp8_swiglu_gather", call, {{"topk", std::to_string(K)}},
+                       o.layer.run_options("moe_grouped_gemm_fp8_swiglu_gather"));
+  };
+  auto fp8_down = [&] {
+    return run("moe_grouped_gemm_fp8", {{"a", "hq"}, {"a_scale", "hs"}, {"w", "w_down"}, {"w_scale", "w_down_scale"},
+                                        {"expert_offsets", "expert_offsets"}, {"out", "y"}});
+  };
+  const char* kFp8Gather = "moe_grouped_gemm_fp8_swiglu_gather";
+  const bool fp8_has_gather = o.fp8 && ops::select_impl(*dev, kFp8Gather, o.layer.run_options(kFp8Gather)).ok();
   // One pass first so that every stage has real inputs (routing decides the expert rows).
   TRY_OR_FAIL(router());
   TRY_OR_FAIL(gate());
   TRY_OR_FAIL(permute());
-  TRY_OR_FAIL(swiglu());
-  TRY_OR_FAIL(down());
+  if (o.fp8) {
+    TRY_OR_FAIL(quant_permuted());
+    TRY_OR_FAIL(fp8_swiglu());
+    TRY_OR_FAIL(quant_hidden());
+    TRY_OR_FAIL(fp8_down());
+  } else {
+    TRY_OR_FAIL(swiglu());
+    TRY_OR_FAIL(down());
+  }
   TRY_OR_FAIL(combine());
-  if (has_gather) {
+  if (has_gather && !o.fp8) {
     TRY_OR_FAIL(permute_plan_only());
     TRY_OR_FAIL(swiglu_gather());
+  }
+  if (fp8_has_gather) {
+    TRY_OR_FAIL(permute_plan_only());
+    TRY_OR_FAIL(quant_tokens());
+    TRY_OR_FAIL(fp8_swiglu_gather());
   }
   std::vector<int32_t> counts(E);
   TRY_OR_FAIL(s.read(t["expert_counts"].buffer, 0, counts.data(), counts.size() * 4));
@@ -335,19 +411,49 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   }
 
   const double b2 = 2, wgu = double(H) * 2 * I * b2, wd = double(I) * H * b2;
+  // FP8: one byte a weight plus the f32 block scales.
+  const double wgu8 = double(H) * 2 * I + double(I2B) * HG * 4, wd8 = double(I) * H + double(HG) * IG * 4;
   std::vector<Stage> st{
       {"router gemm_bf16", 0, double(T) * H * b2 + double(H) * E * b2 + double(T) * E * 4, 2.0 * T * H * E},
-      {"moe_gate", 0, double(T) * E * 4 + E * 4 + double(TK) * 8, 0},
-      {"moe_permute", 0, double(T) * H * b2 + double(TK) * 4 + double(R) * H * b2 + double(R) * 4 + double(TK) * 4 + E * 8, 0},
-      {"moe_grouped_gemm_swiglu", 0, active * wgu + double(R) * H * b2 + double(R) * I * b2, 2.0 * R * H * 2 * I},
-      {"moe_grouped_gemm (down)", 0, active * wd + double(R) * I * b2 + double(R) * H * b2, 2.0 * R * I * H},
-      {"moe_combine", 0, double(R) * H * b2 + double(TK) * 8 + double(T) * H * b2, 2.0 * R * H},
+      {"moe_gate", 0, double(T) * E * 4 + E * 4 + double(TK) * 8, 0, 'r'},
+      {"moe_permute", 0, double(T) * H * b2 + double(TK) * 4 + double(R) * H * b2 + double(R) * 4 + double(TK) * 4 + E * 8, 0,
+       'r'},
+      {"moe_grouped_gemm_swiglu", 0, active * wgu + double(R) * H * b2 + double(R) * I * b2, 2.0 * R * H * 2 * I, 'e',
+       active * wgu},
+      {"moe_grouped_gemm (down)", 0, active * wd + double(R) * I * b2 + double(R) * H * b2, 2.0 * R * I * H, 'e', active * wd},
+      {"moe_combine", 0, double(R) * H * b2 + double(TK) * 8 + double(T) * H * b2, 2.0 * R * H, 'r'},
   };
   std::vector<std::function<halcyon::Status()>> fns{router, gate, permute, swiglu, down, combine};
-  // Indices into st/fns of the stages the layer runs, in order.
+  if (o.fp8) {
+    // The quantizations read bf16 rows and write e4m3 plus one f32 scale per 128.
+    auto qbytes = [](double rows, double k) { return rows * k * 2 + rows * k + rows * std::ceil(k / 128) * 4; };
+    st[3] = {"moe_quantize_fp8 (permuted rows)", 0, qbytes(double(TK), double(H)), 0};
+    st[4] = {"moe_grouped_gemm_fp8_swiglu", 0, active * wgu8 + double(R) * (H + HG * 4) + double(R) * I * b2,
+             2.0 * R * H * 2 * I, 'e', active * wgu8, true};
+    st.insert(st.begin() + 5, Stage{"moe_quantize_fp8 (h)", 0, qbytes(double(TK), double(I)), 0});
+    st.insert(st.begin() + 6, Stage{"moe_grouped_gemm_fp8 (down)", 0,
+                                    active * wd8 + double(R) * (I + IG * 4) + double(R) * H * b2, 2.0 * R * I * H, 'e',
+                                    active * wd8, true});
+    fns = {router, gate, permute, quant_permuted, fp8_swiglu, quant_hidden, fp8_down, combine};
+  }
+  // Indices into st/fns of the stages the layer runs, in order; the expert GEMMs of the copy path.
   std::vector<size_t> layer_stages{0, 1, 2, 3, 4, 5};
+  std::vector<size_t> expert_stages{3, 4}, gather_experts;
+  if (o.fp8) layer_stages = {0, 1, 2, 3, 4, 5, 6, 7}, expert_stages = {4, 6};
   const size_t kPlanOnly = st.size(), kGather = st.size() + 1;
-  if (has_gather) {
+  if (fp8_has_gather) {
+    st.push_back({"moe_permute (write_permuted=false)", 0, double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8, 0});
+    st.push_back({"moe_grouped_gemm_fp8_swiglu_gather", 0,
+                  active * wgu8 + double(T) * (H + HG * 4) + double(R) * 4 + double(R) * I * b2, 2.0 * R * H * 2 * I, 0,
+                  0, true});
+    st.push_back({"moe_quantize_fp8 (tokens)", 0, double(T) * H * 3 + double(T) * HG * 4, 0});
+    fns.push_back(permute_plan_only);
+    fns.push_back(fp8_swiglu_gather);
+    fns.push_back(quant_tokens);
+    gather_experts = {kGather, 6};
+    if (rt::moe_gather_path(*dev, o.layer, kFp8Gather)) layer_stages = {0, 1, kPlanOnly, kGather + 1, kGather, 5, 6, 7};
+  }
+  if (has_gather && !o.fp8) {
     // The plan alone: ids in, counts, offsets and both maps out; no row of x is moved. The
     // gather GEMM reads each token's row once per local expert it chose, from the L2 after the
     // first time, so its floor counts x once, as the weights.
@@ -356,6 +462,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                   active * wgu + double(T) * H * b2 + double(R) * 4 + double(R) * I * b2, 2.0 * R * H * 2 * I});
     fns.push_back(permute_plan_only);
     fns.push_back(swiglu_gather);
+    gather_experts = {kGather, 4};
     if (layer_gathers) layer_stages = {0, 1, kPlanOnly, kGather, 4, 5};
   }
   for (size_t i = 0; i < st.size(); ++i) {
@@ -388,7 +495,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
       info->uri, info->name, info->arch, T, E, K, H, I, R, active, o.iters, copy_tbps);
   for (size_t i = 0; i < st.size(); ++i) {
     const Stage& x = st[i];
-    double byte_floor = x.bytes / (copy_tbps * 1e12) * 1e6, flop_floor = o.peak_tflops > 0 ? x.flops / (o.peak_tflops * 1e12) * 1e6 : 0;
+    const double peak = o.peak_tflops * (x.fp8 ? 2 : 1);
+    double byte_floor = x.bytes / (copy_tbps * 1e12) * 1e6, flop_floor = peak > 0 ? x.flops / (peak * 1e12) * 1e6 : 0;
     double floor = std::max(byte_floor, flop_floor);
     fmt::print("  {:<{}} {:>10.1f} {:>10.1f} {:>9.3f} {:>10.1f} {:>10.1f} {:>8.0f}%\n", x.name, name_width, x.ms * 1e3,
                x.bytes / 1e6, x.bytes / (x.ms * 1e-3) / 1e12, x.flops / (x.ms * 1e-3) / 1e12, floor,
@@ -398,31 +506,33 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                         x.name, x.ms * 1e3, x.bytes, x.flops, byte_floor,
                         o.peak_tflops > 0 ? fmt::format("{:.2f}", flop_floor) : "null", i + 1 < st.size() ? "," : "");
     if (std::find(layer_stages.begin(), layer_stages.end(), i) != layer_stages.end()) sum += x.ms;
-    if (i == 1 || i == 2 || i == 5) gpc += x.ms * 1e3, gpc_floor += byte_floor;
-    if (i == 3 || i == 4) experts += x.ms, experts_bytes += double(active) * (i == 3 ? wgu : wd);
+    if (x.role == 'r') gpc += x.ms * 1e3, gpc_floor += byte_floor;
   }
+  for (size_t i : expert_stages) experts += st[i].ms, experts_bytes += st[i].weight_bytes;
   fmt::print("  gate+permute+combine     {:>10.1f} us, byte floor {:.1f} us ({:.2f}x the floor)\n", gpc, gpc_floor,
              gpc / gpc_floor);
   fmt::print("  experts (swiglu + down)  {:>10.3f} ms, weights {:.2f} GB at {:.3f} TB/s = {:.0f}% of the copy rate\n",
              experts, experts_bytes / 1e9, experts_bytes / (experts * 1e-3) / 1e12,
              100.0 * experts_bytes / (experts * 1e-3) / 1e12 / copy_tbps);
   std::string gather_json;
-  if (has_gather) {
-    const double experts_gather = st[kGather].ms + st[4].ms;
+  if (!gather_experts.empty()) {
+    const double experts_gather = st[gather_experts[0]].ms + st[gather_experts[1]].ms;
     fmt::print("  experts, gather form (swiglu gather + down) {:.3f} ms, weights {:.2f} GB at {:.3f} TB/s = {:.0f}% of the "
                "copy rate\n",
                experts_gather, experts_bytes / 1e9, experts_bytes / (experts_gather * 1e-3) / 1e12,
                100.0 * experts_bytes / (experts_gather * 1e-3) / 1e12 / copy_tbps);
     gather_json = fmt::format(", \"experts_gather_ms\": {:.4f}", experts_gather);
   }
-  fmt::print("  layer path: {}\n", layer_gathers ? "gather (moe_permute write_permuted=false, moe_grouped_gemm_swiglu_gather)"
-                                                : has_gather ? "permuted copy (--path gather gathers)"
-                                                             : "permuted copy (no moe_grouped_gemm_swiglu_gather here)");
+  const bool gathered = layer_stages[2] == kPlanOnly;
+  fmt::print("  layer path{}: {}\n", o.fp8 ? " (fp8)" : "",
+             gathered ? "gather (moe_permute write_permuted=false, the gather GEMM)"
+             : (o.fp8 ? fp8_has_gather : has_gather) ? "permuted copy (--path gather gathers)"
+                                                     : "permuted copy (no gather GEMM here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
   json += fmt::format(
       " ],\n \"gate_permute_combine_us\": {:.2f}, \"gate_permute_combine_floor_us\": {:.2f}, \"experts_ms\": {:.4f}, "
-      "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}{}, \"layer_path\": \"{}\"\n}}\n",
-      gpc, gpc_floor, experts, experts_bytes, layer, gather_json, layer_gathers ? "gather" : "permuted");
+      "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}{}, \"layer_path\": \"{}\", \"dtype\": \"{}\"\n}}\n",
+      gpc, gpc_floor, experts, experts_bytes, layer, gather_json, gathered ? "gather" : "permuted", o.fp8 ? "fp8" : "bf16");
   if (!o.json.empty()) {
     FILE* f = std::fopen(o.json.c_str(), "w");
     if (!f) {

@@ -3,6 +3,7 @@
 // `halcyon run --list` lists the operators, `halcyon run OP --help` prints its contract and its
 // implementations.
 #include <halcyon/kernels/reference/bf16.hpp>
+#include <halcyon/kernels/reference/e4m3.hpp>
 #include <halcyon/runtime/npy.hpp>
 #include <halcyon/ops/op.hpp>
 
@@ -50,7 +51,10 @@ void print_contract(const Contract& c) {
     fmt::print("  {:<16} {:<5} {:<7} priority {:>3}{}  {}\n", i.name, kinds[i.format <= 5 ? i.format : 0], i.target,
                i.priority, i.automatic ? "" : " (only when named)", i.summary);
   fmt::print("\nbf16 tensors: give them as float32 .npy (rounded to nearest even) or as raw 2-byte values (<u2);\n"
-             "they are written back as float32 unless --raw-bf16 is given.\n");
+             "they are written back as float32 unless --raw-bf16 is given.\n"
+             "e4m3 tensors (FP8, max 448): float32 .npy (rounded to nearest even, saturating) or raw bytes\n"
+             "(|u1, or |V1 as NumPy writes ml_dtypes.float8_e4m3fn); the file carries no tag, the contract's\n"
+             "dtype says e4m3. Written back as float32 unless --raw-bf16 is given (then |u1).\n");
 }
 
 int usage() {
@@ -116,6 +120,19 @@ Result<std::vector<unsigned char>> convert(const NpyArray& a, DType want, const 
     case DType::i64: if (same("<i8")) return a.data; return refuse();
     case DType::u8: if (same("|u1") || same("<u1")) return a.data; return refuse();
     case DType::f64: if (same("<f8")) return a.data; return refuse();
+    case DType::e4m3:
+      // Raw bits: NumPy's uint8, or the 1-byte void NumPy writes for ml_dtypes.float8_e4m3fn.
+      if (same("|u1") || same("|V1")) return a.data;
+      if (same("<f4")) {
+        out.resize(n);
+        for (size_t i = 0; i < n; ++i) {
+          float f;
+          std::memcpy(&f, &a.data[i * 4], 4);
+          out[i] = ref::float_to_e4m3(f).bits;  // nearest even, saturating to +-448
+        }
+        return out;
+      }
+      return refuse();
   }
   return refuse();
 }
@@ -129,6 +146,7 @@ std::string npy_descr(DType t, bool raw_bf16) {
     case DType::i64: return "<i8";
     case DType::u8: return "|u1";
     case DType::f64: return "<f8";
+    case DType::e4m3: return raw_bf16 ? "|u1" : "<f4";
   }
   return "";
 }
@@ -340,6 +358,13 @@ int run(const std::vector<std::string>& args) {
         ref::bf16 h;
         std::memcpy(&h.bits, &data[i * 2], 2);
         float f = ref::bf16_to_float(h);
+        std::memcpy(&wide[i * 4], &f, 4);
+      }
+      data.swap(wide);
+    } else if (o.dtype == DType::e4m3 && !raw_bf16) {
+      std::vector<unsigned char> wide(data.size() * 4);
+      for (size_t i = 0; i < data.size(); ++i) {
+        float f = ref::e4m3_to_float({data[i]});
         std::memcpy(&wide[i * 4], &f, 4);
       }
       data.swap(wide);

@@ -62,24 +62,7 @@ constexpr uint32_t kSwapRingBytes =
 // (x 1), 128-byte swizzle (the layout the wgmma descriptors expect).
 Result<TensorMap> bf16_map(const ops::OpContext& ctx, const ops::Tensor& t, std::initializer_list<uint64_t> dims,
                            uint32_t rows = 64) {
-  hal_tensor_map_desc d{};
-  d.struct_size = sizeof d;
-  d.buffer = t.buffer.get();
-  d.offset = t.offset;
-  d.dtype = HAL_TENSOR_MAP_BF16;
-  d.rank = uint32_t(dims.size());
-  uint64_t stride = 2;
-  uint32_t i = 0;
-  for (uint64_t n : dims) {
-    d.dims[i] = n;
-    d.strides[i] = stride;
-    d.box[i] = i == 0 ? 64 : i == 1 ? rows : 1;
-    stride *= n;
-    ++i;
-  }
-  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
-  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
-  return ctx.device.encode_tensor_map(d);
+  return dense_map(ctx, t, HAL_TENSOR_MAP_BF16, 2, dims, 64, rows);
 }
 
 // Shared memory of the TMA kernel `which` for this GEMM.

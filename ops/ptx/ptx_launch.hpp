@@ -118,6 +118,32 @@ Status launch_packed(const ops::OpContext& ctx, const Kernel& k, Dim3 grid, Dim3
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A tensor map of a dense row-major tensor of `elem_bytes`-byte elements: dims innermost first,
+// boxes of box0 x rows (x 1 beyond), 128-byte swizzle (box0 * elem_bytes = 128: the layout the
+// wgmma descriptors of the grouped GEMMs expect), 256-byte L2 promotion.
+inline Result<TensorMap> dense_map(const ops::OpContext& ctx, const ops::Tensor& t, hal_tensor_map_dtype dtype,
+                                   uint32_t elem_bytes, std::initializer_list<uint64_t> dims, uint32_t box0,
+                                   uint32_t rows) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = dtype;
+  d.rank = uint32_t(dims.size());
+  uint64_t stride = elem_bytes;
+  uint32_t i = 0;
+  for (uint64_t n : dims) {
+    d.dims[i] = n;
+    d.strides[i] = stride;
+    d.box[i] = i == 0 ? box0 : i == 1 ? rows : 1;
+    stride *= n;
+    ++i;
+  }
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  return ctx.device.encode_tensor_map(d);
+}
+
 // The device address of a call's tensor `name` (0 when absent): launchers and predicates read
 // the same call through these.
 inline uint64_t address_of(const ops::ApplyContext& c, std::string_view name) {

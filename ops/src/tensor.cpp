@@ -14,6 +14,7 @@ size_t dtype_size(DType t) {
     case DType::i64: return 8;
     case DType::u8: return 1;
     case DType::f64: return 8;
+    case DType::e4m3: return 1;
   }
   return 0;
 }
@@ -27,18 +28,19 @@ const char* dtype_name(DType t) {
     case DType::i64: return "i64";
     case DType::u8: return "u8";
     case DType::f64: return "f64";
+    case DType::e4m3: return "e4m3";
   }
   return "?";
 }
 
 std::optional<DType> parse_dtype(std::string_view s) {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::f64})
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::f64, DType::e4m3})
     if (s == dtype_name(t)) return t;
   return std::nullopt;
 }
 
 bool dtype_is_float(DType t) {
-  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64;
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64 || t == DType::e4m3;
 }
 
 int64_t Tensor::numel() const {

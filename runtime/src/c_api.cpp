@@ -25,7 +25,7 @@ Result<T> borrow(H h, const char* what) {
 }
 
 Result<Tensor> tensor_of(hal_buffer b, uint64_t offset, uint32_t dtype, std::vector<int64_t> shape, const char* what) {
-  if (dtype > HRT_F64) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: dtype {} is not an hrt_dtype", what, dtype));
+  if (dtype > HRT_E4M3) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: dtype {} is not an hrt_dtype", what, dtype));
   auto buf = borrow<Buffer, hal_buffer, hal_buffer_retain>(b, what);
   if (!buf) return buf.error();
   Tensor t;

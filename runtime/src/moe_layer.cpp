@@ -38,8 +38,11 @@ bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::st
 }
 
 bool moe_gather_path(const Device& device, const MoeLayerOptions& options) {
+  return moe_gather_path(device, options, "moe_grouped_gemm_swiglu_gather");
+}
+
+bool moe_gather_path(const Device& device, const MoeLayerOptions& options, std::string_view kGatherOp) {
   if (options.path == MoePath::kCopy) return false;
-  constexpr const char* kGatherOp = "moe_grouped_gemm_swiglu_gather";
   auto facts = device_facts(device);
   if (!facts) return false;
   const ApplyContext ctx{*facts, &device, nullptr, nullptr, options.code};
@@ -59,16 +62,52 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
                                                    c.expert_begin, c.expert_begin + EL, E));
   HALCYON_TRY(expect_shape("w_router", w.w_router, DType::bf16, {H, E}));
   if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {E}));
-  HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}));
-  HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}));
+  const bool has_bf16 = w.w_gate_up.buffer || w.w_down.buffer || !w.fp8;
+  if (has_bf16) {
+    HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}));
+    HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}));
+  }
+  if (w.fp8) {
+    const int64_t HG = (H + 127) / 128, IG = (I + 127) / 128;
+    HALCYON_TRY(expect_shape("fp8.w_gate_up", w.fp8->w_gate_up, DType::e4m3, {EL, 2 * I, H}));
+    HALCYON_TRY(expect_shape("fp8.w_gate_up_scale", w.fp8->w_gate_up_scale, DType::f32, {EL, (2 * I + 127) / 128, HG}));
+    HALCYON_TRY(expect_shape("fp8.w_down", w.fp8->w_down, DType::e4m3, {EL, H, I}));
+    HALCYON_TRY(expect_shape("fp8.w_down_scale", w.fp8->w_down_scale, DType::f32, {EL, HG, IG}));
+  }
   auto facts = device_facts(device);
   if (!facts) return facts.error();
   const ApplyContext dev_only{*facts, &device, nullptr, nullptr, o.code};
-  const bool gather = moe_gather_path(device, o);
-  std::vector<const char*> needed{"gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm", "moe_combine",
-                               gather ? "moe_grouped_gemm_swiglu_gather" : "moe_grouped_gemm_swiglu"};
-  // kGather where no gather implementation can run: the check below says why.
-  if (o.path == MoePath::kGather && !gather) needed.back() = "moe_grouped_gemm_swiglu_gather";
+  // FP8 where the weights are given and the device implements every FP8 operator (their
+  // predicates decide); else bf16, if those weights are given.
+  std::string no_fp8;
+  bool fp8 = false;
+  if (w.fp8) {
+    fp8 = true;
+    for (const char* op : {"moe_quantize_fp8", "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
+      auto impl = select_impl(device, op, o.run_options(op), &dev_only);
+      if (!impl) {
+        fp8 = false;
+        no_fp8 = impl.error().message();
+        break;
+      }
+    }
+    if (!fp8 && !has_bf16)
+      return Error(HAL_UNSUPPORTED, fmt::format("MoeLayer: FP8 experts only, and {} cannot run them: {}", facts->uri,
+                                                no_fp8));
+  }
+  const bool gather = moe_gather_path(device, o, fp8 ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_swiglu_gather");
+  std::vector<const char*> needed{"gemm_bf16", "moe_gate", "moe_permute", "moe_combine"};
+  if (fp8) {
+    needed.push_back("moe_quantize_fp8");
+    needed.push_back("moe_grouped_gemm_fp8");
+    needed.push_back(gather ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_fp8_swiglu");
+    if (o.path == MoePath::kGather && !gather) needed.back() = "moe_grouped_gemm_fp8_swiglu_gather";
+  } else {
+    needed.push_back("moe_grouped_gemm");
+    needed.push_back(gather ? "moe_grouped_gemm_swiglu_gather" : "moe_grouped_gemm_swiglu");
+    // kGather where no gather implementation can run: the check below says why.
+    if (o.path == MoePath::kGather && !gather) needed.back() = "moe_grouped_gemm_swiglu_gather";
+  }
   for (const char* op : needed) {
     auto impl = select_impl(device, op, o.run_options(op), &dev_only);
     if (!impl) return Error(impl.error().status(), fmt::format("MoeLayer: {}", impl.error().message()));
@@ -83,6 +122,7 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   layer.weights_ = std::move(w);
   layer.options_ = std::move(o);
   layer.gather_ = gather;
+  layer.fp8_ = fp8;
   return layer;
 }
 
@@ -109,6 +149,14 @@ std::vector<MoeLayer::WorkspaceRegion> MoeLayer::workspace_layout(int64_t T) con
                                  {"hidden", DType::bf16, {T * K, I}},
                                  {"expert_out", DType::bf16, {T * K, H}}};
   if (!gather_) r.push_back({"permuted", DType::bf16, {T * K, H}});
+  if (fp8_) {
+    // The quantized up-projection input: the T token rows (gather) or the T*K permuted rows.
+    const int64_t rows = gather_ ? T : T * K;
+    r.push_back({"a_q", DType::e4m3, {rows, H}});
+    r.push_back({"a_scale", DType::f32, {rows, (H + 127) / 128}});
+    r.push_back({"hidden_q", DType::e4m3, {T * K, I}});
+    r.push_back({"hidden_scale", DType::f32, {T * K, (I + 127) / 128}});
+  }
   return r;
 }
 
@@ -166,13 +214,19 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   auto& w = ws_;
   const std::string s_topk = std::to_string(c.topk);
 
+  // Events between stages; stage i (from marks[i] to marks[i + 1]) adds to stage_of[i].
   std::vector<Event> marks;
-  auto mark = [&]() -> Status {
+  std::vector<float*> stage_of;
+  MoeStageTimes sink;
+  MoeStageTimes* tt = times ? times : &sink;
+  if (times) *times = {};
+  auto mark = [&](float* stage_before = nullptr) -> Status {
     if (!times) return {};
     auto ev = device_.create_event(true);
     if (!ev) return ev.error();
     HALCYON_TRY(stream.record(*ev));
     marks.push_back(std::move(ev).value());
+    if (stage_before) stage_of.push_back(stage_before);
     return {};
   };
   using TensorMap = std::map<std::string, Tensor, std::less<>>;
@@ -180,7 +234,7 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   HALCYON_TRY(mark());
   TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", w["logits"]}};
   HALCYON_TRY(run_op(device_, stream, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
-  HALCYON_TRY(mark());
+  HALCYON_TRY(mark(&tt->router));
 
   TensorMap gate{{"logits", w["logits"]}, {"topk_ids", w["topk_ids"]}, {"topk_weights", w["topk_weights"]}};
   if (weights_.bias) gate["bias"] = *weights_.bias;
@@ -192,7 +246,7 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                       {"normalize", c.normalize ? "true" : "false"},
                       {"routed_scale", fmt::format("{}", c.routed_scale)}},
                      options_.run_options("moe_gate")));
-  HALCYON_TRY(mark());
+  HALCYON_TRY(mark(&tt->gate));
 
   // On the gather path the contract still wants a `permuted` tensor of [T*K, H] bf16, which
   // write_permuted=false leaves unwritten: expert_out has that shape, and the down projection
@@ -212,9 +266,11 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                       {"expert_end", std::to_string(c.expert_begin + c.local())},
                       {"write_permuted", gather_ ? "false" : "true"}},
                      options_.run_options("moe_permute")));
-  HALCYON_TRY(mark());
+  HALCYON_TRY(mark(&tt->permute));
 
-  if (gather_) {
+  if (fp8_) {
+    HALCYON_TRY(forward_fp8_experts(stream, x, mark, tt));
+  } else if (gather_) {
     TensorMap up{{"x", x},
                  {"w_gate_up", weights_.w_gate_up},
                  {"expert_offsets", w["expert_offsets"]},
@@ -227,28 +283,64 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
                  {"out", w["hidden"]}};
     HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_swiglu", up, {}, options_.run_options("moe_grouped_gemm_swiglu")));
   }
-  HALCYON_TRY(mark());
-
-  TensorMap down{{"a", w["hidden"]}, {"w", weights_.w_down}, {"expert_offsets", w["expert_offsets"]},
-                 {"out", w["expert_out"]}};
-  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
-  HALCYON_TRY(mark());
+  if (!fp8_) {
+    HALCYON_TRY(mark(&tt->up));
+    TensorMap down{{"a", w["hidden"]}, {"w", weights_.w_down}, {"expert_offsets", w["expert_offsets"]},
+                   {"out", w["expert_out"]}};
+    HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
+    HALCYON_TRY(mark(&tt->down));
+  }
 
   TensorMap combine{{"expert_out", w["expert_out"]}, {"topk_weights", w["topk_weights"]},
                     {"slot_to_row", w["slot_to_row"]}, {"out", out}};
   HALCYON_TRY(run_op(device_, stream, "moe_combine", combine, {}, options_.run_options("moe_combine")));
-  HALCYON_TRY(mark());
+  HALCYON_TRY(mark(&tt->combine));
 
   if (times) {
     HALCYON_TRY(marks.back().synchronize());
-    float* fields[] = {&times->router, &times->gate, &times->permute, &times->up, &times->down, &times->combine};
-    for (size_t i = 0; i + 1 < marks.size(); ++i) {
+    for (size_t i = 0; i + 1 < marks.size() && i < stage_of.size(); ++i) {
       auto ms = marks[i + 1].elapsed_since(marks[i]);
       if (!ms) return ms.error();
-      *fields[i] = *ms;
+      *stage_of[i] += *ms;
     }
   }
   return {};
+}
+
+// The FP8 experts: quantize the up projection's input (the tokens on the gather path, the
+// permuted rows on the copy path), the block-scaled SwiGLU GEMM, quantize its output (all T*K
+// rows of capacity: the row count stays on the device), the block-scaled down projection.
+Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
+                                     MoeStageTimes* tt) {
+  const auto& c = config_;
+  auto& w = ws_;
+  const MoeFp8Weights& f = *weights_.fp8;
+  using TensorMap = std::map<std::string, Tensor, std::less<>>;
+  auto quantize = [&](const Tensor& in, const char* q, const char* scale) {
+    TensorMap call{{"x", in}, {"q", w[q]}, {"scale", w[scale]}};
+    return run_op(device_, stream, "moe_quantize_fp8", call, {}, options_.run_options("moe_quantize_fp8"));
+  };
+  HALCYON_TRY(quantize(gather_ ? x : w["permuted"], "a_q", "a_scale"));
+  HALCYON_TRY(mark(&tt->quant));
+  if (gather_) {
+    const char* op = "moe_grouped_gemm_fp8_swiglu_gather";
+    TensorMap up{{"x", w["a_q"]},          {"x_scale", w["a_scale"]},          {"w_gate_up", f.w_gate_up},
+                 {"w_scale", f.w_gate_up_scale}, {"expert_offsets", w["expert_offsets"]}, {"row_to_slot", w["row_to_slot"]},
+                 {"out", w["hidden"]}};
+    HALCYON_TRY(run_op(device_, stream, op, up, {{"topk", std::to_string(c.topk)}}, options_.run_options(op)));
+  } else {
+    const char* op = "moe_grouped_gemm_fp8_swiglu";
+    TensorMap up{{"a", w["a_q"]},      {"a_scale", w["a_scale"]}, {"w_gate_up", f.w_gate_up}, {"w_scale", f.w_gate_up_scale},
+                 {"expert_offsets", w["expert_offsets"]}, {"out", w["hidden"]}};
+    HALCYON_TRY(run_op(device_, stream, op, up, {}, options_.run_options(op)));
+  }
+  HALCYON_TRY(mark(&tt->up));
+  HALCYON_TRY(quantize(w["hidden"], "hidden_q", "hidden_scale"));
+  HALCYON_TRY(mark(&tt->quant));
+  TensorMap down{{"a", w["hidden_q"]}, {"a_scale", w["hidden_scale"]}, {"w", f.w_down}, {"w_scale", f.w_down_scale},
+                 {"expert_offsets", w["expert_offsets"]}, {"out", w["expert_out"]}};
+  HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_fp8", down, {}, options_.run_options("moe_grouped_gemm_fp8")));
+  return mark(&tt->down);
 }
 
 }  // namespace halcyon::rt

@@ -72,6 +72,7 @@ void store(ops::DType t, double v, uint8_t* p) {
     case ops::DType::i32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
     case ops::DType::i64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
     case ops::DType::u8: *p = uint8_t(v); break;
+    case ops::DType::e4m3: *p = halcyon::cts::f32_to_e4m3(float(v)); break;
   }
 }
 

@@ -2,6 +2,7 @@
 // expert parallelism: two ranks' partial outputs add up to the whole layer.
 #include <halcyon/runtime/moe_layer.hpp>
 #include <halcyon/runtime/moe_reference.hpp>
+#include <halcyon/kernels/reference/moe_fp8.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -294,4 +295,104 @@ TEST_CASE("moe layer: reserve() sizes the workspace ahead and never shrinks it")
   unwrap(layer.forward(s, tx, out));
   CHECK(layer.workspace_capacity() == 1024);
   unwrap(s.synchronize());
+}
+
+// ---- FP8 experts ----------------------------------------------------------------------------
+namespace {
+// Random e4m3 weights (never NaN) and positive block scales for `local` experts of the setup.
+struct Fp8Host {
+  std::vector<uint8_t> gu, dn;
+  std::vector<float> gus, dns;
+};
+Fp8Host random_fp8(const MoeLayerConfig& c, int64_t local, std::mt19937& rng) {
+  const int64_t H = c.hidden, I = c.inter, HG = (H + 127) / 128, IG = (I + 127) / 128, I2B = (2 * I + 127) / 128;
+  std::uniform_real_distribution<float> u(-448.f, 448.f), sc(0.0002f, 0.0006f);
+  Fp8Host f;
+  f.gu.resize(size_t(local * 2 * I * H));
+  f.dn.resize(size_t(local * H * I));
+  for (auto& v : f.gu) v = halcyon::ref::float_to_e4m3(u(rng)).bits;
+  for (auto& v : f.dn) v = halcyon::ref::float_to_e4m3(u(rng)).bits;
+  f.gus.resize(size_t(local * I2B * HG));
+  f.dns.resize(size_t(local * HG * IG));
+  for (auto& v : f.gus) v = sc(rng);
+  for (auto& v : f.dns) v = sc(rng);
+  return f;
+}
+MoeFp8Weights upload_fp8(const halcyon::Device& dev, const halcyon::Stream& s, const MoeLayerConfig& c, int64_t local,
+                         const Fp8Host& f) {
+  const int64_t H = c.hidden, I = c.inter, HG = (H + 127) / 128, IG = (I + 127) / 128, I2B = (2 * I + 127) / 128;
+  return {upload(dev, s, DType::e4m3, {local, 2 * I, H}, f.gu), upload(dev, s, DType::f32, {local, I2B, HG}, f.gus),
+          upload(dev, s, DType::e4m3, {local, H, I}, f.dn), upload(dev, s, DType::f32, {local, HG, IG}, f.dns)};
+}
+}  // namespace
+
+TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on both paths") {
+  Setup su(160, 72, 32, 6, 29);  // H = 160: a short last scale group; I = 72: 2I = 144 rows span two scale blocks
+  namespace ref = halcyon::ref;
+  std::mt19937 rng(21);
+  const auto& c = su.c;
+  const int64_t H = c.hidden, I = c.inter, E = c.experts, K = c.topk, T = su.T, HG = 2, IG = 1, TK = T * K;
+  const Fp8Host f = random_fp8(c, E, rng);
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::vector<uint16_t> outs[2];
+  for (int path = 0; path < 2; ++path) {
+    MoeLayerOptions o;
+    o.path = path ? MoePath::kCopy : MoePath::kGather;
+    MoeLayerWeights lw;
+    lw.w_router = upload(dev, s, DType::bf16, {H, E}, su.w.w_router);
+    lw.bias = upload(dev, s, DType::f32, {E}, su.w.bias);
+    lw.fp8 = upload_fp8(dev, s, c, E, f);  // FP8 only: no bf16 expert weights
+    auto layer = unwrap(MoeLayer::create(dev, c, lw, o));
+    CHECK(layer.runs_fp8());
+    CHECK(layer.gathers_rows() == (path == 0));
+    auto tx = upload(dev, s, DType::bf16, {T, H}, su.x);
+    auto out = unwrap(make_tensor(dev, DType::bf16, {T, H}));
+    MoeStageTimes times;
+    unwrap(layer.forward(s, tx, out, &times));
+    CHECK(times.quant > 0);
+    outs[path] = test::download<uint16_t>(s, out);
+    // The reference composition from the layer's own routing (its workspace after the call).
+    const auto& ws = layer.workspace();
+    auto offsets = test::download<int32_t>(s, ws.at("expert_offsets"));
+    auto r2s = test::download<int32_t>(s, ws.at("row_to_slot"));
+    auto s2r = test::download<int32_t>(s, ws.at("slot_to_row"));
+    auto tw = test::download<float>(s, ws.at("topk_weights"));
+    const int64_t R = offsets[size_t(E)];
+    std::vector<ref::bf16> x(su.x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i].bits = su.x[i];
+    std::vector<ref::e4m3> xq(size_t(T * H)), hq(size_t(TK * I));
+    std::vector<float> xs(size_t(T * HG)), hs(size_t(TK * IG));
+    REQUIRE(ref::moe_quantize_fp8(x.data(), T, H, xq.data(), xs.data()));
+    std::vector<ref::bf16> hidden(size_t(TK * I)), y(size_t(TK * H)), want(size_t(T * H));
+    auto e4 = [](const std::vector<uint8_t>& v) { return reinterpret_cast<const ref::e4m3*>(v.data()); };
+    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_gather(xq.data(), xs.data(), T, K, r2s.data(), e4(f.gu), f.gus.data(),
+                                                    offsets.data(), E + 1, E, TK, H, I, hidden.data()));
+    REQUIRE(ref::moe_quantize_fp8(hidden.data(), TK, I, hq.data(), hs.data(), {0, R}));
+    REQUIRE(ref::moe_grouped_gemm_fp8(hq.data(), hs.data(), e4(f.dn), f.dns.data(), offsets.data(), E + 1, E, TK, I, H,
+                                      y.data()));
+    REQUIRE(ref::moe_combine(y.data(), TK, tw.data(), s2r.data(), T, K, H, want.data()));
+    size_t nonzero = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      REQUIRE_MESSAGE(outs[path][i] == want[i].bits, "path ", path, " element ", i);
+      nonzero += (want[i].bits & 0x7fff) != 0;
+    }
+    CHECK(nonzero > want.size() / 2);
+  }
+  CHECK(outs[0] == outs[1]);
+}
+
+TEST_CASE("moe layer: FP8 weights of the wrong shape or dtype are refused, naming them") {
+  Setup su;
+  const auto& c = su.c;
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::mt19937 rng(4);
+  MoeLayerWeights lw;
+  lw.w_router = upload(dev, s, DType::bf16, {c.hidden, c.experts}, su.w.w_router);
+  lw.fp8 = upload_fp8(dev, s, c, c.experts, random_fp8(c, c.experts, rng));
+  lw.fp8->w_down_scale.shape = {c.experts, 2, 1};  // [EL, ceil(96 / 128) = 1, ceil(40 / 128) = 1] expected
+  auto bad = MoeLayer::create(dev, c, lw);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message().find("fp8.w_down_scale") != std::string::npos);
 }

@@ -2,6 +2,7 @@
 // written as .npy, the command run on the CPU, its outputs compared with the CPU reference run
 // in this process (issue 22: moe_combine's bounds '-1' had never been evaluated by a test).
 #include <halcyon/ops/op.hpp>
+#include <halcyon/kernels/reference/e4m3.hpp>
 #include <halcyon/runtime/npy.hpp>
 
 #include <fmt/format.h>
@@ -42,6 +43,7 @@ const char* descr_of(DType t) {
     case DType::i64: return "<i8";
     case DType::u8: return "|u1";
     case DType::f64: return "<f8";
+    case DType::e4m3: return "|u1";  // raw bits
   }
   return "";
 }
@@ -83,6 +85,11 @@ std::vector<unsigned char> sawtooth(DType t, int64_t n, double lo, double hi) {
     }
     case DType::f32: {
       std::vector<float> w(v.begin(), v.end());
+      return bytes_of(w);
+    }
+    case DType::e4m3: {
+      std::vector<uint8_t> w(v.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = halcyon::ref::float_to_e4m3(float(v[i])).bits;
       return bytes_of(w);
     }
     default: FAIL("no values for dtype ", dtype_name(t)); return {};
@@ -174,6 +181,7 @@ double element(DType t, const unsigned char* p, size_t i) {
     std::memcpy(&f, &u, 4);
     return f;
   }
+  if (t == DType::e4m3) return halcyon::ref::e4m3_to_float({p[i]});
   return 0;
 }
 

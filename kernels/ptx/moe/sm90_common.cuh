@@ -83,3 +83,31 @@ __device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c
 
 }  // namespace
 }  // namespace hc
+
+// Operand lists of the wgmma wrappers with NT/2 fp32 accumulators d[0..]: HC_ACC_k names the
+// first 8k asm operands, HC_OUTS_k binds them to d[0 .. 8k-1] (gemm_sm90.cu, gemm_sm90_fp8.cu).
+#define HC_OUT8(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3]), "+f"(d[b + 4]), "+f"(d[b + 5]), \
+                   "+f"(d[b + 6]), "+f"(d[b + 7])
+#define HC_ACC_1 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define HC_ACC_2 HC_ACC_1 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define HC_ACC_3 HC_ACC_2 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define HC_ACC_4 HC_ACC_3 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define HC_ACC_5 HC_ACC_4 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define HC_ACC_6 HC_ACC_5 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define HC_ACC_7 HC_ACC_6 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define HC_ACC_8 HC_ACC_7 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define HC_ACC_9 HC_ACC_8 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define HC_ACC_10 HC_ACC_9 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define HC_ACC_11 HC_ACC_10 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define HC_OUTS_1 HC_OUT8(0)
+#define HC_OUTS_2 HC_OUTS_1, HC_OUT8(8)
+#define HC_OUTS_3 HC_OUTS_2, HC_OUT8(16)
+#define HC_OUTS_4 HC_OUTS_3, HC_OUT8(24)
+#define HC_OUTS_5 HC_OUTS_4, HC_OUT8(32)
+#define HC_OUTS_6 HC_OUTS_5, HC_OUT8(40)
+#define HC_OUTS_7 HC_OUTS_6, HC_OUT8(48)
+#define HC_OUTS_8 HC_OUTS_7, HC_OUT8(56)
+#define HC_OUTS_9 HC_OUTS_8, HC_OUT8(64)
+#define HC_OUTS_10 HC_OUTS_9, HC_OUT8(72)
+#define HC_OUTS_11 HC_OUTS_10, HC_OUT8(80)
+

@@ -28,7 +28,8 @@ typedef enum hrt_dtype {
   HRT_I32 = 3,
   HRT_I64 = 4,
   HRT_U8 = 5,
-  HRT_F64 = 6
+  HRT_F64 = 6,
+  HRT_E4M3 = 7  /* OCP FP8 e4m3 (FN: max 448, no inf), 1 byte; appended */
 } hrt_dtype;
 
 #define HRT_MAX_RANK 8

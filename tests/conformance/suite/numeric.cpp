@@ -71,6 +71,10 @@ HostTensors random_inputs(TestContext& t, const ops::Contract& c, const ops::Bin
         out[in.name] = random_offsets(t.rng, n, b.dim(g->total));
       } else if (g->kind == "bounds") {
         out[in.name] = random_within_bounds(t, c, b, in, n);
+      } else if (g->kind == "blockscaled") {
+        const ops::ValueRange* r = c.find_range(in.name);
+        auto [lo, hi] = r ? std::pair{r->lo, r->hi} : default_range(in.dtype);
+        out[in.name] = random_blockscaled(t.rng, in.dtype, size_t(n), lo, hi, size_t(std::stoll(g->total)));
       } else {
         t.require_failed(fmt::format("input {}: the suite does not know generator '{}'", in.name, g->kind));
       }

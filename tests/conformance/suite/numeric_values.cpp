@@ -1,5 +1,7 @@
 #include "numeric_values.hpp"
 
+#include <halcyon/kernels/reference/e4m3.hpp>
+
 #include <fmt/format.h>
 
 #include <bit>
@@ -16,6 +18,8 @@ uint16_t f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1);
   return uint16_t(u >> 16);
 }
+
+uint8_t f32_to_e4m3(float f) { return ref::float_to_e4m3(f).bits; }
 
 float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
@@ -57,9 +61,24 @@ double element(DType t, const uint8_t* p, size_t i) {
     case DType::i32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
     case DType::i64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return double(v); }
     case DType::u8: return p[i];
+    case DType::e4m3: return ref::e4m3_to_float({p[i]});
   }
   return 0;
 }
+
+namespace {
+// Element i of a float tensor's bytes := v rounded to the dtype.
+void store_float(DType t, double v, uint8_t* p, size_t i) {
+  switch (t) {
+    case DType::f32: { float x = float(v); std::memcpy(p + 4 * i, &x, 4); break; }
+    case DType::f64: std::memcpy(p + 8 * i, &v, 8); break;
+    case DType::f16: { uint16_t x = f32_to_f16(float(v)); std::memcpy(p + 2 * i, &x, 2); break; }
+    case DType::bf16: { uint16_t x = f32_to_bf16(float(v)); std::memcpy(p + 2 * i, &x, 2); break; }
+    case DType::e4m3: p[i] = ref::float_to_e4m3(float(v)).bits; break;
+    default: break;
+  }
+}
+}  // namespace
 
 std::pair<double, double> default_range(DType t) {
   switch (t) {
@@ -84,16 +103,22 @@ std::vector<uint8_t> random_values(std::mt19937_64& rng, DType t, size_t n, doub
     return out;
   }
   std::uniform_real_distribution<double> d(lo, hi);
+  for (size_t i = 0; i < n; ++i) store_float(t, d(rng), p, i);
+  return out;
+}
+
+std::vector<uint8_t> random_blockscaled(std::mt19937_64& rng, DType t, size_t n, double lo, double hi, size_t group) {
+  std::vector<double> v(n);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::uniform_int_distribution<int> pick(0, 7);
+  const double factors[8] = {0.0, 0x1p-24, 0x1p24, 1, 1, 1, 1, 1};
+  double f = 1;
   for (size_t i = 0; i < n; ++i) {
-    double v = d(rng);
-    switch (t) {
-      case DType::f32: { float x = float(v); std::memcpy(p + 4 * i, &x, 4); break; }
-      case DType::f64: std::memcpy(p + 8 * i, &v, 8); break;
-      case DType::f16: { uint16_t x = f32_to_f16(float(v)); std::memcpy(p + 2 * i, &x, 2); break; }
-      case DType::bf16: { uint16_t x = f32_to_bf16(float(v)); std::memcpy(p + 2 * i, &x, 2); break; }
-      default: break;
-    }
+    if (i % group == 0) f = factors[pick(rng)];
+    v[i] = d(rng) * f;
   }
+  std::vector<uint8_t> out(n * ops::dtype_size(t));
+  for (size_t i = 0; i < n; ++i) store_float(t, v[i], out.data(), i);
   return out;
 }
 

@@ -17,6 +17,8 @@ uint16_t f32_to_bf16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
+// e4m3 from f32 (nearest even, saturating to +-448: kernels/reference e4m3.hpp).
+uint8_t f32_to_e4m3(float f);
 
 // Element i of a tensor's bytes, as a double.
 double element(ops::DType t, const uint8_t* data, size_t i);
@@ -26,6 +28,11 @@ std::pair<double, double> default_range(ops::DType t);
 
 // n values: integers uniform in [lo, hi], floats uniform in [lo, hi) then rounded to the dtype.
 std::vector<uint8_t> random_values(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi);
+
+// random_values in [lo, hi), each run of `group` elements then multiplied by one factor: 0,
+// 2^-24 or 2^24 (one in eight each) or 1 (contract generator `blockscaled`). Float dtypes only.
+std::vector<uint8_t> random_blockscaled(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi,
+                                        size_t group);
 
 struct Comparison {
   bool ok = true;

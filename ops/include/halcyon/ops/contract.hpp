@@ -15,6 +15,10 @@
 //   generate <input> bounds           a random integer test input drawn uniformly from the
 //                                     [lo, hi) of its `bounds` line (for indices whose valid
 //                                     range depends on the case's dims)
+//   generate <input> blockscaled <n>  a random float input within its `range`, each run of n
+//                                     elements (along the flat index) multiplied by one of
+//                                     0, 2^-24, 2^24 or (mostly) 1: block scales of 0 and of
+//                                     extreme magnitude (FP8 operators)
 //   bounds <input> <lo> <hi>          every value of an integer input must lie in [lo, hi)
 //                                     (expressions over dims): checked by `halcyon run`
 //   rows   <output> <tensor>[<index>] only the leading rows of <output> are defined: as many
@@ -73,8 +77,8 @@ struct ValueRange {
 
 struct InputGenerator {
   std::string input;
-  std::string kind;   // "offsets" or "bounds"
-  std::string total;  // offsets: dim symbol the offsets sum to; bounds: empty
+  std::string kind;   // "offsets", "bounds" or "blockscaled"
+  std::string total;  // offsets: dim symbol the offsets sum to; blockscaled: the run length; bounds: empty
 };
 
 struct ValueBounds {

@@ -11,10 +11,13 @@
 
 namespace halcyon::ops {
 
-enum class DType : uint8_t { f32, f16, bf16, i32, i64, u8, f64 };
+// The values match hrt_dtype (runtime.h). e4m3: OCP FP8 e4m3 ("FN": no infinities, max 448,
+// NaN = 0x7f/0xff), one byte; conversions in kernels/reference e4m3.hpp. In .npy files it is
+// raw bytes ('|u1'), the dtype being the contract's (docs/kernels/fp8.md).
+enum class DType : uint8_t { f32, f16, bf16, i32, i64, u8, f64, e4m3 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);                       // "f32", "bf16", ...
+const char* dtype_name(DType t);                       // "f32", "bf16", "e4m3", ...
 std::optional<DType> parse_dtype(std::string_view s);  // accepts the names above
 bool dtype_is_float(DType t);
 

@@ -13,6 +13,7 @@
 
 #include <halcyon/ops/op.hpp>
 
+#include <functional>
 #include <optional>
 
 namespace halcyon::rt {
@@ -39,11 +40,26 @@ struct MoeLayerConfig {
   static MoeLayerConfig deepseek_v3() { return {}; }
 };
 
+// FP8 expert weights as DeepSeek-V3 ships them (docs/kernels/fp8.md): e4m3, each expert's
+// matrix [out, in] with the input dimension contiguous, one f32 scale per 128 x 128 block.
+struct MoeFp8Weights {
+  Tensor w_gate_up;        // [EL, 2I, H] e4m3: rows [0, I) gate, [I, 2I) up
+  Tensor w_gate_up_scale;  // [EL, ceil(2I / 128), ceil(H / 128)] f32
+  Tensor w_down;           // [EL, H, I] e4m3
+  Tensor w_down_scale;     // [EL, ceil(H / 128), ceil(I / 128)] f32
+};
+
 struct MoeLayerWeights {
   Tensor w_router;                // [H, E] bf16
   std::optional<Tensor> bias;     // [E] f32, selection only
   Tensor w_gate_up;               // [EL, H, 2I] bf16: columns [0, I) gate, [I, 2I) up
   Tensor w_down;                  // [EL, I, H] bf16
+  // FP8 experts. Where the device implements the FP8 operators (their implementations'
+  // predicates decide: Hopper sm_90a and the CPU, not sm_80) the layer runs its experts on
+  // these: activations quantized per 1x128 group (moe_quantize_fp8), then
+  // moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8. Elsewhere it runs the bf16
+  // experts above if they are given (no buffer: not given), else create() fails with the reason.
+  std::optional<MoeFp8Weights> fp8 = std::nullopt;
 };
 
 // How the up projection gets its rows: kGather (moe_grouped_gemm_swiglu_gather on rows read
@@ -66,6 +82,8 @@ struct MoeLayerOptions {
 // the one options name) says it pays (moe_gather_pays). Read when a layer is created; tools
 // that time the layer's stages use it to time the same ones.
 bool moe_gather_path(const Device& device, const MoeLayerOptions& options = {});
+// The same for the gather op `gather_op` (the FP8 layer's: moe_grouped_gemm_fp8_swiglu_gather).
+bool moe_gather_path(const Device& device, const MoeLayerOptions& options, std::string_view gather_op);
 // Whether the gather path pays with `impl` (an implementation of moe_grouped_gemm_swiglu_gather)
 // on a device of these facts: the implementation's own rule (OpImpl::fused_pays; the host
 // one: always; the PTX sm_90a one: peak memory bandwidth per SM at most 28 GB/s, so an H100
@@ -74,9 +92,11 @@ bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::st
 
 // Milliseconds per stage of the last forward() that asked for times. On the gather path,
 // `permute` is moe_permute without the row copy and `up` is moe_grouped_gemm_swiglu_gather.
+// On the FP8 path `quant` is both moe_quantize_fp8 calls (the tokens, or the permuted rows,
+// before `up`; the SwiGLU output before `down`).
 struct MoeStageTimes {
-  float router = 0, gate = 0, permute = 0, up = 0, down = 0, combine = 0;
-  float total() const { return router + gate + permute + up + down + combine; }
+  float router = 0, gate = 0, permute = 0, up = 0, down = 0, combine = 0, quant = 0;
+  float total() const { return router + gate + permute + up + down + combine + quant; }
 };
 
 class MoeLayer {
@@ -92,6 +112,8 @@ class MoeLayer {
   const MoeLayerOptions& options() const { return options_; }
   // True when forward() takes the gather path (no permuted copy; see moe_gather_path).
   bool gathers_rows() const { return gather_; }
+  // True when forward() runs the experts in FP8 (MoeLayerWeights::fp8).
+  bool runs_fp8() const { return fp8_; }
   // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name:
   // views, shaped for that call's tokens, into one buffer. On the gather path there is no
   // "permuted" entry.
@@ -113,11 +135,14 @@ class MoeLayer {
   };
   std::vector<WorkspaceRegion> workspace_layout(int64_t tokens) const;
   Status ensure_workspace(int64_t tokens);
+  Status forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
+                             MoeStageTimes* times);
   Device device_;
   MoeLayerConfig config_;
   MoeLayerWeights weights_;
   MoeLayerOptions options_;
   bool gather_ = false;
+  bool fp8_ = false;
   Buffer ws_buffer_;
   std::vector<WorkspaceRegion> ws_regions_;  // laid out for ws_capacity_ tokens
   int64_t ws_capacity_ = -1;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One device call for the FP8 MoE operators (issue 19), from a clean tree: configure and build
+# the targets it needs, the machine code check (HGMMA present, no local-memory spills), the GPU
+# tests against the CPU reference (halcyon_ptx_fp8_tests), the numeric CTS's FP8 cases on
+# cuda:0, `halcyon bench moe --dtype fp8` at 4096, 512 and 128 tokens beside the bf16 layer, and
+# the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
+#   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
+#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare|compare-wide|torch ...]
+# Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
+set -u -o pipefail
+B=${1:-build-gpu}
+shift || true
+what=${*:-build sass tests cts bench compare torch}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+deps=$PWD/.devdeps/usr
+[ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1
+log=$OUT/fp8.txt
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
+H=$B/bin/halcyon
+for w in $what; do
+  case $w in
+    build)
+      if [ ! -x "$H" ] || [ ! -x "$B/tests/cuda/halcyon_ptx_fp8_tests" ]; then
+        { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON \
+            -DHALCYON_ENABLE_CUDA=ON && ninja -C "$B" halcyon_cli halcyon_ptx_fp8_tests; } > "$OUT/fp8_build.log" 2>&1
+        echo "build rc=$?" | tee -a "$log"
+        tail -5 "$OUT/fp8_build.log" | tee -a "$log"
+      fi ;;
+    sass)  # HGMMA (wgmma) present, no LDL/STL (spilled accumulators) in the FP8 cubin
+      for c in $(find "$B" -name 'moe_gemm_sm90_fp8*.cubin'); do
+        echo "$c: $(cuobjdump -sass "$c" | grep -c -E 'QGMMA|HGMMA') QGMMA/HGMMA (FP8 wgmma is QGMMA), $(cuobjdump -sass "$c" | grep -c -E 'LDL|STL') LDL/STL" | tee -a "$log"
+      done ;;
+    tests)
+      timeout 240 "$B/tests/cuda/halcyon_ptx_fp8_tests" 2>&1 | tee "$OUT/fp8_tests.log" | tail -40 | tee -a "$log" ;;
+    cts)
+      echo "\$ halcyon cts --device cuda:0 --filter '*fp8*'" | tee -a "$log"
+      timeout 90 "$H" cts --device cuda:0 --filter '*fp8*' --progress plain > "$OUT/fp8_cts.txt" 2>&1
+      echo "rc=$?" >> "$OUT/fp8_cts.txt"
+      tail -30 "$OUT/fp8_cts.txt" | tee -a "$log" ;;
+    bench)
+      # FP8 at the three sizes; the bf16 layer at 4096 beside it (its other sizes: docs/PERFORMANCE.md).
+      for run in "4096 fp8" "4096 bf16" "512 fp8" "128 fp8"; do
+        set -- $run
+        echo "\$ halcyon bench moe --device cuda:0 --tokens $1 --dtype $2" | tee -a "$log"
+        timeout 100 "$H" bench moe --device cuda:0 --tokens "$1" --dtype "$2" --json "$OUT/bench_$2_$1.json" 2>&1 | tee -a "$log"
+      done ;;
+    compare|compare-wide)  # the FP8 GEMMs by name: 5-slot ring (sm90.swapw5) or 128-token tiles (sm90.wide)
+      b=sm90.swapw5; [ $w = compare-wide ] && b=sm90.wide
+      v="--impl moe_grouped_gemm_fp8_swiglu=$b --impl moe_grouped_gemm_fp8_swiglu_gather=$b --impl moe_grouped_gemm_fp8=$b"
+      for T in 4096 512 128; do
+        echo "\$ halcyon bench moe --device cuda:0 --tokens $T --dtype fp8 $v" | tee -a "$log"
+        timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8_${b}_$T.json" 2>&1 \
+          | grep -E "fp8|quantize|experts|layer|rows" | tee -a "$log"
+      done ;;
+    torch)
+      echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"
+      timeout 150 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_fp8.json" 2>&1 | tee -a "$log" ;;
+  esac
+done
+date -u | tee -a "$log"

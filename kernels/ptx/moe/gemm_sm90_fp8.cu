@@ -1,0 +1,435 @@
+// FP8 (e4m3, block-scaled) MoE kernels for Hopper (sm_90a), DeepSeek-V3's scheme
+// (docs/kernels/fp8.md):
+//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, a warp per group.
+//   - hc_moe_gemm_fp8{,_swiglu}_sm90swapw and hc_moe_gemm_fp8_swiglu_gather_sm90swapw: the
+//     grouped GEMMs, swap-AB and warp-specialized like gemm_sm90.cu's sm90.swapw: the weights
+//     are the wgmma M operand (64 rows of N a block), the tokens its N (16 to F_TN a tile).
+//
+// Why FP8 fits swap-AB well: wgmma takes e4m3 only K-major on both sides, and both operands
+// are K-major here: the weights are stored [E, N, K] (K contiguous) and the token rows [R, K].
+// One k-step is one 128-wide scale group: 128 e4m3 = 128 bytes per row, exactly one 128-byte
+// swizzle span, so every box is 64 (or 16) rows x 128 bytes and the descriptors are the ones
+// the bf16 kernel uses for its K-major operand (start + 32 bytes per k32 instruction).
+//
+// Promotion (the tensor cores' FP8 accumulator keeps about 14 bits): each k-step's four
+// m64nNTk32 instructions accumulate into fresh temporaries t0/t1 (scale-d 0 on the first),
+// and once they are done the consumer adds them into the fp32 totals d0/d1 with
+// a_scale[token][g] * w_scale[e][row / 128][g]: the scales are per accumulator element (row,
+// token), so any N and any I work, including 128-row scale blocks that hold gate and up rows.
+//
+// CTA: 384 threads. Warpgroup 0 produces: thread 0 issues both copies of a k-step (TMA: the
+// tile's token rows as 16-row boxes, the four 64-row weight boxes) on one full barrier per
+// slot; in the gather build warps 0..F_GATHER_WARPS-1 copy the token rows with cp.async
+// (through row_to_slot) and lane 0 of warp F_GATHER_WARPS the weights. Warpgroups 1 and 2
+// multiply: consumer c owns weight boxes 2c and 2c + 1 (SwiGLU: gate rows [128j + 64c, +64)
+// and the up rows I + the same: 64 outputs; else rows [256j + 128c, +128): 128 outputs).
+// Register budget: d0, d1, t0, t1 = 2 * F_TN accumulators a thread (128 at 64 tokens), under
+// the consumers' setmaxnreg 232. It needs the toolkit's cubin (the launcher loads it).
+#include "gemm_common.cuh"
+#include "sm90_common.cuh"
+
+namespace hc {
+namespace {
+
+// TN: the most tokens a tile holds, 64 (sm90.swapw, sm90.swapw5) or 128 (sm90.wide: an expert's
+// weights stream through fewer times when experts have ~100+ rows; its consumers promote their
+// two boxes one after the other through one set of temporaries, to fit 3 x 64 accumulators).
+constexpr int F_THREADS = 384, F_GATHER_WARPS = 3;
+constexpr int F_BOX = 64 * 128;  // one 64-row x 128-byte box
+constexpr int F_B_SLOT = 4 * F_BOX;
+// A slot: TN token rows of 128 bytes, then the 4 weight boxes (a multiple of 1024 bytes, so
+// every box stays 1024-aligned).
+template <int TN>
+__host__ __device__ constexpr int slot_bytes() { return TN * 128 + F_B_SLOT; }
+template <int TN>
+__host__ __device__ constexpr int max_rows() { return (TN + 4 * F_GATHER_WARPS - 1) / (4 * F_GATHER_WARPS); }  // gather rows per lane
+
+// wgmma m64nNTk32 e4m3 x e4m3 -> f32, both operands K-major from shared memory.
+template <int NT>
+__device__ __forceinline__ void wgmma_fp8(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
+#define HC_WGMMA_FP8(NT, K8, IA, IB, IS)                                                                  \
+  template <>                                                                                            \
+  __device__ __forceinline__ void wgmma_fp8<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                         \
+                 "wgmma.mma_async.sync.aligned.m64n" #NT "k32.f32.e4m3.e4m3 {" HC_ACC_##K8 "}, %" #IA ", %" #IB \
+                 ", p, 1, 1;\n}\n"                                                                        \
+                 : HC_OUTS_##K8                                                                           \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
+  }
+HC_WGMMA_FP8(16, 1, 8, 9, 10)
+HC_WGMMA_FP8(32, 2, 16, 17, 18)
+HC_WGMMA_FP8(48, 3, 24, 25, 26)
+HC_WGMMA_FP8(64, 4, 32, 33, 34)
+HC_WGMMA_FP8(80, 5, 40, 41, 42)
+HC_WGMMA_FP8(96, 6, 48, 49, 50)
+HC_WGMMA_FP8(112, 7, 56, 57, 58)
+HC_WGMMA_FP8(128, 8, 64, 65, 66)
+#undef HC_WGMMA_FP8
+
+template <int N>
+__device__ __forceinline__ void fence_n(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// What the kernels take besides the tensor maps (one struct so the three entries agree).
+struct Fp8Args {
+  const float* a_scale;     // [rows of the token source, KG]
+  const float* w_scale;     // [EL, ceil(NW / 128), KG]
+  const int* offsets;       // [EL + 1]
+  unsigned short* out;      // [R, N] bf16
+  long long R, K, N, EL;    // N: outputs (SwiGLU: I); the weights have NW = 2N (SwiGLU) or N rows
+  const unsigned char* x;   // gather: token rows [T, K] e4m3
+  const int* row_to_slot;   // gather
+  int topk, T;              // gather
+};
+
+// The weight row of box b (consumer b / 2, half b % 2) in n-tile j.
+template <int EPI>
+__device__ __forceinline__ int box_row(int b, int j, long long N) {
+  const int c = b >> 1, h = b & 1;
+  return EPI == kSwigluBf16 ? (h ? (int)N : 0) + j * 128 + 64 * c : j * 256 + 128 * c + 64 * h;
+}
+
+// Token row source of tile row q: the row itself, or (gather) the token of its slot; -1 = none.
+template <bool GATHER>
+__device__ __forceinline__ int token_source(const Fp8Args& g, const Tile& t, int rows, int q) {
+  if (q >= rows) return -1;
+  if (!GATHER) return t.row0 + q;
+  const int slot = g.row_to_slot[t.row0 + q];
+  return slot >= 0 && slot / g.topk < g.T ? slot / g.topk : -1;
+}
+
+// The producers' walk over (tile, k-step). Each k-step's slot holds the tile's token rows, the
+// four weight boxes and the tokens' activation scales of that group (f32 [TN] in the scale ring,
+// `scales`). Non-gather: thread 0 issues the TMA copies, warp 1 loads the scales (one per lane,
+// then an arrive each: 1 + 32 arrivals). Gather: the lanes of warps 0..F_GATHER_WARPS-1 copy
+// token rows with cp.async (noinc arrivals on completion) and write the scales of their rows
+// (lanes of chunk 0), then arrive; lane 0 of the next warp issues the weights (1 + 2 x 32 x
+// F_GATHER_WARPS arrivals).
+template <int EPI, bool GATHER, int SLOTS, int TN>
+__device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g,
+                                        const TileMap& map, int total, int k_tiles, uint32_t ring, uint32_t full,
+                                        uint32_t empty, float* scales) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool weights = GATHER ? (warp == F_GATHER_WARPS && lane == 0) : threadIdx.x == 0;
+  const bool tokens = GATHER ? warp < F_GATHER_WARPS : threadIdx.x == 0;
+  const bool scaler = GATHER ? tokens : warp == 1;
+  if (!weights && !tokens && !scaler) return;
+  const long long KG = (g.K + 127) / 128;
+  uint64_t keep, stream;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(keep));
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(stream));
+  constexpr int MR = max_rows<TN>();
+  // Up to 6 rows a lane keep their token rows in registers (the producers' 56); more (TN 128)
+  // read row_to_slot again each k-step (L1 hits).
+  constexpr bool CACHE_SRC = MR <= 6;
+  uint32_t it = 0;
+  for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+    const Tile t = decode_tile<TN>(map, ti);
+    const int rows = min(t.row_end - t.row0, TN);
+    const int n16 = (rows + 15) & ~15;
+    // Gather: this lane's rows q = q0 + i * 4 * F_GATHER_WARPS and their token rows.
+    const int q0 = (32 * warp + lane) >> 3;
+    int src[MR];
+    if (GATHER && tokens && CACHE_SRC) {
+#pragma unroll
+      for (int i = 0; i < MR; ++i) src[i] = token_source<true>(g, t, rows, q0 + i * 4 * F_GATHER_WARPS);
+    }
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const uint32_t s = it % SLOTS, bar = full + 8 * s;
+      if (it >= SLOTS) mbar_wait(empty + 8 * s, ((it / SLOTS) - 1) & 1);
+      const uint32_t sa = ring + s * slot_bytes<TN>(), sb = sa + TN * 128;
+      float* sc = scales + s * TN;
+      if (weights) {
+        mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + 4 * F_BOX);
+#pragma unroll
+        for (int b = 0; b < 4; ++b) tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI>(b, t.n_tile, g.N), t.expert, bar, stream);
+      }
+      if (tokens && !GATHER) {
+        for (int j = 0; j < n16 / 16; ++j) tma_2d(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, keep);
+      }
+      if (scaler && !GATHER) {
+#pragma unroll
+        for (int q = lane; q < TN; q += 32) sc[q] = q < rows ? __ldg(g.a_scale + (long long)(t.row0 + q) * KG + kt) : 0.f;
+        mbar_arrive(bar);
+      }
+      if (tokens && GATHER) {
+        const int chunk = lane & 7;
+        const long long k0 = (long long)kt * 128 + 16 * chunk;
+#pragma unroll
+        for (int i = 0; i < MR; ++i) {
+          const int q = q0 + i * 4 * F_GATHER_WARPS;
+          if (q < n16) {
+            const int row = CACHE_SRC ? src[i] : token_source<true>(g, t, rows, q);
+            const bool ok = row >= 0 && k0 < g.K;
+            const unsigned char* p = ok ? g.x + (long long)row * g.K + k0 : g.x;
+            asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                             sa + q * 128 + ((chunk ^ (q & 7)) << 4)),
+                         "l"(p), "r"(ok ? 16 : 0), "l"(keep)
+                         : "memory");
+            if (chunk == 0) sc[q] = row >= 0 ? __ldg(g.a_scale + (long long)row * KG + kt) : 0.f;
+          }
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+        mbar_arrive(bar);  // the scales written above
+      }
+    }
+  }
+}
+
+// Stores one consumer's outputs: d0/d1 = its boxes (SwiGLU: gate, up). d[4j + 2h + q] is weight
+// row 16 (warp % 4) + lane / 4 + 8h of the box, token 8j + 2 (lane % 4) + q. Lanes 4 apart hold
+// neighbouring rows (output columns): the even one stores token 2 (lane % 4) of both, the odd
+// one token + 1, so each store is two adjacent bf16 of one output row.
+template <int EPI, int NT>
+__device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int rows, const float* d0, const float* d1,
+                                           int cg) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, gq = lane >> 2, qq = lane & 3;
+  const bool odd = gq & 1;
+  constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
+  const long long col0 = (EPI == kSwigluBf16 ? (long long)t.n_tile * 128 + 64 * cg : (long long)t.n_tile * 256 + 128 * cg) +
+                         16 * warp + (gq & ~1);
+  const int tok0 = 2 * qq + (odd ? 1 : 0);
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j) {
+    const int tok = 8 * j + tok0;
+    unsigned short* row = g.out + ((long long)t.row0 + tok) * g.N;
+#pragma unroll
+    for (int nb = 0; nb < BLOCKS; ++nb) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 4 * j + 2 * h;
+        float v0, v1;
+        if (EPI == kSwigluBf16) {
+          v0 = silu_mul(d0[i], d1[i]);
+          v1 = silu_mul(d0[i + 1], d1[i + 1]);
+        } else {
+          v0 = nb ? d1[i] : d0[i];
+          v1 = nb ? d1[i + 1] : d0[i + 1];
+        }
+        const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+        const float lo = odd ? recv : v0, hi = odd ? v1 : recv;
+        const long long col = col0 + 64 * nb + 8 * h;
+        if (tok >= rows || col >= g.N) continue;
+        if (col + 1 < g.N && (g.N & 1) == 0) {
+          *reinterpret_cast<uint32_t*>(row + col) = pack_bf16x2(lo, hi);
+        } else {
+          row[col] = to_bf16(lo);
+          if (col + 1 < g.N) row[col + 1] = to_bf16(hi);
+        }
+      }
+    }
+  }
+}
+
+// d += t * a_scale[token] * w_scale[row]: sc = the k-step's token scales, sw0/sw1 the scales of
+// this thread's two weight rows (h = 0, 1) of the box.
+template <int NT>
+__device__ __forceinline__ void promote(float* d, const float* t, const float* sc, float sw0, float sw1) {
+  const int qq = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const float a = sc[8 * j + 2 * qq + q];
+      d[4 * j + q] = fmaf(t[4 * j + q], a * sw0, d[4 * j + q]);
+      d[4 * j + 2 + q] = fmaf(t[4 * j + 2 + q], a * sw1, d[4 * j + 2 + q]);
+    }
+}
+
+// One tile for a consumer warpgroup (NT = the tile's rows rounded up to 16): the k loop with
+// its promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
+// wgmmas into two sets of temporaries at once; TN 128: one box after the other through one set.
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
+__device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, int rows, int k_tiles, uint32_t& it,
+                                             uint32_t ring, uint32_t full, uint32_t empty, const float* scales, int cg) {
+  constexpr int NA = NT / 2;  // accumulators per thread per box
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  const long long KG = (g.K + 127) / 128;
+  const long long NW = EPI == kSwigluBf16 ? 2 * g.N : g.N;
+  const long long NB = (NW + 127) / 128;
+  // This thread's weight rows, per box and half: 16 warp + lane / 4 + 8h; their scale rows (-1: past NW).
+  long long wrow[2][2];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long r = box_row<EPI>(2 * cg + b, t.n_tile, g.N) + 16 * warp + (lane >> 2) + 8 * h;
+      wrow[b][h] = r < NW ? ((long long)t.expert * NB + r / 128) * KG : -1;
+    }
+  float d0[NA], d1[NA];
+#pragma unroll
+  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    // The weight scales first: global loads whose latency the wait and the wgmma hide.
+    float sw[2][2];
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sw[b][h] = wrow[b][h] >= 0 ? __ldg(g.w_scale + wrow[b][h] + kt) : 0.f;
+    const uint32_t s = it % SLOTS;
+    mbar_wait(full + 8 * s, (it / SLOTS) & 1);
+    if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    const uint32_t sa_addr = ring + s * slot_bytes<TN>(), sw_addr = sa_addr + TN * 128 + cg * 2 * F_BOX;
+    const float* sc = scales + s * TN;
+    if constexpr (TN <= 64) {
+      float t0[NA], t1[NA];
+      fence_n<NA>(t0);
+      fence_n<NA>(t1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t db = make_desc(sa_addr + kk * 32, 16, 1024);
+        wgmma_fp8<NT>(t0, make_desc(sw_addr + kk * 32, 16, 1024), db, kk);
+        wgmma_fp8<NT>(t1, make_desc(sw_addr + F_BOX + kk * 32, 16, 1024), db, kk);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_n<NA>(t0);
+      fence_n<NA>(t1);
+      promote<NT>(d0, t0, sc, sw[0][0], sw[0][1]);
+      promote<NT>(d1, t1, sc, sw[1][0], sw[1][1]);
+    } else {
+      float tt[NA];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        fence_n<NA>(tt);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_fp8<NT>(tt, make_desc(sw_addr + b * F_BOX + kk * 32, 16, 1024), make_desc(sa_addr + kk * 32, 16, 1024),
+                        kk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_n<NA>(tt);
+        promote<NT>(b ? d1 : d0, tt, sc, sw[b][0], sw[b][1]);
+      }
+    }
+    if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp is done with the slot (and its scales)
+  }
+  store_tile<EPI, NT>(g, t, rows, d0, d1, cg);
+}
+
+// Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
+// (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map.
+template <int EPI, bool GATHER, int SLOTS, int TN>
+__device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  const uint32_t ring = base, full = base + SLOTS * slot_bytes<TN>(), empty = full + 8 * SLOTS;
+  float* scales = reinterpret_cast<float*>(smem_raw + (base - raw) + SLOTS * slot_bytes<TN>() + 16 * SLOTS);
+  int* ints = reinterpret_cast<int*>(scales + SLOTS * TN);
+  const int n_experts = (int)g.EL;
+  const int n_tiles = n_tiles_of<EPI, 256>(g.N);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < SLOTS; ++i) {
+      mbar_init(full + 8 * i, GATHER ? 1 + 2 * 32 * F_GATHER_WARPS : 1 + 32);
+      mbar_init(empty + 8 * i, 8);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  TileMap map = build_tile_map<F_THREADS, TN>(g.offsets, g.R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  const int total = map.first[n_experts];
+  const int k_tiles = (int)((g.K + 127) / 128);
+  const int wg = threadIdx.x >> 7;
+  if (wg == 0) {
+    // The gathering lanes keep their rows' token indices in registers: 56 (and 224 for the
+    // consumers: 128 x 56 + 256 x 224 <= 64 K); else 40 and 232.
+    if (GATHER) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+      if (!GATHER) asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
+    }
+    produce<EPI, GATHER, SLOTS, TN>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
+    return;
+  }
+  if (GATHER) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int cg = wg - 1;
+  uint32_t it = 0;
+  for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
+    const Tile t = decode_tile<TN>(map, ti);
+    const int rows = min(t.row_end - t.row0, TN);
+    switch ((rows + 15) >> 4) {
+#define HC_FP8_CASE(K16)                                                                                          \
+  case K16:                                                                                                      \
+    if constexpr (16 * K16 <= TN)                                                                                \
+      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, rows, k_tiles, it, ring, full, empty, scales, cg);    \
+    break;
+      HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
+      HC_FP8_CASE(8)
+#undef HC_FP8_CASE
+      default: break;
+    }
+  }
+}
+
+// cvt.rn.satfinite: nearest even, saturating to +-448 (NaN stays NaN); the low byte is v's.
+__device__ __forceinline__ unsigned char to_e4m3(float v) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.f), "f"(v));
+  return (unsigned char)(r & 0xff);
+}
+
+}  // namespace
+}  // namespace hc
+
+// moe_quantize_fp8: a warp per (row, 128-group); lane l holds elements l, l + 32, l + 64, l + 96.
+// scale = amax / 448 and q = e4m3(x / scale) with IEEE fp32 divisions (nvcc's default
+// -prec-div=true), so the result matches the reference bit for bit.
+extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsigned short* x, unsigned char* q,
+                                                                      float* scale, long long R, long long K) {
+  const long long KG = (K + 127) / 128, groups = R * KG;
+  const int lane = threadIdx.x & 31;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  for (long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < groups; w += warps) {
+    const long long r = w / KG, k0 = (w % KG) * 128;
+    float v[4];
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long k = k0 + lane + 32 * i;
+      v[i] = k < K ? __uint_as_float((unsigned)x[r * K + k] << 16) : 0.f;
+      amax = fmaxf(amax, fabsf(v[i]));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = amax / 448.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long k = k0 + lane + 32 * i;
+      if (k < K) q[r * K + k] = s > 0.f ? hc::to_e4m3(v[i] / s) : (unsigned char)0;
+    }
+    if (lane == 0) scale[w] = s;
+  }
+}
+
+// The builds: SLOTS slots of TN-token tiles. *_sm90swapw: 4 x 64 (164 KB of shared memory),
+// *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB).
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN)                                                                     \
+  extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
+      NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
+           const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
+           long long K, long long N, long long EL) {                                                          \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN>(&ta16, &tb,                                                  \
+                                                {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0}); \
+  }
+// The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
+#define HC_FP8_GATHER_ENTRY(NAME, SLOTS, TN)                                                                    \
+  extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                              \
+      NAME(const __grid_constant__ hc::TensorMap tb, const unsigned char* x, const float* x_scale,             \
+           const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
+           long long K, long long N, long long EL, long long topk, long long T) {                              \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN>(                                                   \
+        nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
+  }
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN)                                                            \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN)                      \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN)                              \
+  HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_##SUFFIX, SLOTS, TN)
+HC_FP8_BUILD(sm90swapw, 4, 64)
+HC_FP8_BUILD(sm90swapw5, 5, 64)
+HC_FP8_BUILD(sm90wide, 4, 128)

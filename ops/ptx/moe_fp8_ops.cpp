@@ -1,0 +1,235 @@
+// PTX implementations of the FP8 MoE operators (kernels/ptx/moe/gemm_sm90_fp8.cu): e4m3
+// quantization and the block-scaled grouped GEMMs on Hopper (sm_90a: wgmma with e4m3 operands
+// and the tensor memory accelerator). Before sm_90a there are no FP8 wgmma tensor cores (sm_89's
+// FP8 mma.sync is not implemented here): "sm80.none" implementations say so through their
+// predicate, so that listings, hal_device_can_run-based choices and run_op give that reason.
+#include "ptx_launch.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace halcyon::ptxop {
+namespace {
+
+constexpr const char* kImage = "moe_gemm_sm90_fp8";
+// gemm_sm90_fp8.cu's builds: tiles of up to `tn` tokens x 256 weight rows, a ring of `slots`
+// slots of tn token rows + 4 weight boxes (two mbarriers a slot) and tn f32 token scales.
+struct Fp8Build {
+  int slots, tn;
+  const char* suffix;  // of the entry names
+};
+constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"};
+constexpr int64_t kBn = 256, kThreads = 384;
+uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
+  const uint64_t slot = uint64_t(b.tn) * 128 + 4 * 64 * 128;
+  return 1024 + b.slots * (slot + 16 + uint64_t(b.tn) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
+}
+
+enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown };
+
+// The GEMM of a call by its contract names: inputs, K (reduction) and N (outputs).
+struct Fp8Call {
+  const char *a, *a_scale, *w;
+  int64_t K, N;
+};
+template <typename Ctx>
+Fp8Call fp8_call(const Ctx& c, Fp8Gemm which) {
+  switch (which) {
+    case Fp8Gemm::kSwiglu: return {"a", "a_scale", "w_gate_up", c.dim("H"), c.dim("I")};
+    case Fp8Gemm::kSwigluGather: return {"x", "x_scale", "w_gate_up", c.dim("H"), c.dim("I")};
+    case Fp8Gemm::kDown: break;
+  }
+  return {"a", "a_scale", "w", c.dim("I"), c.dim("H")};
+}
+
+// Why the FP8 kernel cannot take this call, or "".
+template <typename Ctx>
+std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, const Fp8Build& build) {
+  if (!ptx::find(kImage, "sm_90a")) return "its PTX image was not built";
+  if (!dev.has("tensor_map")) return fmt::format("{} makes no tensor maps", dev.uri);
+  const Fp8Call f = fp8_call(c, which);
+  if (f.K % 16) return fmt::format("K = {} is not a multiple of 16 (the TMA row pitch)", f.K);
+  for (const char* t : {f.a, f.w})
+    if (address_of(c, t) % 16) return fmt::format("{} is not 16-byte aligned", t);
+  if (address_of(c, "out") % 4) return "out is not 4-byte aligned";
+  const uint64_t shared = fp8_shared(c.dim("EL"), build);
+  if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
+    return fmt::format("{} experts need {} bytes of shared memory, {} has {}", c.dim("EL"), shared, dev.uri,
+                       dev.max_shared_per_block);
+  if (c.dim("R") > INT_MAX || f.K > INT_MAX || 2 * f.N > INT_MAX) return "a dimension exceeds int32";
+  if (which == Fp8Gemm::kSwigluGather && c.dim("T") * c.params().i("topk") > INT_MAX)
+    return "T * topk exceeds int32";
+  return {};
+}
+template <Fp8Gemm Which, const Fp8Build& Build>
+bool fp8_applies(const ops::ApplyContext& c, std::string* why) {
+  std::string misfit;
+  if (!c.has_call()) {
+    if (!c.facts.has("tensor_map")) misfit = fmt::format("{} makes no tensor maps", c.facts.uri);
+  } else {
+    misfit = fp8_misfit(c.facts, c, Which, Build);
+  }
+  if (misfit.empty()) return true;
+  if (why) *why = misfit;
+  return false;
+}
+// An e4m3 tensor map: boxes of 128 bytes x `rows`, the kernels' K-major wgmma operands.
+Result<TensorMap> e4m3_map(const ops::OpContext& ctx, const ops::Tensor& t, std::initializer_list<uint64_t> dims,
+                           uint32_t rows) {
+  return dense_map(ctx, t, HAL_TENSOR_MAP_U8, 1, dims, 128, rows);
+}
+
+template <Fp8Gemm Which, const Fp8Build& Build>
+Status fp8_gemm(ops::OpContext& ctx) {
+  const bool swiglu = Which != Fp8Gemm::kDown, gather = Which == Fp8Gemm::kSwigluGather;
+  const Fp8Call f = fp8_call(ctx, Which);
+  const int64_t R = ctx.dim("R"), EL = ctx.dim("EL");
+  if (gather && ctx.params().i("topk") < 1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: topk = {} is not positive", ctx.contract.op, ctx.params().i("topk")));
+  if (R == 0 || f.N == 0 || EL == 0) return {};
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  if (std::string why = fp8_misfit(*dev, ctx, Which, Build); !why.empty())
+    return Error(HAL_UNSUPPORTED, fmt::format("{}: the FP8 kernel cannot run: {}", ctx.contract.op, why));
+  const int64_t NW = swiglu ? 2 * f.N : f.N;
+  const int64_t n_tiles = swiglu ? ceil_div(f.N, kBn / 2) : ceil_div(f.N, kBn);
+  const int64_t max_tiles = (ceil_div(R, Build.tn) + EL) * n_tiles;
+  if (max_tiles > INT_MAX)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
+                                               ctx.contract.op, R, f.N));
+  const ops::Tensor& a = ctx.tensor(f.a);
+  auto tb = e4m3_map(ctx, ctx.tensor(f.w), {uint64_t(f.K), uint64_t(NW), uint64_t(EL)}, 64);
+  if (!tb) return tb.error();
+  const std::string entry = fmt::format("hc_moe_gemm_fp8_{}{}", gather ? "swiglu_gather_" : swiglu ? "swiglu_" : "",
+                                        Build.suffix);
+  auto k = kernel(ctx, *dev, kImage, entry.c_str(), CodeFrom::kCubinIfExact);
+  if (!k) return k.error();
+  const uint32_t grid = uint32_t(std::min<int64_t>(max_tiles, dev->compute_units));
+  const uint64_t a_scale = address_of(ctx, f.a_scale), w_scale = address_of(ctx, "w_scale");
+  const uint64_t offsets = address_of(ctx, "expert_offsets"), out = address_of(ctx, "out");
+  if (gather) {
+    const int64_t T = ctx.dim("T"), topk = ctx.params().i("topk");
+    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build)), [&](ArgPack& p) {
+      p.value(*tb).value(a.address()).value(a_scale).value(w_scale).value(address_of(ctx, "row_to_slot"));
+      p.value(offsets).value(out).value(R).value(f.K).value(f.N).value(EL).value(topk).value(T);
+    });
+  }
+  auto ta16 = e4m3_map(ctx, a, {uint64_t(f.K), uint64_t(R)}, 16);
+  if (!ta16) return ta16.error();
+  return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build)), [&](ArgPack& p) {
+    p.value(*ta16).value(*tb).value(a_scale).value(w_scale).value(offsets).value(out);
+    p.value(R).value(f.K).value(f.N).value(EL);
+  });
+}
+
+// ---- moe_quantize_fp8 ----------------------------------------------------------------------
+struct QuantArgs {
+  uint64_t x, q, scale;
+  int64_t R, K;
+};
+Status quantize(ops::OpContext& ctx) {
+  const int64_t R = ctx.dim("R"), K = ctx.dim("K");
+  if (R == 0 || K == 0) return {};
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  auto k = kernel(ctx, *dev, kImage, "hc_moe_quantize_fp8");
+  if (!k) return k.error();
+  const int64_t groups = R * ceil_div(K, 128);
+  const int64_t blocks = std::min<int64_t>(ceil_div(groups, 8), int64_t(dev->compute_units) * 16);
+  QuantArgs a{ctx.tensor("x").address(), ctx.tensor("q").address(), ctx.tensor("scale").address(), R, K};
+  return launch(ctx, *k, {uint32_t(blocks)}, {256}, a);
+}
+
+// Where there is no FP8 tensor core: never applies, and says why.
+bool no_fp8(const ops::ApplyContext& c, std::string* why) {
+  if (why)
+    *why = fmt::format("no FP8 kernel for sm_80: FP8 wgmma tensor cores and e4m3 conversions need sm_90a (this device: "
+                       "{}; sm_89's FP8 mma.sync is not implemented)", c.facts.arch.empty() ? c.facts.uri : c.facts.arch);
+  return false;
+}
+Status no_fp8_run(ops::OpContext& ctx) {
+  return Error(HAL_UNSUPPORTED, fmt::format("{}: this GPU has no FP8 wgmma tensor cores (sm_90a needed)", ctx.contract.op));
+}
+
+ops::OpImpl impl(const char* op, const char* target, int priority, ops::OpImplFn fn, const char* name, const char* summary,
+                 ops::OpPredicate applies, ops::OpPredicate preferred = nullptr, ops::OpPredicate fused_pays = nullptr) {
+  return ops::OpImpl{op, HAL_MODULE_PTX, target, "", priority, fn, name, applies, preferred, true, fused_pays, summary};
+}
+// The FP8 gather form has not been shown to pay on a GPU: on the H100 (docs/PERFORMANCE.md,
+// "FP8 experts") it was level with the permuted copy at 128 and 512 tokens (within 2% of the
+// layer) and 1.6 ms slower at 4096 tokens, where the copy path takes the 128-token tiles
+// (sm90.wide). So the FP8 layer takes the copy path unless asked for the gather.
+bool gather_pays(const ops::ApplyContext&, std::string* why) {
+  if (why) *why = "measured level with the permuted copy at 128-512 tokens and slower at 4096 (H100)";
+  return false;
+}
+// Which tile width the registry takes: 128-token tiles (sm90.wide) where experts average more
+// than 64 rows (R is the call's row capacity, T x topk in the layer), 64 (sm90.swapw) else.
+// Measured on the H100 (docs/PERFORMANCE.md): at 4096 tokens (128 rows an expert) the wide
+// build's SwiGLU and down GEMMs took 4.43 + 2.50 ms against 5.07 + 2.97; at 512 and 128 tokens
+// both builds were level (97% and 100% of the copy rate).
+constexpr int64_t kWideRows = 64;
+bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
+bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
+  if (!many_rows(c)) return true;
+  if (why) *why = fmt::format("experts average more than {} rows: sm90.wide streams the weights fewer times", kWideRows);
+  return false;
+}
+bool wide_preferred(const ops::ApplyContext& c, std::string* why) {
+  if (many_rows(c)) return true;
+  if (why) *why = fmt::format("experts average at most {} rows: sm90.swapw", kWideRows);
+  return false;
+}
+
+#define HC_NO_FP8(op, n) \
+  ops::RegisterOpImpl n(impl(op, "sm_80", 1, no_fp8_run, "sm80.none", "none: no FP8 tensor cores before sm_90a", no_fp8));
+HC_NO_FP8("moe_quantize_fp8", r0)
+HC_NO_FP8("moe_grouped_gemm_fp8_swiglu", r1)
+HC_NO_FP8("moe_grouped_gemm_fp8_swiglu_gather", r2)
+HC_NO_FP8("moe_grouped_gemm_fp8", r3)
+#undef HC_NO_FP8
+
+bool image_built(const ops::ApplyContext&, std::string* why) {
+  if (ptx::find(kImage, "sm_90a")) return true;
+  if (why) *why = "its PTX image was not built";
+  return false;
+}
+ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
+ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw>, "sm90.swapw",
+                            "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
+                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, swapw_preferred));
+ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw>,
+                            "sm90.swapw", "wgmma e4m3 swap-AB, producer warps gather rows with cp.async (its cubin)",
+                            fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
+ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, kSwapw>, "sm90.swapw",
+                            "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
+                            fp8_applies<Fp8Gemm::kDown, kSwapw>, swapw_preferred));
+// The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
+ops::OpImpl named(ops::OpImpl i) {
+  i.automatic = false;
+  return i;
+}
+ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw5>,
+                                  "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, kSwapw5>)));
+ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw5>,
+                                  "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwigluGather, kSwapw5>,
+                                  nullptr, gather_pays)));
+ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gemm<Fp8Gemm::kDown, kSwapw5>, "sm90.swapw5",
+                                   "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kDown, kSwapw5>)));
+// Tiles of up to 128 tokens (an expert's weights stream through fewer times where experts have
+// ~100+ rows): the registry's choice there for the SwiGLU and down GEMMs (wide_preferred); by
+// name only for the gather form, whose three gathering warps made it slower (10.4 ms at 4096).
+ops::RegisterOpImpl r11(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>, "sm90.wide",
+                             "sm90.swapw with 128-token tiles (experts of > 64 rows)", fp8_applies<Fp8Gemm::kSwiglu, kWide>,
+                             wide_preferred));
+ops::RegisterOpImpl r12(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 35,
+                                   fp8_gemm<Fp8Gemm::kSwigluGather, kWide>, "sm90.wide",
+                                   "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kSwigluGather, kWide>, nullptr,
+                                   gather_pays)));
+ops::RegisterOpImpl r13(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
+                             "sm90.swapw with 128-token tiles (experts of > 64 rows)", fp8_applies<Fp8Gemm::kDown, kWide>,
+                             wide_preferred));
+
+}  // namespace
+}  // namespace halcyon::ptxop
