@@ -384,6 +384,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: no tensor copy engine
     HAL_BACKEND_FN(sim_device_can_run),
     nullptr,  // partition_caps: no split; the core's soft partitions
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator
 };
 
 }  // namespace

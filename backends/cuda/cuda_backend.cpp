@@ -120,6 +120,8 @@ const hal_backend_api kApi = {
     &Entry<cuda_tensor_map_encode>::call,
     &Entry<cuda_device_can_run>::call,
     &Entry<cuda_partition_caps>::call,
+    // communicator (ABI 1.4): not yet; NCCL loader in backends/comm_common (docs/expert_parallel.md)
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

@@ -484,6 +484,8 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: not offered by this backend
     HAL_BACKEND_FN(hip_device_can_run),
     HAL_BACKEND_FN(hip_partition_caps),
+    // communicator (ABI 1.4): not yet; RCCL loader in backends/comm_common (docs/expert_parallel.md)
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

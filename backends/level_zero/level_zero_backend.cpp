@@ -110,6 +110,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode
     nullptr,  // device_can_run: the core's rule (a module runs where its target equals the arch)
     nullptr,  // partition_caps
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // communicator (ABI 1.4)
 };
 
 }  // namespace

@@ -114,6 +114,9 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode (optional): see docs/porting.md
     nullptr,  // device_can_run (optional): NULL = a module runs where its target equals the arch
     nullptr,  // partition_caps (optional, ABI 1.3): with partition_split, say its granularity
+    // communicator (optional, ABI 1.4): all eight comm_* entries or none; the CPU backend's
+    // (backends/cpu, over backends/comm_common/shm_group) is the model
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace
