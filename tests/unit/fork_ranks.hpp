@@ -7,10 +7,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
+
+// In a rank's function: a failed Result/Status, or a false condition, becomes its error.
+#define RANK_TRY(expr)                                                    \
+  do {                                                                    \
+    auto&& r_ = (expr);                                                   \
+    if (!r_) return fmt::format("{}: {}", #expr, r_.error().to_string()); \
+  } while (0)
+#define RANK_CHECK(cond, ...)                                                                  \
+  do {                                                                                         \
+    if (!(cond)) return fmt::format("check failed: {}: {}", #cond, fmt::format(__VA_ARGS__)); \
+  } while (0)
 
 namespace test {
 

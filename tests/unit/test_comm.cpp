@@ -15,17 +15,6 @@ using halcyon::Device;
 
 namespace {
 
-// In a child: turn a failed Result/Status into the rank's error string.
-#define RANK_TRY(expr)                                                                   \
-  do {                                                                                   \
-    auto&& r_ = (expr);                                                                  \
-    if (!r_) return fmt::format("{}: {}", #expr, r_.error().to_string());                \
-  } while (0)
-#define RANK_CHECK(cond, ...) \
-  do {                        \
-    if (!(cond)) return fmt::format("check failed: {}: {}", #cond, fmt::format(__VA_ARGS__)); \
-  } while (0)
-
 struct Rank {
   Device dev;
   Comm comm;
