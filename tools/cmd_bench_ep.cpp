@@ -1,0 +1,282 @@
+// `halcyon bench ep`: expert-parallel dispatch and combine over a communicator
+// (docs/expert_parallel.md). Each rank routes its tokens to random experts (top-k of E, the
+// experts split evenly over the ranks), then times, as medians of --iters after a warm-up:
+//   dispatch  the all-to-all of the routed rows (H bf16 each) to the ranks owning their experts
+//   combine   the all-to-all of the expert outputs back
+//   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine)
+// and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N forks N
+// processes on this machine, one rank each (the CPU communicator's transport is shared memory
+// between processes); --rank R --ranks N --rendezvous NAME runs one rank of a job whose other
+// ranks a launcher starts (one process per GPU). Beside NCCL's all-to-all of the same bytes
+// when the device's communicator runs over NCCL; the CPU communicator has no such peer and
+// says so.
+#include <fmt/format.h>
+
+#include <halcyon/kernels/reference/bf16.hpp>
+#include <halcyon/runtime/moe_ep_layer.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "bench_common.hpp"
+#include "cli_support.hpp"
+
+namespace halcyon::bench {
+namespace {
+
+int usage(int rc) {
+  fmt::print(rc ? stderr : stdout,
+             "usage: halcyon bench ep [--device URI] [--ranks N] [--rank R --rendezvous NAME] [--tokens N]\n"
+             "                        [--topk N] [--experts N] [--hidden N] [--inter N] [--iters N]\n"
+             "  Expert-parallel dispatch and combine (all-to-all of the routed rows and back) and a whole\n"
+             "  MoeEpLayer forward, per rank: bytes to other ranks, GB/s, latency (medians of --iters,\n"
+             "  default 10, after one warm-up). --ranks N (default 2) forks N processes here; with --rank\n"
+             "  and --rendezvous, this process is one rank of a job started by a launcher.\n"
+             "  Defaults: cpu: 64 tokens per rank, top-8 of 16 experts, H 256, I 128 (tiny, for CI);\n"
+             "  otherwise the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256, H 7168, I 2048).\n");
+  return rc;
+}
+
+struct Shape {
+  int64_t tokens = -1, topk = 8, experts = -1, hidden = -1, inter = -1, iters = 10;
+};
+
+// What one rank measured; rank 0 gathers and prints them.
+struct RankResult {
+  double dispatch_ms = 0, combine_ms = 0, layer_ms = 0;
+  uint64_t dispatch_bytes = 0, combine_bytes = 0;
+  int64_t rows_received = 0;
+};
+
+std::vector<uint16_t> random_bf16(size_t n, float scale, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = ref::float_to_bf16(u(rng)).bits;
+  return v;
+}
+
+Result<ops::Tensor> upload_bf16(const Device& d, const Stream& s, std::vector<int64_t> shape, size_t n, float scale,
+                                std::mt19937& rng) {
+  auto t = ops::make_tensor(d, ops::DType::bf16, std::move(shape));
+  if (!t) return t.error();
+  auto v = random_bf16(n, scale, rng);
+  HALCYON_TRY(s.write(t->buffer, 0, v.data(), v.size() * 2));
+  return t;
+}
+
+template <typename F>
+Result<double> median_ms(int64_t iters, const Comm& comm, const Stream& s, F&& body) {
+  std::vector<double> ms;
+  for (int64_t i = 0; i <= iters; ++i) {
+    HALCYON_TRY(comm.barrier());  // every rank starts together
+    auto t0 = std::chrono::steady_clock::now();
+    HALCYON_TRY(body());
+    HALCYON_TRY(s.synchronize());
+    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(ms);
+}
+
+// The all-to-all pair of one layer with random routing: rows to each owner and back.
+Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank,
+                      uint32_t ranks, RankResult& out) {
+  std::mt19937 rng(1234 + rank);
+  std::uniform_int_distribution<int64_t> pick(0, sh.experts - 1);
+  std::vector<uint64_t> send_rows(ranks, 0);
+  for (int64_t i = 0; i < sh.tokens * sh.topk; ++i) ++send_rows[rt::ep_owner(sh.experts, ranks, pick(rng))];
+  auto all = comm.all_gather_values(send_rows);
+  if (!all) return all.error();
+  const uint64_t row = uint64_t(sh.hidden) * 2;
+  std::vector<uint64_t> so(ranks), ss(ranks), ro(ranks), rs(ranks);
+  uint64_t sent = 0, received = 0;
+  for (uint32_t p = 0; p < ranks; ++p) {
+    so[p] = sent;
+    ss[p] = send_rows[p] * row;
+    sent += ss[p];
+    ro[p] = received;
+    rs[p] = (*all)[size_t(p) * ranks + rank] * row;
+    received += rs[p];
+  }
+  auto home = dev.allocate(std::max<uint64_t>(sent, 1));
+  auto away = dev.allocate(std::max<uint64_t>(received, 1));
+  if (!home) return home.error();
+  if (!away) return away.error();
+  auto dispatch = median_ms(sh.iters, comm, s, [&] { return comm.all_to_all(s, *home, so, ss, *away, ro, rs); });
+  if (!dispatch) return dispatch.error();
+  auto combine = median_ms(sh.iters, comm, s, [&] { return comm.all_to_all(s, *away, ro, rs, *home, so, ss); });
+  if (!combine) return combine.error();
+  out.dispatch_ms = *dispatch;
+  out.combine_ms = *combine;
+  out.dispatch_bytes = sent - ss[rank];
+  out.combine_bytes = received - rs[rank];
+  out.rows_received = int64_t(received / row);
+  return {};
+}
+
+Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank, uint32_t ranks,
+                  RankResult& out) {
+  rt::MoeLayerConfig c;
+  c.hidden = sh.hidden;
+  c.inter = sh.inter;
+  c.experts = sh.experts;
+  c.topk = sh.topk;
+  c.n_groups = 1;
+  c.topk_groups = 1;
+  const rt::ExpertRange mine = rt::ep_expert_range(sh.experts, rank, ranks);
+  std::mt19937 rng(99);  // the router is the same on every rank
+  rt::MoeLayerWeights w;
+  auto router = upload_bf16(dev, s, {c.hidden, c.experts}, size_t(c.hidden * c.experts), 0.1f, rng);
+  std::mt19937 local(7 + rank);
+  auto up = upload_bf16(dev, s, {mine.count(), c.hidden, 2 * c.inter}, size_t(mine.count() * c.hidden * 2 * c.inter),
+                        0.05f, local);
+  auto down = upload_bf16(dev, s, {mine.count(), c.inter, c.hidden}, size_t(mine.count() * c.inter * c.hidden), 0.05f,
+                          local);
+  auto x = upload_bf16(dev, s, {sh.tokens, c.hidden}, size_t(sh.tokens * c.hidden), 1.0f, local);
+  auto y = ops::make_tensor(dev, ops::DType::bf16, {sh.tokens, c.hidden});
+  for (auto* t : {&router, &up, &down, &x, &y})
+    if (!*t) return t->error();
+  w.w_router = *router;
+  w.w_gate_up = *up;
+  w.w_down = *down;
+  auto layer = rt::MoeEpLayer::create(dev, comm, c, w);
+  if (!layer) return layer.error();
+  auto ms = median_ms(sh.iters, comm, s, [&] { return layer->forward(s, *x, *y); });
+  if (!ms) return ms.error();
+  out.layer_ms = *ms;
+  return {};
+}
+
+void print_results(const std::vector<RankResult>& all, const Shape& sh, const std::string& uri, const std::string& transport) {
+  fmt::print("halcyon bench ep on {} x {} ranks ({} communicator): {} tokens per rank, top-{} of {} experts, H {}, I {}\n",
+             uri, all.size(), transport, sh.tokens, sh.topk, sh.experts, sh.hidden, sh.inter);
+  fmt::print("{:>4} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10} {:>10}\n", "rank", "dispatch MB", "dispatch ms",
+             "GB/s", "combine MB", "combine ms", "GB/s", "layer ms");
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankResult& x = all[r];
+    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
+    fmt::print("{:>4} {:>12.3f} {:>12.3f} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.2f} {:>10.3f}\n", r,
+               x.dispatch_bytes / 1e6, x.dispatch_ms, gbs(x.dispatch_bytes, x.dispatch_ms), x.combine_bytes / 1e6,
+               x.combine_ms, gbs(x.combine_bytes, x.combine_ms), x.layer_ms);
+  }
+  fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
+             "stream's end, median of {}\n", sh.iters);
+  if (transport == "nccl" || transport == "rccl")
+    fmt::print("  NCCL all-to-all of the same bytes: not measured yet (docs/expert_parallel.md)\n");
+  else
+    fmt::print("  NCCL all-to-all of the same bytes: not run ({} communicator; NCCL needs GPUs)\n", transport);
+}
+
+// One rank: measures, then rank 0 prints every rank's numbers. Returns the exit status.
+int run_rank(const std::string& uri, const Shape& sh_in, uint32_t rank, uint32_t ranks, const std::string& name) {
+  auto fail = [&](const Error& e) {
+    fmt::print(stderr, "halcyon bench ep: rank {} of {}: {}\n", rank, ranks, e.to_string());
+    return 1;
+  };
+  auto dev = Device::open(uri.c_str());
+  if (!dev) return fail(dev.error());
+  auto info = dev->info();
+  if (!info) return fail(info.error());
+  const bool cpu = std::string(info->vendor) == "CPU";
+  Shape sh = sh_in;
+  if (sh.tokens < 0) sh.tokens = cpu ? 64 : 4096;
+  if (sh.experts < 0) sh.experts = cpu ? 16 : 256;
+  if (sh.hidden < 0) sh.hidden = cpu ? 256 : 7168;
+  if (sh.inter < 0) sh.inter = cpu ? 128 : 2048;
+  auto comm = Comm::create(*dev, {rank, ranks, name, 60000});
+  if (!comm) return fail(comm.error());
+  auto s = dev->create_stream();
+  if (!s) return fail(s.error());
+  RankResult mine;
+  if (auto st = time_exchanges(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
+  if (auto st = time_layer(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
+  auto all = comm->all_gather_values(std::vector<RankResult>{mine});
+  if (!all) return fail(all.error());
+  auto ci = comm->info();
+  if (!ci) return fail(ci.error());
+  if (rank == 0) print_results(*all, sh, info->uri, ci->transport);
+  return 0;
+}
+
+}  // namespace
+
+int bench_ep(const std::vector<std::string>& args) {
+  std::string device = "cpu:0", rendezvous, err;
+  int64_t ranks = 2, rank = -1;
+  Shape sh;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") return usage(0);
+    if (i + 1 >= args.size()) {
+      fmt::print(stderr, "halcyon bench ep: {} needs a value (halcyon bench ep --help)\n", a);
+      return 2;
+    }
+    const std::string& v = args[++i];
+    auto integer = [&](int64_t* dst, int64_t lo, int64_t hi) {
+      auto n = cli::parse_int(a, v, lo, hi, &err);
+      if (n) *dst = *n;
+      return bool(n);
+    };
+    bool ok = true;
+    if (a == "--device") device = v;
+    else if (a == "--rendezvous") rendezvous = v;
+    else if (a == "--ranks") ok = integer(&ranks, 1, 64);
+    else if (a == "--rank") ok = integer(&rank, 0, 63);
+    else if (a == "--iters") ok = integer(&sh.iters, 1, 10000);
+    else if (a == "--tokens") ok = integer(&sh.tokens, 1, 1 << 20);
+    else if (a == "--topk") ok = integer(&sh.topk, 1, 64);
+    else if (a == "--experts") ok = integer(&sh.experts, 1, 4096);
+    else if (a == "--hidden") ok = integer(&sh.hidden, 1, 65536);
+    else if (a == "--inter") ok = integer(&sh.inter, 1, 65536);
+    else {
+      fmt::print(stderr, "halcyon bench ep: unknown option '{}' (halcyon bench ep --help)\n", a);
+      return 2;
+    }
+    if (!ok) {
+      fmt::print(stderr, "halcyon bench ep: {}\n", err);
+      return 2;
+    }
+  }
+  if ((rank >= 0) != !rendezvous.empty()) {
+    fmt::print(stderr, "halcyon bench ep: --rank and --rendezvous go together (one rank of a launched job)\n");
+    return 2;
+  }
+  if (rank >= ranks) {
+    fmt::print(stderr, "halcyon bench ep: --rank {} is not below --ranks {}\n", rank, ranks);
+    return 2;
+  }
+  if (sh.topk > 0 && sh.experts > 0 && sh.topk > sh.experts) {
+    fmt::print(stderr, "halcyon bench ep: --topk {} is more than --experts {}\n", sh.topk, sh.experts);
+    return 2;
+  }
+  if (rank >= 0) return run_rank(device, sh, uint32_t(rank), uint32_t(ranks), rendezvous);
+  // Fork the ranks; this process opens no device, so the children inherit no threads.
+  const std::string name = fmt::format("bench-ep-{}", getpid());
+  std::vector<pid_t> pids;
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+      fmt::print(stderr, "halcyon bench ep: fork failed\n");
+      return 1;
+    }
+    if (pid == 0) {
+      int rc = run_rank(device, sh, uint32_t(r), uint32_t(ranks), name);
+      std::fflush(nullptr);
+      _exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace halcyon::bench
