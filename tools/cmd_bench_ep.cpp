@@ -4,7 +4,7 @@
 //   dispatch  the all-to-all of the routed rows (H bf16 each) to the ranks owning their experts
 //   combine   the all-to-all of the expert outputs back
 //   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine)
-// and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N forks N
+// and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N starts N
 // processes on this machine, one rank each (the CPU communicator's transport is shared memory
 // between processes); --rank R --ranks N --rendezvous NAME runs one rank of a job whose other
 // ranks a launcher starts (one process per GPU). Beside NCCL's all-to-all of the same bytes
@@ -15,6 +15,7 @@
 #include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/moe_ep_layer.hpp>
 
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 #include "bench_common.hpp"
 #include "cli_support.hpp"
 
+extern char** environ;
+
 namespace halcyon::bench {
 namespace {
 
@@ -34,7 +37,7 @@ int usage(int rc) {
              "                        [--topk N] [--experts N] [--hidden N] [--inter N] [--iters N]\n"
              "  Expert-parallel dispatch and combine (all-to-all of the routed rows and back) and a whole\n"
              "  MoeEpLayer forward, per rank: bytes to other ranks, GB/s, latency (medians of --iters,\n"
-             "  default 10, after one warm-up). --ranks N (default 2) forks N processes here; with --rank\n"
+             "  default 10, after one warm-up). --ranks N (default 2) starts N processes here; with --rank\n"
              "  and --rendezvous, this process is one rank of a job started by a launcher.\n"
              "  Defaults: cpu: 64 tokens per rank, top-8 of 16 experts, H 256, I 128 (tiny, for CI);\n"
              "  otherwise the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256, H 7168, I 2048).\n");
@@ -253,20 +256,23 @@ int bench_ep(const std::vector<std::string>& args) {
     return 2;
   }
   if (rank >= 0) return run_rank(device, sh, uint32_t(rank), uint32_t(ranks), rendezvous);
-  // Fork the ranks; this process opens no device, so the children inherit no threads.
+  // Each rank is a fresh process running this command with --rank (GPU drivers do not survive
+  // a fork); this process only waits for them.
   const std::string name = fmt::format("bench-ep-{}", getpid());
   std::vector<pid_t> pids;
   for (int64_t r = 0; r < ranks; ++r) {
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) {
-      fmt::print(stderr, "halcyon bench ep: fork failed\n");
+    std::vector<std::string> argv_s{"halcyon", "bench", "ep"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    for (std::string a : {std::string("--ranks"), std::to_string(ranks), std::string("--rank"), std::to_string(r),
+                          std::string("--rendezvous"), name})
+      argv_s.push_back(std::move(a));
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) {
+      fmt::print(stderr, "halcyon bench ep: could not start rank {}\n", r);
       return 1;
-    }
-    if (pid == 0) {
-      int rc = run_rank(device, sh, uint32_t(r), uint32_t(ranks), name);
-      std::fflush(nullptr);
-      _exit(rc);
     }
     pids.push_back(pid);
   }
