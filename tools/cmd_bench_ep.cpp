@@ -3,7 +3,8 @@
 // experts split evenly over the ranks), then times, as medians of --iters after a warm-up:
 //   dispatch  the all-to-all of the routed rows (H bf16 each) to the ranks owning their experts
 //   combine   the all-to-all of the expert outputs back
-//   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine)
+//   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine), with the
+//             rows moved by the all-to-all and by direct writes into peer-mapped buffers
 // and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N starts N
 // processes on this machine, one rank each (the CPU communicator's transport is shared memory
 // between processes); --rank R --ranks N --rendezvous NAME runs one rank of a job whose other
@@ -50,7 +51,7 @@ struct Shape {
 
 // What one rank measured; rank 0 gathers and prints them.
 struct RankResult {
-  double dispatch_ms = 0, combine_ms = 0, layer_ms = 0;
+  double dispatch_ms = 0, combine_ms = 0, layer_ms = 0, layer_peer_ms = 0;
   uint64_t dispatch_bytes = 0, combine_bytes = 0;
   int64_t rows_received = 0;
 };
@@ -145,28 +146,32 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
   w.w_router = *router;
   w.w_gate_up = *up;
   w.w_down = *down;
-  auto layer = rt::MoeEpLayer::create(dev, comm, c, w);
-  if (!layer) return layer.error();
-  auto ms = median_ms(sh.iters, comm, s, [&] { return layer->forward(s, *x, *y); });
-  if (!ms) return ms.error();
-  out.layer_ms = *ms;
+  for (auto [transport, ms_out] : {std::pair{rt::EpTransport::kAllToAll, &out.layer_ms},
+                                   std::pair{rt::EpTransport::kPeerWrite, &out.layer_peer_ms}}) {
+    auto layer = rt::MoeEpLayer::create(dev, comm, c, w, {}, transport);
+    if (!layer) return layer.error();
+    auto ms = median_ms(sh.iters, comm, s, [&] { return layer->forward(s, *x, *y); });
+    if (!ms) return ms.error();
+    *ms_out = *ms;
+  }
   return {};
 }
 
 void print_results(const std::vector<RankResult>& all, const Shape& sh, const std::string& uri, const std::string& transport) {
   fmt::print("halcyon bench ep on {} x {} ranks ({} communicator): {} tokens per rank, top-{} of {} experts, H {}, I {}\n",
              uri, all.size(), transport, sh.tokens, sh.topk, sh.experts, sh.hidden, sh.inter);
-  fmt::print("{:>4} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10} {:>10}\n", "rank", "dispatch MB", "dispatch ms",
-             "GB/s", "combine MB", "combine ms", "GB/s", "layer ms");
+  fmt::print("{:>4} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10}\n", "rank", "dispatch MB", "dispatch ms",
+             "GB/s", "combine MB", "combine ms", "GB/s", "layer ms", "peer ms");
   for (size_t r = 0; r < all.size(); ++r) {
     const RankResult& x = all[r];
     auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
-    fmt::print("{:>4} {:>12.3f} {:>12.3f} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.2f} {:>10.3f}\n", r,
+    fmt::print("{:>4} {:>12.3f} {:>12.3f} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.2f} {:>10.3f} {:>10.3f}\n", r,
                x.dispatch_bytes / 1e6, x.dispatch_ms, gbs(x.dispatch_bytes, x.dispatch_ms), x.combine_bytes / 1e6,
-               x.combine_ms, gbs(x.combine_bytes, x.combine_ms), x.layer_ms);
+               x.combine_ms, gbs(x.combine_bytes, x.combine_ms), x.layer_ms, x.layer_peer_ms);
   }
   fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
-             "stream's end, median of {}\n", sh.iters);
+             "stream's end, median of {}; layer ms: MoeEpLayer over the all-to-all, peer ms: over direct writes "
+             "into peer-mapped buffers\n", sh.iters);
   if (transport == "nccl" || transport == "rccl")
     fmt::print("  NCCL all-to-all of the same bytes: not measured yet (docs/expert_parallel.md)\n");
   else

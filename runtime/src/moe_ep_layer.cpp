@@ -29,6 +29,7 @@ struct MoeEpLayer::Routing {
   Tensor send_ids;                          // the expert of each sent row
   std::vector<uint64_t> send_first, send_count;  // rows per destination rank
   std::vector<uint64_t> recv_first, recv_count;  // rows per source rank
+  std::vector<uint64_t> matrix;             // rows rank q sends rank p: matrix[q * ranks + p]
   int64_t received = 0;
   Tensor recv_rows, recv_ids, back_rows;    // expert side, rows in arrival order
   Tensor returned;                          // expert outputs back home, in send_rows' order
@@ -99,7 +100,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, MoeLayerConfig c, MoeLayerWeights w,
-                                      MoeLayerOptions o) {
+                                      MoeLayerOptions o, EpTransport transport) {
   auto info = comm.info();
   if (!info) return info.error();
   const ExpertRange mine = ep_expert_range(c.experts, info->rank, info->size);
@@ -126,6 +127,9 @@ Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, Mo
   layer.config_ = std::move(c);
   layer.weights_ = std::move(w);
   layer.options_ = std::move(o);
+  layer.transport_ = transport;
+  layer.recv_capacity_.assign(info->size, 0);
+  layer.back_capacity_.assign(info->size, 0);
   return layer;
 }
 
@@ -204,6 +208,11 @@ Status MoeEpLayer::dispatch(const Stream& s, Routing& r) {
     at += r.recv_count[p];
   }
   r.received = int64_t(at);
+  r.matrix = std::move(all).value();
+  r.stats.rows_sent = TK;
+  r.stats.rows_received = r.received;
+  r.stats.dispatch_bytes = remote_bytes(r.send_count, rank_, uint64_t(H) * 2 + 4);
+  if (transport_ == EpTransport::kPeerWrite) return peer_dispatch(s, r);
   auto recv_rows = rows_tensor(device_, DType::bf16, r.received, H);
   auto recv_ids = rows_tensor(device_, DType::i32, r.received, 1);
   if (!recv_rows) return recv_rows.error();
@@ -213,9 +222,6 @@ Status MoeEpLayer::dispatch(const Stream& s, Routing& r) {
   HALCYON_TRY(exchange(comm_, s, r.send_rows, r.send_first, r.send_count, r.recv_rows, r.recv_first, r.recv_count,
                        uint64_t(H) * 2));
   HALCYON_TRY(exchange(comm_, s, r.send_ids, r.send_first, r.send_count, r.recv_ids, r.recv_first, r.recv_count, 4));
-  r.stats.rows_sent = TK;
-  r.stats.rows_received = r.received;
-  r.stats.dispatch_bytes = remote_bytes(r.send_count, rank_, uint64_t(H) * 2 + 4);
   return {};
 }
 
@@ -262,15 +268,106 @@ Status MoeEpLayer::run_experts(const Stream& s, Routing& r) {
 Status MoeEpLayer::combine(const Stream& s, Routing& r, Tensor& out) {
   const auto& c = config_;
   const int64_t TK = r.T * c.topk, H = c.hidden;
-  auto returned = make_tensor(device_, DType::bf16, {TK, H});
-  if (!returned) return returned.error();
-  r.returned = *returned;
-  HALCYON_TRY(exchange(comm_, s, r.back_rows, r.recv_first, r.recv_count, r.returned, r.send_first, r.send_count,
-                       uint64_t(H) * 2));
   r.stats.combine_bytes = remote_bytes(r.recv_count, rank_, uint64_t(H) * 2);
+  if (transport_ == EpTransport::kPeerWrite) {
+    HALCYON_TRY(peer_combine(s, r));
+  } else {
+    auto returned = make_tensor(device_, DType::bf16, {TK, H});
+    if (!returned) return returned.error();
+    r.returned = *returned;
+    HALCYON_TRY(exchange(comm_, s, r.back_rows, r.recv_first, r.recv_count, r.returned, r.send_first, r.send_count,
+                         uint64_t(H) * 2));
+  }
   TensorMap comb{{"expert_out", r.returned}, {"topk_weights", r.topk_weights}, {"slot_to_row", r.slot_to_row},
                  {"out", out}};
   return run_op(device_, s, "moe_combine", comb, {}, options_.run_options("moe_combine"));
+}
+
+// ---- kPeerWrite --------------------------------------------------------------------------
+
+namespace {
+constexpr uint64_t kPeerRowStep = 128;  // capacities grow in steps of this many rows
+
+// Rows before `p`'s in `q`'s send order (rank q's send_first[p]).
+uint64_t rows_before(const std::vector<uint64_t>& matrix, uint32_t ranks, uint32_t q, uint32_t p) {
+  uint64_t n = 0;
+  for (uint32_t k = 0; k < p; ++k) n += matrix[size_t(q) * ranks + k];
+  return n;
+}
+// Rows that ranks before `q` send to `p` (where q's rows land in p's receive buffer).
+uint64_t rows_from_before(const std::vector<uint64_t>& matrix, uint32_t ranks, uint32_t q, uint32_t p) {
+  uint64_t n = 0;
+  for (uint32_t k = 0; k < q; ++k) n += matrix[size_t(k) * ranks + p];
+  return n;
+}
+}  // namespace
+
+// Collective. Every rank learns every rank's needs, so all decide alike whether to grow; a
+// rank that grows (or not) still takes part in both shares.
+Status MoeEpLayer::ensure_peer_buffers(const Routing& r) {
+  const uint64_t row = uint64_t(config_.hidden) * 2;
+  auto needs = comm_.all_gather_values(std::vector<uint64_t>{uint64_t(r.received), uint64_t(r.T * config_.topk)});
+  if (!needs) return needs.error();
+  bool grow = recv_peers_.empty();
+  for (uint32_t p = 0; p < ranks_; ++p)
+    grow = grow || (*needs)[2 * p] > recv_capacity_[p] || (*needs)[2 * p + 1] > back_capacity_[p];
+  if (!grow) return {};
+  auto step = [](uint64_t rows) { return std::max<uint64_t>(1, (rows + kPeerRowStep - 1) / kPeerRowStep) * kPeerRowStep; };
+  for (uint32_t p = 0; p < ranks_; ++p) {
+    recv_capacity_[p] = std::max(recv_capacity_[p], step((*needs)[2 * p]));
+    back_capacity_[p] = std::max(back_capacity_[p], step((*needs)[2 * p + 1]));
+  }
+  recv_peers_.clear();
+  back_peers_.clear();
+  auto recv = comm_.buffer(recv_capacity_[rank_] * (row + 4));
+  if (!recv) return recv.error();
+  auto back = comm_.buffer(back_capacity_[rank_] * row);
+  if (!back) return back.error();
+  auto rp = comm_.share(*recv);
+  if (!rp) return rp.error();
+  auto bp = comm_.share(*back);
+  if (!bp) return bp.error();
+  recv_peers_ = std::move(rp).value();
+  back_peers_ = std::move(bp).value();
+  return {};
+}
+
+// Rows and ids copied straight into each owner's receive buffer (rows of rank q after those of
+// ranks < q), then a barrier: every rank's receive buffer is complete.
+Status MoeEpLayer::peer_dispatch(const Stream& s, Routing& r) {
+  HALCYON_TRY(ensure_peer_buffers(r));
+  const uint64_t row = uint64_t(config_.hidden) * 2;
+  for (uint32_t p = 0; p < ranks_; ++p) {
+    const uint64_t n = r.send_count[p];
+    if (n == 0) continue;
+    const uint64_t at = rows_from_before(r.matrix, ranks_, rank_, p);
+    HALCYON_TRY(s.copy(recv_peers_[p], at * row, r.send_rows.buffer, r.send_rows.offset + r.send_first[p] * row, n * row));
+    HALCYON_TRY(s.copy(recv_peers_[p], recv_capacity_[p] * row + at * 4, r.send_ids.buffer,
+                       r.send_ids.offset + r.send_first[p] * 4, n * 4));
+  }
+  HALCYON_TRY(s.synchronize());
+  HALCYON_TRY(comm_.barrier());
+  Tensor rows{recv_peers_[rank_], 0, DType::bf16, {r.received, config_.hidden}};
+  Tensor ids{recv_peers_[rank_], recv_capacity_[rank_] * row, DType::i32, {r.received, 1}};
+  r.recv_rows = rows;
+  r.recv_ids = ids;
+  return {};
+}
+
+// Each owner copies the outputs of rank q's rows straight into q's return buffer, where q sent
+// them from (q's send order), then a barrier.
+Status MoeEpLayer::peer_combine(const Stream& s, Routing& r) {
+  const uint64_t row = uint64_t(config_.hidden) * 2;
+  for (uint32_t q = 0; q < ranks_; ++q) {
+    const uint64_t n = r.recv_count[q];
+    if (n == 0) continue;
+    const uint64_t at = rows_before(r.matrix, ranks_, q, rank_);
+    HALCYON_TRY(s.copy(back_peers_[q], at * row, r.back_rows.buffer, r.back_rows.offset + r.recv_first[q] * row, n * row));
+  }
+  HALCYON_TRY(s.synchronize());
+  HALCYON_TRY(comm_.barrier());
+  r.returned = Tensor{back_peers_[rank_], 0, DType::bf16, {r.T * config_.topk, config_.hidden}};
+  return {};
 }
 
 Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats) {

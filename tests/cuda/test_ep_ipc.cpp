@@ -1,6 +1,7 @@
 // Two processes on ONE GPU sharing memory through IPC (hal_comm_buffer_create: cuMemCreate
 // memory exported as a POSIX fd and passed over a unix socket), then the expert-parallel MoE
-// layer on cuda:0 over that communicator against the single-rank layer. Exit 0: passed, 1:
+// layer on cuda:0 over that communicator against the single-rank layer, with the rows moved by
+// the staged all-to-all and then written straight into the peers' mapped buffers. Exit 0: passed, 1:
 // failed, 77: no CUDA device (CTest: skipped). Ranks are spawned, not forked (CUDA state does
 // not survive a fork); `--rank R --ranks N --rendezvous NAME` runs one rank.
 #include <halcyon/halcyon.hpp>
@@ -61,7 +62,8 @@ int run_rank(uint32_t rank, uint32_t size, const std::string& name) {
     // DeepSeek-like routing at a small size; GPU GEMMs may round rows differently from the
     // single-rank layer's tiles, so the check is a tolerance (and the count of differing values).
     const Problem p = make_problem(512, 256, 64, 8, 8, 4);
-    e = ep_rank(p, rank, size, name + "-ep", kUri, false, 1e-2);
+    e = ep_rank(p, rank, size, name + "-ep", kUri, false, 1e-2, EpTransport::kAllToAll);
+    if (e.empty()) e = ep_rank(p, rank, size, name + "-ep-peer", kUri, false, 1e-2, EpTransport::kPeerWrite);
   }
   if (!e.empty()) std::fprintf(stderr, "[rank %u of %u] FAILED: %s\n", rank, size, e.c_str());
   return e.empty() ? 0 : 1;

@@ -108,7 +108,8 @@ inline std::string open_rank(uint32_t rank, uint32_t size, const std::string& na
 // One rank of the EP layer against the single-rank layer on the same tokens. exact: the same
 // bits (the CPU); otherwise within `rel` (relative L2 error) and every value finite.
 inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const std::string& name,
-                           const char* uri = "cpu:0", bool exact = true, double rel = 0) {
+                           const char* uri = "cpu:0", bool exact = true, double rel = 0,
+                           EpTransport transport = EpTransport::kAllToAll) {
   RankEnv env;
   if (auto e = open_rank(rank, size, name, &env, uri); !e.empty()) return e;
   const Device* dev = &env.dev;
@@ -124,7 +125,7 @@ inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const
   const ExpertRange mine = ep_expert_range(c.experts, rank, size);
   auto ep_w = weights(*dev, *s, p, mine);
   RANK_TRY(ep_w);
-  auto ep = MoeEpLayer::create(*dev, *comm, c, *ep_w);
+  auto ep = MoeEpLayer::create(*dev, *comm, c, *ep_w, {}, transport);
   RANK_TRY(ep);
   RANK_CHECK(ep->experts().first == mine.first && ep->experts().end == mine.end, "experts [{}, {})",
              ep->experts().first, ep->experts().end);
@@ -169,8 +170,9 @@ inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const
   else
     RANK_CHECK(rel_err <= rel, "relative error {:.3g} against the single-rank layer (limit {}); {} of {} values differ",
                rel_err, rel, differ, want->size());
-  std::fprintf(stderr, "[rank %u of %u on %s] %zu of %zu outputs differ from the single-rank layer, relative error %.3g\n",
-               rank, size, uri, differ, want->size(), rel_err);
+  std::fprintf(stderr, "[rank %u of %u on %s, %s] %zu of %zu outputs differ from the single-rank layer, relative error %.3g\n",
+               rank, size, uri, transport == EpTransport::kPeerWrite ? "peer writes" : "all-to-all", differ, want->size(),
+               rel_err);
   return {};
 }
 

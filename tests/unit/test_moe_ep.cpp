@@ -7,14 +7,16 @@
 
 using namespace test::ep;
 
-TEST_CASE("moe_ep: the expert-parallel layer equals the single-rank layer, 2, 3 and 4 processes") {
+TEST_CASE("moe_ep: the expert-parallel layer equals the single-rank layer, 2, 3 and 4 processes, both transports") {
   const Problem p = make_problem(64, 32, 16, 4, 4, 2);
-  for (uint32_t n : {2u, 3u, 4u}) {
-    CAPTURE(n);
-    CHECK(test::run_ranks(n, "ep", [&](uint32_t r, uint32_t size, const std::string& name) {
-            return ep_rank(p, r, size, name);
-          }) == "");
-  }
+  for (EpTransport t : {EpTransport::kAllToAll, EpTransport::kPeerWrite})
+    for (uint32_t n : {2u, 3u, 4u}) {
+      CAPTURE(n);
+      CAPTURE(int(t));
+      CHECK(test::run_ranks(n, "ep", [&](uint32_t r, uint32_t size, const std::string& name) {
+              return ep_rank(p, r, size, name, "cpu:0", true, 0, t);
+            }) == "");
+    }
 }
 
 TEST_CASE("moe_ep: more ranks than experts (a rank owns none), and one rank") {
@@ -22,7 +24,7 @@ TEST_CASE("moe_ep: more ranks than experts (a rank owns none), and one rank") {
   for (uint32_t n : {1u, 4u}) {
     CAPTURE(n);
     CHECK(test::run_ranks(n, "ep-few", [&](uint32_t r, uint32_t size, const std::string& name) {
-            return ep_rank(p, r, size, name);
+            return ep_rank(p, r, size, name, "cpu:0", true, 0, n == 4 ? EpTransport::kPeerWrite : EpTransport::kAllToAll);
           }) == "");
   }
 }
