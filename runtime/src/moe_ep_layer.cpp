@@ -288,16 +288,12 @@ Status MoeEpLayer::combine(const Stream& s, Routing& r, Tensor& out) {
 namespace {
 constexpr uint64_t kPeerRowStep = 128;  // capacities grow in steps of this many rows
 
-// Rows before `p`'s in `q`'s send order (rank q's send_first[p]).
-uint64_t rows_before(const std::vector<uint64_t>& matrix, uint32_t ranks, uint32_t q, uint32_t p) {
+// Rows that ranks [q0, q1) send to ranks [p0, p1), from the all-gathered count matrix.
+uint64_t rows_sent(const std::vector<uint64_t>& matrix, uint32_t ranks, uint32_t q0, uint32_t q1, uint32_t p0,
+                   uint32_t p1) {
   uint64_t n = 0;
-  for (uint32_t k = 0; k < p; ++k) n += matrix[size_t(q) * ranks + k];
-  return n;
-}
-// Rows that ranks before `q` send to `p` (where q's rows land in p's receive buffer).
-uint64_t rows_from_before(const std::vector<uint64_t>& matrix, uint32_t ranks, uint32_t q, uint32_t p) {
-  uint64_t n = 0;
-  for (uint32_t k = 0; k < q; ++k) n += matrix[size_t(k) * ranks + p];
+  for (uint32_t q = q0; q < q1; ++q)
+    for (uint32_t p = p0; p < p1; ++p) n += matrix[size_t(q) * ranks + p];
   return n;
 }
 }  // namespace
@@ -340,7 +336,7 @@ Status MoeEpLayer::peer_dispatch(const Stream& s, Routing& r) {
   for (uint32_t p = 0; p < ranks_; ++p) {
     const uint64_t n = r.send_count[p];
     if (n == 0) continue;
-    const uint64_t at = rows_from_before(r.matrix, ranks_, rank_, p);
+    const uint64_t at = rows_sent(r.matrix, ranks_, 0, rank_, p, p + 1);  // from ranks before me
     HALCYON_TRY(s.copy(recv_peers_[p], at * row, r.send_rows.buffer, r.send_rows.offset + r.send_first[p] * row, n * row));
     HALCYON_TRY(s.copy(recv_peers_[p], recv_capacity_[p] * row + at * 4, r.send_ids.buffer,
                        r.send_ids.offset + r.send_first[p] * 4, n * 4));
@@ -361,7 +357,7 @@ Status MoeEpLayer::peer_combine(const Stream& s, Routing& r) {
   for (uint32_t q = 0; q < ranks_; ++q) {
     const uint64_t n = r.recv_count[q];
     if (n == 0) continue;
-    const uint64_t at = rows_before(r.matrix, ranks_, q, rank_);
+    const uint64_t at = rows_sent(r.matrix, ranks_, q, q + 1, 0, rank_);  // q's rows for ranks before me
     HALCYON_TRY(s.copy(back_peers_[q], at * row, r.back_rows.buffer, r.back_rows.offset + r.recv_first[q] * row, n * row));
   }
   HALCYON_TRY(s.synchronize());
