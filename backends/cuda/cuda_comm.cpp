@@ -5,8 +5,9 @@
 //     the owner's unix socket (abstract namespace) for the descriptor, which comes back over
 //     SCM_RIGHTS, then imports and maps it for its own device. Two processes on one GPU, or
 //     on two GPUs of one host with peer access, share memory this way;
-//   - all_to_all is staged through host shared memory: correct everywhere, not fast. The NCCL
-//     path (grouped ncclSend/ncclRecv, backends/comm_common/ccl_library) is not wired yet.
+//   - all_to_all: grouped ncclSend/ncclRecv on the stream when every rank has its own GPU and
+//     libnccl.so.2 loads (backends/comm_common/ccl_library; NCCL refuses two ranks on one
+//     GPU); otherwise staged through host shared memory (correct everywhere, not fast).
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <thread>
 
+#include "ccl_library.hpp"
 #include "cuda_internal.hpp"
 #include "shm_group.hpp"
 
@@ -33,6 +35,8 @@ struct CudaComm {
   std::mutex mu;
   std::map<uint64_t, int> exported;  // buffer id -> its shareable fd (owned by the buffer)
   uint64_t next_id = 1;
+  std::unique_ptr<ccl::Library> nccl;  // set when the all-to-all runs over NCCL
+  ccl::CommHandle nccl_comm = nullptr;
 };
 
 namespace {
@@ -181,6 +185,42 @@ void cuda_vmm_release(CudaBuffer* b) {
   if (b->export_fd >= 0) close(b->export_fd);
 }
 
+namespace {
+
+// NCCL for the all-to-all when every rank holds its own GPU (by PCI address) and the library
+// loads; otherwise the reason it is not used (logged) and the staged path. Collective: every
+// rank takes the same decision from the same all-gathered facts.
+std::string try_nccl(CudaComm* c) {
+  CudaDevice* dv = c->dv;
+  const uint32_t n = c->group->size();
+  uint64_t mine[2] = {uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)) << 32 |
+                          uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)) << 8 |
+                          uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)),
+                      0};
+  std::unique_ptr<ccl::Library> lib;
+  std::string why = n < 2 ? "one rank" : ccl::Library::open(ccl::Flavor::kNccl, &lib);
+  mine[1] = why.empty() ? 1 : 0;
+  std::vector<uint64_t> all(2 * size_t(n));
+  if (auto e = c->group->all_gather(mine, sizeof mine, all.data()); !e.empty()) return e;
+  for (uint32_t p = 0; p < n && why.empty(); ++p) {
+    if (!all[2 * p + 1]) why = fmt::format("rank {} could not load libnccl.so.2", p);
+    for (uint32_t q = 0; q < p && why.empty(); ++q)
+      if (all[2 * p] == all[2 * q]) why = fmt::format("ranks {} and {} share one GPU", q, p);
+  }
+  if (!why.empty()) return why;
+  ccl::UniqueId id{};
+  if (c->group->rank() == 0 && lib->symbols().ncclGetUniqueId(&id) != ccl::kSuccess) std::memset(&id, 0, sizeof id);
+  std::vector<ccl::UniqueId> ids(n);
+  if (auto e = c->group->all_gather(&id, sizeof id, ids.data()); !e.empty()) return e;
+  ContextScope scope(dv->d, dv->ctx);
+  ccl::Result r = lib->symbols().ncclCommInitRank(&c->nccl_comm, int(n), ids[0], int(c->group->rank()));
+  if (r != ccl::kSuccess) return lib->error_text("ncclCommInitRank", r);
+  c->nccl = std::move(lib);
+  return {};
+}
+
+}  // namespace
+
 hal_error* cuda_comm_create(CudaDevice* dv, const hal_comm_desc* desc, CudaComm** out, hal_comm_info* info) {
   HAL_BACKEND_GUARD({
     if (!dv->d->has_vmm())
@@ -205,7 +245,10 @@ hal_error* cuda_comm_create(CudaDevice* dv, const hal_comm_desc* desc, CudaComm*
       return comm_error(HAL_UNAVAILABLE, e);
     }
     c->server = std::thread(serve, c.get());
-    std::snprintf(info->transport, sizeof info->transport, "shm+cuipc");
+    if (auto why = try_nccl(c.get()); !why.empty())
+      halcyon::plugin::log(HAL_LOG_INFO, fmt::format("cuda communicator '{}': all-to-all staged through host memory, "
+                                                     "not NCCL: {}", c->rendezvous, why));
+    std::snprintf(info->transport, sizeof info->transport, "%s", c->nccl ? "nccl+cuipc" : "shm+cuipc");
     info->max_all_gather_bytes = comm::ShmGroup::kSlotBytes;
     info->max_ranks = comm::ShmGroup::kMaxRanks;
     *out = c.release();
@@ -214,6 +257,7 @@ hal_error* cuda_comm_create(CudaDevice* dv, const hal_comm_desc* desc, CudaComm*
 }
 
 void cuda_comm_destroy(CudaComm* c) {
+  if (c->nccl_comm) c->nccl->symbols().ncclCommDestroy(c->nccl_comm);
   c->stop.store(true);
   if (c->server.joinable()) c->server.join();
   if (c->listen_fd >= 0) close(c->listen_fd);
@@ -309,12 +353,34 @@ hal_error* cuda_comm_buffer_import(CudaComm* c, uint32_t peer, const hal_comm_ha
   })
 }
 
+// Grouped sends and receives, queued on the stream (no host wait).
+static hal_error* nccl_all_to_all(CudaComm* c, CudaStream* s, CudaBuffer* send, const uint64_t* send_offsets,
+                                  const uint64_t* send_sizes, CudaBuffer* recv, const uint64_t* recv_offsets,
+                                  const uint64_t* recv_sizes) {
+  const ccl::Symbols& f = c->nccl->symbols();
+  ContextScope scope(c->dv->d, c->dv->ctx);
+  ccl::Result r = f.ncclGroupStart();
+  for (uint32_t p = 0; p < c->group->size() && r == ccl::kSuccess; ++p) {
+    if (send_sizes[p])
+      r = f.ncclSend(reinterpret_cast<const void*>(send->address + send_offsets[p]), send_sizes[p], ccl::kUint8,
+                     int(p), c->nccl_comm, s->stream);
+    if (r == ccl::kSuccess && recv_sizes[p])
+      r = f.ncclRecv(reinterpret_cast<void*>(recv->address + recv_offsets[p]), recv_sizes[p], ccl::kUint8, int(p),
+                     c->nccl_comm, s->stream);
+  }
+  ccl::Result end = f.ncclGroupEnd();
+  if (r != ccl::kSuccess) return comm_error(HAL_DEVICE_ERROR, c->nccl->error_text("ncclSend/ncclRecv", r));
+  if (end != ccl::kSuccess) return comm_error(HAL_DEVICE_ERROR, c->nccl->error_text("ncclGroupEnd", end));
+  return nullptr;
+}
+
 // Staged through host memory: device -> packed host send area -> shared-memory all-to-all ->
 // host receive area -> device. Blocks the calling thread.
 hal_error* cuda_comm_all_to_all(CudaComm* c, CudaStream* s, CudaBuffer* send, const uint64_t* send_offsets,
                                 const uint64_t* send_sizes, CudaBuffer* recv, const uint64_t* recv_offsets,
                                 const uint64_t* recv_sizes) {
   HAL_BACKEND_GUARD({
+    if (c->nccl) return nccl_all_to_all(c, s, send, send_offsets, send_sizes, recv, recv_offsets, recv_sizes);
     const uint32_t n = c->group->size();
     const Driver* d = c->dv->d;
     ContextScope scope(d, c->dv->ctx);
