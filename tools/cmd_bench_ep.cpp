@@ -172,10 +172,12 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
   fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
              "stream's end, median of {}; layer ms: MoeEpLayer over the all-to-all, peer ms: over direct writes "
              "into peer-mapped buffers\n", sh.iters);
-  if (transport == "nccl" || transport == "rccl")
-    fmt::print("  NCCL all-to-all of the same bytes: not measured yet (docs/expert_parallel.md)\n");
+  if (transport.rfind("nccl", 0) == 0)
+    fmt::print("  dispatch and combine above are NCCL's grouped ncclSend/ncclRecv ({} communicator); the PTX "
+               "peer-write kernels to set beside them are not built (docs/expert_parallel.md)\n", transport);
   else
-    fmt::print("  NCCL all-to-all of the same bytes: not run ({} communicator; NCCL needs GPUs)\n", transport);
+    fmt::print("  NCCL all-to-all of the same bytes: not run ({} communicator: NCCL needs one GPU per rank)\n",
+               transport);
 }
 
 // One rank: measures, then rank 0 prints every rank's numbers. Returns the exit status.
