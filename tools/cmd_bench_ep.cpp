@@ -13,7 +13,6 @@
 // says so.
 #include <fmt/format.h>
 
-#include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/runtime/moe_ep_layer.hpp>
 
 #include <spawn.h>
@@ -56,19 +55,16 @@ struct RankResult {
   int64_t rows_received = 0;
 };
 
-std::vector<uint16_t> random_bf16(size_t n, float scale, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = ref::float_to_bf16(u(rng)).bits;
-  return v;
-}
-
-Result<ops::Tensor> upload_bf16(const Device& d, const Stream& s, std::vector<int64_t> shape, size_t n, float scale,
-                                std::mt19937& rng) {
+// A bf16 tensor filled on the device from a random block (bench_common's Filler): the
+// DeepSeek-V3 shape's weights are gigabytes, too many to draw on the host. The same seed gives
+// the same values on every rank (the router must agree).
+Result<ops::Tensor> random_tensor(const Device& d, const Stream& s, std::vector<int64_t> shape, uint32_t seed, int shift) {
   auto t = ops::make_tensor(d, ops::DType::bf16, std::move(shape));
   if (!t) return t.error();
-  auto v = random_bf16(n, scale, rng);
-  HALCYON_TRY(s.write(t->buffer, 0, v.data(), v.size() * 2));
+  Filler f{d, s, {}};
+  HALCYON_TRY(f.init(seed, false, 1.0f, shift));
+  HALCYON_TRY(f.fill(*t));
+  HALCYON_TRY(s.synchronize());
   return t;
 }
 
@@ -131,15 +127,11 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
   c.n_groups = 1;
   c.topk_groups = 1;
   const rt::ExpertRange mine = rt::ep_expert_range(sh.experts, rank, ranks);
-  std::mt19937 rng(99);  // the router is the same on every rank
   rt::MoeLayerWeights w;
-  auto router = upload_bf16(dev, s, {c.hidden, c.experts}, size_t(c.hidden * c.experts), 0.1f, rng);
-  std::mt19937 local(7 + rank);
-  auto up = upload_bf16(dev, s, {mine.count(), c.hidden, 2 * c.inter}, size_t(mine.count() * c.hidden * 2 * c.inter),
-                        0.05f, local);
-  auto down = upload_bf16(dev, s, {mine.count(), c.inter, c.hidden}, size_t(mine.count() * c.inter * c.hidden), 0.05f,
-                          local);
-  auto x = upload_bf16(dev, s, {sh.tokens, c.hidden}, size_t(sh.tokens * c.hidden), 1.0f, local);
+  auto router = random_tensor(dev, s, {c.hidden, c.experts}, 99, 4);
+  auto up = random_tensor(dev, s, {mine.count(), c.hidden, 2 * c.inter}, 7 + rank, 6);
+  auto down = random_tensor(dev, s, {mine.count(), c.inter, c.hidden}, 1007 + rank, 6);
+  auto x = random_tensor(dev, s, {sh.tokens, c.hidden}, 5000 + rank, 0);
   auto y = ops::make_tensor(dev, ops::DType::bf16, {sh.tokens, c.hidden});
   for (auto* t : {&router, &up, &down, &x, &y})
     if (!*t) return t->error();

@@ -3,7 +3,8 @@
 // layer on cuda:0 over that communicator against the single-rank layer, with the rows moved by
 // the staged all-to-all and then written straight into the peers' mapped buffers. Exit 0: passed, 1:
 // failed, 77: no CUDA device (CTest: skipped). Ranks are spawned, not forked (CUDA state does
-// not survive a fork); `--rank R --ranks N --rendezvous NAME` runs one rank.
+// not survive a fork); `--rank R --ranks N --rendezvous NAME` runs one rank; `--ranks N --gpus G`
+// spreads N ranks over G GPUs (rank r on cuda:r%G: the two-GPU machine's run).
 #include <halcyon/halcyon.hpp>
 
 #include <fmt/format.h>
@@ -18,13 +19,14 @@ using namespace test::ep;
 
 namespace {
 
-constexpr const char* kUri = "cuda:0";
+// Rank r runs on cuda:(r % gpus); --gpus 1 (the default) puts every rank on cuda:0.
+std::string g_uri = "cuda:0";
 
 // Each rank copies its block into every peer's buffer through the peer mapping (a device copy
 // whose destination is the imported buffer), then checks what the peers wrote into its own.
 std::string peer_memory(uint32_t rank, uint32_t size, const std::string& name) {
   RankEnv env;
-  if (auto e = open_rank(rank, size, name + "-peer", &env, kUri); !e.empty()) return e;
+  if (auto e = open_rank(rank, size, name + "-peer", &env, g_uri.c_str()); !e.empty()) return e;
   auto info = env.comm.info();
   RANK_TRY(info);
   std::fprintf(stderr, "[rank %u] communicator transport '%s'\n", rank, info->transport);
@@ -62,8 +64,8 @@ int run_rank(uint32_t rank, uint32_t size, const std::string& name) {
     // DeepSeek-like routing at a small size; GPU GEMMs may round rows differently from the
     // single-rank layer's tiles, so the check is a tolerance (and the count of differing values).
     const Problem p = make_problem(512, 256, 64, 8, 8, 4);
-    e = ep_rank(p, rank, size, name + "-ep", kUri, false, 1e-2, EpTransport::kAllToAll);
-    if (e.empty()) e = ep_rank(p, rank, size, name + "-ep-peer", kUri, false, 1e-2, EpTransport::kPeerWrite);
+    e = ep_rank(p, rank, size, name + "-ep", g_uri.c_str(), false, 1e-2, EpTransport::kAllToAll);
+    if (e.empty()) e = ep_rank(p, rank, size, name + "-ep-peer", g_uri.c_str(), false, 1e-2, EpTransport::kPeerWrite);
   }
   if (!e.empty()) std::fprintf(stderr, "[rank %u of %u] FAILED: %s\n", rank, size, e.c_str());
   return e.empty() ? 0 : 1;
@@ -72,25 +74,29 @@ int run_rank(uint32_t rank, uint32_t size, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t rank = -1, ranks = 2;
+  int64_t rank = -1, ranks = 2, gpus = 1;
   std::string name;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--rank")) rank = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--ranks")) ranks = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--rendezvous")) name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--gpus")) gpus = std::max<int64_t>(1, std::atoll(argv[i + 1]));
   }
-  if (rank >= 0) return run_rank(uint32_t(rank), uint32_t(ranks), name);
+  if (rank >= 0) {
+    g_uri = fmt::format("cuda:{}", rank % gpus);
+    return run_rank(uint32_t(rank), uint32_t(ranks), name);
+  }
   // The parent touches no device; it only checks that one exists (in a child) by the ranks'
   // own result. A machine without CUDA: the first rank cannot open cuda:0.
   {
-    auto dev = Device::open(kUri);
+    auto dev = Device::open(g_uri.c_str());
     if (!dev) {
       std::fprintf(stderr, "no CUDA device: %s\n", dev.error().to_string().c_str());
       return 77;
     }
   }
   const std::string rendezvous = fmt::format("ep-ipc-{}", getpid());
-  int failed = test::spawn_ranks({argv[0]}, uint32_t(ranks), rendezvous);
-  std::printf("ep_ipc: %u ranks on one GPU: %s\n", unsigned(ranks), failed == 0 ? "PASSED" : "FAILED");
+  int failed = test::spawn_ranks({argv[0], "--gpus", std::to_string(gpus)}, uint32_t(ranks), rendezvous);
+  std::printf("ep_ipc: %u ranks on %u GPU(s): %s\n", unsigned(ranks), unsigned(gpus), failed == 0 ? "PASSED" : "FAILED");
   return failed == 0 ? 0 : 1;
 }
