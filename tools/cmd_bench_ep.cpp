@@ -3,6 +3,7 @@
 // experts split evenly over the ranks), then times, as medians of --iters after a warm-up:
 //   dispatch  the all-to-all of the routed rows (H bf16 each) to the ranks owning their experts
 //   combine   the all-to-all of the expert outputs back
+//   the same two as copies straight into peer-mapped buffers (hal_comm_buffer_create + share)
 //   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine), with the
 //             rows moved by the all-to-all and by direct writes into peer-mapped buffers
 // and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N starts N
@@ -51,6 +52,7 @@ struct Shape {
 // What one rank measured; rank 0 gathers and prints them.
 struct RankResult {
   double dispatch_ms = 0, combine_ms = 0, layer_ms = 0, layer_peer_ms = 0;
+  double peer_dispatch_ms = 0, peer_combine_ms = 0;  // the same bytes copied into peer-mapped buffers
   uint64_t dispatch_bytes = 0, combine_bytes = 0;
   int64_t rows_received = 0;
 };
@@ -111,6 +113,39 @@ Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, cons
   if (!combine) return combine.error();
   out.dispatch_ms = *dispatch;
   out.combine_ms = *combine;
+  // The same bytes copied straight into the peers' mapped buffers (what EpTransport::kPeerWrite
+  // does), each side ended by a barrier: rank q's rows land in p's buffer after those of ranks
+  // before q, and come back to where q sent them from.
+  auto rows_between = [&](uint32_t q0, uint32_t q1, uint32_t p0, uint32_t p1) {
+    uint64_t n = 0;
+    for (uint32_t q = q0; q < q1; ++q)
+      for (uint32_t p = p0; p < p1; ++p) n += (*all)[size_t(q) * ranks + p];
+    return n * row;
+  };
+  auto home_shared = comm.buffer(std::max<uint64_t>(sent, 1));
+  auto away_shared = comm.buffer(std::max<uint64_t>(received, 1));
+  if (!home_shared) return home_shared.error();
+  if (!away_shared) return away_shared.error();
+  auto home_peers = comm.share(*home_shared);
+  auto away_peers = comm.share(*away_shared);
+  if (!home_peers) return home_peers.error();
+  if (!away_peers) return away_peers.error();
+  auto peer_dispatch = median_ms(sh.iters, comm, s, [&]() -> Status {
+    for (uint32_t p = 0; p < ranks; ++p)
+      if (ss[p]) HALCYON_TRY(s.copy((*away_peers)[p], rows_between(0, rank, p, p + 1), *home, so[p], ss[p]));
+    HALCYON_TRY(s.synchronize());
+    return comm.barrier();
+  });
+  if (!peer_dispatch) return peer_dispatch.error();
+  auto peer_combine = median_ms(sh.iters, comm, s, [&]() -> Status {
+    for (uint32_t q = 0; q < ranks; ++q)
+      if (rs[q]) HALCYON_TRY(s.copy((*home_peers)[q], rows_between(q, q + 1, 0, rank), *away, ro[q], rs[q]));
+    HALCYON_TRY(s.synchronize());
+    return comm.barrier();
+  });
+  if (!peer_combine) return peer_combine.error();
+  out.peer_dispatch_ms = *peer_dispatch;
+  out.peer_combine_ms = *peer_combine;
   out.dispatch_bytes = sent - ss[rank];
   out.combine_bytes = received - rs[rank];
   out.rows_received = int64_t(received / row);
@@ -160,6 +195,13 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
     fmt::print("{:>4} {:>12.3f} {:>12.3f} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.2f} {:>10.3f} {:>10.3f}\n", r,
                x.dispatch_bytes / 1e6, x.dispatch_ms, gbs(x.dispatch_bytes, x.dispatch_ms), x.combine_bytes / 1e6,
                x.combine_ms, gbs(x.combine_bytes, x.combine_ms), x.layer_ms, x.layer_peer_ms);
+  }
+  fmt::print("peer writes (the same bytes copied into peer-mapped buffers, each side ended by a barrier):\n");
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankResult& x = all[r];
+    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
+    fmt::print("{:>4} dispatch {:.3f} ms = {:.2f} GB/s, combine {:.3f} ms = {:.2f} GB/s\n", r, x.peer_dispatch_ms,
+               gbs(x.dispatch_bytes, x.peer_dispatch_ms), x.peer_combine_ms, gbs(x.combine_bytes, x.peer_combine_ms));
   }
   fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
              "stream's end, median of {}; layer ms: MoeEpLayer over the all-to-all, peer ms: over direct writes "
