@@ -1,6 +1,7 @@
 # Fails when an #include points up the layers (docs/architecture.md):
 #   tools -> runtime -> ops -> {kernels, hal};  backends -> hal;  kernels -> hal only.
-# No backend includes another's files (backends/amd_common is the shared exception).
+# No backend includes another's files (backends/amd_common and backends/comm_common, code
+# shared by several backends, are the exceptions).
 #   cmake -DROOT=<source dir> -P check_layering.cmake
 if(NOT ROOT)
   message(FATAL_ERROR "check_layering: pass -DROOT=<source dir>")
@@ -79,7 +80,7 @@ foreach(rel IN LISTS sources)
       list(APPEND violations "${rel}: ${layer} includes '${inc}' (${target_owner})")
     elseif(layer STREQUAL "backends" AND target_path MATCHES "^backends/")
       string(REGEX MATCH "^backends/[^/]+" their_backend "${target_path}")
-      if(NOT their_backend STREQUAL own_backend AND NOT their_backend STREQUAL "backends/amd_common")
+      if(NOT their_backend STREQUAL own_backend AND NOT their_backend MATCHES "^backends/(amd|comm)_common$")
         list(APPEND violations "${rel}: includes another backend's '${inc}' (${their_backend})")
       endif()
     endif()

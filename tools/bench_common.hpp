@@ -21,6 +21,8 @@ namespace ops = halcyon::ops;
 int bench_attention(const std::vector<std::string>& args);
 // Runs `halcyon bench overlap ARGS` (cmd_bench_overlap.cpp).
 int bench_overlap(const std::vector<std::string>& args);
+// Runs `halcyon bench ep ARGS` (cmd_bench_ep.cpp).
+int bench_ep(const std::vector<std::string>& args);
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -682,10 +682,11 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "moe-sizes") return bench_moe({args.begin() + 1, args.end()}, true);
   if (args[0] == "attention") return halcyon::bench::bench_attention({args.begin() + 1, args.end()});
   if (args[0] == "overlap") return halcyon::bench::bench_overlap({args.begin() + 1, args.end()});
-  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, moe-sizes, attention, overlap)\n", args[0]);
+  if (args[0] == "ep") return halcyon::bench::bench_ep({args.begin() + 1, args.end()});
+  fmt::print(stderr, "halcyon bench: unknown benchmark '{}' (known: moe, moe-sizes, attention, overlap, ep)\n", args[0]);
   return 2;
 }
 
-halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|moe-sizes|attention|overlap --help)", run});
+halcyon::cli::Register reg({"bench", "time operators on a device (halcyon bench moe|moe-sizes|attention|overlap|ep --help)", run});
 
 }  // namespace

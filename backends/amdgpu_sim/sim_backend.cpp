@@ -385,6 +385,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(sim_device_can_run),
     nullptr,  // partition_caps: no split; the core's soft partitions
     nullptr,  // buffer_import: simulated memory only
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator
 };
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shm_group.hpp"
 #include "thread_pool.hpp"
 
 using halcyon::plugin::error;
@@ -96,6 +97,13 @@ struct CpuBuffer {
   void* data;
   uint64_t size;
   bool owned = true;  // false: imported (hal_buffer_import), someone else frees it
+  std::unique_ptr<halcyon::comm::ShmSegment> shm;  // peer-visible memory (communicators)
+};
+
+// A communicator over POSIX shared memory between processes (backends/comm_common).
+struct CpuComm {
+  CpuDevice* device;
+  std::unique_ptr<halcyon::comm::ShmGroup> group;
 };
 
 struct CpuStream {
@@ -180,6 +188,7 @@ HAL_BACKEND_TYPE(CpuStream, hal_be_stream)
 HAL_BACKEND_TYPE(CpuEvent, hal_be_event)
 HAL_BACKEND_TYPE(CpuModule, hal_be_module)
 HAL_BACKEND_TYPE(CpuKernel, hal_be_kernel)
+HAL_BACKEND_TYPE(CpuComm, hal_be_comm)
 
 namespace {
 
@@ -233,7 +242,7 @@ hal_error* cpu_device_info(CpuDevice* d, hal_device_info* info) {
   info->max_threads_per_block = kMaxThreadsPerBlock;
   info->clock_khz = 0;
   std::snprintf(info->capabilities, sizeof info->capabilities,
-                "module.host partition.thread_set partition.enforced events.timing memory.host_coherent");
+                "module.host partition.thread_set partition.enforced events.timing memory.host_coherent comm");
   return nullptr;
 }
 
@@ -248,7 +257,7 @@ hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffe
       if (!p)
         return error(HAL_OUT_OF_MEMORY, fmt::format("cpu: could not allocate {} bytes", desc->size));
     }
-    *out = new CpuBuffer{d, p, desc->size};
+    *out = new CpuBuffer{d, p, desc->size, nullptr};
     *address = reinterpret_cast<uint64_t>(p);
     *host = p;
     return nullptr;
@@ -271,8 +280,8 @@ void cpu_buffer_destroy(CpuBuffer* b) {
   // counted, so the buffer goes only once every stream of the device has drained (imported
   // memory too: its owner frees it after this).
   b->device->synchronize_all();
-  if (b->owned) std::free(b->data);
-  delete b;
+  if (b->owned && !b->shm) std::free(b->data);
+  delete b;  // a shared-memory buffer unmaps (and its creator unlinks) here
 }
 
 hal_error* cpu_stream_create(CpuDevice* d, CpuPartition* part, const hal_stream_desc*,
@@ -562,6 +571,113 @@ void cpu_partition_destroy(CpuPartition* p) {
   delete p;
 }
 
+// ---- communicators ------------------------------------------------------------------------
+
+// What an exported buffer's handle holds: the shared-memory object's name and size.
+struct ShmHandle {
+  uint32_t magic;
+  uint32_t owner_rank;
+  uint64_t size;
+  char name[240];
+};
+static_assert(sizeof(ShmHandle) <= HAL_COMM_HANDLE_BYTES);
+constexpr uint32_t kShmHandleMagic = 0x48434d53;  // "SMCH"
+
+hal_error* comm_error(hal_status status, const std::string& what) { return error(status, "cpu communicator: " + what); }
+
+hal_error* cpu_comm_create(CpuDevice* d, const hal_comm_desc* desc, CpuComm** out, hal_comm_info* info) {
+  HAL_BACKEND_GUARD({
+    std::unique_ptr<halcyon::comm::ShmGroup> g;
+    if (auto e = halcyon::comm::ShmGroup::join(desc->rendezvous, desc->rank, desc->size, desc->timeout_ms, &g);
+        !e.empty())
+      return comm_error(HAL_UNAVAILABLE, e);
+    *out = new CpuComm{d, std::move(g)};
+    std::snprintf(info->transport, sizeof info->transport, "shm");
+    info->max_all_gather_bytes = halcyon::comm::ShmGroup::kSlotBytes;
+    info->max_ranks = halcyon::comm::ShmGroup::kMaxRanks;
+    return nullptr;
+  })
+}
+
+void cpu_comm_destroy(CpuComm* c) { delete c; }
+
+hal_error* cpu_comm_barrier(CpuComm* c) {
+  HAL_BACKEND_GUARD({
+    if (auto e = c->group->barrier(); !e.empty()) return comm_error(HAL_DEVICE_ERROR, e);
+    return nullptr;
+  })
+}
+
+hal_error* cpu_comm_all_gather(CpuComm* c, const void* send, uint64_t bytes, void* recv) {
+  HAL_BACKEND_GUARD({
+    if (auto e = c->group->all_gather(send, size_t(bytes), recv); !e.empty()) return comm_error(HAL_DEVICE_ERROR, e);
+    return nullptr;
+  })
+}
+
+hal_error* cpu_comm_buffer_create(CpuComm* c, uint64_t size, CpuBuffer** out, uint64_t* address, void** host) {
+  HAL_BACKEND_GUARD({
+    std::unique_ptr<halcyon::comm::ShmSegment> seg;
+    if (auto e = halcyon::comm::ShmSegment::create(c->group->segment_name("b"), size_t(size), true, &seg); !e.empty())
+      return comm_error(HAL_OUT_OF_MEMORY, e);
+    void* p = seg->data();
+    *out = new CpuBuffer{c->device, p, size, std::move(seg)};
+    *address = reinterpret_cast<uint64_t>(p);
+    *host = p;
+    return nullptr;
+  })
+}
+
+hal_error* cpu_comm_buffer_export(CpuComm* c, CpuBuffer* b, hal_comm_handle* out) {
+  HAL_BACKEND_GUARD({
+    ShmHandle h{};
+    h.magic = kShmHandleMagic;
+    h.owner_rank = c->group->rank();
+    h.size = b->size;
+    if (b->shm->name().size() >= sizeof h.name) return comm_error(HAL_INTERNAL, "segment name too long");
+    std::memcpy(h.name, b->shm->name().c_str(), b->shm->name().size() + 1);
+    std::memcpy(out->bytes, &h, sizeof h);
+    return nullptr;
+  })
+}
+
+hal_error* cpu_comm_buffer_import(CpuComm* c, uint32_t peer, const hal_comm_handle* handle, CpuBuffer** out,
+                                  uint64_t* size, uint64_t* address, void** host) {
+  HAL_BACKEND_GUARD({
+    ShmHandle h;
+    std::memcpy(&h, handle->bytes, sizeof h);
+    if (h.magic != kShmHandleMagic || h.name[sizeof h.name - 1] != '\0')
+      return comm_error(HAL_INVALID_ARGUMENT, "the handle was not made by hal_comm_buffer_export of a CPU communicator");
+    if (h.owner_rank != peer)
+      return comm_error(HAL_INVALID_ARGUMENT, fmt::format("the handle was exported by rank {}, not by peer {}",
+                                                         h.owner_rank, peer));
+    std::unique_ptr<halcyon::comm::ShmSegment> seg;
+    if (auto e = halcyon::comm::ShmSegment::open(h.name, size_t(h.size), &seg); !e.empty())
+      return comm_error(HAL_NOT_FOUND, fmt::format("importing rank {}'s buffer: {}", peer, e));
+    void* p = seg->data();
+    *out = new CpuBuffer{c->device, p, h.size, std::move(seg)};
+    *size = h.size;
+    *address = reinterpret_cast<uint64_t>(p);
+    *host = p;
+    return nullptr;
+  })
+}
+
+// Blocks: the stream drains first (so the exchange sees the work queued before it), and the
+// exchange runs on this thread before later work is queued.
+hal_error* cpu_comm_all_to_all(CpuComm* c, CpuStream* s, CpuBuffer* send, const uint64_t* send_offsets,
+                               const uint64_t* send_sizes, CpuBuffer* recv, const uint64_t* recv_offsets,
+                               const uint64_t* recv_sizes) {
+  HAL_BACKEND_GUARD({
+    s->drain();
+    if (auto e = c->group->all_to_all(static_cast<const char*>(send->data), send_offsets, send_sizes,
+                                      static_cast<char*>(recv->data), recv_offsets, recv_sizes);
+        !e.empty())
+      return comm_error(HAL_DEVICE_ERROR, e);
+    return nullptr;
+  })
+}
+
 const hal_backend_api kApi = {
     sizeof(hal_backend_api),
     nullptr,
@@ -603,6 +719,14 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(cpu_device_can_run),
     HAL_BACKEND_FN(cpu_partition_caps),
     HAL_BACKEND_FN(cpu_buffer_import),
+    HAL_BACKEND_FN(cpu_comm_create),
+    HAL_BACKEND_FN(cpu_comm_destroy),
+    HAL_BACKEND_FN(cpu_comm_barrier),
+    HAL_BACKEND_FN(cpu_comm_all_gather),
+    HAL_BACKEND_FN(cpu_comm_buffer_create),
+    HAL_BACKEND_FN(cpu_comm_buffer_export),
+    HAL_BACKEND_FN(cpu_comm_buffer_import),
+    HAL_BACKEND_FN(cpu_comm_all_to_all),
 };
 
 }  // namespace

@@ -67,6 +67,8 @@ template <> struct Opaque<CudaKernel*> { using type = hal_be_kernel*; };
 template <> struct Opaque<CudaKernel**> { using type = hal_be_kernel**; };
 template <> struct Opaque<CudaPartition*> { using type = hal_be_partition*; };
 template <> struct Opaque<CudaPartition**> { using type = hal_be_partition**; };
+template <> struct Opaque<CudaComm*> { using type = hal_be_comm*; };
+template <> struct Opaque<CudaComm**> { using type = hal_be_comm**; };
 
 template <typename To, typename From>
 To from_opaque(From v) {
@@ -121,6 +123,14 @@ const hal_backend_api kApi = {
     &Entry<cuda_device_can_run>::call,
     &Entry<cuda_partition_caps>::call,
     &Entry<cuda_buffer_import>::call,
+    &Entry<cuda_comm_create>::call,
+    &Entry<cuda_comm_destroy>::call,
+    &Entry<cuda_comm_barrier>::call,
+    &Entry<cuda_comm_all_gather>::call,
+    &Entry<cuda_comm_buffer_create>::call,
+    &Entry<cuda_comm_buffer_export>::call,
+    &Entry<cuda_comm_buffer_import>::call,
+    &Entry<cuda_comm_all_to_all>::call,
 };
 
 }  // namespace

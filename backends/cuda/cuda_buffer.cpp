@@ -139,6 +139,9 @@ void cuda_buffer_destroy(CudaBuffer* b) {
       dv->synchronize_all("a stream-ordered free failed");
       d->cuMemFreeAsync(b->base, dv->free_stream);
     }
+  } else if (b->vmm) {
+    dv->synchronize_all("releasing peer-mappable memory");
+    cuda_vmm_release(b);
   } else if (b->base || b->host_base) {
     // Queued work on any stream may still use it.
     dv->synchronize_all(b->host_base ? "releasing pinned host memory" : "releasing device memory (no memory pool)");

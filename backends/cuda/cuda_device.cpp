@@ -114,6 +114,7 @@ hal_error* cuda_device_info(CudaDevice* dv, hal_device_info* info) {
     if (dv->backend->cache.enabled()) caps += " ptx.jit_cache";
     if (dv->green) caps += " partition.green_context partition.enforced";
     if (has_tensor_maps(dv)) caps += " tensor_map";
+    if (d->has_vmm()) caps += " comm";
     std::snprintf(info->capabilities, sizeof info->capabilities, "%s", caps.c_str());
     return nullptr;
   })

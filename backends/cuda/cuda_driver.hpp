@@ -44,7 +44,11 @@ constexpr int kMinDriverVersion = 12000;
   X(cuGreenCtxGetDevResource, 12040)                                                   \
   X(cuGreenCtxStreamCreate, 12050) X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) \
   X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)                          \
-  X(cuTensorMapEncodeTiled, 12000) X(cuPointerGetAttribute, 4000)
+  X(cuTensorMapEncodeTiled, 12000) X(cuPointerGetAttribute, 4000)                     \
+  X(cuMemCreate, 10020) X(cuMemRelease, 10020) X(cuMemMap, 10020) X(cuMemUnmap, 10020) \
+  X(cuMemSetAccess, 10020) X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020)    \
+  X(cuMemExportToShareableHandle, 10020) X(cuMemImportFromShareableHandle, 10020)      \
+  X(cuMemGetAllocationGranularity, 10020)
 
 struct Driver {
 #define HALCYON_CUDA_FIELD(name, ver) PFN_##name##_v##ver name = nullptr;
@@ -57,6 +61,12 @@ struct Driver {
   bool has_memory_pools() const {
     return cuMemPoolCreate && cuMemPoolDestroy && cuMemPoolSetAttribute && cuMemPoolTrimTo &&
            cuMemAllocFromPoolAsync && cuMemFreeAsync;
+  }
+  // Virtual memory management with shareable handles: peer-mappable buffers (cuda_comm.cpp).
+  bool has_vmm() const {
+    return cuMemCreate && cuMemRelease && cuMemMap && cuMemUnmap && cuMemSetAccess && cuMemAddressReserve &&
+           cuMemAddressFree && cuMemExportToShareableHandle && cuMemImportFromShareableHandle &&
+           cuMemGetAllocationGranularity;
   }
   bool has_green_contexts() const {
     // Kernels launch in green contexts as CUkernels of a context-independent CUlibrary.

@@ -88,6 +88,12 @@ struct CudaBuffer {
   bool from_pool = false;
   bool imported = false;      // hal_buffer_import: someone else's memory, never freed here
   CUdeviceptr address = 0;    // aligned start
+  // Peer-mappable memory (cuda_comm.cpp): cuMemCreate'd (or imported) and mapped at `address`.
+  CUmemGenericAllocationHandle vmm = 0;
+  uint64_t vmm_bytes = 0;     // mapped size (granularity-rounded)
+  int export_fd = -1;         // the owner's shareable POSIX fd
+  uint64_t export_id = 0;     // what peers ask the owner's socket for
+  struct CudaComm* comm = nullptr;  // the owner's communicator (it outlives the buffer)
 };
 
 struct CudaStream {
@@ -229,6 +235,23 @@ void cuda_partition_destroy(CudaPartition* p);
 hal_error* cuda_device_can_run(CudaDevice* dv, uint32_t format, const char* target, bool* yes, char* reason,
                                size_t capacity);
 hal_error* cuda_partition_caps(CudaDevice* dv, uint32_t flags, hal_partition_caps* out);
+
+// cuda_comm.cpp: communicators (ABI 1.4) over the shared-memory group, with peer memory from
+// cuMemCreate exported as POSIX file descriptors passed over a unix socket
+struct CudaComm;
+hal_error* cuda_comm_create(CudaDevice* dv, const hal_comm_desc* desc, CudaComm** out, hal_comm_info* info);
+void cuda_comm_destroy(CudaComm* c);
+hal_error* cuda_comm_barrier(CudaComm* c);
+hal_error* cuda_comm_all_gather(CudaComm* c, const void* send, uint64_t bytes, void* recv);
+hal_error* cuda_comm_buffer_create(CudaComm* c, uint64_t size, CudaBuffer** out, uint64_t* address, void** host);
+hal_error* cuda_comm_buffer_export(CudaComm* c, CudaBuffer* b, hal_comm_handle* out);
+hal_error* cuda_comm_buffer_import(CudaComm* c, uint32_t peer, const hal_comm_handle* handle, CudaBuffer** out,
+                                   uint64_t* size, uint64_t* address, void** host);
+hal_error* cuda_comm_all_to_all(CudaComm* c, CudaStream* s, CudaBuffer* send, const uint64_t* send_offsets,
+                                const uint64_t* send_sizes, CudaBuffer* recv, const uint64_t* recv_offsets,
+                                const uint64_t* recv_sizes);
+// Unmaps and releases a peer-mappable buffer (cuda_buffer_destroy calls it).
+void cuda_vmm_release(CudaBuffer* b);
 
 // cuda_tensor_map.cpp
 hal_error* cuda_tensor_map_encode(CudaDevice* dv, uint64_t address, const hal_tensor_map_desc* desc, void* out);

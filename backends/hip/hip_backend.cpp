@@ -485,6 +485,8 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_device_can_run),
     HAL_BACKEND_FN(hip_partition_caps),
     nullptr,  // buffer_import: not yet (hipPointerGetAttributes would check it, as cuda_buffer.cpp does)
+    // communicator (ABI 1.4): not yet; RCCL loader in backends/comm_common (docs/expert_parallel.md)
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

@@ -49,6 +49,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(ze::device_can_run),
     HAL_BACKEND_FN(ze::partition_caps),
     nullptr,  // buffer_import: not yet (zeMemGetAllocProperties would check the pointer's device)
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator yet
 };
 
 }  // namespace

@@ -134,6 +134,9 @@ const hal_backend_api kApi = {
     nullptr,  // device_can_run (optional): NULL = a module runs where its target equals the arch
     nullptr,  // partition_caps (optional, ABI 1.3): with partition_split, say its granularity
     nullptr,  // buffer_import (optional, ABI 1.4): wrap external memory (DLPack) without a copy
+    // communicator (optional, ABI 1.4): all eight comm_* entries or none; the CPU backend's
+    // (backends/cpu, over backends/comm_common/shm_group) is the model
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

@@ -33,11 +33,6 @@ hal_error* check_same_device(const char* fn, const char* what, const DeviceChild
 
 using namespace halcyon::core;
 
-#define LOOKUP(var, T, handle, what)                  \
-  hal_error* var##_e = nullptr;                       \
-  auto var = lookup<T>(handle, fn, what, &var##_e);   \
-  if (!var) return var##_e
-
 extern "C" {
 
 HAL_API hal_error* hal_stream_create(hal_device d, const hal_stream_desc* desc, hal_stream* out) {

@@ -60,6 +60,12 @@ struct Backend {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode) &&
            api->tensor_map_encode;
   }
+  // ABI 1.4: the communicator entries, all eight or none counts as none.
+  bool has_comm() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, comm_all_to_all) && api->comm_create &&
+           api->comm_destroy && api->comm_barrier && api->comm_all_gather && api->comm_buffer_create &&
+           api->comm_buffer_export && api->comm_buffer_import && api->comm_all_to_all;
+  }
   bool has_device_can_run() const {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, device_can_run) && api->device_can_run;
   }
@@ -67,7 +73,7 @@ struct Backend {
 
 // ---- objects ------------------------------------------------------------------------------
 enum class ObjType : uint8_t {
-  Device = 1, Buffer, Stream, Event, Module, Kernel, Partition
+  Device = 1, Buffer, Stream, Event, Module, Kernel, Partition, Comm
 };
 const char* type_name(ObjType t);
 
@@ -115,6 +121,13 @@ struct PartitionObj final : DeviceChild {
   uint32_t reserved = 0;           // units it holds of the device's (returned on destruction)
 };
 
+struct CommObj final : DeviceChild {
+  explicit CommObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Comm, std::move(d)) {}
+  ~CommObj() override;
+  hal_be_comm* be = nullptr;
+  hal_comm_info info{};
+};
+
 struct BufferObj final : DeviceChild {
   explicit BufferObj(std::shared_ptr<DeviceObj> d) : DeviceChild(ObjType::Buffer, std::move(d)) {}
   ~BufferObj() override;
@@ -126,6 +139,7 @@ struct BufferObj final : DeviceChild {
   // Imported memory (hal_buffer_import): called once after the backend's buffer_destroy.
   hal_release_fn release = nullptr;
   void* release_user = nullptr;
+  std::shared_ptr<CommObj> exported_by;  // set when made by hal_comm_buffer_create
 };
 
 struct StreamObj final : DeviceChild {
@@ -168,6 +182,7 @@ template <> constexpr ObjType type_of<EventObj>() { return ObjType::Event; }
 template <> constexpr ObjType type_of<ModuleObj>() { return ObjType::Module; }
 template <> constexpr ObjType type_of<KernelObj>() { return ObjType::Kernel; }
 template <> constexpr ObjType type_of<PartitionObj>() { return ObjType::Partition; }
+template <> constexpr ObjType type_of<CommObj>() { return ObjType::Comm; }
 
 // ---- handle table -------------------------------------------------------------------------
 // A handle encodes type (8 bits), generation (24 bits) and slot+1 (32 bits). A released
@@ -239,6 +254,13 @@ hal_error* registry_resolve(const char* uri, Backend** backend, uint32_t* index,
                             std::string* canonical_uri);
 
 }  // namespace halcyon::core
+
+// In a hal_* body (with `fn` its name): looks `handle` up as a T named `what` into `var`,
+// returning the error when it is not one.
+#define LOOKUP(var, T, handle, what)                  \
+  hal_error* var##_e = nullptr;                       \
+  auto var = lookup<T>(handle, fn, what, &var##_e);   \
+  if (!var) return var##_e
 
 // Every hal_* body runs inside this: no exception crosses the C ABI.
 #define HAL_CORE_GUARD(function, ...)                                   \

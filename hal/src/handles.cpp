@@ -13,6 +13,7 @@ const char* type_name(ObjType t) {
     case ObjType::Module: return "module";
     case ObjType::Kernel: return "kernel";
     case ObjType::Partition: return "partition";
+    case ObjType::Comm: return "communicator";
   }
   return "object";
 }
@@ -51,7 +52,7 @@ Slot* find(Table& t, uint64_t h, ObjType type, const char* function, const char*
   auto htype = static_cast<ObjType>(h >> 56);
   uint32_t gen = uint32_t((h >> 32) & kGenMask);
   uint64_t slot1 = h & 0xFFFFFFFFu;
-  if (slot1 == 0 || slot1 > t.slots.size() || uint8_t(htype) < 1 || uint8_t(htype) > 7) {
+  if (slot1 == 0 || slot1 > t.slots.size() || uint8_t(htype) < 1 || uint8_t(htype) > uint8_t(ObjType::Comm)) {
     *error = err(HAL_INVALID_HANDLE, "{}: {} (0x{:016x}) is not a handle that halcyon made",
                  function, what, h);
     return nullptr;

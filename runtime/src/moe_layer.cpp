@@ -29,6 +29,15 @@ ops::RunOptions MoeLayerOptions::run_options(std::string_view op) const {
   return o;
 }
 
+std::map<std::string, std::string> moe_gate_params(const MoeLayerConfig& c) {
+  return {{"score", c.score},
+          {"n_groups", std::to_string(c.n_groups)},
+          {"topk_groups", std::to_string(c.topk_groups)},
+          {"topk", std::to_string(c.topk)},
+          {"normalize", c.normalize ? "true" : "false"},
+          {"routed_scale", fmt::format("{}", c.routed_scale)}};
+}
+
 bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::string* why) {
   if (!impl.fused_pays) {
     if (why) *why = fmt::format("{} has not been shown to beat the permuted copy", impl.name);
@@ -238,14 +247,7 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
 
   TensorMap gate{{"logits", w["logits"]}, {"topk_ids", w["topk_ids"]}, {"topk_weights", w["topk_weights"]}};
   if (weights_.bias) gate["bias"] = *weights_.bias;
-  HALCYON_TRY(run_op(device_, stream, "moe_gate", gate,
-                     {{"score", c.score},
-                      {"n_groups", std::to_string(c.n_groups)},
-                      {"topk_groups", std::to_string(c.topk_groups)},
-                      {"topk", s_topk},
-                      {"normalize", c.normalize ? "true" : "false"},
-                      {"routed_scale", fmt::format("{}", c.routed_scale)}},
-                     options_.run_options("moe_gate")));
+  HALCYON_TRY(run_op(device_, stream, "moe_gate", gate, moe_gate_params(c), options_.run_options("moe_gate")));
   HALCYON_TRY(mark(&tt->gate));
 
   // On the gather path the contract still wants a `permuted` tensor of [T*K, H] bf16, which

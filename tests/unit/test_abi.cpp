@@ -22,9 +22,15 @@ CHECK_TRACKS_LAST_FIELD(hal_launch_desc, HAL_LAUNCH_DESC_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_host_api, HAL_HOST_API_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_backend_api, HAL_BACKEND_API_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_tensor_map_desc, HAL_TENSOR_MAP_DESC_SIZE);
+CHECK_TRACKS_LAST_FIELD(hal_comm_desc, HAL_COMM_DESC_SIZE);
+CHECK_TRACKS_LAST_FIELD(hal_comm_info, HAL_COMM_INFO_SIZE);
 // Sizes of earlier versions never change: ABI 1.1 appended tensor_map_encode to the table.
 static_assert(HAL_BACKEND_API_1_0_SIZE == offsetof(hal_backend_api, tensor_map_encode));
 static_assert(HAL_BACKEND_API_1_2_SIZE == offsetof(hal_backend_api, device_can_run));
+// ABI 1.4 appended the communicator entries after partition_caps.
+static_assert(HAL_BACKEND_API_1_3_SIZE == offsetof(hal_backend_api, comm_create));
+static_assert(HAL_BACKEND_API_1_3_SIZE < HAL_BACKEND_API_SIZE);
+static_assert(sizeof(hal_comm_handle) == HAL_COMM_HANDLE_BYTES);
 static_assert(HAL_BACKEND_API_MIN_SIZE < HAL_BACKEND_API_1_0_SIZE && HAL_BACKEND_API_1_0_SIZE < HAL_BACKEND_API_1_2_SIZE &&
               HAL_BACKEND_API_1_2_SIZE < HAL_BACKEND_API_SIZE);
 static_assert(HAL_TENSOR_MAP_DESC_MIN_SIZE == sizeof(hal_tensor_map_desc));

@@ -97,6 +97,7 @@ typedef struct hal_event_s* hal_event;
 typedef struct hal_module_s* hal_module;
 typedef struct hal_kernel_s* hal_kernel;
 typedef struct hal_partition_s* hal_partition;
+typedef struct hal_comm_s* hal_comm;  /* ABI 1.4: a communicator (section "Communicators") */
 
 /* ------------------------------------------------------------------------------------------
  * Library, registry, logging
@@ -541,6 +542,95 @@ HAL_API hal_error* hal_event_synchronize(hal_event event);
 HAL_API hal_error* hal_event_elapsed_ms(hal_event start, hal_event end, float* ms);
 
 /* ------------------------------------------------------------------------------------------
+ * Communicators (ABI 1.4): ranks of one job, each a process with one device, that exchange
+ * data (docs/expert_parallel.md)
+ *
+ * Rules:
+ *   - A communicator has `size` ranks numbered 0..size-1; each rank is one process (or one
+ *     thread) holding one device. All ranks name the same `rendezvous` string: that is how they
+ *     find each other. The name travels through the API, never through the environment.
+ *   - hal_comm_create is collective: it returns once every rank has joined, or fails after
+ *     timeout_ms naming how many ranks arrived. A second process taking a rank already taken
+ *     is an error, as is a size that disagrees with the first rank's.
+ *   - Collective calls (create, barrier, all_gather, all_to_all) must be made by every rank
+ *     in the same order; a rank that stops calling makes the others time out (an error, not
+ *     a hang forever).
+ *   - Peer memory: hal_comm_buffer_create makes a buffer that peers can map.
+ *     hal_comm_buffer_export writes a handle (plain bytes, copyable to another process, e.g.
+ *     through hal_comm_all_gather); hal_comm_buffer_import on a peer turns it into a hal_buffer
+ *     whose device_address the peer's kernels read and write directly (CPU backend: POSIX
+ *     shared memory; CUDA: cuMemCreate memory exported as a POSIX file descriptor). The
+ *     imported mapping stays valid while the importer holds it, even after the owner releases
+ *     its buffer; importing a handle whose owner has already released the buffer fails.
+ *   - hal_comm_all_to_all is stream-ordered: it starts after the work queued before it on
+ *     `stream`, and later work waits for it. A backend without device-side communication (the
+ *     CPU) may block the calling thread until the exchange is done.
+ * ---------------------------------------------------------------------------------------- */
+
+enum { HAL_COMM_RENDEZVOUS_MAX = 200 }; /* bytes of a rendezvous name, without the NUL */
+
+typedef struct hal_comm_desc {
+  size_t struct_size;
+  const void* next;
+  uint32_t rank;           /* this process's rank, < size */
+  uint32_t size;           /* ranks in the communicator, >= 1 */
+  const char* rendezvous;  /* the name every rank of this communicator passes: [A-Za-z0-9._-],
+                              1..HAL_COMM_RENDEZVOUS_MAX characters; unique per live job */
+  uint32_t timeout_ms;     /* how long a collective waits for the other ranks; 0 = 30000 */
+  uint32_t flags;          /* reserved, 0 */
+} hal_comm_desc;
+#define HAL_COMM_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_comm_desc, rendezvous)
+#define HAL_COMM_DESC_SIZE HAL_SIZE_THROUGH(hal_comm_desc, flags)
+
+typedef struct hal_comm_info {
+  size_t struct_size;
+  const void* next;
+  uint32_t rank;
+  uint32_t size;
+  char transport[32];          /* "shm" (CPU), "nccl", "rccl", ... */
+  uint64_t max_all_gather_bytes; /* largest `bytes` of one hal_comm_all_gather */
+  uint32_t max_ranks;          /* largest size this backend's communicator takes */
+  uint32_t reserved0;
+} hal_comm_info;
+#define HAL_COMM_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_comm_info, transport)
+#define HAL_COMM_INFO_SIZE HAL_SIZE_THROUGH(hal_comm_info, reserved0)
+
+/* An exported buffer: opaque bytes that another rank of the same communicator imports. */
+enum { HAL_COMM_HANDLE_BYTES = 256 };
+typedef struct hal_comm_handle {
+  uint8_t bytes[HAL_COMM_HANDLE_BYTES];
+} hal_comm_handle;
+
+/* Collective. The device's backend must offer communicators (capability "comm"; otherwise
+ * HAL_UNSUPPORTED). */
+HAL_API hal_error* hal_comm_create(hal_device device, const hal_comm_desc* desc, hal_comm* out);
+HAL_API hal_error* hal_comm_retain(hal_comm comm);
+/* Not collective; the last rank to release cleans up what the rendezvous created. */
+HAL_API hal_error* hal_comm_release(hal_comm comm);
+HAL_API hal_error* hal_comm_get_info(hal_comm comm, hal_comm_info* out);
+/* Collective: returns once every rank has called it. */
+HAL_API hal_error* hal_comm_barrier(hal_comm comm);
+/* Collective, host memory, blocking: recv (size * bytes) receives every rank's `bytes` bytes of
+ * send, in rank order. Every rank passes the same `bytes` (at most max_all_gather_bytes). */
+HAL_API hal_error* hal_comm_all_gather(hal_comm comm, const void* send, uint64_t bytes, void* recv);
+/* Not collective: a buffer of `size` bytes on the communicator's device that peers can map. */
+HAL_API hal_error* hal_comm_buffer_create(hal_comm comm, uint64_t size, hal_buffer* out);
+/* Writes the handle peers import. `buffer` must come from hal_comm_buffer_create of `comm`. */
+HAL_API hal_error* hal_comm_buffer_export(hal_comm comm, hal_buffer buffer, hal_comm_handle* out);
+/* Maps the buffer that rank `peer` (!= this rank) exported as `handle`. */
+HAL_API hal_error* hal_comm_buffer_import(hal_comm comm, uint32_t peer, const hal_comm_handle* handle,
+                                          hal_buffer* out);
+/* Collective, stream-ordered. Arrays of `size` entries indexed by peer rank: this rank sends
+ * send_sizes[p] bytes from send + send_offsets[p] to rank p, which receives them at
+ * recv + its recv_offsets[this rank]. Its recv_sizes[p] must equal what p sends it (checked:
+ * a mismatch is HAL_INVALID_ARGUMENT naming both ranks and sizes). Ranges must lie in their
+ * buffers; send and recv must not overlap. The entry for this rank itself is a local copy. */
+HAL_API hal_error* hal_comm_all_to_all(hal_comm comm, hal_stream stream, hal_buffer send,
+                                       const uint64_t* send_offsets, const uint64_t* send_sizes,
+                                       hal_buffer recv, const uint64_t* recv_offsets,
+                                       const uint64_t* recv_sizes);
+
+/* ------------------------------------------------------------------------------------------
  * Modules and kernels
  * ---------------------------------------------------------------------------------------- */
 
@@ -691,6 +781,7 @@ typedef struct hal_be_event hal_be_event;
 typedef struct hal_be_module hal_be_module;
 typedef struct hal_be_kernel hal_be_kernel;
 typedef struct hal_be_partition hal_be_partition;
+typedef struct hal_be_comm hal_be_comm;
 
 /* Lifetime rule for backends: an object that a queued command refers to (an event recorded
  * or waited on, a buffer copied) must stay alive until that command has run, even when its
@@ -789,7 +880,7 @@ typedef struct hal_backend_api {
    * "partition.enforced"; one without it gets the core's soft partitions. */
   hal_error* (*partition_caps)(hal_be_device* device, uint32_t flags, hal_partition_caps* out);
 
-  /* ---- ABI 1.4 (a smaller table still loads: this counts as NULL) ---- */
+  /* ---- ABI 1.4 (a smaller table still loads: these count as NULL) ---- */
 
   /* Optional (NULL: hal_buffer_import returns HAL_UNSUPPORTED). Wraps external memory; the
    * core has checked desc (kind, flags, a non-zero address when size > 0). The backend checks
@@ -799,14 +890,40 @@ typedef struct hal_backend_api {
    * buffer_create. */
   hal_error* (*buffer_import)(hal_be_device* device, const hal_buffer_import_desc* desc,
                               hal_be_buffer** out, void** host_pointer);
+
+  /* ABI 1.4 too. */
+  /* Communicators: all eight entries, or none (the core checks; a backend with none makes
+   * hal_comm_create HAL_UNSUPPORTED). The core has checked every argument as hal.h says:
+   * rank < size, the rendezvous name's characters and length, handles, ranges, that an
+   * exported buffer came from comm_buffer_create of this communicator, that peer != rank.
+   * `info` is full-size and zeroed; the backend fills transport, max_all_gather_bytes and
+   * max_ranks (the core fills rank and size). */
+  hal_error* (*comm_create)(hal_be_device* device, const hal_comm_desc* desc, hal_be_comm** out,
+                            hal_comm_info* info);
+  void (*comm_destroy)(hal_be_comm* comm);
+  hal_error* (*comm_barrier)(hal_be_comm* comm);
+  hal_error* (*comm_all_gather)(hal_be_comm* comm, const void* send, uint64_t bytes, void* recv);
+  /* A peer-mappable buffer; destroyed through buffer_destroy like any other. */
+  hal_error* (*comm_buffer_create)(hal_be_comm* comm, uint64_t size, hal_be_buffer** out,
+                                   uint64_t* device_address, void** host_pointer);
+  hal_error* (*comm_buffer_export)(hal_be_comm* comm, hal_be_buffer* buffer, hal_comm_handle* out);
+  /* Maps a peer's exported buffer; *size gets its size. Destroyed through buffer_destroy. */
+  hal_error* (*comm_buffer_import)(hal_be_comm* comm, uint32_t peer, const hal_comm_handle* handle,
+                                   hal_be_buffer** out, uint64_t* size, uint64_t* device_address,
+                                   void** host_pointer);
+  hal_error* (*comm_all_to_all)(hal_be_comm* comm, hal_be_stream* stream, hal_be_buffer* send,
+                                const uint64_t* send_offsets, const uint64_t* send_sizes,
+                                hal_be_buffer* recv, const uint64_t* recv_offsets,
+                                const uint64_t* recv_sizes);
 } hal_backend_api;
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
 /* ABI 1.0's table ended at partition_destroy. */
 #define HAL_BACKEND_API_1_0_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_destroy)
 /* ABI 1.1 and 1.2's table ended at tensor_map_encode. */
 #define HAL_BACKEND_API_1_2_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
+/* ABI 1.3's table ended at partition_caps. */
 #define HAL_BACKEND_API_1_3_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
-#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, buffer_import)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, comm_all_to_all)
 
 typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
 

@@ -350,6 +350,99 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
   }
 };
 
+// A communicator (hal.h "Communicators"): ranks of one job exchanging data.
+//   auto comm = halcyon::Comm::create(dev, {.rank = r, .size = n, .rendezvous = "job-42"});
+class Comm : public Handle<hal_comm, hal_comm_retain, hal_comm_release> {
+ public:
+  using Handle::Handle;
+  struct Options {
+    uint32_t rank = 0;
+    uint32_t size = 1;
+    std::string rendezvous;
+    uint32_t timeout_ms = 0;  // 0: hal.h's default
+  };
+  // Collective: every rank calls it with the same size and rendezvous.
+  static Result<Comm> create(const Device& device, const Options& o) {
+    hal_comm_desc d{};
+    d.struct_size = sizeof d;
+    d.rank = o.rank;
+    d.size = o.size;
+    d.rendezvous = o.rendezvous.c_str();
+    d.timeout_ms = o.timeout_ms;
+    hal_comm c = nullptr;
+    if (hal_error* e = hal_comm_create(device.get(), &d, &c)) return Error::adopt(e);
+    return Comm(c);
+  }
+  Result<hal_comm_info> info() const {
+    hal_comm_info i{};
+    i.struct_size = sizeof i;
+    if (hal_error* e = hal_comm_get_info(get(), &i)) return Error::adopt(e);
+    return i;
+  }
+  uint32_t rank() const { auto i = info(); return i ? i->rank : 0; }
+  uint32_t size() const { auto i = info(); return i ? i->size : 0; }
+  Status barrier() const { return check(hal_comm_barrier(get())); }
+  // Every rank's `bytes` of `send`, in rank order (size() * bytes).
+  Result<std::vector<uint8_t>> all_gather(const void* send, uint64_t bytes) const {
+    std::vector<uint8_t> out(size_t(bytes) * size());
+    if (hal_error* e = hal_comm_all_gather(get(), send, bytes, out.data())) return Error::adopt(e);
+    return out;
+  }
+  template <typename T>
+  Result<std::vector<T>> all_gather_values(const std::vector<T>& mine) const {
+    auto raw = all_gather(mine.data(), mine.size() * sizeof(T));
+    if (!raw) return raw.error();
+    std::vector<T> out(raw->size() / sizeof(T));
+    if (!raw->empty()) std::memcpy(out.data(), raw->data(), raw->size());
+    return out;
+  }
+  Result<Buffer> buffer(uint64_t size) const {
+    hal_buffer b = nullptr;
+    if (hal_error* e = hal_comm_buffer_create(get(), size, &b)) return Error::adopt(e);
+    return Buffer(b);
+  }
+  Result<hal_comm_handle> export_buffer(const Buffer& b) const {
+    hal_comm_handle h{};
+    if (hal_error* e = hal_comm_buffer_export(get(), b.get(), &h)) return Error::adopt(e);
+    return h;
+  }
+  Result<Buffer> import_buffer(uint32_t peer, const hal_comm_handle& h) const {
+    hal_buffer b = nullptr;
+    if (hal_error* e = hal_comm_buffer_import(get(), peer, &h, &b)) return Error::adopt(e);
+    return Buffer(b);
+  }
+  // Collective: every rank's `local` (made by buffer()) mapped here, indexed by rank; entry
+  // rank() is `local` itself.
+  Result<std::vector<Buffer>> share(const Buffer& local) const {
+    auto mine = export_buffer(local);
+    if (!mine) return mine.error();
+    auto all = all_gather_values(std::vector<hal_comm_handle>{*mine});
+    if (!all) return all.error();
+    std::vector<Buffer> out(all->size());
+    for (uint32_t p = 0; p < out.size(); ++p) {
+      if (p == rank()) {
+        out[p] = local;
+        continue;
+      }
+      auto b = import_buffer(p, (*all)[p]);
+      if (!b) return b.error();
+      out[p] = std::move(b).value();
+    }
+    return out;
+  }
+  // Per peer rank: byte offsets and sizes in `send` and `recv` (hal_comm_all_to_all).
+  Status all_to_all(const Stream& stream, const Buffer& send, std::span<const uint64_t> send_offsets,
+                    std::span<const uint64_t> send_sizes, const Buffer& recv, std::span<const uint64_t> recv_offsets,
+                    std::span<const uint64_t> recv_sizes) const {
+    const size_t n = size();
+    if (send_offsets.size() != n || send_sizes.size() != n || recv_offsets.size() != n || recv_sizes.size() != n)
+      return Error(HAL_INVALID_ARGUMENT, "Comm::all_to_all: each offsets/sizes array needs one entry per rank (" +
+                                             std::to_string(n) + ")");
+    return check(hal_comm_all_to_all(get(), stream.get(), send.get(), send_offsets.data(), send_sizes.data(),
+                                     recv.get(), recv_offsets.data(), recv_sizes.data()));
+  }
+};
+
 // Discovers backends (hal_init) with HAL_INIT_* flags and extra plugin files or folders
 // (':'-separated, or nullptr). Optional: the first call that needs the registry does it.
 // backend_options: "<backend>.<key>=<value>" entries, ';'-separated (hal_init_desc).

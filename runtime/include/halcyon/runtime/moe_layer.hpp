@@ -90,6 +90,10 @@ bool moe_gather_path(const Device& device, const MoeLayerOptions& options, std::
 // SXM yes and an H200 no; without a rule: no, not shown to beat the copy it saves).
 bool moe_gather_pays(const OpImpl& impl, const ops::DeviceFacts& device, std::string* why = nullptr);
 
+// moe_gate's parameters for a layer of `config` (score, groups, top-k, normalisation, scale):
+// the single-rank and the expert-parallel layer route alike.
+std::map<std::string, std::string> moe_gate_params(const MoeLayerConfig& config);
+
 // Milliseconds per stage of the last forward() that asked for times. On the gather path,
 // `permute` is moe_permute without the row copy and `up` is moe_grouped_gemm_swiglu_gather.
 // On the FP8 path `quant` is both moe_quantize_fp8 calls (the tokens, or the permuted rows,

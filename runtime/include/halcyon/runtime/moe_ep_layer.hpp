@@ -1,0 +1,87 @@
+// The MoE layer with expert parallelism over a communicator (hal.h "Communicators";
+// docs/expert_parallel.md). Each rank holds its own tokens and the weights of the experts it
+// owns; a forward pass
+//   router GEMM + moe_gate (local)      -> which expert, with which weight, for each (token, k)
+//   dispatch: moe_permute by owning rank, then all-to-all of the rows and their expert ids
+//   expert side: moe_permute by local expert, grouped GEMMs (SwiGLU up, down), rows back in
+//                arrival order
+//   combine: all-to-all back, then moe_combine with the gate weights on the owning rank of
+//            the token
+// computes, for every token, what the single-rank MoeLayer computes with all experts (the
+// same operators on the same rows: on the CPU the same bits, CTest unit.moe_ep).
+//
+// This is the reference path: it reads routing counts to the host (three host waits per
+// forward, around the exchanges). EpTransport chooses between the communicator's all-to-all
+// and direct writes into peer-mapped buffers. The in-node
+// GPU path (PTX dispatch/combine kernels writing into peers' buffers, no host wait) is
+// described in docs/expert_parallel.md and not built yet.
+#pragma once
+
+#include <halcyon/runtime/moe_layer.hpp>
+
+namespace halcyon::rt {
+
+// Experts owned by `rank` of `ranks`: [first, end), contiguous, sizes differing by at most 1
+// (any rank count; ranks > experts leaves some ranks without experts).
+struct ExpertRange {
+  int64_t first = 0, end = 0;
+  int64_t count() const { return end - first; }
+};
+ExpertRange ep_expert_range(int64_t experts, uint32_t rank, uint32_t ranks);
+// The rank that owns `expert`.
+uint32_t ep_owner(int64_t experts, uint32_t ranks, int64_t expert);
+
+// What the last forward() moved, for benchmarks and tests.
+struct MoeEpStats {
+  int64_t rows_sent = 0;      // (token, k) rows this rank dispatched (its own rank included)
+  int64_t rows_received = 0;  // rows its experts computed
+  uint64_t dispatch_bytes = 0, combine_bytes = 0;  // to or from other ranks only
+  float dispatch_ms = 0, expert_ms = 0, combine_ms = 0;  // host wall clock, with `times`
+};
+
+// How rows travel between ranks.
+//   kAllToAll  hal_comm_all_to_all into buffers of this call (any communicator);
+//   kPeerWrite each rank copies its rows straight into the owning rank's receive buffer, and
+//              the expert outputs straight back into the token's rank, through peer-mapped
+//              buffers (hal_comm_buffer_create/share, made once and grown collectively); a
+//              barrier marks each side complete.
+enum class EpTransport { kAllToAll, kPeerWrite };
+
+class MoeEpLayer {
+ public:
+  // `weights`: the router (and bias) for all experts, w_gate_up/w_down for this rank's experts
+  // only (ep_expert_range of the communicator's rank and size). config.expert_begin and
+  // local_experts are set from the communicator; a config that names other values is an error.
+  static Result<MoeEpLayer> create(const Device& device, const Comm& comm, MoeLayerConfig config,
+                                   MoeLayerWeights weights, MoeLayerOptions options = {},
+                                   EpTransport transport = EpTransport::kAllToAll);
+
+  // Collective: every rank calls it (with its own T >= 1 tokens). x [T, H] bf16 -> out [T, H].
+  Status forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats = nullptr);
+
+  const MoeLayerConfig& config() const { return config_; }
+  ExpertRange experts() const { return {config_.expert_begin, config_.expert_begin + config_.local()}; }
+
+ private:
+  struct Routing;
+  Status route(const Stream& stream, const Tensor& x, Routing& r);
+  Status dispatch(const Stream& stream, Routing& r);
+  Status run_experts(const Stream& stream, Routing& r);
+  Status combine(const Stream& stream, Routing& r, Tensor& out);
+  Status ensure_peer_buffers(const Routing& r);
+  Status peer_dispatch(const Stream& stream, Routing& r);
+  Status peer_combine(const Stream& stream, Routing& r);
+  Device device_;
+  Comm comm_;
+  uint32_t rank_ = 0, ranks_ = 1;
+  MoeLayerConfig config_;
+  MoeLayerWeights weights_;
+  MoeLayerOptions options_;
+  EpTransport transport_ = EpTransport::kAllToAll;
+  // kPeerWrite: every rank's receive buffer (rows, then their expert ids) and return buffer,
+  // mapped here; capacities in rows, per rank, the same on every rank.
+  std::vector<Buffer> recv_peers_, back_peers_;
+  std::vector<uint64_t> recv_capacity_, back_capacity_;
+};
+
+}  // namespace halcyon::rt

@@ -1,0 +1,399 @@
+#include <halcyon/runtime/moe_ep_layer.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace halcyon::rt {
+using namespace halcyon::ops;
+
+ExpertRange ep_expert_range(int64_t experts, uint32_t rank, uint32_t ranks) {
+  return {experts * rank / ranks, experts * (int64_t(rank) + 1) / ranks};
+}
+
+uint32_t ep_owner(int64_t experts, uint32_t ranks, int64_t expert) {
+  // The largest rank whose range starts at or before `expert` (ranges may be empty).
+  uint32_t r = uint32_t(std::min<int64_t>(ranks - 1, expert * ranks / std::max<int64_t>(experts, 1)));
+  while (r + 1 < ranks && ep_expert_range(experts, r + 1, ranks).first <= expert) ++r;
+  while (r > 0 && ep_expert_range(experts, r, ranks).first > expert) --r;
+  return r;
+}
+
+// One forward's tensors and host-side routing. Exchange buffers live for one call.
+struct MoeEpLayer::Routing {
+  int64_t T = 0;
+  Tensor x, topk_ids, topk_weights;
+  std::vector<int32_t> ids;                 // topk_ids on the host, slot order (t * K + k)
+  Tensor send_rows, slot_to_row;            // rows grouped by destination rank; slot -> row
+  Tensor send_ids;                          // the expert of each sent row
+  std::vector<uint64_t> send_first, send_count;  // rows per destination rank
+  std::vector<uint64_t> recv_first, recv_count;  // rows per source rank
+  std::vector<uint64_t> matrix;             // rows rank q sends rank p: matrix[q * ranks + p]
+  int64_t received = 0;
+  Tensor recv_rows, recv_ids, back_rows;    // expert side, rows in arrival order
+  Tensor returned;                          // expert outputs back home, in send_rows' order
+  MoeEpStats stats;
+};
+
+namespace {
+
+using TensorMap = std::map<std::string, Tensor, std::less<>>;
+
+// A tensor of `rows` x `cols` (its buffer holds at least one row: a rank may get no rows).
+Result<Tensor> rows_tensor(const Device& d, DType dt, int64_t rows, int64_t cols) {
+  auto t = make_tensor(d, dt, {std::max<int64_t>(rows, 1), cols});
+  if (!t) return t.error();
+  t->shape[0] = rows;
+  return t;
+}
+
+template <typename T>
+Status read_vector(const Stream& s, const Tensor& t, std::vector<T>& out) {
+  out.resize(size_t(t.bytes() / sizeof(T)));
+  return s.read(t.buffer, t.offset, out.data(), out.size() * sizeof(T));
+}
+
+template <typename T>
+Result<Tensor> upload(const Device& d, const Stream& s, DType dt, std::vector<int64_t> shape, const std::vector<T>& v) {
+  auto t = make_tensor(d, dt, std::move(shape));
+  if (!t) return t.error();
+  if (!v.empty()) HALCYON_TRY(s.write(t->buffer, 0, v.data(), v.size() * sizeof(T)));
+  return t;
+}
+
+// Byte offsets and sizes per rank of rows [first, first + count) of `row_bytes` each.
+void byte_ranges(const std::vector<uint64_t>& first, const std::vector<uint64_t>& count, uint64_t row_bytes,
+                 std::vector<uint64_t>& offsets, std::vector<uint64_t>& sizes) {
+  offsets.resize(first.size());
+  sizes.resize(first.size());
+  for (size_t p = 0; p < first.size(); ++p) {
+    offsets[p] = first[p] * row_bytes;
+    sizes[p] = count[p] * row_bytes;
+  }
+}
+
+// The all-to-all of rows of `row_bytes`, rank p's rows at [send_first[p], +send_count[p]) of
+// `send`, landing at recv_first[p] of `recv`.
+Status exchange(const Comm& comm, const Stream& s, const Tensor& send, const std::vector<uint64_t>& send_first,
+                const std::vector<uint64_t>& send_count, const Tensor& recv, const std::vector<uint64_t>& recv_first,
+                const std::vector<uint64_t>& recv_count, uint64_t row_bytes) {
+  std::vector<uint64_t> so, ss, ro, rs;
+  byte_ranges(send_first, send_count, row_bytes, so, ss);
+  byte_ranges(recv_first, recv_count, row_bytes, ro, rs);
+  for (auto& o : so) o += send.offset;
+  for (auto& o : ro) o += recv.offset;
+  return comm.all_to_all(s, send.buffer, so, ss, recv.buffer, ro, rs);
+}
+
+uint64_t remote_bytes(const std::vector<uint64_t>& count, uint32_t self, uint64_t row_bytes) {
+  uint64_t n = 0;
+  for (size_t p = 0; p < count.size(); ++p)
+    if (p != self) n += count[p] * row_bytes;
+  return n;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, MoeLayerConfig c, MoeLayerWeights w,
+                                      MoeLayerOptions o, EpTransport transport) {
+  auto info = comm.info();
+  if (!info) return info.error();
+  const ExpertRange mine = ep_expert_range(c.experts, info->rank, info->size);
+  const bool defaults = c.expert_begin == 0 && c.local_experts < 0;
+  if (!defaults && (c.expert_begin != mine.first || c.local() != mine.count()))
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("MoeEpLayer: config names local experts [{}, {}), but rank {} of {} owns [{}, {})",
+                             c.expert_begin, c.expert_begin + c.local(), info->rank, info->size, mine.first, mine.end));
+  c.expert_begin = mine.first;
+  c.local_experts = mine.count();
+  // The single-rank layer checks the config and weights (its local experts are this rank's);
+  // a rank that owns no expert has nothing to check the expert weights against.
+  if (mine.count() > 0) {
+    MoeLayerOptions copy = o;
+    copy.path = MoePath::kCopy;  // the expert side runs the copy path (docs/expert_parallel.md)
+    auto check = MoeLayer::create(device, c, w, copy);
+    if (!check) return Error(check.error().status(), "MoeEpLayer: " + check.error().message());
+  }
+  MoeEpLayer layer;
+  layer.device_ = device;
+  layer.comm_ = comm;
+  layer.rank_ = info->rank;
+  layer.ranks_ = info->size;
+  layer.config_ = std::move(c);
+  layer.weights_ = std::move(w);
+  layer.options_ = std::move(o);
+  layer.transport_ = transport;
+  layer.recv_capacity_.assign(info->size, 0);
+  layer.back_capacity_.assign(info->size, 0);
+  return layer;
+}
+
+// Router GEMM and gate on this rank's tokens; the chosen experts come to the host.
+Status MoeEpLayer::route(const Stream& s, const Tensor& x, Routing& r) {
+  const auto& c = config_;
+  auto logits = make_tensor(device_, DType::f32, {r.T, c.experts});
+  auto ids = make_tensor(device_, DType::i32, {r.T, c.topk});
+  auto weights = make_tensor(device_, DType::f32, {r.T, c.topk});
+  for (auto* t : {&logits, &ids, &weights})
+    if (!*t) return t->error();
+  r.x = x;
+  r.topk_ids = *ids;
+  r.topk_weights = *weights;
+  TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", *logits}};
+  HALCYON_TRY(run_op(device_, s, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
+  TensorMap gate{{"logits", *logits}, {"topk_ids", r.topk_ids}, {"topk_weights", r.topk_weights}};
+  if (weights_.bias) gate["bias"] = *weights_.bias;
+  HALCYON_TRY(run_op(device_, s, "moe_gate", gate, moe_gate_params(c), options_.run_options("moe_gate")));
+  return read_vector(s, r.topk_ids, r.ids);
+}
+
+// Rows grouped by owning rank (moe_permute with the ranks as its "experts"), then the
+// all-to-all of the rows and of their expert ids.
+Status MoeEpLayer::dispatch(const Stream& s, Routing& r) {
+  const auto& c = config_;
+  const int64_t TK = r.T * c.topk, H = c.hidden;
+  std::vector<int32_t> owner(r.ids.size());
+  for (size_t i = 0; i < owner.size(); ++i) owner[i] = int32_t(ep_owner(c.experts, ranks_, r.ids[i]));
+  auto dest = upload(device_, s, DType::i32, {r.T, c.topk}, owner);
+  if (!dest) return dest.error();
+  Tensor counts, offsets, row_to_slot, num_rows;
+  for (auto [t, dt, n] : {std::tuple{&counts, DType::i32, int64_t(ranks_)}, {&offsets, DType::i32, int64_t(ranks_) + 1},
+                          {&row_to_slot, DType::i32, TK}, {&num_rows, DType::i32, int64_t(1)}}) {
+    auto made = make_tensor(device_, dt, {n});
+    if (!made) return made.error();
+    *t = std::move(made).value();
+  }
+  auto rows = make_tensor(device_, DType::bf16, {TK, H});
+  auto slot = make_tensor(device_, DType::i32, {r.T, c.topk});
+  if (!rows) return rows.error();
+  if (!slot) return slot.error();
+  r.send_rows = *rows;
+  r.slot_to_row = *slot;
+  TensorMap permute{{"x", r.x}, {"topk_ids", *dest}, {"permuted", r.send_rows}, {"expert_counts", counts},
+                    {"expert_offsets", offsets}, {"row_to_slot", row_to_slot}, {"slot_to_row", r.slot_to_row},
+                    {"num_rows", num_rows}};
+  HALCYON_TRY(run_op(device_, s, "moe_permute", permute,
+                     {{"n_experts", std::to_string(ranks_)}, {"expert_begin", "0"},
+                      {"expert_end", std::to_string(ranks_)}, {"write_permuted", "true"}},
+                     options_.run_options("moe_permute")));
+  std::vector<int32_t> host_offsets, host_slot;
+  HALCYON_TRY(read_vector(s, offsets, host_offsets));
+  HALCYON_TRY(read_vector(s, r.slot_to_row, host_slot));
+  // The expert of each sent row, in the rows' order.
+  std::vector<int32_t> row_expert(size_t(TK), 0);
+  for (size_t i = 0; i < host_slot.size(); ++i) row_expert[size_t(host_slot[i])] = r.ids[i];
+  auto sid = upload(device_, s, DType::i32, {TK}, row_expert);
+  if (!sid) return sid.error();
+  r.send_ids = *sid;
+  r.send_first.assign(ranks_, 0);
+  r.send_count.assign(ranks_, 0);
+  for (uint32_t p = 0; p < ranks_; ++p) {
+    r.send_first[p] = uint64_t(host_offsets[p]);
+    r.send_count[p] = uint64_t(host_offsets[p + 1] - host_offsets[p]);
+  }
+  // Who sends me how many rows: every rank's counts, column `rank_`.
+  auto all = comm_.all_gather_values(r.send_count);
+  if (!all) return all.error();
+  r.recv_first.assign(ranks_, 0);
+  r.recv_count.assign(ranks_, 0);
+  uint64_t at = 0;
+  for (uint32_t p = 0; p < ranks_; ++p) {
+    r.recv_first[p] = at;
+    r.recv_count[p] = (*all)[size_t(p) * ranks_ + rank_];
+    at += r.recv_count[p];
+  }
+  r.received = int64_t(at);
+  r.matrix = std::move(all).value();
+  r.stats.rows_sent = TK;
+  r.stats.rows_received = r.received;
+  r.stats.dispatch_bytes = remote_bytes(r.send_count, rank_, uint64_t(H) * 2 + 4);
+  if (transport_ == EpTransport::kPeerWrite) return peer_dispatch(s, r);
+  auto recv_rows = rows_tensor(device_, DType::bf16, r.received, H);
+  auto recv_ids = rows_tensor(device_, DType::i32, r.received, 1);
+  if (!recv_rows) return recv_rows.error();
+  if (!recv_ids) return recv_ids.error();
+  r.recv_rows = *recv_rows;
+  r.recv_ids = *recv_ids;
+  HALCYON_TRY(exchange(comm_, s, r.send_rows, r.send_first, r.send_count, r.recv_rows, r.recv_first, r.recv_count,
+                       uint64_t(H) * 2));
+  HALCYON_TRY(exchange(comm_, s, r.send_ids, r.send_first, r.send_count, r.recv_ids, r.recv_first, r.recv_count, 4));
+  return {};
+}
+
+// The local experts on the rows that arrived: moe_permute by expert, the two grouped GEMMs,
+// and moe_combine with weight 1 to put the outputs back in arrival order (exact: one product
+// by 1 and one rounding of a bf16 value).
+Status MoeEpLayer::run_experts(const Stream& s, Routing& r) {
+  const auto& c = config_;
+  const int64_t R = r.received, H = c.hidden, I = c.inter, EL = c.local();
+  auto back = rows_tensor(device_, DType::bf16, R, H);
+  if (!back) return back.error();
+  r.back_rows = *back;
+  if (R == 0) return {};
+  Tensor permuted, hidden, expert_out, counts, offsets, row_to_slot, slot_to_row, num_rows;
+  for (auto [t, dt, shape] :
+       {std::tuple{&permuted, DType::bf16, std::vector<int64_t>{R, H}}, {&hidden, DType::bf16, {R, I}},
+        {&expert_out, DType::bf16, {R, H}}, {&counts, DType::i32, {EL}}, {&offsets, DType::i32, {EL + 1}},
+        {&row_to_slot, DType::i32, {R}}, {&slot_to_row, DType::i32, {R, 1}}, {&num_rows, DType::i32, {1}}}) {
+    auto made = make_tensor(device_, dt, shape);
+    if (!made) return made.error();
+    *t = std::move(made).value();
+  }
+  auto ones = upload(device_, s, DType::f32, {R, 1}, std::vector<float>(size_t(R), 1.0f));
+  if (!ones) return ones.error();
+  Tensor ids = r.recv_ids;
+  ids.shape = {R, 1};
+  TensorMap permute{{"x", r.recv_rows}, {"topk_ids", ids}, {"permuted", permuted}, {"expert_counts", counts},
+                    {"expert_offsets", offsets}, {"row_to_slot", row_to_slot}, {"slot_to_row", slot_to_row},
+                    {"num_rows", num_rows}};
+  HALCYON_TRY(run_op(device_, s, "moe_permute", permute,
+                     {{"n_experts", std::to_string(c.experts)}, {"expert_begin", std::to_string(c.expert_begin)},
+                      {"expert_end", std::to_string(c.expert_begin + EL)}, {"write_permuted", "true"}},
+                     options_.run_options("moe_permute")));
+  TensorMap up{{"a", permuted}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", offsets}, {"out", hidden}};
+  HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm_swiglu", up, {}, options_.run_options("moe_grouped_gemm_swiglu")));
+  TensorMap down{{"a", hidden}, {"w", weights_.w_down}, {"expert_offsets", offsets}, {"out", expert_out}};
+  HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
+  TensorMap unpermute{{"expert_out", expert_out}, {"topk_weights", *ones}, {"slot_to_row", slot_to_row},
+                      {"out", r.back_rows}};
+  return run_op(device_, s, "moe_combine", unpermute, {}, options_.run_options("moe_combine"));
+}
+
+// Outputs travel back the way the rows came; moe_combine weighs them into the tokens.
+Status MoeEpLayer::combine(const Stream& s, Routing& r, Tensor& out) {
+  const auto& c = config_;
+  const int64_t TK = r.T * c.topk, H = c.hidden;
+  r.stats.combine_bytes = remote_bytes(r.recv_count, rank_, uint64_t(H) * 2);
+  if (transport_ == EpTransport::kPeerWrite) {
+    HALCYON_TRY(peer_combine(s, r));
+  } else {
+    auto returned = make_tensor(device_, DType::bf16, {TK, H});
+    if (!returned) return returned.error();
+    r.returned = *returned;
+    HALCYON_TRY(exchange(comm_, s, r.back_rows, r.recv_first, r.recv_count, r.returned, r.send_first, r.send_count,
+                         uint64_t(H) * 2));
+  }
+  TensorMap comb{{"expert_out", r.returned}, {"topk_weights", r.topk_weights}, {"slot_to_row", r.slot_to_row},
+                 {"out", out}};
+  return run_op(device_, s, "moe_combine", comb, {}, options_.run_options("moe_combine"));
+}
+
+// ---- kPeerWrite --------------------------------------------------------------------------
+
+namespace {
+constexpr uint64_t kPeerRowStep = 128;  // capacities grow in steps of this many rows
+
+// Rows that ranks [q0, q1) send to ranks [p0, p1), from the all-gathered count matrix.
+uint64_t rows_sent(const std::vector<uint64_t>& matrix, uint32_t ranks, uint32_t q0, uint32_t q1, uint32_t p0,
+                   uint32_t p1) {
+  uint64_t n = 0;
+  for (uint32_t q = q0; q < q1; ++q)
+    for (uint32_t p = p0; p < p1; ++p) n += matrix[size_t(q) * ranks + p];
+  return n;
+}
+}  // namespace
+
+// Collective. Every rank learns every rank's needs, so all decide alike whether to grow; a
+// rank that grows (or not) still takes part in both shares.
+Status MoeEpLayer::ensure_peer_buffers(const Routing& r) {
+  const uint64_t row = uint64_t(config_.hidden) * 2;
+  auto needs = comm_.all_gather_values(std::vector<uint64_t>{uint64_t(r.received), uint64_t(r.T * config_.topk)});
+  if (!needs) return needs.error();
+  bool grow = recv_peers_.empty();
+  for (uint32_t p = 0; p < ranks_; ++p)
+    grow = grow || (*needs)[2 * p] > recv_capacity_[p] || (*needs)[2 * p + 1] > back_capacity_[p];
+  if (!grow) return {};
+  auto step = [](uint64_t rows) { return std::max<uint64_t>(1, (rows + kPeerRowStep - 1) / kPeerRowStep) * kPeerRowStep; };
+  for (uint32_t p = 0; p < ranks_; ++p) {
+    recv_capacity_[p] = std::max(recv_capacity_[p], step((*needs)[2 * p]));
+    back_capacity_[p] = std::max(back_capacity_[p], step((*needs)[2 * p + 1]));
+  }
+  recv_peers_.clear();
+  back_peers_.clear();
+  auto recv = comm_.buffer(recv_capacity_[rank_] * (row + 4));
+  if (!recv) return recv.error();
+  auto back = comm_.buffer(back_capacity_[rank_] * row);
+  if (!back) return back.error();
+  auto rp = comm_.share(*recv);
+  if (!rp) return rp.error();
+  auto bp = comm_.share(*back);
+  if (!bp) return bp.error();
+  recv_peers_ = std::move(rp).value();
+  back_peers_ = std::move(bp).value();
+  return {};
+}
+
+// Rows and ids copied straight into each owner's receive buffer (rows of rank q after those of
+// ranks < q), then a barrier: every rank's receive buffer is complete.
+Status MoeEpLayer::peer_dispatch(const Stream& s, Routing& r) {
+  HALCYON_TRY(ensure_peer_buffers(r));
+  const uint64_t row = uint64_t(config_.hidden) * 2;
+  for (uint32_t p = 0; p < ranks_; ++p) {
+    const uint64_t n = r.send_count[p];
+    if (n == 0) continue;
+    const uint64_t at = rows_sent(r.matrix, ranks_, 0, rank_, p, p + 1);  // from ranks before me
+    HALCYON_TRY(s.copy(recv_peers_[p], at * row, r.send_rows.buffer, r.send_rows.offset + r.send_first[p] * row, n * row));
+    HALCYON_TRY(s.copy(recv_peers_[p], recv_capacity_[p] * row + at * 4, r.send_ids.buffer,
+                       r.send_ids.offset + r.send_first[p] * 4, n * 4));
+  }
+  HALCYON_TRY(s.synchronize());
+  HALCYON_TRY(comm_.barrier());
+  Tensor rows{recv_peers_[rank_], 0, DType::bf16, {r.received, config_.hidden}};
+  Tensor ids{recv_peers_[rank_], recv_capacity_[rank_] * row, DType::i32, {r.received, 1}};
+  r.recv_rows = rows;
+  r.recv_ids = ids;
+  return {};
+}
+
+// Each owner copies the outputs of rank q's rows straight into q's return buffer, where q sent
+// them from (q's send order), then a barrier.
+Status MoeEpLayer::peer_combine(const Stream& s, Routing& r) {
+  const uint64_t row = uint64_t(config_.hidden) * 2;
+  for (uint32_t q = 0; q < ranks_; ++q) {
+    const uint64_t n = r.recv_count[q];
+    if (n == 0) continue;
+    const uint64_t at = rows_sent(r.matrix, ranks_, q, q + 1, 0, rank_);  // q's rows for ranks before me
+    HALCYON_TRY(s.copy(back_peers_[q], at * row, r.back_rows.buffer, r.back_rows.offset + r.recv_first[q] * row, n * row));
+  }
+  HALCYON_TRY(s.synchronize());
+  HALCYON_TRY(comm_.barrier());
+  r.returned = Tensor{back_peers_[rank_], 0, DType::bf16, {r.T * config_.topk, config_.hidden}};
+  return {};
+}
+
+Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats) {
+  const auto& c = config_;
+  if (x.shape.size() != 2 || x.shape[0] < 1 || x.shape[1] != c.hidden || x.dtype != DType::bf16)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: x is {} {}, expected bf16 [T >= 1, {}]",
+                                                   dtype_name(x.dtype), x.shape_string(), c.hidden));
+  if (out.shape != x.shape || out.dtype != DType::bf16)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: out is {} {}, expected bf16 {}", dtype_name(out.dtype),
+                                                   out.shape_string(), x.shape_string()));
+  Routing r;
+  r.T = x.shape[0];
+  HALCYON_TRY(route(stream, x, r));
+  auto t0 = std::chrono::steady_clock::now();
+  HALCYON_TRY(dispatch(stream, r));
+  HALCYON_TRY(stream.synchronize());
+  r.stats.dispatch_ms = float(ms_since(t0));
+  t0 = std::chrono::steady_clock::now();
+  HALCYON_TRY(run_experts(stream, r));
+  HALCYON_TRY(stream.synchronize());
+  r.stats.expert_ms = float(ms_since(t0));
+  t0 = std::chrono::steady_clock::now();
+  HALCYON_TRY(combine(stream, r, out));
+  // The exchange buffers go with `r`; the backend keeps them until the queued work is done.
+  if (stats) {
+    HALCYON_TRY(stream.synchronize());
+    r.stats.combine_ms = float(ms_since(t0));
+    *stats = r.stats;
+  }
+  return {};
+}
+
+}  // namespace halcyon::rt

@@ -1,0 +1,329 @@
+// `halcyon bench ep`: expert-parallel dispatch and combine over a communicator
+// (docs/expert_parallel.md). Each rank routes its tokens to random experts (top-k of E, the
+// experts split evenly over the ranks), then times, as medians of --iters after a warm-up:
+//   dispatch  the all-to-all of the routed rows (H bf16 each) to the ranks owning their experts
+//   combine   the all-to-all of the expert outputs back
+//   the same two as copies straight into peer-mapped buffers (hal_comm_buffer_create + share)
+//   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine), with the
+//             rows moved by the all-to-all and by direct writes into peer-mapped buffers
+// and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N starts N
+// processes on this machine, one rank each (the CPU communicator's transport is shared memory
+// between processes); --rank R --ranks N --rendezvous NAME runs one rank of a job whose other
+// ranks a launcher starts (one process per GPU). Beside NCCL's all-to-all of the same bytes
+// when the device's communicator runs over NCCL; the CPU communicator has no such peer and
+// says so.
+#include <fmt/format.h>
+
+#include <halcyon/runtime/moe_ep_layer.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "bench_common.hpp"
+#include "cli_support.hpp"
+
+extern char** environ;
+
+namespace halcyon::bench {
+namespace {
+
+int usage(int rc) {
+  fmt::print(rc ? stderr : stdout,
+             "usage: halcyon bench ep [--device URI] [--ranks N] [--rank R --rendezvous NAME] [--tokens N]\n"
+             "                        [--topk N] [--experts N] [--hidden N] [--inter N] [--iters N]\n"
+             "  Expert-parallel dispatch and combine (all-to-all of the routed rows and back) and a whole\n"
+             "  MoeEpLayer forward, per rank: bytes to other ranks, GB/s, latency (medians of --iters,\n"
+             "  default 10, after one warm-up). --ranks N (default 2) starts N processes here; with --rank\n"
+             "  and --rendezvous, this process is one rank of a job started by a launcher.\n"
+             "  Defaults: cpu: 64 tokens per rank, top-8 of 16 experts, H 256, I 128 (tiny, for CI);\n"
+             "  otherwise the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256, H 7168, I 2048).\n");
+  return rc;
+}
+
+struct Shape {
+  int64_t tokens = -1, topk = 8, experts = -1, hidden = -1, inter = -1, iters = 10;
+};
+
+// What one rank measured; rank 0 gathers and prints them.
+struct RankResult {
+  double dispatch_ms = 0, combine_ms = 0, layer_ms = 0, layer_peer_ms = 0;
+  double peer_dispatch_ms = 0, peer_combine_ms = 0;  // the same bytes copied into peer-mapped buffers
+  uint64_t dispatch_bytes = 0, combine_bytes = 0;
+  int64_t rows_received = 0;
+};
+
+// A bf16 tensor filled on the device from a random block (bench_common's Filler): the
+// DeepSeek-V3 shape's weights are gigabytes, too many to draw on the host. The same seed gives
+// the same values on every rank (the router must agree).
+Result<ops::Tensor> random_tensor(const Device& d, const Stream& s, std::vector<int64_t> shape, uint32_t seed, int shift) {
+  auto t = ops::make_tensor(d, ops::DType::bf16, std::move(shape));
+  if (!t) return t.error();
+  Filler f{d, s, {}};
+  HALCYON_TRY(f.init(seed, false, 1.0f, shift));
+  HALCYON_TRY(f.fill(*t));
+  HALCYON_TRY(s.synchronize());
+  return t;
+}
+
+template <typename F>
+Result<double> median_ms(int64_t iters, const Comm& comm, const Stream& s, F&& body) {
+  std::vector<double> ms;
+  for (int64_t i = 0; i <= iters; ++i) {
+    HALCYON_TRY(comm.barrier());  // every rank starts together
+    auto t0 = std::chrono::steady_clock::now();
+    HALCYON_TRY(body());
+    HALCYON_TRY(s.synchronize());
+    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(ms);
+}
+
+// The all-to-all pair of one layer with random routing: rows to each owner and back.
+Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank,
+                      uint32_t ranks, RankResult& out) {
+  std::mt19937 rng(1234 + rank);
+  std::uniform_int_distribution<int64_t> pick(0, sh.experts - 1);
+  std::vector<uint64_t> send_rows(ranks, 0);
+  for (int64_t i = 0; i < sh.tokens * sh.topk; ++i) ++send_rows[rt::ep_owner(sh.experts, ranks, pick(rng))];
+  auto all = comm.all_gather_values(send_rows);
+  if (!all) return all.error();
+  const uint64_t row = uint64_t(sh.hidden) * 2;
+  std::vector<uint64_t> so(ranks), ss(ranks), ro(ranks), rs(ranks);
+  uint64_t sent = 0, received = 0;
+  for (uint32_t p = 0; p < ranks; ++p) {
+    so[p] = sent;
+    ss[p] = send_rows[p] * row;
+    sent += ss[p];
+    ro[p] = received;
+    rs[p] = (*all)[size_t(p) * ranks + rank] * row;
+    received += rs[p];
+  }
+  auto home = dev.allocate(std::max<uint64_t>(sent, 1));
+  auto away = dev.allocate(std::max<uint64_t>(received, 1));
+  if (!home) return home.error();
+  if (!away) return away.error();
+  auto dispatch = median_ms(sh.iters, comm, s, [&] { return comm.all_to_all(s, *home, so, ss, *away, ro, rs); });
+  if (!dispatch) return dispatch.error();
+  auto combine = median_ms(sh.iters, comm, s, [&] { return comm.all_to_all(s, *away, ro, rs, *home, so, ss); });
+  if (!combine) return combine.error();
+  out.dispatch_ms = *dispatch;
+  out.combine_ms = *combine;
+  // The same bytes copied straight into the peers' mapped buffers (what EpTransport::kPeerWrite
+  // does), each side ended by a barrier: rank q's rows land in p's buffer after those of ranks
+  // before q, and come back to where q sent them from.
+  auto rows_between = [&](uint32_t q0, uint32_t q1, uint32_t p0, uint32_t p1) {
+    uint64_t n = 0;
+    for (uint32_t q = q0; q < q1; ++q)
+      for (uint32_t p = p0; p < p1; ++p) n += (*all)[size_t(q) * ranks + p];
+    return n * row;
+  };
+  auto home_shared = comm.buffer(std::max<uint64_t>(sent, 1));
+  auto away_shared = comm.buffer(std::max<uint64_t>(received, 1));
+  if (!home_shared) return home_shared.error();
+  if (!away_shared) return away_shared.error();
+  auto home_peers = comm.share(*home_shared);
+  auto away_peers = comm.share(*away_shared);
+  if (!home_peers) return home_peers.error();
+  if (!away_peers) return away_peers.error();
+  auto peer_dispatch = median_ms(sh.iters, comm, s, [&]() -> Status {
+    for (uint32_t p = 0; p < ranks; ++p)
+      if (ss[p]) HALCYON_TRY(s.copy((*away_peers)[p], rows_between(0, rank, p, p + 1), *home, so[p], ss[p]));
+    HALCYON_TRY(s.synchronize());
+    return comm.barrier();
+  });
+  if (!peer_dispatch) return peer_dispatch.error();
+  auto peer_combine = median_ms(sh.iters, comm, s, [&]() -> Status {
+    for (uint32_t q = 0; q < ranks; ++q)
+      if (rs[q]) HALCYON_TRY(s.copy((*home_peers)[q], rows_between(q, q + 1, 0, rank), *away, ro[q], rs[q]));
+    HALCYON_TRY(s.synchronize());
+    return comm.barrier();
+  });
+  if (!peer_combine) return peer_combine.error();
+  out.peer_dispatch_ms = *peer_dispatch;
+  out.peer_combine_ms = *peer_combine;
+  out.dispatch_bytes = sent - ss[rank];
+  out.combine_bytes = received - rs[rank];
+  out.rows_received = int64_t(received / row);
+  return {};
+}
+
+Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank, uint32_t ranks,
+                  RankResult& out) {
+  rt::MoeLayerConfig c;
+  c.hidden = sh.hidden;
+  c.inter = sh.inter;
+  c.experts = sh.experts;
+  c.topk = sh.topk;
+  c.n_groups = 1;
+  c.topk_groups = 1;
+  const rt::ExpertRange mine = rt::ep_expert_range(sh.experts, rank, ranks);
+  rt::MoeLayerWeights w;
+  auto router = random_tensor(dev, s, {c.hidden, c.experts}, 99, 4);
+  auto up = random_tensor(dev, s, {mine.count(), c.hidden, 2 * c.inter}, 7 + rank, 6);
+  auto down = random_tensor(dev, s, {mine.count(), c.inter, c.hidden}, 1007 + rank, 6);
+  auto x = random_tensor(dev, s, {sh.tokens, c.hidden}, 5000 + rank, 0);
+  auto y = ops::make_tensor(dev, ops::DType::bf16, {sh.tokens, c.hidden});
+  for (auto* t : {&router, &up, &down, &x, &y})
+    if (!*t) return t->error();
+  w.w_router = *router;
+  w.w_gate_up = *up;
+  w.w_down = *down;
+  for (auto [transport, ms_out] : {std::pair{rt::EpTransport::kAllToAll, &out.layer_ms},
+                                   std::pair{rt::EpTransport::kPeerWrite, &out.layer_peer_ms}}) {
+    auto layer = rt::MoeEpLayer::create(dev, comm, c, w, {}, transport);
+    if (!layer) return layer.error();
+    auto ms = median_ms(sh.iters, comm, s, [&] { return layer->forward(s, *x, *y); });
+    if (!ms) return ms.error();
+    *ms_out = *ms;
+  }
+  return {};
+}
+
+void print_results(const std::vector<RankResult>& all, const Shape& sh, const std::string& uri, const std::string& transport) {
+  fmt::print("halcyon bench ep on {} x {} ranks ({} communicator): {} tokens per rank, top-{} of {} experts, H {}, I {}\n",
+             uri, all.size(), transport, sh.tokens, sh.topk, sh.experts, sh.hidden, sh.inter);
+  fmt::print("{:>4} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10}\n", "rank", "dispatch MB", "dispatch ms",
+             "GB/s", "combine MB", "combine ms", "GB/s", "layer ms", "peer ms");
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankResult& x = all[r];
+    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
+    fmt::print("{:>4} {:>12.3f} {:>12.3f} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.2f} {:>10.3f} {:>10.3f}\n", r,
+               x.dispatch_bytes / 1e6, x.dispatch_ms, gbs(x.dispatch_bytes, x.dispatch_ms), x.combine_bytes / 1e6,
+               x.combine_ms, gbs(x.combine_bytes, x.combine_ms), x.layer_ms, x.layer_peer_ms);
+  }
+  fmt::print("peer writes (the same bytes copied into peer-mapped buffers, each side ended by a barrier):\n");
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankResult& x = all[r];
+    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
+    fmt::print("{:>4} dispatch {:.3f} ms = {:.2f} GB/s, combine {:.3f} ms = {:.2f} GB/s\n", r, x.peer_dispatch_ms,
+               gbs(x.dispatch_bytes, x.peer_dispatch_ms), x.peer_combine_ms, gbs(x.combine_bytes, x.peer_combine_ms));
+  }
+  fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
+             "stream's end, median of {}; layer ms: MoeEpLayer over the all-to-all, peer ms: over direct writes "
+             "into peer-mapped buffers\n", sh.iters);
+  if (transport.rfind("nccl", 0) == 0)
+    fmt::print("  dispatch and combine above are NCCL's grouped ncclSend/ncclRecv ({} communicator); the PTX "
+               "peer-write kernels to set beside them are not built (docs/expert_parallel.md)\n", transport);
+  else
+    fmt::print("  NCCL all-to-all of the same bytes: not run ({} communicator: NCCL needs one GPU per rank)\n",
+               transport);
+}
+
+// One rank: measures, then rank 0 prints every rank's numbers. Returns the exit status.
+int run_rank(const std::string& uri, const Shape& sh_in, uint32_t rank, uint32_t ranks, const std::string& name) {
+  auto fail = [&](const Error& e) {
+    fmt::print(stderr, "halcyon bench ep: rank {} of {}: {}\n", rank, ranks, e.to_string());
+    return 1;
+  };
+  auto dev = Device::open(uri.c_str());
+  if (!dev) return fail(dev.error());
+  auto info = dev->info();
+  if (!info) return fail(info.error());
+  const bool cpu = std::string(info->vendor) == "CPU";
+  Shape sh = sh_in;
+  if (sh.tokens < 0) sh.tokens = cpu ? 64 : 4096;
+  if (sh.experts < 0) sh.experts = cpu ? 16 : 256;
+  if (sh.hidden < 0) sh.hidden = cpu ? 256 : 7168;
+  if (sh.inter < 0) sh.inter = cpu ? 128 : 2048;
+  auto comm = Comm::create(*dev, {rank, ranks, name, 60000});
+  if (!comm) return fail(comm.error());
+  auto s = dev->create_stream();
+  if (!s) return fail(s.error());
+  RankResult mine;
+  if (auto st = time_exchanges(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
+  if (auto st = time_layer(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
+  auto all = comm->all_gather_values(std::vector<RankResult>{mine});
+  if (!all) return fail(all.error());
+  auto ci = comm->info();
+  if (!ci) return fail(ci.error());
+  if (rank == 0) print_results(*all, sh, info->uri, ci->transport);
+  return 0;
+}
+
+}  // namespace
+
+int bench_ep(const std::vector<std::string>& args) {
+  std::string device = "cpu:0", rendezvous, err;
+  int64_t ranks = 2, rank = -1;
+  Shape sh;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") return usage(0);
+    if (i + 1 >= args.size()) {
+      fmt::print(stderr, "halcyon bench ep: {} needs a value (halcyon bench ep --help)\n", a);
+      return 2;
+    }
+    const std::string& v = args[++i];
+    auto integer = [&](int64_t* dst, int64_t lo, int64_t hi) {
+      auto n = cli::parse_int(a, v, lo, hi, &err);
+      if (n) *dst = *n;
+      return bool(n);
+    };
+    bool ok = true;
+    if (a == "--device") device = v;
+    else if (a == "--rendezvous") rendezvous = v;
+    else if (a == "--ranks") ok = integer(&ranks, 1, 64);
+    else if (a == "--rank") ok = integer(&rank, 0, 63);
+    else if (a == "--iters") ok = integer(&sh.iters, 1, 10000);
+    else if (a == "--tokens") ok = integer(&sh.tokens, 1, 1 << 20);
+    else if (a == "--topk") ok = integer(&sh.topk, 1, 64);
+    else if (a == "--experts") ok = integer(&sh.experts, 1, 4096);
+    else if (a == "--hidden") ok = integer(&sh.hidden, 1, 65536);
+    else if (a == "--inter") ok = integer(&sh.inter, 1, 65536);
+    else {
+      fmt::print(stderr, "halcyon bench ep: unknown option '{}' (halcyon bench ep --help)\n", a);
+      return 2;
+    }
+    if (!ok) {
+      fmt::print(stderr, "halcyon bench ep: {}\n", err);
+      return 2;
+    }
+  }
+  if ((rank >= 0) != !rendezvous.empty()) {
+    fmt::print(stderr, "halcyon bench ep: --rank and --rendezvous go together (one rank of a launched job)\n");
+    return 2;
+  }
+  if (rank >= ranks) {
+    fmt::print(stderr, "halcyon bench ep: --rank {} is not below --ranks {}\n", rank, ranks);
+    return 2;
+  }
+  if (sh.topk > 0 && sh.experts > 0 && sh.topk > sh.experts) {
+    fmt::print(stderr, "halcyon bench ep: --topk {} is more than --experts {}\n", sh.topk, sh.experts);
+    return 2;
+  }
+  if (rank >= 0) return run_rank(device, sh, uint32_t(rank), uint32_t(ranks), rendezvous);
+  // Each rank is a fresh process running this command with --rank (GPU drivers do not survive
+  // a fork); this process only waits for them.
+  const std::string name = fmt::format("bench-ep-{}", getpid());
+  std::vector<pid_t> pids;
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<std::string> argv_s{"halcyon", "bench", "ep"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    for (std::string a : {std::string("--ranks"), std::to_string(ranks), std::string("--rank"), std::to_string(r),
+                          std::string("--rendezvous"), name})
+      argv_s.push_back(std::move(a));
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) {
+      fmt::print(stderr, "halcyon bench ep: could not start rank {}\n", r);
+      return 1;
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace halcyon::bench
