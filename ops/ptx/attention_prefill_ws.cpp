@@ -1,0 +1,101 @@
+// attention_prefill on Hopper, warp-specialised (kernels/ptx/attention/attention_sm90_ws.cu):
+// a TMA producer warpgroup and two wgmma consumer warpgroups ping-ponging over 128-row query
+// tiles and 128-key tiles. Registered as "sm90.ws" for sm_90a above the cp.async wgmma kernel
+// ("sm90a", attention_ops.cpp) where its predicate holds: D = 64 or 128, a positive scale (its
+// softmax takes the row max on unscaled scores), tensor maps, and the shared memory it needs.
+// Its consumers take 240 registers with setmaxnreg: loaded as the toolkit's cubin where the
+// device runs it (ptx_launch.hpp, CodeFrom::kCubinIfExact).
+#include <halcyon/kernels/reference/attention.hpp>
+
+#include "ptx_launch.hpp"
+
+namespace halcyon::ptxop {
+namespace {
+
+constexpr int64_t kWsRows = 128, kWsThreads = 384;
+constexpr const char* kWsImage = "attention_sm90_ws";
+
+// The kernel's WsCfg<D>::kShared: the Q tile and a ring of K and V tiles (4 stages at D = 64,
+// 2 at D = 128), 1024 bytes of alignment slack.
+uint32_t ws_shared(int64_t D) {
+  const int64_t stages = D == 64 ? 4 : 2;
+  return uint32_t((1 + 2 * stages) * kWsRows * D * 2 + 1024);
+}
+
+float resolved_scale(const ops::ParamSet& p, int64_t D) { return ref::attention_scale(float(p.f("scale")), D); }
+
+bool ws_applies(const ops::ApplyContext& c, std::string* why) {
+  auto no = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (!ptx::find(kWsImage, "sm_90a")) return no("its PTX image was not built");
+  if (!c.facts.has("tensor_map")) return no(fmt::format("{} makes no tensor maps", c.facts.uri));
+  if (c.facts.max_shared_per_block && c.facts.max_shared_per_block < ws_shared(128))
+    return no(fmt::format("{} has {} bytes of shared memory a block, the kernel needs {}", c.facts.uri,
+                          c.facts.max_shared_per_block, ws_shared(128)));
+  if (!c.has_call()) return true;
+  for (const char* t : {"q", "k", "v", "out"})
+    if (address_of(c, t) % 16 != 0) return no(fmt::format("tensor '{}' is not 16-byte aligned", t));
+  const int64_t D = c.dim("D");
+  if (D != 64 && D != 128) return no(fmt::format("D = {} (the kernel has 64 and 128)", D));
+  if (!(resolved_scale(c.params(), D) > 0.f)) return no("the scale is not positive");
+  return true;
+}
+
+// A 3-d tensor map over [T, H, D] (innermost first: D, H, T): boxes of 64 columns x 1 head x
+// 128 rows, 128-byte swizzle (the layout the kernel's wgmma descriptors read).
+Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = HAL_TENSOR_MAP_BF16;
+  d.rank = 3;
+  const uint64_t dims[3] = {uint64_t(D), uint64_t(H), uint64_t(T)};
+  const uint64_t strides[3] = {2, uint64_t(D) * 2, uint64_t(H * D) * 2};
+  const uint32_t box[3] = {64, 1, uint32_t(kWsRows)};
+  for (int i = 0; i < 3; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  return ctx.device.encode_tensor_map(d);
+}
+
+Status prefill_ws(ops::OpContext& ctx) {
+  const auto& p = ctx.params();
+  ref::AttentionPrefillShape s{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
+                               p.b("causal"), float(p.f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(s));
+  if (s.Tq == 0) return {};
+  const int64_t tiles = ceil_div(s.Tq, kWsRows) + s.B;
+  if (tiles > INT32_MAX || s.Hq > 65535 || s.Tq > INT32_MAX || s.Tk > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_prefill: {} query tiles x {} heads ({} and {} rows) is "
+                                                   "too large a problem for the sm90.ws kernel",
+                                                   tiles, s.Hq, s.Tq, s.Tk));
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tq, head_map(ctx, ctx.tensor("q"), s.Tq, s.Hq, s.D));
+  // No keys at all: every row sees none and the kernel reads no K or V; any valid map will do.
+  TensorMap tk = tq, tv = tq;
+  if (s.Tk > 0) {
+    HALCYON_ASSIGN_OR_RETURN(tk, head_map(ctx, ctx.tensor("k"), s.Tk, s.Hkv, s.D));
+    HALCYON_ASSIGN_OR_RETURN(tv, head_map(ctx, ctx.tensor("v"), s.Tk, s.Hkv, s.D));
+  }
+  auto k = kernel(ctx, dev, kWsImage, s.D == 64 ? "hc_attn_prefill_d64_sm90ws" : "hc_attn_prefill_d128_sm90ws",
+                  CodeFrom::kCubinIfExact);
+  if (!k) return k.error();
+  const double scale_log2 = double(ref::attention_scale(s.scale, s.D)) * 1.4426950408889634;
+  return launch_packed(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {uint32_t(kWsThreads)}, ws_shared(s.D),
+                       [&](ArgPack& a) {
+                         a.value(tq).value(tk).value(tv).value(ctx.tensor("out").address());
+                         a.value(ctx.tensor("lse").address()).value(ctx.tensor("cu_seqlens_q").address());
+                         a.value(ctx.tensor("cu_seqlens_k").address()).value(s.B).value(s.Tq).value(s.Tk);
+                         a.value(s.Hq).value(s.Hkv).value(int64_t(s.causal)).value(scale_log2);
+                       });
+}
+
+ops::RegisterOpImpl r_prefill_ws({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 30, prefill_ws, "sm90.ws",
+                                  ws_applies, nullptr, true, nullptr,
+                                  "wgmma, TMA producer + 2 ping-pong consumer warpgroups (D 64, 128; its cubin)"});
+
+}  // namespace
+}  // namespace halcyon::ptxop
