@@ -46,8 +46,8 @@ for w in $what; do
     bench)
       echo "\$ halcyon bench attention prefill --device cuda:0 --iters 20" | tee -a "$log"
       timeout 120 "$B/bin/halcyon" bench attention prefill --device cuda:0 --iters 20 --json "$OUT/bench.json" 2>&1 | tee -a "$log"
-      echo "\$ halcyon bench attention prefill --device cuda:0 --iters 10 --seqlen 16384 --batch 1" | tee -a "$log"
-      timeout 120 "$B/bin/halcyon" bench attention prefill --device cuda:0 --iters 10 --seqlen 16384 --batch 1 2>&1 | tee -a "$log" ;;
+      echo "\$ halcyon bench attention prefill --device cuda:0 --iters 5 --seqlen 16384 --batch 1" | tee -a "$log"
+      timeout 120 "$B/bin/halcyon" bench attention prefill --device cuda:0 --iters 5 --seqlen 16384 --batch 1 2>&1 | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/attention_vs_torch.py" | tee -a "$log"
       timeout 150 python3 bench/attention_vs_torch.py --json "$OUT/torch.json" 2>&1 | grep -E "prefill|copy|torch|cuda" | tee -a "$log" ;;
@@ -56,7 +56,12 @@ for w in $what; do
       timeout 150 ncu --kernel-name regex:'hc_attn_prefill_d128_sm90ws' --launch-count 1 --clock-control none \
         --section SpeedOfLight --section WarpStateStats --section Occupancy \
         "$B/bin/halcyon" bench attention prefill --device cuda:0 --iters 1 > "$OUT/ncu.txt" 2>&1
-      grep -E "hc_attn|Duration|Throughput|SM Busy|Memory \[%\]|Stall|Warp Cycles|Registers|Achieved|Issued" "$OUT/ncu.txt" | head -40 | tee -a "$log" ;;
+      grep -E "hc_attn|Duration|Throughput|SM Busy|Memory \[%\]|Stall|Warp Cycles|Registers|Achieved|Issued" "$OUT/ncu.txt" | head -40 | tee -a "$log"
+      # Where the warps wait (stall reasons, % of active warps) and how busy the tensor pipe is.
+      timeout 120 ncu --kernel-name regex:'hc_attn_prefill_d128_sm90ws' --launch-count 1 --clock-control none \
+        --metrics 'regex:smsp__warp_issue_stalled_.*_per_warp_active\.pct$,regex:sm__pipe_tensor.*cycles_active.*pct_of_peak_sustained_active$,regex:sm__inst_executed_pipe_xu.*pct.*' \
+        "$B/bin/halcyon" bench attention prefill --device cuda:0 --iters 1 >> "$OUT/ncu.txt" 2>&1
+      sed -n '/pct/p' "$OUT/ncu.txt" | grep -v -E " 0(\.0+)?$" | sed 's/  */ /g' | head -40 | tee -a "$log" ;;
   esac
 done
 date -u | tee -a "$log"

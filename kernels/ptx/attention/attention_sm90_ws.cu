@@ -1,8 +1,10 @@
 // Attention prefill for Hopper (sm_90a), warp-specialised in the FlashAttention-3 manner:
 //
 //   warpgroup 0  the producer: after setmaxnreg.dec one thread issues the TMA copies: the CTA's
-//                128 query rows once, then each key tile's K and V (128 keys) into a ring of
-//                stages, each with a "K full", a "V full" and an "empty" mbarrier;
+//                128 query rows once, then each key tile's K and V (KN keys) into a ring of
+//                stages, with "full" and "empty" mbarriers for K and for V apart, so that a
+//                stage's K is refilled as soon as its S GEMM is done (the first version's
+//                one barrier a stage held K until the P V GEMM a tile later);
 //   warpgroups 1, 2  the consumers (setmaxnreg.inc 240), each owning 64 of the 128 query rows:
 //                S = Q K^T as wgmma m64n128k16 with both operands in shared memory (K-major,
 //                128-byte swizzle, the layout TMA writes), the online softmax in registers
@@ -14,8 +16,8 @@
 // (ping-pong): a consumer issues its S GEMM of tile j and its P V GEMM of tile j - 1, lets the
 // other go, and does tile j's softmax while the other's GEMMs run. Within a consumer the
 // softmax of tile j overlaps its own P V GEMM of tile j - 1 (the O rescale and the bf16 P
-// wait for that GEMM). A stage is released (its "empty" barrier, one arrival per consumer
-// warp) once the P V GEMM that read it has completed.
+// wait for that GEMM). A stage's K is released (one arrival per consumer warp) once the S GEMM
+// that read it has completed, its V once the P V GEMM has.
 //
 // Semantics are the contract's and the other prefill kernels' (attention_sm90.cu): packed
 // variable-length sequences (cu_seqlens, clamped to [0, T] and made non-decreasing before
@@ -238,20 +240,24 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   using C = WsCfg<D, KN>;
   constexpr int S = C::kStages;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ __align__(8) unsigned long long bars[1 + 3 * S];  // Q full; K full, V full, empty per stage
+  __shared__ __align__(8) unsigned long long bars[1 + 4 * S];  // Q full; K full, V full, K empty, V empty a stage
   const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
   const uint32_t sk = sq + C::kQTile, sv = sk + S * C::kKvTile;
   const uint32_t q_full = smem_addr(&bars[0]);
   const auto k_full = [&](int s) { return q_full + 8 * (1 + s); };
   const auto v_full = [&](int s) { return q_full + 8 * (1 + S + s); };
-  const auto empty = [&](int s) { return q_full + 8 * (1 + 2 * S + s); };
+  const auto k_empty = [&](int s) { return q_full + 8 * (1 + 2 * S + s); };
+  const auto v_empty = [&](int s) { return q_full + 8 * (1 + 3 * S + s); };
   WsTile t;
   if (!ws_tile(t, cu_q, cu_k, B, Tq, Tk, causal)) return;  // the grid is an upper bound
   const int h = blockIdx.y, hk = (int)(h / (Hq / Hkv));
   const int n = (t.kend + KN - 1) / KN;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
-    for (int s = 0; s < S; ++s) mbar_init(k_full(s), 1), mbar_init(v_full(s), 1), mbar_init(empty(s), 8);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(k_full(s), 1), mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), 8), mbar_init(v_empty(s), 8);  // one arrival per consumer warp
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   __syncthreads();
@@ -266,10 +272,11 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
       for (int b = 0; b < D / 64; ++b) tma_3d(sq + b * C::kQBlock, tq, b * 64, h, t.q0 + t.m0, q_full, once);
       for (int it = 0; it < n; ++it) {
         const int s = it % S;
-        if (it >= S) mbar_wait(empty(s), ((it / S) - 1) & 1);
         const int row = t.k0 + it * KN;
+        if (it >= S) mbar_wait(k_empty(s), ((it / S) - 1) & 1);  // K: free once S of tile it - S is done
         mbar_expect_tx(k_full(s), C::kKvTile);
         for (int b = 0; b < D / 64; ++b) tma_3d(sk + s * C::kKvTile + b * C::kKvBlock, tk, b * 64, hk, row, k_full(s), kept);
+        if (it >= S) mbar_wait(v_empty(s), ((it / S) - 1) & 1);  // V: once its P V GEMM is done
         mbar_expect_tx(v_full(s), C::kKvTile);
         for (int b = 0; b < D / 64; ++b) tma_3d(sv + s * C::kKvTile + b * C::kKvBlock, tv, b * 64, hk, row, v_full(s), kept);
       }
@@ -302,6 +309,7 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
     if (cw == 0 || n > 1) turn_pass(other);  // consumer 1's last turn passes nothing on
     wgmma_wait<0>();
     keep_f32<KN / 2>(&s[0][0]);
+    if (lane == 0) mbar_arrive(k_empty(0));
     ws_softmax_step<KN>(s, st, 0, vis0, vis1, c, a0, a1);
     ws_pack<KN>(s, pf);
     for (int it = 1; it < n; ++it) {
@@ -320,11 +328,12 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
       if (cw == 0 || it + 1 < n) turn_pass(other);
       wgmma_wait<1>();  // S of tile it; P V of tile it - 1 may still run
       keep_f32<KN / 2>(&s[0][0]);
+      if (lane == 0) mbar_arrive(k_empty(cur));
       ws_softmax_step<KN>(s, st, it * KN, vis0, vis1, c, a0, a1);
       wgmma_wait<0>();
       keep_f32<D / 2>(&o[0][0]);
       keep_u32<KN / 4>(&pf[0][0]);
-      if (lane == 0) mbar_arrive(empty(prev));
+      if (lane == 0) mbar_arrive(v_empty(prev));
       scale_rows<D / 8>(o, a0, a1);
       ws_pack<KN>(s, pf);
     }
