@@ -108,7 +108,8 @@ ops::RegisterOpImpl r_prefill_ws({"attention_prefill", HAL_MODULE_PTX, "sm_90a",
                                   ws_applies<128>, nullptr, true, nullptr,
                                   "wgmma, TMA producer + 2 ping-pong consumer warpgroups (D 64, 128; its cubin)"});
 // The same kernel with 176-key tiles at D = 128 (FlashAttention-3's non-causal d128 tile): by
-// name only until measured.
+// name only. On the H100 it was level at s4096 non-causal, slower for causal b1 h128 at s4096
+// (541.6 against 584.1 TFLOP/s) and faster at 16k causal (docs/PERFORMANCE.md): no rule yet.
 ops::RegisterOpImpl r_prefill_ws176({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 25, prefill_ws<176>,
                                      "sm90.ws176", ws_applies<176>, nullptr, false, nullptr,
                                      "sm90.ws with 176-key tiles at D 128 (D 64: sm90.ws)"});
