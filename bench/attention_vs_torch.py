@@ -57,11 +57,11 @@ def sdpa(name, q, k, v, causal, flops, kv_bytes):
 
 torch.manual_seed(0)
 S = args.seqlen
-for name, B, H, causal in (("prefill d128 non-causal", 4, 16, False), ("prefill d128 causal", 4, 16, True),
-                           ("prefill d128 causal h128", 1, 128, True)):
-    q, k, v = (torch.randn(B, H, S, 128, dtype=bf16, device=dev) for _ in range(3))
+for name, B, H, causal, D in (("prefill d128 non-causal", 4, 16, False, 128), ("prefill d128 causal", 4, 16, True, 128),
+                              ("prefill d128 causal h128", 1, 128, True, 128), ("prefill d64 non-causal", 4, 16, False, 64)):
+    q, k, v = (torch.randn(B, H, S, D, dtype=bf16, device=dev) for _ in range(3))
     pairs = S * S if not causal else S * (S + 1) // 2
-    sdpa(name, q, k, v, causal, 4.0 * B * H * pairs * 128, 2.0 * B * H * S * 128 * 2)
+    sdpa(name, q, k, v, causal, 4.0 * B * H * pairs * D, 2.0 * B * H * S * D * 2)
     del q, k, v
 
 L = args.kv

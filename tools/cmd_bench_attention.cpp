@@ -36,7 +36,7 @@ int usage() {
   fmt::print(
       "usage: halcyon bench attention [prefill] [decode] [mla] [--device URI] [--iters N] [--seqlen N]\n"
       "                               [--batch N] [--peak-tflops F] [--json FILE]\n"
-      "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal),\n"
+      "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal; d64),\n"
       "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128, block 64) and attention_mla_decode\n"
       "  (b64 Hq128 kv8192 Sq 1 and 2, block 64): time, TFLOP/s, GB/s of KV read, and each\n"
       "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n");
@@ -87,6 +87,7 @@ int bench_attention(const std::vector<std::string>& args) {
       configs.push_back({f, "prefill d128 non-causal", b(4), s, 16, 16, 128, s, false});
       configs.push_back({f, "prefill d128 causal", b(4), s, 16, 16, 128, s, true});
       configs.push_back({f, "prefill d128 causal h128", b(1), s, 128, 128, 128, s, true});
+      configs.push_back({f, "prefill d64 non-causal", b(4), s, 16, 16, 64, s, false});
     } else if (f == "decode") {
       configs.push_back({f, "decode Hq16 Hkv16", b(64), 1, 16, 16, 128, kv});
       configs.push_back({f, "decode Hq16 Hkv2", b(64), 1, 16, 2, 128, kv});

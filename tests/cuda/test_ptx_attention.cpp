@@ -125,7 +125,7 @@ void check(const std::string& op, const HostTensors& in, const std::map<std::str
   REQUIRE(!impls.empty());
   int ran = 0;
   for (const ops::OpImpl& impl : impls) {
-    INFO(op, " with ", impl.name);
+    INFO(op, " on ", impl.name, " (", impl.target, ")");
     HostTensors got = run(gpu(), op, in, shapes, params, &impl);
     if (got.empty()) continue;  // said why; the selected implementation always runs (REQUIRE below)
     ++ran;
@@ -221,6 +221,12 @@ TEST_CASE("attention_prefill: long sequences, several key tiles") {
   prefill({1000, 0, 333}, {1000, 17, 500}, 8, 2, 128, false);
   prefill({513, 64, 1}, {700, 64, 1}, 4, 4, 64, true);
   prefill({300}, {100}, 2, 1, 64, true);  // q_len > k_len: rows that see no key
+}
+
+TEST_CASE("attention_prefill: no keys at all (Tk = 0), and 128-row tiles past a short sequence") {
+  prefill({5, 130}, {0, 0}, 2, 2, 128, false);
+  prefill({129, 1, 127}, {3, 200, 130}, 6, 3, 128, true);
+  prefill({129, 1, 127}, {3, 200, 130}, 6, 3, 64, false);
 }
 
 TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculative Sq") {

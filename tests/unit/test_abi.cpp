@@ -27,8 +27,9 @@ CHECK_TRACKS_LAST_FIELD(hal_comm_info, HAL_COMM_INFO_SIZE);
 // Sizes of earlier versions never change: ABI 1.1 appended tensor_map_encode to the table.
 static_assert(HAL_BACKEND_API_1_0_SIZE == offsetof(hal_backend_api, tensor_map_encode));
 static_assert(HAL_BACKEND_API_1_2_SIZE == offsetof(hal_backend_api, device_can_run));
-// ABI 1.4 appended the communicator entries after partition_caps.
-static_assert(HAL_BACKEND_API_1_3_SIZE == offsetof(hal_backend_api, comm_create));
+// ABI 1.4 appended buffer_import, then the communicator entries, after partition_caps.
+static_assert(HAL_BACKEND_API_1_3_SIZE == offsetof(hal_backend_api, buffer_import));
+static_assert(offsetof(hal_backend_api, comm_create) == HAL_BACKEND_API_1_3_SIZE + sizeof(void*));
 static_assert(HAL_BACKEND_API_1_3_SIZE < HAL_BACKEND_API_SIZE);
 static_assert(sizeof(hal_comm_handle) == HAL_COMM_HANDLE_BYTES);
 static_assert(HAL_BACKEND_API_MIN_SIZE < HAL_BACKEND_API_1_0_SIZE && HAL_BACKEND_API_1_0_SIZE < HAL_BACKEND_API_1_2_SIZE &&

@@ -1,0 +1,118 @@
+// attention_prefill on Hopper, warp-specialised (kernels/ptx/attention/attention_sm90_ws.cu):
+// a TMA producer warpgroup and two wgmma consumer warpgroups ping-ponging over 128-row query
+// tiles and 128-key tiles. Registered as "sm90.ws" for sm_90a above the cp.async wgmma kernel
+// ("sm90a", attention_ops.cpp) where its predicate holds: D = 64 or 128, a positive scale (its
+// softmax takes the row max on unscaled scores), tensor maps, and the shared memory it needs.
+// Its consumers take 240 registers with setmaxnreg: loaded as the toolkit's cubin where the
+// device runs it (ptx_launch.hpp, CodeFrom::kCubinIfExact).
+#include <halcyon/kernels/reference/attention.hpp>
+
+#include "ptx_launch.hpp"
+
+namespace halcyon::ptxop {
+namespace {
+
+constexpr int64_t kWsRows = 128, kWsThreads = 384;
+constexpr const char* kWsImage = "attention_sm90_ws";
+
+// The kernel's WsCfg<D, KN>::kShared: the Q tile and a ring of K and V tiles of KN keys (4
+// stages at D = 64, 2 at D = 128), 1024 bytes of alignment slack.
+uint32_t ws_shared(int64_t D, int64_t KN) {
+  const int64_t stages = D == 64 ? 4 : 2;
+  return uint32_t(kWsRows * D * 2 + 2 * stages * KN * D * 2 + 1024);
+}
+
+float resolved_scale(const ops::ParamSet& p, int64_t D) { return ref::attention_scale(float(p.f("scale")), D); }
+
+// Keys a tile of the kernel that runs: the 176-key build exists for D = 128 only (D = 64 runs
+// the 128-key kernel under either name).
+int64_t keys_of(int64_t D, int KN) { return D == 128 ? KN : 128; }
+
+template <int KN>
+bool ws_applies(const ops::ApplyContext& c, std::string* why) {
+  auto no = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (!ptx::find(kWsImage, "sm_90a")) return no("its PTX image was not built");
+  if (!c.facts.has("tensor_map")) return no(fmt::format("{} makes no tensor maps", c.facts.uri));
+  if (!c.has_call()) return true;
+  for (const char* t : {"q", "k", "v", "out"})
+    if (address_of(c, t) % 16 != 0) return no(fmt::format("tensor '{}' is not 16-byte aligned", t));
+  const int64_t D = c.dim("D");
+  if (D != 64 && D != 128) return no(fmt::format("D = {} (the kernel has 64 and 128)", D));
+  if (!(resolved_scale(c.params(), D) > 0.f)) return no("the scale is not positive");
+  const uint32_t need = ws_shared(D, keys_of(D, KN));
+  if (c.facts.max_shared_per_block && c.facts.max_shared_per_block < need)
+    return no(fmt::format("{} has {} bytes of shared memory a block, the kernel needs {}", c.facts.uri,
+                          c.facts.max_shared_per_block, need));
+  return true;
+}
+
+// A 3-d tensor map over [T, H, D] (innermost first: D, H, T): boxes of 64 columns x 1 head x
+// `rows` rows, 128-byte swizzle (the layout the kernel's wgmma descriptors read).
+Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
+                           int64_t rows) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = HAL_TENSOR_MAP_BF16;
+  d.rank = 3;
+  const uint64_t dims[3] = {uint64_t(D), uint64_t(H), uint64_t(T)};
+  const uint64_t strides[3] = {2, uint64_t(D) * 2, uint64_t(H * D) * 2};
+  const uint32_t box[3] = {64, 1, uint32_t(rows)};
+  for (int i = 0; i < 3; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  return ctx.device.encode_tensor_map(d);
+}
+
+template <int KN>
+Status prefill_ws(ops::OpContext& ctx) {
+  const auto& p = ctx.params();
+  ref::AttentionPrefillShape s{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
+                               p.b("causal"), float(p.f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(s));
+  if (s.Tq == 0) return {};
+  const int64_t tiles = ceil_div(s.Tq, kWsRows) + s.B;
+  if (tiles > INT32_MAX || s.Hq > 65535 || s.Tq > INT32_MAX || s.Tk > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_prefill: {} query tiles x {} heads ({} and {} rows) is "
+                                                   "too large a problem for the sm90.ws kernel",
+                                                   tiles, s.Hq, s.Tq, s.Tk));
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  const int64_t kn = keys_of(s.D, KN);
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tq, head_map(ctx, ctx.tensor("q"), s.Tq, s.Hq, s.D, kWsRows));
+  // No keys at all: every row sees none and the kernel reads no K or V; any valid map will do.
+  TensorMap tk = tq, tv = tq;
+  if (s.Tk > 0) {
+    HALCYON_ASSIGN_OR_RETURN(tk, head_map(ctx, ctx.tensor("k"), s.Tk, s.Hkv, s.D, kn));
+    HALCYON_ASSIGN_OR_RETURN(tv, head_map(ctx, ctx.tensor("v"), s.Tk, s.Hkv, s.D, kn));
+  }
+  const char* entry = kn == 176 ? "hc_attn_prefill_d128n176_sm90ws"
+                      : s.D == 64 ? "hc_attn_prefill_d64_sm90ws"
+                                  : "hc_attn_prefill_d128_sm90ws";
+  auto k = kernel(ctx, dev, kWsImage, entry, CodeFrom::kCubinIfExact);
+  if (!k) return k.error();
+  const double scale_log2 = double(ref::attention_scale(s.scale, s.D)) * 1.4426950408889634;
+  return launch_packed(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {uint32_t(kWsThreads)}, ws_shared(s.D, kn),
+                       [&](ArgPack& a) {
+                         a.value(tq).value(tk).value(tv).value(ctx.tensor("out").address());
+                         a.value(ctx.tensor("lse").address()).value(ctx.tensor("cu_seqlens_q").address());
+                         a.value(ctx.tensor("cu_seqlens_k").address()).value(s.B).value(s.Tq).value(s.Tk);
+                         a.value(s.Hq).value(s.Hkv).value(int64_t(s.causal)).value(scale_log2);
+                       });
+}
+
+ops::RegisterOpImpl r_prefill_ws({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 30, prefill_ws<128>, "sm90.ws",
+                                  ws_applies<128>, nullptr, true, nullptr,
+                                  "wgmma, TMA producer + 2 ping-pong consumer warpgroups (D 64, 128; its cubin)"});
+// The same kernel with 176-key tiles at D = 128 (FlashAttention-3's non-causal d128 tile): by
+// name only. On the H100 it was level at s4096 non-causal, slower for causal b1 h128 at s4096
+// (541.6 against 584.1 TFLOP/s) and faster at 16k causal (docs/PERFORMANCE.md): no rule yet.
+ops::RegisterOpImpl r_prefill_ws176({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 25, prefill_ws<176>,
+                                     "sm90.ws176", ws_applies<176>, nullptr, false, nullptr,
+                                     "sm90.ws with 176-key tiles at D 128 (D 64: sm90.ws)"});
+
+}  // namespace
+}  // namespace halcyon::ptxop
