@@ -306,6 +306,10 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
         promote<NT>(b ? d1 : d0, tt, sc, sw[b][0], sw[b][1]);
       }
     }
+    // Every lane has read its scales before lane 0 gives the slot back: lanes of a warp need not
+    // run in step (compute-sanitizer racecheck reported the producer's next scale writes racing
+    // with reads of lanes that had not reached this point).
+    __syncwarp();
     if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp is done with the slot (and its scales)
   }
   store_tile<EPI, NT>(g, t, rows, d0, d1, cg);
