@@ -257,7 +257,7 @@ hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffe
       if (!p)
         return error(HAL_OUT_OF_MEMORY, fmt::format("cpu: could not allocate {} bytes", desc->size));
     }
-    *out = new CpuBuffer{d, p, desc->size, nullptr};
+    *out = new CpuBuffer{d, p, desc->size, true, nullptr};
     *address = reinterpret_cast<uint64_t>(p);
     *host = p;
     return nullptr;
@@ -269,7 +269,7 @@ hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffe
 hal_error* cpu_buffer_import(CpuDevice* d, const hal_buffer_import_desc* desc, CpuBuffer** out, void** host) {
   HAL_BACKEND_GUARD({
     void* p = reinterpret_cast<void*>(desc->device_address);
-    *out = new CpuBuffer{d, p, desc->size, false};
+    *out = new CpuBuffer{d, p, desc->size, false, nullptr};
     *host = p;
     return nullptr;
   })
@@ -621,7 +621,7 @@ hal_error* cpu_comm_buffer_create(CpuComm* c, uint64_t size, CpuBuffer** out, ui
     if (auto e = halcyon::comm::ShmSegment::create(c->group->segment_name("b"), size_t(size), true, &seg); !e.empty())
       return comm_error(HAL_OUT_OF_MEMORY, e);
     void* p = seg->data();
-    *out = new CpuBuffer{c->device, p, size, std::move(seg)};
+    *out = new CpuBuffer{c->device, p, size, true, std::move(seg)};
     *address = reinterpret_cast<uint64_t>(p);
     *host = p;
     return nullptr;
@@ -655,7 +655,7 @@ hal_error* cpu_comm_buffer_import(CpuComm* c, uint32_t peer, const hal_comm_hand
     if (auto e = halcyon::comm::ShmSegment::open(h.name, size_t(h.size), &seg); !e.empty())
       return comm_error(HAL_NOT_FOUND, fmt::format("importing rank {}'s buffer: {}", peer, e));
     void* p = seg->data();
-    *out = new CpuBuffer{c->device, p, h.size, std::move(seg)};
+    *out = new CpuBuffer{c->device, p, h.size, true, std::move(seg)};
     *size = h.size;
     *address = reinterpret_cast<uint64_t>(p);
     *host = p;
