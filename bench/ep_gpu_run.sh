@@ -11,11 +11,7 @@
 #   run(command="bash bench/ep_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
 set -u -o pipefail
 B=${1:-build-gpu}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-deps=$PWD/.devdeps/usr
-[ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
+. "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/ep.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv; git log --oneline -1 2>/dev/null; } | tee "$log"
 if [ ! -x "$B/tests/cuda/halcyon_ep_ipc_test" ] || [ ! -x "$B/bin/halcyon" ]; then

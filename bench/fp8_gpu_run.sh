@@ -11,12 +11,7 @@ set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
 what=${*:-build sass tests cts bench compare torch}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-deps=$PWD/.devdeps/usr
-[ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/fp8.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
 H=$B/bin/halcyon

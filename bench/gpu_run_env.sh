@@ -1,0 +1,9 @@
+# Sourced by the bench/*_gpu_run.sh scripts (one GPU-machine call each): the environment they
+# share. Sets OUT (made), deps (the carried .devdeps/usr: fmt, doctest, dlpack) and the library
+# path to it, a fresh PTX JIT cache unless one is given, and unbuffered Python output.
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+deps=$PWD/.devdeps/usr
+[ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1
