@@ -306,11 +306,11 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
         promote<NT>(b ? d1 : d0, tt, sc, sw[b][0], sw[b][1]);
       }
     }
-    // Every lane has read its scales before lane 0 gives the slot back: lanes of a warp need not
-    // run in step (compute-sanitizer racecheck reported the producer's next scale writes racing
-    // with reads of lanes that had not reached this point).
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp is done with the slot (and its scales)
+    // Every consumer thread gives the slot back itself: mbarrier.arrive releases only the
+    // arriving thread's own accesses, so a single lane's arrive (even after __syncwarp) does not
+    // order the other lanes' scale reads before the producer's next writes into this slot in the
+    // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
+    mbar_arrive(empty + 8 * s);
   }
   store_tile<EPI, NT>(g, t, rows, d0, d1, cg);
 }
@@ -330,7 +330,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   if (threadIdx.x == 0) {
     for (int i = 0; i < SLOTS; ++i) {
       mbar_init(full + 8 * i, GATHER ? 1 + 2 * 32 * F_GATHER_WARPS : 1 + 32);
-      mbar_init(empty + 8 * i, 8);  // one arrival per consumer warp
+      mbar_init(empty + 8 * i, 256);  // one arrival per consumer thread (2 warpgroups)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
