@@ -133,29 +133,37 @@ Status prefill_sm90(ops::OpContext& ctx) {
   return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2 + 1024));
 }
 
-// Paged decode with `stages` key tiles in flight a CTA (2: the prefill kernel's double buffer).
-// Splits: by waves where `waves` (CTAs that fit an SM from shared memory, whole waves filled),
-// else the first rule (about two waves).
-// ksplit: the key-split kernels (16-row tiles, the warps share a tile's keys; Sq x G <= 16).
-Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = false) {
+// One paged-decode kernel's launch: where it is, its block and dynamic shared memory, the
+// query rows a CTA owns (of a KV head's Sq x G), and how the keys are split: by waves
+// (`waves`: CTAs an SM from shared memory, whole waves filled), else about two waves.
+struct DecodeKernel {
+  const char* image;
+  std::string entry;
+  uint32_t threads, smem;
+  int64_t tile_rows;
+  bool waves;
+};
+
+Result<ref::AttentionDecodeShape> decode_shape(const ops::OpContext& ctx) {
   ref::AttentionDecodeShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_decode_check(s));
   HALCYON_TRY(check_aligned(ctx, {"q", "k_cache", "v_cache", "out"}));
+  return s;
+}
+
+Status decode_launch(ops::OpContext& ctx, const ref::AttentionDecodeShape& s, const DecodeKernel& dk) {
   if (s.B == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  const std::string entry = fmt::format("hc_attn_fwd_d{}{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages),
-                                        ksplit ? "_ks" : "");
-  auto k = kernel(ctx, dev, kImage, entry.c_str());
+  auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
-  const uint32_t smem = uint32_t((kRows + 2 * stages * kKeys) * s.D * 2);
-  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), ksplit ? 16 : kRows);
+  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), dk.tile_rows);
   const int64_t capacity = s.MB * s.BS;
   // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
   // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
-  const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (smem + 1792), 1, 4);
-  const int64_t len = waves ? split_len_waves(dev, s.B * s.Hkv * m_tiles, capacity, kKeys, per_sm)
-                            : split_len(dev, s.B * s.Hkv * m_tiles, capacity, kKeys);
+  const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (dk.smem + 1792), 1, 4);
+  const int64_t len = dk.waves ? split_len_waves(dev, s.B * s.Hkv * m_tiles, capacity, kKeys, per_sm)
+                               : split_len(dev, s.B * s.Hkv * m_tiles, capacity, kKeys);
   const int64_t splits = ceil_div(capacity, len);
   const int64_t rows = s.B * s.Sq * s.Hq;
   if (s.B * s.Hkv > 65535 || splits > 65535 || m_tiles > INT32_MAX)
@@ -171,9 +179,20 @@ Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = fa
     a.part_o = ws;
     a.part_lse = ws + uint64_t(splits * rows * s.D * 4);
   }
-  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B * s.Hkv), uint32_t(splits)}, {kThreads}, a, smem));
+  HALCYON_TRY(
+      launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B * s.Hkv), uint32_t(splits)}, {dk.threads}, a, dk.smem));
   if (splits == 1) return {};
   return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, s.D);
+}
+
+// Paged decode with `stages` key tiles in flight a CTA (2: the prefill kernel's double buffer).
+// ksplit: the key-split kernels (16-row tiles, the warps share a tile's keys; Sq x G <= 16).
+Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = false) {
+  HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
+  const std::string entry = fmt::format("hc_attn_fwd_d{}{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages),
+                                        ksplit ? "_ks" : "");
+  return decode_launch(ctx, s,
+                       {kImage, entry, kThreads, uint32_t((kRows + 2 * stages * kKeys) * s.D * 2), ksplit ? 16 : kRows, waves});
 }
 
 Status decode(ops::OpContext& ctx) { return decode_with(ctx, 2, false); }
@@ -277,20 +296,60 @@ ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 1
 ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 12, decode_deep, "sm80.deep",
                                   decode_fits<4, 3>, nullptr, true, nullptr,
                                   "as sm80 with 3 (d128) or 4 (d64) K/V stages, splits filling whole waves"});
-// The key-split kernel serves calls with at most 16 query rows a KV head (Sq x Hq / Hkv).
-bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
-  if (!decode_fits<4, 3>(ctx, why)) return false;
+// The key-split kernels serve calls with at most 16 query rows a KV head (Sq x Hq / Hkv).
+bool sixteen_rows(const ops::ApplyContext& ctx, std::string* why) {
   if (!ctx.has_call() || ctx.dim("Hkv") == 0) return true;
   const int64_t rows = ctx.dim("Sq") * (ctx.dim("Hq") / ctx.dim("Hkv"));
   if (rows <= 16) return true;
   if (why) *why = fmt::format("Sq x Hq / Hkv = {} query rows a KV head, more than its 16", rows);
   return false;
 }
+bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
+  return decode_fits<4, 3>(ctx, why) && sixteen_rows(ctx, why);
+}
 // Chosen where it applies: on the H100 it ran 1.08x (Hkv 16: 100% of the copy rate) and 1.06x
 // (Hkv 2: 89%) as fast as sm80.deep (docs/PERFORMANCE.md, run 3).
 ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 14, decode_ksplit, "sm80.ksplit",
                                     ksplit_applies, nullptr, true, nullptr,
                                     "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
+// Hopper paged decode (attention_decode_sm90.cu): the key split of sm80.ksplit with a producer
+// warp issuing one bulk copy a key row into a ring of stages (mbarriers), 160 threads a CTA.
+constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
+// DecCfg<D, STAGES>::kShared: the mbarriers (8 bytes each, 2 a stage, in 128-byte units), 16
+// query rows and STAGES K and V tiles of 64 rows, each row padded to D + 8 elements.
+uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
+  return uint32_t(ceil_div(16 * stages, 128) * 128 + (16 + 2 * stages * kKeys) * (D + 8) * 2);
+}
+template <int STAGES_D128, int STAGES_D64>
+Status decode_sm90(ops::OpContext& ctx) {
+  HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
+  const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
+  return decode_launch(ctx, s,
+                       {kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
+                        decode_sm90_shared(s.D, stages), 16, true});
+}
+template <int STAGES_D128, int STAGES_D64>
+bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!ptx::find(kDecodeSm90Image, "sm_90a")) {
+    if (why) *why = "its PTX image was not built";
+    return false;
+  }
+  if (!sixteen_rows(ctx, why)) return false;
+  if (!ctx.has_call() || !ctx.facts.max_shared_per_block) return true;
+  const int64_t D = ctx.dim("D");
+  const uint32_t need = decode_sm90_shared(D, D == 64 ? STAGES_D64 : STAGES_D128) + 768;
+  if (need <= ctx.facts.max_shared_per_block) return true;
+  if (why) *why = fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
+                              ctx.facts.max_shared_per_block);
+  return false;
+}
+// Two CTAs an SM (3 stages at d128, 5 at d64) and one CTA an SM with twice the stages.
+ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 16, decode_sm90<3, 5>, "sm90.bulk",
+                                  decode_sm90_applies<3, 5>, nullptr, true, nullptr,
+                                  "key split, producer warp with a bulk copy a key row, 3 (d128) / 5 (d64) stages, 2 CTAs an SM"});
+ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 11>,
+                                    "sm90.bulk1", decode_sm90_applies<6, 11>, nullptr, true, nullptr,
+                                    "as sm90.bulk with 6 (d128) / 11 (d64) stages, one CTA an SM"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -239,6 +239,17 @@ TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculati
   decode(5, 2, 8, 1, 64, 32, {3000, 2, 64, 65, 700});
 }
 
+// Small cases (the sanitizer runs of bench/decode_gpu_run.sh take this one): an empty
+// sequence, length 1, prime lengths that end mid-tile, Sq up to 4 (rows that see fewer keys),
+// block sizes 16 to 256 (the bulk-copy kernels copy a row at a time), D 64 and 128.
+TEST_CASE("attention_decode: edge cases, block sizes 16-256") {
+  decode(4, 1, 16, 2, 128, 64, {0, 1, 131, 1031});
+  decode(3, 4, 8, 2, 128, 16, {4, 67, 0});
+  decode(3, 2, 4, 4, 64, 48, {97, 5, 191});
+  decode(2, 3, 6, 3, 128, 256, {263, 1});
+  decode(3, 1, 8, 1, 64, 128, {129, 0, 2});
+}
+
 TEST_CASE("attention_mla_decode: 128 heads, Sq 1 and 2, split-KV") {
   mla(2, 1, 128, 64, {2048, 700});
   mla(2, 2, 128, 64, {1500, 2});
