@@ -5,15 +5,16 @@
 #          reference; decode and prefill cases only: the MLA cases are the mla branch's)
 #   cts    the CTS's attention cases on cuda:0 (the selected implementations)
 #   bench  `halcyon bench attention decode` (every decode implementation, copy rate in the run)
+#   small  the same bench at batch 4 and 1 (small grids: the split rule's other end)
 #   torch  `python3 bench/attention_vs_torch.py --only decode` (cuDNN, flash, copy rate)
 #   san    compute-sanitizer racecheck and memcheck on the small decode test case
-#   ncu    Nsight Compute on the selected decode kernel (Hkv 16: the first launches, Hkv 2: the 4th)
+#   ncu    Nsight Compute on sm90.tma and sm80.ksplit (Hkv 16: the first 3 launches, Hkv 2: the 4th)
 # Logs go to $OUT (at most 8 files); the key lines to stdout.
-#   bash bench/decode_gpu_run.sh [build dir, default build-gpu] [build|tests|cts|bench|torch|san|ncu ...]
+#   bash bench/decode_gpu_run.sh [build dir, default build-gpu] [build|tests|cts|bench|small|torch|san|ncu ...]
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
-what=${*:-build tests cts bench torch san ncu}
+what=${*:-build tests cts bench small torch san ncu}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/decode.txt
 T=$B/tests/cuda/halcyon_ptx_attention_tests
@@ -43,6 +44,11 @@ for w in $what; do
     bench)
       echo "\$ halcyon bench attention decode --device cuda:0 --iters 20" | tee -a "$log"
       timeout 90 "$B/bin/halcyon" bench attention decode --device cuda:0 --iters 20 --json "$OUT/decode_bench.json" 2>&1 | tee -a "$log" ;;
+    small)
+      for b in 4 1; do
+        echo "\$ halcyon bench attention decode --device cuda:0 --iters 20 --batch $b" | tee -a "$log"
+        timeout 60 "$B/bin/halcyon" bench attention decode --device cuda:0 --iters 20 --batch $b 2>&1 | grep "decode Hq" | tee -a "$log"
+      done ;;
     torch)
       echo "\$ python3 bench/attention_vs_torch.py --only decode" | tee -a "$log"
       timeout 90 python3 bench/attention_vs_torch.py --only decode --json "$OUT/decode_torch.json" 2>&1 | tee -a "$log" ;;
@@ -56,16 +62,16 @@ for w in $what; do
       done ;;
     ncu)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      # --iters 1: each implementation runs 3 times a config, the selected one first, so the
-      # 4th launch of the selected kernel is its first at Hkv 2.
-      for k in hc_attn_decode_d128_s3 hc_attn_decode_d128_s6; do
+      # --iters 1: each implementation runs 3 times a config (2 warm-ups), so the 4th launch of
+      # either kernel is its first at Hkv 2.
+      for k in hc_attn_decode_d128_s3 hc_attn_fwd_d128_s3_ks; do
         echo "\$ ncu -k regex:$k -c 4 halcyon bench attention decode --iters 1" | tee -a "$log"
         timeout 90 "$ncu" --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
           --section LaunchStats -k "regex:$k" -c 4 "$B/bin/halcyon" bench attention decode --device cuda:0 --iters 1 \
           >> "$OUT/decode_ncu.txt" 2>&1
         echo "rc=$?" >> "$OUT/decode_ncu.txt"
       done
-      grep -E "hc_attn_decode.*\(|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|==ERR|rc=" \
+      grep -E "hc_attn_(decode|fwd).*\(|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|==ERR|rc=" \
         "$OUT/decode_ncu.txt" | head -60 | tee -a "$log" ;;
   esac
 done

@@ -387,13 +387,36 @@ bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
   return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
                         ctx.facts.max_shared_per_block));
 }
-// Two CTAs an SM (3 stages at d128, 6 at d64) and one CTA an SM with twice the stages.
+// Whether the TMA kernel pays over sm80.ksplit: where the memory's peak per SM is above what
+// cp.async streams an SM. On the H100 (3.35 TB/s, 25 GB/s per SM) both are held by the memory:
+// sm90.tma ran at 99% / 88% of the copy rate (Hkv 16 / 2) against sm80.ksplit's 100% / 89%
+// (docs/PERFORMANCE.md, 2026-11-25 02:33 UTC). On the H200 (4.8 TB/s, 36 GB/s per SM)
+// sm80.ksplit reached 3.3 TB/s, 25 GB/s per SM (78% of the copy rate, 00:40 UTC): its ceiling
+// an SM, which the TMA ring (up to 6 x 32 KiB in flight an SM, no CTA-wide barrier) is built to
+// lift. The same threshold as the MoE gather rule (28 GB/s per SM, moe_ops.cpp). Not yet
+// measured on an H200: bench/decode_gpu_run.sh times both there.
+bool tma_pays(const ops::ApplyContext& c, std::string* why) {
+  const uint64_t bw = c.facts.memory_bytes_per_s;
+  const uint32_t sms = c.facts.compute_units;
+  if (!bw || !sms) {
+    if (why) *why = "the device's peak memory bandwidth or SM count is unknown";
+    return false;
+  }
+  if (double(bw) / sms > 28e9) return true;
+  if (why)
+    *why = fmt::format("{:.1f} GB/s of peak memory bandwidth per SM <= 28: cp.async (sm80.ksplit) keeps up",
+                       double(bw) / sms / 1e9);
+  return false;
+}
+// Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays; one CTA an SM with twice
+// the stages by name only (H100: 201.1 against 202.7 us at Hkv 2, 1439.4 against 1429.3 at
+// Hkv 16: no rule).
 ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 16, decode_sm90<3, 6>, "sm90.tma",
-                                  decode_sm90_applies<3, 6>, nullptr, true, nullptr,
+                                  decode_sm90_applies<3, 6>, tma_pays, true, nullptr,
                                   "key split fed by a TMA producer warp, 3 (d128) / 6 (d64) stages, 2 CTAs an SM"});
 ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12>,
-                                    "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, true, nullptr,
-                                    "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM"});
+                                    "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
+                                    "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -253,17 +253,17 @@ TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculati
 
 // Small cases (the sanitizer runs of bench/decode_gpu_run.sh take this one): length 1 (the
 // contract's lengths are in [Sq, MB x BS]: no empty sequence), prime lengths that end mid-tile,
-// Sq up to 4 (rows that see fewer keys), block sizes 8 to 256 (the TMA kernels' boxes are
-// min(BS, 64) rows; 48 is refused by them and run by the others), D 64 and 128, and NaN in the
-// cache rows past every sequence's end.
-TEST_CASE("attention_decode: edge cases, block sizes 8-256") {
+// Sq up to 4 (rows that see fewer keys), block sizes 16 to 256 (the contract's: multiples of 16;
+// the TMA kernels' boxes are min(BS, 64) rows, 48 is refused by them and run by the others), D 64
+// and 128, and NaN in the cache rows past every sequence's end.
+TEST_CASE("attention_decode: edge cases, block sizes 16-256") {
   decode(4, 1, 16, 2, 128, 64, {1, 131, 1031, 64}, true);
   decode(3, 4, 8, 2, 128, 16, {4, 67, 5}, true);
   decode(3, 2, 4, 4, 64, 48, {97, 5, 191}, true);
   decode(2, 3, 6, 3, 128, 256, {263, 3}, true);
   decode(3, 1, 8, 1, 64, 128, {129, 1, 2}, true);
   decode(2, 1, 4, 2, 128, 32, {77, 1000}, true);
-  decode(2, 2, 2, 2, 64, 8, {9, 100}, true);
+  decode(2, 2, 2, 2, 64, 16, {17, 100}, true);
 }
 
 TEST_CASE("attention_mla_decode: 128 heads, Sq 1 and 2, split-KV") {
