@@ -133,47 +133,80 @@ Status prefill_sm90(ops::OpContext& ctx) {
   return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2 + 1024));
 }
 
-// Paged decode with `stages` key tiles in flight a CTA (2: the prefill kernel's double buffer).
-// Splits: by waves where `waves` (CTAs that fit an SM from shared memory, whole waves filled),
-// else the first rule (about two waves).
-// ksplit: the key-split kernels (16-row tiles, the warps share a tile's keys; Sq x G <= 16).
-Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = false) {
+// One paged-decode kernel's launch: where it is, its block and dynamic shared memory, the
+// query rows a CTA owns (of a KV head's Sq x G), and how the keys are split: by waves
+// (`waves`: CTAs an SM from shared memory, whole waves filled), else about two waves.
+struct DecodeKernel {
+  const char* image;
+  std::string entry;
+  uint32_t threads, smem;
+  int64_t tile_rows;
+  bool waves;
+};
+
+Result<ref::AttentionDecodeShape> decode_shape(const ops::OpContext& ctx) {
   ref::AttentionDecodeShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_decode_check(s));
   HALCYON_TRY(check_aligned(ctx, {"q", "k_cache", "v_cache", "out"}));
-  if (s.B == 0) return {};
-  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  const std::string entry = fmt::format("hc_attn_fwd_d{}{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages),
-                                        ksplit ? "_ks" : "");
-  auto k = kernel(ctx, dev, kImage, entry.c_str());
-  if (!k) return k.error();
-  const uint32_t smem = uint32_t((kRows + 2 * stages * kKeys) * s.D * 2);
-  const int64_t m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), ksplit ? 16 : kRows);
+  return s;
+}
+
+// The grid of one paged-decode call: row tiles, splits (keys `len` each) and, with more than
+// one split, the call's own partials buffer (released when the plan goes, after the kernels
+// that use it are queued).
+struct DecodePlan {
+  int64_t m_tiles = 0, len = 0, splits = 0, rows = 0;
+  Buffer scratch;
+  uint64_t part_o = 0, part_lse = 0;
+};
+
+Result<DecodePlan> decode_plan(const ops::OpContext& ctx, const DeviceFacts& dev, const ref::AttentionDecodeShape& s,
+                               const DecodeKernel& dk) {
+  DecodePlan pl;
+  pl.m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), dk.tile_rows);
   const int64_t capacity = s.MB * s.BS;
   // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
   // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
-  const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (smem + 1792), 1, 4);
-  const int64_t len = waves ? split_len_waves(dev, s.B * s.Hkv * m_tiles, capacity, kKeys, per_sm)
-                            : split_len(dev, s.B * s.Hkv * m_tiles, capacity, kKeys);
-  const int64_t splits = ceil_div(capacity, len);
-  const int64_t rows = s.B * s.Sq * s.Hq;
-  if (s.B * s.Hkv > 65535 || splits > 65535 || m_tiles > INT32_MAX)
+  const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (dk.smem + 1792), 1, 4);
+  pl.len = dk.waves ? split_len_waves(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys, per_sm)
+                    : split_len(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys);
+  pl.splits = ceil_div(capacity, pl.len);
+  pl.rows = s.B * s.Sq * s.Hq;
+  if (s.B * s.Hkv > 65535 || pl.splits > 65535 || pl.m_tiles > INT32_MAX)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_decode: B * Hkv = {} is too large a grid", s.B * s.Hkv));
+  if (pl.splits > 1) {
+    HALCYON_ASSIGN_OR_RETURN(pl.scratch, workspace(ctx, uint64_t(pl.splits * pl.rows * (s.D + 1) * 4)));
+    pl.part_o = pl.scratch.address();
+    pl.part_lse = pl.part_o + uint64_t(pl.splits * pl.rows * s.D * 4);
+  }
+  return pl;
+}
+
+Status decode_launch(ops::OpContext& ctx, const ref::AttentionDecodeShape& s, const DecodeKernel& dk) {
+  if (s.B == 0) return {};
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
+  if (!k) return k.error();
+  HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
   FwdArgs a{ctx.tensor("q").address(), ctx.tensor("k_cache").address(), ctx.tensor("v_cache").address(),
             ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("block_table").address(),
-            ctx.tensor("seq_lens").address(), 0, 0, s.B, s.Hq, s.Hkv, s.Sq, s.NB, s.BS, s.MB, 1, len,
-            scale_log2(s.scale, s.D)};
-  Buffer scratch;  // released when this returns, after the kernels that use it are queued
-  if (splits > 1) {
-    HALCYON_ASSIGN_OR_RETURN(scratch, workspace(ctx, uint64_t(splits * rows * (s.D + 1) * 4)));
-    const uint64_t ws = scratch.address();
-    a.part_o = ws;
-    a.part_lse = ws + uint64_t(splits * rows * s.D * 4);
-  }
-  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B * s.Hkv), uint32_t(splits)}, {kThreads}, a, smem));
-  if (splits == 1) return {};
-  return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, s.D);
+            ctx.tensor("seq_lens").address(), pl.part_o, pl.part_lse, s.B, s.Hq, s.Hkv, s.Sq, s.NB, s.BS, s.MB, 1,
+            pl.len, scale_log2(s.scale, s.D)};
+  HALCYON_TRY(launch(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads}, a,
+                     dk.smem));
+  if (pl.splits == 1) return {};
+  return combine(ctx, dev, pl.part_o, pl.part_lse, pl.rows, pl.splits, s.D);
+}
+
+// Paged decode with `stages` key tiles in flight a CTA (2: the prefill kernel's double buffer).
+// ksplit: the key-split kernels (16-row tiles, the warps share a tile's keys; Sq x G <= 16).
+Status decode_with(ops::OpContext& ctx, int stages, bool waves, bool ksplit = false) {
+  HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
+  const std::string entry = fmt::format("hc_attn_fwd_d{}{}{}_sm80", s.D, stages == 2 ? "" : fmt::format("_s{}", stages),
+                                        ksplit ? "_ks" : "");
+  return decode_launch(ctx, s,
+                       {kImage, entry, kThreads, uint32_t((kRows + 2 * stages * kKeys) * s.D * 2), ksplit ? 16 : kRows, waves});
 }
 
 Status decode(ops::OpContext& ctx) { return decode_with(ctx, 2, false); }
@@ -277,20 +310,113 @@ ops::RegisterOpImpl r_decode({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 1
 ops::RegisterOpImpl r_decode_deep({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 12, decode_deep, "sm80.deep",
                                   decode_fits<4, 3>, nullptr, true, nullptr,
                                   "as sm80 with 3 (d128) or 4 (d64) K/V stages, splits filling whole waves"});
-// The key-split kernel serves calls with at most 16 query rows a KV head (Sq x Hq / Hkv).
-bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
-  if (!decode_fits<4, 3>(ctx, why)) return false;
+// The key-split kernels serve calls with at most 16 query rows a KV head (Sq x Hq / Hkv).
+bool sixteen_rows(const ops::ApplyContext& ctx, std::string* why) {
   if (!ctx.has_call() || ctx.dim("Hkv") == 0) return true;
   const int64_t rows = ctx.dim("Sq") * (ctx.dim("Hq") / ctx.dim("Hkv"));
   if (rows <= 16) return true;
   if (why) *why = fmt::format("Sq x Hq / Hkv = {} query rows a KV head, more than its 16", rows);
   return false;
 }
+bool ksplit_applies(const ops::ApplyContext& ctx, std::string* why) {
+  return decode_fits<4, 3>(ctx, why) && sixteen_rows(ctx, why);
+}
 // Chosen where it applies: on the H100 it ran 1.08x (Hkv 16: 100% of the copy rate) and 1.06x
 // (Hkv 2: 89%) as fast as sm80.deep (docs/PERFORMANCE.md, run 3).
 ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80", "", 14, decode_ksplit, "sm80.ksplit",
                                     ksplit_applies, nullptr, true, nullptr,
                                     "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
+// Hopper paged decode (attention_decode_sm90.cu): the key split of sm80.ksplit with a producer
+// warp issuing TMA boxes (64 dims x 1 head x min(BS, 64) key rows) into a ring of stages
+// (mbarriers), 160 threads a CTA.
+constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
+// DecCfg<D, STAGES>::kShared: 1 KiB of alignment, STAGES K and V tiles of 64 keys, 16 query rows
+// padded to D + 8 elements, the mbarriers (8 bytes each, 2 a stage, in 128-byte units).
+uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
+  return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
+}
+template <int STAGES_D128, int STAGES_D64>
+Status decode_sm90(ops::OpContext& ctx) {
+  HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
+  if (s.B == 0) return {};
+  const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
+  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
+                        decode_sm90_shared(s.D, stages), 16, true};
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
+  if (!k) return k.error();
+  HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
+  const int64_t box_rows = std::min<int64_t>(s.BS, kKeys);
+  // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D].
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
+  const double sl2 = scale_log2(s.scale, s.D);
+  HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
+                            dk.smem, [&](ArgPack& a) {
+                              a.value(tk).value(tv).value(ctx.tensor("q").address()).value(ctx.tensor("out").address());
+                              a.value(ctx.tensor("lse").address()).value(ctx.tensor("block_table").address());
+                              a.value(ctx.tensor("seq_lens").address()).value(pl.part_o).value(pl.part_lse);
+                              a.value(s.B).value(s.Hq).value(s.Hkv).value(s.Sq).value(s.NB).value(s.BS).value(s.MB);
+                              a.value(pl.len).value(sl2);
+                            }));
+  if (pl.splits == 1) return {};
+  return combine(ctx, dev, pl.part_o, pl.part_lse, pl.rows, pl.splits, s.D);
+}
+// Where it runs: its image built, tensor maps, at most 16 query rows a KV head, D 64 or 128,
+// boxes that never cross a cache block (BS a multiple of 64, or dividing 64 and >= 8: the
+// swizzle's 8-row unit), and its shared memory.
+template <int STAGES_D128, int STAGES_D64>
+bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
+  auto no = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (!ptx::find(kDecodeSm90Image, "sm_90a")) return no("its PTX image was not built");
+  if (!ctx.facts.has("tensor_map")) return no(fmt::format("{} makes no tensor maps", ctx.facts.uri));
+  if (!sixteen_rows(ctx, why)) return false;
+  if (!ctx.has_call()) return true;
+  const int64_t D = ctx.dim("D"), BS = ctx.dim("BS");
+  if (D != 64 && D != 128) return no(fmt::format("D = {} (the kernel has 64 and 128)", D));
+  if (!(BS % kKeys == 0 || (BS >= 8 && kKeys % BS == 0)))
+    return no(fmt::format("block size {}: a TMA box of min(BS, 64) rows would cross a block (it needs a multiple of "
+                          "64 or a divisor of 64 from 8)", BS));
+  for (const char* t : {"k_cache", "v_cache"})
+    if (address_of(ctx, t) % 16 != 0) return no(fmt::format("tensor '{}' is not 16-byte aligned", t));
+  const uint32_t need = decode_sm90_shared(D, D == 64 ? STAGES_D64 : STAGES_D128);
+  if (!ctx.facts.max_shared_per_block || need <= ctx.facts.max_shared_per_block) return true;
+  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
+                        ctx.facts.max_shared_per_block));
+}
+// Whether the TMA kernel pays over sm80.ksplit: where the memory's peak per SM is above what
+// cp.async streams an SM. On the H100 (3.35 TB/s, 25 GB/s per SM) both are held by the memory:
+// sm90.tma ran at 99% / 88% of the copy rate (Hkv 16 / 2) against sm80.ksplit's 100% / 89%
+// (docs/PERFORMANCE.md, 2026-11-25 02:33 UTC). On the H200 (4.8 TB/s, 36 GB/s per SM)
+// sm80.ksplit reached 3.3 TB/s, 25 GB/s per SM (78% of the copy rate, 00:40 UTC): its ceiling
+// an SM, which the TMA ring (up to 6 x 32 KiB in flight an SM, no CTA-wide barrier) is built to
+// lift. The same threshold as the MoE gather rule (28 GB/s per SM, moe_ops.cpp). Not yet
+// measured on an H200: bench/decode_gpu_run.sh times both there.
+bool tma_pays(const ops::ApplyContext& c, std::string* why) {
+  const uint64_t bw = c.facts.memory_bytes_per_s;
+  const uint32_t sms = c.facts.compute_units;
+  if (!bw || !sms) {
+    if (why) *why = "the device's peak memory bandwidth or SM count is unknown";
+    return false;
+  }
+  if (double(bw) / sms > 28e9) return true;
+  if (why)
+    *why = fmt::format("{:.1f} GB/s of peak memory bandwidth per SM <= 28: cp.async (sm80.ksplit) keeps up",
+                       double(bw) / sms / 1e9);
+  return false;
+}
+// Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays; one CTA an SM with twice
+// the stages by name only (H100: 201.1 against 202.7 us at Hkv 2, 1439.4 against 1429.3 at
+// Hkv 16: no rule).
+ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 16, decode_sm90<3, 6>, "sm90.tma",
+                                  decode_sm90_applies<3, 6>, tma_pays, true, nullptr,
+                                  "key split fed by a TMA producer warp, 3 (d128) / 6 (d64) stages, 2 CTAs an SM"});
+ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12>,
+                                    "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
+                                    "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

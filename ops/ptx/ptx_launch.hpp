@@ -144,6 +144,26 @@ inline Result<TensorMap> dense_map(const ops::OpContext& ctx, const ops::Tensor&
   return ctx.device.encode_tensor_map(d);
 }
 
+// A 3-d tensor map over [T, H, D] (innermost first: D, H, T): boxes of 64 columns x 1 head x
+// `rows` rows, 128-byte swizzle (the attention kernels' layout: sm90.ws prefill, sm90.tma decode
+// over a paged cache seen as [NB x BS, Hkv, D]).
+inline Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
+                                  int64_t rows) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = HAL_TENSOR_MAP_BF16;
+  d.rank = 3;
+  const uint64_t dims[3] = {uint64_t(D), uint64_t(H), uint64_t(T)};
+  const uint64_t strides[3] = {2, uint64_t(D) * 2, uint64_t(H * D) * 2};
+  const uint32_t box[3] = {64, 1, uint32_t(rows)};
+  for (int i = 0; i < 3; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  return ctx.device.encode_tensor_map(d);
+}
+
 // The device address of a call's tensor `name` (0 when absent): launchers and predicates read
 // the same call through these.
 inline uint64_t address_of(const ops::ApplyContext& c, std::string_view name) {

@@ -188,15 +188,27 @@ std::vector<int32_t> scrambled_table(std::mt19937& rng, int64_t B, int64_t MB, i
   return table;
 }
 
-void decode(int64_t B, int64_t Sq, int64_t Hq, int64_t Hkv, int64_t D, int64_t BS, const std::vector<int32_t>& lens) {
+// poison: the cache rows of each sequence's blocks past its length hold NaN (a kernel that
+// reads them must mask them out of P V too, where 0 x NaN is NaN).
+void decode(int64_t B, int64_t Sq, int64_t Hq, int64_t Hkv, int64_t D, int64_t BS, const std::vector<int32_t>& lens,
+            bool poison = false) {
   std::mt19937 rng(g_seed + 1);
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
   const int64_t MB = (max_len + BS - 1) / BS, NB = B * MB + 3;
+  const std::vector<int32_t> table = scrambled_table(rng, B, MB, NB);
   HostTensors in{{"q", bf16_random(rng, size_t(B * Sq * Hq * D), -3, 3)},
                  {"k_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -3, 3)},
                  {"v_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -2, 2)},
-                 {"block_table", i32(scrambled_table(rng, B, MB, NB))},
+                 {"block_table", i32(table)},
                  {"seq_lens", i32(lens)}};
+  for (int64_t b = 0; poison && b < B; ++b)
+    for (int64_t j = lens[size_t(b)]; j < MB * BS; ++j) {
+      const int64_t row = int64_t(table[size_t(b * MB + j / BS)]) * BS + j % BS;
+      for (const char* c : {"k_cache", "v_cache"}) {
+        auto* e = reinterpret_cast<uint16_t*>(in[c].data()) + row * Hkv * D;
+        std::fill(e, e + Hkv * D, uint16_t(0x7fc0));  // bf16 NaN
+      }
+    }
   check("attention_decode", in,
         {{"q", {B, Sq, Hq, D}}, {"k_cache", {NB, BS, Hkv, D}}, {"v_cache", {NB, BS, Hkv, D}}, {"block_table", {B, MB}},
          {"seq_lens", {B}}});
@@ -237,6 +249,21 @@ TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculati
   // The bench's grid for GQA (b x Hkv = 128 CTAs: the deep variants split by whole waves).
   decode(64, 1, 16, 2, 128, 64, std::vector<int32_t>(64, 1100));
   decode(5, 2, 8, 1, 64, 32, {3000, 2, 64, 65, 700});
+}
+
+// Small cases (the sanitizer runs of bench/decode_gpu_run.sh take this one): length 1 (the
+// contract's lengths are in [Sq, MB x BS]: no empty sequence), prime lengths that end mid-tile,
+// Sq up to 4 (rows that see fewer keys), block sizes 16 to 256 (the contract's: multiples of 16;
+// the TMA kernels' boxes are min(BS, 64) rows, 48 is refused by them and run by the others), D 64
+// and 128, and NaN in the cache rows past every sequence's end.
+TEST_CASE("attention_decode: edge cases, block sizes 16-256") {
+  decode(4, 1, 16, 2, 128, 64, {1, 131, 1031, 64}, true);
+  decode(3, 4, 8, 2, 128, 16, {4, 67, 5}, true);
+  decode(3, 2, 4, 4, 64, 48, {97, 5, 191}, true);
+  decode(2, 3, 6, 3, 128, 256, {263, 3}, true);
+  decode(3, 1, 8, 1, 64, 128, {129, 1, 2}, true);
+  decode(2, 1, 4, 2, 128, 32, {77, 1000}, true);
+  decode(2, 2, 2, 2, 64, 16, {17, 100}, true);
 }
 
 TEST_CASE("attention_mla_decode: 128 heads, Sq 1 and 2, split-KV") {

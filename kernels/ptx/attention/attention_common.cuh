@@ -230,6 +230,91 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState 
   }
 }
 
+// Paged decode: blockIdx.x is the TILE-row tile of the Sq x G queries (G = Hq / Hkv) of KV
+// head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys. Fills
+// p and the rows' query offsets (-1: no such row) and visible key counts (kRows entries;
+// needs at least kRows threads). Ends with a barrier.
+template <int TILE, int D>
+__device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
+                                            const int* table, const int* seq_lens, long long Hq, long long Hkv,
+                                            long long Sq, long long NB, long long BS, long long MB,
+                                            long long split_len) {
+  const long long G = Hq / Hkv, b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
+  const int L = seq_lens[b];
+  const int cap = (int)(MB * BS);
+  const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
+  p.q = q;
+  p.table = table + b * MB;
+  p.kv_base = 0;
+  p.kv_stride = Hkv * D;
+  p.kv_head = hk * D;
+  p.BS = BS;
+  p.NB = NB;
+  if (threadIdx.x < kRows) {
+    const long long r = (long long)blockIdx.x * TILE + threadIdx.x;
+    const bool ok = threadIdx.x < TILE && r < Sq * G;
+    const long long s = r / G, hq = hk * G + r % G;
+    row_q[threadIdx.x] = ok ? ((b * Sq + s) * Hq + hq) * D : -1;
+    const long long vis = len - Sq + s + 1;
+    row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
+  }
+  __syncthreads();
+  p.kbeg = (int)(blockIdx.z * split_len);
+  const long long e = p.kbeg + split_len;
+  p.kend = (int)(e < len ? e : len);
+}
+
+// Key-split decode (KSPLIT): the CTA's rows are at most 16 (the Sq x G queries of one KV head,
+// when they fit), and its 4 warps share each 64-key tile instead of the rows: warp w takes keys
+// [16w, 16w + 16) of every tile for all 16 rows, with its own online-softmax state. The states
+// are merged at the end through shared memory (the K stages, free by then). Every warp
+// computes, so a tile's serial work is a quarter of the row-split kernel's, which for decode
+// leaves three warps idle.
+// Sync: the barrier of the 128 threads that merge (__syncthreads where they are the CTA).
+struct CtaSync {
+  __device__ void operator()() const { __syncthreads(); }
+};
+template <int D, typename Sync = CtaSync>
+__device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* scratch, Sync sync = {}) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* wm = reinterpret_cast<float*>(scratch);  // [4 warps][16 rows] maxima, then sums
+  float* wl = wm + 64;
+  float* wo = wl + 64;  // [4 warps][D / 8][32 lanes][4]: each thread's accumulators
+#pragma unroll
+  for (int x = 1; x < 4; x <<= 1) {
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
+  }
+  if (t == 0) wm[warp * 16 + g] = st.m0, wm[warp * 16 + g + 8] = st.m1;
+  sync();
+  float m0 = neg_inf(), m1 = neg_inf();
+#pragma unroll
+  for (int w = 0; w < 4; ++w) m0 = fmaxf(m0, wm[w * 16 + g]), m1 = fmaxf(m1, wm[w * 16 + g + 8]);
+  // This warp's share: exp2(m_w - m); a warp (or row) that saw no key contributes nothing.
+  const float f0 = st.m0 == neg_inf() ? 0.f : exp2f(st.m0 - m0), f1 = st.m1 == neg_inf() ? 0.f : exp2f(st.m1 - m1);
+  scale_rows<D / 8>(o, f0, f1);
+  if (t == 0) wl[warp * 16 + g] = st.l0 * f0, wl[warp * 16 + g + 8] = st.l1 * f1;
+  if (warp > 0)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      *reinterpret_cast<float4*>(wo + (((warp - 1) * (D / 8) + i) * 32 + lane) * 4) =
+          make_float4(o[i][0], o[i][1], o[i][2], o[i][3]);
+  sync();
+  if (warp > 0) return;
+#pragma unroll
+  for (int w = 0; w < 3; ++w)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const float4 x = *reinterpret_cast<const float4*>(wo + ((w * (D / 8) + i) * 32 + lane) * 4);
+      o[i][0] += x.x, o[i][1] += x.y, o[i][2] += x.z, o[i][3] += x.w;
+    }
+  float l0 = 0.f, l1 = 0.f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) l0 += wl[w * 16 + g], l1 += wl[w * 16 + g + 8];
+  // store_rows adds the quad's sums: one thread of the quad carries the row's.
+  st = RowState{m0, m1, t == 0 ? l0 : 0.f, t == 0 ? l1 : 0.f};
+}
+
 // ---- MLA decode (attention_sm80.cu, attention_mla_sm90.cu) ------------------------------------
 constexpr int kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;  // 16-byte chunks a cache row
 

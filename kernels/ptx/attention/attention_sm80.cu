@@ -31,53 +31,6 @@ struct SwOff {
   __device__ uint32_t operator()(int row, int chunk) const { return uint32_t(sw<D>(row, chunk)) * 2; }
 };
 
-// Key-split decode (KSPLIT): the CTA's rows are at most 16 (the Sq x G queries of one KV head,
-// when they fit), and its 4 warps share each 64-key tile instead of the rows: warp w takes keys
-// [16w, 16w + 16) of every tile for all 16 rows, with its own online-softmax state. The states
-// are merged at the end through shared memory (the K stages, free by then). Every warp
-// computes, so a tile's serial work is a quarter of the row-split kernel's, which for decode
-// leaves three warps idle.
-template <int D>
-__device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* scratch) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float* wm = reinterpret_cast<float*>(scratch);  // [4 warps][16 rows] maxima, then sums
-  float* wl = wm + 64;
-  float* wo = wl + 64;  // [4 warps][D / 8][32 lanes][4]: each thread's accumulators
-#pragma unroll
-  for (int x = 1; x < 4; x <<= 1) {
-    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
-    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
-  }
-  if (t == 0) wm[warp * 16 + g] = st.m0, wm[warp * 16 + g + 8] = st.m1;
-  __syncthreads();
-  float m0 = neg_inf(), m1 = neg_inf();
-#pragma unroll
-  for (int w = 0; w < 4; ++w) m0 = fmaxf(m0, wm[w * 16 + g]), m1 = fmaxf(m1, wm[w * 16 + g + 8]);
-  // This warp's share: exp2(m_w - m); a warp (or row) that saw no key contributes nothing.
-  const float f0 = st.m0 == neg_inf() ? 0.f : exp2f(st.m0 - m0), f1 = st.m1 == neg_inf() ? 0.f : exp2f(st.m1 - m1);
-  scale_rows<D / 8>(o, f0, f1);
-  if (t == 0) wl[warp * 16 + g] = st.l0 * f0, wl[warp * 16 + g + 8] = st.l1 * f1;
-  if (warp > 0)
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i)
-      *reinterpret_cast<float4*>(wo + (((warp - 1) * (D / 8) + i) * 32 + lane) * 4) =
-          make_float4(o[i][0], o[i][1], o[i][2], o[i][3]);
-  __syncthreads();
-  if (warp > 0) return;
-#pragma unroll
-  for (int w = 0; w < 3; ++w)
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      const float4 x = *reinterpret_cast<const float4*>(wo + ((w * (D / 8) + i) * 32 + lane) * 4);
-      o[i][0] += x.x, o[i][1] += x.y, o[i][2] += x.z, o[i][3] += x.w;
-    }
-  float l0 = 0.f, l1 = 0.f;
-#pragma unroll
-  for (int w = 0; w < 4; ++w) l0 += wl[w * 16 + g], l1 += wl[w * 16 + g + 8];
-  // store_rows adds the quad's sums: one thread of the quad carries the row's.
-  st = RowState{m0, m1, t == 0 ? l0 : 0.f, t == 0 ? l1 : 0.f};
-}
-
 // The forward pass of one CTA. row_q[r]: element offset of row r's query (and output) row,
 // or -1 when row r does not exist; row_vis[r]: keys [0, row_vis[r]) are visible to row r.
 // Output: final (out bf16 + lse) or, with part_o, the split's normalised O and lse (f32).
@@ -184,7 +137,6 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
   extern __shared__ __align__(128) unsigned short smem[];
   __shared__ long long row_q[kRows];
   __shared__ int row_vis[kRows];
-  const long long G = Hq / Hkv;
   Problem p;
   p.kv_stride = Hkv * D;
   p.BS = BS;
@@ -196,27 +148,7 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
     if (!prefill_rows<D>(p, row_q, row_vis, q, seq_a, seq_b, B, Hq, Hkv, causal)) return;
   } else {
     // ---- decode: seq_a = block_table [B, MB], seq_b = seq_lens [B] ----
-    const long long b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
-    const int L = seq_b[b];
-    const int cap = (int)(MB * BS);
-    const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
-    p.table = seq_a + b * MB;
-    p.kv_base = 0;
-    p.kv_head = hk * D;
-    p.q = q;
-    if (threadIdx.x < kRows) {
-      constexpr int tile_rows = KSPLIT ? 16 : kRows;
-      const long long r = (long long)blockIdx.x * tile_rows + threadIdx.x;
-      const bool ok = threadIdx.x < tile_rows && r < Sq * G;
-      const long long s = r / G, hq = hk * G + r % G;
-      row_q[threadIdx.x] = ok ? ((b * Sq + s) * Hq + hq) * D : -1;
-      const long long vis = len - Sq + s + 1;
-      row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
-    }
-    __syncthreads();
-    p.kbeg = (int)(blockIdx.z * split_len);
-    const long long e = p.kbeg + split_len;
-    p.kend = (int)(e < len ? e : len);
+    decode_rows<KSPLIT ? 16 : kRows, D>(p, row_q, row_vis, q, seq_a, seq_b, Hq, Hkv, Sq, NB, BS, MB, split_len);
     if (part_o) {
       po = part_o + (long long)blockIdx.z * B * Sq * Hq * D;
       pl = part_lse + (long long)blockIdx.z * B * Sq * Hq;

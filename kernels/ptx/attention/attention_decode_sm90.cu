@@ -1,0 +1,214 @@
+// Paged decode for Hopper (sm_90a): the key-split decode of attention_sm80.cu (a CTA owns at
+// most 16 query rows of one KV head, its 4 compute warps share each 64-key tile: warp w takes
+// keys [16w, 16w + 16) with its own online-softmax state, merged at the end) fed by a fifth,
+// producer warp through the tensor memory accelerator instead of cp.async from every thread:
+//
+//   warp 4       the producer (one lane): for each key tile of the CTA's range, TMA boxes of
+//                64 dims x 1 head x R key rows (R = min(block size, 64): a box never crosses a
+//                cache block) of K and of V into a ring of STAGES stages, completing on the
+//                stage's "full" mbarrier; it refills a stage as soon as the 128 compute threads
+//                have arrived on its "empty" mbarrier, so the copies in flight never wait for
+//                a CTA-wide barrier;
+//   warps 0-3    compute: wait for the stage, S = Q K^T and O += P V with mma.sync
+//                (ldmatrix from the boxes' 128-byte-swizzled rows), release the stage.
+//
+// Keys past the CTA's range: a box of a partial tile brings its block's later rows and boxes
+// wholly past the range are not issued, so those rows hold other data; K's are masked (the
+// scores are replaced by -inf), V's rows are zeroed before the last tile's P V (P is 0 there,
+// but 0 x NaN is not 0).
+//
+// A first version issued one cp.async.bulk (256 bytes) per key row; on the H100 it ran at 61%
+// of the copy rate with two CTAs an SM and 33% with one: the producer warp's issue of 128
+// small copies a tile limited each CTA (docs/PERFORMANCE.md).
+//
+//   hc_attn_decode_d{64,128}_s{STAGES}_sm90   grid (row tiles, B x Hkv, splits), 160 threads
+#include "attention_common.cuh"
+#include "../moe/sm90_common.cuh"
+
+namespace hc {
+namespace {
+
+constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
+
+// Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each D / 64 blocks
+// of [64 keys][128 bytes] (the TMA 128-byte swizzle: 16-byte chunk c of row r at (c ^ r) % 8),
+// then the 16 query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
+// the 2 x STAGES mbarriers.
+template <int D, int STAGES>
+struct DecCfg {
+  static constexpr uint32_t kHalf = kKeys * 128;               // one 64-dim block of a tile
+  static constexpr uint32_t kTile = kKeys * D * 2;             // K (or V) of a stage
+  static constexpr uint32_t kStage = 2 * kTile;
+  static constexpr uint32_t kRowBytes = (D + 8) * 2;           // a query row
+  static constexpr uint32_t kQ = STAGES * kStage, kBars = kQ + kDecRows * kRowBytes;
+  static constexpr uint32_t kShared = 1024 + kBars + (16 * STAGES + 127) / 128 * 128;  // the launcher's decode_sm90_shared
+  static_assert(kShared + 1024 <= 227 * 1024, "more shared memory than an sm_90 block has");
+  // merge_warps' scratch (maxima, sums, three warps' accumulators) fits in stage 0.
+  static_assert(512 + 3 * (D / 8) * 32 * 16 <= kStage, "merge scratch");
+};
+
+// The 4 compute warps' barrier (named barrier 1): the producer warp never joins it.
+struct ComputeSync {
+  __device__ void operator()() const { asm volatile("bar.sync 1, %0;\n" ::"n"(kDecCompute) : "memory"); }
+};
+
+// The producer (lane 0 of warp 4): the CTA's key tiles into the ring. Tile it's keys
+// [k0, k0 + 64) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
+// a box starts a block or lies in one); boxes from kend on are not issued.
+template <int D, int STAGES>
+__device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* tv, uint32_t stages, uint32_t bars,
+                        int n_tiles, int hk) {
+  using C = DecCfg<D, STAGES>;
+  if ((threadIdx.x & 31) != 0) return;
+  uint64_t once;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
+  const int R = p.BS < kKeys ? (int)p.BS : kKeys;
+  for (int it = 0; it < n_tiles; ++it) {
+    const int s = it % STAGES;
+    const uint32_t full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
+    if (it >= STAGES) mbar_wait(empty, ((it / STAGES) - 1) & 1);
+    const int k0 = p.kbeg + it * kKeys;
+    const int boxes = min(kKeys / R, (p.kend - k0 + R - 1) / R);
+    mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
+    const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
+    for (int b = 0; b < boxes; ++b) {
+      const int row = key_index(p, k0 + b * R);
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) {
+        tma_3d(sk + h * C::kHalf + b * R * 128, tk, h * 64, hk, row, full, once);
+        tma_3d(sv + h * C::kHalf + b * R * 128, tv, h * 64, hk, row, full, once);
+      }
+    }
+  }
+}
+
+// Zeroes V rows [r0, 64) of a stage (the keys past the CTA's range in its last tile).
+template <int D, int STAGES>
+__device__ __forceinline__ void zero_v_rows(uint32_t sv, int r0) {
+  for (int c = threadIdx.x; c < (kKeys - r0) * (D / 8); c += kDecCompute) {
+    const int row = r0 + c / (D / 8), chunk = c % (D / 8);
+    const uint32_t a = sv + (chunk >> 3) * DecCfg<D, STAGES>::kHalf + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+  }
+}
+
+// One compute warp's share of a key tile: keys [16w, 16w + 16) of the stage at sk (K) / sv (V).
+template <int D, int STAGES>
+__device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_t sk, uint32_t sv,
+                                        float (&o)[D / 8][4], RowState& st, int k0, int vis0, int vis1,
+                                        float scale_log2) {
+  using C = DecCfg<D, STAGES>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l7 = lane & 7, key0 = warp * 16;
+  float s[2][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+  // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi); row r's
+  // chunk c is at (c ^ r) % 8 of its 64-dim block, and r % 8 = lane % 8 here.
+  const uint32_t krow = sk + (key0 + l7 + ((lane >> 4) << 3)) * 128;
+  const int kx = ((lane >> 3) & 1) ^ l7;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t b[4];
+    ldmatrix_x4(b, krow + (kk >> 2) * C::kHalf + ((((kk * 2) & 7) ^ kx) << 4));
+    mma_bf16(s[0], qf[kk], b);
+    mma_bf16(s[1], qf[kk], b + 2);
+  }
+  uint32_t pf[1][4];
+  float a0, a1;
+  softmax_step<2>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
+  scale_rows<D / 8>(o, a0, a1);
+  // V transposed: matrices (keys 0-7, dims 16dp..+7), (keys 8-15, same), (0-7, +8..), (8-15, +8..).
+  const uint32_t vrow = sv + (key0 + l7 + (((lane >> 3) & 1) << 3)) * 128;
+  const int vx = (lane >> 4) ^ l7;
+#pragma unroll
+  for (int dp = 0; dp < D / 16; ++dp) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(b, vrow + (dp >> 2) * C::kHalf + ((((dp * 2) & 7) ^ vx) << 4));
+    mma_bf16(o[2 * dp], pf[0], b);
+    mma_bf16(o[2 * dp + 1], pf[0], b + 2);
+  }
+}
+
+template <int D, int STAGES>
+__device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
+                            float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
+                            long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
+                            long long MB, long long split_len, float scale_log2) {
+  using C = DecCfg<D, STAGES>;
+  extern __shared__ __align__(128) unsigned char dsmem[];
+  __shared__ long long row_q[kRows];
+  __shared__ int row_vis[kRows];
+  const uint32_t base = (smem_addr(dsmem) + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte units
+  const uint32_t bars = base + C::kBars, sq = base + C::kQ;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  Problem p;
+  decode_rows<kDecRows, D>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
+  for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecThreads) {
+    const int row = c / (D / 8), chunk = c % (D / 8);
+    const bool ok = row_q[row] >= 0;
+    cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // Q and the mbarriers are ready; from here the roles part
+  if (warp == kDecCompute / 32) {
+    produce<D, STAGES>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    return;
+  }
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], sq + (lane & 15) * C::kRowBytes + (kk * 2 + (lane >> 4)) * 16);
+  const int g = lane >> 2;
+  const int vis0 = min(row_vis[g], p.kend), vis1 = min(row_vis[g + 8], p.kend);
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+  for (int it = 0; it < n_tiles; ++it) {
+    const int s = it % STAGES, k0 = p.kbeg + it * kKeys;
+    const uint32_t sk = base + s * C::kStage;
+    mbar_wait(bars + 8 * s, (it / STAGES) & 1);
+    if (p.kend - k0 < kKeys) {  // the last tile, partial (uniform across the compute warps)
+      zero_v_rows<D, STAGES>(sk + C::kTile, p.kend - k0);
+      ComputeSync{}();
+    }
+    consume<D, STAGES>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    mbar_arrive(bars + 8 * (STAGES + s));
+  }
+  // Every copy has landed (each stage was waited for); once every compute warp is past its
+  // last tile, stage 0 is the merge's scratch.
+  ComputeSync{}();
+  merge_warps<D>(o, st, reinterpret_cast<unsigned short*>(dsmem + (base - smem_addr(dsmem))), ComputeSync{});
+  if (warp > 0) return;
+  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * D : nullptr;
+  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
+  store_rows<D>(o, st, row_q, out, lse, po, pl);
+}
+
+}  // namespace
+}  // namespace hc
+
+// Parameters: the K and V tensor maps (3-d over [NB x BS rows, Hkv, D], boxes of 64 dims x 1
+// head x min(BS, 64) rows, 128-byte swizzle), then 8 bytes each:
+//   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
+// Dynamic shared memory: DecCfg<D, STAGES>::kShared.
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                               \
+  extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
+      NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
+           const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
+           float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
+           long long BS, long long MB, long long split_len, double scale_log2) {                                 \
+    hc::decode_sm90<D, STAGES>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+                               MB, split_len, (float)scale_log2);                                                \
+  }
+// Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1)
