@@ -36,6 +36,21 @@ struct MoeEpLayer::Routing {
   MoeEpStats stats;
 };
 
+// kPeerKernel's buffers, streams and events (made once by create_kernel_buffers).
+struct MoeEpLayer::KernelState {
+  EpOptions opt;
+  Stream comm;  // dispatch and combine
+  Event routed, dispatched, computed, combined;  // hand-offs between the two streams
+  Event t0, t1, t2, t3;                          // timing on the comm stream
+  Buffer mine;                                   // this rank's exchange buffer
+  std::vector<Buffer> mapped;                    // every rank's, mapped here
+  ops::EpPeers peers;
+  int64_t RC = 0;  // rows of each rank's recv and expert outputs
+  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0;
+  Tensor logits, topk_ids, topk_weights, slot_dest, expert_offsets, hidden;  // sized for max_tokens
+  int32_t generation = 0;
+};
+
 namespace {
 
 using TensorMap = std::map<std::string, Tensor, std::less<>>;
@@ -100,7 +115,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, MoeLayerConfig c, MoeLayerWeights w,
-                                      MoeLayerOptions o, EpTransport transport) {
+                                      MoeLayerOptions o, EpTransport transport, EpOptions ep) {
   auto info = comm.info();
   if (!info) return info.error();
   const ExpertRange mine = ep_expert_range(c.experts, info->rank, info->size);
@@ -130,7 +145,22 @@ Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, Mo
   layer.transport_ = transport;
   layer.recv_capacity_.assign(info->size, 0);
   layer.back_capacity_.assign(info->size, 0);
+  if (transport == EpTransport::kPeerKernel) {
+    layer.kernel_ = std::make_shared<KernelState>();
+    layer.kernel_->opt = ep;
+    HALCYON_TRY(layer.create_kernel_buffers());
+  }
   return layer;
+}
+
+// Router GEMM and gate: logits, topk_ids and topk_weights of x's tokens, on the device.
+Status MoeEpLayer::gate(const Stream& s, const Tensor& x, const Tensor& logits, const Tensor& ids,
+                        const Tensor& weights) const {
+  TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", logits}};
+  HALCYON_TRY(run_op(device_, s, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
+  TensorMap gate{{"logits", logits}, {"topk_ids", ids}, {"topk_weights", weights}};
+  if (weights_.bias) gate["bias"] = *weights_.bias;
+  return run_op(device_, s, "moe_gate", gate, moe_gate_params(config_), options_.run_options("moe_gate"));
 }
 
 // Router GEMM and gate on this rank's tokens; the chosen experts come to the host.
@@ -144,11 +174,7 @@ Status MoeEpLayer::route(const Stream& s, const Tensor& x, Routing& r) {
   r.x = x;
   r.topk_ids = *ids;
   r.topk_weights = *weights;
-  TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", *logits}};
-  HALCYON_TRY(run_op(device_, s, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
-  TensorMap gate{{"logits", *logits}, {"topk_ids", r.topk_ids}, {"topk_weights", r.topk_weights}};
-  if (weights_.bias) gate["bias"] = *weights_.bias;
-  HALCYON_TRY(run_op(device_, s, "moe_gate", gate, moe_gate_params(c), options_.run_options("moe_gate")));
+  HALCYON_TRY(gate(s, x, *logits, r.topk_ids, r.topk_weights));
   return read_vector(s, r.topk_ids, r.ids);
 }
 
@@ -374,6 +400,7 @@ Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, M
   if (out.shape != x.shape || out.dtype != DType::bf16)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: out is {} {}, expected bf16 {}", dtype_name(out.dtype),
                                                    out.shape_string(), x.shape_string()));
+  if (transport_ == EpTransport::kPeerKernel) return kernel_forward(stream, x, out, stats);
   Routing r;
   r.T = x.shape[0];
   HALCYON_TRY(route(stream, x, r));
@@ -393,6 +420,160 @@ Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, M
     r.stats.combine_ms = float(ms_since(t0));
     *stats = r.stats;
   }
+  return {};
+}
+
+// ---- kPeerKernel --------------------------------------------------------------------------
+
+
+namespace {
+uint64_t align_up(uint64_t v) { return (v + 255) / 256 * 256; }
+Tensor view(const Tensor& t, std::vector<int64_t> shape, uint64_t offset = 0) {
+  return Tensor{t.buffer, t.offset + offset, t.dtype, std::move(shape)};
+}
+}  // namespace
+
+// Collective (every rank creates its layer). The exchange buffer of each rank holds
+//   recv [RC, H] bf16 | expert outputs [RC, H] bf16 | counts [P, E] | count flags [P] |
+//   chunk flags [P, C] | ready flags [P]
+// with RC = P * max_tokens * min(K, experts per rank): all a rank can receive.
+Status MoeEpLayer::create_kernel_buffers() {
+  auto& k = *kernel_;
+  const auto& c = config_;
+  const int64_t P = ranks_, E = c.experts, K = c.topk, H = c.hidden, T = k.opt.max_tokens;
+  const int64_t ELM = (E + P - 1) / P;
+  if (P > int64_t(ops::EpPeers::kMaxRanks))
+    return Error(HAL_UNSUPPORTED, fmt::format("MoeEpLayer: the dispatch/combine kernels take at most {} ranks, the "
+                                              "communicator has {}", ops::EpPeers::kMaxRanks, P));
+  if (T < 1 || k.opt.dispatch_chunk_rows < 1 || k.opt.combine_chunk_rows < 1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: EpOptions max_tokens {}, dispatch_chunk_rows {} and "
+                                                   "combine_chunk_rows {} must be >= 1", T, k.opt.dispatch_chunk_rows,
+                                                   k.opt.combine_chunk_rows));
+  k.RC = P * T * std::min(K, ELM);
+  const int64_t C = (T * K + k.opt.dispatch_chunk_rows - 1) / k.opt.dispatch_chunk_rows;
+  const uint64_t rows = uint64_t(k.RC * H * 2);
+  k.off_eout = align_up(rows);
+  k.off_counts = k.off_eout + align_up(rows);
+  k.off_cflags = k.off_counts + align_up(uint64_t(P * E * 4));
+  k.off_kflags = k.off_cflags + align_up(uint64_t(P * 4));
+  k.off_ready = k.off_kflags + align_up(uint64_t(P * C * 4));
+  const uint64_t total = k.off_ready + align_up(uint64_t(P * 4));
+  auto comm = device_.create_stream(k.opt.comm_partition);
+  if (!comm) return comm.error();
+  k.comm = std::move(comm).value();
+  for (auto [ev, timing] : {std::pair{&k.routed, false}, {&k.dispatched, false}, {&k.computed, false},
+                            {&k.combined, false}, {&k.t0, true}, {&k.t1, true}, {&k.t2, true}, {&k.t3, true}}) {
+    auto e = device_.create_event(timing);
+    if (!e) return e.error();
+    *ev = std::move(e).value();
+  }
+  auto mine = comm_.buffer(total);
+  if (!mine) return mine.error();
+  k.mine = std::move(mine).value();
+  // Flags start at 0 (generations start at 1), before any peer can see the buffer.
+  HALCYON_TRY(k.comm.fill(k.mine, 0, total, 0));
+  HALCYON_TRY(k.comm.synchronize());
+  auto mapped = comm_.share(k.mine);
+  if (!mapped) return mapped.error();
+  k.mapped = std::move(mapped).value();
+  k.peers.rank = rank_;
+  k.peers.capacity = k.RC;
+  k.peers.chunk_flags = C;
+  k.peers.experts = E;
+  k.peers.timeout_ms = k.opt.timeout_ms;
+  for (const Buffer& b : k.mapped) {
+    const uint64_t a = b.address();
+    k.peers.ranks.push_back({a, a + k.off_counts, a + k.off_cflags, a + k.off_kflags, a + k.off_eout, a + k.off_ready});
+  }
+  for (auto [t, dt, shape] :
+       {std::tuple{&k.logits, DType::f32, std::vector<int64_t>{T, E}}, {&k.topk_ids, DType::i32, {T, K}},
+        {&k.topk_weights, DType::f32, {T, K}}, {&k.slot_dest, DType::i32, {T, K}},
+        {&k.expert_offsets, DType::i32, {E + 1}}, {&k.hidden, DType::bf16, {std::max<int64_t>(k.RC, 1), c.inter}}}) {
+    auto made = make_tensor(device_, dt, shape);
+    if (!made) return made.error();
+    *t = std::move(made).value();
+  }
+  return comm_.barrier();
+}
+
+// Stream order: gate (caller's stream) -> dispatch (comm) -> grouped GEMMs (caller's) ->
+// combine (comm) -> the caller's stream waits for it. Events carry each hand-off; the ranks
+// meet only through the kernels' flags.
+Status MoeEpLayer::kernel_forward(const Stream& s, const Tensor& x, Tensor& out, MoeEpStats* stats) {
+  auto& k = *kernel_;
+  const auto& c = config_;
+  const int64_t T = x.shape[0], K = c.topk, H = c.hidden, E = c.experts, EL = c.local();
+  if (T > k.opt.max_tokens)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: x has {} tokens, more than EpOptions::max_tokens = {} "
+                                                   "the exchange buffers were made for", T, k.opt.max_tokens));
+  ++k.generation;
+  const Tensor ids = view(k.topk_ids, {T, K}), weights = view(k.topk_weights, {T, K});
+  HALCYON_TRY(gate(s, x, view(k.logits, {T, E}), ids, weights));
+  HALCYON_TRY(s.record(k.routed));
+  HALCYON_TRY(k.comm.wait(k.routed));
+  if (stats) HALCYON_TRY(k.comm.record(k.t0));
+  const std::string gen = std::to_string(k.generation);
+  ops::RunOptions ro = options_.run_options("ep_dispatch");
+  ro.ep_peers = &k.peers;
+  const int64_t chunks = (T * K + k.opt.dispatch_chunk_rows - 1) / k.opt.dispatch_chunk_rows;
+  TensorMap d{{"x", view(x, {1, T, H})},
+              {"topk_ids", view(ids, {1, T, K})},
+              {"recv", Tensor{k.mine, 0, DType::bf16, {1, k.RC, H}}},
+              {"slot_dest", view(k.slot_dest, {1, T, K})},
+              {"expert_offsets", view(k.expert_offsets, {1, E + 1})},
+              {"counts", Tensor{k.mine, k.off_counts, DType::i32, {1, 1, E}}},
+              {"count_flags", Tensor{k.mine, k.off_cflags, DType::i32, {1, 1}}},
+              {"chunk_flags", Tensor{k.mine, k.off_kflags, DType::i32, {1, 1, chunks}}}};
+  HALCYON_TRY(run_op(device_, k.comm, "ep_dispatch", d,
+                     {{"experts", std::to_string(E)}, {"capacity", std::to_string(k.RC)},
+                      {"chunk_rows", std::to_string(k.opt.dispatch_chunk_rows)}, {"generation", gen},
+                      {"zero_tail", "false"}}, ro));
+  if (stats) HALCYON_TRY(k.comm.record(k.t1));
+  HALCYON_TRY(k.comm.record(k.dispatched));
+  HALCYON_TRY(s.wait(k.dispatched));
+  const Tensor eout{k.mine, k.off_eout, DType::bf16, {k.RC, H}};
+  if (EL > 0) {
+    const Tensor offsets = view(k.expert_offsets, {EL + 1}), hidden = view(k.hidden, {k.RC, c.inter});
+    TensorMap up{{"a", Tensor{k.mine, 0, DType::bf16, {k.RC, H}}}, {"w_gate_up", weights_.w_gate_up},
+                 {"expert_offsets", offsets}, {"out", hidden}};
+    HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm_swiglu", up, {}, options_.run_options("moe_grouped_gemm_swiglu")));
+    TensorMap down{{"a", hidden}, {"w", weights_.w_down}, {"expert_offsets", offsets}, {"out", eout}};
+    HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
+  }
+  HALCYON_TRY(s.record(k.computed));
+  HALCYON_TRY(k.comm.wait(k.computed));
+  if (stats) HALCYON_TRY(k.comm.record(k.t2));
+  ro = options_.run_options("ep_combine");
+  ro.ep_peers = &k.peers;
+  TensorMap comb{{"expert_out", view(eout, {1, k.RC, H})},
+                 {"topk_weights", view(weights, {1, T, K})},
+                 {"slot_dest", view(k.slot_dest, {1, T, K})},
+                 {"out", view(out, {1, T, H})},
+                 {"ready", Tensor{k.mine, k.off_ready, DType::i32, {1, 1}}}};
+  HALCYON_TRY(run_op(device_, k.comm, "ep_combine", comb,
+                     {{"chunk_rows", std::to_string(k.opt.combine_chunk_rows)}, {"generation", gen}}, ro));
+  if (stats) HALCYON_TRY(k.comm.record(k.t3));
+  HALCYON_TRY(k.comm.record(k.combined));
+  HALCYON_TRY(s.wait(k.combined));
+  if (!stats) return {};
+  // Statistics only: what moved, read back after the forward.
+  HALCYON_TRY(s.synchronize());
+  std::vector<int32_t> dest, offsets;
+  HALCYON_TRY(read_vector(s, view(k.slot_dest, {T, K}), dest));
+  HALCYON_TRY(read_vector(s, view(k.expert_offsets, {E + 1}), offsets));
+  int64_t remote = 0;
+  for (int32_t v : dest) remote += v >= 0 && v / k.RC != int64_t(rank_);
+  MoeEpStats st;
+  st.rows_sent = T * K;
+  st.rows_received = EL > 0 ? offsets[size_t(EL)] : 0;
+  st.dispatch_bytes = uint64_t(remote * H * 2);
+  st.combine_bytes = uint64_t(remote * H * 2);
+  auto ms = [](const Event& a, const Event& b) -> Result<float> { return b.elapsed_since(a); };
+  auto dm = ms(k.t0, k.t1), em = ms(k.t1, k.t2), cm = ms(k.t2, k.t3);
+  for (auto* r : {&dm, &em, &cm})
+    if (!*r) return r->error();
+  st.dispatch_ms = *dm, st.expert_ms = *em, st.combine_ms = *cm;
+  *stats = st;
   return {};
 }
 
