@@ -189,10 +189,20 @@ inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const
     RANK_TRY(single->forward(*s, *x2, *ref2));
     auto g2 = read_out(*s, *out2), g1 = read_out(*s, *out), g3 = read_out(*s, *out3), w2 = read_out(*s, *ref2);
     for (auto* r : {&g2, &g1, &g3, &w2}) RANK_TRY(*r);
+    // The same transport on the same tokens gives the same bits, on any device.
+    RANK_CHECK(*g1 == *got, "back-to-back: the second forward differs from the first on the same tokens");
+    RANK_CHECK(*g3 == *g2, "back-to-back: the third forward differs from the first on the same tokens");
     if (exact) {
       RANK_CHECK(*g2 == *w2, "back-to-back: the forward of other tokens differs from the single-rank layer");
-      RANK_CHECK(*g3 == *w2, "back-to-back: the third forward differs from the single-rank layer");
-      RANK_CHECK(*g1 == *got, "back-to-back: the second forward differs from the first on the same tokens");
+    } else {
+      double e2 = 0, r2 = 0;
+      for (size_t i = 0; i < w2->size(); ++i) {
+        const double g = halcyon::ref::bf16_to_float(halcyon::ref::bf16{(*g2)[i]});
+        const double w = halcyon::ref::bf16_to_float(halcyon::ref::bf16{(*w2)[i]});
+        e2 += (g - w) * (g - w), r2 += w * w;
+      }
+      RANK_CHECK(std::sqrt(e2 / std::max(r2, 1e-30)) <= rel, "back-to-back: relative error {:.3g} on other tokens",
+                 std::sqrt(e2 / std::max(r2, 1e-30)));
     }
   }
   static const char* names[] = {"all-to-all", "peer writes", "dispatch/combine kernels"};
