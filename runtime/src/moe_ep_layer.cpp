@@ -36,19 +36,14 @@ struct MoeEpLayer::Routing {
   MoeEpStats stats;
 };
 
-// kPeerKernel's buffers, streams and events (made once by create_kernel_buffers).
+// kPeerKernel's exchange, stream and events, and the routing tensors (sized for max_tokens).
 struct MoeEpLayer::KernelState {
   EpOptions opt;
+  EpExchange ex;
   Stream comm;  // dispatch and combine
   Event routed, dispatched, computed, combined;  // hand-offs between the two streams
   Event t0, t1, t2, t3;                          // timing on the comm stream
-  Buffer mine;                                   // this rank's exchange buffer
-  std::vector<Buffer> mapped;                    // every rank's, mapped here
-  ops::EpPeers peers;
-  int64_t RC = 0;  // rows of each rank's recv and expert outputs
-  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0;
-  Tensor logits, topk_ids, topk_weights, slot_dest, expert_offsets, hidden;  // sized for max_tokens
-  int32_t generation = 0;
+  Tensor logits, topk_ids, topk_weights, hidden;
 };
 
 namespace {
@@ -423,8 +418,20 @@ Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, M
   return {};
 }
 
-// ---- kPeerKernel --------------------------------------------------------------------------
+// ---- EpExchange, kPeerKernel -------------------------------------------------------------
 
+struct EpExchange::State {
+  Device device;
+  EpOptions opt;
+  int64_t E = 0, K = 0, H = 0, RC = 0, C = 0, T = 0;
+  uint32_t rank = 0;
+  Buffer mine;                 // this rank's exchange buffer
+  std::vector<Buffer> mapped;  // every rank's, mapped here
+  ops::EpPeers peers;
+  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0;
+  Tensor slot_dest, expert_offsets;
+  int32_t generation = 0;
+};
 
 namespace {
 uint64_t align_up(uint64_t v) { return (v + 255) / 256 * 256; }
@@ -433,31 +440,125 @@ Tensor view(const Tensor& t, std::vector<int64_t> shape, uint64_t offset = 0) {
 }
 }  // namespace
 
-// Collective (every rank creates its layer). The exchange buffer of each rank holds
+// Each rank's exchange buffer holds
 //   recv [RC, H] bf16 | expert outputs [RC, H] bf16 | counts [P, E] | count flags [P] |
 //   chunk flags [P, C] | ready flags [P]
 // with RC = P * max_tokens * min(K, experts per rank): all a rank can receive.
+Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, int64_t E, int64_t K, int64_t H,
+                                      const EpOptions& opt) {
+  auto info = comm.info();
+  if (!info) return info.error();
+  const int64_t P = info->size, T = opt.max_tokens, ELM = (E + P - 1) / P;
+  if (P > int64_t(ops::EpPeers::kMaxRanks))
+    return Error(HAL_UNSUPPORTED, fmt::format("EpExchange: the dispatch/combine kernels take at most {} ranks, the "
+                                              "communicator has {}", ops::EpPeers::kMaxRanks, P));
+  if (T < 1 || opt.dispatch_chunk_rows < 1 || opt.combine_chunk_rows < 1 || E < 1 || K < 1 || H < 1)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("EpExchange: experts {}, topk {}, hidden {}, EpOptions max_tokens {}, dispatch_chunk_rows "
+                             "{} and combine_chunk_rows {} must all be >= 1", E, K, H, T, opt.dispatch_chunk_rows,
+                             opt.combine_chunk_rows));
+  auto st = std::make_shared<State>();
+  st->device = device, st->opt = opt, st->E = E, st->K = K, st->H = H, st->rank = info->rank;
+  st->RC = P * T * std::min(K, ELM);
+  st->C = (T * K + opt.dispatch_chunk_rows - 1) / opt.dispatch_chunk_rows;
+  const uint64_t rows = uint64_t(st->RC * H * 2);
+  st->off_eout = align_up(rows);
+  st->off_counts = st->off_eout + align_up(rows);
+  st->off_cflags = st->off_counts + align_up(uint64_t(P * E * 4));
+  st->off_kflags = st->off_cflags + align_up(uint64_t(P * 4));
+  st->off_ready = st->off_kflags + align_up(uint64_t(P * st->C * 4));
+  const uint64_t total = st->off_ready + align_up(uint64_t(P * 4));
+  auto mine = comm.buffer(total);
+  if (!mine) return mine.error();
+  st->mine = std::move(mine).value();
+  // Flags start at 0 (generations start at 1), before any peer can see the buffer.
+  auto s = device.create_stream();
+  if (!s) return s.error();
+  HALCYON_TRY(s->fill(st->mine, 0, total, uint8_t(0)));
+  HALCYON_TRY(s->synchronize());
+  auto mapped = comm.share(st->mine);
+  if (!mapped) return mapped.error();
+  st->mapped = std::move(mapped).value();
+  st->peers.rank = info->rank;
+  st->peers.capacity = st->RC;
+  st->peers.chunk_flags = st->C;
+  st->peers.experts = E;
+  st->peers.timeout_ms = opt.timeout_ms;
+  for (const Buffer& b : st->mapped) {
+    const uint64_t a = b.address();
+    st->peers.ranks.push_back(
+        {a, a + st->off_counts, a + st->off_cflags, a + st->off_kflags, a + st->off_eout, a + st->off_ready});
+  }
+  auto dest = make_tensor(device, DType::i32, {T, K});
+  auto offsets = make_tensor(device, DType::i32, {E + 1});
+  if (!dest) return dest.error();
+  if (!offsets) return offsets.error();
+  st->slot_dest = std::move(dest).value();
+  st->expert_offsets = std::move(offsets).value();
+  HALCYON_TRY(comm.barrier());
+  EpExchange ex;
+  ex.st_ = std::move(st);
+  return ex;
+}
+
+Status EpExchange::dispatch(const Stream& s, const Tensor& x, const Tensor& topk_ids, ops::RunOptions run) {
+  State& st = *st_;
+  const int64_t T = x.shape.empty() ? 0 : x.shape[0];
+  if (x.shape.size() != 2 || x.shape[1] != st.H || T < 1 || T > st.opt.max_tokens || topk_ids.shape != std::vector<int64_t>{T, st.K})
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("EpExchange::dispatch: x {} and topk_ids {}, expected [T, {}] and "
+                                                   "[T, {}] with 1 <= T <= max_tokens = {}", x.shape_string(),
+                                                   topk_ids.shape_string(), st.H, st.K, st.opt.max_tokens));
+  st.T = T;
+  ++st.generation;
+  run.ep_peers = &st.peers;
+  const int64_t chunks = (T * st.K + st.opt.dispatch_chunk_rows - 1) / st.opt.dispatch_chunk_rows;
+  TensorMap d{{"x", view(x, {1, T, st.H})},
+              {"topk_ids", view(topk_ids, {1, T, st.K})},
+              {"recv", Tensor{st.mine, 0, DType::bf16, {1, st.RC, st.H}}},
+              {"slot_dest", view(st.slot_dest, {1, T, st.K})},
+              {"expert_offsets", view(st.expert_offsets, {1, st.E + 1})},
+              {"counts", Tensor{st.mine, st.off_counts, DType::i32, {1, 1, st.E}}},
+              {"count_flags", Tensor{st.mine, st.off_cflags, DType::i32, {1, 1}}},
+              {"chunk_flags", Tensor{st.mine, st.off_kflags, DType::i32, {1, 1, chunks}}}};
+  return run_op(st.device, s, "ep_dispatch", d,
+                {{"experts", std::to_string(st.E)}, {"capacity", std::to_string(st.RC)},
+                 {"chunk_rows", std::to_string(st.opt.dispatch_chunk_rows)},
+                 {"generation", std::to_string(st.generation)}, {"zero_tail", "false"}},
+                run);
+}
+
+Status EpExchange::combine(const Stream& s, const Tensor& topk_weights, const Tensor& out, ops::RunOptions run) {
+  State& st = *st_;
+  if (st.generation == 0 || topk_weights.shape != std::vector<int64_t>{st.T, st.K} ||
+      out.shape != std::vector<int64_t>{st.T, st.H})
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("EpExchange::combine: topk_weights {} and out {}, expected [{}, {}] "
+                                                   "and [{}, {}] (the last dispatch's tokens)", topk_weights.shape_string(),
+                                                   out.shape_string(), st.T, st.K, st.T, st.H));
+  run.ep_peers = &st.peers;
+  TensorMap comb{{"expert_out", Tensor{st.mine, st.off_eout, DType::bf16, {1, st.RC, st.H}}},
+                 {"topk_weights", view(topk_weights, {1, st.T, st.K})},
+                 {"slot_dest", view(st.slot_dest, {1, st.T, st.K})},
+                 {"out", view(out, {1, st.T, st.H})},
+                 {"ready", Tensor{st.mine, st.off_ready, DType::i32, {1, 1}}}};
+  return run_op(st.device, s, "ep_combine", comb,
+                {{"chunk_rows", std::to_string(st.opt.combine_chunk_rows)}, {"generation", std::to_string(st.generation)}},
+                run);
+}
+
+Tensor EpExchange::received() const { return Tensor{st_->mine, 0, DType::bf16, {st_->RC, st_->H}}; }
+Tensor EpExchange::expert_outputs() const { return Tensor{st_->mine, st_->off_eout, DType::bf16, {st_->RC, st_->H}}; }
+Tensor EpExchange::expert_offsets(int64_t local) const { return view(st_->expert_offsets, {local + 1}); }
+Tensor EpExchange::slot_dest() const { return view(st_->slot_dest, {st_->T, st_->K}); }
+int64_t EpExchange::capacity() const { return st_->RC; }
+int32_t EpExchange::generation() const { return st_->generation; }
+
+// Collective (every rank creates its layer): the exchange, the comm stream, events, tensors.
 Status MoeEpLayer::create_kernel_buffers() {
   auto& k = *kernel_;
   const auto& c = config_;
-  const int64_t P = ranks_, E = c.experts, K = c.topk, H = c.hidden, T = k.opt.max_tokens;
-  const int64_t ELM = (E + P - 1) / P;
-  if (P > int64_t(ops::EpPeers::kMaxRanks))
-    return Error(HAL_UNSUPPORTED, fmt::format("MoeEpLayer: the dispatch/combine kernels take at most {} ranks, the "
-                                              "communicator has {}", ops::EpPeers::kMaxRanks, P));
-  if (T < 1 || k.opt.dispatch_chunk_rows < 1 || k.opt.combine_chunk_rows < 1)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: EpOptions max_tokens {}, dispatch_chunk_rows {} and "
-                                                   "combine_chunk_rows {} must be >= 1", T, k.opt.dispatch_chunk_rows,
-                                                   k.opt.combine_chunk_rows));
-  k.RC = P * T * std::min(K, ELM);
-  const int64_t C = (T * K + k.opt.dispatch_chunk_rows - 1) / k.opt.dispatch_chunk_rows;
-  const uint64_t rows = uint64_t(k.RC * H * 2);
-  k.off_eout = align_up(rows);
-  k.off_counts = k.off_eout + align_up(rows);
-  k.off_cflags = k.off_counts + align_up(uint64_t(P * E * 4));
-  k.off_kflags = k.off_cflags + align_up(uint64_t(P * 4));
-  k.off_ready = k.off_kflags + align_up(uint64_t(P * C * 4));
-  const uint64_t total = k.off_ready + align_up(uint64_t(P * 4));
+  auto ex = EpExchange::create(device_, comm_, c.experts, c.topk, c.hidden, k.opt);
+  if (!ex) return ex.error();
+  k.ex = std::move(ex).value();
   auto comm = device_.create_stream(k.opt.comm_partition);
   if (!comm) return comm.error();
   k.comm = std::move(comm).value();
@@ -467,33 +568,16 @@ Status MoeEpLayer::create_kernel_buffers() {
     if (!e) return e.error();
     *ev = std::move(e).value();
   }
-  auto mine = comm_.buffer(total);
-  if (!mine) return mine.error();
-  k.mine = std::move(mine).value();
-  // Flags start at 0 (generations start at 1), before any peer can see the buffer.
-  HALCYON_TRY(k.comm.fill(k.mine, 0, total, 0));
-  HALCYON_TRY(k.comm.synchronize());
-  auto mapped = comm_.share(k.mine);
-  if (!mapped) return mapped.error();
-  k.mapped = std::move(mapped).value();
-  k.peers.rank = rank_;
-  k.peers.capacity = k.RC;
-  k.peers.chunk_flags = C;
-  k.peers.experts = E;
-  k.peers.timeout_ms = k.opt.timeout_ms;
-  for (const Buffer& b : k.mapped) {
-    const uint64_t a = b.address();
-    k.peers.ranks.push_back({a, a + k.off_counts, a + k.off_cflags, a + k.off_kflags, a + k.off_eout, a + k.off_ready});
-  }
+  const int64_t T = k.opt.max_tokens;
   for (auto [t, dt, shape] :
-       {std::tuple{&k.logits, DType::f32, std::vector<int64_t>{T, E}}, {&k.topk_ids, DType::i32, {T, K}},
-        {&k.topk_weights, DType::f32, {T, K}}, {&k.slot_dest, DType::i32, {T, K}},
-        {&k.expert_offsets, DType::i32, {E + 1}}, {&k.hidden, DType::bf16, {std::max<int64_t>(k.RC, 1), c.inter}}}) {
+       {std::tuple{&k.logits, DType::f32, std::vector<int64_t>{T, c.experts}}, {&k.topk_ids, DType::i32, {T, c.topk}},
+        {&k.topk_weights, DType::f32, {T, c.topk}},
+        {&k.hidden, DType::bf16, {std::max<int64_t>(k.ex.capacity(), 1), c.inter}}}) {
     auto made = make_tensor(device_, dt, shape);
     if (!made) return made.error();
     *t = std::move(made).value();
   }
-  return comm_.barrier();
+  return {};
 }
 
 // Stream order: gate (caller's stream) -> dispatch (comm) -> grouped GEMMs (caller's) ->
@@ -502,56 +586,30 @@ Status MoeEpLayer::create_kernel_buffers() {
 Status MoeEpLayer::kernel_forward(const Stream& s, const Tensor& x, Tensor& out, MoeEpStats* stats) {
   auto& k = *kernel_;
   const auto& c = config_;
-  const int64_t T = x.shape[0], K = c.topk, H = c.hidden, E = c.experts, EL = c.local();
+  const int64_t T = x.shape[0], K = c.topk, H = c.hidden, E = c.experts, EL = c.local(), RC = k.ex.capacity();
   if (T > k.opt.max_tokens)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: x has {} tokens, more than EpOptions::max_tokens = {} "
                                                    "the exchange buffers were made for", T, k.opt.max_tokens));
-  ++k.generation;
   const Tensor ids = view(k.topk_ids, {T, K}), weights = view(k.topk_weights, {T, K});
   HALCYON_TRY(gate(s, x, view(k.logits, {T, E}), ids, weights));
   HALCYON_TRY(s.record(k.routed));
   HALCYON_TRY(k.comm.wait(k.routed));
   if (stats) HALCYON_TRY(k.comm.record(k.t0));
-  const std::string gen = std::to_string(k.generation);
-  ops::RunOptions ro = options_.run_options("ep_dispatch");
-  ro.ep_peers = &k.peers;
-  const int64_t chunks = (T * K + k.opt.dispatch_chunk_rows - 1) / k.opt.dispatch_chunk_rows;
-  TensorMap d{{"x", view(x, {1, T, H})},
-              {"topk_ids", view(ids, {1, T, K})},
-              {"recv", Tensor{k.mine, 0, DType::bf16, {1, k.RC, H}}},
-              {"slot_dest", view(k.slot_dest, {1, T, K})},
-              {"expert_offsets", view(k.expert_offsets, {1, E + 1})},
-              {"counts", Tensor{k.mine, k.off_counts, DType::i32, {1, 1, E}}},
-              {"count_flags", Tensor{k.mine, k.off_cflags, DType::i32, {1, 1}}},
-              {"chunk_flags", Tensor{k.mine, k.off_kflags, DType::i32, {1, 1, chunks}}}};
-  HALCYON_TRY(run_op(device_, k.comm, "ep_dispatch", d,
-                     {{"experts", std::to_string(E)}, {"capacity", std::to_string(k.RC)},
-                      {"chunk_rows", std::to_string(k.opt.dispatch_chunk_rows)}, {"generation", gen},
-                      {"zero_tail", "false"}}, ro));
+  HALCYON_TRY(k.ex.dispatch(k.comm, x, ids, options_.run_options("ep_dispatch")));
   if (stats) HALCYON_TRY(k.comm.record(k.t1));
   HALCYON_TRY(k.comm.record(k.dispatched));
   HALCYON_TRY(s.wait(k.dispatched));
-  const Tensor eout{k.mine, k.off_eout, DType::bf16, {k.RC, H}};
   if (EL > 0) {
-    const Tensor offsets = view(k.expert_offsets, {EL + 1}), hidden = view(k.hidden, {k.RC, c.inter});
-    TensorMap up{{"a", Tensor{k.mine, 0, DType::bf16, {k.RC, H}}}, {"w_gate_up", weights_.w_gate_up},
-                 {"expert_offsets", offsets}, {"out", hidden}};
+    const Tensor offsets = k.ex.expert_offsets(EL), hidden = view(k.hidden, {RC, c.inter});
+    TensorMap up{{"a", k.ex.received()}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", offsets}, {"out", hidden}};
     HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm_swiglu", up, {}, options_.run_options("moe_grouped_gemm_swiglu")));
-    TensorMap down{{"a", hidden}, {"w", weights_.w_down}, {"expert_offsets", offsets}, {"out", eout}};
+    TensorMap down{{"a", hidden}, {"w", weights_.w_down}, {"expert_offsets", offsets}, {"out", k.ex.expert_outputs()}};
     HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
   }
   HALCYON_TRY(s.record(k.computed));
   HALCYON_TRY(k.comm.wait(k.computed));
   if (stats) HALCYON_TRY(k.comm.record(k.t2));
-  ro = options_.run_options("ep_combine");
-  ro.ep_peers = &k.peers;
-  TensorMap comb{{"expert_out", view(eout, {1, k.RC, H})},
-                 {"topk_weights", view(weights, {1, T, K})},
-                 {"slot_dest", view(k.slot_dest, {1, T, K})},
-                 {"out", view(out, {1, T, H})},
-                 {"ready", Tensor{k.mine, k.off_ready, DType::i32, {1, 1}}}};
-  HALCYON_TRY(run_op(device_, k.comm, "ep_combine", comb,
-                     {{"chunk_rows", std::to_string(k.opt.combine_chunk_rows)}, {"generation", gen}}, ro));
+  HALCYON_TRY(k.ex.combine(k.comm, weights, out, options_.run_options("ep_combine")));
   if (stats) HALCYON_TRY(k.comm.record(k.t3));
   HALCYON_TRY(k.comm.record(k.combined));
   HALCYON_TRY(s.wait(k.combined));
@@ -559,17 +617,16 @@ Status MoeEpLayer::kernel_forward(const Stream& s, const Tensor& x, Tensor& out,
   // Statistics only: what moved, read back after the forward.
   HALCYON_TRY(s.synchronize());
   std::vector<int32_t> dest, offsets;
-  HALCYON_TRY(read_vector(s, view(k.slot_dest, {T, K}), dest));
-  HALCYON_TRY(read_vector(s, view(k.expert_offsets, {E + 1}), offsets));
+  HALCYON_TRY(read_vector(s, k.ex.slot_dest(), dest));
+  HALCYON_TRY(read_vector(s, k.ex.expert_offsets(EL), offsets));
   int64_t remote = 0;
-  for (int32_t v : dest) remote += v >= 0 && v / k.RC != int64_t(rank_);
+  for (int32_t v : dest) remote += v >= 0 && v / RC != int64_t(rank_);
   MoeEpStats st;
   st.rows_sent = T * K;
-  st.rows_received = EL > 0 ? offsets[size_t(EL)] : 0;
+  st.rows_received = offsets[size_t(EL)];
   st.dispatch_bytes = uint64_t(remote * H * 2);
   st.combine_bytes = uint64_t(remote * H * 2);
-  auto ms = [](const Event& a, const Event& b) -> Result<float> { return b.elapsed_since(a); };
-  auto dm = ms(k.t0, k.t1), em = ms(k.t1, k.t2), cm = ms(k.t2, k.t3);
+  auto dm = k.t1.elapsed_since(k.t0), em = k.t2.elapsed_since(k.t1), cm = k.t3.elapsed_since(k.t2);
   for (auto* r : {&dm, &em, &cm})
     if (!*r) return r->error();
   st.dispatch_ms = *dm, st.expert_ms = *em, st.combine_ms = *cm;

@@ -65,6 +65,32 @@ struct EpOptions {
   int64_t timeout_ms = 60000;        // host implementations: how long a rank waits for the others
 };
 
+// The exchange memory of the dispatch/combine kernels (ep_dispatch, ep_combine: kernels/comm)
+// for one rank of a communicator: this rank's buffer (received rows, expert outputs, the count
+// matrix and the flags) and every other rank's, mapped here. Made once, collectively, for
+// EpOptions::max_tokens tokens per rank; kPeerKernel runs on it, `halcyon bench ep` times it.
+class EpExchange {
+ public:
+  static Result<EpExchange> create(const Device& device, const Comm& comm, int64_t experts, int64_t topk,
+                                   int64_t hidden, const EpOptions& options);
+  // Collective, queued on `stream` (no host wait): the next generation's dispatch of x [T, H]
+  // routed by topk_ids [T, K] (T <= max_tokens); the rows land in every owner's received().
+  Status dispatch(const Stream& stream, const Tensor& x, const Tensor& topk_ids, ops::RunOptions run = {});
+  // Collective, queued: the same generation's combine, out [T, H] (T of the last dispatch) =
+  // the gate-weighted sum of every token's rows of the owners' expert_outputs().
+  Status combine(const Stream& stream, const Tensor& topk_weights, const Tensor& out, ops::RunOptions run = {});
+  Tensor received() const;        // [capacity, H]: this rank's experts' rows, expert after expert
+  Tensor expert_outputs() const;  // [capacity, H]: where those rows' outputs go, at the same rows
+  Tensor expert_offsets(int64_t local) const;  // [local + 1]: the segments of received()
+  Tensor slot_dest() const;       // [T, K] of the last dispatch: owner * capacity + row
+  int64_t capacity() const;
+  int32_t generation() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> st_;
+};
+
 class MoeEpLayer {
  public:
   // `weights`: the router (and bias) for all experts, w_gate_up/w_down for this rank's experts
