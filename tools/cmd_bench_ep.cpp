@@ -111,7 +111,9 @@ std::vector<int32_t> routing(const Shape& sh, uint32_t rank) {
 // whole device. `parts` keeps the partitions alive.
 Result<Stream> comm_stream(const Device& dev, const Shape& sh, std::vector<Partition>& parts) {
   if (sh.comm_units <= 0) return dev.create_stream();
+  // The coarse steps first; a count only the fine-grained steps grant (20 SMs of an H100) next.
   auto split = dev.split_n({{"comm", uint32_t(sh.comm_units)}, {"compute", 0}});
+  if (!split) split = dev.split_n({{"comm", uint32_t(sh.comm_units)}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED);
   if (!split) return split.error();
   parts = std::move(split).value();
   return dev.create_stream(&parts[0]);
