@@ -55,13 +55,6 @@ __device__ __forceinline__ int load_volatile(const int* p) { return *reinterpret
 
 __device__ __forceinline__ long long first_expert(long long E, long long q, long long P) { return E * q / P; }
 
-__device__ __forceinline__ uint4 load_row16(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)
-               : "memory");
-  return v;
-}
-
 // One row of n 16-byte pieces by one warp, four in flight per lane.
 __device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, long long n, int lane) {
   long long c = lane;
@@ -241,10 +234,12 @@ extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights,
     __threadfence_system();
     for (long long q = 0; q < P; ++q) flag_release(peers.ready[q] + 4 * me, gen);
   }
+  __shared__ unsigned long long eout[kMaxRanks];  // indexed by rank: no local-memory copy of the table
+  if (tid < P) eout[tid] = peers.expert_out[tid];
   if (tid < P) wait_flag(peers.ready[me] + 4 * tid, gen);
   __syncthreads();
   bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
-  for (long long q = 0; q < P; ++q) vec = vec && (peers.expert_out[q] & 15) == 0;
+  for (long long q = 0; q < P; ++q) vec = vec && (eout[q] & 15) == 0;
   const long long chunks = (T + chunk_rows - 1) / chunk_rows;
   for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
     const long long t1 = (c + 1) * chunk_rows < T ? (c + 1) * chunk_rows : T;
@@ -256,18 +251,28 @@ extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights,
           float acc[8];
 #pragma unroll
           for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-          for (long long k = 0; k < K; ++k) {
-            const int d = dests[k];
-            if (d < 0 || d >= P * RC) continue;
-            const float w = wts[k];
-            const uint4* row = reinterpret_cast<const uint4*>(
-                reinterpret_cast<const unsigned short*>(peers.expert_out[d / RC]) + (long long)(d % RC) * H);
-            const uint4 v = load_row16(row + col);
-            const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+          // Four rows in flight (each a read through a peer mapping), summed in k order.
+          for (long long k0 = 0; k0 < K; k0 += 4) {
+            uint4 v[4];
+            bool ok[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              acc[2 * j] += w * bf16_lo(u[j]);
-              acc[2 * j + 1] += w * bf16_hi(u[j]);
+            for (int q = 0; q < 4; ++q) {
+              const int d = k0 + q < K ? dests[k0 + q] : -1;
+              ok[q] = d >= 0 && d < P * RC;
+              v[q] = ok[q] ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
+                                                            (long long)(d % RC) * H)[col]
+                           : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              if (!ok[q]) continue;
+              const float w = wts[k0 + q];
+              const uint32_t u[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                acc[2 * j] += w * bf16_lo(u[j]);
+                acc[2 * j + 1] += w * bf16_hi(u[j]);
+              }
             }
           }
           uint4 o;
@@ -283,7 +288,7 @@ extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights,
           for (long long k = 0; k < K; ++k) {
             const int d = dests[k];
             if (d < 0 || d >= P * RC) continue;
-            const unsigned short* row = reinterpret_cast<const unsigned short*>(peers.expert_out[d / RC]);
+            const unsigned short* row = reinterpret_cast<const unsigned short*>(eout[d / RC]);
             const unsigned short v = *reinterpret_cast<const volatile unsigned short*>(row + (long long)(d % RC) * H + h);
             acc += wts[k] * __uint_as_float(uint32_t(v) << 16);
           }
