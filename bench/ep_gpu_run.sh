@@ -8,7 +8,7 @@
 #      IPC (POSIX fd over a unix socket) and write each other's buffers; then the EP MoE layer
 #      (2 ranks, one GPU) against the single-rank layer over the staged all-to-all, peer
 #      writes, and the dispatch/combine kernels (flags in peer memory, no host wait);
-#   4. halcyon bench ep --device cuda:0 --ranks 2: dispatch/combine per rank (staged
+#   4. halcyon bench ep --device cuda:0 --ranks 2 --comm-units 16: dispatch/combine per rank (staged
 #      all-to-all, peer copies, the kernels), the layer over each transport;
 #   5. compute-sanitizer memcheck over ptx.ep (the DeepSeek-size case excluded: time).
 # Two processes on one GPU time-slice: flag waits between them measure the scheduler, not a
@@ -37,9 +37,9 @@ echo "\$ halcyon_ep_ipc_test" | tee -a "$log"
 timeout 150 "$B/tests/cuda/halcyon_ep_ipc_test" > "$OUT/ep_ipc.txt" 2>&1
 echo "rc=$?" >> "$OUT/ep_ipc.txt"
 tail -30 "$OUT/ep_ipc.txt" | tee -a "$log"
-echo "\$ halcyon bench ep --device cuda:0 --ranks 2 --tokens 512 --experts 32 --hidden 2048 --inter 1024 --iters 5" | tee -a "$log"
+echo "\$ halcyon bench ep --device cuda:0 --ranks 2 --tokens 512 --experts 32 --hidden 2048 --inter 1024 --iters 5 --comm-units 16" | tee -a "$log"
 timeout 90 "$B/bin/halcyon" bench ep --device cuda:0 --ranks 2 --tokens 512 --experts 32 --hidden 2048 --inter 1024 \
-  --iters 5 2>&1 | tail -25 | tee -a "$log"
+  --iters 5 --comm-units 16 2>&1 | tail -25 | tee -a "$log"
 echo "\$ compute-sanitizer --tool memcheck halcyon_ptx_ep_tests -tce='*DeepSeek*'" | tee -a "$log"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 timeout 150 "$cs" --tool memcheck --error-exitcode 99 --report-api-errors no \
