@@ -15,6 +15,8 @@
 // Device code only (compiled with `nvcc -ptx`).
 #include <cstdint>
 
+#include "../moe/gemm_common.cuh"  // hc::pack_bf16x2, hc::to_bf16: moe_combine's roundings
+
 namespace {
 
 constexpr int kMaxRanks = 8;
@@ -67,17 +69,6 @@ __device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, long lo
 
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-__device__ __forceinline__ unsigned short to_bf16(float v) {
-  unsigned short r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
-  return r;
-}
-
 }  // namespace
 
 // Shared memory (dynamic, ints): cnt [P*E] (the count matrix), next [E] (this rank's next row
@@ -276,10 +267,10 @@ extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights,
             }
           }
           uint4 o;
-          o.x = pack_bf16x2(acc[0], acc[1]);
-          o.y = pack_bf16x2(acc[2], acc[3]);
-          o.z = pack_bf16x2(acc[4], acc[5]);
-          o.w = pack_bf16x2(acc[6], acc[7]);
+          o.x = hc::pack_bf16x2(acc[0], acc[1]);
+          o.y = hc::pack_bf16x2(acc[2], acc[3]);
+          o.z = hc::pack_bf16x2(acc[4], acc[5]);
+          o.w = hc::pack_bf16x2(acc[6], acc[7]);
           reinterpret_cast<uint4*>(out + t * H)[col] = o;
         }
       } else {
@@ -292,7 +283,7 @@ extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights,
             const unsigned short v = *reinterpret_cast<const volatile unsigned short*>(row + (long long)(d % RC) * H + h);
             acc += wts[k] * __uint_as_float(uint32_t(v) << 16);
           }
-          out[t * H + h] = to_bf16(acc);
+          out[t * H + h] = hc::to_bf16(acc);
         }
       }
     }
