@@ -4,8 +4,13 @@
 //   dispatch  the all-to-all of the routed rows (H bf16 each) to the ranks owning their experts
 //   combine   the all-to-all of the expert outputs back
 //   the same two as copies straight into peer-mapped buffers (hal_comm_buffer_create + share)
+//   the same two by the ep_dispatch / ep_combine kernels (rt::EpExchange: rows stored into the
+//             owners' expert-contiguous buffers, flags in peer memory), on a stream of a comm
+//             partition of --comm-units units (0: the whole device), in chunks of --chunk-bytes
+//             (the partition planner's chunk size; `halcyon bench overlap` prints its choice)
 //   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine), with the
-//             rows moved by the all-to-all and by direct writes into peer-mapped buffers
+//             rows moved by the all-to-all, by direct writes into peer-mapped buffers, and by
+//             the kernels on the comm partition beside the grouped GEMMs on the rest
 // and reports per rank the bytes that crossed to other ranks, GB/s and latency. --ranks N starts N
 // processes on this machine, one rank each (the CPU communicator's transport is shared memory
 // between processes); --rank R --ranks N --rendezvous NAME runs one rank of a job whose other
@@ -36,10 +41,13 @@ int usage(int rc) {
   fmt::print(rc ? stderr : stdout,
              "usage: halcyon bench ep [--device URI] [--ranks N] [--rank R --rendezvous NAME] [--tokens N]\n"
              "                        [--topk N] [--experts N] [--hidden N] [--inter N] [--iters N]\n"
+             "                        [--comm-units N] [--chunk-bytes N]\n"
              "  Expert-parallel dispatch and combine (all-to-all of the routed rows and back) and a whole\n"
              "  MoeEpLayer forward, per rank: bytes to other ranks, GB/s, latency (medians of --iters,\n"
              "  default 10, after one warm-up). --ranks N (default 2) starts N processes here; with --rank\n"
              "  and --rendezvous, this process is one rank of a job started by a launcher.\n"
+             "  The dispatch/combine kernels run on a partition of --comm-units units (default 0: no\n"
+             "  split) in chunks of --chunk-bytes (default 524288, the planner's chunk size).\n"
              "  Defaults: cpu: 64 tokens per rank, top-8 of 16 experts, H 256, I 128 (tiny, for CI);\n"
              "  otherwise the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256, H 7168, I 2048).\n");
   return rc;
@@ -47,12 +55,16 @@ int usage(int rc) {
 
 struct Shape {
   int64_t tokens = -1, topk = 8, experts = -1, hidden = -1, inter = -1, iters = 10;
+  int64_t comm_units = 0, chunk_bytes = 512 * 1024;
 };
 
 // What one rank measured; rank 0 gathers and prints them.
 struct RankResult {
   double dispatch_ms = 0, combine_ms = 0, layer_ms = 0, layer_peer_ms = 0;
   double peer_dispatch_ms = 0, peer_combine_ms = 0;  // the same bytes copied into peer-mapped buffers
+  double kernel_dispatch_ms = 0, kernel_combine_ms = 0, layer_kernel_ms = 0;  // ep_dispatch / ep_combine
+  double layer_kernel_gemm_ms = 0;  // that layer's expert side (grouped GEMMs), from one forward's events
+  uint32_t comm_units = 0;          // of the kernels' stream
   uint64_t dispatch_bytes = 0, combine_bytes = 0;
   int64_t rows_received = 0;
 };
@@ -83,13 +95,77 @@ Result<double> median_ms(int64_t iters, const Comm& comm, const Stream& s, F&& b
   return median(ms);
 }
 
+// Random routing: top-k distinct experts per token, the same on every run of a rank.
+std::vector<int32_t> routing(const Shape& sh, uint32_t rank) {
+  std::mt19937 rng(1234 + rank);
+  std::vector<int32_t> all(size_t(sh.experts)), ids;
+  for (int64_t e = 0; e < sh.experts; ++e) all[size_t(e)] = int32_t(e);
+  for (int64_t t = 0; t < sh.tokens; ++t) {
+    for (int64_t k = 0; k < sh.topk; ++k) std::swap(all[size_t(k)], all[size_t(k) + rng() % size_t(sh.experts - k)]);
+    ids.insert(ids.end(), all.begin(), all.begin() + sh.topk);
+  }
+  return ids;
+}
+
+// The stream the dispatch/combine kernels run on: a partition of sh.comm_units units, or the
+// whole device. `parts` keeps the partitions alive.
+Result<Stream> comm_stream(const Device& dev, const Shape& sh, std::vector<Partition>& parts) {
+  if (sh.comm_units <= 0) return dev.create_stream();
+  // The coarse steps first; a count only the fine-grained steps grant (20 SMs of an H100) next.
+  auto split = dev.split_n({{"comm", uint32_t(sh.comm_units)}, {"compute", 0}});
+  if (!split) split = dev.split_n({{"comm", uint32_t(sh.comm_units)}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED);
+  if (!split) return split.error();
+  parts = std::move(split).value();
+  return dev.create_stream(&parts[0]);
+}
+
+// The same routing's rows moved by ep_dispatch and back by ep_combine (rt::EpExchange) on the
+// comm stream: each a host wall clock from a common barrier to that stream's end (the kernels
+// finish only when every row for this rank has landed, so no second barrier).
+Status time_kernels(const Device& dev, const Comm& comm, const Stream& cs, const Shape& sh, uint32_t rank,
+                    RankResult& out) {
+  rt::EpOptions o;
+  o.max_tokens = sh.tokens;
+  o.dispatch_chunk_rows = std::max<int64_t>(1, sh.chunk_bytes / (sh.hidden * 2));
+  o.combine_chunk_rows = std::max<int64_t>(1, o.dispatch_chunk_rows / sh.topk);
+  auto ex = rt::EpExchange::create(dev, comm, sh.experts, sh.topk, sh.hidden, o);
+  if (!ex) return ex.error();
+  const std::vector<int32_t> ids = routing(sh, rank);
+  auto x = random_tensor(dev, cs, {sh.tokens, sh.hidden}, 5000 + rank, 0);
+  auto y = ops::make_tensor(dev, ops::DType::bf16, {sh.tokens, sh.hidden});
+  auto idt = ops::make_tensor(dev, ops::DType::i32, {sh.tokens, sh.topk});
+  auto wt = ops::make_tensor(dev, ops::DType::f32, {sh.tokens, sh.topk});
+  for (auto* t : {&x, &y, &idt, &wt})
+    if (!*t) return t->error();
+  HALCYON_TRY(cs.write(idt->buffer, idt->offset, ids.data(), ids.size() * 4));
+  HALCYON_TRY(cs.fill(wt->buffer, wt->offset, wt->bytes(), 0.125f));
+  HALCYON_TRY(cs.synchronize());
+  // Each combine needs its dispatch's generation: time dispatch, then combine, alternately.
+  std::vector<double> dms, cms;
+  for (int64_t i = 0; i <= sh.iters; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      HALCYON_TRY(comm.barrier());
+      auto t0 = std::chrono::steady_clock::now();
+      HALCYON_TRY(side == 0 ? ex->dispatch(cs, *x, *idt) : ex->combine(cs, *wt, *y));
+      HALCYON_TRY(cs.synchronize());
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i > 0) (side == 0 ? dms : cms).push_back(ms);
+    }
+  }
+  out.kernel_dispatch_ms = median(dms);
+  out.kernel_combine_ms = median(cms);
+  auto info = cs.info();
+  if (!info) return info.error();
+  out.comm_units = info->units;
+  return {};
+}
+
 // The all-to-all pair of one layer with random routing: rows to each owner and back.
 Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank,
                       uint32_t ranks, RankResult& out) {
-  std::mt19937 rng(1234 + rank);
-  std::uniform_int_distribution<int64_t> pick(0, sh.experts - 1);
+  const std::vector<int32_t> ids = routing(sh, rank);
   std::vector<uint64_t> send_rows(ranks, 0);
-  for (int64_t i = 0; i < sh.tokens * sh.topk; ++i) ++send_rows[rt::ep_owner(sh.experts, ranks, pick(rng))];
+  for (int32_t e : ids) ++send_rows[rt::ep_owner(sh.experts, ranks, e)];
   auto all = comm.all_gather_values(send_rows);
   if (!all) return all.error();
   const uint64_t row = uint64_t(sh.hidden) * 2;
@@ -153,7 +229,7 @@ Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, cons
 }
 
 Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank, uint32_t ranks,
-                  RankResult& out) {
+                  const std::vector<Partition>& parts, RankResult& out) {
   rt::MoeLayerConfig c;
   c.hidden = sh.hidden;
   c.inter = sh.inter;
@@ -173,13 +249,29 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
   w.w_router = *router;
   w.w_gate_up = *up;
   w.w_down = *down;
+  rt::EpOptions o;
+  o.comm_partition = parts.empty() ? nullptr : &parts[0];
+  // With a split, the kernel transport's GEMMs run on the compute partition's stream.
+  auto compute = parts.empty() ? Result<Stream>(s) : dev.create_stream(&parts[1]);
+  if (!compute) return compute.error();
+  o.max_tokens = sh.tokens;
+  o.dispatch_chunk_rows = std::max<int64_t>(1, sh.chunk_bytes / (sh.hidden * 2));
+  o.combine_chunk_rows = std::max<int64_t>(1, o.dispatch_chunk_rows / sh.topk);
   for (auto [transport, ms_out] : {std::pair{rt::EpTransport::kAllToAll, &out.layer_ms},
-                                   std::pair{rt::EpTransport::kPeerWrite, &out.layer_peer_ms}}) {
-    auto layer = rt::MoeEpLayer::create(dev, comm, c, w, {}, transport);
+                                   std::pair{rt::EpTransport::kPeerWrite, &out.layer_peer_ms},
+                                   std::pair{rt::EpTransport::kPeerKernel, &out.layer_kernel_ms}}) {
+    auto layer = rt::MoeEpLayer::create(dev, comm, c, w, {}, transport, o);
     if (!layer) return layer.error();
-    auto ms = median_ms(sh.iters, comm, s, [&] { return layer->forward(s, *x, *y); });
+    const Stream& ls = transport == rt::EpTransport::kPeerKernel ? *compute : s;
+    auto ms = median_ms(sh.iters, comm, ls, [&] { return layer->forward(ls, *x, *y); });
     if (!ms) return ms.error();
     *ms_out = *ms;
+    if (transport == rt::EpTransport::kPeerKernel) {
+      rt::MoeEpStats st;
+      HALCYON_TRY(comm.barrier());
+      HALCYON_TRY(layer->forward(ls, *x, *y, &st));
+      out.layer_kernel_gemm_ms = st.expert_ms;
+    }
   }
   return {};
 }
@@ -203,12 +295,25 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
     fmt::print("{:>4} dispatch {:.3f} ms = {:.2f} GB/s, combine {:.3f} ms = {:.2f} GB/s\n", r, x.peer_dispatch_ms,
                gbs(x.dispatch_bytes, x.peer_dispatch_ms), x.peer_combine_ms, gbs(x.combine_bytes, x.peer_combine_ms));
   }
+  fmt::print("dispatch/combine kernels (ep_dispatch / ep_combine, flags in peer memory, chunks of {} bytes), the same "
+             "bytes; layer with them on the comm stream beside the GEMMs:\n", sh.chunk_bytes);
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankResult& x = all[r];
+    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
+    const double pd = gbs(x.dispatch_bytes, x.peer_dispatch_ms), pc = gbs(x.combine_bytes, x.peer_combine_ms);
+    const double kd = gbs(x.dispatch_bytes, x.kernel_dispatch_ms), kc = gbs(x.combine_bytes, x.kernel_combine_ms);
+    fmt::print("{:>4} dispatch {:.3f} ms = {:.2f} GB/s ({:.0f}% of the peer copy), combine {:.3f} ms = {:.2f} GB/s "
+               "({:.0f}%), on {} units; layer {:.3f} ms, its grouped GEMMs {:.3f} ms ({:.2f}x)\n", r,
+               x.kernel_dispatch_ms, kd, pd > 0 ? 100 * kd / pd : 0.0, x.kernel_combine_ms, kc,
+               pc > 0 ? 100 * kc / pc : 0.0, x.comm_units, x.layer_kernel_ms, x.layer_kernel_gemm_ms,
+               x.layer_kernel_gemm_ms > 0 ? x.layer_kernel_ms / x.layer_kernel_gemm_ms : 0.0);
+  }
   fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
              "stream's end, median of {}; layer ms: MoeEpLayer over the all-to-all, peer ms: over direct writes "
              "into peer-mapped buffers\n", sh.iters);
   if (transport.rfind("nccl", 0) == 0)
-    fmt::print("  dispatch and combine above are NCCL's grouped ncclSend/ncclRecv ({} communicator); the PTX "
-               "peer-write kernels to set beside them are not built (docs/expert_parallel.md)\n", transport);
+    fmt::print("  dispatch and combine in the first table are NCCL's grouped ncclSend/ncclRecv of the same bytes "
+               "({} communicator)\n", transport);
   else
     fmt::print("  NCCL all-to-all of the same bytes: not run ({} communicator: NCCL needs one GPU per rank)\n",
                transport);
@@ -234,9 +339,14 @@ int run_rank(const std::string& uri, const Shape& sh_in, uint32_t rank, uint32_t
   if (!comm) return fail(comm.error());
   auto s = dev->create_stream();
   if (!s) return fail(s.error());
+  std::vector<Partition> parts;
+  auto cs = comm_stream(*dev, sh, parts);
+  if (!cs) return fail(cs.error());
   RankResult mine;
   if (auto st = time_exchanges(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
-  if (auto st = time_layer(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
+  if (auto st = time_kernels(*dev, *comm, *cs, sh, rank, mine); !st) return fail(st.error());
+  if (auto st = time_layer(*dev, *comm, *s, sh, rank, ranks, parts, mine); !st)
+    return fail(st.error());
   auto all = comm->all_gather_values(std::vector<RankResult>{mine});
   if (!all) return fail(all.error());
   auto ci = comm->info();
@@ -275,6 +385,8 @@ int bench_ep(const std::vector<std::string>& args) {
     else if (a == "--experts") ok = integer(&sh.experts, 1, 4096);
     else if (a == "--hidden") ok = integer(&sh.hidden, 1, 65536);
     else if (a == "--inter") ok = integer(&sh.inter, 1, 65536);
+    else if (a == "--comm-units") ok = integer(&sh.comm_units, 0, 1 << 16);
+    else if (a == "--chunk-bytes") ok = integer(&sh.chunk_bytes, 1, int64_t(1) << 40);
     else {
       fmt::print(stderr, "halcyon bench ep: unknown option '{}' (halcyon bench ep --help)\n", a);
       return 2;

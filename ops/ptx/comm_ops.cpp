@@ -1,6 +1,7 @@
 // PTX implementation of comm_dispatch (kernels/ptx/comm/comm_dispatch.cu): a persistent
 // grid of at most a few blocks per compute unit, each moving chunks of chunk_rows rows.
 #include "ptx_launch.hpp"
+#include "../src/ep_call.hpp"
 
 namespace halcyon::ptxop {
 namespace {
@@ -30,6 +31,71 @@ Status comm_dispatch(ops::OpContext& ctx) {
 }
 
 ops::RegisterOpImpl r_dispatch({"comm_dispatch", HAL_MODULE_PTX, "sm_80", "", 10, comm_dispatch});
+
+// ---- ep_dispatch, ep_combine (kernels/ptx/comm/ep_exchange.cu) ----------------------------
+// Grid (blocks, ranks of the launch): every block must be resident at once (they wait on each
+// other's flags), so blocks x ranks stay within the stream's compute units.
+constexpr uint32_t kEpThreads = 256;
+constexpr int64_t kEpMax = ops::EpPeers::kMaxRanks;
+
+struct EpDispatchPtxArgs {
+  uint64_t x, topk_ids, slot_dest, expert_offsets;
+  int64_t T, K, H, E, RC, C, chunk_rows, generation, zero_tail, P, rank0, EO;
+  uint64_t recv[kEpMax], counts[kEpMax], count_flags[kEpMax], chunk_flags[kEpMax];
+};
+struct EpCombinePtxArgs {
+  uint64_t topk_weights, slot_dest, out;
+  int64_t T, K, H, RC, chunk_rows, generation, P, rank0;
+  uint64_t expert_out[kEpMax], ready[kEpMax];
+};
+
+Result<uint32_t> ep_blocks(const ops::OpContext& ctx, const DeviceFacts& dev, int64_t launch_ranks, int64_t chunks) {
+  if (launch_ranks > int64_t(dev.compute_units))
+    return Error(HAL_UNSUPPORTED, fmt::format("{}: {} ranks in one launch need as many resident blocks, the stream has "
+                                              "{} compute units", ctx.contract.op, launch_ranks, dev.compute_units));
+  return uint32_t(std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(dev.compute_units) / launch_ranks)));
+}
+
+Status ep_dispatch(ops::OpContext& ctx) {
+  auto c = ops::ep_dispatch_call(ctx);
+  if (!c) return c.error();
+  const uint64_t shared = uint64_t(c->world * c->E + 2 * c->E + 2 * kEpThreads + 1) * 4;
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  if (shared > dev->max_shared_per_block)
+    return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts need {} bytes of shared memory, a "
+                                              "block has {}", c->world, c->E, shared, dev->max_shared_per_block));
+  auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, ceil_div(std::max<int64_t>(c->T * c->K, 1), c->chunk_rows));
+  if (!blocks) return blocks.error();
+  auto k = kernel(ctx, *dev, "ep_exchange", "hc_ep_dispatch");
+  if (!k) return k.error();
+  EpDispatchPtxArgs a{ctx.tensor("x").address(), ctx.tensor("topk_ids").address(), ctx.tensor("slot_dest").address(),
+                      ctx.tensor("expert_offsets").address(), c->T, c->K, c->H, c->E, c->RC, c->C, c->chunk_rows,
+                      c->generation, c->zero_tail, c->world, c->rank0, c->EO, {}, {}, {}, {}};
+  for (size_t q = 0; q < c->ranks.size(); ++q) {
+    a.recv[q] = c->ranks[q].recv, a.counts[q] = c->ranks[q].counts;
+    a.count_flags[q] = c->ranks[q].count_flags, a.chunk_flags[q] = c->ranks[q].chunk_flags;
+  }
+  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a, uint32_t(shared));
+}
+
+Status ep_combine(ops::OpContext& ctx) {
+  auto c = ops::ep_combine_call(ctx);
+  if (!c) return c.error();
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, ceil_div(std::max<int64_t>(c->T, 1), c->chunk_rows));
+  if (!blocks) return blocks.error();
+  auto k = kernel(ctx, *dev, "ep_exchange", "hc_ep_combine");
+  if (!k) return k.error();
+  EpCombinePtxArgs a{ctx.tensor("topk_weights").address(), ctx.tensor("slot_dest").address(), ctx.tensor("out").address(),
+                     c->T, c->K, c->H, c->RC, c->chunk_rows, c->generation, c->world, c->rank0, {}, {}};
+  for (size_t q = 0; q < c->ranks.size(); ++q) a.expert_out[q] = c->ranks[q].expert_out, a.ready[q] = c->ranks[q].ready;
+  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a);
+}
+
+ops::RegisterOpImpl r_ep_dispatch({"ep_dispatch", HAL_MODULE_PTX, "sm_80", "", 10, ep_dispatch});
+ops::RegisterOpImpl r_ep_combine({"ep_combine", HAL_MODULE_PTX, "sm_80", "", 10, ep_combine});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -305,7 +305,9 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: sm_trace must be a 1-d i32 tensor, not {} {}", op,
                                                      dtype_name(t->dtype), t->shape_string()));
   }
-  OpContext ctx{device, stream, *c, *b, tensors, options.code, options.sm_trace};
+  if (options.ep_peers && !c->op.starts_with("ep_"))
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: RunOptions::ep_peers is for the expert-parallel operators", op));
+  OpContext ctx{device, stream, *c, *b, tensors, options.code, options.sm_trace, options.ep_peers};
   return (*impl)->fn(ctx);
 }
 

@@ -36,6 +36,16 @@ struct MoeEpLayer::Routing {
   MoeEpStats stats;
 };
 
+// kPeerKernel's exchange, stream and events, and the routing tensors (sized for max_tokens).
+struct MoeEpLayer::KernelState {
+  EpOptions opt;
+  EpExchange ex;
+  Stream comm;  // dispatch and combine
+  Event routed, dispatched, computed, combined;  // hand-offs between the two streams
+  Event t0, t1, t2, t3;                          // timing on the comm stream
+  Tensor logits, topk_ids, topk_weights, hidden;
+};
+
 namespace {
 
 using TensorMap = std::map<std::string, Tensor, std::less<>>;
@@ -100,7 +110,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, MoeLayerConfig c, MoeLayerWeights w,
-                                      MoeLayerOptions o, EpTransport transport) {
+                                      MoeLayerOptions o, EpTransport transport, EpOptions ep) {
   auto info = comm.info();
   if (!info) return info.error();
   const ExpertRange mine = ep_expert_range(c.experts, info->rank, info->size);
@@ -130,7 +140,22 @@ Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, Mo
   layer.transport_ = transport;
   layer.recv_capacity_.assign(info->size, 0);
   layer.back_capacity_.assign(info->size, 0);
+  if (transport == EpTransport::kPeerKernel) {
+    layer.kernel_ = std::make_shared<KernelState>();
+    layer.kernel_->opt = ep;
+    HALCYON_TRY(layer.create_kernel_buffers());
+  }
   return layer;
+}
+
+// Router GEMM and gate: logits, topk_ids and topk_weights of x's tokens, on the device.
+Status MoeEpLayer::gate(const Stream& s, const Tensor& x, const Tensor& logits, const Tensor& ids,
+                        const Tensor& weights) const {
+  TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", logits}};
+  HALCYON_TRY(run_op(device_, s, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
+  TensorMap gate{{"logits", logits}, {"topk_ids", ids}, {"topk_weights", weights}};
+  if (weights_.bias) gate["bias"] = *weights_.bias;
+  return run_op(device_, s, "moe_gate", gate, moe_gate_params(config_), options_.run_options("moe_gate"));
 }
 
 // Router GEMM and gate on this rank's tokens; the chosen experts come to the host.
@@ -144,11 +169,7 @@ Status MoeEpLayer::route(const Stream& s, const Tensor& x, Routing& r) {
   r.x = x;
   r.topk_ids = *ids;
   r.topk_weights = *weights;
-  TensorMap router{{"a", x}, {"b", weights_.w_router}, {"c", *logits}};
-  HALCYON_TRY(run_op(device_, s, "gemm_bf16", router, {}, options_.run_options("gemm_bf16")));
-  TensorMap gate{{"logits", *logits}, {"topk_ids", r.topk_ids}, {"topk_weights", r.topk_weights}};
-  if (weights_.bias) gate["bias"] = *weights_.bias;
-  HALCYON_TRY(run_op(device_, s, "moe_gate", gate, moe_gate_params(c), options_.run_options("moe_gate")));
+  HALCYON_TRY(gate(s, x, *logits, r.topk_ids, r.topk_weights));
   return read_vector(s, r.topk_ids, r.ids);
 }
 
@@ -374,6 +395,7 @@ Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, M
   if (out.shape != x.shape || out.dtype != DType::bf16)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: out is {} {}, expected bf16 {}", dtype_name(out.dtype),
                                                    out.shape_string(), x.shape_string()));
+  if (transport_ == EpTransport::kPeerKernel) return kernel_forward(stream, x, out, stats);
   Routing r;
   r.T = x.shape[0];
   HALCYON_TRY(route(stream, x, r));
@@ -393,6 +415,222 @@ Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, M
     r.stats.combine_ms = float(ms_since(t0));
     *stats = r.stats;
   }
+  return {};
+}
+
+// ---- EpExchange, kPeerKernel -------------------------------------------------------------
+
+struct EpExchange::State {
+  Device device;
+  EpOptions opt;
+  int64_t E = 0, K = 0, H = 0, RC = 0, C = 0, T = 0;
+  uint32_t rank = 0;
+  Buffer mine;                 // this rank's exchange buffer
+  std::vector<Buffer> mapped;  // every rank's, mapped here
+  ops::EpPeers peers;
+  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0;
+  Tensor slot_dest, expert_offsets;
+  int32_t generation = 0;
+};
+
+namespace {
+uint64_t align_up(uint64_t v) { return (v + 255) / 256 * 256; }
+Tensor view(const Tensor& t, std::vector<int64_t> shape, uint64_t offset = 0) {
+  return Tensor{t.buffer, t.offset + offset, t.dtype, std::move(shape)};
+}
+}  // namespace
+
+// Each rank's exchange buffer holds
+//   recv [RC, H] bf16 | expert outputs [RC, H] bf16 | counts [P, E] | count flags [P] |
+//   chunk flags [P, C] | ready flags [P]
+// with RC = P * max_tokens * min(K, experts per rank): all a rank can receive.
+Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, int64_t E, int64_t K, int64_t H,
+                                      const EpOptions& opt) {
+  auto info = comm.info();
+  if (!info) return info.error();
+  const int64_t P = info->size, T = opt.max_tokens, ELM = (E + P - 1) / P;
+  if (P > int64_t(ops::EpPeers::kMaxRanks))
+    return Error(HAL_UNSUPPORTED, fmt::format("EpExchange: the dispatch/combine kernels take at most {} ranks, the "
+                                              "communicator has {}", ops::EpPeers::kMaxRanks, P));
+  if (T < 1 || opt.dispatch_chunk_rows < 1 || opt.combine_chunk_rows < 1 || E < 1 || K < 1 || H < 1)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("EpExchange: experts {}, topk {}, hidden {}, EpOptions max_tokens {}, dispatch_chunk_rows "
+                             "{} and combine_chunk_rows {} must all be >= 1", E, K, H, T, opt.dispatch_chunk_rows,
+                             opt.combine_chunk_rows));
+  auto st = std::make_shared<State>();
+  st->device = device, st->opt = opt, st->E = E, st->K = K, st->H = H, st->rank = info->rank;
+  st->RC = P * T * std::min(K, ELM);
+  st->C = (T * K + opt.dispatch_chunk_rows - 1) / opt.dispatch_chunk_rows;
+  const uint64_t rows = uint64_t(st->RC * H * 2);
+  st->off_eout = align_up(rows);
+  st->off_counts = st->off_eout + align_up(rows);
+  st->off_cflags = st->off_counts + align_up(uint64_t(P * E * 4));
+  st->off_kflags = st->off_cflags + align_up(uint64_t(P * 4));
+  st->off_ready = st->off_kflags + align_up(uint64_t(P * st->C * 4));
+  const uint64_t total = st->off_ready + align_up(uint64_t(P * 4));
+  auto mine = comm.buffer(total);
+  if (!mine) return mine.error();
+  st->mine = std::move(mine).value();
+  // Flags start at 0 (generations start at 1), before any peer can see the buffer.
+  auto s = device.create_stream();
+  if (!s) return s.error();
+  HALCYON_TRY(s->fill(st->mine, 0, total, uint8_t(0)));
+  HALCYON_TRY(s->synchronize());
+  auto mapped = comm.share(st->mine);
+  if (!mapped) return mapped.error();
+  st->mapped = std::move(mapped).value();
+  st->peers.rank = info->rank;
+  st->peers.capacity = st->RC;
+  st->peers.chunk_flags = st->C;
+  st->peers.experts = E;
+  st->peers.timeout_ms = opt.timeout_ms;
+  for (const Buffer& b : st->mapped) {
+    const uint64_t a = b.address();
+    st->peers.ranks.push_back(
+        {a, a + st->off_counts, a + st->off_cflags, a + st->off_kflags, a + st->off_eout, a + st->off_ready});
+  }
+  auto dest = make_tensor(device, DType::i32, {T, K});
+  auto offsets = make_tensor(device, DType::i32, {E + 1});
+  if (!dest) return dest.error();
+  if (!offsets) return offsets.error();
+  st->slot_dest = std::move(dest).value();
+  st->expert_offsets = std::move(offsets).value();
+  HALCYON_TRY(comm.barrier());
+  EpExchange ex;
+  ex.st_ = std::move(st);
+  return ex;
+}
+
+Status EpExchange::dispatch(const Stream& s, const Tensor& x, const Tensor& topk_ids, ops::RunOptions run) {
+  State& st = *st_;
+  const int64_t T = x.shape.empty() ? 0 : x.shape[0];
+  if (x.shape.size() != 2 || x.shape[1] != st.H || T < 1 || T > st.opt.max_tokens || topk_ids.shape != std::vector<int64_t>{T, st.K})
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("EpExchange::dispatch: x {} and topk_ids {}, expected [T, {}] and "
+                                                   "[T, {}] with 1 <= T <= max_tokens = {}", x.shape_string(),
+                                                   topk_ids.shape_string(), st.H, st.K, st.opt.max_tokens));
+  st.T = T;
+  ++st.generation;
+  run.ep_peers = &st.peers;
+  const int64_t chunks = (T * st.K + st.opt.dispatch_chunk_rows - 1) / st.opt.dispatch_chunk_rows;
+  TensorMap d{{"x", view(x, {1, T, st.H})},
+              {"topk_ids", view(topk_ids, {1, T, st.K})},
+              {"recv", Tensor{st.mine, 0, DType::bf16, {1, st.RC, st.H}}},
+              {"slot_dest", view(st.slot_dest, {1, T, st.K})},
+              {"expert_offsets", view(st.expert_offsets, {1, st.E + 1})},
+              {"counts", Tensor{st.mine, st.off_counts, DType::i32, {1, 1, st.E}}},
+              {"count_flags", Tensor{st.mine, st.off_cflags, DType::i32, {1, 1}}},
+              {"chunk_flags", Tensor{st.mine, st.off_kflags, DType::i32, {1, 1, chunks}}}};
+  return run_op(st.device, s, "ep_dispatch", d,
+                {{"experts", std::to_string(st.E)}, {"capacity", std::to_string(st.RC)},
+                 {"chunk_rows", std::to_string(st.opt.dispatch_chunk_rows)},
+                 {"generation", std::to_string(st.generation)}, {"zero_tail", "false"}},
+                run);
+}
+
+Status EpExchange::combine(const Stream& s, const Tensor& topk_weights, const Tensor& out, ops::RunOptions run) {
+  State& st = *st_;
+  if (st.generation == 0 || topk_weights.shape != std::vector<int64_t>{st.T, st.K} ||
+      out.shape != std::vector<int64_t>{st.T, st.H})
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("EpExchange::combine: topk_weights {} and out {}, expected [{}, {}] "
+                                                   "and [{}, {}] (the last dispatch's tokens)", topk_weights.shape_string(),
+                                                   out.shape_string(), st.T, st.K, st.T, st.H));
+  run.ep_peers = &st.peers;
+  TensorMap comb{{"expert_out", Tensor{st.mine, st.off_eout, DType::bf16, {1, st.RC, st.H}}},
+                 {"topk_weights", view(topk_weights, {1, st.T, st.K})},
+                 {"slot_dest", view(st.slot_dest, {1, st.T, st.K})},
+                 {"out", view(out, {1, st.T, st.H})},
+                 {"ready", Tensor{st.mine, st.off_ready, DType::i32, {1, 1}}}};
+  return run_op(st.device, s, "ep_combine", comb,
+                {{"chunk_rows", std::to_string(st.opt.combine_chunk_rows)}, {"generation", std::to_string(st.generation)}},
+                run);
+}
+
+Tensor EpExchange::received() const { return Tensor{st_->mine, 0, DType::bf16, {st_->RC, st_->H}}; }
+Tensor EpExchange::expert_outputs() const { return Tensor{st_->mine, st_->off_eout, DType::bf16, {st_->RC, st_->H}}; }
+Tensor EpExchange::expert_offsets(int64_t local) const { return view(st_->expert_offsets, {local + 1}); }
+Tensor EpExchange::slot_dest() const { return view(st_->slot_dest, {st_->T, st_->K}); }
+int64_t EpExchange::capacity() const { return st_->RC; }
+int32_t EpExchange::generation() const { return st_->generation; }
+
+// Collective (every rank creates its layer): the exchange, the comm stream, events, tensors.
+Status MoeEpLayer::create_kernel_buffers() {
+  auto& k = *kernel_;
+  const auto& c = config_;
+  auto ex = EpExchange::create(device_, comm_, c.experts, c.topk, c.hidden, k.opt);
+  if (!ex) return ex.error();
+  k.ex = std::move(ex).value();
+  auto comm = device_.create_stream(k.opt.comm_partition);
+  if (!comm) return comm.error();
+  k.comm = std::move(comm).value();
+  for (auto [ev, timing] : {std::pair{&k.routed, false}, {&k.dispatched, false}, {&k.computed, false},
+                            {&k.combined, false}, {&k.t0, true}, {&k.t1, true}, {&k.t2, true}, {&k.t3, true}}) {
+    auto e = device_.create_event(timing);
+    if (!e) return e.error();
+    *ev = std::move(e).value();
+  }
+  const int64_t T = k.opt.max_tokens;
+  for (auto [t, dt, shape] :
+       {std::tuple{&k.logits, DType::f32, std::vector<int64_t>{T, c.experts}}, {&k.topk_ids, DType::i32, {T, c.topk}},
+        {&k.topk_weights, DType::f32, {T, c.topk}},
+        {&k.hidden, DType::bf16, {std::max<int64_t>(k.ex.capacity(), 1), c.inter}}}) {
+    auto made = make_tensor(device_, dt, shape);
+    if (!made) return made.error();
+    *t = std::move(made).value();
+  }
+  return {};
+}
+
+// Stream order: gate (caller's stream) -> dispatch (comm) -> grouped GEMMs (caller's) ->
+// combine (comm) -> the caller's stream waits for it. Events carry each hand-off; the ranks
+// meet only through the kernels' flags.
+Status MoeEpLayer::kernel_forward(const Stream& s, const Tensor& x, Tensor& out, MoeEpStats* stats) {
+  auto& k = *kernel_;
+  const auto& c = config_;
+  const int64_t T = x.shape[0], K = c.topk, H = c.hidden, E = c.experts, EL = c.local(), RC = k.ex.capacity();
+  if (T > k.opt.max_tokens)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: x has {} tokens, more than EpOptions::max_tokens = {} "
+                                                   "the exchange buffers were made for", T, k.opt.max_tokens));
+  const Tensor ids = view(k.topk_ids, {T, K}), weights = view(k.topk_weights, {T, K});
+  HALCYON_TRY(gate(s, x, view(k.logits, {T, E}), ids, weights));
+  HALCYON_TRY(s.record(k.routed));
+  HALCYON_TRY(k.comm.wait(k.routed));
+  if (stats) HALCYON_TRY(k.comm.record(k.t0));
+  HALCYON_TRY(k.ex.dispatch(k.comm, x, ids, options_.run_options("ep_dispatch")));
+  if (stats) HALCYON_TRY(k.comm.record(k.t1));
+  HALCYON_TRY(k.comm.record(k.dispatched));
+  HALCYON_TRY(s.wait(k.dispatched));
+  if (EL > 0) {
+    const Tensor offsets = k.ex.expert_offsets(EL), hidden = view(k.hidden, {RC, c.inter});
+    TensorMap up{{"a", k.ex.received()}, {"w_gate_up", weights_.w_gate_up}, {"expert_offsets", offsets}, {"out", hidden}};
+    HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm_swiglu", up, {}, options_.run_options("moe_grouped_gemm_swiglu")));
+    TensorMap down{{"a", hidden}, {"w", weights_.w_down}, {"expert_offsets", offsets}, {"out", k.ex.expert_outputs()}};
+    HALCYON_TRY(run_op(device_, s, "moe_grouped_gemm", down, {}, options_.run_options("moe_grouped_gemm")));
+  }
+  HALCYON_TRY(s.record(k.computed));
+  HALCYON_TRY(k.comm.wait(k.computed));
+  if (stats) HALCYON_TRY(k.comm.record(k.t2));
+  HALCYON_TRY(k.ex.combine(k.comm, weights, out, options_.run_options("ep_combine")));
+  if (stats) HALCYON_TRY(k.comm.record(k.t3));
+  HALCYON_TRY(k.comm.record(k.combined));
+  HALCYON_TRY(s.wait(k.combined));
+  if (!stats) return {};
+  // Statistics only: what moved, read back after the forward.
+  HALCYON_TRY(s.synchronize());
+  std::vector<int32_t> dest, offsets;
+  HALCYON_TRY(read_vector(s, k.ex.slot_dest(), dest));
+  HALCYON_TRY(read_vector(s, k.ex.expert_offsets(EL), offsets));
+  int64_t remote = 0;
+  for (int32_t v : dest) remote += v >= 0 && v / RC != int64_t(rank_);
+  MoeEpStats st;
+  st.rows_sent = T * K;
+  st.rows_received = offsets[size_t(EL)];
+  st.dispatch_bytes = uint64_t(remote * H * 2);
+  st.combine_bytes = uint64_t(remote * H * 2);
+  auto dm = k.t1.elapsed_since(k.t0), em = k.t2.elapsed_since(k.t1), cm = k.t3.elapsed_since(k.t2);
+  for (auto* r : {&dm, &em, &cm})
+    if (!*r) return r->error();
+  st.dispatch_ms = *dm, st.expert_ms = *em, st.combine_ms = *cm;
+  *stats = st;
   return {};
 }
 

@@ -1,7 +1,8 @@
 // Two processes on ONE GPU sharing memory through IPC (hal_comm_buffer_create: cuMemCreate
 // memory exported as a POSIX fd and passed over a unix socket), then the expert-parallel MoE
 // layer on cuda:0 over that communicator against the single-rank layer, with the rows moved by
-// the staged all-to-all and then written straight into the peers' mapped buffers. Exit 0: passed, 1:
+// the staged all-to-all, then written straight into the peers' mapped buffers, then by the
+// ep_dispatch/ep_combine kernels (flags in peer memory, back-to-back generations). Exit 0: passed, 1:
 // failed, 77: no CUDA device (CTest: skipped). Ranks are spawned, not forked (CUDA state does
 // not survive a fork); `--rank R --ranks N --rendezvous NAME` runs one rank; `--ranks N --gpus G`
 // spreads N ranks over G GPUs (rank r on cuda:r%G: the two-GPU machine's run).
@@ -66,6 +67,14 @@ int run_rank(uint32_t rank, uint32_t size, const std::string& name) {
     const Problem p = make_problem(512, 256, 64, 8, 8, 4);
     e = ep_rank(p, rank, size, name + "-ep", g_uri.c_str(), false, 1e-2, EpTransport::kAllToAll);
     if (e.empty()) e = ep_rank(p, rank, size, name + "-ep-peer", g_uri.c_str(), false, 1e-2, EpTransport::kPeerWrite);
+    if (e.empty()) {
+      // The dispatch/combine kernels: flags in peer memory, no host wait, on a second stream.
+      EpOptions o;
+      o.max_tokens = 64;
+      o.dispatch_chunk_rows = 16;
+      o.combine_chunk_rows = 4;
+      e = ep_rank(p, rank, size, name + "-ep-kernel", g_uri.c_str(), false, 1e-2, EpTransport::kPeerKernel, o);
+    }
   }
   if (!e.empty()) std::fprintf(stderr, "[rank %u of %u] FAILED: %s\n", rank, size, e.c_str());
   return e.empty() ? 0 : 1;

@@ -109,7 +109,7 @@ inline std::string open_rank(uint32_t rank, uint32_t size, const std::string& na
 // bits (the CPU); otherwise within `rel` (relative L2 error) and every value finite.
 inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const std::string& name,
                            const char* uri = "cpu:0", bool exact = true, double rel = 0,
-                           EpTransport transport = EpTransport::kAllToAll) {
+                           EpTransport transport = EpTransport::kAllToAll, EpOptions ep_options = {}) {
   RankEnv env;
   if (auto e = open_rank(rank, size, name, &env, uri); !e.empty()) return e;
   const Device* dev = &env.dev;
@@ -125,7 +125,7 @@ inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const
   const ExpertRange mine = ep_expert_range(c.experts, rank, size);
   auto ep_w = weights(*dev, *s, p, mine);
   RANK_TRY(ep_w);
-  auto ep = MoeEpLayer::create(*dev, *comm, c, *ep_w, {}, transport);
+  auto ep = MoeEpLayer::create(*dev, *comm, c, *ep_w, {}, transport, ep_options);
   RANK_TRY(ep);
   RANK_CHECK(ep->experts().first == mine.first && ep->experts().end == mine.end, "experts [{}, {})",
              ep->experts().first, ep->experts().end);
@@ -170,9 +170,44 @@ inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const
   else
     RANK_CHECK(rel_err <= rel, "relative error {:.3g} against the single-rank layer (limit {}); {} of {} values differ",
                rel_err, rel, differ, want->size());
+  if (transport == EpTransport::kPeerKernel) {
+    // Back-to-back generations on other tokens, queued with no host step between them: x2, x,
+    // x2 again. Each must give what it gives alone (a flag taken from an earlier generation, or
+    // a buffer overwritten before a peer read it, would show here).
+    auto x2_host = random_bf16(size_t(T * c.hidden), 1.0f, rng);
+    auto x2 = upload(*dev, *s, DType::bf16, {T, c.hidden}, x2_host.data(), x2_host.size());
+    RANK_TRY(x2);
+    auto out2 = make_tensor(*dev, DType::bf16, {T, c.hidden});
+    auto out3 = make_tensor(*dev, DType::bf16, {T, c.hidden});
+    auto ref2 = make_tensor(*dev, DType::bf16, {T, c.hidden});
+    RANK_TRY(out2);
+    RANK_TRY(out3);
+    RANK_TRY(ref2);
+    RANK_TRY(ep->forward(*s, *x2, *out2));
+    RANK_TRY(ep->forward(*s, *x, *out));
+    RANK_TRY(ep->forward(*s, *x2, *out3));
+    RANK_TRY(single->forward(*s, *x2, *ref2));
+    auto g2 = read_out(*s, *out2), g1 = read_out(*s, *out), g3 = read_out(*s, *out3), w2 = read_out(*s, *ref2);
+    for (auto* r : {&g2, &g1, &g3, &w2}) RANK_TRY(*r);
+    // The same transport on the same tokens gives the same bits, on any device.
+    RANK_CHECK(*g1 == *got, "back-to-back: the second forward differs from the first on the same tokens");
+    RANK_CHECK(*g3 == *g2, "back-to-back: the third forward differs from the first on the same tokens");
+    if (exact) {
+      RANK_CHECK(*g2 == *w2, "back-to-back: the forward of other tokens differs from the single-rank layer");
+    } else {
+      double e2 = 0, r2 = 0;
+      for (size_t i = 0; i < w2->size(); ++i) {
+        const double g = halcyon::ref::bf16_to_float(halcyon::ref::bf16{(*g2)[i]});
+        const double w = halcyon::ref::bf16_to_float(halcyon::ref::bf16{(*w2)[i]});
+        e2 += (g - w) * (g - w), r2 += w * w;
+      }
+      RANK_CHECK(std::sqrt(e2 / std::max(r2, 1e-30)) <= rel, "back-to-back: relative error {:.3g} on other tokens",
+                 std::sqrt(e2 / std::max(r2, 1e-30)));
+    }
+  }
+  static const char* names[] = {"all-to-all", "peer writes", "dispatch/combine kernels"};
   std::fprintf(stderr, "[rank %u of %u on %s, %s] %zu of %zu outputs differ from the single-rank layer, relative error %.3g\n",
-               rank, size, uri, transport == EpTransport::kPeerWrite ? "peer writes" : "all-to-all", differ, want->size(),
-               rel_err);
+               rank, size, uri, names[int(transport)], differ, want->size(), rel_err);
   return {};
 }
 

@@ -19,6 +19,26 @@ TEST_CASE("moe_ep: the expert-parallel layer equals the single-rank layer, 2, 3 
     }
 }
 
+TEST_CASE("moe_ep: the dispatch/combine kernels (kPeerKernel) equal the single-rank layer, 2 and 4 processes") {
+  const Problem p = make_problem(64, 32, 16, 4, 4, 2);
+  EpOptions ep;
+  ep.max_tokens = 32;
+  ep.dispatch_chunk_rows = 5;  // several chunks per rank, the last one short
+  ep.combine_chunk_rows = 3;
+  ep.timeout_ms = 20000;
+  for (uint32_t n : {1u, 2u, 4u}) {
+    CAPTURE(n);
+    CHECK(test::run_ranks(n, "ep-kernel", [&](uint32_t r, uint32_t size, const std::string& name) {
+            return ep_rank(p, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep);
+          }) == "");
+  }
+  // More ranks than experts: ranks 1 and 3 own none and still take part in every exchange.
+  const Problem few = make_problem(24, 16, 3, 2, 1, 1);
+  CHECK(test::run_ranks(4, "ep-kernel-few", [&](uint32_t r, uint32_t size, const std::string& name) {
+          return ep_rank(few, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep);
+        }) == "");
+}
+
 TEST_CASE("moe_ep: more ranks than experts (a rank owns none), and one rank") {
   const Problem p = make_problem(24, 16, 3, 2, 1, 1);
   for (uint32_t n : {1u, 4u}) {

@@ -25,6 +25,26 @@ namespace halcyon::ops {
 enum class CodeSource { kAuto, kIr, kBinary };
 
 // Options of one run_op call.
+// The expert-parallel operators (ep_dispatch, ep_combine: kernels/comm) run as one rank of a
+// communicator: every rank's exchange memory as mapped in this process (hal_comm_buffer_import;
+// entry `rank` is this rank's own). The call's tensors are then a world of one (P = 1): x,
+// topk_ids, slot_dest, expert_offsets and out are this rank's, and the exchange outputs (recv,
+// counts, count_flags, chunk_flags; ready) name this rank's own memory in one-rank shapes; the
+// kernels reach every rank's through these addresses instead. Byte addresses, 4-byte aligned.
+struct EpPeers {
+  static constexpr uint32_t kMaxRanks = 8;
+  struct Rank {
+    uint64_t recv = 0, counts = 0, count_flags = 0, chunk_flags = 0;  // ep_dispatch
+    uint64_t expert_out = 0, ready = 0;                                  // ep_combine
+  };
+  uint32_t rank = 0;
+  std::vector<Rank> ranks;  // one per rank of the communicator (at most kMaxRanks)
+  int64_t capacity = 0;     // RC: rows of every rank's recv and expert_out
+  int64_t chunk_flags = 0;  // C: chunk flags per source rank in every rank's chunk_flags
+  int64_t experts = 0;      // E: columns of every rank's count matrix [ranks, E]
+  int64_t timeout_ms = 60000;  // host implementations: how long a rank waits for the others
+};
+
 struct RunOptions {
   std::string impl;                       // "" = the registry's choice; else an implementation's name
   CodeSource code = CodeSource::kAuto;
@@ -33,6 +53,8 @@ struct RunOptions {
   // other elements are left as they were. Only implementations with `records_sm` can; asking
   // another is HAL_UNSUPPORTED (never a silent no-op). Null: nothing recorded.
   const Tensor* sm_trace = nullptr;
+  // The expert-parallel operators as one rank of a communicator (EpPeers); null: the world form.
+  const EpPeers* ep_peers = nullptr;
 };
 
 // What implementation predicates read about a device (from hal_device_info).
@@ -75,6 +97,7 @@ struct OpContext {
   std::map<std::string, Tensor, std::less<>>& tensors;
   CodeSource code = CodeSource::kAuto;
   const Tensor* sm_trace = nullptr;  // RunOptions::sm_trace (only records_sm implementations read it)
+  const EpPeers* ep_peers = nullptr;  // RunOptions::ep_peers (only ep_dispatch / ep_combine read it)
 
   const Tensor& tensor(std::string_view name) const;
   const Tensor* optional_tensor(std::string_view name) const;

@@ -11,13 +11,14 @@
 // same operators on the same rows: on the CPU the same bits, CTest unit.moe_ep).
 //
 // This is the reference path: it reads routing counts to the host (three host waits per
-// forward, around the exchanges). EpTransport chooses between the communicator's all-to-all
-// and direct writes into peer-mapped buffers. The in-node
-// GPU path (PTX dispatch/combine kernels writing into peers' buffers, no host wait) is
-// described in docs/expert_parallel.md and not built yet.
+// forward, around the exchanges). EpTransport chooses between the communicator's all-to-all,
+// direct writes into peer-mapped buffers, and the dispatch/combine kernels (kPeerKernel: no
+// host wait, the exchange on its own stream beside the grouped GEMMs; docs/expert_parallel.md).
 #pragma once
 
 #include <halcyon/runtime/moe_layer.hpp>
+
+#include <memory>
 
 namespace halcyon::rt {
 
@@ -36,7 +37,9 @@ struct MoeEpStats {
   int64_t rows_sent = 0;      // (token, k) rows this rank dispatched (its own rank included)
   int64_t rows_received = 0;  // rows its experts computed
   uint64_t dispatch_bytes = 0, combine_bytes = 0;  // to or from other ranks only
-  float dispatch_ms = 0, expert_ms = 0, combine_ms = 0;  // host wall clock, with `times`
+  // Host wall clock; kPeerKernel: timing events on the comm stream (expert_ms = from the end of
+  // dispatch to the start of combine as that stream sees it). Filled only when asked for.
+  float dispatch_ms = 0, expert_ms = 0, combine_ms = 0;
 };
 
 // How rows travel between ranks.
@@ -45,7 +48,48 @@ struct MoeEpStats {
 //              the expert outputs straight back into the token's rank, through peer-mapped
 //              buffers (hal_comm_buffer_create/share, made once and grown collectively); a
 //              barrier marks each side complete.
-enum class EpTransport { kAllToAll, kPeerWrite };
+//   kPeerKernel the ep_dispatch and ep_combine kernels (kernels/comm) on a second stream (on
+//              EpOptions::comm_partition where given): rows stored straight into the owners'
+//              expert-contiguous buffers, flags in peer memory instead of host waits; the
+//              grouped GEMMs run on the caller's stream (the compute partition) on the
+//              received buffer as it lies. No host synchronisation in forward(); buffers are
+//              made once at create() for EpOptions::max_tokens tokens per rank.
+enum class EpTransport { kAllToAll, kPeerWrite, kPeerKernel };
+
+// kPeerKernel's settings.
+struct EpOptions {
+  const Partition* comm_partition = nullptr;  // where dispatch and combine run; null: the device
+  int64_t max_tokens = 1024;                  // tokens per rank and forward, at most
+  int64_t dispatch_chunk_rows = 64;  // (token, k) rows per dispatch chunk: the planner's chunk in rows
+  int64_t combine_chunk_rows = 8;    // tokens per combine chunk
+  int64_t timeout_ms = 60000;        // host implementations: how long a rank waits for the others
+};
+
+// The exchange memory of the dispatch/combine kernels (ep_dispatch, ep_combine: kernels/comm)
+// for one rank of a communicator: this rank's buffer (received rows, expert outputs, the count
+// matrix and the flags) and every other rank's, mapped here. Made once, collectively, for
+// EpOptions::max_tokens tokens per rank; kPeerKernel runs on it, `halcyon bench ep` times it.
+class EpExchange {
+ public:
+  static Result<EpExchange> create(const Device& device, const Comm& comm, int64_t experts, int64_t topk,
+                                   int64_t hidden, const EpOptions& options);
+  // Collective, queued on `stream` (no host wait): the next generation's dispatch of x [T, H]
+  // routed by topk_ids [T, K] (T <= max_tokens); the rows land in every owner's received().
+  Status dispatch(const Stream& stream, const Tensor& x, const Tensor& topk_ids, ops::RunOptions run = {});
+  // Collective, queued: the same generation's combine, out [T, H] (T of the last dispatch) =
+  // the gate-weighted sum of every token's rows of the owners' expert_outputs().
+  Status combine(const Stream& stream, const Tensor& topk_weights, const Tensor& out, ops::RunOptions run = {});
+  Tensor received() const;        // [capacity, H]: this rank's experts' rows, expert after expert
+  Tensor expert_outputs() const;  // [capacity, H]: where those rows' outputs go, at the same rows
+  Tensor expert_offsets(int64_t local) const;  // [local + 1]: the segments of received()
+  Tensor slot_dest() const;       // [T, K] of the last dispatch: owner * capacity + row
+  int64_t capacity() const;
+  int32_t generation() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> st_;
+};
 
 class MoeEpLayer {
  public:
@@ -54,7 +98,7 @@ class MoeEpLayer {
   // local_experts are set from the communicator; a config that names other values is an error.
   static Result<MoeEpLayer> create(const Device& device, const Comm& comm, MoeLayerConfig config,
                                    MoeLayerWeights weights, MoeLayerOptions options = {},
-                                   EpTransport transport = EpTransport::kAllToAll);
+                                   EpTransport transport = EpTransport::kAllToAll, EpOptions ep = {});
 
   // Collective: every rank calls it (with its own T >= 1 tokens). x [T, H] bf16 -> out [T, H].
   Status forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats = nullptr);
@@ -64,6 +108,8 @@ class MoeEpLayer {
 
  private:
   struct Routing;
+  Status gate(const Stream& stream, const Tensor& x, const Tensor& logits, const Tensor& ids,
+              const Tensor& weights) const;
   Status route(const Stream& stream, const Tensor& x, Routing& r);
   Status dispatch(const Stream& stream, Routing& r);
   Status run_experts(const Stream& stream, Routing& r);
@@ -71,6 +117,8 @@ class MoeEpLayer {
   Status ensure_peer_buffers(const Routing& r);
   Status peer_dispatch(const Stream& stream, Routing& r);
   Status peer_combine(const Stream& stream, Routing& r);
+  Status create_kernel_buffers();
+  Status kernel_forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats);
   Device device_;
   Comm comm_;
   uint32_t rank_ = 0, ranks_ = 1;
@@ -82,6 +130,10 @@ class MoeEpLayer {
   // mapped here; capacities in rows, per rank, the same on every rank.
   std::vector<Buffer> recv_peers_, back_peers_;
   std::vector<uint64_t> recv_capacity_, back_capacity_;
+  // kPeerKernel: one exchange buffer per rank (recv, expert outputs, counts and flags), every
+  // rank's mapped here and its addresses in peers_; the own side's tensors; the comm stream.
+  struct KernelState;
+  std::shared_ptr<KernelState> kernel_;
 };
 
 }  // namespace halcyon::rt

@@ -1,0 +1,291 @@
+// ep_dispatch and ep_combine for NVIDIA sm_80 and later: expert-parallel dispatch and combine
+// through peer memory (kernels/comm/ep_*.contract; the protocol is the reference's,
+// kernels/reference/include/halcyon/kernels/reference/comm.hpp). Rows are stored straight
+// into the owning rank's expert-contiguous receive buffer (a mapping of the peer's memory:
+// hal_comm_buffer_import), and ranks tell each other what has landed through flags in the
+// receiver's memory: st.release.sys after a __threadfence_system by the block's first thread
+// (the block's stores are ordered before it by bar.sync), ld.acquire.sys by the waiter. A flag
+// holds the generation of the layer that raised it and is never reset.
+//
+// Launch: grid (blocks, ranks in this launch), 256 threads. blockIdx.y is the rank's index in
+// the launch: the world form runs every rank of the contract in one grid (each rank's memory a
+// slice of the stacked tensors), a layer launches its own rank alone. Every block of the grid
+// must be resident at once (blocks wait on flags raised by other blocks): the launchers keep
+// blocks x ranks within the device's (or partition's) compute units.
+// Device code only (compiled with `nvcc -ptx`).
+#include <cstdint>
+
+#include "../moe/gemm_common.cuh"  // hc::pack_bf16x2, hc::to_bf16: moe_combine's roundings
+
+namespace {
+
+constexpr int kMaxRanks = 8;
+constexpr unsigned long long kWaitLimitNs = 20ull * 1000 * 1000 * 1000;  // a peer that never comes: trap
+
+struct DispatchPeers {
+  unsigned long long recv[kMaxRanks], counts[kMaxRanks], count_flags[kMaxRanks], chunk_flags[kMaxRanks];
+};
+struct CombinePeers {
+  unsigned long long expert_out[kMaxRanks], ready[kMaxRanks];
+};
+
+__device__ __forceinline__ void flag_release(unsigned long long at, int v) {
+  asm volatile("st.release.sys.global.s32 [%0], %1;" ::"l"(at), "r"(v) : "memory");
+}
+__device__ __forceinline__ int flag_acquire(unsigned long long at) {
+  int v;
+  asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(at) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Spins until the flag holds v. A rank that never raises it would hang the stream: after
+// kWaitLimitNs the kernel traps, and the launch's stream reports the error.
+__device__ void wait_flag(unsigned long long at, int v) {
+  if (flag_acquire(at) == v) return;
+  const unsigned long long t0 = now_ns();
+  while (flag_acquire(at) != v) {
+    __nanosleep(100);
+    if (now_ns() - t0 > kWaitLimitNs) __trap();
+  }
+}
+// Loads that bypass L1 (a line of an earlier generation may sit there) for the count matrix.
+__device__ __forceinline__ int load_volatile(const int* p) { return *reinterpret_cast<const volatile int*>(p); }
+
+__device__ __forceinline__ long long first_expert(long long E, long long q, long long P) { return E * q / P; }
+
+// One row of n 16-byte pieces by one warp, four in flight per lane.
+__device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, long long n, int lane) {
+  long long c = lane;
+  for (; c + 96 < n; c += 128) {
+    uint4 v0 = src[c], v1 = src[c + 32], v2 = src[c + 64], v3 = src[c + 96];
+    dst[c] = v0, dst[c + 32] = v1, dst[c + 64] = v2, dst[c + 96] = v3;
+  }
+  for (; c < n; c += 32) dst[c] = src[c];
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+}  // namespace
+
+// Shared memory (dynamic, ints): cnt [P*E] (the count matrix), next [E] (this rank's next row
+// per expert), run [E] (this block's slots per expert before its current chunk), batch [2 *
+// blockDim] (expert and destination of each slot of a batch), then the received total.
+extern "C" __global__ void hc_ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
+                                          int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
+                                          long long K, long long H, long long E, long long RC, long long C,
+                                          long long chunk_rows, long long generation, long long zero_tail,
+                                          long long P, long long rank0, long long EO, DispatchPeers peers) {
+  extern __shared__ int smem[];
+  int* cnt = smem;
+  int* next = cnt + P * E;
+  int* run = next + E;
+  int* batch_e = run + E;
+  int* batch_d = batch_e + blockDim.x;
+  int* received = batch_d + blockDim.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+  const long long me = rank0 + blockIdx.y, slots = T * K;
+  const int gen = (int)generation;
+  x += blockIdx.y * T * H;
+  topk_ids += blockIdx.y * slots;
+  slot_dest += blockIdx.y * slots;
+  expert_offsets += blockIdx.y * EO;
+
+  // 1. Block 0 publishes this rank's slots per expert in every rank's count matrix.
+  if (blockIdx.x == 0) {
+    for (long long e = tid; e < E; e += blockDim.x) run[e] = 0;
+    __syncthreads();
+    for (long long i = tid; i < slots; i += blockDim.x) {
+      const int e = topk_ids[i];
+      if (e >= 0 && e < E) atomicAdd(&run[e], 1);
+    }
+    __syncthreads();
+    for (long long q = 0; q < P; ++q)
+      for (long long e = tid; e < E; e += blockDim.x) reinterpret_cast<int*>(peers.counts[q])[me * E + e] = run[e];
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence_system();
+      for (long long q = 0; q < P; ++q) flag_release(peers.count_flags[q] + 4 * me, gen);
+    }
+  }
+  // 2. Every block waits for the whole count matrix, then reads it.
+  if (tid < P) wait_flag(peers.count_flags[me] + 4 * tid, gen);
+  __syncthreads();
+  const int* own_counts = reinterpret_cast<const int*>(peers.counts[me]);
+  for (long long i = tid; i < P * E; i += blockDim.x) cnt[i] = load_volatile(own_counts + i);
+  for (long long e = tid; e < E; e += blockDim.x) run[e] = 0;
+  __syncthreads();
+  // 3. Layout: where each expert starts in its owner's buffer, and where this rank's rows go.
+  if (tid == 0) {
+    for (long long q = 0; q < P; ++q) {
+      int at = 0;
+      for (long long e = first_expert(E, q, P); e < first_expert(E, q + 1, P); ++e) {
+        int before = 0, total = 0;
+        for (long long p = 0; p < P; ++p) {
+          total += cnt[p * E + e];
+          if (p < me) before += cnt[p * E + e];
+        }
+        if (q == me && blockIdx.x == 0) expert_offsets[e - first_expert(E, q, P)] = at;
+        next[e] = at + before;
+        at += total;
+      }
+      if (q == me) *received = at;
+    }
+    if (blockIdx.x == 0)
+      for (long long i = first_expert(E, me + 1, P) - first_expert(E, me, P); i < EO; ++i) expert_offsets[i] = *received;
+  }
+  __syncthreads();
+  // 4. Chunks of chunk_rows slots, block b taking chunks b, b + grid, ...; run[] counts this
+  //    rank's slots per expert before the chunk, so a slot's row is next + run + its rank
+  //    among the chunk's earlier slots of the same expert.
+  const long long chunks = (slots + chunk_rows - 1) / chunk_rows;
+  long long counted = 0;
+  for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const long long c0 = c * chunk_rows, c1 = c0 + chunk_rows < slots ? c0 + chunk_rows : slots;
+    for (long long i = counted + tid; i < c0; i += blockDim.x) {
+      const int e = topk_ids[i];
+      if (e >= 0 && e < E) atomicAdd(&run[e], 1);
+    }
+    counted = c0;
+    __syncthreads();
+    for (long long b0 = c0; b0 < c1; b0 += blockDim.x) {
+      const long long n = c1 - b0 < (long long)blockDim.x ? c1 - b0 : blockDim.x;
+      const int e = tid < n ? topk_ids[b0 + tid] : -1;
+      batch_e[tid] = e;
+      __syncthreads();
+      int dest = -1;
+      if (e >= 0 && e < E) {
+        int rank_in_batch = 0;
+        for (int j = 0; j < tid; ++j) rank_in_batch += batch_e[j] == e;
+        const long long row = next[e] + run[e] + rank_in_batch;
+        long long q = E > 0 ? e * P / E : 0;  // the owner: the largest q with first_expert(q) <= e
+        while (q + 1 < P && first_expert(E, q + 1, P) <= e) ++q;
+        while (q > 0 && first_expert(E, q, P) > e) --q;
+        if (row < RC) dest = (int)(q * RC + row);
+      }
+      if (tid < n) slot_dest[b0 + tid] = dest;
+      batch_d[tid] = dest;
+      __syncthreads();
+      if (e >= 0 && e < E) atomicAdd(&run[e], 1);
+      const bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+      for (long long j = warp; j < n; j += warps) {
+        const int d = batch_d[j];
+        if (d < 0) continue;
+        const unsigned short* src = x + ((b0 + j) / K) * H;
+        unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
+        if (vec && (reinterpret_cast<uintptr_t>(dst) & 15) == 0)
+          copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), H >> 3, lane);
+        else
+          for (long long h = lane; h < H; h += 32) dst[h] = src[h];
+      }
+      __syncthreads();
+    }
+    counted = c1;
+    if (tid == 0) {
+      __threadfence_system();
+      for (long long q = 0; q < P; ++q) flag_release(peers.chunk_flags[q] + 4 * (me * C + c), gen);
+    }
+  }
+  // 5. Wait for every chunk of every rank that sends here (the grid shares the waits).
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long p = 0; p < P; ++p) {
+    long long sent = 0;
+    for (long long e = 0; e < E; ++e) sent += cnt[p * E + e];
+    long long n = (sent + chunk_rows - 1) / chunk_rows;
+    if (n > C) n = C;
+    for (long long c = (long long)blockIdx.x * blockDim.x + tid; c < n; c += stride)
+      wait_flag(peers.chunk_flags[me] + 4 * (p * C + c), gen);
+  }
+  // 6. The conformance form zeroes the rows past what arrived.
+  if (zero_tail) {
+    unsigned short* own = reinterpret_cast<unsigned short*>(peers.recv[me]);
+    for (long long i = (long long)*received * H + (long long)blockIdx.x * blockDim.x + tid; i < RC * H; i += stride)
+      own[i] = 0;
+  }
+}
+
+// Combine: block 0 of each rank raises "my expert outputs are complete" in every rank's
+// memory; every block waits until all ranks have, then sums its chunks' tokens: each thread
+// owns 8-column pieces, k in order, fp32 fused multiply-adds from 0, one rounding (what
+// moe_combine's kernel computes, so a layer's output equals the single-rank layer's).
+extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
+                                         unsigned short* __restrict__ out, long long T, long long K, long long H,
+                                         long long RC, long long chunk_rows, long long generation, long long P,
+                                         long long rank0, CombinePeers peers) {
+  const int tid = threadIdx.x;
+  const long long me = rank0 + blockIdx.y;
+  const int gen = (int)generation;
+  topk_weights += blockIdx.y * T * K;
+  slot_dest += blockIdx.y * T * K;
+  out += blockIdx.y * T * H;
+  if (blockIdx.x == 0 && tid == 0) {
+    __threadfence_system();
+    for (long long q = 0; q < P; ++q) flag_release(peers.ready[q] + 4 * me, gen);
+  }
+  __shared__ unsigned long long eout[kMaxRanks];  // indexed by rank: no local-memory copy of the table
+  if (tid < P) eout[tid] = peers.expert_out[tid];
+  if (tid < P) wait_flag(peers.ready[me] + 4 * tid, gen);
+  __syncthreads();
+  bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+  for (long long q = 0; q < P; ++q) vec = vec && (eout[q] & 15) == 0;
+  const long long chunks = (T + chunk_rows - 1) / chunk_rows;
+  for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const long long t1 = (c + 1) * chunk_rows < T ? (c + 1) * chunk_rows : T;
+    for (long long t = c * chunk_rows; t < t1; ++t) {
+      const int* dests = slot_dest + t * K;
+      const float* wts = topk_weights + t * K;
+      if (vec) {
+        for (long long col = tid; col < (H >> 3); col += blockDim.x) {
+          float acc[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+          // Four rows in flight (each a read through a peer mapping), summed in k order.
+          for (long long k0 = 0; k0 < K; k0 += 4) {
+            uint4 v[4];
+            bool ok[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int d = k0 + q < K ? dests[k0 + q] : -1;
+              ok[q] = d >= 0 && d < P * RC;
+              v[q] = ok[q] ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
+                                                            (long long)(d % RC) * H)[col]
+                           : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              if (!ok[q]) continue;
+              const float w = wts[k0 + q];
+              const uint32_t u[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                acc[2 * j] += w * bf16_lo(u[j]);
+                acc[2 * j + 1] += w * bf16_hi(u[j]);
+              }
+            }
+          }
+          uint4 o;
+          o.x = hc::pack_bf16x2(acc[0], acc[1]);
+          o.y = hc::pack_bf16x2(acc[2], acc[3]);
+          o.z = hc::pack_bf16x2(acc[4], acc[5]);
+          o.w = hc::pack_bf16x2(acc[6], acc[7]);
+          reinterpret_cast<uint4*>(out + t * H)[col] = o;
+        }
+      } else {
+        for (long long h = tid; h < H; h += blockDim.x) {
+          float acc = 0.f;
+          for (long long k = 0; k < K; ++k) {
+            const int d = dests[k];
+            if (d < 0 || d >= P * RC) continue;
+            const unsigned short* row = reinterpret_cast<const unsigned short*>(eout[d / RC]);
+            const unsigned short v = *reinterpret_cast<const volatile unsigned short*>(row + (long long)(d % RC) * H + h);
+            acc += wts[k] * __uint_as_float(uint32_t(v) << 16);
+          }
+          out[t * H + h] = hc::to_bf16(acc);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,61 @@
+// ep_dispatch and ep_combine's PTX kernels (kernels/ptx/comm/ep_exchange.cu) on cuda:0 in the
+// contracts' world form: every rank's blocks in one grid, every rank's memory a slice of the
+// stacked tensors, flags in device memory. A layout worked out by hand, round trips over
+// several generations on the same buffers (the flags are never reset), and the same on a
+// 16-SM communication partition (green contexts) as the layer runs them. The exact comparison
+// with the CPU reference is the conformance suite's (`halcyon cts --filter 'numeric.ep_*'`).
+// Exits with 77 (CTest: skipped) without a CUDA device.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include "ep_ops_checks.hpp"
+#include "test_support.hpp"
+
+#include <cstdio>
+
+using namespace test::ep_ops;
+
+TEST_CASE("ptx ep_dispatch: the layout worked out by hand") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  auto s = test::unwrap(d.create_stream());
+  CHECK(layout_by_hand(d, s) == "");
+}
+
+TEST_CASE("ptx ep_dispatch + ep_combine: round trips over generations") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  auto s = test::unwrap(d.create_stream());
+  CHECK(round_trip(d, s, 1, 5, 2, 16, 4, 3, 2, 2, 1) == "");
+  CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2) == "");
+  CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3) == "");     // H not a multiple of 8: the scalar paths
+  CHECK(round_trip(d, s, 4, 64, 8, 256, 32, 16, 4, 3, 4) == "");
+  CHECK(round_trip(d, s, 8, 16, 8, 128, 256, 8, 2, 2, 5) == "");  // the most ranks, DeepSeek's expert count
+}
+
+TEST_CASE("ptx ep_dispatch + ep_combine: DeepSeek-V3 rows, 2 ranks") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  auto s = test::unwrap(d.create_stream());
+  CHECK(round_trip(d, s, 2, 256, 8, 7168, 256, 64, 8, 2, 6) == "");
+}
+
+TEST_CASE("ptx ep_dispatch + ep_combine on a 16-SM communication partition") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  if (!d.has("partition.green_context")) {
+    MESSAGE("cuda:0 has no green contexts: partition case not run");
+    return;
+  }
+  auto parts = test::unwrap(d.split_n({{"comm", 16}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+  auto comm = test::unwrap(d.create_stream(&parts[0]));
+  MESSAGE("comm partition: " << test::unwrap(comm.info()).units << " SMs");
+  CHECK(round_trip(d, comm, 4, 64, 8, 512, 32, 16, 4, 3, 7) == "");
+  CHECK(round_trip(d, comm, 2, 128, 8, 2048, 64, 32, 8, 2, 8) == "");
+}
+
+int main(int argc, char** argv) {
+  auto dev = halcyon::Device::open("cuda:0");
+  if (!dev) {
+    std::printf("skipped: %s\n", dev.error().to_string().c_str());
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

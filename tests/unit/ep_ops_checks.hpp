@@ -1,0 +1,159 @@
+// Checks of ep_dispatch and ep_combine (kernels/comm) in their contracts' world form, on any
+// device: a layout worked out by hand, and the round trip (dispatch, identity experts, combine)
+// against what it must give, the gate-weighted sum of each token's own row. Used by
+// unit.runtime (cpu) and ptx.ep (cuda:0, also on a comm partition). Each returns "" or what
+// went wrong.
+#pragma once
+
+#include <halcyon/ops/op.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace test::ep_ops {
+
+using halcyon::Device;
+using halcyon::Stream;
+using halcyon::ops::DType;
+using halcyon::ops::Tensor;
+using Tensors = std::map<std::string, Tensor, std::less<>>;
+using Params = std::map<std::string, std::string>;
+
+inline float bf16_value(uint16_t v) {
+  uint32_t b = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline uint16_t to_bf16_truncated(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return uint16_t(b >> 16);
+}
+
+template <typename T>
+halcyon::Result<Tensor> put(const Device& d, const Stream& s, DType dt, std::vector<int64_t> shape,
+                            const std::vector<T>& v) {
+  auto t = halcyon::ops::make_tensor(d, dt, std::move(shape));
+  if (!t) return t.error();
+  if (auto st = s.write(t->buffer, t->offset, v.data(), v.size() * sizeof(T)); !st.ok()) return st.error();
+  return t;
+}
+template <typename T>
+std::vector<T> get(const Stream& s, const Tensor& t) {
+  std::vector<T> v(t.bytes() / sizeof(T));
+  if (!s.read(t.buffer, t.offset, v.data(), t.bytes()).ok()) v.clear();
+  return v;
+}
+
+#define EP_TRY(expr)                                                                 \
+  do {                                                                               \
+    auto&& ep_r_ = (expr);                                                           \
+    if (!ep_r_.ok()) return std::string(#expr ": ") + ep_r_.error().to_string();     \
+  } while (0)
+
+// P = 2 ranks, E = 4 experts (rank 0 owns 0 and 1, rank 1 owns 2 and 3), T = 2, K = 2.
+//   rank 0 routes token 0 to experts 1, 2 and token 1 to 2, 0;
+//   rank 1 routes token 0 to experts 3, 1 and token 1 to 1, 2.
+// Rank 0 receives expert 0: [r0 t1], expert 1: [r0 t0, r1 t0, r1 t1] -> offsets 0 1 4;
+// rank 1 receives expert 2: [r0 t0, r0 t1, r1 t1], expert 3: [r1 t0] -> offsets 0 3 4.
+inline std::string layout_by_hand(const Device& d, const Stream& s) {
+  const int64_t RC = 6, H = 8;
+  std::vector<uint16_t> x;
+  for (int p = 0; p < 2; ++p)
+    for (int t = 0; t < 2; ++t)
+      for (int h = 0; h < H; ++h) x.push_back(to_bf16_truncated(float(10 * p + t + 1)));
+  const std::vector<int32_t> ids{1, 2, 2, 0, 3, 1, 1, 2};
+  Tensors io;
+  auto xt = put(d, s, DType::bf16, {2, 2, H}, x);
+  auto it = put(d, s, DType::i32, {2, 2, 2}, ids);
+  EP_TRY(xt);
+  EP_TRY(it);
+  io["x"] = *xt, io["topk_ids"] = *it;
+  const Params params{{"experts", "4"}, {"capacity", std::to_string(RC)}, {"chunk_rows", "1"}};
+  EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", io, params));
+  EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", io, params));
+  const auto dest = get<int32_t>(s, io["slot_dest"]);
+  const auto offsets = get<int32_t>(s, io["expert_offsets"]);
+  const auto recv = get<uint16_t>(s, io["recv"]);
+  const std::vector<int32_t> want_dest{1, RC + 0, RC + 1, 0, RC + 3, 2, 3, RC + 2};
+  const std::vector<int32_t> want_offsets{0, 1, 4, 0, 3, 4};
+  if (dest != want_dest) return fmt::format("slot_dest [{}], expected [{}]", fmt::join(dest, ", "), fmt::join(want_dest, ", "));
+  if (offsets != want_offsets)
+    return fmt::format("expert_offsets [{}], expected [{}]", fmt::join(offsets, ", "), fmt::join(want_offsets, ", "));
+  // Row values: rank p's token t is 10p + t + 1; rows past the 4 received are zeroed.
+  const std::vector<float> want_rows{2, 1, 11, 12, 0, 0, 1, 2, 12, 11, 0, 0};
+  for (size_t q = 0; q < 2; ++q)
+    for (size_t r = 0; r < size_t(RC); ++r) {
+      const float got = bf16_value(recv[(q * RC + r) * H + 7]), want = want_rows[q * 6 + r];
+      if (got != want) return fmt::format("recv of rank {} row {} holds {}, expected {}", q, r, got, want);
+    }
+  return {};
+}
+
+// The round trip, `generations` times on the same buffers (flags never reset): each time new
+// routing, dispatch, expert outputs = the received rows, combine; out[p, t] must be
+// bf16(x[p, t] * sum of its weights) up to the sums' rounding.
+inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64_t T, int64_t K, int64_t H, int64_t E,
+                              int64_t chunk, int64_t combine_chunk, int generations, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t RC = P * T * K;
+  std::vector<uint16_t> x(size_t(P * T * H));
+  std::uniform_real_distribution<float> u(-1, 1), w01(0, 1);
+  for (auto& v : x) v = to_bf16_truncated(u(rng));
+  auto xt = put(d, s, DType::bf16, {P, T, H}, x);
+  EP_TRY(xt);
+  Tensors disp{{"x", *xt}}, comb;
+  for (int g = 1; g <= generations; ++g) {
+    std::vector<int32_t> ids(size_t(P * T * K));
+    std::vector<float> w(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(rng() % uint32_t(E)), w[i] = w01(rng);
+    auto it = put(d, s, DType::i32, {P, T, K}, ids);
+    auto wt = put(d, s, DType::f32, {P, T, K}, w);
+    EP_TRY(it);
+    EP_TRY(wt);
+    disp["topk_ids"] = *it;
+    const Params dp{{"experts", std::to_string(E)}, {"capacity", std::to_string(RC)}, {"chunk_rows", std::to_string(chunk)},
+                    {"generation", std::to_string(g)}, {"zero_tail", g == 1 ? "true" : "false"}};
+    if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", disp, dp));
+    EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", disp, dp));
+    comb["expert_out"] = disp["recv"];  // identity experts: the outputs are the rows as they landed
+    comb["topk_weights"] = *wt;
+    comb["slot_dest"] = disp["slot_dest"];
+    const Params cp{{"chunk_rows", std::to_string(combine_chunk)}, {"generation", std::to_string(g)}};
+    if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_combine", comb, cp));
+    EP_TRY(halcyon::ops::run_op(d, s, "ep_combine", comb, cp));
+    const auto out = get<uint16_t>(s, comb["out"]);
+    const auto ready = get<int32_t>(s, comb["ready"]);
+    const auto flags = get<int32_t>(s, disp["chunk_flags"]);
+    EP_TRY(s.synchronize());
+    for (int32_t f : ready)
+      if (f != g) return fmt::format("generation {}: a ready flag holds {}", g, f);
+    for (int32_t f : flags)
+      if (f != g) return fmt::format("generation {}: a chunk flag holds {}", g, f);
+    double err2 = 0, ref2 = 0;
+    for (int64_t pt = 0; pt < P * T; ++pt) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += w[size_t(pt * K + k)];
+      for (int64_t h = 0; h < H; ++h) {
+        const double want = sum * bf16_value(x[size_t(pt * H + h)]);
+        const double got = bf16_value(out[size_t(pt * H + h)]);
+        if (!std::isfinite(got)) return fmt::format("generation {}: out[{}, {}] is not finite", g, pt, h);
+        err2 += (got - want) * (got - want), ref2 += want * want;
+      }
+    }
+    const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+    if (rel > 8e-3) return fmt::format("generation {}: the round trip is off by {:.3g} (relative)", g, rel);
+  }
+  return {};
+}
+
+#undef EP_TRY
+
+}  // namespace test::ep_ops
