@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,9 @@ hal_error* err(hal_status status, fmt::format_string<Args...> f, Args&&... args)
 hal_error* error_from_current_exception(const char* function);
 
 void log(hal_log_level level, const std::string& message);
+// hal_init_desc.log_level: "debug", "info", "warning" or "error" becomes the default sink's
+// threshold; anything else is HAL_INVALID_ARGUMENT naming it (the threshold is unchanged).
+hal_error* set_log_threshold(std::string_view name);
 extern const hal_host_api kHostApi;
 // hal_host_api.option: a backend's option from hal_init_desc.backend_options, or NULL.
 const char* backend_option(const char* backend, const char* key);
