@@ -142,6 +142,7 @@ typedef struct hal_init_desc {
    *                            the halcyon CLI passes $HALCYON_CACHE_DIR/ptx, else
    *                            $XDG_CACHE_HOME/halcyon/ptx, else ~/.cache/halcyon/ptx)
    *   ze.loader=FILE           the Level Zero loader (default libze_loader.so.1)
+   *   hip.rccl=FILE            RCCL for the HIP communicator's all-to-all (default librccl.so.1)
    *   amdgpu-sim.max_instructions=N  per-launch instruction budget, 1..2^62 (default 2^34)
    *   amdgpu-sim.coverage=FILE append "<kernel> <mnemonic>" per executed instruction
    * A backend refuses a malformed value of its own keys (an empty file name, a number that is
