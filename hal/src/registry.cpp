@@ -270,12 +270,13 @@ void warn_unclaimed_options(const Registry& reg) {
 hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
   uint32_t flags = desc ? desc->flags : 0;  // HAL_INIT_NO_ENV_PATH has no effect: no environment is read
   auto has = [&](size_t through) { return desc && desc->struct_size >= through; };
-  // The whole desc is checked before anything is loaded, so that a bad one can be corrected.
-  if (has(HAL_SIZE_THROUGH(hal_init_desc, log_level)) && desc->log_level) {
-    if (hal_error* e = set_log_threshold(desc->log_level)) return e;
-  }
+  // The whole desc is checked before anything is loaded, so that a bad one can be corrected
+  // (a later call parses the options again; the log threshold changes only when all is good).
   if (has(HAL_SIZE_THROUGH(hal_init_desc, backend_options)) && desc->backend_options) {
     if (hal_error* e = parse_options(desc->backend_options)) return e;
+  }
+  if (has(HAL_SIZE_THROUGH(hal_init_desc, log_level)) && desc->log_level) {
+    if (hal_error* e = set_log_threshold(desc->log_level)) return e;
   }
   if (!(flags & HAL_INIT_NO_BUILTIN_BACKENDS)) {
     size_t n = 0;
