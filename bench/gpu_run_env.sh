@@ -5,5 +5,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 deps=$PWD/.devdeps/usr
 [ -d "$deps" ] && export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The halcyon CLI maps HALCYON_CACHE_DIR to the backend option cuda.cache_dir=<dir>/ptx (the
+# libraries read no environment: tools/README.md); test programs run without a PTX cache.
 export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1

@@ -27,7 +27,9 @@ mkdir -p "$out"
 deps=$root/.devdeps/usr
 [ -d "$deps" ] || { echo "gpu_check: $deps missing: run pack-deps.sh first and carry .devdeps" >&2; exit 2; }
 export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export HALCYON_CACHE_DIR=$(mktemp -d)  # a fresh PTX JIT cache for this run
+# A fresh PTX JIT cache for this run's halcyon commands, handed over as a backend option (the
+# libraries read no environment; hal.h lists the options). Test programs run without one.
+cache_opt="cuda.cache_dir=$(mktemp -d)/ptx"
 build=${BUILD_DIR:-build-gpu}
 summary=()
 failed=0
@@ -113,12 +115,13 @@ fi
 
 # The device as halcyon sees it, then the same with the driver hidden: cuda must turn
 # unavailable with the reason while the CPU backend carries on.
-step info bash -c "'$build/bin/halcyon' info -v && echo '--- with HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1:' &&
-  HALCYON_CUDA_LIBRARY=/nonexistent/libcuda.so.1 '$build/bin/halcyon' info -v"
+step info bash -c "'$build/bin/halcyon' --backend-option '$cache_opt' info -v &&
+  echo '--- with --backend-option cuda.library=/nonexistent/libcuda.so.1:' &&
+  '$build/bin/halcyon' --backend-option cuda.library=/nonexistent/libcuda.so.1 info -v"
 TAIL_LINES=40 step ctest ctest --test-dir "$build" --output-on-failure --timeout 300 -j4
 cp "$build/Testing/Temporary/LastTest.log" "$out/ctest_full.log" 2>/dev/null  # every test's output
 if "$build/bin/halcyon" cts --help >/dev/null 2>&1; then
-  step cts "$build/bin/halcyon" cts --device cuda:0
+  step cts "$build/bin/halcyon" --backend-option "$cache_opt" cts --device cuda:0
 else
   summary+=("cts        (no 'halcyon cts' command in this build: not run)")
 fi
@@ -128,7 +131,7 @@ if [ -x "$build/bin/halcyon_bench_cuda" ]; then
 fi
 # One MoE layer with token counts 7, 4096, 1, 300 in turn: no call, and no workspace change,
 # may synchronize the device (exit 3 otherwise; docs/backends/cuda.md, "Freeing memory").
-TAIL_LINES=30 step moe_sizes "$build/bin/halcyon" bench moe-sizes --device cuda:0 --sizes 7,4096,1,300 --rounds 5
+TAIL_LINES=30 step moe_sizes "$build/bin/halcyon" --backend-option "$cache_opt" bench moe-sizes --device cuda:0 --sizes 7,4096,1,300 --rounds 5
 # GPU_CHECK_ASAN=1: the CUDA tests again under AddressSanitizer + UBSan, with the real driver
 # (protect_shadow_gap=0: the driver maps memory where ASan's shadow gap would be).
 if [ "${GPU_CHECK_ASAN:-0}" = 1 ]; then

@@ -2,11 +2,13 @@
 #include <halcyon/halcyon.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 
 #include "command.hpp"
+#include "init_options.hpp"
 
 namespace halcyon::cli {
 std::vector<Command>& commands() {
@@ -22,8 +24,11 @@ void usage() {
   fmt::print("usage: halcyon <command> [options]\n\ncommands:\n");
   for (auto& c : cmds) fmt::print("  {:<10} {}\n", c.name, c.summary);
   fmt::print("\n'halcyon <command> --help' describes one command; 'halcyon --version' is 'halcyon version'.\n"
-             "global option, before the command: --backend-option <backend>.<key>=<value> (repeatable),\n"
-             "e.g. --backend-option ze.loader=/path/libze_loader.so.1\n");
+             "global options, before the command: --backend-option <backend>.<key>=<value> (repeatable),\n"
+             "e.g. --backend-option ze.loader=/path/libze_loader.so.1 (hal.h lists the keys);\n"
+             "--backend-path PATHS (plugin files or folders, ':'-separated); --log-level debug|info|warning|error.\n"
+             "Environment, applied before them: HALCYON_BACKEND_PATH, HALCYON_LOG, HALCYON_CACHE_DIR,\n"
+             "HALCYON_PTX_CACHE, HALCYON_CUDA_LIBRARY, HALCYON_SIM_MAX_INSTRUCTIONS, HALCYON_SIM_COVERAGE (tools/README.md).\n");
 }
 }  // namespace
 
@@ -32,20 +37,25 @@ int main(int argc, char** argv) {
     usage();
     return argc < 2 ? 2 : 0;
   }
-  // Global options before the command: --backend-option <backend>.<key>=<value> (repeatable),
-  // handed to the backends through hal_init (hal_init_desc.backend_options).
-  std::string options;
-  while (argc >= 3 && !std::strcmp(argv[1], "--backend-option")) {
-    options += (options.empty() ? "" : ";") + std::string(argv[2]);
-    argv += 2;
-    argc -= 2;
+  // Global options before the command, applied over the documented environment variables
+  // (init_options.hpp): every choice reaches libhalcyon through hal_init, which reads no
+  // environment itself.
+  auto init = halcyon::cli::choices_from_environment([](const char* name) { return std::getenv(name); });
+  std::string why;
+  int used = halcyon::cli::parse_global_options(std::vector<std::string>(argv + 1, argv + argc), &init, &why);
+  if (used < 0) {
+    fmt::print(stderr, "halcyon: {}\n", why);
+    return 2;
   }
-  if (!options.empty()) {
-    if (auto st = halcyon::init(0, nullptr, options.c_str()); !st) {
-      fmt::print(stderr, "halcyon: --backend-option: {}\n", st.error().to_string());
-      return 2;
-    }
+  argv += used;
+  argc -= used;
+  auto text = [](const std::string& s) { return s.empty() ? nullptr : s.c_str(); };
+  if (auto st = halcyon::init(0, text(init.backend_path), text(init.backend_options), text(init.log_level)); !st) {
+    fmt::print(stderr, "halcyon: {}\n", st.error().to_string());
+    return 2;
   }
+  hal_log(HAL_LOG_DEBUG, fmt::format("halcyon: hal_init backend_path '{}', backend_options '{}'", init.backend_path,
+                                     init.backend_options).c_str());
   if (argc < 2) {
     usage();
     return 2;

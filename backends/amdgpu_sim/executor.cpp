@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
+#include <string_view>
 #include <unordered_map>
 
 #include "wave.hpp"
@@ -304,15 +305,27 @@ void run_kernel(const Program& program, Memory& memory, const LaunchParams& p) {
   for (uint32_t z = 0; z < p.grid[2]; ++z)
     for (uint32_t y = 0; y < p.grid[1]; ++y)
       for (uint32_t x = 0; x < p.grid[0]; ++x) r.run_group(x, y, z, &instructions);
-  // Coverage: HALCYON_SIM_COVERAGE=<file> appends "<kernel> <mnemonic>" for every instruction
-  // this program has executed so far (tests/amd/coverage.cmake reads it).
-  if (const char* path = std::getenv("HALCYON_SIM_COVERAGE")) {
+  // Coverage (tests/amd/coverage.cmake reads it).
+  if (const char* path = p.coverage_file) {
     if (std::FILE* f = std::fopen(path, "a")) {
       for (const Inst& in : program.instructions())
         if (in.executed) std::fprintf(f, "%s %s\n", k.name.c_str(), in.mnemonic.c_str());
       std::fclose(f);
     }
   }
+}
+
+std::string sim_options(const char* max_instructions, const char* coverage, LaunchParams* p) {
+  if (max_instructions) {
+    std::string_view v(max_instructions);
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n == 0 || n > (uint64_t(1) << 62))
+      return fmt::format("option amdgpu-sim.max_instructions='{}' is not a whole number in [1, 2^62]", v);
+    p->max_instructions = n;
+  }
+  if (coverage && !*coverage) return "option amdgpu-sim.coverage is empty: name the file to append to";
+  return {};
 }
 
 }  // namespace halcyon::amdsim

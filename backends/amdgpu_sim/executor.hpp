@@ -42,8 +42,16 @@ struct LaunchParams {
   const void* args = nullptr;  // explicit arguments, laid out as the metadata says
   size_t args_size = 0;
   uint64_t code_base = 0;      // host address of the loaded image
-  uint64_t max_instructions = 0;  // per launch; 0 = default
+  uint64_t max_instructions = 0;  // per launch; 0 = default (2^34)
+  // Coverage report (the backend option amdgpu-sim.coverage; null = none): after the launch,
+  // "<kernel> <mnemonic>" is appended for every instruction the program has executed so far.
+  const char* coverage_file = nullptr;
 };
+
+// Checks the backend options amdgpu-sim.max_instructions (a whole number in [1, 2^62]) and
+// amdgpu-sim.coverage (a file name, not empty); null means not given. Fills the matching
+// fields of *p. Returns "" when both are good, else what is wrong, naming option and value.
+std::string sim_options(const char* max_instructions, const char* coverage, LaunchParams* p);
 
 // Runs every workgroup of the launch. Throws SimError naming the workgroup, wave, instruction
 // and address on any fault.

@@ -50,6 +50,8 @@ namespace {
 struct SimPartition;  // never made: a simulator has no compute units to split
 
 struct SimBackend {
+  sim::LaunchParams options;  // max_instructions and coverage_file from the backend options
+  std::string coverage_file;  // what options.coverage_file points at
   std::mutex mu;
   std::map<std::string, std::shared_ptr<sim::Decoder>> decoders;  // per arch, made on first use
 };
@@ -113,7 +115,15 @@ namespace {
 hal_error* sim_create(const hal_host_api* host, SimBackend** out) {
   halcyon::plugin::host() = host;
   HAL_BACKEND_GUARD({
-    *out = new SimBackend;
+    auto b = std::make_unique<SimBackend>();
+    const char* coverage = halcyon::plugin::option("amdgpu-sim", "coverage");
+    if (std::string why = sim::sim_options(halcyon::plugin::option("amdgpu-sim", "max_instructions"), coverage,
+                                           &b->options);
+        !why.empty())
+      return error(HAL_INVALID_ARGUMENT, "amdgpu-sim: " + why);
+    if (coverage) b->coverage_file = coverage;
+    b->options.coverage_file = coverage ? b->coverage_file.c_str() : nullptr;
+    *out = b.release();
     return nullptr;
   })
 }
@@ -246,7 +256,8 @@ hal_error* sim_stream_launch(SimStream* s, SimKernel* k, const hal_launch_desc* 
     p.args = desc->args;
     p.args_size = desc->args_size;
     p.code_base = reinterpret_cast<uint64_t>(k->module->image.data());
-    if (const char* env = std::getenv("HALCYON_SIM_MAX_INSTRUCTIONS")) p.max_instructions = std::strtoull(env, nullptr, 10);
+    p.max_instructions = s->device->backend->options.max_instructions;
+    p.coverage_file = s->device->backend->options.coverage_file;
     try {
       sim::run_kernel(*k->program, s->device->memory, p);
     } catch (const sim::SimError& e) {

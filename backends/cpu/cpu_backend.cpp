@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "group_entries.hpp"
 #include "shm_group.hpp"
 #include "thread_pool.hpp"
 
@@ -102,6 +103,7 @@ struct CpuBuffer {
 
 // A communicator over POSIX shared memory between processes (backends/comm_common).
 struct CpuComm {
+  static constexpr const char* kName = "cpu communicator";
   CpuDevice* device;
   std::unique_ptr<halcyon::comm::ShmGroup> group;
 };
@@ -583,34 +585,15 @@ struct ShmHandle {
 static_assert(sizeof(ShmHandle) <= HAL_COMM_HANDLE_BYTES);
 constexpr uint32_t kShmHandleMagic = 0x48434d53;  // "SMCH"
 
-hal_error* comm_error(hal_status status, const std::string& what) { return error(status, "cpu communicator: " + what); }
+hal_error* comm_error(hal_status status, const std::string& what) {
+  return halcyon::comm::group_error(status, CpuComm::kName, what);
+}
 
 hal_error* cpu_comm_create(CpuDevice* d, const hal_comm_desc* desc, CpuComm** out, hal_comm_info* info) {
   HAL_BACKEND_GUARD({
     std::unique_ptr<halcyon::comm::ShmGroup> g;
-    if (auto e = halcyon::comm::ShmGroup::join(desc->rendezvous, desc->rank, desc->size, desc->timeout_ms, &g);
-        !e.empty())
-      return comm_error(HAL_UNAVAILABLE, e);
+    if (hal_error* e = halcyon::comm::group_join(desc, CpuComm::kName, "shm", &g, info)) return e;
     *out = new CpuComm{d, std::move(g)};
-    std::snprintf(info->transport, sizeof info->transport, "shm");
-    info->max_all_gather_bytes = halcyon::comm::ShmGroup::kSlotBytes;
-    info->max_ranks = halcyon::comm::ShmGroup::kMaxRanks;
-    return nullptr;
-  })
-}
-
-void cpu_comm_destroy(CpuComm* c) { delete c; }
-
-hal_error* cpu_comm_barrier(CpuComm* c) {
-  HAL_BACKEND_GUARD({
-    if (auto e = c->group->barrier(); !e.empty()) return comm_error(HAL_DEVICE_ERROR, e);
-    return nullptr;
-  })
-}
-
-hal_error* cpu_comm_all_gather(CpuComm* c, const void* send, uint64_t bytes, void* recv) {
-  HAL_BACKEND_GUARD({
-    if (auto e = c->group->all_gather(send, size_t(bytes), recv); !e.empty()) return comm_error(HAL_DEVICE_ERROR, e);
     return nullptr;
   })
 }
@@ -645,12 +628,9 @@ hal_error* cpu_comm_buffer_import(CpuComm* c, uint32_t peer, const hal_comm_hand
                                   uint64_t* size, uint64_t* address, void** host) {
   HAL_BACKEND_GUARD({
     ShmHandle h;
-    std::memcpy(&h, handle->bytes, sizeof h);
-    if (h.magic != kShmHandleMagic || h.name[sizeof h.name - 1] != '\0')
-      return comm_error(HAL_INVALID_ARGUMENT, "the handle was not made by hal_comm_buffer_export of a CPU communicator");
-    if (h.owner_rank != peer)
-      return comm_error(HAL_INVALID_ARGUMENT, fmt::format("the handle was exported by rank {}, not by peer {}",
-                                                         h.owner_rank, peer));
+    if (hal_error* e = halcyon::comm::read_handle<CpuComm>(handle, kShmHandleMagic, peer, &h)) return e;
+    if (h.name[sizeof h.name - 1] != '\0')
+      return comm_error(HAL_INVALID_ARGUMENT, "the handle's segment name is not terminated: not made by hal_comm_buffer_export");
     std::unique_ptr<halcyon::comm::ShmSegment> seg;
     if (auto e = halcyon::comm::ShmSegment::open(h.name, size_t(h.size), &seg); !e.empty())
       return comm_error(HAL_NOT_FOUND, fmt::format("importing rank {}'s buffer: {}", peer, e));
@@ -720,9 +700,9 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(cpu_partition_caps),
     HAL_BACKEND_FN(cpu_buffer_import),
     HAL_BACKEND_FN(cpu_comm_create),
-    HAL_BACKEND_FN(cpu_comm_destroy),
-    HAL_BACKEND_FN(cpu_comm_barrier),
-    HAL_BACKEND_FN(cpu_comm_all_gather),
+    HAL_BACKEND_FN(halcyon::comm::group_destroy<CpuComm>),
+    HAL_BACKEND_FN(halcyon::comm::group_barrier<CpuComm>),
+    HAL_BACKEND_FN(halcyon::comm::group_all_gather<CpuComm>),
     HAL_BACKEND_FN(cpu_comm_buffer_create),
     HAL_BACKEND_FN(cpu_comm_buffer_export),
     HAL_BACKEND_FN(cpu_comm_buffer_import),

@@ -3,7 +3,6 @@
 // into the primary context and, for partitions, as context-independent libraries.
 #include "cuda_internal.hpp"
 
-#include <cstdlib>
 #include <type_traits>
 
 using namespace halcyon::cuda;
@@ -13,8 +12,14 @@ namespace halcyon::cuda {
 hal_error* cuda_create(const hal_host_api* host, CudaBackend** out) {
   halcyon::plugin::host() = host;
   HAL_BACKEND_GUARD({
+    // The options first (hal.h, hal_init_desc.backend_options): a malformed one is refused
+    // whether or not this machine has a driver.
+    const char* library = halcyon::plugin::option("cuda", "library");
+    std::string cache_dir;
+    if (std::string why = cuda_options(library, halcyon::plugin::option("cuda", "cache_dir"), &cache_dir); !why.empty())
+      return error(HAL_INVALID_ARGUMENT, "cuda: " + why);
     std::string why;
-    const Driver* d = load_driver(&why);
+    const Driver* d = load_driver(&why, library);
     if (!d) return error(HAL_UNAVAILABLE, why);
     int n = 0;
     CUresult r = d->cuDeviceGetCount(&n);
@@ -23,7 +28,7 @@ hal_error* cuda_create(const hal_host_api* host, CudaBackend** out) {
     auto* b = new CudaBackend;
     b->d = d;
     b->device_count = n;
-    b->cache = PtxCache(ptx_cache_dir([](const char* name) { return std::getenv(name); }));
+    b->cache = PtxCache(cache_dir);
     halcyon::plugin::log(HAL_LOG_INFO,
                          fmt::format("cuda: driver for CUDA {}, {} device(s), PTX cache {}{}{}",
                                      version_string(d->version), n,

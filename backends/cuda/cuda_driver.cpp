@@ -3,7 +3,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 
 namespace halcyon::cuda {
@@ -15,9 +14,8 @@ struct Loaded {
   std::string why;
 };
 
-void load(Loaded& out) {
-  const char* env = std::getenv("HALCYON_CUDA_LIBRARY");
-  std::string file = env && *env ? env : "libcuda.so.1";
+void load(Loaded& out, const char* library) {
+  std::string file = library && *library ? library : "libcuda.so.1";
   dlerror();
   void* dl = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!dl) {
@@ -75,10 +73,10 @@ void load(Loaded& out) {
 
 }  // namespace
 
-const Driver* load_driver(std::string* why) {
-  static Loaded* loaded = [] {
+const Driver* load_driver(std::string* why, const char* file) {
+  static Loaded* loaded = [file] {
     auto* l = new Loaded;  // lives for the process, like the library it describes
-    load(*l);
+    load(*l, file);
     return l;
   }();
   if (!loaded->ok && why) *why = loaded->why;

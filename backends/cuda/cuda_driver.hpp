@@ -78,8 +78,9 @@ struct Driver {
 };
 
 // Loads the driver once per process (thread-safe). Returns null and sets *why when the
-// library, a required symbol or cuInit fails. HALCYON_CUDA_LIBRARY overrides the file name.
-const Driver* load_driver(std::string* why);
+// library, a required symbol or cuInit fails. `file` (the backend option cuda.library; null =
+// libcuda.so.1) names the library; the first call's choice holds for the process.
+const Driver* load_driver(std::string* why, const char* file = nullptr);
 
 // "CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)"
 std::string result_string(const Driver& d, CUresult r);

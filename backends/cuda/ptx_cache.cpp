@@ -105,16 +105,12 @@ std::string cache_file_name(const PtxCacheKey& key) {
   return buf + arch + "-drv" + std::to_string(key.driver_version) + ".cubin";
 }
 
-std::string ptx_cache_dir(const std::function<const char*(const char*)>& getenv) {
-  auto get = [&](const char* n) -> std::string {
-    const char* v = getenv(n);
-    return v ? v : "";
-  };
-  std::string off = get("HALCYON_PTX_CACHE");
-  if (off == "0" || off == "off" || off == "OFF") return {};
-  if (auto d = get("HALCYON_CACHE_DIR"); !d.empty()) return d + "/ptx";
-  if (auto d = get("XDG_CACHE_HOME"); !d.empty()) return d + "/halcyon/ptx";
-  if (auto d = get("HOME"); !d.empty()) return d + "/.cache/halcyon/ptx";
+std::string cuda_options(const char* library, const char* cache_dir_option, std::string* cache_dir) {
+  cache_dir->clear();
+  if (library && !*library) return "option cuda.library is empty: name the driver library file, e.g. libcuda.so.1";
+  if (!cache_dir_option || std::string_view(cache_dir_option) == "off") return {};
+  if (!*cache_dir_option) return "option cuda.cache_dir is empty: give a folder, or off for no PTX cache";
+  *cache_dir = cache_dir_option;
   return {};
 }
 

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,9 +27,10 @@ PtxCacheKey make_cache_key(std::string_view ptx, std::string_view arch, int driv
 // "0123456789abcdef0123456789abcdef-sm_90a-drv13000.cubin"
 std::string cache_file_name(const PtxCacheKey& key);
 
-// The cache folder: $HALCYON_CACHE_DIR/ptx, else $XDG_CACHE_HOME/halcyon/ptx, else
-// $HOME/.cache/halcyon/ptx. Empty (no cache) when HALCYON_PTX_CACHE=0|off or none is set.
-std::string ptx_cache_dir(const std::function<const char*(const char*)>& getenv);
+// Checks the backend options cuda.library (a file name, not empty, when given) and
+// cuda.cache_dir ("off", or a folder; not given = off) and sets *cache_dir ("" = no cache).
+// Returns "" when both are good, else what is wrong, naming the option and its value.
+std::string cuda_options(const char* library, const char* cache_dir_option, std::string* cache_dir);
 
 class PtxCache {
  public:

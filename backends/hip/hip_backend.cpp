@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "ccl_comm.hpp"
+#include "group_entries.hpp"
 #include "cu_mask.hpp"
 #include "hip_symbols.hpp"
 #include "hsaco.hpp"
@@ -54,6 +56,18 @@ struct HipBuffer {
   HipDevice* device;
   void* ptr;
   bool host;
+  uint64_t size = 0;     // comm buffers: what was asked for (travels in the export handle)
+  bool ipc_mapped = false;  // a peer's buffer, mapped by hipIpcOpenMemHandle
+};
+
+// A communicator (hal.h "Communicators"): ranks meet in shared memory; peer buffers are HIP
+// IPC memory; the all-to-all runs over RCCL when every rank has its own GPU and librccl loads
+// (backends/comm_common/ccl_comm), else it is staged through host memory.
+struct HipComm {
+  static constexpr const char* kName = "hip communicator";
+  HipDevice* device;
+  std::unique_ptr<halcyon::comm::ShmGroup> group;
+  std::unique_ptr<halcyon::ccl::Comm> rccl;
 };
 
 struct HipStream {
@@ -87,6 +101,7 @@ HAL_BACKEND_TYPE(HipStream, hal_be_stream)
 HAL_BACKEND_TYPE(HipEvent, hal_be_event)
 HAL_BACKEND_TYPE(HipModule, hal_be_module)
 HAL_BACKEND_TYPE(HipKernel, hal_be_kernel)
+HAL_BACKEND_TYPE(HipComm, hal_be_comm)
 
 namespace {
 
@@ -145,6 +160,9 @@ int attribute(const hip::Symbols& s, hipDeviceAttribute_t a, int index) {
   return v;
 }
 
+// Communicators need the IPC entries (optional in the table).
+bool has_ipc(const hip::Symbols& s) { return s.hipIpcGetMemHandle && s.hipIpcOpenMemHandle && s.hipIpcCloseMemHandle; }
+
 hal_error* hip_device_open(HipBackend* b, uint32_t index, HipDevice** out) {
   HAL_BACKEND_GUARD({
     auto d = std::make_unique<HipDevice>();
@@ -180,8 +198,9 @@ hal_error* hip_device_info(HipDevice* d, hal_device_info* info) {
   // Double data rate: two transfers per memory clock (kHz) over the bus (bits).
   info->memory_bytes_per_s = uint64_t(attribute(s, hipDeviceAttributeMemoryClockRate, d->index)) * 1000 * 2 *
                              uint64_t(attribute(s, hipDeviceAttributeMemoryBusWidth, d->index)) / 8;
-  std::snprintf(info->capabilities, sizeof info->capabilities, "module.hsaco events.timing%s",
-                s.hipExtStreamCreateWithCUMask ? " partition.cu_mask partition.enforced" : "");
+  std::snprintf(info->capabilities, sizeof info->capabilities, "module.hsaco events.timing%s%s",
+                s.hipExtStreamCreateWithCUMask ? " partition.cu_mask partition.enforced" : "",
+                has_ipc(s) ? " comm" : "");
   return nullptr;
 }
 
@@ -212,7 +231,9 @@ void hip_buffer_destroy(HipBuffer* b) {
   const hip::Symbols& s = b->device->s();
   logged(s.hipSetDevice(b->device->index), "hipSetDevice");
   logged(s.hipDeviceSynchronize(), "hipDeviceSynchronize");  // queued work may still use it
-  if (b->host)
+  if (b->ipc_mapped)
+    logged(s.hipIpcCloseMemHandle(b->ptr), "hipIpcCloseMemHandle");
+  else if (b->host)
     logged(s.hipHostFree(b->ptr), "hipHostFree");
   else
     logged(s.hipFree(b->ptr), "hipFree");
@@ -444,6 +465,124 @@ void hip_partition_destroy(HipPartition* p) {
   delete p;
 }
 
+// ---- communicators ----------------------------------------------------------------------------
+
+// What an exported buffer's handle holds.
+struct IpcHandle {
+  uint32_t magic;
+  uint32_t owner_rank;
+  uint64_t size;
+  hipIpcMemHandle_t ipc;
+};
+static_assert(sizeof(IpcHandle) <= HAL_COMM_HANDLE_BYTES);
+constexpr uint32_t kIpcHandleMagic = 0x50494843;  // "CHIP"
+
+hal_error* comm_error(hal_status status, const std::string& what) {
+  return halcyon::comm::group_error(status, HipComm::kName, what);
+}
+
+// The GPU's identity for "do two ranks share one": its PCI address.
+uint64_t pci_key(HipDevice* d) {
+  const hip::Symbols& s = d->s();
+  return uint64_t(attribute(s, hipDeviceAttributePciDomainID, d->index)) << 32 |
+         uint64_t(attribute(s, hipDeviceAttributePciBusId, d->index)) << 8 |
+         uint64_t(attribute(s, hipDeviceAttributePciDeviceId, d->index));
+}
+
+hal_error* hip_comm_create(HipDevice* d, const hal_comm_desc* desc, HipComm** out, hal_comm_info* info) {
+  HAL_BACKEND_GUARD({
+    if (!has_ipc(d->s()))
+      return comm_error(HAL_UNSUPPORTED, d->backend->lib.path + " lacks hipIpcGetMemHandle/hipIpcOpenMemHandle");
+    if (hal_error* e = use(d)) return e;
+    auto c = std::make_unique<HipComm>();
+    c->device = d;
+    if (hal_error* e = halcyon::comm::group_join(desc, HipComm::kName, "shm+hipipc", &c->group, info)) return e;
+    // The backend option hip.rccl names the library (default librccl.so.1).
+    if (auto why = halcyon::ccl::Comm::start(halcyon::ccl::Flavor::kRccl, *c->group, pci_key(d),
+                                             halcyon::plugin::option("hip", "rccl"), &c->rccl);
+        !why.empty())
+      halcyon::plugin::log(HAL_LOG_INFO, fmt::format("hip communicator '{}': all-to-all staged through host memory, "
+                                                     "not RCCL: {}", desc->rendezvous, why));
+    if (c->rccl) std::snprintf(info->transport, sizeof info->transport, "rccl+hipipc");
+    *out = c.release();
+    return nullptr;
+  })
+}
+
+hal_error* hip_comm_buffer_create(HipComm* c, uint64_t size, HipBuffer** out, uint64_t* address, void** host) {
+  HAL_BACKEND_GUARD({
+    HipDevice* d = c->device;
+    if (hal_error* e = use(d)) return e;
+    void* p = nullptr;
+    hipError_t rc = d->s().hipMalloc(&p, std::max<uint64_t>(size, 1));  // IPC needs a real allocation
+    if (hal_error* e = check(d->s(), rc, "hipMalloc", rc == hipErrorOutOfMemory ? HAL_OUT_OF_MEMORY : HAL_DEVICE_ERROR))
+      return e;
+    *out = new HipBuffer{d, p, false, size, false};
+    *address = reinterpret_cast<uint64_t>(p);
+    *host = nullptr;
+    return nullptr;
+  })
+}
+
+hal_error* hip_comm_buffer_export(HipComm* c, HipBuffer* b, hal_comm_handle* out) {
+  HAL_BACKEND_GUARD({
+    IpcHandle h{kIpcHandleMagic, c->group->rank(), b->size, {}};
+    HIP_CHECK(c->device, hipIpcGetMemHandle(&h.ipc, b->ptr));
+    std::memcpy(out->bytes, &h, sizeof h);
+    return nullptr;
+  })
+}
+
+hal_error* hip_comm_buffer_import(HipComm* c, uint32_t peer, const hal_comm_handle* handle, HipBuffer** out,
+                                  uint64_t* size, uint64_t* address, void** host) {
+  HAL_BACKEND_GUARD({
+    IpcHandle h;
+    if (hal_error* e = halcyon::comm::read_handle<HipComm>(handle, kIpcHandleMagic, peer, &h)) return e;
+    HipDevice* d = c->device;
+    if (hal_error* e = use(d)) return e;
+    void* p = nullptr;
+    HIP_CHECK(d, hipIpcOpenMemHandle(&p, h.ipc, hipIpcMemLazyEnablePeerAccess));
+    *out = new HipBuffer{d, p, false, h.size, true};
+    *size = h.size;
+    *address = reinterpret_cast<uint64_t>(p);
+    *host = nullptr;
+    return nullptr;
+  })
+}
+
+hal_error* hip_comm_all_to_all(HipComm* c, HipStream* s, HipBuffer* send, const uint64_t* send_offsets,
+                               const uint64_t* send_sizes, HipBuffer* recv, const uint64_t* recv_offsets,
+                               const uint64_t* recv_sizes) {
+  HAL_BACKEND_GUARD({
+    HipDevice* d = c->device;
+    if (hal_error* e = use(d)) return e;
+    const auto src = reinterpret_cast<uint64_t>(send->ptr), dst = reinterpret_cast<uint64_t>(recv->ptr);
+    if (c->rccl) {  // queued on the stream, no host wait
+      if (auto e = c->rccl->all_to_all(src, send_offsets, send_sizes, dst, recv_offsets, recv_sizes, s->stream);
+          !e.empty())
+        return comm_error(HAL_DEVICE_ERROR, e);
+      return nullptr;
+    }
+    const hip::Symbols& f = d->s();
+    auto hip_text = [&](hipError_t rc, const char* what) {
+      return rc == hipSuccess ? std::string() : fmt::format("{}: {} ({})", what, f.hipGetErrorName(rc), int(rc));
+    };
+    halcyon::comm::StagedCopies copies{
+        [&](uint32_t p, char* h) {
+          return hip_text(f.hipMemcpyAsync(h, reinterpret_cast<void*>(src + send_offsets[p]), send_sizes[p],
+                                           hipMemcpyDeviceToHost, s->stream), "hipMemcpyAsync to host");
+        },
+        [&](uint32_t p, const char* h) {
+          return hip_text(f.hipMemcpyAsync(reinterpret_cast<void*>(dst + recv_offsets[p]), h, recv_sizes[p],
+                                           hipMemcpyHostToDevice, s->stream), "hipMemcpyAsync to the device");
+        },
+        [&] { return hip_text(f.hipStreamSynchronize(s->stream), "hipStreamSynchronize"); }};
+    if (auto e = halcyon::comm::staged_all_to_all(*c->group, send_sizes, recv_sizes, copies); !e.empty())
+      return comm_error(HAL_DEVICE_ERROR, fmt::format("{}: all_to_all staging: {}", d->name, e));
+    return nullptr;
+  })
+}
+
 const hal_backend_api kApi = {
     sizeof(hal_backend_api),
     nullptr,
@@ -485,8 +624,14 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_device_can_run),
     HAL_BACKEND_FN(hip_partition_caps),
     nullptr,  // buffer_import: not yet (hipPointerGetAttributes would check it, as cuda_buffer.cpp does)
-    // communicator (ABI 1.4): not yet; RCCL loader in backends/comm_common (docs/expert_parallel.md)
-    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    HAL_BACKEND_FN(hip_comm_create),
+    HAL_BACKEND_FN(halcyon::comm::group_destroy<HipComm>),
+    HAL_BACKEND_FN(halcyon::comm::group_barrier<HipComm>),
+    HAL_BACKEND_FN(halcyon::comm::group_all_gather<HipComm>),
+    HAL_BACKEND_FN(hip_comm_buffer_create),
+    HAL_BACKEND_FN(hip_comm_buffer_export),
+    HAL_BACKEND_FN(hip_comm_buffer_import),
+    HAL_BACKEND_FN(hip_comm_all_to_all),
 };
 
 }  // namespace

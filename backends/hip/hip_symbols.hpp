@@ -54,7 +54,10 @@ using HostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
 
 #define HALCYON_HIP_OPTIONAL(X)                                              \
   X(hipExtStreamCreateWithCUMask, decltype(&::hipExtStreamCreateWithCUMask)) \
-  X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))
+  X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))                   \
+  X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle))                     \
+  X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle))                   \
+  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))
 
 struct Symbols {
 #define HALCYON_HIP_FIELD(name, type) type name = nullptr;

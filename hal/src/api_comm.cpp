@@ -83,22 +83,7 @@ HAL_API hal_error* hal_comm_create(hal_device d, const hal_comm_desc* desc, hal_
   })
 }
 
-HAL_API hal_error* hal_comm_retain(hal_comm h) {
-  HAL_CORE_GUARD("hal_comm_retain", { return handle_retain(reinterpret_cast<uint64_t>(h), ObjType::Comm, "hal_comm_retain"); })
-}
-HAL_API hal_error* hal_comm_release(hal_comm h) {
-  HAL_CORE_GUARD("hal_comm_release", { return handle_release(reinterpret_cast<uint64_t>(h), ObjType::Comm, "hal_comm_release"); })
-}
-
-HAL_API hal_error* hal_comm_get_info(hal_comm h, hal_comm_info* out) {
-  constexpr const char* fn = "hal_comm_get_info";
-  HAL_CORE_GUARD(fn, {
-    LOOKUP(c, CommObj, h, "communicator");
-    if (hal_error* e = check_out_struct(out, HAL_COMM_INFO_MIN_SIZE, fn, "hal_comm_info")) return e;
-    write_struct(c->info, out);
-    return nullptr;
-  })
-}
+HAL_DEFINE_HANDLE_ENTRIES(comm, Comm, CommObj, HAL_COMM_INFO_MIN_SIZE, "communicator")
 
 HAL_API hal_error* hal_comm_barrier(hal_comm h) {
   constexpr const char* fn = "hal_comm_barrier";

@@ -52,24 +52,7 @@ HAL_API hal_error* hal_device_open(const char* uri, hal_device* out) {
   })
 }
 
-HAL_API hal_error* hal_device_retain(hal_device d) {
-  HAL_CORE_GUARD("hal_device_retain", { return handle_retain(reinterpret_cast<uint64_t>(d), ObjType::Device, "hal_device_retain"); })
-}
-HAL_API hal_error* hal_device_release(hal_device d) {
-  HAL_CORE_GUARD("hal_device_release", { return handle_release(reinterpret_cast<uint64_t>(d), ObjType::Device, "hal_device_release"); })
-}
-
-HAL_API hal_error* hal_device_get_info(hal_device d, hal_device_info* out) {
-  constexpr const char* fn = "hal_device_get_info";
-  HAL_CORE_GUARD(fn, {
-    hal_error* e = nullptr;
-    auto dev = lookup<DeviceObj>(d, fn, "device", &e);
-    if (!dev) return e;
-    if ((e = check_out_struct(out, HAL_DEVICE_INFO_MIN_SIZE, fn, "hal_device_info"))) return e;
-    write_struct(dev->info, out);
-    return nullptr;
-  })
-}
+HAL_DEFINE_HANDLE_ENTRIES(device, Device, DeviceObj, HAL_DEVICE_INFO_MIN_SIZE, "device")
 
 HAL_API hal_error* hal_device_has_capability(hal_device d, const char* tag, bool* out) {
   constexpr const char* fn = "hal_device_has_capability";

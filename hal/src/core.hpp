@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,9 @@ hal_error* err(hal_status status, fmt::format_string<Args...> f, Args&&... args)
 hal_error* error_from_current_exception(const char* function);
 
 void log(hal_log_level level, const std::string& message);
+// hal_init_desc.log_level: "debug", "info", "warning" or "error" becomes the default sink's
+// threshold; anything else is HAL_INVALID_ARGUMENT naming it (the threshold is unchanged).
+hal_error* set_log_threshold(std::string_view name);
 extern const hal_host_api kHostApi;
 // hal_host_api.option: a backend's option from hal_init_desc.backend_options, or NULL.
 const char* backend_option(const char* backend, const char* key);
@@ -268,4 +272,45 @@ hal_error* registry_resolve(const char* uri, Backend** backend, uint32_t* index,
     __VA_ARGS__                                                         \
   } catch (...) {                                                       \
     return ::halcyon::core::error_from_current_exception(function);     \
+  }
+
+namespace halcyon::core {
+
+// The entry points every handle type has, with the same checks wherever they are defined:
+// retain and release through the handle table, get_info copying the object's `info` (the
+// device's or communicator's, filled when it was made) into the caller's struct.
+template <ObjType type, typename Handle>
+hal_error* retain_entry(Handle h, const char* fn) {
+  HAL_CORE_GUARD(fn, { return handle_retain(reinterpret_cast<uint64_t>(h), type, fn); })
+}
+template <ObjType type, typename Handle>
+hal_error* release_entry(Handle h, const char* fn) {
+  HAL_CORE_GUARD(fn, { return handle_release(reinterpret_cast<uint64_t>(h), type, fn); })
+}
+template <typename Obj, typename Handle, typename Info>
+hal_error* get_info_entry(Handle h, Info* out, size_t min_size, const char* fn, const char* what,
+                          const char* info_name) {
+  HAL_CORE_GUARD(fn, {
+    LOOKUP(obj, Obj, h, what);
+    if (hal_error* e = check_out_struct(out, min_size, fn, info_name)) return e;
+    write_struct(obj->info, out);
+    return nullptr;
+  })
+}
+
+}  // namespace halcyon::core
+
+// Defines hal_<name>_retain, hal_<name>_release and hal_<name>_get_info (hal.h) for one handle
+// type, through the shared entries above: hal_device_*, hal_comm_*.
+#define HAL_DEFINE_HANDLE_ENTRIES(name, Type, Obj, info_min_size, what)                                   \
+  HAL_API hal_error* hal_##name##_retain(hal_##name h) {                                                  \
+    return ::halcyon::core::retain_entry<::halcyon::core::ObjType::Type>(h, "hal_" #name "_retain");      \
+  }                                                                                                       \
+  HAL_API hal_error* hal_##name##_release(hal_##name h) {                                                 \
+    return ::halcyon::core::release_entry<::halcyon::core::ObjType::Type>(h, "hal_" #name "_release");    \
+  }                                                                                                       \
+  HAL_API hal_error* hal_##name##_get_info(hal_##name h, hal_##name##_info* out) {                        \
+    return ::halcyon::core::get_info_entry<::halcyon::core::Obj>(h, out, info_min_size,                   \
+                                                                 "hal_" #name "_get_info", what,          \
+                                                                 "hal_" #name "_info");                   \
   }

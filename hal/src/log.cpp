@@ -1,7 +1,7 @@
 #include "core.hpp"
 
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string_view>
 
@@ -12,17 +12,10 @@ std::mutex g_log_mu;
 hal_log_fn g_fn = nullptr;
 void* g_user = nullptr;
 
-hal_log_level threshold() {
-  static const hal_log_level level = [] {
-    const char* v = std::getenv("HALCYON_LOG");
-    std::string_view s = v ? v : "";
-    if (s == "debug") return HAL_LOG_DEBUG;
-    if (s == "info") return HAL_LOG_INFO;
-    if (s == "error") return HAL_LOG_ERROR;
-    return HAL_LOG_WARNING;
-  }();
-  return level;
-}
+// The default sink's threshold (hal_init_desc.log_level); the environment is not read.
+std::atomic<hal_log_level> g_threshold{HAL_LOG_WARNING};
+
+constexpr hal_log_level kLevels[] = {HAL_LOG_DEBUG, HAL_LOG_INFO, HAL_LOG_WARNING, HAL_LOG_ERROR};
 
 const char* level_name(hal_log_level l) {
   switch (l) {
@@ -41,11 +34,21 @@ hal_error* host_error_new(hal_status status, const char* message) {
 
 }  // namespace
 
+hal_error* set_log_threshold(std::string_view name) {
+  for (hal_log_level l : kLevels)
+    if (name == level_name(l)) {
+      g_threshold = l;
+      return nullptr;
+    }
+  return make_error(HAL_INVALID_ARGUMENT,
+                    fmt::format("hal_init: log_level '{}' is not debug, info, warning or error", name));
+}
+
 void log(hal_log_level level, const std::string& message) {
   std::lock_guard lock(g_log_mu);
   if (g_fn) {
     g_fn(g_user, level, message.c_str());
-  } else if (level >= threshold()) {
+  } else if (level >= g_threshold.load()) {
     std::fprintf(stderr, "halcyon %s: %s\n", level_name(level), message.c_str());
   }
 }

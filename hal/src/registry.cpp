@@ -1,5 +1,5 @@
-// Backend discovery: built-ins, then explicit paths, then HALCYON_BACKEND_PATH, then the
-// plugin folder beside libhalcyon (plugin_folder()). Every file tried leaves a record saying
+// Backend discovery: built-ins, then explicit paths (hal_init_desc.backend_path), then the
+// plugin folder beside libhalcyon (plugin_folder()). No environment variable is read. Every file tried leaves a record saying
 // why it was accepted or refused, which `halcyon info -v` prints.
 #include "core.hpp"
 #include "plugin_checks.hpp"
@@ -26,6 +26,7 @@ struct Registry {
   bool initialized = false;
   std::vector<hal_backend_record> records;
   std::vector<std::unique_ptr<Backend>> backends;  // available ones only; never unloaded
+  std::string bad_option;  // the first backend's refusal of its option value (hal_init returns it)
 };
 
 Registry& registry() {
@@ -113,14 +114,21 @@ hal_error* adopt_backend(Registry& reg, const hal_backend_api* api, std::string_
   hal_be_backend* be = nullptr;
   hal_error* e = api->create(&kHostApi, &be);
   if (e != nullptr) {
-    auto r = make_record(name, source, HAL_BACKEND_UNAVAILABLE, hal_error_message(e));
+    // HAL_INVALID_ARGUMENT from create: the backend refused a value of its options, which is
+    // the caller's mistake, not the machine's: recorded, and reported to the caller too.
+    bool bad_option = hal_error_status(e) == HAL_INVALID_ARGUMENT;
+    std::string why = hal_error_message(e);
+    auto r = make_record(name, source, HAL_BACKEND_UNAVAILABLE, why);
     r.abi_major = api->abi_major;
     r.abi_minor = api->abi_minor;
     hal_error_free(e);
     add_record(reg, r);
     if (out_record) *out_record = r;
     if (dl) dlclose(dl);
-    return nullptr;
+    if (!bad_option) return nullptr;
+    std::string text = fmt::format("backend {} ({}): {}", name, source, why);
+    if (reg.bad_option.empty()) reg.bad_option = text;
+    return make_error(HAL_INVALID_ARGUMENT, text);
   }
   auto b = std::make_unique<Backend>();
   b->api = api;
@@ -245,21 +253,38 @@ std::string plugin_folder() {
   return dir + "/" HALCYON_PLUGIN_SUBDIR;
 }
 
+// Options whose backend was not tried here (a typo, or a build without that backend, which is
+// normal for a tool passing the same options everywhere): logged at info level.
+void warn_unclaimed_options(const Registry& reg) {
+  std::string last;
+  for (const auto& [key, value] : options()) {
+    std::string backend = key.substr(0, key.find('.'));
+    if (backend == last) continue;
+    last = backend;
+    bool known = std::any_of(reg.records.begin(), reg.records.end(),
+                             [&](const hal_backend_record& r) { return backend == r.name; });
+    if (!known) log(HAL_LOG_INFO, fmt::format("hal_init: option '{}' names no backend tried here", key));
+  }
+}
+
 hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
-  uint32_t flags = desc ? desc->flags : 0;
-  if (desc && desc->struct_size >= HAL_SIZE_THROUGH(hal_init_desc, backend_options) && desc->backend_options) {
+  uint32_t flags = desc ? desc->flags : 0;  // HAL_INIT_NO_ENV_PATH has no effect: no environment is read
+  auto has = [&](size_t through) { return desc && desc->struct_size >= through; };
+  // The whole desc is checked before anything is loaded, so that a bad one can be corrected
+  // (a later call parses the options again; the log threshold changes only when all is good).
+  if (has(HAL_SIZE_THROUGH(hal_init_desc, backend_options)) && desc->backend_options) {
     if (hal_error* e = parse_options(desc->backend_options)) return e;
+  }
+  if (has(HAL_SIZE_THROUGH(hal_init_desc, log_level)) && desc->log_level) {
+    if (hal_error* e = set_log_threshold(desc->log_level)) return e;
   }
   if (!(flags & HAL_INIT_NO_BUILTIN_BACKENDS)) {
     size_t n = 0;
     const Entry* builtins = halcyon_builtin_backends(&n);
     for (size_t i = 0; i < n; ++i) hal_error_free(adopt_backend(reg, builtins[i](), "built-in", nullptr, nullptr));
   }
-  if (desc && desc->struct_size >= HAL_SIZE_THROUGH(hal_init_desc, backend_path) && desc->backend_path)
+  if (has(HAL_SIZE_THROUGH(hal_init_desc, backend_path)) && desc->backend_path)
     load_path_list(reg, desc->backend_path);
-  if (!(flags & HAL_INIT_NO_ENV_PATH)) {
-    if (const char* env = std::getenv("HALCYON_BACKEND_PATH")) load_path_list(reg, env);
-  }
   if (!(flags & HAL_INIT_NO_INSTALL_DIR)) {
     std::string folder = plugin_folder();
     struct stat st{};
@@ -269,6 +294,8 @@ hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
       log(HAL_LOG_INFO, fmt::format("plugin folder {}: does not exist", folder));
   }
   reg.initialized = true;
+  warn_unclaimed_options(reg);
+  if (!reg.bad_option.empty()) return err(HAL_INVALID_ARGUMENT, "hal_init: {}", reg.bad_option);
   return nullptr;
 }
 

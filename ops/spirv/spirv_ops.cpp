@@ -13,10 +13,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace halcyon::spirvop {
 namespace {
@@ -50,20 +52,29 @@ Result<Kernel> kernel(const ops::OpContext& ctx, const char* set, const char* en
   return k;
 }
 
-template <typename Args>
-Status launch(const ops::OpContext& ctx, const char* set, const char* entry, Dim3 grid, Dim3 block, const Args& a) {
+Status launch_blob(const ops::OpContext& ctx, const char* set, const char* entry, Dim3 grid, Dim3 block,
+                   const void* args, size_t size) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return {};
   auto k = kernel(ctx, set, entry);
   if (!k) return k.error();
-  return ctx.stream.launch(*k, grid, block, &a, sizeof a);
+  return ctx.stream.launch(*k, grid, block, args, size);
+}
+
+template <typename Args>
+Status launch(const ops::OpContext& ctx, const char* set, const char* entry, Dim3 grid, Dim3 block, const Args& a) {
+  return launch_blob(ctx, set, entry, grid, block, &a, sizeof a);
 }
 
 // A 2-D grid: dimension 0 over `cols` outputs in groups of `per`, dimension 1 over `rows`.
-Status launch_rows(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
-                   const auto& args, uint32_t per = kColumns) {
+Status launch_rows_blob(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
+                        const void* args, size_t size, uint32_t per = kColumns) {
   if (rows > INT32_MAX || ceil_div(cols, per) > INT32_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a grid", ctx.contract.op, rows, cols));
-  return launch(ctx, set, entry, {uint32_t(ceil_div(cols, per)), uint32_t(rows)}, {per, 1}, args);
+  return launch_blob(ctx, set, entry, {uint32_t(ceil_div(cols, per)), uint32_t(rows)}, {per, 1}, args, size);
+}
+Status launch_rows(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
+                   const auto& args, uint32_t per = kColumns) {
+  return launch_rows_blob(ctx, set, entry, cols, rows, &args, sizeof args, per);
 }
 
 uint64_t address(const ops::OpContext& ctx, const char* name) {
@@ -93,14 +104,46 @@ Status row_softmax(ops::OpContext& ctx) {
   return launch(ctx, "basic", "hc_row_softmax", {uint32_t(rows)}, {256}, a);
 }
 
-struct GemmArgs {
-  uint64_t a, b, c;
-  int64_t M, K, N;
+// ---- operators that need no check of their own: one table row each ---------------------------
+// The kernel's parameters are the named tensors' addresses, then the named dimensions (int64),
+// in its parameter-list order: all 8 bytes wide, so the blob has no padding. The grid is 2-D:
+// `cols` outputs in groups of kColumns along dimension 0, `rows` along dimension 1.
+struct PlainLaunch {
+  const char* op;
+  const char* set;
+  const char* entry;
+  const char* tensors[4];  // nullptr ends the list early
+  const char* dims[4];
+  const char* cols;
+  const char* rows;
 };
-Status gemm_bf16(ops::OpContext& ctx) {
-  GemmArgs a{address(ctx, "a"), address(ctx, "b"), address(ctx, "c"), ctx.dim("M"), ctx.dim("K"), ctx.dim("N")};
-  return launch_rows(ctx, "basic", "hc_gemm_bf16", a.N, a.M, a);
+constexpr PlainLaunch kPlain[] = {
+    {"gemm_bf16", "basic", "hc_gemm_bf16", {"a", "b", "c"}, {"M", "K", "N"}, "N", "M"},
+    {"moe_grouped_gemm", "moe", "hc_moe_grouped_gemm", {"a", "w", "expert_offsets", "out"}, {"R", "I", "H", "EL"}, "H", "R"},
+    {"moe_grouped_gemm_swiglu", "moe", "hc_moe_grouped_gemm_swiglu", {"a", "w_gate_up", "expert_offsets", "out"},
+     {"R", "H", "I", "EL"}, "I", "R"},
+    {"moe_combine", "moe", "hc_moe_combine", {"expert_out", "topk_weights", "slot_to_row", "out"},
+     {"T", "K", "H", "R"}, "H", "T"},
+};
+
+Status launch_plain(ops::OpContext& ctx, const PlainLaunch& p) {
+  int64_t words[8] = {};
+  size_t n = 0;
+  for (const char* t : p.tensors)
+    if (t) words[n++] = int64_t(address(ctx, t));
+  for (const char* d : p.dims)
+    if (d) words[n++] = ctx.dim(d);
+  return launch_rows_blob(ctx, p.set, p.entry, ctx.dim(p.cols), ctx.dim(p.rows), words, n * sizeof words[0]);
 }
+template <size_t I>
+Status plain(ops::OpContext& ctx) {
+  return launch_plain(ctx, kPlain[I]);
+}
+template <size_t... I>
+constexpr std::array<ops::OpImplFn, sizeof...(I)> plain_fns(std::index_sequence<I...>) {
+  return {plain<I>...};
+}
+constexpr auto kPlainFns = plain_fns(std::make_index_sequence<std::size(kPlain)>());
 
 // ---- MoE -----------------------------------------------------------------------------------
 struct GateArgs {
@@ -159,26 +202,6 @@ Status moe_permute(ops::OpContext& ctx) {
   return launch_rows(ctx, "moe", "hc_moe_permute_rows", H, T * K, r);
 }
 
-struct GroupedArgs {
-  uint64_t a, w, offsets, out;
-  int64_t R, I, H, EL;
-};
-Status moe_grouped_gemm(ops::OpContext& ctx) {
-  GroupedArgs a{address(ctx, "a"), address(ctx, "w"), address(ctx, "expert_offsets"), address(ctx, "out"),
-                ctx.dim("R"), ctx.dim("I"), ctx.dim("H"), ctx.dim("EL")};
-  return launch_rows(ctx, "moe", "hc_moe_grouped_gemm", a.H, a.R, a);
-}
-
-struct SwigluArgs {
-  uint64_t a, w, offsets, out;
-  int64_t R, H, I, EL;
-};
-Status moe_grouped_gemm_swiglu(ops::OpContext& ctx) {
-  SwigluArgs a{address(ctx, "a"), address(ctx, "w_gate_up"), address(ctx, "expert_offsets"), address(ctx, "out"),
-               ctx.dim("R"), ctx.dim("H"), ctx.dim("I"), ctx.dim("EL")};
-  return launch_rows(ctx, "moe", "hc_moe_grouped_gemm_swiglu", a.I, a.R, a);
-}
-
 struct GatherArgs {
   uint64_t x, w, offsets, row_to_slot, out;
   int64_t R, T, H, I, EL, topk;
@@ -194,16 +217,6 @@ Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
                address(ctx, "row_to_slot"), address(ctx, "out"), ctx.dim("R"), T, ctx.dim("H"), ctx.dim("I"),
                ctx.dim("EL"), topk};
   return launch_rows(ctx, "moe", "hc_moe_grouped_gemm_swiglu_gather", a.I, a.R, a);
-}
-
-struct CombineArgs {
-  uint64_t expert_out, weights, slot_to_row, out;
-  int64_t T, K, H, R;
-};
-Status moe_combine(ops::OpContext& ctx) {
-  CombineArgs a{address(ctx, "expert_out"), address(ctx, "topk_weights"), address(ctx, "slot_to_row"),
-                address(ctx, "out"), ctx.dim("T"), ctx.dim("K"), ctx.dim("H"), ctx.dim("R")};
-  return launch_rows(ctx, "moe", "hc_moe_combine", a.H, a.T, a);
 }
 
 // ---- attention -----------------------------------------------------------------------------
@@ -273,7 +286,8 @@ Status comm_dispatch(ops::OpContext& ctx) {
   return launch(ctx, "comm", "hc_comm_dispatch", {uint32_t(groups)}, {kColumns}, a);
 }
 
-// One row per implementation: op, launcher, predicate.
+// One row per implementation with a launcher of its own (kPlain holds the others): op,
+// launcher, predicate.
 struct Row {
   const char* op;
   ops::OpImplFn fn;
@@ -282,23 +296,23 @@ struct Row {
 constexpr Row kRows[] = {
     {"vector_add", vector_add, nullptr},
     {"row_softmax", row_softmax, nullptr},
-    {"gemm_bf16", gemm_bf16, nullptr},
     {"moe_gate", moe_gate, gate_applies},
     {"moe_permute", moe_permute, nullptr},
-    {"moe_grouped_gemm", moe_grouped_gemm, nullptr},
-    {"moe_grouped_gemm_swiglu", moe_grouped_gemm_swiglu, nullptr},
     {"moe_grouped_gemm_swiglu_gather", moe_grouped_gemm_swiglu_gather, nullptr},
-    {"moe_combine", moe_combine, nullptr},
     {"attention_prefill", attention_prefill, nullptr},
     {"attention_decode", attention_decode, nullptr},
     {"attention_mla_decode", attention_mla_decode, nullptr},
     {"comm_dispatch", comm_dispatch, nullptr},
 };
 
+void register_spirv(const char* op, ops::OpImplFn fn, ops::OpPredicate applies) {
+  ops::register_op_impl({op, HAL_MODULE_SPIRV, kTarget, "", 10, fn, "spirv", applies, nullptr, true, nullptr,
+                         "OpenCL C compiled to SPIR-V (kernels/spirv), any Level Zero device"});
+}
+
 const bool kRegistered = [] {
-  for (const Row& r : kRows)
-    ops::register_op_impl({r.op, HAL_MODULE_SPIRV, kTarget, "", 10, r.fn, "spirv", r.applies, nullptr, true, nullptr,
-                           "OpenCL C compiled to SPIR-V (kernels/spirv), any Level Zero device"});
+  for (const Row& r : kRows) register_spirv(r.op, r.fn, r.applies);
+  for (size_t i = 0; i < std::size(kPlain); ++i) register_spirv(kPlain[i].op, kPlainFns[i], nullptr);
   return true;
 }();
 

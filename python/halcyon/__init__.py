@@ -21,6 +21,10 @@ one Python version.)
 The library: ``HALCYON_LIBRARY`` (a path to libhalcyon_runtime.so), else
 ``libhalcyon_runtime.so.0`` through the system's loader (an install in a standard place, or
 LD_LIBRARY_PATH), or call ``halcyon.load(path)`` first.
+
+libhalcyon reads no environment variable: ``load`` hands hal_init the choices of the variables
+the ``halcyon`` command documents (HALCYON_BACKEND_PATH, HALCYON_LOG, HALCYON_CACHE_DIR, ...;
+tools/README.md), mapped the same way, so the PTX cache and the log level behave as there.
 """
 import ctypes
 import os
@@ -89,11 +93,40 @@ class _BufferInfo(ctypes.Structure):  # hal_buffer_info
                 ("host_pointer", ctypes.c_void_p)]
 
 
+class _InitDesc(ctypes.Structure):  # hal_init_desc
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("flags", ctypes.c_uint32),
+                ("backend_path", ctypes.c_char_p), ("backend_options", ctypes.c_char_p),
+                ("log_level", ctypes.c_char_p)]
+
+
+_HAL_FAILED_PRECONDITION = 12
+# Variable -> backend option, as tools/init_options.hpp maps them (HALCYON_CLI_ENV_OPTIONS).
+_ENV_OPTIONS = (("HALCYON_CUDA_LIBRARY", "cuda.library"), ("HALCYON_SIM_MAX_INSTRUCTIONS", "amdgpu-sim.max_instructions"),
+                ("HALCYON_SIM_COVERAGE", "amdgpu-sim.coverage"))
+
+
+def _environment_choices(env):
+    """(backend_path, backend_options, log_level) from the documented variables."""
+    if env.get("HALCYON_PTX_CACHE") in ("0", "off", "OFF"):
+        cache = "off"
+    elif env.get("HALCYON_CACHE_DIR"):
+        cache = env["HALCYON_CACHE_DIR"] + "/ptx"
+    elif env.get("XDG_CACHE_HOME"):
+        cache = env["XDG_CACHE_HOME"] + "/halcyon/ptx"
+    elif env.get("HOME"):
+        cache = env["HOME"] + "/.cache/halcyon/ptx"
+    else:
+        cache = "off"
+    options = ["cuda.cache_dir=" + cache] + [f"{key}={env[var]}" for var, key in _ENV_OPTIONS if var in env]
+    return env.get("HALCYON_BACKEND_PATH"), ";".join(options), env.get("HALCYON_LOG")
+
+
 _lib = None
 _E = ctypes.c_void_p  # hal_error*
 _SIGNATURES = {
     "hal_error_status": (ctypes.c_int, [_E]), "hal_error_message": (ctypes.c_char_p, [_E]),
     "hal_error_free": (None, [_E]), "hal_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "hal_init": (_E, [ctypes.POINTER(_InitDesc)]),
     "hal_device_open": (_E, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "hal_stream_create": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
     "hal_stream_synchronize": (_E, [ctypes.c_void_p]),
@@ -122,6 +155,14 @@ def load(path=None):
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
     _lib = lib
+    path_, options, level = _environment_choices(os.environ)
+    desc = _InitDesc(ctypes.sizeof(_InitDesc), None, 0, path_ and path_.encode(), options.encode(),
+                     level and level.encode())
+    err = lib.hal_init(ctypes.byref(desc))
+    if err and lib.hal_error_status(err) == _HAL_FAILED_PRECONDITION:  # already initialised (a second load)
+        lib.hal_error_free(err)
+        err = None
+    _check(err)
     return lib
 
 

@@ -5,14 +5,19 @@
 #include <halcyon/halcyon.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace test {
 const char* device_uri() { return "cuda:0"; }
 }  // namespace test
 
 int main(int argc, char** argv) {
-  // Hermetic: built-ins only.
-  if (auto s = halcyon::init(HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR); !s) {
+  // Hermetic: built-ins only, no PTX cache unless the JIT cache test's child asks for one
+  // (HALCYON_TEST_PTX_CACHE, this test program's own variable, becomes cuda.cache_dir).
+  const char* cache = std::getenv("HALCYON_TEST_PTX_CACHE");
+  std::string options = cache ? std::string("cuda.cache_dir=") + cache : "";
+  if (auto s = halcyon::init(HAL_INIT_NO_INSTALL_DIR, nullptr, cache ? options.c_str() : nullptr); !s) {
     std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
   }

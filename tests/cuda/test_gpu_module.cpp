@@ -219,8 +219,7 @@ TEST_CASE("cuda: the PTX JIT cache writes one file per PTX and reuses it") {
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    setenv("HALCYON_CACHE_DIR", tmpl, 1);
-    setenv("HALCYON_LOG", "debug", 1);
+    setenv("HALCYON_TEST_PTX_CACHE", dir.c_str(), 1);  // gpu_main.cpp passes it as cuda.cache_dir
     // A fresh registry would be needed; exec ourselves with a filter instead.
     execl("/proc/self/exe", "halcyon_cuda_gpu_tests", "--test-case=cuda: cache child*", "--no-intro",
           static_cast<char*>(nullptr));
@@ -239,7 +238,7 @@ TEST_CASE("cuda: the PTX JIT cache writes one file per PTX and reuses it") {
 }
 
 TEST_CASE("cuda: cache child (run by the JIT cache test)") {
-  const char* dir = std::getenv("HALCYON_CACHE_DIR");
+  const char* dir = std::getenv("HALCYON_TEST_PTX_CACHE");
   if (!dir || !std::string(dir).starts_with("/tmp/halcyon_gpu_cache_")) return;  // only in the child
   hal_set_log_callback(capture, nullptr);
   auto dev = gpu::open();

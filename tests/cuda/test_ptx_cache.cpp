@@ -55,21 +55,18 @@ TEST_CASE("ptx cache: the key changes with the PTX, the architecture, the driver
   CHECK(cache_file_name(make_cache_key("x", "sm_90a", 13000, "o")) != name);
 }
 
-TEST_CASE("ptx cache: the folder comes from HALCYON_CACHE_DIR, XDG_CACHE_HOME or HOME") {
-  std::map<std::string, std::string> env;
-  auto get = [&](const char* n) -> const char* {
-    auto it = env.find(n);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
-  CHECK(ptx_cache_dir(get).empty());
-  env["HOME"] = "/home/u";
-  CHECK(ptx_cache_dir(get) == "/home/u/.cache/halcyon/ptx");
-  env["XDG_CACHE_HOME"] = "/xdg";
-  CHECK(ptx_cache_dir(get) == "/xdg/halcyon/ptx");
-  env["HALCYON_CACHE_DIR"] = "/hc";
-  CHECK(ptx_cache_dir(get) == "/hc/ptx");
-  env["HALCYON_PTX_CACHE"] = "off";
-  CHECK(ptx_cache_dir(get).empty());
+TEST_CASE("cuda options: cuda.cache_dir is a folder or off, cuda.library a file name") {
+  std::string dir = "unchanged";
+  CHECK(cuda_options(nullptr, nullptr, &dir).empty());
+  CHECK(dir.empty());  // not given: no persistent cache (the library reads no environment)
+  CHECK(cuda_options(nullptr, "/hc/ptx", &dir).empty());
+  CHECK(dir == "/hc/ptx");
+  CHECK(cuda_options("/opt/libcuda.so.1", "off", &dir).empty());
+  CHECK(dir.empty());
+  std::string why = cuda_options(nullptr, "", &dir);
+  CHECK(why.find("cuda.cache_dir is empty") != std::string::npos);
+  why = cuda_options("", "/x", &dir);
+  CHECK(why.find("cuda.library is empty") != std::string::npos);
 }
 
 TEST_CASE("ptx cache: store then load returns the same cubin; other keys miss") {

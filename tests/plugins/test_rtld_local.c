@@ -5,7 +5,8 @@
  *
  * usage: test_rtld_local LIBHALCYON CPU_PLUGIN MODE [SIM_PLUGIN_FOLDER SIM_CODE_OBJECT]
  *   MODE desc: the CPU plugin is named in hal_init_desc.backend_path;
- *        env:  it is named in HALCYON_BACKEND_PATH (set by the caller).
+ *        env:  it is named only in HALCYON_BACKEND_PATH (set by the caller), which libhalcyon
+ *              must ignore (it reads no environment): no cpu backend may appear.
  *   amdgpu-sim (when SIM_PLUGIN_FOLDER is given) must come from the plugin folder libhalcyon
  *   finds by itself; SIM_CODE_OBJECT is kernels/gcn's assembled halcyon_vector_add_f32 (gfx942).
  * Nothing links libhalcyon: every function is looked up with dlsym. */
@@ -268,6 +269,19 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "env") == 0) {
     const char* env = getenv("HALCYON_BACKEND_PATH");
     EXPECT(env && strcmp(env, cpu_plugin) == 0, "mode env needs HALCYON_BACKEND_PATH=%s", cpu_plugin);
+    if (!ok(p_hal_init(&d), "hal_init")) return 1;
+    uint32_t n = 0;
+    if (ok(p_hal_registry_count(&n), "hal_registry_count"))
+      for (uint32_t i = 0; i < n; ++i) {
+        hal_backend_record r;
+        memset(&r, 0, sizeof r);
+        r.struct_size = sizeof r;
+        if (ok(p_hal_registry_record(i, &r), "hal_registry_record"))
+          EXPECT(strcmp(r.name, "cpu") != 0, "backend cpu came from %s: libhalcyon read HALCYON_BACKEND_PATH", r.source);
+      }
+    if (failures) return 1;
+    printf("HALCYON_BACKEND_PATH was ignored: libhalcyon reads no environment\n");
+    return 0;
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;

@@ -199,6 +199,37 @@ TEST_CASE("cli: info -v says why a plugin folder gave nothing, and never opens a
   CHECK_MESSAGE(o.output.find("not a regular file") != std::string::npos, o.output);
 }
 
+// libhalcyon reads no environment (hal.h, hal_init); the CLI maps its documented variables and
+// global options to hal_init_desc, and a bad value is one line and exit status 2.
+TEST_CASE("cli: environment variables and global options reach hal_init as fields and backend options") {
+  setup();
+  std::string empty = tmp("no_plugins");
+  REQUIRE(std::system(("mkdir -p " + empty).c_str()) == 0);
+  Outcome o = cli("--backend-path " + empty + " info -v");
+  CHECK(o.status == 0);
+  CHECK_MESSAGE(o.output.find("no libhalcyon_backend_*.so file") != std::string::npos, o.output);
+  // The options handed over are logged at debug level, environment first, then the flags.
+  o = cli("--log-level debug --backend-option ze.loader=/z version",
+          "HALCYON_CACHE_DIR=/hc HALCYON_CUDA_LIBRARY=/x/libcuda.so.1 HALCYON_SIM_COVERAGE=/c.txt");
+  CHECK(o.status == 0);
+  CHECK_MESSAGE(o.output.find("backend_options 'cuda.cache_dir=/hc/ptx;cuda.library=/x/libcuda.so.1;"
+                              "amdgpu-sim.coverage=/c.txt;ze.loader=/z'") != std::string::npos, o.output);
+  o = cli("version", "HALCYON_LOG=debug HALCYON_PTX_CACHE=off XDG_CACHE_HOME=/xdg");
+  CHECK_MESSAGE(o.output.find("'cuda.cache_dir=off'") != std::string::npos, o.output);
+  o = cli("version", "env -u HALCYON_CACHE_DIR -u HALCYON_PTX_CACHE HALCYON_LOG=debug XDG_CACHE_HOME=/xdg");
+  CHECK_MESSAGE(o.output.find("'cuda.cache_dir=/xdg/halcyon/ptx'") != std::string::npos, o.output);
+  o = cli("version", "env -u HALCYON_CACHE_DIR -u HALCYON_PTX_CACHE -u XDG_CACHE_HOME HALCYON_LOG=debug HOME=/h");
+  CHECK_MESSAGE(o.output.find("'cuda.cache_dir=/h/.cache/halcyon/ptx'") != std::string::npos, o.output);
+  o = cli("version");  // warnings only by default: no debug line
+  CHECK_MESSAGE(o.output.find("hal_init backend_path") == std::string::npos, o.output);
+  expect_error("--log-level verbose version", 2, "log_level 'verbose' is not debug, info, warning or error");
+  o = cli("version", "HALCYON_LOG=loud");
+  CHECK(o.status == 2);
+  CHECK_MESSAGE(o.output.find("log_level 'loud'") != std::string::npos, o.output);
+  expect_error("--backend-option nodot=1 version", 2, "backend option 'nodot=1' is not <backend>.<key>=<value>");
+  expect_error("--log-level", 2, "--log-level: a value is needed");
+}
+
 TEST_CASE("cli: bench picks the best device, says so, and has no made-up FLOP floor on the CPU") {
   setup();
   Outcome o = cli("bench moe --tokens 8 --experts 8 --topk 2 --hidden 64 --inter 32 --groups 2 --topk-groups 1 --iters 1");

@@ -113,15 +113,16 @@ typedef enum hal_log_level {
 } hal_log_level;
 
 typedef void (*hal_log_fn)(void* user, hal_log_level level, const char* message);
-/* Replaces the log sink (default: stderr for warnings and errors; HALCYON_LOG=debug|info
- * lowers the threshold). fn NULL restores the default. */
+/* Replaces the log sink (default: stderr for warnings and errors; hal_init_desc.log_level
+ * moves that threshold). fn NULL restores the default. A callback gets every level. */
 HAL_API void hal_set_log_callback(hal_log_fn fn, void* user);
 /* Sends a message to the log sink (for layers above hal: runtime, tools). */
 HAL_API void hal_log(hal_log_level level, const char* message);
 
 enum {
   HAL_INIT_NO_BUILTIN_BACKENDS = 1u << 0, /* skip backends compiled into libhalcyon */
-  HAL_INIT_NO_ENV_PATH = 1u << 1,         /* ignore HALCYON_BACKEND_PATH */
+  HAL_INIT_NO_ENV_PATH = 1u << 1,         /* no effect since ABI 1.4: libhalcyon reads no
+                                             environment variable (kept so old callers build) */
   HAL_INIT_NO_INSTALL_DIR = 1u << 2       /* skip the plugin folder (see hal_init) */
 };
 
@@ -134,17 +135,37 @@ typedef struct hal_init_desc {
   /* ABI 1.4: options for the backends, "<backend>.<key>=<value>" entries separated by ';'
    * (e.g. "ze.loader=/opt/ze/libze_loader.so.1"). The core copies them and hands each backend
    * its own through hal_host_api.option when it creates it; a backend documents the keys it
-   * reads and ignores others. An entry without '.' or '=' makes hal_init fail. NULL = none. */
+   * reads and ignores others. An entry without '.' or '=' makes hal_init fail. NULL = none.
+   * A later entry for the same key replaces an earlier one. Keys of this tree's backends:
+   *   cuda.library=FILE        the driver library to dlopen (default libcuda.so.1)
+   *   cuda.cache_dir=DIR|off   the persistent PTX JIT cache folder (default off: no cache;
+   *                            the halcyon CLI passes $HALCYON_CACHE_DIR/ptx, else
+   *                            $XDG_CACHE_HOME/halcyon/ptx, else ~/.cache/halcyon/ptx)
+   *   ze.loader=FILE           the Level Zero loader (default libze_loader.so.1)
+   *   hip.rccl=FILE            RCCL for the HIP communicator's all-to-all (default librccl.so.1)
+   *   amdgpu-sim.max_instructions=N  per-launch instruction budget, 1..2^62 (default 2^34)
+   *   amdgpu-sim.coverage=FILE append "<kernel> <mnemonic>" per executed instruction
+   * A backend refuses a malformed value of its own keys (an empty file name, a number that is
+   * not one) with HAL_INVALID_ARGUMENT naming the option, and hal_init returns that error. */
   const char* backend_options;
+  /* ABI 1.4: the least severe message the default stderr sink prints: "debug", "info",
+   * "warning" or "error" (anything else makes hal_init fail, naming it). NULL = "warning". */
+  const char* log_level;
 } hal_init_desc;
 #define HAL_INIT_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_init_desc, flags)
-#define HAL_INIT_DESC_SIZE HAL_SIZE_THROUGH(hal_init_desc, backend_options)
+#define HAL_INIT_DESC_SIZE HAL_SIZE_THROUGH(hal_init_desc, log_level)
 
-/* Discovers backends: built-ins, then desc->backend_path, then HALCYON_BACKEND_PATH, then
- * the plugin folder: <folder of libhalcyon's file>/halcyon/plugins (an install's
- * lib/halcyon/plugins), or the build tree's plugins/ folder when this libhalcyon is the one in
- * its build tree. Optional: the first call that needs the registry runs it with
- * a NULL desc. Calling it again after discovery is HAL_FAILED_PRECONDITION. */
+/* Discovers backends: built-ins, then desc->backend_path, then the plugin folder:
+ * <folder of libhalcyon's file>/halcyon/plugins (an install's lib/halcyon/plugins), or the
+ * build tree's plugins/ folder when this libhalcyon is the one in its build tree. Optional:
+ * the first call that needs the registry runs it with a NULL desc. Calling it again after
+ * discovery is HAL_FAILED_PRECONDITION. libhalcyon and its backends read no environment
+ * variable: every choice arrives through this desc (the halcyon CLI maps its documented
+ * variables, HALCYON_BACKEND_PATH, HALCYON_LOG, ..., to these fields; tools/README.md).
+ * A malformed desc (options, log_level) fails before discovery, so hal_init may be called
+ * again; a backend refusing its option value (HAL_INVALID_ARGUMENT) fails it after discovery,
+ * with that backend recorded unavailable and the others usable. An option naming a backend
+ * that was not tried is logged at info level (a build may lack that backend). */
 HAL_API hal_error* hal_init(const hal_init_desc* desc);
 
 typedef enum hal_backend_state {

@@ -445,13 +445,16 @@ class Comm : public Handle<hal_comm, hal_comm_retain, hal_comm_release> {
 
 // Discovers backends (hal_init) with HAL_INIT_* flags and extra plugin files or folders
 // (':'-separated, or nullptr). Optional: the first call that needs the registry does it.
-// backend_options: "<backend>.<key>=<value>" entries, ';'-separated (hal_init_desc).
-inline Status init(uint32_t flags = 0, const char* backend_path = nullptr, const char* backend_options = nullptr) {
+// backend_options: "<backend>.<key>=<value>" entries, ';'-separated; log_level: "debug",
+// "info", "warning" or "error" (hal_init_desc).
+inline Status init(uint32_t flags = 0, const char* backend_path = nullptr, const char* backend_options = nullptr,
+                   const char* log_level = nullptr) {
   hal_init_desc d{};
   d.struct_size = sizeof d;
   d.flags = flags;
   d.backend_path = backend_path;
   d.backend_options = backend_options;
+  d.log_level = log_level;
   return check(hal_init(&d));
 }
 

@@ -1,0 +1,31 @@
+# Fails when a library reads the environment: choices travel through the API (hal.h, hal_init:
+# hal_init_desc.backend_path, backend_options, log_level). Checks every source of hal/,
+# backends/, kernels/, ops/ and runtime/ for getenv, secure_getenv and environ; user programs
+# (tools/, tests/, bench/, examples/) may map their own variables to those fields.
+#   cmake -DROOT=<source dir> -P check_no_getenv.cmake
+if(NOT ROOT)
+  message(FATAL_ERROR "check_no_getenv: pass -DROOT=<source dir>")
+endif()
+set(globs "")
+foreach(dir hal backends kernels ops runtime)
+  foreach(ext h hpp c cpp cc cu cuh)
+    list(APPEND globs ${ROOT}/${dir}/*.${ext})
+  endforeach()
+endforeach()
+file(GLOB_RECURSE sources RELATIVE ${ROOT} ${globs})
+set(found "")
+foreach(rel IN LISTS sources)
+  file(STRINGS ${ROOT}/${rel} lines REGEX "(^|[^A-Za-z0-9_])(secure_getenv|getenv|environ)[ \t]*[(;]")
+  foreach(line IN LISTS lines)
+    string(STRIP "${line}" line)
+    string(APPEND found "\n  ${rel}: ${line}")
+  endforeach()
+endforeach()
+list(LENGTH sources n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "check_no_getenv: no source found under ${ROOT} (wrong ROOT?)")
+endif()
+if(found)
+  message(FATAL_ERROR "the libraries read the environment (pass the choice through hal_init instead):${found}")
+endif()
+message(STATUS "check_no_getenv: ${n} library sources, none reads the environment")
