@@ -32,7 +32,7 @@ fi
 echo "\$ halcyon_ptx_ep_tests" | tee -a "$log"
 timeout 90 "$B/tests/cuda/halcyon_ptx_ep_tests" 2>&1 | tail -6 | tee -a "$log"
 echo "\$ halcyon_ep_ipc_test --ranks $G --gpus $G" | tee -a "$log"
-HALCYON_LOG=info timeout 200 "$B/tests/cuda/halcyon_ep_ipc_test" --ranks "$G" --gpus "$G" 2>&1 | tail -30 | tee -a "$log"
+timeout 200 "$B/tests/cuda/halcyon_ep_ipc_test" --ranks "$G" --gpus "$G" 2>&1 | tail -30 | tee -a "$log"
 name=bench-ep-$$
 echo "\$ halcyon bench ep --rank r --ranks $G --rendezvous $name --device cuda:r --tokens 4096 --iters 10 --comm-units 20 --chunk-bytes 524288" | tee -a "$log"
 for ((r = 0; r < G; r++)); do
