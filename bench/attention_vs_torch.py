@@ -8,7 +8,7 @@ Shapes (issue 15's targets): prefill bf16 d128 s4096, b4 h16 causal and not, b1 
 decode b64 Hq16 Hkv16/Hkv2 kv8192 d128 (dense KV: SDPA has no paged cache, so torch reads
 contiguous K/V, which favours it); MLA b64 Hq128 kv8192, Sq 1 and 2.
 
-usage: attention_vs_torch.py [--json FILE] [--seqlen N] [--kv N]
+usage: attention_vs_torch.py [--json FILE] [--seqlen N] [--kv N] [--only prefill,decode,mla]
 Times are medians of CUDA-event timings (triton.testing.do_bench, L2 flushed between runs)."""
 import argparse, json, os
 import torch
@@ -19,8 +19,10 @@ from triton.testing import do_bench
 p = argparse.ArgumentParser()
 p.add_argument("--seqlen", type=int, default=4096)
 p.add_argument("--kv", type=int, default=8192)
+p.add_argument("--only", default="prefill,decode,mla", help="the families to time, comma-separated")
 p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "attention_torch.json"))
 args = p.parse_args()
+families = set(args.only.split(","))
 dev, bf16 = torch.device("cuda:0"), torch.bfloat16
 
 
@@ -57,15 +59,16 @@ def sdpa(name, q, k, v, causal, flops, kv_bytes):
 
 torch.manual_seed(0)
 S = args.seqlen
-for name, B, H, causal, D in (("prefill d128 non-causal", 4, 16, False, 128), ("prefill d128 causal", 4, 16, True, 128),
-                              ("prefill d128 causal h128", 1, 128, True, 128), ("prefill d64 non-causal", 4, 16, False, 64)):
+PREFILL = (("prefill d128 non-causal", 4, 16, False, 128), ("prefill d128 causal", 4, 16, True, 128),
+           ("prefill d128 causal h128", 1, 128, True, 128), ("prefill d64 non-causal", 4, 16, False, 64))
+for name, B, H, causal, D in PREFILL if "prefill" in families else ():
     q, k, v = (torch.randn(B, H, S, D, dtype=bf16, device=dev) for _ in range(3))
     pairs = S * S if not causal else S * (S + 1) // 2
     sdpa(name, q, k, v, causal, 4.0 * B * H * pairs * D, 2.0 * B * H * S * D * 2)
     del q, k, v
 
 L = args.kv
-for name, Hkv in (("decode Hq16 Hkv16", 16), ("decode Hq16 Hkv2", 2)):
+for name, Hkv in (("decode Hq16 Hkv16", 16), ("decode Hq16 Hkv2", 2)) if "decode" in families else ():
     B, Hq = 64, 16
     q = torch.randn(B, Hq, 1, 128, dtype=bf16, device=dev)
     k, v = (torch.randn(B, Hkv, L, 128, dtype=bf16, device=dev) for _ in range(2))
@@ -73,7 +76,7 @@ for name, Hkv in (("decode Hq16 Hkv16", 16), ("decode Hq16 Hkv2", 2)):
     sdpa(name, q, k, v, False, 4.0 * B * Hq * L * 128, 2.0 * B * Hkv * L * 128 * 2)
     del q, k, v
 
-for Sq in (1, 2):
+for Sq in (1, 2) if "mla" in families else ():
     B, Hq = 64, 128
     kv = torch.randn(B, L, 576, dtype=bf16, device=dev)
     q = torch.randn(B, Sq, Hq, 576, dtype=bf16, device=dev)

@@ -217,6 +217,10 @@ constexpr uint32_t kMlaSm90Shared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 *
 constexpr MlaKernel kMlaSm90{"attention_mla_sm90", "hc_attn_mla_sm90", 64, 64, 256, kMlaSm90Shared, true};
 constexpr MlaKernel kMlaSm90C2{"attention_mla_sm90", "hc_attn_mla_sm90_c2", 64, 64, 256, kMlaSm90Shared, true};
 constexpr MlaKernel kMlaSm90Ov{"attention_mla_sm90", "hc_attn_mla_sm90_ov", 64, 64, 256, kMlaSm90Shared, true};
+// attention_mla_sm90_ws.cu (kMwsShared there): as kMlaSm90 plus the producer warpgroup (384
+// threads) and 5 mbarriers: 232232 bytes.
+constexpr uint32_t kMlaSm90WsShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 5 * 8;
+constexpr MlaKernel kMlaSm90Ws{"attention_mla_sm90_ws", "hc_attn_mla_sm90ws", 64, 64, 384, kMlaSm90WsShared, true};
 
 
 
@@ -257,10 +261,11 @@ Status mla_decode(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm80); }
 Status mla_decode_sm90(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90); }
 Status mla_decode_sm90_c2(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90C2); }
 Status mla_decode_sm90_ov(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ov); }
+Status mla_decode_sm90_ws(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ws); }
 
-// The sm_90a MLA kernel takes 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
+// The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
+template <uint32_t need = kMlaSm90Shared>
 bool mla_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
-  const uint32_t need = kMlaSm90Shared;
   if (ctx.facts.max_shared_per_block >= need) return true;
   if (why)
     *why = fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
@@ -294,16 +299,20 @@ ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80"
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
-                               mla_sm90_applies, nullptr, true, nullptr,
+                               mla_sm90_applies<>, nullptr, true, nullptr,
                                "wgmma, 64 rows a CTA (the cache read once a 64-row block), 2 warpgroups"});
 // Variants measured slower than sm90 on the H100 (run 3: 1.02x and 1.07x the time at Sq 1):
 // only when named, for comparisons (the bench and the GPU test run them).
 ops::RegisterOpImpl r_mla_sm90_c2({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 15, mla_decode_sm90_c2,
-                                  "sm90.c2", mla_sm90_applies, nullptr, false, nullptr,
+                                  "sm90.c2", mla_sm90_applies<>, nullptr, false, nullptr,
                                   "as sm90, S in two independent wgmma accumulator chains (named only: slower)"});
 ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 16, mla_decode_sm90_ov,
-                                  "sm90.ov", mla_sm90_applies, nullptr, false, nullptr,
+                                  "sm90.ov", mla_sm90_applies<>, nullptr, false, nullptr,
                                   "as sm90.c2, the next tile's S queued behind this tile's P V (named only: slower)"});
+// Warp-specialised (producer warpgroup, two consumers taking alternate tiles).
+ops::RegisterOpImpl r_mla_sm90_ws({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 22, mla_decode_sm90_ws,
+                                  "sm90.ws", mla_sm90_applies<kMlaSm90WsShared>, nullptr, true, nullptr,
+                                  "wgmma, 64 rows a CTA, a cp.async producer warpgroup and two consumers on alternate tiles"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

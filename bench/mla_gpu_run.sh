@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One device call for attention_mla_decode's warp-specialised Hopper kernel ("sm90.ws",
+# kernels/ptx/attention/attention_mla_sm90_ws.cu), from a clean tree, under 8 minutes: build
+# halcyon_cli and halcyon_ptx_attention_tests into build-gpu, the kernels' register counts, the
+# GPU tests (every PTX implementation by name against the CPU reference), the CTS's attention
+# cases on cuda:0, `halcyon bench attention mla`, the torch composition (bench/attention_vs_torch.py
+# --only mla) in the same call, Nsight Compute on one launch of the new kernel, then
+# compute-sanitizer racecheck and memcheck over the CTS's MLA cases (the chosen implementation).
+# Logs go to $OUT (at most 8 files).
+#   bash bench/mla_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|torch|ncu|sanitize ...]
+# Needs .devdeps (fmt, doctest), as bench/attention_gpu_run.sh.
+set -u -o pipefail
+B=${1:-build-gpu}
+shift || true
+what=${*:-build sass tests cts bench torch ncu sanitize}
+. "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
+log=$OUT/mla.txt
+t0=$SECONDS
+{ date -u; git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for w in $what; do
+  echo "--- $w ($((SECONDS - t0)) s)" | tee -a "$log"
+  case $w in
+    build)
+      { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$deps" -DHALCYON_WERROR=ON \
+          -DHALCYON_ENABLE_CUDA=ON && timeout 300 ninja -C "$B" halcyon_cli halcyon_ptx_attention_tests; } > "$OUT/build.log" 2>&1
+      echo "build rc=$?" | tee -a "$log"
+      grep -E "error" "$OUT/build.log" | head -10 | tee -a "$log"
+      tail -2 "$OUT/build.log" | tee -a "$log" ;;
+    sass)
+      for c in "$B"/kernels/ptx/attention/attention_mla_sm90*.cubin; do
+        [ -f "$c" ] && cuobjdump -res-usage "$c" 2>&1 | grep -E "Function|REG" | tee -a "$log"
+      done ;;
+    tests)
+      echo "\$ halcyon_ptx_attention_tests" | tee -a "$log"
+      timeout 150 "$B/tests/cuda/halcyon_ptx_attention_tests" > "$OUT/tests.log" 2>&1
+      echo "rc=$?" | tee -a "$OUT/tests.log" | tee -a "$log"
+      grep -E "attention_mla|FAILED|ERROR|CHECK|test cases|assertions|SKIPPED" "$OUT/tests.log" | grep -v "rel err" | head -30 | tee -a "$log"
+      grep "rel err" "$OUT/tests.log" | grep -i mla | sort | uniq -c | sort -rn | head -8 | tee -a "$log" ;;
+    cts)
+      echo "\$ halcyon cts --device cuda:0 --filter 'numeric.attention*'" | tee -a "$log"
+      timeout 60 "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.attention*' --progress plain > "$OUT/cts.txt" 2>&1
+      echo "rc=$?" >> "$OUT/cts.txt"
+      tail -12 "$OUT/cts.txt" | tee -a "$log" ;;
+    bench)
+      echo "\$ halcyon bench attention mla --device cuda:0 --iters 20" | tee -a "$log"
+      timeout 100 "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 20 --json "$OUT/bench.json" 2>&1 | tee -a "$log" ;;
+    torch)
+      echo "\$ python3 bench/attention_vs_torch.py --only mla" | tee -a "$log"
+      timeout 100 python3 bench/attention_vs_torch.py --only mla --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
+    ncu)
+      echo "\$ ncu -k regex:hc_attn_mla_sm90ws -c 1 halcyon bench attention mla --iters 1" | tee -a "$log"
+      timeout 100 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws' --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+        --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
+        "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 > "$OUT/ncu.txt" 2>&1
+      echo "rc=$?" >> "$OUT/ncu.txt"
+      grep -E "hc_attn|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|hmma|==ERR|rc=" \
+        "$OUT/ncu.txt" | head -30 | tee -a "$log" ;;
+    sanitize)
+      # The CTS's MLA cases run the chosen implementation (sm90.ws where it applies).
+      for tool in racecheck memcheck; do
+        echo "\$ compute-sanitizer --tool $tool halcyon cts --device cuda:0 --filter 'numeric.attention_mla*'" | tee -a "$log"
+        timeout 100 "$san" --tool "$tool" "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.attention_mla*' \
+          --progress plain > "$OUT/$tool.txt" 2>&1
+        echo "rc=$?" >> "$OUT/$tool.txt"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid|passed|failed|rc=" "$OUT/$tool.txt" | sort | uniq -c | head -12 | tee -a "$log"
+      done ;;
+  esac
+done
+echo "--- done ($((SECONDS - t0)) s)" | tee -a "$log"
+date -u | tee -a "$log"

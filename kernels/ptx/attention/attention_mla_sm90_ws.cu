@@ -1,0 +1,209 @@
+// MLA decode for Hopper (sm_90a), warp-specialised (FlashMLA's structure, written here from
+// its description): the KV cache is read once for a block of 64 query rows, by a producer
+// warpgroup, while two consumer warpgroups take alternate key tiles.
+//
+//   CTA      384 threads: warpgroup 0 the producer, 1 and 2 the consumers (setmaxnreg 40 /
+//            232); owns (64-row block, sequence b, split of the keys), as hc_attn_mla_sm90.
+//   smem     Q [64][576] (9 SW128 blocks of [64 rows][128 B]), a ring of two KV stages of the
+//            same shape (tiles of 64 keys), P [64][64] bf16 (one SW128 block), row data, the
+//            mbarriers: 232232 bytes of dynamic shared memory.
+//   producer every thread copies half of one cache row (36 chunks of 16 bytes, cp.async, the
+//            swizzled layout wgmma reads): Q once, then each tile into stage t % 2 after that
+//            stage's "empty" barrier (8 consumer warps) completes; cp.async.mbarrier.arrive
+//            completes the stage's "full" barrier (128 arrivals) when the copies land. Paged:
+//            one block-table lookup a row a tile.
+//   consumer warpgroup w owns the tiles t = w, w + 2, ... and the output dims [256 w, +256):
+//            S = Q K^T for its tile (64 x 64, wgmma m64n64k16 over 576, both operands in shared
+//            memory); the online softmax on the running maximum after tile t - 1 (which the
+//            other warpgroup published); P to shared memory and the new maxima to `smax`, then
+//            a named barrier tells the other warpgroup; O[:, its dims] += P V from registers
+//            (wgmma m64n256k16, A = P). Before that, the other warpgroup's tile t - 1 is taken
+//            in: wait for its barrier, rescale O to its maxima, O += P(t - 1) V(t - 1) with P
+//            from shared memory. So one warpgroup's softmax runs under the other's products,
+//            and each KV byte is read from shared memory by both warpgroups' P V, their halves
+//            of V, and the owner's S.
+//   order    P has one buffer: a warpgroup writes P(t) only after its P V of tile t - 1 (the
+//            last reader of P(t - 1)) completed, and the other warpgroup read P(t - 2) before it
+//            published t - 1. The running maximum is passed along the tiles in order, so the
+//            softmaxes are serial; the products and the copies are not.
+//   end      each warpgroup's row sums cover its own tiles on the final maximum (both
+//            warpgroups end on tile n - 1's); they are added through shared memory.
+//
+// Semantics are hc_attn_mla_sm90's (attention_mla_sm90.cu): rows that see no key write zeros
+// and lse = -inf; split-KV partials (normalised O and lse, f32) go to hc_attn_combine_sm80.
+#include "attention_common.cuh"
+#include "../moe/sm90_common.cuh"
+
+namespace hc {
+namespace {
+
+constexpr int kMwsThreads = 384;
+constexpr uint32_t kMwsBlk = 64 * 128;                  // one SW128 block: 64 rows x 128 bytes
+constexpr uint32_t kMwsTile = (kMlaQk / 64) * kMwsBlk;  // 73728: Q or one KV stage
+// After P: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 5 mbarriers.
+constexpr uint32_t kMwsSmall = 64 * (8 + 4 + 8 + 8) + 5 * 8;
+// ops/ptx/attention_ops.cpp's kMlaSm90WsShared.
+constexpr uint32_t kMwsShared = 1024 + 3 * kMwsTile + kMwsBlk + kMwsSmall;
+static_assert(kMwsShared == 232232 && kMwsShared <= 232448, "more shared memory than a block may take on the H100");
+
+// Completes one arrival on `bar` when this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Named barriers over the 256 consumer threads: 1 + w = "warpgroup w published a tile"
+// (w arrives, the other syncs), 3 = both at the end.
+__device__ __forceinline__ void bar_sync256(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void bar_arrive256(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+// Half h of one [576] row into row `row` of a swizzled tile: chunks 2i + h (two threads a row
+// cover its 1152 bytes, 32 contiguous bytes a pair an instruction); src null: zeros.
+__device__ __forceinline__ void mws_copy_row(uint32_t dst, const unsigned short* src, int row, int h,
+                                             const unsigned short* any) {
+  const uint32_t base = dst + row * 128;
+#pragma unroll
+  for (int i = 0; i < kMlaCpr / 2; ++i) {
+    const uint32_t off = (i >> 2) * kMwsBlk + (((((2 * i) & 7) + h) ^ (row & 7)) << 4);
+    cp_async16(base + off, src ? src + (2 * i + h) * 8 : any, src ? 16 : 0);
+  }
+}
+
+__device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
+                            const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                            long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                            float scale_log2) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
+  const uint32_t skv = sq + kMwsTile, sp = sq + 3 * kMwsTile;
+  unsigned char* small = smem_raw + (sp + kMwsBlk - smem_addr(smem_raw));
+  long long* row_q = reinterpret_cast<long long*>(small);
+  int* row_vis = reinterpret_cast<int*>(small + 64 * 8);
+  float(*smax)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 12);  // a warpgroup's maxima after its last tile
+  float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 20);   // row sums at the end
+  const uint32_t bars = sp + kMwsBlk + 64 * 28;
+  const uint32_t q_full = bars;
+  const auto full = [&](int s) { return bars + 8 * (1 + s); };
+  const auto empty = [&](int s) { return bars + 8 * (3 + s); };
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 128);
+    for (int s = 0; s < 2; ++s) mbar_init(full(s), 128), mbar_init(empty(s), 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  Problem p;
+  mla_rows<64>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);  // ends with a barrier
+  const int n = p.kend > p.kbeg ? (p.kend - p.kbeg + 63) / 64 : 0;
+
+  if (threadIdx.x < 128) {  // the producer warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    const int row = threadIdx.x >> 1, h = threadIdx.x & 1;
+    const long long qr = row_q[row];
+    mws_copy_row(sq, qr >= 0 ? q + qr * kMlaQk : nullptr, row, h, q);
+    cp_async_arrive(q_full);
+    for (int t = 0; t < n; ++t) {
+      const int s = t & 1;
+      if (t >= 2) mbar_wait(empty(s), ((t >> 1) - 1) & 1);  // both warpgroups are done with tile t - 2
+      const int j = p.kbeg + t * 64 + row;
+      mws_copy_row(skv + s * kMwsTile, j < p.kend ? kv + (long long)key_index(p, j) * kMlaQk : nullptr, row, h, kv);
+      cp_async_arrive(full(s));
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int w = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7) - 1, 0);  // consumer 0 or 1 (warp-uniform)
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
+  const uint32_t mine = skv + w * kMwsTile, theirs = skv + (1 - w) * kMwsTile;
+  float o[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float s[8][4] = {};
+  uint32_t pf[4][4];
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // m: the maxima O and l are scaled to
+
+  // The other warpgroup's tile (its stage, P in shared memory, its maxima in smax): O and l
+  // rescaled to those maxima, then O[:, 256 w, +256) += P V.
+  auto take_theirs = [&]() {
+    bar_sync256(2 - w);
+    const float m0 = smax[1 - w][r0], m1 = smax[1 - w][r1];
+    const float a0 = exp2f(st.m0 - (m0 == neg_inf() ? 0.f : m0)), a1 = exp2f(st.m1 - (m1 == neg_inf() ? 0.f : m1));
+    st.m0 = m0, st.m1 = m1, st.l0 *= a0, st.l1 *= a1;
+    scale_rows<32>(o, a0, a1);
+    fence_async_smem();
+    keep<128>(&o[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16(&o[0][0], make_desc(sp + kk * 32, 16, 1024),
+                       make_desc(theirs + w * 4 * kMwsBlk + kk * 2048, kMwsBlk, 1024), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep<128>(&o[0][0]);
+    if (lane == 0) mbar_arrive(empty(1 - w));
+  };
+
+  if (n > 0) mbar_wait(q_full, 0);
+  for (int t = w; t < n; t += 2) {
+    if (t >= 1) take_theirs();  // tile t - 1: its maxima are where this tile's softmax starts
+    mbar_wait(full(w), (t >> 1) & 1);
+    fence_async_smem();
+    // S = Q K^T: 36 steps of 16 along the 576 dims.
+    keep<32>(&s[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kMlaQk / 16; ++kk) {
+      const uint32_t off = (kk >> 2) * kMwsBlk + (kk & 3) * 32;
+      wgmma_m64n64k16_ss(&s[0][0], make_desc(sq + off, 16, 1024), make_desc(mine + off, 16, 1024), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep<32>(&s[0][0]);
+    // Online softmax on the maxima after tile t - 1; P to registers and shared memory.
+    float mx0, mx1, base0, base1, a0, a1;
+    mask_max<8>(s, p.kbeg + t * 64, vis0, vis1, scale_log2, &mx0, &mx1);
+    advance_max(st, mx0, mx1, &base0, &base1, &a0, &a1);
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {
+      const float p0 = exp2f(s[nn][0] - base0), p1 = exp2f(s[nn][1] - base0);
+      const float p2 = exp2f(s[nn][2] - base1), p3 = exp2f(s[nn][3] - base1);
+      sum0 += p0 + p1;
+      sum1 += p2 + p3;
+      const uint32_t lo = pack_bf16x2(p0, p1), hi = pack_bf16x2(p2, p3);
+      pf[nn >> 1][(nn & 1) * 2] = lo;
+      pf[nn >> 1][(nn & 1) * 2 + 1] = hi;
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4), "r"(lo) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4), "r"(hi) : "memory");
+    }
+    st.l0 = st.l0 * a0 + sum0;
+    st.l1 = st.l1 * a1 + sum1;
+    if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
+    fence_async_smem();  // P's stores -> the other warpgroup's wgmma reads
+    bar_arrive256(1 + w);
+    // O[:, 256 w, +256) += P V, P from registers.
+    scale_rows<32>(o, a0, a1);
+    keep<128>(&o[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_rs(&o[0][0], pf[kk], make_desc(mine + w * 4 * kMwsBlk + kk * 2048, kMwsBlk, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep<128>(&o[0][0]);
+    if (lane == 0) mbar_arrive(empty(w));
+  }
+  if (n > 0 && ((n - 1) & 1) != w) take_theirs();  // the last tile is the other warpgroup's
+
+  // Row sums: the quad's, then the two warpgroups' (both on the maxima after tile n - 1).
+  mla_store_2wg(o, st, red, row_q, w, [] { bar_sync256(3); }, out, lse, part_o, part_lse, B * Sq * Hq);
+}
+
+}  // namespace
+}  // namespace hc
+
+// Parameters as hc_attn_mla_sm90's (8 bytes each; ops/ptx/attention_ops.cpp's MlaArgs):
+//   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
+// Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads; kMwsShared = 232232 bytes of dynamic shared memory.
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws)
