@@ -221,6 +221,8 @@ constexpr MlaKernel kMlaSm90Ov{"attention_mla_sm90", "hc_attn_mla_sm90_ov", 64, 
 // threads) and 5 mbarriers: 232232 bytes.
 constexpr uint32_t kMlaSm90WsShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 5 * 8;
 constexpr MlaKernel kMlaSm90Ws{"attention_mla_sm90_ws", "hc_attn_mla_sm90ws", 64, 64, 384, kMlaSm90WsShared, true};
+constexpr MlaKernel kMlaSm90WsSfirst{"attention_mla_sm90_ws", "hc_attn_mla_sm90ws_sfirst", 64, 64, 384,
+                                     kMlaSm90WsShared, true};
 
 
 
@@ -262,6 +264,7 @@ Status mla_decode_sm90(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90); }
 Status mla_decode_sm90_c2(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90C2); }
 Status mla_decode_sm90_ov(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ov); }
 Status mla_decode_sm90_ws(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ws); }
+Status mla_decode_sm90_ws_sfirst(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsSfirst); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -313,6 +316,10 @@ ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_9
 ops::RegisterOpImpl r_mla_sm90_ws({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 22, mla_decode_sm90_ws,
                                   "sm90.ws", mla_sm90_applies<kMlaSm90WsShared>, nullptr, true, nullptr,
                                   "wgmma, 64 rows a CTA, a cp.async producer warpgroup and two consumers on alternate tiles"});
+ops::RegisterOpImpl r_mla_sm90_ws_sfirst({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 17,
+                                         mla_decode_sm90_ws_sfirst, "sm90.ws.sfirst",
+                                         mla_sm90_applies<kMlaSm90WsShared>, nullptr, false, nullptr,
+                                         "as sm90.ws, each tile's S queued first always (named only: a comparison)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -226,3 +226,15 @@ TEST_CASE("select: the PTX variants' predicates keep the Hopper defaults (no GPU
   CHECK(Ask("moe_permute", "sm80.spread", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, plan_only).applies());
   CHECK_FALSE(Ask("moe_permute", "sm80.two", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, perm).impl->automatic);
 }
+
+TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch with") {
+  const std::map<std::string, int64_t> dims{{"B", 64}, {"Sq", 1}, {"Hq", 128}, {"NB", 8192}, {"BS", 64}, {"MB", 128}};
+  std::string why;
+  CHECK(Ask("attention_mla_decode", "sm90", hopper(), dims).applies());
+  CHECK(Ask("attention_mla_decode", "sm90.ws", hopper(), dims).applies());
+  auto smaller = hopper();
+  smaller.max_shared_per_block = 232192;  // sm90's 232192 bytes fit; sm90.ws needs 232232
+  CHECK(Ask("attention_mla_decode", "sm90", smaller, dims).applies());
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws", smaller, dims).applies(&why));
+  CHECK(why.find("232232 bytes of shared memory") != std::string::npos);
+}

@@ -52,9 +52,30 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
 }
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Named barriers over the 256 consumer threads: 1 + w = "warpgroup w published a tile"
-// (w arrives, the other syncs), 3 = both at the end.
+// (w arrives, the other syncs).
 __device__ __forceinline__ void bar_sync256(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void bar_arrive256(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+// Whether `bar`'s phase of this parity has completed (does not wait).
+__device__ __forceinline__ bool mbar_done(uint32_t bar, uint32_t parity) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(r)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return r != 0;
+}
+// True in every thread of a warpgroup when it is true in all of them (named barrier `id`, 128
+// threads): a choice the warpgroup's wgmma sequence can depend on.
+__device__ __forceinline__ bool wg_all(bool v, int id) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.eq.u32 q, %1, 0;\nbar.red.or.pred p, %2, 128, q;\nselp.u32 %0, 0, 1, p;\n}\n"
+      : "=r"(r)
+      : "r"((uint32_t)v), "r"(id)
+      : "memory");
+  return r != 0;
+}
 
 // Half h of one [576] row into row `row` of a swizzled tile: chunks 2i + h (two threads a row
 // cover its 1152 bytes, 32 contiguous bytes a pair an instruction); src null: zeros.
@@ -68,6 +89,9 @@ __device__ __forceinline__ void mws_copy_row(uint32_t dst, const unsigned short*
   }
 }
 
+// ADAPT: choose per tile between S first and the other warpgroup's tile first (below); false:
+// S first always (the comparison build, "sm90.ws.sfirst").
+template <bool ADAPT>
 __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
                             const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
                             long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
@@ -107,6 +131,7 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
       cp_async_arrive(full(s));
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();  // the consumers' exchange of row sums (mla_store_2wg)
     return;
   }
 
@@ -123,14 +148,16 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
   uint32_t pf[4][4];
   RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // m: the maxima O and l are scaled to
 
-  // The other warpgroup's tile (its stage, P in shared memory, its maxima in smax): O and l
-  // rescaled to those maxima, then O[:, 256 w, +256) += P V.
-  auto take_theirs = [&]() {
-    bar_sync256(2 - w);
+  // The other warpgroup's tile t - 1 (its stage, P in shared memory, its maxima in smax): wait
+  // until it is published (bar_sync256(2 - w)), rescale O and l to its maxima (`rescale`), then
+  // queue O[:, 256 w, +256) += P V as one commit group (`queue_theirs`).
+  auto rescale = [&]() {
     const float m0 = smax[1 - w][r0], m1 = smax[1 - w][r1];
     const float a0 = exp2f(st.m0 - (m0 == neg_inf() ? 0.f : m0)), a1 = exp2f(st.m1 - (m1 == neg_inf() ? 0.f : m1));
     st.m0 = m0, st.m1 = m1, st.l0 *= a0, st.l1 *= a1;
     scale_rows<32>(o, a0, a1);
+  };
+  auto queue_theirs = [&]() {
     fence_async_smem();
     keep<128>(&o[0][0]);
     wgmma_fence();
@@ -139,17 +166,16 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
       wgmma_m64n256k16(&o[0][0], make_desc(sp + kk * 32, 16, 1024),
                        make_desc(theirs + w * 4 * kMwsBlk + kk * 2048, kMwsBlk, 1024), 1);
     wgmma_commit();
-    wgmma_wait<0>();
+  };
+  const auto release_theirs = [&]() {  // after the wait for queue_theirs's group
     keep<128>(&o[0][0]);
     if (lane == 0) mbar_arrive(empty(1 - w));
   };
-
-  if (n > 0) mbar_wait(q_full, 0);
-  for (int t = w; t < n; t += 2) {
-    if (t >= 1) take_theirs();  // tile t - 1: its maxima are where this tile's softmax starts
-    mbar_wait(full(w), (t >> 1) & 1);
+  // S = Q K^T for the tile in this warpgroup's stage (fill `par`): 36 steps of 16 along the 576
+  // dims, queued as one commit group.
+  auto queue_s = [&](uint32_t par) {
+    mbar_wait(full(w), par);
     fence_async_smem();
-    // S = Q K^T: 36 steps of 16 along the 576 dims.
     keep<32>(&s[0][0]);
     wgmma_fence();
 #pragma unroll
@@ -158,9 +184,33 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
       wgmma_m64n64k16_ss(&s[0][0], make_desc(sq + off, 16, 1024), make_desc(mine + off, 16, 1024), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    keep<32>(&s[0][0]);
-    // Online softmax on the maxima after tile t - 1; P to registers and shared memory.
+  };
+
+  if (n > 0) mbar_wait(q_full, 0);
+  for (int t = w; t < n; t += 2) {
+    const uint32_t par = (t >> 1) & 1;
+    // When this tile has landed, its S goes first: it runs while the warpgroup waits for tile
+    // t - 1 to be published; tile t - 1's P V follows the softmax (which must not read S's
+    // registers while a wgmma is in flight: ptxas would serialise every wgmma, C7514). Else tile
+    // t - 1's P V goes first (its stage is freed sooner for the next copy), then S.
+    const bool s_first = t == 0 || !ADAPT || wg_all(mbar_done(full(w), par), 4 + w);
+    if (s_first) {
+      queue_s(par);
+      if (t >= 1) bar_sync256(2 - w);
+      wgmma_wait<0>();
+      keep<32>(&s[0][0]);
+      if (t >= 1) rescale();
+    } else {
+      bar_sync256(2 - w);
+      rescale();
+      queue_theirs();
+      queue_s(par);
+      wgmma_wait<1>();  // the P V of tile t - 1, committed first
+      release_theirs();
+      wgmma_wait<0>();
+      keep<32>(&s[0][0]);
+    }
+    // Online softmax on the maxima after tile t - 1, in registers (P as bf16 A fragments).
     float mx0, mx1, base0, base1, a0, a1;
     mask_max<8>(s, p.kbeg + t * 64, vis0, vis1, scale_log2, &mx0, &mx1);
     advance_max(st, mx0, mx1, &base0, &base1, &a0, &a1);
@@ -171,18 +221,28 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
       const float p2 = exp2f(s[nn][2] - base1), p3 = exp2f(s[nn][3] - base1);
       sum0 += p0 + p1;
       sum1 += p2 + p3;
-      const uint32_t lo = pack_bf16x2(p0, p1), hi = pack_bf16x2(p2, p3);
-      pf[nn >> 1][(nn & 1) * 2] = lo;
-      pf[nn >> 1][(nn & 1) * 2 + 1] = hi;
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4), "r"(lo) : "memory");
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4), "r"(hi) : "memory");
+      pf[nn >> 1][(nn & 1) * 2] = pack_bf16x2(p0, p1);
+      pf[nn >> 1][(nn & 1) * 2 + 1] = pack_bf16x2(p2, p3);
     }
     st.l0 = st.l0 * a0 + sum0;
     st.l1 = st.l1 * a1 + sum1;
+    if (s_first && t >= 1) {  // tile t - 1's P V, then P in shared memory is free
+      queue_theirs();
+      wgmma_wait<0>();
+      release_theirs();
+    }
+    // Publish: P (keys 8 nn .. 8 nn + 7 of rows r0, r1) and the maxima for the other warpgroup.
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
+                   "r"(pf[nn >> 1][(nn & 1) * 2]) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4),
+                   "r"(pf[nn >> 1][(nn & 1) * 2 + 1]) : "memory");
+    }
     if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
     fence_async_smem();  // P's stores -> the other warpgroup's wgmma reads
     bar_arrive256(1 + w);
-    // O[:, 256 w, +256) += P V, P from registers.
+    // O[:, 256 w, +256) += P V, P from registers; then this tile's stage is released.
     scale_rows<32>(o, a0, a1);
     keep<128>(&o[0][0]);
     wgmma_fence();
@@ -194,10 +254,16 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
     keep<128>(&o[0][0]);
     if (lane == 0) mbar_arrive(empty(w));
   }
-  if (n > 0 && ((n - 1) & 1) != w) take_theirs();  // the last tile is the other warpgroup's
+  if (n > 0 && ((n - 1) & 1) != w) {  // the last tile is the other warpgroup's
+    bar_sync256(2 - w);
+    rescale();
+    queue_theirs();
+    wgmma_wait<0>();
+    keep<128>(&o[0][0]);
+  }
 
   // Row sums: the quad's, then the two warpgroups' (both on the maxima after tile n - 1).
-  mla_store_2wg(o, st, red, row_q, w, [] { bar_sync256(3); }, out, lse, part_o, part_lse, B * Sq * Hq);
+  mla_store_2wg(o, st, red, row_q, w, [] { __syncthreads(); }, out, lse, part_o, part_lse, B * Sq * Hq);
 }
 
 }  // namespace
@@ -206,4 +272,5 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
 // Parameters as hc_attn_mla_sm90's (8 bytes each; ops/ptx/attention_ops.cpp's MlaArgs):
 //   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
 // Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads; kMwsShared = 232232 bytes of dynamic shared memory.
-HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws)
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws<true>)
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_sfirst, hc::kMwsThreads, hc::mla_sm90_ws<false>)
