@@ -77,25 +77,27 @@ __device__ __forceinline__ bool wg_all(bool v, int id) {
   return r != 0;
 }
 
-// Half h of one [576] row into row `row` of a swizzled tile: chunks 2i + h (two threads a row
-// cover its 1152 bytes, 32 contiguous bytes a pair an instruction); src null: zeros.
-__device__ __forceinline__ void mws_copy_row(uint32_t dst, const unsigned short* src, int row, int h,
+// Row `row` of a swizzled [64][576] tile from src (its 576 elements; null: zeros): this
+// thread's chunk c8 of each of the 9 blocks. A warp takes 4 rows (lanes 8r .. 8r + 7 one row), so
+// each copy instruction reads 4 whole 128-byte lines.
+__device__ __forceinline__ void mws_copy_row(uint32_t dst, const unsigned short* src, int row, int c8,
                                              const unsigned short* any) {
-  const uint32_t base = dst + row * 128;
+  const uint32_t base = dst + row * 128 + ((c8 ^ (row & 7)) << 4);
 #pragma unroll
-  for (int i = 0; i < kMlaCpr / 2; ++i) {
-    const uint32_t off = (i >> 2) * kMwsBlk + (((((2 * i) & 7) + h) ^ (row & 7)) << 4);
-    cp_async16(base + off, src ? src + (2 * i + h) * 8 : any, src ? 16 : 0);
-  }
+  for (int b = 0; b < kMlaQk / 64; ++b) cp_async16(base + b * kMwsBlk, src ? src + b * 64 + c8 * 8 : any, src ? 16 : 0);
 }
 
 // ADAPT: choose per tile between S first and the other warpgroup's tile first (below); false:
-// S first always (the comparison build, "sm90.ws.sfirst").
-template <bool ADAPT>
-__device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
-                            const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
-                            long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                            float scale_log2) {
+// S first always (the comparison build, "sm90.ws.sfirst"). TMA (tkv: a 2-d tensor map over the
+// cache's [NB * BS][576] rows, boxes of 64 columns x 64 rows, 128-byte swizzle; BS a multiple
+// of 64, so a tile lies in one block): one producer thread copies each tile as 9 boxes with
+// cp.async.bulk.tensor instead of 128 threads' cp.async; the rows of the last tile past the
+// split's keys are then cache rows, not zeros, and the owner zeroes them before use.
+template <bool ADAPT, bool TMA>
+__device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const unsigned short* kv,
+                            unsigned short* out, float* lse, const int* table, const int* seq_lens, float* part_o,
+                            float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
+                            long long MB, long long split_len, float scale_log2) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
   const uint32_t skv = sq + kMwsTile, sp = sq + 3 * kMwsTile;
@@ -110,24 +112,43 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
   const auto empty = [&](int s) { return bars + 8 * (3 + s); };
   if (threadIdx.x == 0) {
     mbar_init(q_full, 128);
-    for (int s = 0; s < 2; ++s) mbar_init(full(s), 128), mbar_init(empty(s), 8);
+    for (int s = 0; s < 2; ++s) mbar_init(full(s), TMA ? 1 : 128), mbar_init(empty(s), 8);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   Problem p;
   mla_rows<64>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);  // ends with a barrier
   const int n = p.kend > p.kbeg ? (p.kend - p.kbeg + 63) / 64 : 0;
 
-  if (threadIdx.x < 128) {  // the producer warpgroup
+  if (threadIdx.x < 128) {  // the producer warpgroup: rows 16 warp + 4 i + lane / 8 (i < 4)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    const int row = threadIdx.x >> 1, h = threadIdx.x & 1;
-    const long long qr = row_q[row];
-    mws_copy_row(sq, qr >= 0 ? q + qr * kMlaQk : nullptr, row, h, q);
+    const int row0 = (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 3), c8 = threadIdx.x & 7;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long qr = row_q[row0 + 4 * i];
+      mws_copy_row(sq, qr >= 0 ? q + qr * kMlaQk : nullptr, row0 + 4 * i, c8, q);
+    }
     cp_async_arrive(q_full);
-    for (int t = 0; t < n; ++t) {
+    if (TMA && threadIdx.x == 0) {
+      uint64_t policy;
+      asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+      for (int t = 0; t < n; ++t) {
+        const int s = t & 1;
+        if (t >= 2) mbar_wait(empty(s), ((t >> 1) - 1) & 1);
+        const int row = key_index(p, p.kbeg + t * 64);  // the tile's first row; the other 63 follow it
+        mbar_expect_tx(full(s), kMwsTile);
+#pragma unroll
+        for (int b = 0; b < kMlaQk / 64; ++b) tma_2d(skv + s * kMwsTile + b * kMwsBlk, tkv, b * 64, row, full(s), policy);
+      }
+    }
+    for (int t = 0; t < (TMA ? 0 : n); ++t) {
       const int s = t & 1;
       if (t >= 2) mbar_wait(empty(s), ((t >> 1) - 1) & 1);  // both warpgroups are done with tile t - 2
-      const int j = p.kbeg + t * 64 + row;
-      mws_copy_row(skv + s * kMwsTile, j < p.kend ? kv + (long long)key_index(p, j) * kMlaQk : nullptr, row, h, kv);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int j = p.kbeg + t * 64 + row0 + 4 * i;
+        mws_copy_row(skv + s * kMwsTile, j < p.kend ? kv + (long long)key_index(p, j) * kMlaQk : nullptr, row0 + 4 * i,
+                     c8, kv);
+      }
       cp_async_arrive(full(s));
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -173,8 +194,16 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
   };
   // S = Q K^T for the tile in this warpgroup's stage (fill `par`): 36 steps of 16 along the 576
   // dims, queued as one commit group.
-  auto queue_s = [&](uint32_t par) {
+  auto queue_s = [&](uint32_t par, int t) {
     mbar_wait(full(w), par);
+    const int valid = p.kend - (p.kbeg + t * 64);
+    if (TMA && valid < 64) {  // rows past the split's keys: zeros (their P is 0, and 0 * NaN is not)
+      const uint4 z = make_uint4(0, 0, 0, 0);
+      for (int c = (int)(threadIdx.x & 127) + valid * 72; c < 64 * 72; c += 128)
+        *reinterpret_cast<uint4*>(smem_raw + (mine + (c % 72 >> 3) * kMwsBlk + (c / 72) * 128 +
+                                              (((c % 72 & 7) ^ (c / 72 & 7)) << 4) - smem_addr(smem_raw))) = z;
+      asm volatile("bar.sync %0, 128;\n" ::"r"(6 + w) : "memory");  // the warpgroup's zeros before its wgmma
+    }
     fence_async_smem();
     keep<32>(&s[0][0]);
     wgmma_fence();
@@ -195,18 +224,19 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
     // t - 1's P V goes first (its stage is freed sooner for the next copy), then S.
     const bool s_first = t == 0 || !ADAPT || wg_all(mbar_done(full(w), par), 4 + w);
     if (s_first) {
-      queue_s(par);
+      queue_s(par, t);
       if (t >= 1) bar_sync256(2 - w);
       wgmma_wait<0>();
       keep<32>(&s[0][0]);
       if (t >= 1) rescale();
-    } else {
+    } else {  // (the stage is released before the wait for this tile's copy: the next copy
+              // into it must not wait for this one)
       bar_sync256(2 - w);
       rescale();
       queue_theirs();
-      queue_s(par);
-      wgmma_wait<1>();  // the P V of tile t - 1, committed first
+      wgmma_wait<0>();
       release_theirs();
+      queue_s(par, t);
       wgmma_wait<0>();
       keep<32>(&s[0][0]);
     }
@@ -266,11 +296,31 @@ __device__ void mla_sm90_ws(const unsigned short* q, const unsigned short* kv, u
   mla_store_2wg(o, st, red, row_q, w, [] { __syncthreads(); }, out, lse, part_o, part_lse, B * Sq * Hq);
 }
 
+// The cp.async builds (no tensor map).
+template <bool ADAPT>
+__device__ void mla_sm90_ws_cp(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
+                               const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                               long long Sq, long long Hq, long long NB, long long BS, long long MB,
+                               long long split_len, float scale_log2) {
+  mla_sm90_ws<ADAPT, false>(nullptr, q, kv, out, lse, table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+                            split_len, scale_log2);
+}
+
 }  // namespace
 }  // namespace hc
 
 // Parameters as hc_attn_mla_sm90's (8 bytes each; ops/ptx/attention_ops.cpp's MlaArgs):
 //   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
 // Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads; kMwsShared = 232232 bytes of dynamic shared memory.
-HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws<true>)
-HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_sfirst, hc::kMwsThreads, hc::mla_sm90_ws<false>)
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws_cp<true>)
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_sfirst, hc::kMwsThreads, hc::mla_sm90_ws_cp<false>)
+// The TMA build: the tensor map first (64 bytes, __grid_constant__), then the parameters above.
+// Grid, threads and shared memory as hc_attn_mla_sm90ws.
+extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
+    hc_attn_mla_sm90ws_tma(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
+                           const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
+                           const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq, long long Hq,
+                           long long NB, long long BS, long long MB, long long split_len, double scale_log2) {
+  hc::mla_sm90_ws<true, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+                              split_len, (float)scale_log2);
+}
