@@ -331,7 +331,9 @@ ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_9
                                   "sm90.ov", mla_sm90_applies<>, nullptr, false, nullptr,
                                   "as sm90.c2, the next tile's S queued behind this tile's P V (named only: slower)"});
 // Warp-specialised (producer warpgroup, two consumers taking alternate tiles): chosen only where
-// its cubin loads (setmaxnreg; run 2 on the H100 went through the driver's JIT).
+// its cubin loads (setmaxnreg: runs 1 and 2 on the H100 went through the driver's JIT and took
+// 666 / 973 us at Sq 1; run 3, the cubin and the fixed copy order, 301 us). sm90.ws.tma (below)
+// goes before it where the block size allows TMA.
 bool mla_ws_cubin(const ops::ApplyContext& ctx, std::string* why) {
   if (cubin_applies(ctx, kMlaWsImage)) return true;
   if (why) *why = "its cubin does not load here (the JIT-compiled PTX is not the measured code)";
@@ -359,9 +361,12 @@ ops::RegisterOpImpl r_mla_sm90_ws_sfirst({"attention_mla_decode", HAL_MODULE_PTX
                                          mla_decode_sm90_ws_sfirst, "sm90.ws.sfirst",
                                          mla_sm90_applies<kMlaSm90WsShared>, nullptr, false, nullptr,
                                          "as sm90.ws, each tile's S queued first always (named only: a comparison)"});
-ops::RegisterOpImpl r_mla_sm90_ws_tma({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 18, mla_decode_sm90_ws_tma,
-                                      "sm90.ws.tma", mla_ws_tma_applies, mla_ws_cubin, false, nullptr,
-                                      "as sm90.ws, the tiles copied by TMA (BS a multiple of 64; named only until timed)"});
+// Chosen where it applies: on the H100 (run 3, docs/PERFORMANCE.md) 281.0 us at Sq 1 (71% of the
+// copy rate) against sm90.ws's 301.0, and 527.2 against 547.3 us at Sq 2. That run's CTS chose
+// sm90.ws; this one passed the GPU test by name (BS 64 shapes).
+ops::RegisterOpImpl r_mla_sm90_ws_tma({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 24, mla_decode_sm90_ws_tma,
+                                      "sm90.ws.tma", mla_ws_tma_applies, mla_ws_cubin, true, nullptr,
+                                      "as sm90.ws, the tiles copied by TMA (BS a multiple of 64)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -237,4 +237,15 @@ TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch 
   CHECK(Ask("attention_mla_decode", "sm90", smaller, dims).applies());
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws", smaller, dims).applies(&why));
   CHECK(why.find("232232 bytes of shared memory") != std::string::npos);
+  // The TMA build: a tile of 64 keys must lie in one cache block.
+  CHECK(Ask("attention_mla_decode", "sm90.ws.tma", hopper(), dims).applies());
+  auto small_blocks = dims;
+  small_blocks["BS"] = 16;
+  small_blocks["MB"] = 512;
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", hopper(), small_blocks).applies(&why));
+  CHECK(why == "BS = 16 is not a multiple of 64");
+  CHECK(Ask("attention_mla_decode", "sm90.ws", hopper(), small_blocks).applies());
+  auto no_maps = hopper();
+  no_maps.capabilities = "module.ptx module.cubin";
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", no_maps, dims).applies());
 }

@@ -7,27 +7,33 @@
 //   smem     Q [64][576] (9 SW128 blocks of [64 rows][128 B]), a ring of two KV stages of the
 //            same shape (tiles of 64 keys), P [64][64] bf16 (one SW128 block), row data, the
 //            mbarriers: 232232 bytes of dynamic shared memory.
-//   producer every thread copies half of one cache row (36 chunks of 16 bytes, cp.async, the
-//            swizzled layout wgmma reads): Q once, then each tile into stage t % 2 after that
-//            stage's "empty" barrier (8 consumer warps) completes; cp.async.mbarrier.arrive
-//            completes the stage's "full" barrier (128 arrivals) when the copies land. Paged:
-//            one block-table lookup a row a tile.
-//   consumer warpgroup w owns the tiles t = w, w + 2, ... and the output dims [256 w, +256):
-//            S = Q K^T for its tile (64 x 64, wgmma m64n64k16 over 576, both operands in shared
-//            memory); the online softmax on the running maximum after tile t - 1 (which the
-//            other warpgroup published); P to shared memory and the new maxima to `smax`, then
-//            a named barrier tells the other warpgroup; O[:, its dims] += P V from registers
-//            (wgmma m64n256k16, A = P). Before that, the other warpgroup's tile t - 1 is taken
-//            in: wait for its barrier, rescale O to its maxima, O += P(t - 1) V(t - 1) with P
-//            from shared memory. So one warpgroup's softmax runs under the other's products,
-//            and each KV byte is read from shared memory by both warpgroups' P V, their halves
-//            of V, and the owner's S.
+//   producer copies Q once, then each tile into stage t % 2 after that stage's "empty" barrier
+//            (8 consumer warps) completes. cp.async build: every thread copies 4 rows, 9
+//            chunks of 16 bytes each (a warp instruction reads 4 whole 128-byte lines) into
+//            the swizzled layout wgmma reads, one block-table lookup a row;
+//            cp.async.mbarrier.arrive completes the stage's "full" barrier (128 arrivals)
+//            when they land. TMA build (block size a multiple of 64): one thread, one lookup a
+//            tile, 9 boxes of 64 columns x 64 rows (cp.async.bulk.tensor, 128-byte swizzle),
+//            the full barrier by its transaction count.
+//   consumer warpgroup w owns the tiles t = w, w + 2, ... and the output dims [256 w, +256).
+//            For its tile t: take in the other warpgroup's tile t - 1 (wait on named barrier
+//            1 + (1 - w) until it is published, rescale O and l to the maxima after it, O += P(t
+//            - 1) V(t - 1) with P from shared memory, release that stage); S = Q K^T for tile t
+//            (64 x 64, wgmma m64n64k16 over 576, both operands in shared memory); the online
+//            softmax from the maxima after t - 1; publish P(t) (shared memory) and the maxima
+//            (`smax`) with bar.arrive on 1 + w; O += P(t) V(t) with P from registers (wgmma
+//            m64n256k16); release its stage. When tile t has already landed its S is queued
+//            first, before the wait for t - 1 (it runs meanwhile); else t - 1 goes first and its
+//            stage is released before this warpgroup waits for its own copy, so the next copy
+//            into that stage never waits for this one. One warpgroup's softmax and barriers run
+//            under the other's products.
 //   order    P has one buffer: a warpgroup writes P(t) only after its P V of tile t - 1 (the
 //            last reader of P(t - 1)) completed, and the other warpgroup read P(t - 2) before it
 //            published t - 1. The running maximum is passed along the tiles in order, so the
 //            softmaxes are serial; the products and the copies are not.
 //   end      each warpgroup's row sums cover its own tiles on the final maximum (both
-//            warpgroups end on tile n - 1's); they are added through shared memory.
+//            warpgroups end on tile n - 1's); they are added through shared memory after a
+//            block barrier that the producer warpgroup waits at too.
 //
 // Semantics are hc_attn_mla_sm90's (attention_mla_sm90.cu): rows that see no key write zeros
 // and lse = -inf; split-KV partials (normalised O and lse, f32) go to hc_attn_combine_sm80.
