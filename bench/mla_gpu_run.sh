@@ -4,7 +4,7 @@
 # halcyon_cli and halcyon_ptx_attention_tests into build-gpu, the kernels' register counts, the
 # GPU tests (every PTX implementation by name against the CPU reference), the CTS's attention
 # cases on cuda:0, `halcyon bench attention mla`, the torch composition (bench/attention_vs_torch.py
-# --only mla) in the same call, Nsight Compute on one launch of the new kernel, then
+# --only mla) in the same call, Nsight Compute on one launch of each new kernel, then
 # compute-sanitizer racecheck and memcheck over the CTS's MLA cases (the chosen implementation).
 # Logs go to $OUT (at most 8 files).
 #   bash bench/mla_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|torch|ncu|sanitize ...]
@@ -56,8 +56,9 @@ for w in $what; do
         --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
         "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 > "$OUT/ncu.txt" 2>&1
       echo "rc=$?" >> "$OUT/ncu.txt"
-      # The TMA build by name (the bench runs it after the selected one).
-      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws_tma' --launch-count 1 --section SpeedOfLight \
+      # The first launch above is the selected implementation's (sm90.ws.tma since run 3); the
+      # cp.async build by name (the bench runs it after the selected one).
+      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws$' --launch-count 1 --section SpeedOfLight \
         --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
         "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 >> "$OUT/ncu.txt" 2>&1
       echo "rc=$?" >> "$OUT/ncu.txt"
