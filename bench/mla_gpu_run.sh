@@ -16,7 +16,9 @@ what=${*:-build sass tests cts bench torch ncu sanitize}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/mla.txt
 t0=$SECONDS
-{ date -u; git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
+# The commit only when this folder is a checkout (a `git archive` inside another tree would print
+# that tree's).
+{ date -u; [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] && git log -1 --format=%H; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for w in $what; do
