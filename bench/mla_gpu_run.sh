@@ -5,8 +5,8 @@
 # GPU tests (every PTX implementation by name against the CPU reference), the CTS's attention
 # cases on cuda:0, `halcyon bench attention mla`, the torch composition (bench/attention_vs_torch.py
 # --only mla) in the same call, Nsight Compute on one launch of each new kernel, then
-# compute-sanitizer racecheck and memcheck over the CTS's MLA cases (the chosen implementation).
-# Logs go to $OUT (at most 8 files).
+# compute-sanitizer racecheck and memcheck over the CTS's MLA cases (the chosen implementations),
+# racecheck over the GPU test's MLA cases (every implementation by name). Logs go to $OUT (8 files).
 #   bash bench/mla_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|torch|ncu|sanitize ...]
 # Needs .devdeps (fmt, doctest), as bench/attention_gpu_run.sh.
 set -u -o pipefail
@@ -67,15 +67,26 @@ for w in $what; do
       grep -E "hc_attn|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|hmma|==ERR|rc=" \
         "$OUT/ncu.txt" | head -40 | tee -a "$log" ;;
     sanitize)
-      # The CTS's MLA cases run the chosen implementation (sm90.ws where it applies).
+      # One file, $OUT/sanitize.txt (8 files at most). The CTS's MLA cases run the chosen
+      # implementation: sm90.ws.tma where BS is a multiple of 64 (cases 1 and 2), sm90.ws elsewhere.
+      : > "$OUT/sanitize.txt"
       for tool in racecheck memcheck; do
-        echo "\$ compute-sanitizer --tool $tool halcyon cts --device cuda:0 --filter 'numeric.attention_mla*'" | tee -a "$log"
+        echo "\$ compute-sanitizer --tool $tool halcyon cts --device cuda:0 --filter 'numeric.attention_mla*'" | tee -a "$log" "$OUT/sanitize.txt"
         # --report-api-errors no: the backend's probing driver calls fail by design (scripts/gpu_check.sh).
         timeout 100 "$san" --tool "$tool" --report-api-errors no "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.attention_mla*' \
-          --progress plain > "$OUT/$tool.txt" 2>&1
-        echo "rc=$?" >> "$OUT/$tool.txt"
-        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Race reported|Invalid|PASSED|FAILED|rc=" "$OUT/$tool.txt" | sort | uniq -c | head -30 | tee -a "$log"
-      done ;;
+          --progress plain > "$OUT/$tool.tmp" 2>&1
+        echo "rc=$?" >> "$OUT/$tool.tmp"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Race reported|Invalid|PASSED|FAILED|rc=" "$OUT/$tool.tmp" | sort | uniq -c | head -30 | tee -a "$log"
+        head -c 100000 "$OUT/$tool.tmp" >> "$OUT/sanitize.txt"; rm -f "$OUT/$tool.tmp"
+      done
+      # Every MLA implementation by name (the GPU test's MLA cases), sm90.ws.tma included.
+      echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_attention_tests -tc='attention_mla*'" | tee -a "$log" "$OUT/sanitize.txt"
+      timeout 240 "$san" --tool racecheck --report-api-errors no "$B/tests/cuda/halcyon_ptx_attention_tests" -tc='attention_mla*' \
+        > "$OUT/rt.tmp" 2>&1
+      echo "rc=$?" >> "$OUT/rt.tmp"
+      grep -E "Race reported|RACECHECK SUMMARY|test cases|assertions|rc=" "$OUT/rt.tmp" | sed -E 's/\+0x[0-9a-f]+//' | sort | uniq -c | head -30 | tee -a "$log"
+      grep -oE "attention_mla_decode \([a-z0-9.]+\) out" "$OUT/rt.tmp" | sort | uniq -c | tee -a "$log"
+      head -c 200000 "$OUT/rt.tmp" >> "$OUT/sanitize.txt"; rm -f "$OUT/rt.tmp" ;;
   esac
 done
 echo "--- done ($((SECONDS - t0)) s)" | tee -a "$log"

@@ -223,8 +223,8 @@ constexpr MlaKernel kMlaSm90{"attention_mla_sm90", "hc_attn_mla_sm90", 64, 64, 2
 constexpr MlaKernel kMlaSm90C2{"attention_mla_sm90", "hc_attn_mla_sm90_c2", 64, 64, 256, kMlaSm90Shared, true};
 constexpr MlaKernel kMlaSm90Ov{"attention_mla_sm90", "hc_attn_mla_sm90_ov", 64, 64, 256, kMlaSm90Shared, true};
 // attention_mla_sm90_ws.cu (kMwsShared there): as kMlaSm90 plus the producer warpgroup (384
-// threads) and 5 mbarriers: 232232 bytes.
-constexpr uint32_t kMlaSm90WsShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 5 * 8;
+// threads) and 10 mbarriers: 232272 bytes.
+constexpr uint32_t kMlaSm90WsShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 10 * 8;
 constexpr const char* kMlaWsImage = "attention_mla_sm90_ws";
 constexpr MlaKernel kMlaSm90Ws{kMlaWsImage, "hc_attn_mla_sm90ws", 64, 64, 384, kMlaSm90WsShared, true,
                                CodeFrom::kCubinIfExact};

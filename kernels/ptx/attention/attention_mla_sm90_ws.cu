@@ -6,7 +6,7 @@
 //            232); owns (64-row block, sequence b, split of the keys), as hc_attn_mla_sm90.
 //   smem     Q [64][576] (9 SW128 blocks of [64 rows][128 B]), a ring of two KV stages of the
 //            same shape (tiles of 64 keys), P [64][64] bf16 (one SW128 block), row data, the
-//            mbarriers: 232232 bytes of dynamic shared memory.
+//            mbarriers: 232272 bytes of dynamic shared memory.
 //   producer copies Q once, then each tile into stage t % 2 after that stage's "empty" barrier
 //            (8 consumer warps) completes. cp.async build: every thread copies 4 rows, 9
 //            chunks of 16 bytes each (a warp instruction reads 4 whole 128-byte lines) into
@@ -16,24 +16,32 @@
 //            tile, 9 boxes of 64 columns x 64 rows (cp.async.bulk.tensor, 128-byte swizzle),
 //            the full barrier by its transaction count.
 //   consumer warpgroup w owns the tiles t = w, w + 2, ... and the output dims [256 w, +256).
-//            For its tile t: take in the other warpgroup's tile t - 1 (wait on named barrier
-//            1 + (1 - w) until it is published, rescale O and l to the maxima after it, O += P(t
+//            For its tile t: take in the other warpgroup's tile t - 1 (wait on mbarrier
+//            maxpub(1 - w), rescale O and l to the maxima after it; wait on ppub(1 - w), O += P(t
 //            - 1) V(t - 1) with P from shared memory, release that stage); S = Q K^T for tile t
 //            (64 x 64, wgmma m64n64k16 over 576, both operands in shared memory); the online
-//            softmax from the maxima after t - 1; publish P(t) (shared memory) and the maxima
-//            (`smax`) with bar.arrive on 1 + w; O += P(t) V(t) with P from registers (wgmma
-//            m64n256k16); release its stage. When tile t has already landed its S is queued
+//            softmax from the maxima after t - 1, whose new maxima are published at once (`smax`,
+//            maxpub(w)); publish P(t) (shared memory, ppub(w)); O += P(t) V(t) with P from
+//            registers (wgmma m64n256k16); release its stage. When tile t has already landed its S is queued
 //            first, before the wait for t - 1 (it runs meanwhile); else t - 1 goes first and its
 //            stage is released before this warpgroup waits for its own copy, so the next copy
 //            into that stage never waits for this one. One warpgroup's softmax and barriers run
 //            under the other's products.
-//   order    P has one buffer: a warpgroup writes P(t) only after its P V of tile t - 1 (the
-//            last reader of P(t - 1)) completed, and the other warpgroup read P(t - 2) before it
-//            published t - 1. The running maximum is passed along the tiles in order, so the
-//            softmaxes are serial; the products and the copies are not.
+//   order    every hand-off is an mbarrier at which all 128 threads of the publishing warpgroup
+//            arrive after their own accesses (an arrival releases only the arriving thread's
+//            accesses; compute-sanitizer racecheck tracks them, where it reported the former
+//            bar.arrive / bar.sync pairs). P has one buffer, smax one slot a warpgroup:
+//            RAW  w stores P(t) / smax[w] -> arrives ppub(w) / maxpub(w) -> the other waits.
+//            WAR  the other reads P(t) (its wgmma, waited) and smax[w] before it stores P(t + 1)
+//                 and smax[1 - w] and arrives ppub / maxpub(1 - w), which w waits for before it
+//                 stores P(t + 2) / smax[w] again (it waits for P(t + 1) before its P store on
+//                 both paths). A warpgroup is never two phases ahead of the waiter (parity
+//                 waits are exact). The running maximum is passed along the tiles in order, so
+//                 the softmaxes are serial (only the maxima: P follows later); the products and
+//                 the copies are not.
 //   end      each warpgroup's row sums cover its own tiles on the final maximum (both
-//            warpgroups end on tile n - 1's); they are added through shared memory after a
-//            block barrier that the producer warpgroup waits at too.
+//            warpgroups end on tile n - 1's); they are added through shared memory after the
+//            mbarrier `sums` (256 consumer arrivals; the producer warpgroup has returned).
 //
 // Semantics are hc_attn_mla_sm90's (attention_mla_sm90.cu): rows that see no key write zeros
 // and lse = -inf; split-KV partials (normalised O and lse, f32) go to hc_attn_combine_sm80.
@@ -46,21 +54,17 @@ namespace {
 constexpr int kMwsThreads = 384;
 constexpr uint32_t kMwsBlk = 64 * 128;                  // one SW128 block: 64 rows x 128 bytes
 constexpr uint32_t kMwsTile = (kMlaQk / 64) * kMwsBlk;  // 73728: Q or one KV stage
-// After P: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 5 mbarriers.
-constexpr uint32_t kMwsSmall = 64 * (8 + 4 + 8 + 8) + 5 * 8;
+// After P: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 10 mbarriers.
+constexpr uint32_t kMwsSmall = 64 * (8 + 4 + 8 + 8) + 10 * 8;
 // ops/ptx/attention_ops.cpp's kMlaSm90WsShared.
 constexpr uint32_t kMwsShared = 1024 + 3 * kMwsTile + kMwsBlk + kMwsSmall;
-static_assert(kMwsShared == 232232 && kMwsShared <= 232448, "more shared memory than a block may take on the H100");
+static_assert(kMwsShared == 232272 && kMwsShared <= 232448, "more shared memory than a block may take on the H100");
 
 // Completes one arrival on `bar` when this thread's earlier cp.async copies have landed.
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Named barriers over the 256 consumer threads: 1 + w = "warpgroup w published a tile"
-// (w arrives, the other syncs).
-__device__ __forceinline__ void bar_sync256(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void bar_arrive256(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 // Whether `bar`'s phase of this parity has completed (does not wait).
 __device__ __forceinline__ bool mbar_done(uint32_t bar, uint32_t parity) {
   uint32_t r;
@@ -116,9 +120,17 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
   const uint32_t q_full = bars;
   const auto full = [&](int s) { return bars + 8 * (1 + s); };
   const auto empty = [&](int s) { return bars + 8 * (3 + s); };
+  // The consumers' hand-offs, every thread of the warpgroup arriving after its own accesses
+  // (an mbarrier arrival releases only the arriving thread's): warpgroup v published its maxima
+  // (maxpub), its P (ppub); both warpgroups' row sums are in `red` (sums).
+  const auto maxpub = [&](int v) { return bars + 8 * (5 + v); };
+  const auto ppub = [&](int v) { return bars + 8 * (7 + v); };
+  const uint32_t sums = bars + 8 * 9;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 128);
     for (int s = 0; s < 2; ++s) mbar_init(full(s), TMA ? 1 : 128), mbar_init(empty(s), 8);
+    for (int v = 0; v < 2; ++v) mbar_init(maxpub(v), 128), mbar_init(ppub(v), 128);
+    mbar_init(sums, 256);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   Problem p;
@@ -158,7 +170,6 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
       cp_async_arrive(full(s));
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
-    __syncthreads();  // the consumers' exchange of row sums (mla_store_2wg)
     return;
   }
 
@@ -175,16 +186,19 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
   uint32_t pf[4][4];
   RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // m: the maxima O and l are scaled to
 
-  // The other warpgroup's tile t - 1 (its stage, P in shared memory, its maxima in smax): wait
-  // until it is published (bar_sync256(2 - w)), rescale O and l to its maxima (`rescale`), then
-  // queue O[:, 256 w, +256) += P V as one commit group (`queue_theirs`).
-  auto rescale = [&]() {
+  // The other warpgroup's tile u = t - 1 (its stage, P in shared memory, its maxima in smax):
+  // wait until its maxima are published and rescale O and l to them (`rescale`), wait until its
+  // P is published and queue O[:, 256 w, +256) += P V as one commit group (`queue_theirs`).
+  // Its k-th publication (u = 2 k + 1 - w) completes phase k of maxpub / ppub(1 - w).
+  auto rescale = [&](int u) {
+    mbar_wait(maxpub(1 - w), (u >> 1) & 1);
     const float m0 = smax[1 - w][r0], m1 = smax[1 - w][r1];
     const float a0 = exp2f(st.m0 - (m0 == neg_inf() ? 0.f : m0)), a1 = exp2f(st.m1 - (m1 == neg_inf() ? 0.f : m1));
     st.m0 = m0, st.m1 = m1, st.l0 *= a0, st.l1 *= a1;
     scale_rows<32>(o, a0, a1);
   };
-  auto queue_theirs = [&]() {
+  auto queue_theirs = [&](int u) {
+    mbar_wait(ppub(1 - w), (u >> 1) & 1);
     fence_async_smem();
     keep<128>(&o[0][0]);
     wgmma_fence();
@@ -231,15 +245,13 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     const bool s_first = t == 0 || !ADAPT || wg_all(mbar_done(full(w), par), 4 + w);
     if (s_first) {
       queue_s(par, t);
-      if (t >= 1) bar_sync256(2 - w);
       wgmma_wait<0>();
       keep<32>(&s[0][0]);
-      if (t >= 1) rescale();
+      if (t >= 1) rescale(t - 1);
     } else {  // (the stage is released before the wait for this tile's copy: the next copy
               // into it must not wait for this one)
-      bar_sync256(2 - w);
-      rescale();
-      queue_theirs();
+      rescale(t - 1);
+      queue_theirs(t - 1);
       wgmma_wait<0>();
       release_theirs();
       queue_s(par, t);
@@ -250,6 +262,11 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     float mx0, mx1, base0, base1, a0, a1;
     mask_max<8>(s, p.kbeg + t * 64, vis0, vis1, scale_log2, &mx0, &mx1);
     advance_max(st, mx0, mx1, &base0, &base1, &a0, &a1);
+    // Publish the maxima now: the other warpgroup's softmax of tile t + 1 needs only them (its P
+    // V of tile t waits for P below). The other read smax[w] (tile t - 2's) before it published
+    // its maxima of tile t - 1, which rescale waited for.
+    if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
+    mbar_arrive(maxpub(w));
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {
@@ -263,11 +280,12 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     st.l0 = st.l0 * a0 + sum0;
     st.l1 = st.l1 * a1 + sum1;
     if (s_first && t >= 1) {  // tile t - 1's P V, then P in shared memory is free
-      queue_theirs();
+      queue_theirs(t - 1);
       wgmma_wait<0>();
       release_theirs();
     }
-    // Publish: P (keys 8 nn .. 8 nn + 7 of rows r0, r1) and the maxima for the other warpgroup.
+    // Publish P (keys 8 nn .. 8 nn + 7 of rows r0, r1) for the other warpgroup. Its P V of tile t
+    // - 2 completed before it stored P(t - 1), which queue_theirs waited for.
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
@@ -275,9 +293,8 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4),
                    "r"(pf[nn >> 1][(nn & 1) * 2 + 1]) : "memory");
     }
-    if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
     fence_async_smem();  // P's stores -> the other warpgroup's wgmma reads
-    bar_arrive256(1 + w);
+    mbar_arrive(ppub(w));
     // O[:, 256 w, +256) += P V, P from registers; then this tile's stage is released.
     scale_rows<32>(o, a0, a1);
     keep<128>(&o[0][0]);
@@ -291,15 +308,16 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     if (lane == 0) mbar_arrive(empty(w));
   }
   if (n > 0 && ((n - 1) & 1) != w) {  // the last tile is the other warpgroup's
-    bar_sync256(2 - w);
-    rescale();
-    queue_theirs();
+    rescale(n - 1);
+    queue_theirs(n - 1);
     wgmma_wait<0>();
     keep<128>(&o[0][0]);
   }
 
   // Row sums: the quad's, then the two warpgroups' (both on the maxima after tile n - 1).
-  mla_store_2wg(o, st, red, row_q, w, [] { __syncthreads(); }, out, lse, part_o, part_lse, B * Sq * Hq);
+  // (The producer warpgroup has returned: the exchange is an mbarrier of the 256 consumer threads.)
+  mla_store_2wg(o, st, red, row_q, w, [&] { mbar_arrive(sums), mbar_wait(sums, 0); }, out, lse, part_o, part_lse,
+                B * Sq * Hq);
 }
 
 // The cp.async builds (no tensor map).
@@ -317,7 +335,7 @@ __device__ void mla_sm90_ws_cp(const unsigned short* q, const unsigned short* kv
 
 // Parameters as hc_attn_mla_sm90's (8 bytes each; ops/ptx/attention_ops.cpp's MlaArgs):
 //   q kv out lse block_table seq_lens part_o part_lse B Sq Hq NB BS MB split_len scale_log2.
-// Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads; kMwsShared = 232232 bytes of dynamic shared memory.
+// Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads; kMwsShared = 232272 bytes of dynamic shared memory.
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws_cp<true>)
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_sfirst, hc::kMwsThreads, hc::mla_sm90_ws_cp<false>)
 // The TMA build: the tensor map first (64 bytes, __grid_constant__), then the parameters above.
