@@ -58,14 +58,16 @@ for w in $what; do
         --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
         "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 > "$OUT/ncu.txt" 2>&1
       echo "rc=$?" >> "$OUT/ncu.txt"
-      # The first launch above is the selected implementation's (sm90.ws.tma since run 3); the
-      # cp.async build by name (the bench runs it after the selected one).
-      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws$' --launch-count 1 --section SpeedOfLight \
+      # The first launch above is the selected implementation's (sm90.ws.tma since run 3); then
+      # sm90.ws.tma.ps by name (P in the stages), with the same sections.
+      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws_tma_ps' --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
         --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
         "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 >> "$OUT/ncu.txt" 2>&1
       echo "rc=$?" >> "$OUT/ncu.txt"
       grep -E "hc_attn|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|hmma|==ERR|rc=" \
-        "$OUT/ncu.txt" | head -40 | tee -a "$log" ;;
+        "$OUT/ncu.txt" | head -40 | tee -a "$log"
+      grep -iE "barrier|stall|warp cycles" "$OUT/ncu.txt" | head -16 | tee -a "$log" ;;
     sanitize)
       # One file, $OUT/sanitize.txt (8 files at most). The CTS's MLA cases run the chosen
       # implementation: sm90.ws.tma where BS is a multiple of 64 (cases 1 and 2), sm90.ws elsewhere.

@@ -232,6 +232,11 @@ constexpr MlaKernel kMlaSm90WsSfirst{kMlaWsImage, "hc_attn_mla_sm90ws_sfirst", 6
                                      CodeFrom::kCubinIfExact};
 constexpr MlaKernel kMlaSm90WsTma{kMlaWsImage, "hc_attn_mla_sm90ws_tma", 64, 64, 384, kMlaSm90WsShared, true,
                                   CodeFrom::kCubinIfExact, true};
+// P in each tile's own stage (the kernel's PST builds): a buffer a stage.
+constexpr MlaKernel kMlaSm90WsPs{kMlaWsImage, "hc_attn_mla_sm90ws_ps", 64, 64, 384, kMlaSm90WsShared, true,
+                                 CodeFrom::kCubinIfExact};
+constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64, 64, 384, kMlaSm90WsShared, true,
+                                    CodeFrom::kCubinIfExact, true};
 
 Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
@@ -283,6 +288,8 @@ Status mla_decode_sm90_ov(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ov
 Status mla_decode_sm90_ws(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ws); }
 Status mla_decode_sm90_ws_sfirst(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsSfirst); }
 Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTma); }
+Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
+Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -367,6 +374,15 @@ ops::RegisterOpImpl r_mla_sm90_ws_sfirst({"attention_mla_decode", HAL_MODULE_PTX
 ops::RegisterOpImpl r_mla_sm90_ws_tma({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 24, mla_decode_sm90_ws_tma,
                                       "sm90.ws.tma", mla_ws_tma_applies, mla_ws_cubin, true, nullptr,
                                       "as sm90.ws, the tiles copied by TMA (BS a multiple of 64)"});
+// P in the stages (a P buffer a stage: a tile's P is published before the other tile's P V):
+// named only until measured.
+ops::RegisterOpImpl r_mla_sm90_ws_ps({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 18, mla_decode_sm90_ws_ps,
+                                     "sm90.ws.ps", mla_sm90_applies<kMlaSm90WsShared>, mla_ws_cubin, false, nullptr,
+                                     "as sm90.ws, each tile's P in its own stage's rope block (named only)"});
+ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 19,
+                                         mla_decode_sm90_ws_tma_ps, "sm90.ws.tma.ps", mla_ws_tma_applies,
+                                         mla_ws_cubin, false, nullptr,
+                                         "as sm90.ws.tma, each tile's P in its own stage's rope block (named only)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -103,7 +103,12 @@ __device__ __forceinline__ void mws_copy_row(uint32_t dst, const unsigned short*
 // of 64, so a tile lies in one block): one producer thread copies each tile as 9 boxes with
 // cp.async.bulk.tensor instead of 128 threads' cp.async; the rows of the last tile past the
 // split's keys are then cache rows, not zeros, and the owner zeroes them before use.
-template <bool ADAPT, bool TMA>
+// PST ("ps" builds): a tile's P goes to its own stage's last block (the rope dims 512..575,
+// read only by that tile's S, which has completed), not to the one P buffer: a warpgroup
+// publishes P(t) before the other's P V of tile t - 1, so P has a buffer a stage. The stage's
+// "empty" barrier then takes all 256 consumer threads' arrivals (their P stores precede the next
+// copy into it).
+template <bool ADAPT, bool TMA, bool PST = false>
 __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const unsigned short* kv,
                             unsigned short* out, float* lse, const int* table, const int* seq_lens, float* part_o,
                             float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
@@ -128,7 +133,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
   const uint32_t sums = bars + 8 * 9;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 128);
-    for (int s = 0; s < 2; ++s) mbar_init(full(s), TMA ? 1 : 128), mbar_init(empty(s), 8);
+    for (int s = 0; s < 2; ++s) mbar_init(full(s), TMA ? 1 : 128), mbar_init(empty(s), PST ? 256 : 8);
     for (int v = 0; v < 2; ++v) mbar_init(maxpub(v), 128), mbar_init(ppub(v), 128);
     mbar_init(sums, 256);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -179,6 +184,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
   const int r0 = warp * 16 + g, r1 = r0 + 8;
   const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
   const uint32_t mine = skv + w * kMwsTile, theirs = skv + (1 - w) * kMwsTile;
+  const uint32_t p_mine = PST ? mine + 8 * kMwsBlk : sp, p_theirs = PST ? theirs + 8 * kMwsBlk : sp;
   float o[32][4];
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
@@ -204,13 +210,13 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64n256k16(&o[0][0], make_desc(sp + kk * 32, 16, 1024),
+      wgmma_m64n256k16(&o[0][0], make_desc(p_theirs + kk * 32, 16, 1024),
                        make_desc(theirs + w * 4 * kMwsBlk + kk * 2048, kMwsBlk, 1024), 1);
     wgmma_commit();
   };
   const auto release_theirs = [&]() {  // after the wait for queue_theirs's group
     keep<128>(&o[0][0]);
-    if (lane == 0) mbar_arrive(empty(1 - w));
+    if (PST || lane == 0) mbar_arrive(empty(1 - w));
   };
   // S = Q K^T for the tile in this warpgroup's stage (fill `par`): 36 steps of 16 along the 576
   // dims, queued as one commit group.
@@ -279,22 +285,28 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     }
     st.l0 = st.l0 * a0 + sum0;
     st.l1 = st.l1 * a1 + sum1;
-    if (s_first && t >= 1) {  // tile t - 1's P V, then P in shared memory is free
+    if (!PST && s_first && t >= 1) {  // tile t - 1's P V, then P in shared memory is free
       queue_theirs(t - 1);
       wgmma_wait<0>();
       release_theirs();
     }
-    // Publish P (keys 8 nn .. 8 nn + 7 of rows r0, r1) for the other warpgroup. Its P V of tile t
-    // - 2 completed before it stored P(t - 1), which queue_theirs waited for.
+    // Publish P (keys 8 nn .. 8 nn + 7 of rows r0, r1) for the other warpgroup. One buffer: its P
+    // V of tile t - 2 completed before it stored P(t - 1), which queue_theirs waited for. PST: this
+    // stage's previous tile (t - 2) was released by all 256 consumer threads before it was refilled.
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_mine + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
                    "r"(pf[nn >> 1][(nn & 1) * 2]) : "memory");
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sp + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4),
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_mine + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4),
                    "r"(pf[nn >> 1][(nn & 1) * 2 + 1]) : "memory");
     }
     fence_async_smem();  // P's stores -> the other warpgroup's wgmma reads
     mbar_arrive(ppub(w));
+    if (PST && s_first && t >= 1) {  // tile t - 1's P V (its P in the other's stage)
+      queue_theirs(t - 1);
+      wgmma_wait<0>();
+      release_theirs();
+    }
     // O[:, 256 w, +256) += P V, P from registers; then this tile's stage is released.
     scale_rows<32>(o, a0, a1);
     keep<128>(&o[0][0]);
@@ -305,7 +317,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     wgmma_commit();
     wgmma_wait<0>();
     keep<128>(&o[0][0]);
-    if (lane == 0) mbar_arrive(empty(w));
+    if (PST || lane == 0) mbar_arrive(empty(w));
   }
   if (n > 0 && ((n - 1) & 1) != w) {  // the last tile is the other warpgroup's
     rescale(n - 1);
@@ -321,12 +333,12 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
 }
 
 // The cp.async builds (no tensor map).
-template <bool ADAPT>
+template <bool ADAPT, bool PST = false>
 __device__ void mla_sm90_ws_cp(const unsigned short* q, const unsigned short* kv, unsigned short* out, float* lse,
                                const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
                                long long Sq, long long Hq, long long NB, long long BS, long long MB,
                                long long split_len, float scale_log2) {
-  mla_sm90_ws<ADAPT, false>(nullptr, q, kv, out, lse, table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+  mla_sm90_ws<ADAPT, false, PST>(nullptr, q, kv, out, lse, table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
                             split_len, scale_log2);
 }
 
@@ -338,6 +350,7 @@ __device__ void mla_sm90_ws_cp(const unsigned short* q, const unsigned short* kv
 // Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads; kMwsShared = 232272 bytes of dynamic shared memory.
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws_cp<true>)
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_sfirst, hc::kMwsThreads, hc::mla_sm90_ws_cp<false>)
+HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_ps, hc::kMwsThreads, (hc::mla_sm90_ws_cp<true, true>))
 // The TMA build: the tensor map first (64 bytes, __grid_constant__), then the parameters above.
 // Grid, threads and shared memory as hc_attn_mla_sm90ws.
 extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
@@ -347,4 +360,14 @@ extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
                            long long NB, long long BS, long long MB, long long split_len, double scale_log2) {
   hc::mla_sm90_ws<true, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
                               split_len, (float)scale_log2);
+}
+// As hc_attn_mla_sm90ws_tma, P in the stages (PST).
+extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
+    hc_attn_mla_sm90ws_tma_ps(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
+                              const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
+                              const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
+                              long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                              double scale_log2) {
+  hc::mla_sm90_ws<true, true, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS,
+                                    MB, split_len, (float)scale_log2);
 }
