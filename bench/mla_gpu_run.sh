@@ -83,7 +83,7 @@ for w in $what; do
       done
       # Every MLA implementation by name (the GPU test's MLA cases), sm90.ws.tma included.
       echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_attention_tests -tc='attention_mla*'" | tee -a "$log" "$OUT/sanitize.txt"
-      timeout 240 "$san" --tool racecheck --report-api-errors no "$B/tests/cuda/halcyon_ptx_attention_tests" -tc='attention_mla*' \
+      timeout 180 "$san" --tool racecheck --report-api-errors no "$B/tests/cuda/halcyon_ptx_attention_tests" -tc='attention_mla*' \
         > "$OUT/rt.tmp" 2>&1
       echo "rc=$?" >> "$OUT/rt.tmp"
       grep -E "Race reported|RACECHECK SUMMARY|test cases|assertions|rc=" "$OUT/rt.tmp" | sed -E 's/\+0x[0-9a-f]+//' | sort | uniq -c | head -30 | tee -a "$log"
