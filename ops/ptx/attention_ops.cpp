@@ -241,6 +241,11 @@ struct MlaKernel {
   int64_t rows, keys, threads;
   uint32_t shared;
   bool one_cta_per_sm;  // split so that CTAs fill whole waves of one CTA an SM (else two waves)
+  // The toolkit's cubin where the device runs it (kernels that take registers with setmaxnreg:
+  // the driver's JIT may spill them, docs/backends/cuda.md), and a tensor map over the cache
+  // as the first parameter.
+  CodeFrom code = CodeFrom::kPtx;
+  bool tma = false;
 };
 constexpr MlaKernel kMlaSm80{kImage, "hc_attn_mla_sm80", kMlaRows, kMlaKeys, kThreads,
                             uint32_t((kMlaRows * 576 + 2 * kMlaKeys * 576 + kMlaRows * kMlaKeys) * 2), false};
@@ -250,8 +255,21 @@ constexpr uint32_t kMlaSm90Shared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 *
 constexpr MlaKernel kMlaSm90{"attention_mla_sm90", "hc_attn_mla_sm90", 64, 64, 256, kMlaSm90Shared, true};
 constexpr MlaKernel kMlaSm90C2{"attention_mla_sm90", "hc_attn_mla_sm90_c2", 64, 64, 256, kMlaSm90Shared, true};
 constexpr MlaKernel kMlaSm90Ov{"attention_mla_sm90", "hc_attn_mla_sm90_ov", 64, 64, 256, kMlaSm90Shared, true};
-
-
+// attention_mla_sm90_ws.cu (kMwsShared there): as kMlaSm90 plus the producer warpgroup (384
+// threads) and 10 mbarriers: 232272 bytes.
+constexpr uint32_t kMlaSm90WsShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 10 * 8;
+constexpr const char* kMlaWsImage = "attention_mla_sm90_ws";
+constexpr MlaKernel kMlaSm90Ws{kMlaWsImage, "hc_attn_mla_sm90ws", 64, 64, 384, kMlaSm90WsShared, true,
+                               CodeFrom::kCubinIfExact};
+constexpr MlaKernel kMlaSm90WsSfirst{kMlaWsImage, "hc_attn_mla_sm90ws_sfirst", 64, 64, 384, kMlaSm90WsShared, true,
+                                     CodeFrom::kCubinIfExact};
+constexpr MlaKernel kMlaSm90WsTma{kMlaWsImage, "hc_attn_mla_sm90ws_tma", 64, 64, 384, kMlaSm90WsShared, true,
+                                  CodeFrom::kCubinIfExact, true};
+// P in each tile's own stage (the kernel's PST builds): a buffer a stage.
+constexpr MlaKernel kMlaSm90WsPs{kMlaWsImage, "hc_attn_mla_sm90ws_ps", 64, 64, 384, kMlaSm90WsShared, true,
+                                 CodeFrom::kCubinIfExact};
+constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64, 64, 384, kMlaSm90WsShared, true,
+                                    CodeFrom::kCubinIfExact, true};
 
 Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
@@ -260,7 +278,7 @@ Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   HALCYON_TRY(check_aligned(ctx, {"q", "kv_cache", "out"}));
   if (s.B == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  auto k = kernel(ctx, dev, mk.image, mk.entry);
+  auto k = kernel(ctx, dev, mk.image, mk.entry, mk.code);
   if (!k) return k.error();
   const int64_t m_tiles = ceil_div(s.Sq * s.Hq, mk.rows);
   const int64_t capacity = s.MB * s.BS;
@@ -280,8 +298,18 @@ Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
     a.part_o = ws;
     a.part_lse = ws + uint64_t(splits * rows * ref::kMlaVDim * 4);
   }
-  HALCYON_TRY(launch(ctx, *k, {uint32_t(m_tiles), uint32_t(s.B), uint32_t(splits)}, {uint32_t(mk.threads)}, a,
-                     mk.shared));
+  const Dim3 grid{uint32_t(m_tiles), uint32_t(s.B), uint32_t(splits)};
+  if (mk.tma) {  // [NB * BS][576] rows, boxes of 64 columns x 64 rows (one tile of one 64-column block)
+    HALCYON_ASSIGN_OR_RETURN(TensorMap map, dense_map(ctx, ctx.tensor("kv_cache"), HAL_TENSOR_MAP_BF16, 2,
+                                                      {uint64_t(ref::kMlaQkDim), uint64_t(s.NB * s.BS)}, 64, 64));
+    HALCYON_TRY(launch_packed(ctx, *k, grid, {uint32_t(mk.threads)}, mk.shared, [&](ArgPack& p) {
+      p.value(map).value(a.q).value(a.kv).value(a.out).value(a.lse).value(a.table).value(a.lens).value(a.part_o);
+      p.value(a.part_lse).value(a.B).value(a.Sq).value(a.Hq).value(a.NB).value(a.BS).value(a.MB);
+      p.value(a.split_len).value(a.scale_log2);
+    }));
+  } else {
+    HALCYON_TRY(launch(ctx, *k, grid, {uint32_t(mk.threads)}, a, mk.shared));
+  }
   if (splits == 1) return {};
   return combine(ctx, dev, a.part_o, a.part_lse, rows, splits, ref::kMlaVDim);
 }
@@ -290,10 +318,15 @@ Status mla_decode(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm80); }
 Status mla_decode_sm90(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90); }
 Status mla_decode_sm90_c2(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90C2); }
 Status mla_decode_sm90_ov(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ov); }
+Status mla_decode_sm90_ws(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Ws); }
+Status mla_decode_sm90_ws_sfirst(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsSfirst); }
+Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTma); }
+Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
+Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
 
-// The sm_90a MLA kernel takes 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
+// The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
+template <uint32_t need = kMlaSm90Shared>
 bool mla_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
-  const uint32_t need = kMlaSm90Shared;
   if (ctx.facts.max_shared_per_block >= need) return true;
   if (why)
     *why = fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
@@ -420,16 +453,62 @@ ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
-                               mla_sm90_applies, nullptr, true, nullptr,
+                               mla_sm90_applies<>, nullptr, true, nullptr,
                                "wgmma, 64 rows a CTA (the cache read once a 64-row block), 2 warpgroups"});
 // Variants measured slower than sm90 on the H100 (run 3: 1.02x and 1.07x the time at Sq 1):
 // only when named, for comparisons (the bench and the GPU test run them).
 ops::RegisterOpImpl r_mla_sm90_c2({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 15, mla_decode_sm90_c2,
-                                  "sm90.c2", mla_sm90_applies, nullptr, false, nullptr,
+                                  "sm90.c2", mla_sm90_applies<>, nullptr, false, nullptr,
                                   "as sm90, S in two independent wgmma accumulator chains (named only: slower)"});
 ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 16, mla_decode_sm90_ov,
-                                  "sm90.ov", mla_sm90_applies, nullptr, false, nullptr,
+                                  "sm90.ov", mla_sm90_applies<>, nullptr, false, nullptr,
                                   "as sm90.c2, the next tile's S queued behind this tile's P V (named only: slower)"});
+// Warp-specialised (producer warpgroup, two consumers taking alternate tiles): chosen only where
+// its cubin loads (setmaxnreg: runs 1 and 2 on the H100 went through the driver's JIT and took
+// 666 / 973 us at Sq 1; run 3, the cubin and the fixed copy order, 301 us). sm90.ws.tma (below)
+// goes before it where the block size allows TMA.
+bool mla_ws_cubin(const ops::ApplyContext& ctx, std::string* why) {
+  if (cubin_applies(ctx, kMlaWsImage)) return true;
+  if (why) *why = "its cubin does not load here (the JIT-compiled PTX is not the measured code)";
+  return false;
+}
+// The TMA build: cache blocks of a multiple of 64 rows (a tile in one block), tensor maps, rows
+// addressable by a 32-bit coordinate.
+bool mla_ws_tma_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!mla_sm90_applies<kMlaSm90WsShared>(ctx, why)) return false;
+  auto no = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (!ctx.facts.has("tensor_map")) return no(fmt::format("{} makes no tensor maps", ctx.facts.uri));
+  if (!ctx.has_call()) return true;
+  if (ctx.dim("BS") % 64 != 0) return no(fmt::format("BS = {} is not a multiple of 64", ctx.dim("BS")));
+  if (ctx.dim("NB") * ctx.dim("BS") > INT32_MAX)
+    return no(fmt::format("NB x BS = {} cache rows, more than a tensor map coordinate", ctx.dim("NB") * ctx.dim("BS")));
+  return true;
+}
+ops::RegisterOpImpl r_mla_sm90_ws({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 22, mla_decode_sm90_ws,
+                                  "sm90.ws", mla_sm90_applies<kMlaSm90WsShared>, mla_ws_cubin, true, nullptr,
+                                  "wgmma, 64 rows a CTA, a cp.async producer warpgroup and two consumers on alternate tiles"});
+ops::RegisterOpImpl r_mla_sm90_ws_sfirst({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 17,
+                                         mla_decode_sm90_ws_sfirst, "sm90.ws.sfirst",
+                                         mla_sm90_applies<kMlaSm90WsShared>, nullptr, false, nullptr,
+                                         "as sm90.ws, each tile's S queued first always (named only: a comparison)"});
+// Chosen where it applies: on the H100 (run 3, docs/PERFORMANCE.md) 281.0 us at Sq 1 (71% of the
+// copy rate) against sm90.ws's 301.0, and 527.2 against 547.3 us at Sq 2. Run 4: the CTS passed
+// with it chosen for the BS 64 cases, racecheck 0 hazards and memcheck 0 errors there.
+ops::RegisterOpImpl r_mla_sm90_ws_tma({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 24, mla_decode_sm90_ws_tma,
+                                      "sm90.ws.tma", mla_ws_tma_applies, mla_ws_cubin, true, nullptr,
+                                      "as sm90.ws, the tiles copied by TMA (BS a multiple of 64)"});
+// P in the stages (a P buffer a stage: a tile's P is published before the other tile's P V):
+// named only until measured.
+ops::RegisterOpImpl r_mla_sm90_ws_ps({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 18, mla_decode_sm90_ws_ps,
+                                     "sm90.ws.ps", mla_sm90_applies<kMlaSm90WsShared>, mla_ws_cubin, false, nullptr,
+                                     "as sm90.ws, each tile's P in its own stage's rope block (named only)"});
+ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 19,
+                                         mla_decode_sm90_ws_tma_ps, "sm90.ws.tma.ps", mla_ws_tma_applies,
+                                         mla_ws_cubin, false, nullptr,
+                                         "as sm90.ws.tma, each tile's P in its own stage's rope block (named only)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

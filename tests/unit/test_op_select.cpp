@@ -226,3 +226,26 @@ TEST_CASE("select: the PTX variants' predicates keep the Hopper defaults (no GPU
   CHECK(Ask("moe_permute", "sm80.spread", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, plan_only).applies());
   CHECK_FALSE(Ask("moe_permute", "sm80.two", hopper(), {{"T", 4096}, {"K", 8}, {"H", 7168}}, perm).impl->automatic);
 }
+
+TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch with") {
+  const std::map<std::string, int64_t> dims{{"B", 64}, {"Sq", 1}, {"Hq", 128}, {"NB", 8192}, {"BS", 64}, {"MB", 128}};
+  std::string why;
+  CHECK(Ask("attention_mla_decode", "sm90", hopper(), dims).applies());
+  CHECK(Ask("attention_mla_decode", "sm90.ws", hopper(), dims).applies());
+  auto smaller = hopper();
+  smaller.max_shared_per_block = 232192;  // sm90's 232192 bytes fit; sm90.ws needs 232272
+  CHECK(Ask("attention_mla_decode", "sm90", smaller, dims).applies());
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws", smaller, dims).applies(&why));
+  CHECK(why.find("232272 bytes of shared memory") != std::string::npos);
+  // The TMA build: a tile of 64 keys must lie in one cache block.
+  CHECK(Ask("attention_mla_decode", "sm90.ws.tma", hopper(), dims).applies());
+  auto small_blocks = dims;
+  small_blocks["BS"] = 16;
+  small_blocks["MB"] = 512;
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", hopper(), small_blocks).applies(&why));
+  CHECK(why == "BS = 16 is not a multiple of 64");
+  CHECK(Ask("attention_mla_decode", "sm90.ws", hopper(), small_blocks).applies());
+  auto no_maps = hopper();
+  no_maps.capabilities = "module.ptx module.cubin";
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", no_maps, dims).applies());
+}

@@ -315,6 +315,13 @@ __device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* 
   st = RowState{m0, m1, t == 0 ? l0 : 0.f, t == 0 ? l1 : 0.f};
 }
 
+// Keeps the compiler from moving reads or writes of N accumulators across wgmma boundaries.
+template <int N>
+__device__ __forceinline__ void keep(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 // ---- MLA decode (attention_sm80.cu, attention_mla_sm90.cu) ------------------------------------
 constexpr int kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;  // 16-byte chunks a cache row
 
@@ -367,6 +374,31 @@ __device__ __forceinline__ void mla_store_row(const float (&o)[NI][4], int h, fl
     else *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(v0, v1);
   }
   if (lse_writer) (part_o ? part_lse + (long long)blockIdx.z * rows : lse)[row] = row_lse;
+}
+
+// The end of a 64-row MLA kernel whose two warpgroups own output dims [256 wg, +256) of the
+// same rows (r0 = 16 warp + g and r0 + 8, warp within the warpgroup) with the same maxima:
+// adds the quads' and then the two warpgroups' row sums through red[2][64] (`sync`: a barrier
+// over both warpgroups) and writes the rows that exist (row_q >= 0).
+template <typename Sync>
+__device__ __forceinline__ void mla_store_2wg(const float (&o)[32][4], RowState st, float (*red)[64],
+                                              const long long* row_q, int wg, Sync sync, unsigned short* out,
+                                              float* lse, float* part_o, float* part_lse, long long rows) {
+  const int lane = threadIdx.x & 31, t = lane & 3, r0 = ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2), r1 = r0 + 8;
+#pragma unroll
+  for (int x = 1; x < 4; x <<= 1) {
+    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
+    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
+  }
+  if (t == 0) red[wg][r0] = st.l0, red[wg][r1] = st.l1;
+  sync();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = h ? r1 : r0;
+    if (row_q[r] >= 0)
+      mla_store_row<32>(o, h, red[0][r] + red[1][r], h ? st.m1 : st.m0, row_q[r], wg * 256, wg == 0 && t == 0, out,
+                        lse, part_o, part_lse, rows);
+  }
 }
 
 }  // namespace

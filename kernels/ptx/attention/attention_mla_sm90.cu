@@ -40,12 +40,6 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, uint64_t desc_a, ui
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-template <int N>
-__device__ __forceinline__ void keep(float* d) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // Byte offset of 16-byte chunk c of row r in a [64 rows][576] SW128 tile.
 __device__ __forceinline__ uint32_t mla_sw(int row, int chunk) {
   return (chunk >> 3) * kBlk + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
@@ -227,21 +221,8 @@ __device__ void mla_sm90(const unsigned short* q, const unsigned short* kv, unsi
   }
   cp_async_wait<0>();  // no copy outlives the CTA (n_tiles = 0 leaves Q's in flight)
 
-  // Row sums: the quad's, then the two warpgroups'.
-#pragma unroll
-  for (int x = 1; x < 4; x <<= 1) {
-    st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
-    st.l1 += __shfl_xor_sync(0xffffffffu, st.l1, x);
-  }
-  if (t == 0) red[wg][r0] = st.l0, red[wg][r1] = st.l1;
-  __syncthreads();
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = h ? r1 : r0;
-    if (row_q[r] >= 0)
-      mla_store_row<32>(o, h, red[0][r] + red[1][r], h ? st.m1 : st.m0, row_q[r], wg * 256, wg == 0 && t == 0, out,
-                        lse, part_o, part_lse, B * Sq * Hq);
-  }
+  // Row sums: the quad's, then the two warpgroups'; the rows written.
+  mla_store_2wg(o, st, red, row_q, wg, [] { __syncthreads(); }, out, lse, part_o, part_lse, B * Sq * Hq);
 }
 
 }  // namespace
