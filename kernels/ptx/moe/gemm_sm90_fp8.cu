@@ -36,11 +36,16 @@ namespace {
 // two boxes one after the other through one set of temporaries, to fit 3 x 64 accumulators).
 constexpr int F_THREADS = 384, F_GATHER_WARPS = 3;
 constexpr int F_BOX = 64 * 128;  // one 64-row x 128-byte box
-constexpr int F_B_SLOT = 4 * F_BOX;
-// A slot: TN token rows of 128 bytes, then the 4 weight boxes (a multiple of 1024 bytes, so
-// every box stays 1024-aligned).
+// Tall tiles (sm90.tall): TN = 256 tokens x 2 weight boxes; the two consumers share the boxes
+// and split the tokens. Else TN tokens x 4 boxes, two boxes a consumer.
 template <int TN>
-__host__ __device__ constexpr int slot_bytes() { return TN * 128 + F_B_SLOT; }
+__host__ __device__ constexpr bool tall() { return TN > 128; }
+template <int TN>
+__host__ __device__ constexpr int n_boxes() { return tall<TN>() ? 2 : 4; }
+// A slot: TN token rows of 128 bytes, then the weight boxes (a multiple of 1024 bytes, so
+// every box stays 1024-aligned): 48 KB for 256 x 2 and 128 x 4, 40 KB for 64 x 4.
+template <int TN>
+__host__ __device__ constexpr int slot_bytes() { return TN * 128 + n_boxes<TN>() * F_BOX; }
 template <int TN>
 __host__ __device__ constexpr int max_rows() { return (TN + 4 * F_GATHER_WARPS - 1) / (4 * F_GATHER_WARPS); }  // gather rows per lane
 
@@ -84,12 +89,19 @@ struct Fp8Args {
   int topk, T;              // gather
 };
 
-// The weight row of box b (consumer b / 2, half b % 2) in n-tile j.
-template <int EPI>
+// The weight row of box b in n-tile j: 4 boxes, consumer b / 2, half b % 2 (SwiGLU: gate rows
+// [128j + 64c, +64) and the up rows I + the same; else rows [256j + 128c + 64h, +64)); tall
+// tiles: 2 boxes for both consumers (SwiGLU: gate [64j, +64) and up I + the same; else
+// [128j + 64b, +64)).
+template <int EPI, int TN>
 __device__ __forceinline__ int box_row(int b, int j, long long N) {
+  if constexpr (tall<TN>()) return EPI == kSwigluBf16 ? (b ? (int)N : 0) + j * 64 : j * 128 + 64 * b;
   const int c = b >> 1, h = b & 1;
   return EPI == kSwigluBf16 ? (h ? (int)N : 0) + j * 128 + 64 * c : j * 256 + 128 * c + 64 * h;
 }
+// The weight rows of a tile (SwiGLU: gate + up) and its outputs.
+template <int EPI, int TN>
+__host__ __device__ constexpr int tile_bn() { return 64 * n_boxes<TN>(); }
 
 // Token row source of tile row q: the row itself, or (gather) the token of its slot; -1 = none.
 template <bool GATHER>
@@ -142,9 +154,10 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
       const uint32_t sa = ring + s * slot_bytes<TN>(), sb = sa + TN * 128;
       float* sc = scales + s * TN;
       if (weights) {
-        mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + 4 * F_BOX);
+        mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + n_boxes<TN>() * F_BOX);
 #pragma unroll
-        for (int b = 0; b < 4; ++b) tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI>(b, t.n_tile, g.N), t.expert, bar, stream);
+        for (int b = 0; b < n_boxes<TN>(); ++b)
+          tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI, TN>(b, t.n_tile, g.N), t.expert, bar, stream);
       }
       if (tokens && !GATHER) {
         for (int j = 0; j < n16 / 16; ++j) tma_2d(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, keep);
@@ -181,20 +194,21 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
 // Stores one consumer's outputs: d0/d1 = its boxes (SwiGLU: gate, up). d[4j + 2h + q] is weight
 // row 16 (warp % 4) + lane / 4 + 8h of the box, token 8j + 2 (lane % 4) + q. Lanes 4 apart hold
 // neighbouring rows (output columns): the even one stores token 2 (lane % 4) of both, the odd
-// one token + 1, so each store is two adjacent bf16 of one output row.
-template <int EPI, int NT>
-__device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int rows, const float* d0, const float* d1,
-                                           int cg) {
+// one token + 1, so each store is two adjacent bf16 of one output row. `r0`: the consumer's
+// first row (tall tiles: the tile's row0 + the consumer's token offset), `rows` its rows.
+template <int EPI, int NT, int TN>
+__device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int r0, int rows, const float* d0,
+                                           const float* d1, int cg) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, gq = lane >> 2, qq = lane & 3;
   const bool odd = gq & 1;
   constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
-  const long long col0 = (EPI == kSwigluBf16 ? (long long)t.n_tile * 128 + 64 * cg : (long long)t.n_tile * 256 + 128 * cg) +
-                         16 * warp + (gq & ~1);
+  constexpr int OUTS = EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>();  // a tile's outputs
+  const long long col0 = (long long)t.n_tile * OUTS + (tall<TN>() ? 0 : OUTS / 2 * cg) + 16 * warp + (gq & ~1);
   const int tok0 = 2 * qq + (odd ? 1 : 0);
 #pragma unroll
   for (int j = 0; j < NT / 8; ++j) {
     const int tok = 8 * j + tok0;
-    unsigned short* row = g.out + ((long long)t.row0 + tok) * g.N;
+    unsigned short* row = g.out + ((long long)r0 + tok) * g.N;
 #pragma unroll
     for (int nb = 0; nb < BLOCKS; ++nb) {
 #pragma unroll
@@ -238,52 +252,79 @@ __device__ __forceinline__ void promote(float* d, const float* t, const float* s
     }
 }
 
-// One tile for a consumer warpgroup (NT = the tile's rows rounded up to 16): the k loop with
-// its promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
-// wgmmas into two sets of temporaries at once; TN 128: one box after the other through one set.
-template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
-__device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, int rows, int k_tiles, uint32_t& it,
-                                             uint32_t ring, uint32_t full, uint32_t empty, const float* scales, int cg) {
-  constexpr int NA = NT / 2;  // accumulators per thread per box
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const long long KG = (g.K + 127) / 128;
-  const long long NW = EPI == kSwigluBf16 ? 2 * g.N : g.N;
-  const long long NB = (NW + 127) / 128;
-  // This thread's weight rows, per box and half: 16 warp + lane / 4 + 8h; their scale rows (-1: past NW).
-  long long wrow[2][2];
+// What one consumer warpgroup works on in a tile: its two weight boxes, its tokens (rows from
+// `off`) and the scale rows of this thread's four weight rows.
+template <int EPI, int TN>
+struct ConsumerView {
+  int off, rows, cg;
+  int wrow[2][2];  // per box and half: this thread's weight-scale row (element offset), -1 past NW
+
+  // (The launcher checks that w_scale has fewer than 2^31 elements.)
+  __device__ __forceinline__ ConsumerView(const Fp8Args& g, const Tile& t, int off_, int rows_, int cg_)
+      : off(off_), rows(rows_), cg(cg_) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const int KG = (int)((g.K + 127) / 128);
+    const int NW = EPI == kSwigluBf16 ? 2 * (int)g.N : (int)g.N;
+    const int NB = (NW + 127) / 128;
 #pragma unroll
-  for (int b = 0; b < 2; ++b)
+    for (int b = 0; b < 2; ++b)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long r = box_row<EPI>(2 * cg + b, t.n_tile, g.N) + 16 * warp + (lane >> 2) + 8 * h;
-      wrow[b][h] = r < NW ? ((long long)t.expert * NB + r / 128) * KG : -1;
-    }
-  float d0[NA], d1[NA];
-#pragma unroll
-  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
-  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-    // The weight scales first: global loads whose latency the wait and the wgmma hide.
-    float sw[2][2];
+      for (int h = 0; h < 2; ++h) {
+        const int r = box_row<EPI, TN>(box(b), t.n_tile, g.N) + 16 * warp + (lane >> 2) + 8 * h;
+        wrow[b][h] = r < NW ? (t.expert * NB + r / 128) * KG : -1;
+      }
+  }
+  // The slot's box index of this consumer's box b.
+  __device__ __forceinline__ int box(int b) const { return tall<TN>() ? b : 2 * cg + b; }
+  // The weight scales of k-step kt: global loads whose latency the waits and wgmmas hide.
+  __device__ __forceinline__ void weight_scales(const Fp8Args& g, int kt, float (&sw)[2][2]) const {
 #pragma unroll
     for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h) sw[b][h] = wrow[b][h] >= 0 ? __ldg(g.w_scale + wrow[b][h] + kt) : 0.f;
+  }
+  // One box's four k32 wgmmas of the slot at sa_addr into tt (scale-d 0 on the first).
+  template <int NT>
+  __device__ __forceinline__ void mma(float* tt, uint32_t sa_addr, int b) const {
+    const uint32_t wa = sa_addr + TN * 128 + box(b) * F_BOX, ta = sa_addr + off * 128;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_fp8<NT>(tt, make_desc(wa + kk * 32, 16, 1024), make_desc(ta + kk * 32, 16, 1024), kk);
+  }
+};
+
+// Waits for slot s's k-step (the gather build's cp.async writes need the proxy fence).
+template <bool GATHER>
+__device__ __forceinline__ void wait_full(uint32_t full, uint32_t it, int slots) {
+  mbar_wait(full + 8 * (it % slots), (it / slots) & 1);
+  if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// One tile for a consumer warpgroup (NT = its rows rounded up to 16): the k loop with its
+// promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
+// wgmmas into two sets of temporaries at once; wider: one box after the other through one set.
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
+__device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
+                                             int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
+                                             const float* scales) {
+  constexpr int NA = NT / 2;  // accumulators per thread per box
+  float d0[NA], d1[NA];
+#pragma unroll
+  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    float sw[2][2];
+    v.weight_scales(g, kt, sw);
     const uint32_t s = it % SLOTS;
-    mbar_wait(full + 8 * s, (it / SLOTS) & 1);
-    if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    const uint32_t sa_addr = ring + s * slot_bytes<TN>(), sw_addr = sa_addr + TN * 128 + cg * 2 * F_BOX;
-    const float* sc = scales + s * TN;
+    wait_full<GATHER>(full, it, SLOTS);
+    const uint32_t sa_addr = ring + s * slot_bytes<TN>();
+    const float* sc = scales + s * TN + v.off;
     if constexpr (TN <= 64) {
       float t0[NA], t1[NA];
       fence_n<NA>(t0);
       fence_n<NA>(t1);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t db = make_desc(sa_addr + kk * 32, 16, 1024);
-        wgmma_fp8<NT>(t0, make_desc(sw_addr + kk * 32, 16, 1024), db, kk);
-        wgmma_fp8<NT>(t1, make_desc(sw_addr + F_BOX + kk * 32, 16, 1024), db, kk);
-      }
+      v.template mma<NT>(t0, sa_addr, 0);
+      v.template mma<NT>(t1, sa_addr, 1);
       wgmma_commit();
       wgmma_wait<0>();
       fence_n<NA>(t0);
@@ -296,10 +337,7 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
       for (int b = 0; b < 2; ++b) {
         fence_n<NA>(tt);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_fp8<NT>(tt, make_desc(sw_addr + b * F_BOX + kk * 32, 16, 1024), make_desc(sa_addr + kk * 32, 16, 1024),
-                        kk);
+        v.template mma<NT>(tt, sa_addr, b);
         wgmma_commit();
         wgmma_wait<0>();
         fence_n<NA>(tt);
@@ -312,13 +350,83 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
     // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
     mbar_arrive(empty + 8 * s);
   }
-  store_tile<EPI, NT>(g, t, rows, d0, d1, cg);
+  store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
 }
 
+// The pipelined promotion (sm90.swapwp, sm90.tall; NT <= F_PIPE_NT): box 0 and box 1 have a set
+// of temporaries each, and one box's wgmmas are always in flight while the other box is
+// promoted: wait<1> leaves the later commit group running. Order per k-step k:
+//   wait<1> (box 0 of k done) | promote box 0 | wait full(k+1), issue box 0 of k+1 | wait<1>
+//   (box 1 of k done) | promote box 1 | release slot k | issue box 1 of k+1
+// 4 x NA accumulators a thread (totals and temporaries of both boxes): 192 at NT = 96.
+constexpr int F_PIPE_NT = 96;
+// One box's wgmmas of the slot at sa_addr into tt as a commit group of its own.
+template <int NT, int EPI, int TN>
+__device__ __forceinline__ void issue_box(const ConsumerView<EPI, TN>& v, float* tt, uint32_t sa_addr, int b) {
+  fence_n<NT / 2>(tt);
+  wgmma_fence();
+  v.template mma<NT>(tt, sa_addr, b);
+  wgmma_commit();
+}
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
+__device__ __forceinline__ void consume_tile_pipe(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
+                                                  int k_tiles, uint32_t& it, uint32_t ring, uint32_t full,
+                                                  uint32_t empty, const float* scales) {
+  constexpr int NA = NT / 2;
+  float d0[NA], d1[NA], t0[NA], t1[NA];
+#pragma unroll
+  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
+  float sw[2][2], swn[2][2];
+  if (k_tiles > 0) {
+    v.weight_scales(g, 0, sw);
+    wait_full<GATHER>(full, it, SLOTS);
+    issue_box<NT>(v, t0, ring + (it % SLOTS) * slot_bytes<TN>(), 0);
+    issue_box<NT>(v, t1, ring + (it % SLOTS) * slot_bytes<TN>(), 1);
+  }
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    const uint32_t s = it % SLOTS;
+    const float* sc = scales + s * TN + v.off;
+    const bool more = kt + 1 < k_tiles;
+    wgmma_wait<1>();
+    fence_n<NA>(t0);
+    promote<NT>(d0, t0, sc, sw[0][0], sw[0][1]);
+    if (more) {
+      v.weight_scales(g, kt + 1, swn);
+      wait_full<GATHER>(full, it + 1, SLOTS);
+      issue_box<NT>(v, t0, ring + ((it + 1) % SLOTS) * slot_bytes<TN>(), 0);
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_n<NA>(t1);
+    promote<NT>(d1, t1, sc, sw[1][0], sw[1][1]);
+    mbar_arrive(empty + 8 * s);  // every consumer thread (see consume_tile)
+    if (more) {
+      issue_box<NT>(v, t1, ring + ((it + 1) % SLOTS) * slot_bytes<TN>(), 1);
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sw[b][h] = swn[b][h];
+    }
+  }
+  store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
+}
+
+// A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
+// for the slot (so that its arrivals never run ahead into a later phase of the empty barrier)
+// and releases it.
+__device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slots, uint32_t full, uint32_t empty) {
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    mbar_wait(full + 8 * (it % slots), (it / slots) & 1);
+    mbar_arrive(empty + 8 * (it % slots));
+  }
+}
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
-// (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map.
-template <int EPI, bool GATHER, int SLOTS, int TN>
+// (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map. PIPE: the pipelined
+// promotion (consume_tile_pipe) for consumer tiles of up to F_PIPE_NT rows.
+template <int EPI, bool GATHER, int SLOTS, int TN, bool PIPE>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
+  static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -326,7 +434,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   float* scales = reinterpret_cast<float*>(smem_raw + (base - raw) + SLOTS * slot_bytes<TN>() + 16 * SLOTS);
   int* ints = reinterpret_cast<int*>(scales + SLOTS * TN);
   const int n_experts = (int)g.EL;
-  const int n_tiles = n_tiles_of<EPI, 256>(g.N);
+  const int n_tiles = n_tiles_of<EPI, tile_bn<EPI, TN>()>(g.N);
   if (threadIdx.x == 0) {
     for (int i = 0; i < SLOTS; ++i) {
       mbar_init(full + 8 * i, GATHER ? 1 + 2 * 32 * F_GATHER_WARPS : 1 + 32);
@@ -357,11 +465,25 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
     const Tile t = decode_tile<TN>(map, ti);
     const int rows = min(t.row_end - t.row0, TN);
-    switch ((rows + 15) >> 4) {
-#define HC_FP8_CASE(K16)                                                                                          \
-  case K16:                                                                                                      \
-    if constexpr (16 * K16 <= TN)                                                                                \
-      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, rows, k_tiles, it, ring, full, empty, scales, cg);    \
+    // Tall tiles: consumer 0 takes the first half of the rows rounded up to 16 (at most 128),
+    // consumer 1 the rest (none for tiles of up to 16 rows).
+    int off = 0, mine = rows;
+    if constexpr (tall<TN>()) {
+      const int half = min(128, ((rows + 31) >> 5) << 4);
+      off = cg ? half : 0;
+      mine = cg ? max(rows - half, 0) : min(rows, half);
+    }
+    const ConsumerView<EPI, TN> v(g, t, off, mine, cg);
+    switch ((mine + 15) >> 4) {
+      case 0: consume_idle(k_tiles, it, SLOTS, full, empty); break;
+#define HC_FP8_CASE(K16)                                                                                 \
+  case K16:                                                                                             \
+    if constexpr (16 * K16 <= (TN < 128 ? TN : 128)) {                                                  \
+      if constexpr (PIPE && 16 * K16 <= F_PIPE_NT)                                                      \
+        consume_tile_pipe<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales); \
+      else                                                                                              \
+        consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales);  \
+    }                                                                                                   \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -412,14 +534,16 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 }
 
 // The builds: SLOTS slots of TN-token tiles. *_sm90swapw: 4 x 64 (164 KB of shared memory),
-// *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB).
-#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN)                                                                     \
+// *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB);
+// *_sm90swapwp: sm90swapw with the pipelined promotion; *_sm90tall: 4 x 256 tokens x 2 weight
+// boxes (203 KB), the consumers splitting the tokens, pipelined promotion (no gather form).
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PIPE)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN>(&ta16, &tb,                                                  \
-                                                {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0}); \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PIPE>(                                                        \
+        &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
 #define HC_FP8_GATHER_ENTRY(NAME, SLOTS, TN)                                                                    \
@@ -427,13 +551,17 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
       NAME(const __grid_constant__ hc::TensorMap tb, const unsigned char* x, const float* x_scale,             \
            const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
            long long K, long long N, long long EL, long long topk, long long T) {                              \
-    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN>(                                                   \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, false>(                                            \
         nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
   }
-#define HC_FP8_BUILD(SUFFIX, SLOTS, TN)                                                            \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN)                      \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN)                              \
-  HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_##SUFFIX, SLOTS, TN)
-HC_FP8_BUILD(sm90swapw, 4, 64)
-HC_FP8_BUILD(sm90swapw5, 5, 64)
-HC_FP8_BUILD(sm90wide, 4, 128)
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PIPE)                                                      \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PIPE)                \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PIPE)
+HC_FP8_BUILD(sm90swapw, 4, 64, false)
+HC_FP8_BUILD(sm90swapw5, 5, 64, false)
+HC_FP8_BUILD(sm90wide, 4, 128, false)
+HC_FP8_BUILD(sm90swapwp, 4, 64, true)
+HC_FP8_BUILD(sm90tall, 4, 256, true)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)
