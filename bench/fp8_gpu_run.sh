@@ -6,13 +6,13 @@
 # the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
 #   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
 #   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare-NAME[:T,T]|torch ...]
-# compare-NAME times the FP8 GEMMs built as sm90.NAME (swapw, swapw5, wide, swapwp, tall) by name
+# compare-NAME times the FP8 GEMMs built as sm90.NAME (swapw, swapw5, wide, swapwp, tall, tallpf) by name
 # at 4096, 512 and 128 tokens, or at the sizes after the colon (compare-wide:4096).
 # Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
-what=${*:-build sass tests cts bench compare-wide:4096 compare-swapwp:4096 torch}
+what=${*:-build sass tests cts bench compare-wide:4096 compare-tallpf:4096 compare-swapwp:4096 torch racecheck}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/fp8.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
@@ -32,7 +32,7 @@ for w in $what; do
         # Where the spills of the tall build sit (ptxas reports a few bytes): the instructions
         # around each LDL/STL, to tell the tile setup from the k loop (QGMMA / FFMA around them).
         cuobjdump -sass -fun hc_moe_gemm_fp8_swiglu_sm90tall "$c" > "$OUT/tall.sass" 2>&1
-        echo "tall SwiGLU: $(grep -c QGMMA "$OUT/tall.sass") QGMMA, LDL/STL at: $(grep -n -E 'LDL|STL' "$OUT/tall.sass" | cut -d: -f1 | tr '\n' ' ')" | tee -a "$log"
+        echo "tall SwiGLU: $(grep -c QGMMA "$OUT/tall.sass") QGMMA, $(grep -c -E 'LDL|STL' "$OUT/tall.sass") LDL/STL, the first at lines: $(grep -n -E 'LDL|STL' "$OUT/tall.sass" | cut -d: -f1 | head -30 | tr '\n' ' ')" | tee -a "$log"
         grep -n -B3 -A3 -E 'LDL|STL' "$OUT/tall.sass" | head -60 >> "$log"
       done ;;
     tests)
@@ -59,6 +59,12 @@ for w in $what; do
         timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8_${b}_$T.json" 2>&1 \
           | grep -E "fp8|quantize|experts|layer|rows" | tee -a "$log"
       done ;;
+    racecheck)  # the SwiGLU GEMM builds (where racecheck reported the scale-ring hazards before)
+      echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_fp8_tests -tc='*swiglu*'" | tee -a "$log"
+      timeout 150 compute-sanitizer --tool racecheck --print-limit 5 "$B/tests/cuda/halcyon_ptx_fp8_tests" -tc='*swiglu*' \
+        > "$OUT/fp8_racecheck.log" 2>&1
+      echo "rc=$?" | tee -a "$log"
+      grep -E "RACECHECK SUMMARY|hazard|Error|test cases|assertions" "$OUT/fp8_racecheck.log" | tail -12 | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"
       timeout 150 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_fp8.json" 2>&1 | tee -a "$log" ;;

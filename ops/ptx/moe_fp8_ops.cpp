@@ -23,7 +23,7 @@ struct Fp8Build {
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
 };
 constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
-    kSwapwP{4, 64, "sm90swapwp"}, kTall{4, 256, "sm90tall"};
+    kSwapwP{4, 64, "sm90swapwp"}, kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"};
 constexpr int64_t kThreads = 384;
 uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
   const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
@@ -241,6 +241,12 @@ HC_FP8_NAMED(r14, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kSwapwP, 38, 
              "sm90.swapw with the pipelined promotion", nullptr)
 HC_FP8_NAMED(r15, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kSwapwP, 38, "sm90.swapwp",
              "sm90.swapw with the pipelined promotion", nullptr)
+// sm90.tall with the weight boxes of 4 more k-steps prefetched into L2 (more HBM reads in flight
+// than the 4-slot ring holds), by name.
+HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, "sm90.tallpf",
+             "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
+HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tallpf",
+             "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens, pipelined promotion up to 96 tokens a consumer: an expert of

@@ -153,7 +153,7 @@ void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather) {
 std::vector<std::string> variants(bool gather = false) {
   if (!is_sm90a()) return {""};
   if (gather) return {"", "sm90.swapw5", "sm90.wide"};
-  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.swapwp", "sm90.tall"};
+  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.swapwp", "sm90.tall", "sm90.tallpf"};
 }
 
 TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {

@@ -77,6 +77,13 @@ __device__ __forceinline__ void fence_n(float* d) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// A tensor-map box into L2 only (no shared memory, no barrier).
+__device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(c0), "r"(c1),
+               "r"(c2)
+               : "memory");
+}
+
 // What the kernels take besides the tensor maps (one struct so the three entries agree).
 struct Fp8Args {
   const float* a_scale;     // [rows of the token source, KG]
@@ -119,7 +126,7 @@ __device__ __forceinline__ int token_source(const Fp8Args& g, const Tile& t, int
 // token rows with cp.async (noinc arrivals on completion) and write the scales of their rows
 // (lanes of chunk 0), then arrive; lane 0 of the next warp issues the weights (1 + 2 x 32 x
 // F_GATHER_WARPS arrivals).
-template <int EPI, bool GATHER, int SLOTS, int TN>
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF>
 __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g,
                                         const TileMap& map, int total, int k_tiles, uint32_t ring, uint32_t full,
                                         uint32_t empty, float* scales) {
@@ -141,6 +148,12 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
     const Tile t = decode_tile<TN>(map, ti);
     const int rows = min(t.row_end - t.row0, TN);
     const int n16 = (rows + 15) & ~15;
+    // PF > 0: the weight boxes of k-step kt + PF (of this tile, or of the CTA's next one) are
+    // prefetched into L2 when k-step kt is issued, so that PF more k-steps of weights are in
+    // flight from HBM than the ring holds.
+    Tile next = t;
+    const bool has_next = PF > 0 && ti + (int)gridDim.x < total;
+    if (PF > 0 && weights && has_next) next = decode_tile<TN>(map, ti + gridDim.x);
     // Gather: this lane's rows q = q0 + i * 4 * F_GATHER_WARPS and their token rows.
     const int q0 = (32 * warp + lane) >> 3;
     int src[MR];
@@ -158,6 +171,16 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
 #pragma unroll
         for (int b = 0; b < n_boxes<TN>(); ++b)
           tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI, TN>(b, t.n_tile, g.N), t.expert, bar, stream);
+        if constexpr (PF > 0) {
+          const bool here = kt + PF < k_tiles;
+          const Tile& pt = here ? t : next;
+          const int pk = here ? kt + PF : kt + PF - k_tiles;
+          if ((here || has_next) && pk < k_tiles) {
+#pragma unroll
+            for (int b = 0; b < n_boxes<TN>(); ++b)
+              tma_prefetch_3d(tb, pk * 128, box_row<EPI, TN>(b, pt.n_tile, g.N), pt.expert);
+          }
+        }
       }
       if (tokens && !GATHER) {
         for (int j = 0; j < n16 / 16; ++j) tma_2d(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, keep);
@@ -358,7 +381,8 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
 // promoted: wait<1> leaves the later commit group running. Order per k-step k:
 //   wait<1> (box 0 of k done) | promote box 0 | wait full(k+1), issue box 0 of k+1 | wait<1>
 //   (box 1 of k done) | promote box 1 | release slot k | issue box 1 of k+1
-// 4 x NA accumulators a thread (totals and temporaries of both boxes): 192 at NT = 96.
+// 4 x NA accumulators a thread (totals and temporaries of both boxes): 192 at NT = 96. Needs
+// k_tiles >= 1 (K = 0 takes consume_tile).
 constexpr int F_PIPE_NT = 96;
 // One box's wgmmas of the slot at sa_addr into tt as a commit group of its own.
 template <int NT, int EPI, int TN>
@@ -377,12 +401,10 @@ __device__ __forceinline__ void consume_tile_pipe(const Fp8Args& g, const Tile& 
 #pragma unroll
   for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
   float sw[2][2], swn[2][2];
-  if (k_tiles > 0) {
-    v.weight_scales(g, 0, sw);
-    wait_full<GATHER>(full, it, SLOTS);
-    issue_box<NT>(v, t0, ring + (it % SLOTS) * slot_bytes<TN>(), 0);
-    issue_box<NT>(v, t1, ring + (it % SLOTS) * slot_bytes<TN>(), 1);
-  }
+  v.weight_scales(g, 0, sw);
+  wait_full<GATHER>(full, it, SLOTS);
+  issue_box<NT>(v, t0, ring + (it % SLOTS) * slot_bytes<TN>(), 0);
+  issue_box<NT>(v, t1, ring + (it % SLOTS) * slot_bytes<TN>(), 1);
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
     const uint32_t s = it % SLOTS;
     const float* sc = scales + s * TN + v.off;
@@ -424,7 +446,7 @@ __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slot
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
 // (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map. PIPE: the pipelined
 // promotion (consume_tile_pipe) for consumer tiles of up to F_PIPE_NT rows.
-template <int EPI, bool GATHER, int SLOTS, int TN, bool PIPE>
+template <int EPI, bool GATHER, int SLOTS, int TN, bool PIPE, int PF>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
   static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -455,7 +477,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       if (!GATHER) asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
     }
-    produce<EPI, GATHER, SLOTS, TN>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
+    produce<EPI, GATHER, SLOTS, TN, PF>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
     return;
   }
   if (GATHER) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
@@ -479,7 +501,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
 #define HC_FP8_CASE(K16)                                                                                 \
   case K16:                                                                                             \
     if constexpr (16 * K16 <= (TN < 128 ? TN : 128)) {                                                  \
-      if constexpr (PIPE && 16 * K16 <= F_PIPE_NT)                                                      \
+      if (PIPE && 16 * K16 <= F_PIPE_NT && k_tiles > 0)                                                  \
         consume_tile_pipe<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales); \
       else                                                                                              \
         consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales);  \
@@ -536,13 +558,14 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 // The builds: SLOTS slots of TN-token tiles. *_sm90swapw: 4 x 64 (164 KB of shared memory),
 // *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB);
 // *_sm90swapwp: sm90swapw with the pipelined promotion; *_sm90tall: 4 x 256 tokens x 2 weight
-// boxes (203 KB), the consumers splitting the tokens, pipelined promotion (no gather form).
-#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PIPE)                                                               \
+// boxes (203 KB), the consumers splitting the tokens, pipelined promotion (no gather form);
+// *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2.
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PIPE, PF)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PIPE>(                                                        \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PIPE, PF>(                                                        \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
@@ -551,17 +574,18 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
       NAME(const __grid_constant__ hc::TensorMap tb, const unsigned char* x, const float* x_scale,             \
            const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
            long long K, long long N, long long EL, long long topk, long long T) {                              \
-    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, false>(                                            \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, false, 0>(                                            \
         nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
   }
-#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PIPE)                                                      \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PIPE)                \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PIPE)
-HC_FP8_BUILD(sm90swapw, 4, 64, false)
-HC_FP8_BUILD(sm90swapw5, 5, 64, false)
-HC_FP8_BUILD(sm90wide, 4, 128, false)
-HC_FP8_BUILD(sm90swapwp, 4, 64, true)
-HC_FP8_BUILD(sm90tall, 4, 256, true)
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PIPE, PF)                                                  \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PIPE, PF)            \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PIPE, PF)
+HC_FP8_BUILD(sm90swapw, 4, 64, false, 0)
+HC_FP8_BUILD(sm90swapw5, 5, 64, false, 0)
+HC_FP8_BUILD(sm90wide, 4, 128, false, 0)
+HC_FP8_BUILD(sm90swapwp, 4, 64, true, 0)
+HC_FP8_BUILD(sm90tall, 4, 256, true, 0)
+HC_FP8_BUILD(sm90tallpf, 4, 256, true, 4)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)
