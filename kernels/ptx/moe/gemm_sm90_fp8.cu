@@ -1,6 +1,7 @@
 // FP8 (e4m3, block-scaled) MoE kernels for Hopper (sm_90a), DeepSeek-V3's scheme
 // (docs/kernels/fp8.md):
-//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, a warp per group.
+//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, a half warp per
+//     group of 16-byte loads (K % 8 == 0), else a warp per group.
 //   - hc_moe_gemm_fp8{,_swiglu}_sm90swapw and hc_moe_gemm_fp8_swiglu_gather_sm90swapw: the
 //     grouped GEMMs, swap-AB and warp-specialized like gemm_sm90.cu's sm90.swapw: the weights
 //     are the wgmma M operand (64 rows of N a block), the tokens its N (16 to F_TN a tile).
@@ -525,11 +526,63 @@ __device__ __forceinline__ unsigned char to_e4m3(float v) {
 }  // namespace
 }  // namespace hc
 
-// moe_quantize_fp8: a warp per (row, 128-group); lane l holds elements l, l + 32, l + 64, l + 96.
+namespace hc {
+namespace {
+// The vector form of moe_quantize_fp8 (K % 8 == 0, x 16-byte and q 8-byte aligned): a half warp
+// per (row, group), each lane 8 consecutive values (one 16-byte load, one 8-byte store), the
+// amax over the 16 lanes by shuffles. The same operations per value as the scalar form.
+__device__ __forceinline__ void quantize_groups_x8(const unsigned short* x, unsigned char* q, float* scale, long long R,
+                                                   long long K) {
+  const long long KG = (K + 127) / 128, groups = R * KG;
+  const int l = threadIdx.x & 15;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  // Every lane of a warp runs the same iterations (the shuffles); half h of warp p takes group 2p + h.
+  for (long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; 2 * p < groups; p += warps) {
+    const long long w = 2 * p + ((threadIdx.x >> 4) & 1);
+    const bool live = w < groups;
+    const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + 8 * l : K;
+    float v[8];
+    float amax = 0.f;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (live && k < K) raw = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
+    const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(words[i] << 16);
+      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = amax / 448.f;
+    if (live && k < K) {
+      unsigned int packed[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        unsigned short lo, hi;
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(s > 0.f ? v[4 * h + 1] / s : 0.f), "f"(s > 0.f ? v[4 * h] / s : 0.f));
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(s > 0.f ? v[4 * h + 3] / s : 0.f), "f"(s > 0.f ? v[4 * h + 2] / s : 0.f));
+        packed[h] = (unsigned int)lo | ((unsigned int)hi << 16);
+      }
+      *reinterpret_cast<uint2*>(q + r * K + k) = make_uint2(packed[0], packed[1]);
+    }
+    if (live && l == 0) scale[w] = s;
+  }
+}
+}  // namespace
+}  // namespace hc
+
+// moe_quantize_fp8: a warp per (row, 128-group); lane l holds elements l, l + 32, l + 64, l + 96
+// (the vector form above where K % 8 == 0 and the rows are aligned).
 // scale = amax / 448 and q = e4m3(x / scale) with IEEE fp32 divisions (nvcc's default
 // -prec-div=true), so the result matches the reference bit for bit.
 extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsigned short* x, unsigned char* q,
                                                                       float* scale, long long R, long long K) {
+  if ((K & 7) == 0 && (((unsigned long long)x & 15) | ((unsigned long long)q & 7)) == 0) {
+    hc::quantize_groups_x8(x, q, scale, R, K);
+    return;
+  }
   const long long KG = (K + 127) / 128, groups = R * KG;
   const int lane = threadIdx.x & 31;
   const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
