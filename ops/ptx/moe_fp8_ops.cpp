@@ -23,7 +23,7 @@ struct Fp8Build {
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
 };
 constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
-    kSwapwP{4, 64, "sm90swapwp"}, kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"};
+    kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"};
 constexpr int64_t kThreads = 384;
 uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
   const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
@@ -235,12 +235,6 @@ HC_FP8_NAMED(r12, "moe_grouped_gemm_fp8_swiglu_gather", Fp8Gemm::kSwigluGather, 
              "sm90.swapw with 128-token tiles", gather_pays)
 HC_FP8_NAMED(r13, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kWide, 35, "sm90.wide",
              "sm90.swapw with 128-token tiles, one set of temporaries", nullptr)
-// The pipelined promotion (one box's wgmmas in flight while the other box is promoted) in the
-// 64-token build, by name.
-HC_FP8_NAMED(r14, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kSwapwP, 38, "sm90.swapwp",
-             "sm90.swapw with the pipelined promotion", nullptr)
-HC_FP8_NAMED(r15, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kSwapwP, 38, "sm90.swapwp",
-             "sm90.swapw with the pipelined promotion", nullptr)
 // sm90.tall with the weight boxes of 4 more k-steps prefetched into L2 (more HBM reads in flight
 // than the 4-slot ring holds), by name.
 HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, "sm90.tallpf",
@@ -249,13 +243,13 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
              "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
-// boxes and splitting the tokens, pipelined promotion up to 96 tokens a consumer: an expert of
-// up to 256 rows streams its weights once. The choice where experts average more than 64 rows.
+// boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
+// choice where experts average more than 64 rows.
 ops::RegisterOpImpl r16(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 36, fp8_gemm<Fp8Gemm::kSwiglu, kTall>, "sm90.tall",
-                             "256-token tiles, consumers split the tokens, pipelined promotion (experts of > 64 rows)",
+                             "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
                              fp8_applies<Fp8Gemm::kSwiglu, kTall>, tall_preferred));
 ops::RegisterOpImpl r17(impl("moe_grouped_gemm_fp8", "sm_90a", 36, fp8_gemm<Fp8Gemm::kDown, kTall>, "sm90.tall",
-                             "256-token tiles, consumers split the tokens, pipelined promotion (experts of > 64 rows)",
+                             "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
                              fp8_applies<Fp8Gemm::kDown, kTall>, tall_preferred));
 
 }  // namespace

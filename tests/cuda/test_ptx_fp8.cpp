@@ -148,12 +148,12 @@ bool is_sm90a() {
 void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather) {
   if (is_sm90a()) CHECK(impl == (!gather && R > 64 * EL ? "sm90.tall" : "sm90.swapw"));
 }
-// The registry's choice, and on sm_90a the variants by name too (the gather form has no
-// pipelined or tall build).
+// The registry's choice, and on sm_90a the variants by name too (the gather form has no tall
+// build).
 std::vector<std::string> variants(bool gather = false) {
   if (!is_sm90a()) return {""};
   if (gather) return {"", "sm90.swapw5", "sm90.wide"};
-  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.swapwp", "sm90.tall", "sm90.tallpf"};
+  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.tall", "sm90.tallpf"};
 }
 
 TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {

@@ -377,64 +377,6 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
   store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
 }
 
-// The pipelined promotion (sm90.swapwp, sm90.tall; NT <= F_PIPE_NT): box 0 and box 1 have a set
-// of temporaries each, and one box's wgmmas are always in flight while the other box is
-// promoted: wait<1> leaves the later commit group running. Order per k-step k:
-//   wait<1> (box 0 of k done) | promote box 0 | wait full(k+1), issue box 0 of k+1 | wait<1>
-//   (box 1 of k done) | promote box 1 | release slot k | issue box 1 of k+1
-// 4 x NA accumulators a thread (totals and temporaries of both boxes): 192 at NT = 96. Needs
-// k_tiles >= 1 (K = 0 takes consume_tile).
-constexpr int F_PIPE_NT = 96;
-// One box's wgmmas of the slot at sa_addr into tt as a commit group of its own.
-template <int NT, int EPI, int TN>
-__device__ __forceinline__ void issue_box(const ConsumerView<EPI, TN>& v, float* tt, uint32_t sa_addr, int b) {
-  fence_n<NT / 2>(tt);
-  wgmma_fence();
-  v.template mma<NT>(tt, sa_addr, b);
-  wgmma_commit();
-}
-template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
-__device__ __forceinline__ void consume_tile_pipe(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
-                                                  int k_tiles, uint32_t& it, uint32_t ring, uint32_t full,
-                                                  uint32_t empty, const float* scales) {
-  constexpr int NA = NT / 2;
-  float d0[NA], d1[NA], t0[NA], t1[NA];
-#pragma unroll
-  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
-  float sw[2][2], swn[2][2];
-  v.weight_scales(g, 0, sw);
-  wait_full<GATHER>(full, it, SLOTS);
-  issue_box<NT>(v, t0, ring + (it % SLOTS) * slot_bytes<TN>(), 0);
-  issue_box<NT>(v, t1, ring + (it % SLOTS) * slot_bytes<TN>(), 1);
-  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-    const uint32_t s = it % SLOTS;
-    const float* sc = scales + s * TN + v.off;
-    const bool more = kt + 1 < k_tiles;
-    wgmma_wait<1>();
-    fence_n<NA>(t0);
-    promote<NT>(d0, t0, sc, sw[0][0], sw[0][1]);
-    if (more) {
-      v.weight_scales(g, kt + 1, swn);
-      wait_full<GATHER>(full, it + 1, SLOTS);
-      issue_box<NT>(v, t0, ring + ((it + 1) % SLOTS) * slot_bytes<TN>(), 0);
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
-    fence_n<NA>(t1);
-    promote<NT>(d1, t1, sc, sw[1][0], sw[1][1]);
-    mbar_arrive(empty + 8 * s);  // every consumer thread (see consume_tile)
-    if (more) {
-      issue_box<NT>(v, t1, ring + ((it + 1) % SLOTS) * slot_bytes<TN>(), 1);
-#pragma unroll
-      for (int b = 0; b < 2; ++b)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) sw[b][h] = swn[b][h];
-    }
-  }
-  store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
-}
-
 // A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
 // for the slot (so that its arrivals never run ahead into a later phase of the empty barrier)
 // and releases it.
@@ -445,9 +387,8 @@ __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slot
   }
 }
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
-// (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map. PIPE: the pipelined
-// promotion (consume_tile_pipe) for consumer tiles of up to F_PIPE_NT rows.
-template <int EPI, bool GATHER, int SLOTS, int TN, bool PIPE, int PF>
+// (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map.
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
   static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -501,12 +442,8 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       case 0: consume_idle(k_tiles, it, SLOTS, full, empty); break;
 #define HC_FP8_CASE(K16)                                                                                 \
   case K16:                                                                                             \
-    if constexpr (16 * K16 <= (TN < 128 ? TN : 128)) {                                                  \
-      if (PIPE && 16 * K16 <= F_PIPE_NT && k_tiles > 0)                                                  \
-        consume_tile_pipe<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales); \
-      else                                                                                              \
-        consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales);  \
-    }                                                                                                   \
+    if constexpr (16 * K16 <= (TN < 128 ? TN : 128))                                                    \
+      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales);    \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -610,15 +547,15 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 
 // The builds: SLOTS slots of TN-token tiles. *_sm90swapw: 4 x 64 (164 KB of shared memory),
 // *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB);
-// *_sm90swapwp: sm90swapw with the pipelined promotion; *_sm90tall: 4 x 256 tokens x 2 weight
-// boxes (203 KB), the consumers splitting the tokens, pipelined promotion (no gather form);
+// *_sm90tall: 4 x 256 tokens x 2 weight boxes (203 KB), the consumers splitting the tokens (no
+// gather form);
 // *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2.
-#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PIPE, PF)                                                               \
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PIPE, PF>(                                                        \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF>(                                                        \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
@@ -627,18 +564,17 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
       NAME(const __grid_constant__ hc::TensorMap tb, const unsigned char* x, const float* x_scale,             \
            const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
            long long K, long long N, long long EL, long long topk, long long T) {                              \
-    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, false, 0>(                                            \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, 0>(                                            \
         nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
   }
-#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PIPE, PF)                                                  \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PIPE, PF)            \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PIPE, PF)
-HC_FP8_BUILD(sm90swapw, 4, 64, false, 0)
-HC_FP8_BUILD(sm90swapw5, 5, 64, false, 0)
-HC_FP8_BUILD(sm90wide, 4, 128, false, 0)
-HC_FP8_BUILD(sm90swapwp, 4, 64, true, 0)
-HC_FP8_BUILD(sm90tall, 4, 256, true, 0)
-HC_FP8_BUILD(sm90tallpf, 4, 256, true, 4)
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF)                                                        \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF)                  \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF)
+HC_FP8_BUILD(sm90swapw, 4, 64, 0)
+HC_FP8_BUILD(sm90swapw5, 5, 64, 0)
+HC_FP8_BUILD(sm90wide, 4, 128, 0)
+HC_FP8_BUILD(sm90tall, 4, 256, 0)
+HC_FP8_BUILD(sm90tallpf, 4, 256, 4)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)
