@@ -173,9 +173,9 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
 // Which tile the registry takes: tall tiles (sm90.tall: up to 256 tokens, an expert's weights
 // streamed once) where experts average more than 64 rows (R is the call's row capacity, T x topk
 // in the layer), 64-token tiles (sm90.swapw) else. Measured on the H100 (docs/PERFORMANCE.md,
-// "FP8 experts"): at 4096 tokens (128 rows an expert) sm90.wide's 128-token tiles took 4.43 +
-// 2.50 ms against sm90.swapw's 5.07 + 2.97; at 512 and 128 tokens the builds were level (97% and
-// 100% of the copy rate).
+// "FP8 experts"): at 4096 tokens (128 rows an expert) sm90.tall took 3.76 + 2.13 ms (SwiGLU +
+// down), sm90.wide's 128-token tiles 4.43 + 2.58, sm90.swapw 5.07 + 2.97, sm90.tallpf 4.06 +
+// 2.46; at 512 and 128 tokens swapw and wide were level (97% and 100% of the copy rate).
 constexpr int64_t kWideRows = 64;
 bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
 bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
