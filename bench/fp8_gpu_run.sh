@@ -5,12 +5,14 @@
 # cuda:0, `halcyon bench moe --dtype fp8` at 4096, 512 and 128 tokens beside the bf16 layer, and
 # the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
 #   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
-#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare|compare-wide|torch ...]
+#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare-NAME[:T,T]|torch ...]
+# compare-NAME times the FP8 GEMMs built as sm90.NAME (swapw, swapw5, wide, tall, tallpf) by name
+# at 4096, 512 and 128 tokens, or at the sizes after the colon (compare-wide:4096).
 # Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
-what=${*:-build sass tests cts bench compare torch}
+what=${*:-build sass tests cts bench compare-wide:4096 compare-tallpf:4096 torch}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/fp8.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
@@ -27,6 +29,11 @@ for w in $what; do
     sass)  # HGMMA (wgmma) present, no LDL/STL (spilled accumulators) in the FP8 cubin
       for c in $(find "$B" -name 'moe_gemm_sm90_fp8*.cubin'); do
         echo "$c: $(cuobjdump -sass "$c" | grep -c -E 'QGMMA|HGMMA') QGMMA/HGMMA (FP8 wgmma is QGMMA), $(cuobjdump -sass "$c" | grep -c -E 'LDL|STL') LDL/STL" | tee -a "$log"
+        # Where the spills of the tall build sit (ptxas reports a few bytes): the instructions
+        # around each LDL/STL, to tell the tile setup from the k loop (QGMMA / FFMA around them).
+        cuobjdump -sass -fun hc_moe_gemm_fp8_swiglu_sm90tall "$c" > "$OUT/tall.sass" 2>&1
+        echo "tall SwiGLU: $(grep -c QGMMA "$OUT/tall.sass") QGMMA, $(grep -c -E 'LDL|STL' "$OUT/tall.sass") LDL/STL, the first at lines: $(grep -n -E 'LDL|STL' "$OUT/tall.sass" | cut -d: -f1 | head -30 | tr '\n' ' ')" | tee -a "$log"
+        grep -n -B3 -A3 -E 'LDL|STL' "$OUT/tall.sass" | head -60 >> "$log"
       done ;;
     tests)
       timeout 240 "$B/tests/cuda/halcyon_ptx_fp8_tests" 2>&1 | tee "$OUT/fp8_tests.log" | tail -40 | tee -a "$log" ;;
@@ -42,14 +49,22 @@ for w in $what; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $1 --dtype $2" | tee -a "$log"
         timeout 100 "$H" bench moe --device cuda:0 --tokens "$1" --dtype "$2" --json "$OUT/bench_$2_$1.json" 2>&1 | tee -a "$log"
       done ;;
-    compare|compare-wide)  # the FP8 GEMMs by name: 5-slot ring (sm90.swapw5) or 128-token tiles (sm90.wide)
-      b=sm90.swapw5; [ $w = compare-wide ] && b=sm90.wide
-      v="--impl moe_grouped_gemm_fp8_swiglu=$b --impl moe_grouped_gemm_fp8_swiglu_gather=$b --impl moe_grouped_gemm_fp8=$b"
-      for T in 4096 512 128; do
+    compare-*)  # the FP8 GEMMs by name (the gather form too where that build has one)
+      spec=${w#compare-}; b=sm90.${spec%%:*}; sizes="4096 512 128"
+      [ "$spec" != "${spec%%:*}" ] && sizes=$(echo "${spec#*:}" | tr ',' ' ')
+      v="--impl moe_grouped_gemm_fp8_swiglu=$b --impl moe_grouped_gemm_fp8=$b"
+      case $b in sm90.swapw|sm90.swapw5|sm90.wide) v="$v --impl moe_grouped_gemm_fp8_swiglu_gather=$b" ;; esac
+      for T in $sizes; do
         echo "\$ halcyon bench moe --device cuda:0 --tokens $T --dtype fp8 $v" | tee -a "$log"
         timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8_${b}_$T.json" 2>&1 \
           | grep -E "fp8|quantize|experts|layer|rows" | tee -a "$log"
       done ;;
+    racecheck)  # the SwiGLU GEMM builds (where racecheck reported the scale-ring hazards before)
+      echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_fp8_tests -tc='*swiglu*'" | tee -a "$log"
+      timeout 150 compute-sanitizer --tool racecheck --print-limit 5 "$B/tests/cuda/halcyon_ptx_fp8_tests" -tc='*swiglu*' \
+        > "$OUT/fp8_racecheck.log" 2>&1
+      echo "rc=$?" | tee -a "$log"
+      grep -E "RACECHECK SUMMARY|hazard|Error|test cases|assertions" "$OUT/fp8_racecheck.log" | tail -12 | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"
       timeout 150 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_fp8.json" 2>&1 | tee -a "$log" ;;

@@ -25,6 +25,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_common.hpp"
@@ -249,7 +250,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     ok = ok && alloc("w_gate_up", DType::e4m3, {E, 2 * I, H}) && alloc("w_gate_up_scale", DType::f32, {E, I2B, HG}) &&
          alloc("w_down", DType::e4m3, {E, H, I}) && alloc("w_down_scale", DType::f32, {E, HG, IG}) &&
          alloc("xq", DType::e4m3, {TK, H}) && alloc("xs", DType::f32, {TK, HG}) && alloc("hq", DType::e4m3, {TK, I}) &&
-         alloc("hs", DType::f32, {TK, IG});
+         alloc("hs", DType::f32, {TK, IG}) && alloc("tq", DType::e4m3, {T, H}) && alloc("ts", DType::f32, {T, HG});
   if (!ok) return 1;
   // Router weights scaled so that the logits have a spread of about 1 (rms of these values is
   // about 0.31: logit rms ~ sqrt(H) * 0.31 * 0.31 * 2^-shift) and the small bias does not decide
@@ -354,7 +355,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     call["scale"].shape = {rows, (k + 127) / 128};
     return ops::run_op(*dev, s, "moe_quantize_fp8", call, {}, o.layer.run_options("moe_quantize_fp8"));
   };
-  auto quant_tokens = [&] { return quantize("x", "xq", "xs"); };
+  auto quant_tokens = [&] { return quantize("x", "tq", "ts"); };
   auto quant_permuted = [&] { return quantize("permuted", "xq", "xs"); };
   auto quant_hidden = [&] { return quantize("h", "hq", "hs"); };
   auto fp8_swiglu = [&] {
@@ -363,10 +364,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                                                {"out", "h"}});
   };
   auto fp8_swiglu_gather = [&] {
-    Tensors call{{"x", t["xq"]}, {"x_scale", t["xs"]}, {"w_gate_up", t["w_gate_up"]}, {"w_scale", t["w_gate_up_scale"]},
+    Tensors call{{"x", t["tq"]}, {"x_scale", t["ts"]}, {"w_gate_up", t["w_gate_up"]}, {"w_scale", t["w_gate_up_scale"]},
                  {"expert_offsets", t["expert_offsets"]}, {"row_to_slot", t["row_to_slot"]}, {"out", t["h"]}};
-    call["x"].shape = {T, H};  // the quantized tokens: the first T rows
-    call["x_scale"].shape = {T, HG};
     return ops::run_op(*dev, s, "moe_grouped_gemm_fp8_swiglu_gather", call, {{"topk", std::to_string(K)}},
                        o.layer.run_options("moe_grouped_gemm_fp8_swiglu_gather"));
   };
@@ -374,6 +373,32 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     return run("moe_grouped_gemm_fp8", {{"a", "hq"}, {"a_scale", "hs"}, {"w", "w_down"}, {"w_scale", "w_down_scale"},
                                         {"expert_offsets", "expert_offsets"}, {"out", "y"}});
   };
+  // What MoeLayer's FP8 copy path runs (MoeLayer::quantizes_first): the T token rows quantized,
+  // then their e4m3 rows and f32 scales permuted as bf16 rows (H / 2 and 2 HG columns), the
+  // same plan twice.
+  auto permute_fp8 = [&]() -> halcyon::Status {
+    auto view = [&](const char* name, int64_t cols) {
+      ops::Tensor v = t[name];
+      v.dtype = DType::bf16;
+      v.shape = {v.shape[0], cols};
+      return v;
+    };
+    for (auto [from, to, cols] : {std::tuple{"tq", "xq", H / 2}, std::tuple{"ts", "xs", 2 * HG}}) {
+      Tensors call{{"x", view(from, cols)},
+                   {"topk_ids", t["topk_ids"]},
+                   {"permuted", view(to, cols)},
+                   {"expert_counts", t["expert_counts"]},
+                   {"expert_offsets", t["expert_offsets"]},
+                   {"row_to_slot", t["row_to_slot"]},
+                   {"slot_to_row", t["slot_to_row"]},
+                   {"num_rows", t["num_rows"]}};
+      HALCYON_TRY(ops::run_op(*dev, s, "moe_permute", call,
+                              {{"n_experts", std::to_string(E)}, {"expert_begin", "0"}, {"expert_end", std::to_string(E)}},
+                              o.layer.run_options("moe_permute")));
+    }
+    return {};
+  };
+  const bool fp8_quant_first = o.fp8 && H % 2 == 0;
   const char* kFp8Gather = "moe_grouped_gemm_fp8_swiglu_gather";
   const bool fp8_has_gather = o.fp8 && ops::select_impl(*dev, kFp8Gather, o.layer.run_options(kFp8Gather)).ok();
   // One pass first so that every stage has real inputs (routing decides the expert rows).
@@ -394,9 +419,10 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     TRY_OR_FAIL(permute_plan_only());
     TRY_OR_FAIL(swiglu_gather());
   }
+  if (o.fp8) TRY_OR_FAIL(quant_tokens());
+  if (fp8_quant_first) TRY_OR_FAIL(permute_fp8());
   if (fp8_has_gather) {
     TRY_OR_FAIL(permute_plan_only());
-    TRY_OR_FAIL(quant_tokens());
     TRY_OR_FAIL(fp8_swiglu_gather());
   }
   std::vector<int32_t> counts(E);
@@ -440,18 +466,31 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   std::vector<size_t> layer_stages{0, 1, 2, 3, 4, 5};
   std::vector<size_t> expert_stages{3, 4}, gather_experts;
   if (o.fp8) layer_stages = {0, 1, 2, 3, 4, 5, 6, 7}, expert_stages = {4, 6};
+  // FP8: the token rows quantized (the gather form's input; the copy path's before permuting).
+  const size_t kQuantTokens = st.size();
+  if (o.fp8) {
+    st.push_back({"moe_quantize_fp8 (tokens)", 0, double(T) * H * 3 + double(T) * HG * 4, 0});
+    fns.push_back(quant_tokens);
+  }
+  if (fp8_quant_first) {
+    // Two permutes of the same plan: e4m3 rows and their scales, read from T and written to R rows.
+    st.push_back({"moe_permute (e4m3 rows + scales)", 0,
+                  2 * (double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8) + double(T) * (H + HG * 4) +
+                      double(R) * (H + HG * 4),
+                  0});
+    fns.push_back(permute_fp8);
+    layer_stages = {0, 1, kQuantTokens, kQuantTokens + 1, 4, 5, 6, 7};
+  }
   const size_t kPlanOnly = st.size(), kGather = st.size() + 1;
   if (fp8_has_gather) {
     st.push_back({"moe_permute (write_permuted=false)", 0, double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8, 0});
     st.push_back({"moe_grouped_gemm_fp8_swiglu_gather", 0,
                   active * wgu8 + double(T) * (H + HG * 4) + double(R) * 4 + double(R) * I * b2, 2.0 * R * H * 2 * I, 0,
                   0, true});
-    st.push_back({"moe_quantize_fp8 (tokens)", 0, double(T) * H * 3 + double(T) * HG * 4, 0});
     fns.push_back(permute_plan_only);
     fns.push_back(fp8_swiglu_gather);
-    fns.push_back(quant_tokens);
     gather_experts = {kGather, 6};
-    if (rt::moe_gather_path(*dev, o.layer, kFp8Gather)) layer_stages = {0, 1, kPlanOnly, kGather + 1, kGather, 5, 6, 7};
+    if (rt::moe_gather_path(*dev, o.layer, kFp8Gather)) layer_stages = {0, 1, kPlanOnly, kQuantTokens, kGather, 5, 6, 7};
   }
   if (has_gather && !o.fp8) {
     // The plan alone: ids in, counts, offsets and both maps out; no row of x is moved. The
@@ -526,6 +565,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   const bool gathered = layer_stages[2] == kPlanOnly;
   fmt::print("  layer path{}: {}\n", o.fp8 ? " (fp8)" : "",
              gathered ? "gather (moe_permute write_permuted=false, the gather GEMM)"
+             : fp8_quant_first ? "permuted copy of the quantized tokens (--path gather gathers)"
              : (o.fp8 ? fp8_has_gather : has_gather) ? "permuted copy (--path gather gathers)"
                                                      : "permuted copy (no gather GEMM here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);

@@ -13,16 +13,20 @@ namespace halcyon::ptxop {
 namespace {
 
 constexpr const char* kImage = "moe_gemm_sm90_fp8";
-// gemm_sm90_fp8.cu's builds: tiles of up to `tn` tokens x 256 weight rows, a ring of `slots`
-// slots of tn token rows + 4 weight boxes (two mbarriers a slot) and tn f32 token scales.
+// gemm_sm90_fp8.cu's builds: tiles of up to `tn` tokens x 64 * boxes() weight rows, a ring of
+// `slots` slots of tn token rows + the weight boxes (two mbarriers a slot) and tn f32 token
+// scales. Tall tiles (tn 256): 2 boxes that both consumers share, each taking part of the tokens.
 struct Fp8Build {
   int slots, tn;
   const char* suffix;  // of the entry names
+  constexpr int64_t boxes() const { return tn > 128 ? 2 : 4; }
+  constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
 };
-constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"};
-constexpr int64_t kBn = 256, kThreads = 384;
+constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
+    kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"};
+constexpr int64_t kThreads = 384;
 uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
-  const uint64_t slot = uint64_t(b.tn) * 128 + 4 * 64 * 128;
+  const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
   return 1024 + b.slots * (slot + 16 + uint64_t(b.tn) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
 }
 
@@ -58,6 +62,8 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, cons
     return fmt::format("{} experts need {} bytes of shared memory, {} has {}", c.dim("EL"), shared, dev.uri,
                        dev.max_shared_per_block);
   if (c.dim("R") > INT_MAX || f.K > INT_MAX || 2 * f.N > INT_MAX) return "a dimension exceeds int32";
+  const int64_t NW = which == Fp8Gemm::kDown ? f.N : 2 * f.N;
+  if (c.dim("EL") * ceil_div(NW, 128) * ceil_div(f.K, 128) > INT_MAX) return "w_scale has 2^31 or more elements";
   if (which == Fp8Gemm::kSwigluGather && c.dim("T") * c.params().i("topk") > INT_MAX)
     return "T * topk exceeds int32";
   return {};
@@ -93,7 +99,7 @@ Status fp8_gemm(ops::OpContext& ctx) {
   if (std::string why = fp8_misfit(*dev, ctx, Which, Build); !why.empty())
     return Error(HAL_UNSUPPORTED, fmt::format("{}: the FP8 kernel cannot run: {}", ctx.contract.op, why));
   const int64_t NW = swiglu ? 2 * f.N : f.N;
-  const int64_t n_tiles = swiglu ? ceil_div(f.N, kBn / 2) : ceil_div(f.N, kBn);
+  const int64_t n_tiles = swiglu ? ceil_div(f.N, Build.bn() / 2) : ceil_div(f.N, Build.bn());
   const int64_t max_tiles = (ceil_div(R, Build.tn) + EL) * n_tiles;
   if (max_tiles > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
@@ -164,19 +170,20 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
   if (why) *why = "measured level with the permuted copy at 128-512 tokens and slower at 4096 (H100)";
   return false;
 }
-// Which tile width the registry takes: 128-token tiles (sm90.wide) where experts average more
-// than 64 rows (R is the call's row capacity, T x topk in the layer), 64 (sm90.swapw) else.
-// Measured on the H100 (docs/PERFORMANCE.md): at 4096 tokens (128 rows an expert) the wide
-// build's SwiGLU and down GEMMs took 4.43 + 2.50 ms against 5.07 + 2.97; at 512 and 128 tokens
-// both builds were level (97% and 100% of the copy rate).
+// Which tile the registry takes: tall tiles (sm90.tall: up to 256 tokens, an expert's weights
+// streamed once) where experts average more than 64 rows (R is the call's row capacity, T x topk
+// in the layer), 64-token tiles (sm90.swapw) else. Measured on the H100 (docs/PERFORMANCE.md,
+// "FP8 experts"): at 4096 tokens (128 rows an expert) sm90.tall took 3.76 + 2.13 ms (SwiGLU +
+// down), sm90.wide's 128-token tiles 4.43 + 2.58, sm90.swapw 5.07 + 2.97, sm90.tallpf 4.06 +
+// 2.46; at 512 and 128 tokens swapw and wide were level (97% and 100% of the copy rate).
 constexpr int64_t kWideRows = 64;
 bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
 bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
   if (!many_rows(c)) return true;
-  if (why) *why = fmt::format("experts average more than {} rows: sm90.wide streams the weights fewer times", kWideRows);
+  if (why) *why = fmt::format("experts average more than {} rows: sm90.tall streams the weights once", kWideRows);
   return false;
 }
-bool wide_preferred(const ops::ApplyContext& c, std::string* why) {
+bool tall_preferred(const ops::ApplyContext& c, std::string* why) {
   if (many_rows(c)) return true;
   if (why) *why = fmt::format("experts average at most {} rows: sm90.swapw", kWideRows);
   return false;
@@ -217,19 +224,33 @@ ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a"
                                   nullptr, gather_pays)));
 ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gemm<Fp8Gemm::kDown, kSwapw5>, "sm90.swapw5",
                                    "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kDown, kSwapw5>)));
-// Tiles of up to 128 tokens (an expert's weights stream through fewer times where experts have
-// ~100+ rows): the registry's choice there for the SwiGLU and down GEMMs (wide_preferred); by
-// name only for the gather form, whose three gathering warps made it slower (10.4 ms at 4096).
-ops::RegisterOpImpl r11(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>, "sm90.wide",
-                             "sm90.swapw with 128-token tiles (experts of > 64 rows)", fp8_applies<Fp8Gemm::kSwiglu, kWide>,
-                             wide_preferred));
-ops::RegisterOpImpl r12(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 35,
-                                   fp8_gemm<Fp8Gemm::kSwigluGather, kWide>, "sm90.wide",
-                                   "sm90.swapw with 128-token tiles", fp8_applies<Fp8Gemm::kSwigluGather, kWide>, nullptr,
-                                   gather_pays)));
-ops::RegisterOpImpl r13(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
-                             "sm90.swapw with 128-token tiles (experts of > 64 rows)", fp8_applies<Fp8Gemm::kDown, kWide>,
-                             wide_preferred));
+// Tiles of up to 128 tokens, by name (sm90.tall replaced them as the choice for many rows; the
+// gather form's wide build, with three gathering warps for 128 rows, was slower: 10.4 ms at 4096).
+#define HC_FP8_NAMED(n, op, which, build, prio, nm, summary, pays)                                     \
+  ops::RegisterOpImpl n(named(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary,            \
+                                   fp8_applies<which, build>, nullptr, pays)));
+HC_FP8_NAMED(r11, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kWide, 35, "sm90.wide",
+             "sm90.swapw with 128-token tiles, one set of temporaries", nullptr)
+HC_FP8_NAMED(r12, "moe_grouped_gemm_fp8_swiglu_gather", Fp8Gemm::kSwigluGather, kWide, 35, "sm90.wide",
+             "sm90.swapw with 128-token tiles", gather_pays)
+HC_FP8_NAMED(r13, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kWide, 35, "sm90.wide",
+             "sm90.swapw with 128-token tiles, one set of temporaries", nullptr)
+// sm90.tall with the weight boxes of 4 more k-steps prefetched into L2 (more HBM reads in flight
+// than the 4-slot ring holds), by name.
+HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, "sm90.tallpf",
+             "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
+HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tallpf",
+             "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
+#undef HC_FP8_NAMED
+// Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
+// boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
+// choice where experts average more than 64 rows.
+ops::RegisterOpImpl r16(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 36, fp8_gemm<Fp8Gemm::kSwiglu, kTall>, "sm90.tall",
+                             "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
+                             fp8_applies<Fp8Gemm::kSwiglu, kTall>, tall_preferred));
+ops::RegisterOpImpl r17(impl("moe_grouped_gemm_fp8", "sm_90a", 36, fp8_gemm<Fp8Gemm::kDown, kTall>, "sm90.tall",
+                             "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
+                             fp8_applies<Fp8Gemm::kDown, kTall>, tall_preferred));
 
 }  // namespace
 }  // namespace halcyon::ptxop

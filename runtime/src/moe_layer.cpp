@@ -157,12 +157,17 @@ std::vector<MoeLayer::WorkspaceRegion> MoeLayer::workspace_layout(int64_t T) con
                                  {"num_rows", DType::i32, {1}},
                                  {"hidden", DType::bf16, {T * K, I}},
                                  {"expert_out", DType::bf16, {T * K, H}}};
-  if (!gather_) r.push_back({"permuted", DType::bf16, {T * K, H}});
+  if (!gather_ && !quantizes_first()) r.push_back({"permuted", DType::bf16, {T * K, H}});
   if (fp8_) {
-    // The quantized up-projection input: the T token rows (gather) or the T*K permuted rows.
+    // The quantized up-projection input: the T token rows (gather) or the T*K permuted rows;
+    // quantizing first, the token rows too.
     const int64_t rows = gather_ ? T : T * K;
     r.push_back({"a_q", DType::e4m3, {rows, H}});
     r.push_back({"a_scale", DType::f32, {rows, (H + 127) / 128}});
+    if (quantizes_first()) {
+      r.push_back({"token_q", DType::e4m3, {T, H}});
+      r.push_back({"token_scale", DType::f32, {T, (H + 127) / 128}});
+    }
     r.push_back({"hidden_q", DType::e4m3, {T * K, I}});
     r.push_back({"hidden_scale", DType::f32, {T * K, (I + 127) / 128}});
   }
@@ -250,24 +255,42 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   HALCYON_TRY(run_op(device_, stream, "moe_gate", gate, moe_gate_params(c), options_.run_options("moe_gate")));
   HALCYON_TRY(mark(&tt->gate));
 
+  // FP8, quantizing first (quantizes_first): the token rows' e4m3 values and scales, which
+  // moe_permute then moves as bf16 rows (it copies bits).
+  const bool qfirst = quantizes_first();
+  const int64_t HG = (c.hidden + 127) / 128;
+  if (qfirst) {
+    TensorMap q{{"x", x}, {"q", w["token_q"]}, {"scale", w["token_scale"]}};
+    HALCYON_TRY(run_op(device_, stream, "moe_quantize_fp8", q, {}, options_.run_options("moe_quantize_fp8")));
+    HALCYON_TRY(mark(&tt->quant));
+  }
+  auto as_bf16 = [](Tensor t, int64_t cols) {
+    t.dtype = DType::bf16;
+    t.shape = {t.shape[0], cols};
+    return t;
+  };
   // On the gather path the contract still wants a `permuted` tensor of [T*K, H] bf16, which
   // write_permuted=false leaves unwritten: expert_out has that shape, and the down projection
   // rewrites every row of it that combine reads, so it stands in without a 2*T*K*H-byte
   // allocation (and stays correct with an implementation that writes permuted anyway).
-  TensorMap permute{{"x", x},
+  TensorMap permute{{"x", qfirst ? as_bf16(w["token_q"], c.hidden / 2) : x},
                     {"topk_ids", w["topk_ids"]},
-                    {"permuted", gather_ ? w["expert_out"] : w["permuted"]},
+                    {"permuted", qfirst ? as_bf16(w["a_q"], c.hidden / 2) : gather_ ? w["expert_out"] : w["permuted"]},
                     {"expert_counts", w["expert_counts"]},
                     {"expert_offsets", w["expert_offsets"]},
                     {"row_to_slot", w["row_to_slot"]},
                     {"slot_to_row", w["slot_to_row"]},
                     {"num_rows", w["num_rows"]}};
-  HALCYON_TRY(run_op(device_, stream, "moe_permute", permute,
-                     {{"n_experts", std::to_string(c.experts)},
-                      {"expert_begin", std::to_string(c.expert_begin)},
-                      {"expert_end", std::to_string(c.expert_begin + c.local())},
-                      {"write_permuted", gather_ ? "false" : "true"}},
-                     options_.run_options("moe_permute")));
+  const std::map<std::string, std::string> permute_params{{"n_experts", std::to_string(c.experts)},
+                                                          {"expert_begin", std::to_string(c.expert_begin)},
+                                                          {"expert_end", std::to_string(c.expert_begin + c.local())},
+                                                          {"write_permuted", gather_ ? "false" : "true"}};
+  HALCYON_TRY(run_op(device_, stream, "moe_permute", permute, permute_params, options_.run_options("moe_permute")));
+  if (qfirst) {  // the scales: the same plan again (the same maps), rows of 2 HG bf16
+    permute["x"] = as_bf16(w["token_scale"], 2 * HG);
+    permute["permuted"] = as_bf16(w["a_scale"], 2 * HG);
+    HALCYON_TRY(run_op(device_, stream, "moe_permute", permute, permute_params, options_.run_options("moe_permute")));
+  }
   HALCYON_TRY(mark(&tt->permute));
 
   if (fp8_) {
@@ -310,7 +333,7 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
 }
 
 // The FP8 experts: quantize the up projection's input (the tokens on the gather path, the
-// permuted rows on the copy path), the block-scaled SwiGLU GEMM, quantize its output (all T*K
+// permuted rows on the copy path unless forward() permuted quantized rows), the block-scaled SwiGLU GEMM, quantize its output (all T*K
 // rows of capacity: the row count stays on the device), the block-scaled down projection.
 Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                                      MoeStageTimes* tt) {
@@ -322,8 +345,10 @@ Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, cons
     TensorMap call{{"x", in}, {"q", w[q]}, {"scale", w[scale]}};
     return run_op(device_, stream, "moe_quantize_fp8", call, {}, options_.run_options("moe_quantize_fp8"));
   };
-  HALCYON_TRY(quantize(gather_ ? x : w["permuted"], "a_q", "a_scale"));
-  HALCYON_TRY(mark(&tt->quant));
+  if (!quantizes_first()) {  // else forward() quantized the token rows before moe_permute
+    HALCYON_TRY(quantize(gather_ ? x : w["permuted"], "a_q", "a_scale"));
+    HALCYON_TRY(mark(&tt->quant));
+  }
   if (gather_) {
     const char* op = "moe_grouped_gemm_fp8_swiglu_gather";
     TensorMap up{{"x", w["a_q"]},          {"x_scale", w["a_scale"]},          {"w_gate_up", f.w_gate_up},

@@ -72,8 +72,13 @@ std::map<std::string, Bytes> run(Device& dev, const char* op, const HostTensors&
   for (auto& o : c->outputs)
     if (t[o.name].bytes()) ok(s.fill(t[o.name].buffer, t[o.name].offset, t[o.name].bytes(), uint8_t(0xff)));
   if (impl_name) {
-    const ops::OpImpl* chosen = ops::select_impl(dev, op);
-    *impl_name = !impl.empty() ? impl : chosen ? chosen->name : "?";
+    // The registry's choice for this call (its shapes reach the predicates).
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (auto& [name, tensor] : t) shapes[name] = tensor.shape;
+    const ops::Binding b = ok(ops::bind(*ops::find_contract(op), params, {}, shapes));
+    const ops::DeviceFacts facts = ok(ops::device_facts(dev));
+    const ops::ApplyContext call{facts, &dev, &b, &t};
+    *impl_name = !impl.empty() ? impl : ok(ops::select_impl(dev, op, ops::RunOptions{}, &call))->name;
   }
   ops::RunOptions options;
   options.impl = impl;
@@ -100,13 +105,14 @@ std::vector<float> random_scales(size_t n, std::mt19937& rng) {
   for (auto& x : v) x = u(rng);
   return v;
 }
-// Experts of 0, 1, 15, 16, 17, 63, 64, 65, 130, 200 rows.
+// Experts of 0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 300 rows (sm90.tall: 300 = a 256-row tile
+// whose consumers take 128 rows each, and a 44-row tile).
 std::vector<int32_t> offsets_of(const std::vector<int32_t>& counts) {
   std::vector<int32_t> o{0};
   for (int32_t c : counts) o.push_back(o.back() + c);
   return o;
 }
-const std::vector<int32_t> kCounts{0, 1, 15, 16, 17, 63, 64, 65, 130, 200};
+const std::vector<int32_t> kCounts{0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 300};
 
 // Compares bf16 outputs over the first `rows` rows of `cols` columns.
 void check_bf16(const char* what, const Bytes& got, const Bytes& want, size_t n, double tol) {
@@ -137,13 +143,17 @@ bool is_sm90a() {
   auto info = gpu().info();
   return info && std::string(info->arch) == "sm_90a";
 }
-void expect_sm90(const std::string& impl) {
-  if (is_sm90a()) CHECK(impl == "sm90.swapw");
+// The registry's choice on sm_90a: tall tiles where experts average more than 64 rows (not for
+// the gather form), 64-token tiles else.
+void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather) {
+  if (is_sm90a()) CHECK(impl == (!gather && R > 64 * EL ? "sm90.tall" : "sm90.swapw"));
 }
-// The registry's choice, and on sm_90a the variants by name too.
-std::vector<std::string> variants() {
-  if (is_sm90a()) return {"", "sm90.swapw5", "sm90.wide"};
-  return {""};
+// The registry's choice, and on sm_90a the variants by name too (the gather form has no tall
+// build).
+std::vector<std::string> variants(bool gather = false) {
+  if (!is_sm90a()) return {""};
+  if (gather) return {"", "sm90.swapw5", "sm90.wide"};
+  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.tall", "sm90.tallpf"};
 }
 
 TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {
@@ -182,7 +192,7 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
     auto r = run(cpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, nullptr);
     for (const std::string& v : variants()) {
       auto g = run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, &impl, v);
-      if (v.empty()) expect_sm90(impl);
+      if (v.empty()) expect_sm90(impl, R, EL, false);
       check_bf16(fmt::format("fp8_swiglu I={} ({})", I, impl).c_str(), g["out"], r["out"], size_t(off.back() * I),
                  tol_of("moe_grouped_gemm_fp8_swiglu"));
     }
@@ -196,9 +206,9 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
     gat["x_scale"] = {ops::DType::f32, {{T, HG}, bytes_of(random_scales(size_t(T * HG), rng))}};
     gat["row_to_slot"] = {ops::DType::i32, {{R}, bytes_of(r2s)}};
     auto rg = run(cpu(), "moe_grouped_gemm_fp8_swiglu_gather", gat, {{"topk", "8"}}, nullptr);
-    for (const std::string& v : variants()) {
+    for (const std::string& v : variants(true)) {
       auto gg = run(gpu(), "moe_grouped_gemm_fp8_swiglu_gather", gat, {{"topk", "8"}}, &impl, v);
-      if (v.empty()) expect_sm90(impl);
+      if (v.empty()) expect_sm90(impl, R, EL, true);
       check_bf16(fmt::format("fp8_swiglu_gather I={} ({})", I, impl).c_str(), gg["out"], rg["out"],
                  size_t(off.back() * I), tol_of("moe_grouped_gemm_fp8_swiglu_gather"));
     }
@@ -220,7 +230,7 @@ TEST_CASE("moe_grouped_gemm_fp8 (down), H = 7168 and odd sizes") {
     auto r = run(cpu(), "moe_grouped_gemm_fp8", in, {}, nullptr);
     for (const std::string& v : variants()) {
       auto g = run(gpu(), "moe_grouped_gemm_fp8", in, {}, &impl, v);
-      if (v.empty()) expect_sm90(impl);
+      if (v.empty()) expect_sm90(impl, R, EL, false);
       check_bf16(fmt::format("fp8 down I={} H={} ({})", I, H, impl).c_str(), g["out"], r["out"],
                  size_t(off.back() * H), tol_of("moe_grouped_gemm_fp8"));
     }

@@ -1,6 +1,7 @@
 // FP8 (e4m3, block-scaled) MoE kernels for Hopper (sm_90a), DeepSeek-V3's scheme
 // (docs/kernels/fp8.md):
-//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, a warp per group.
+//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, a half warp per
+//     group of 16-byte loads (K % 8 == 0), else a warp per group.
 //   - hc_moe_gemm_fp8{,_swiglu}_sm90swapw and hc_moe_gemm_fp8_swiglu_gather_sm90swapw: the
 //     grouped GEMMs, swap-AB and warp-specialized like gemm_sm90.cu's sm90.swapw: the weights
 //     are the wgmma M operand (64 rows of N a block), the tokens its N (16 to F_TN a tile).
@@ -36,11 +37,16 @@ namespace {
 // two boxes one after the other through one set of temporaries, to fit 3 x 64 accumulators).
 constexpr int F_THREADS = 384, F_GATHER_WARPS = 3;
 constexpr int F_BOX = 64 * 128;  // one 64-row x 128-byte box
-constexpr int F_B_SLOT = 4 * F_BOX;
-// A slot: TN token rows of 128 bytes, then the 4 weight boxes (a multiple of 1024 bytes, so
-// every box stays 1024-aligned).
+// Tall tiles (sm90.tall): TN = 256 tokens x 2 weight boxes; the two consumers share the boxes
+// and split the tokens. Else TN tokens x 4 boxes, two boxes a consumer.
 template <int TN>
-__host__ __device__ constexpr int slot_bytes() { return TN * 128 + F_B_SLOT; }
+__host__ __device__ constexpr bool tall() { return TN > 128; }
+template <int TN>
+__host__ __device__ constexpr int n_boxes() { return tall<TN>() ? 2 : 4; }
+// A slot: TN token rows of 128 bytes, then the weight boxes (a multiple of 1024 bytes, so
+// every box stays 1024-aligned): 48 KB for 256 x 2 and 128 x 4, 40 KB for 64 x 4.
+template <int TN>
+__host__ __device__ constexpr int slot_bytes() { return TN * 128 + n_boxes<TN>() * F_BOX; }
 template <int TN>
 __host__ __device__ constexpr int max_rows() { return (TN + 4 * F_GATHER_WARPS - 1) / (4 * F_GATHER_WARPS); }  // gather rows per lane
 
@@ -72,6 +78,13 @@ __device__ __forceinline__ void fence_n(float* d) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// A tensor-map box into L2 only (no shared memory, no barrier).
+__device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(c0), "r"(c1),
+               "r"(c2)
+               : "memory");
+}
+
 // What the kernels take besides the tensor maps (one struct so the three entries agree).
 struct Fp8Args {
   const float* a_scale;     // [rows of the token source, KG]
@@ -84,12 +97,19 @@ struct Fp8Args {
   int topk, T;              // gather
 };
 
-// The weight row of box b (consumer b / 2, half b % 2) in n-tile j.
-template <int EPI>
+// The weight row of box b in n-tile j: 4 boxes, consumer b / 2, half b % 2 (SwiGLU: gate rows
+// [128j + 64c, +64) and the up rows I + the same; else rows [256j + 128c + 64h, +64)); tall
+// tiles: 2 boxes for both consumers (SwiGLU: gate [64j, +64) and up I + the same; else
+// [128j + 64b, +64)).
+template <int EPI, int TN>
 __device__ __forceinline__ int box_row(int b, int j, long long N) {
+  if constexpr (tall<TN>()) return EPI == kSwigluBf16 ? (b ? (int)N : 0) + j * 64 : j * 128 + 64 * b;
   const int c = b >> 1, h = b & 1;
   return EPI == kSwigluBf16 ? (h ? (int)N : 0) + j * 128 + 64 * c : j * 256 + 128 * c + 64 * h;
 }
+// The weight rows of a tile (SwiGLU: gate + up) and its outputs.
+template <int EPI, int TN>
+__host__ __device__ constexpr int tile_bn() { return 64 * n_boxes<TN>(); }
 
 // Token row source of tile row q: the row itself, or (gather) the token of its slot; -1 = none.
 template <bool GATHER>
@@ -107,7 +127,7 @@ __device__ __forceinline__ int token_source(const Fp8Args& g, const Tile& t, int
 // token rows with cp.async (noinc arrivals on completion) and write the scales of their rows
 // (lanes of chunk 0), then arrive; lane 0 of the next warp issues the weights (1 + 2 x 32 x
 // F_GATHER_WARPS arrivals).
-template <int EPI, bool GATHER, int SLOTS, int TN>
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF>
 __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g,
                                         const TileMap& map, int total, int k_tiles, uint32_t ring, uint32_t full,
                                         uint32_t empty, float* scales) {
@@ -129,6 +149,12 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
     const Tile t = decode_tile<TN>(map, ti);
     const int rows = min(t.row_end - t.row0, TN);
     const int n16 = (rows + 15) & ~15;
+    // PF > 0: the weight boxes of k-step kt + PF (of this tile, or of the CTA's next one) are
+    // prefetched into L2 when k-step kt is issued, so that PF more k-steps of weights are in
+    // flight from HBM than the ring holds.
+    Tile next = t;
+    const bool has_next = PF > 0 && ti + (int)gridDim.x < total;
+    if (PF > 0 && weights && has_next) next = decode_tile<TN>(map, ti + gridDim.x);
     // Gather: this lane's rows q = q0 + i * 4 * F_GATHER_WARPS and their token rows.
     const int q0 = (32 * warp + lane) >> 3;
     int src[MR];
@@ -142,9 +168,20 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
       const uint32_t sa = ring + s * slot_bytes<TN>(), sb = sa + TN * 128;
       float* sc = scales + s * TN;
       if (weights) {
-        mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + 4 * F_BOX);
+        mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + n_boxes<TN>() * F_BOX);
 #pragma unroll
-        for (int b = 0; b < 4; ++b) tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI>(b, t.n_tile, g.N), t.expert, bar, stream);
+        for (int b = 0; b < n_boxes<TN>(); ++b)
+          tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI, TN>(b, t.n_tile, g.N), t.expert, bar, stream);
+        if constexpr (PF > 0) {
+          const bool here = kt + PF < k_tiles;
+          const Tile& pt = here ? t : next;
+          const int pk = here ? kt + PF : kt + PF - k_tiles;
+          if ((here || has_next) && pk < k_tiles) {
+#pragma unroll
+            for (int b = 0; b < n_boxes<TN>(); ++b)
+              tma_prefetch_3d(tb, pk * 128, box_row<EPI, TN>(b, pt.n_tile, g.N), pt.expert);
+          }
+        }
       }
       if (tokens && !GATHER) {
         for (int j = 0; j < n16 / 16; ++j) tma_2d(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, keep);
@@ -181,20 +218,21 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
 // Stores one consumer's outputs: d0/d1 = its boxes (SwiGLU: gate, up). d[4j + 2h + q] is weight
 // row 16 (warp % 4) + lane / 4 + 8h of the box, token 8j + 2 (lane % 4) + q. Lanes 4 apart hold
 // neighbouring rows (output columns): the even one stores token 2 (lane % 4) of both, the odd
-// one token + 1, so each store is two adjacent bf16 of one output row.
-template <int EPI, int NT>
-__device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int rows, const float* d0, const float* d1,
-                                           int cg) {
+// one token + 1, so each store is two adjacent bf16 of one output row. `r0`: the consumer's
+// first row (tall tiles: the tile's row0 + the consumer's token offset), `rows` its rows.
+template <int EPI, int NT, int TN>
+__device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int r0, int rows, const float* d0,
+                                           const float* d1, int cg) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, gq = lane >> 2, qq = lane & 3;
   const bool odd = gq & 1;
   constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
-  const long long col0 = (EPI == kSwigluBf16 ? (long long)t.n_tile * 128 + 64 * cg : (long long)t.n_tile * 256 + 128 * cg) +
-                         16 * warp + (gq & ~1);
+  constexpr int OUTS = EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>();  // a tile's outputs
+  const long long col0 = (long long)t.n_tile * OUTS + (tall<TN>() ? 0 : OUTS / 2 * cg) + 16 * warp + (gq & ~1);
   const int tok0 = 2 * qq + (odd ? 1 : 0);
 #pragma unroll
   for (int j = 0; j < NT / 8; ++j) {
     const int tok = 8 * j + tok0;
-    unsigned short* row = g.out + ((long long)t.row0 + tok) * g.N;
+    unsigned short* row = g.out + ((long long)r0 + tok) * g.N;
 #pragma unroll
     for (int nb = 0; nb < BLOCKS; ++nb) {
 #pragma unroll
@@ -238,52 +276,79 @@ __device__ __forceinline__ void promote(float* d, const float* t, const float* s
     }
 }
 
-// One tile for a consumer warpgroup (NT = the tile's rows rounded up to 16): the k loop with
-// its promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
-// wgmmas into two sets of temporaries at once; TN 128: one box after the other through one set.
-template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
-__device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, int rows, int k_tiles, uint32_t& it,
-                                             uint32_t ring, uint32_t full, uint32_t empty, const float* scales, int cg) {
-  constexpr int NA = NT / 2;  // accumulators per thread per box
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const long long KG = (g.K + 127) / 128;
-  const long long NW = EPI == kSwigluBf16 ? 2 * g.N : g.N;
-  const long long NB = (NW + 127) / 128;
-  // This thread's weight rows, per box and half: 16 warp + lane / 4 + 8h; their scale rows (-1: past NW).
-  long long wrow[2][2];
+// What one consumer warpgroup works on in a tile: its two weight boxes, its tokens (rows from
+// `off`) and the scale rows of this thread's four weight rows.
+template <int EPI, int TN>
+struct ConsumerView {
+  int off, rows, cg;
+  int wrow[2][2];  // per box and half: this thread's weight-scale row (element offset), -1 past NW
+
+  // (The launcher checks that w_scale has fewer than 2^31 elements.)
+  __device__ __forceinline__ ConsumerView(const Fp8Args& g, const Tile& t, int off_, int rows_, int cg_)
+      : off(off_), rows(rows_), cg(cg_) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const int KG = (int)((g.K + 127) / 128);
+    const int NW = EPI == kSwigluBf16 ? 2 * (int)g.N : (int)g.N;
+    const int NB = (NW + 127) / 128;
 #pragma unroll
-  for (int b = 0; b < 2; ++b)
+    for (int b = 0; b < 2; ++b)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long r = box_row<EPI>(2 * cg + b, t.n_tile, g.N) + 16 * warp + (lane >> 2) + 8 * h;
-      wrow[b][h] = r < NW ? ((long long)t.expert * NB + r / 128) * KG : -1;
-    }
-  float d0[NA], d1[NA];
-#pragma unroll
-  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
-  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-    // The weight scales first: global loads whose latency the wait and the wgmma hide.
-    float sw[2][2];
+      for (int h = 0; h < 2; ++h) {
+        const int r = box_row<EPI, TN>(box(b), t.n_tile, g.N) + 16 * warp + (lane >> 2) + 8 * h;
+        wrow[b][h] = r < NW ? (t.expert * NB + r / 128) * KG : -1;
+      }
+  }
+  // The slot's box index of this consumer's box b.
+  __device__ __forceinline__ int box(int b) const { return tall<TN>() ? b : 2 * cg + b; }
+  // The weight scales of k-step kt: global loads whose latency the waits and wgmmas hide.
+  __device__ __forceinline__ void weight_scales(const Fp8Args& g, int kt, float (&sw)[2][2]) const {
 #pragma unroll
     for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h) sw[b][h] = wrow[b][h] >= 0 ? __ldg(g.w_scale + wrow[b][h] + kt) : 0.f;
+  }
+  // One box's four k32 wgmmas of the slot at sa_addr into tt (scale-d 0 on the first).
+  template <int NT>
+  __device__ __forceinline__ void mma(float* tt, uint32_t sa_addr, int b) const {
+    const uint32_t wa = sa_addr + TN * 128 + box(b) * F_BOX, ta = sa_addr + off * 128;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_fp8<NT>(tt, make_desc(wa + kk * 32, 16, 1024), make_desc(ta + kk * 32, 16, 1024), kk);
+  }
+};
+
+// Waits for slot s's k-step (the gather build's cp.async writes need the proxy fence).
+template <bool GATHER>
+__device__ __forceinline__ void wait_full(uint32_t full, uint32_t it, int slots) {
+  mbar_wait(full + 8 * (it % slots), (it / slots) & 1);
+  if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// One tile for a consumer warpgroup (NT = its rows rounded up to 16): the k loop with its
+// promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
+// wgmmas into two sets of temporaries at once; wider: one box after the other through one set.
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
+__device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
+                                             int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
+                                             const float* scales) {
+  constexpr int NA = NT / 2;  // accumulators per thread per box
+  float d0[NA], d1[NA];
+#pragma unroll
+  for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    float sw[2][2];
+    v.weight_scales(g, kt, sw);
     const uint32_t s = it % SLOTS;
-    mbar_wait(full + 8 * s, (it / SLOTS) & 1);
-    if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    const uint32_t sa_addr = ring + s * slot_bytes<TN>(), sw_addr = sa_addr + TN * 128 + cg * 2 * F_BOX;
-    const float* sc = scales + s * TN;
+    wait_full<GATHER>(full, it, SLOTS);
+    const uint32_t sa_addr = ring + s * slot_bytes<TN>();
+    const float* sc = scales + s * TN + v.off;
     if constexpr (TN <= 64) {
       float t0[NA], t1[NA];
       fence_n<NA>(t0);
       fence_n<NA>(t1);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t db = make_desc(sa_addr + kk * 32, 16, 1024);
-        wgmma_fp8<NT>(t0, make_desc(sw_addr + kk * 32, 16, 1024), db, kk);
-        wgmma_fp8<NT>(t1, make_desc(sw_addr + F_BOX + kk * 32, 16, 1024), db, kk);
-      }
+      v.template mma<NT>(t0, sa_addr, 0);
+      v.template mma<NT>(t1, sa_addr, 1);
       wgmma_commit();
       wgmma_wait<0>();
       fence_n<NA>(t0);
@@ -296,10 +361,7 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
       for (int b = 0; b < 2; ++b) {
         fence_n<NA>(tt);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_fp8<NT>(tt, make_desc(sw_addr + b * F_BOX + kk * 32, 16, 1024), make_desc(sa_addr + kk * 32, 16, 1024),
-                        kk);
+        v.template mma<NT>(tt, sa_addr, b);
         wgmma_commit();
         wgmma_wait<0>();
         fence_n<NA>(tt);
@@ -312,13 +374,23 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, in
     // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
     mbar_arrive(empty + 8 * s);
   }
-  store_tile<EPI, NT>(g, t, rows, d0, d1, cg);
+  store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
 }
 
+// A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
+// for the slot (so that its arrivals never run ahead into a later phase of the empty barrier)
+// and releases it.
+__device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slots, uint32_t full, uint32_t empty) {
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    mbar_wait(full + 8 * (it % slots), (it / slots) & 1);
+    mbar_arrive(empty + 8 * (it % slots));
+  }
+}
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
 // (SLOTS x TN f32), the tile scan's scratch (16 ints) and the tile map.
-template <int EPI, bool GATHER, int SLOTS, int TN>
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
+  static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -326,7 +398,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   float* scales = reinterpret_cast<float*>(smem_raw + (base - raw) + SLOTS * slot_bytes<TN>() + 16 * SLOTS);
   int* ints = reinterpret_cast<int*>(scales + SLOTS * TN);
   const int n_experts = (int)g.EL;
-  const int n_tiles = n_tiles_of<EPI, 256>(g.N);
+  const int n_tiles = n_tiles_of<EPI, tile_bn<EPI, TN>()>(g.N);
   if (threadIdx.x == 0) {
     for (int i = 0; i < SLOTS; ++i) {
       mbar_init(full + 8 * i, GATHER ? 1 + 2 * 32 * F_GATHER_WARPS : 1 + 32);
@@ -347,7 +419,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       if (!GATHER) asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
     }
-    produce<EPI, GATHER, SLOTS, TN>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
+    produce<EPI, GATHER, SLOTS, TN, PF>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
     return;
   }
   if (GATHER) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
@@ -357,11 +429,21 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
     const Tile t = decode_tile<TN>(map, ti);
     const int rows = min(t.row_end - t.row0, TN);
-    switch ((rows + 15) >> 4) {
-#define HC_FP8_CASE(K16)                                                                                          \
-  case K16:                                                                                                      \
-    if constexpr (16 * K16 <= TN)                                                                                \
-      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, rows, k_tiles, it, ring, full, empty, scales, cg);    \
+    // Tall tiles: consumer 0 takes the first half of the rows rounded up to 16 (at most 128),
+    // consumer 1 the rest (none for tiles of up to 16 rows).
+    int off = 0, mine = rows;
+    if constexpr (tall<TN>()) {
+      const int half = min(128, ((rows + 31) >> 5) << 4);
+      off = cg ? half : 0;
+      mine = cg ? max(rows - half, 0) : min(rows, half);
+    }
+    const ConsumerView<EPI, TN> v(g, t, off, mine, cg);
+    switch ((mine + 15) >> 4) {
+      case 0: consume_idle(k_tiles, it, SLOTS, full, empty); break;
+#define HC_FP8_CASE(K16)                                                                                 \
+  case K16:                                                                                             \
+    if constexpr (16 * K16 <= (TN < 128 ? TN : 128))                                                    \
+      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales);    \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -381,11 +463,63 @@ __device__ __forceinline__ unsigned char to_e4m3(float v) {
 }  // namespace
 }  // namespace hc
 
-// moe_quantize_fp8: a warp per (row, 128-group); lane l holds elements l, l + 32, l + 64, l + 96.
+namespace hc {
+namespace {
+// The vector form of moe_quantize_fp8 (K % 8 == 0, x 16-byte and q 8-byte aligned): a half warp
+// per (row, group), each lane 8 consecutive values (one 16-byte load, one 8-byte store), the
+// amax over the 16 lanes by shuffles. The same operations per value as the scalar form.
+__device__ __forceinline__ void quantize_groups_x8(const unsigned short* x, unsigned char* q, float* scale, long long R,
+                                                   long long K) {
+  const long long KG = (K + 127) / 128, groups = R * KG;
+  const int l = threadIdx.x & 15;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  // Every lane of a warp runs the same iterations (the shuffles); half h of warp p takes group 2p + h.
+  for (long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; 2 * p < groups; p += warps) {
+    const long long w = 2 * p + ((threadIdx.x >> 4) & 1);
+    const bool live = w < groups;
+    const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + 8 * l : K;
+    float v[8];
+    float amax = 0.f;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (live && k < K) raw = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
+    const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(words[i] << 16);
+      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = amax / 448.f;
+    if (live && k < K) {
+      unsigned int packed[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        unsigned short lo, hi;
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(s > 0.f ? v[4 * h + 1] / s : 0.f), "f"(s > 0.f ? v[4 * h] / s : 0.f));
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(s > 0.f ? v[4 * h + 3] / s : 0.f), "f"(s > 0.f ? v[4 * h + 2] / s : 0.f));
+        packed[h] = (unsigned int)lo | ((unsigned int)hi << 16);
+      }
+      *reinterpret_cast<uint2*>(q + r * K + k) = make_uint2(packed[0], packed[1]);
+    }
+    if (live && l == 0) scale[w] = s;
+  }
+}
+}  // namespace
+}  // namespace hc
+
+// moe_quantize_fp8: a warp per (row, 128-group); lane l holds elements l, l + 32, l + 64, l + 96
+// (the vector form above where K % 8 == 0 and the rows are aligned).
 // scale = amax / 448 and q = e4m3(x / scale) with IEEE fp32 divisions (nvcc's default
 // -prec-div=true), so the result matches the reference bit for bit.
 extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsigned short* x, unsigned char* q,
                                                                       float* scale, long long R, long long K) {
+  if ((K & 7) == 0 && (((unsigned long long)x & 15) | ((unsigned long long)q & 7)) == 0) {
+    hc::quantize_groups_x8(x, q, scale, R, K);
+    return;
+  }
   const long long KG = (K + 127) / 128, groups = R * KG;
   const int lane = threadIdx.x & 31;
   const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
@@ -412,14 +546,17 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 }
 
 // The builds: SLOTS slots of TN-token tiles. *_sm90swapw: 4 x 64 (164 KB of shared memory),
-// *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB).
-#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN)                                                                     \
+// *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB);
+// *_sm90tall: 4 x 256 tokens x 2 weight boxes (203 KB), the consumers splitting the tokens (no
+// gather form);
+// *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2.
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN>(&ta16, &tb,                                                  \
-                                                {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0}); \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF>(                                                        \
+        &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
 #define HC_FP8_GATHER_ENTRY(NAME, SLOTS, TN)                                                                    \
@@ -427,13 +564,17 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
       NAME(const __grid_constant__ hc::TensorMap tb, const unsigned char* x, const float* x_scale,             \
            const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
            long long K, long long N, long long EL, long long topk, long long T) {                              \
-    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN>(                                                   \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, 0>(                                            \
         nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
   }
-#define HC_FP8_BUILD(SUFFIX, SLOTS, TN)                                                            \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN)                      \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN)                              \
-  HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_##SUFFIX, SLOTS, TN)
-HC_FP8_BUILD(sm90swapw, 4, 64)
-HC_FP8_BUILD(sm90swapw5, 5, 64)
-HC_FP8_BUILD(sm90wide, 4, 128)
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF)                                                        \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF)                  \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF)
+HC_FP8_BUILD(sm90swapw, 4, 64, 0)
+HC_FP8_BUILD(sm90swapw5, 5, 64, 0)
+HC_FP8_BUILD(sm90wide, 4, 128, 0)
+HC_FP8_BUILD(sm90tall, 4, 256, 0)
+HC_FP8_BUILD(sm90tallpf, 4, 256, 4)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
+HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)

@@ -119,8 +119,8 @@ class MoeLayer {
   // True when forward() runs the experts in FP8 (MoeLayerWeights::fp8).
   bool runs_fp8() const { return fp8_; }
   // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name:
-  // views, shaped for that call's tokens, into one buffer. On the gather path there is no
-  // "permuted" entry.
+  // views, shaped for that call's tokens, into one buffer. On the gather path, and on the FP8
+  // copy path that permutes quantized rows, there is no "permuted" entry.
   const std::map<std::string, Tensor, std::less<>>& workspace() const { return ws_; }
 
   // The workspace grows only: forward() with more tokens than workspace_capacity() replaces it
@@ -141,6 +141,11 @@ class MoeLayer {
   Status ensure_workspace(int64_t tokens);
   Status forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                              MoeStageTimes* times);
+  // The FP8 copy path quantizes the T token rows before moe_permute and permutes their e4m3
+  // rows and scales (as bf16 views: H / 2 and 2 ceil(H / 128) columns), instead of quantizing
+  // the T*K permuted bf16 rows: bit for bit the same rows (quantization is per row), a third of
+  // the bytes. Needs an even H; else the permuted rows are quantized.
+  bool quantizes_first() const { return fp8_ && !gather_ && config_.hidden % 2 == 0; }
   Device device_;
   MoeLayerConfig config_;
   MoeLayerWeights weights_;
