@@ -34,6 +34,7 @@ namespace {
 struct HipBackend {
   hip::Library lib;
   int device_count = 0;
+  std::string rccl;  // option hip.rccl, read when the backend is created (hal.h: every key then)
 };
 
 struct HipDevice {
@@ -127,6 +128,7 @@ hal_error* hip_create(const hal_host_api* host, HipBackend** out) {
   halcyon::plugin::host() = host;
   HAL_BACKEND_GUARD({
     auto b = std::make_unique<HipBackend>();
+    if (const char* rccl = halcyon::plugin::option("hip", "rccl")) b->rccl = rccl;
     std::string why;
     if (!b->lib.open(&why)) return error(HAL_UNAVAILABLE, "hip: " + why);
     const hip::Symbols& s = b->lib.sym;
@@ -499,7 +501,7 @@ hal_error* hip_comm_create(HipDevice* d, const hal_comm_desc* desc, HipComm** ou
     if (hal_error* e = halcyon::comm::group_join(desc, HipComm::kName, "shm+hipipc", &c->group, info)) return e;
     // The backend option hip.rccl names the library (default librccl.so.1).
     if (auto why = halcyon::ccl::Comm::start(halcyon::ccl::Flavor::kRccl, *c->group, pci_key(d),
-                                             halcyon::plugin::option("hip", "rccl"), &c->rccl);
+                                             d->backend->rccl.empty() ? nullptr : d->backend->rccl.c_str(), &c->rccl);
         !why.empty())
       halcyon::plugin::log(HAL_LOG_INFO, fmt::format("hip communicator '{}': all-to-all staged through host memory, "
                                                      "not RCCL: {}", desc->rendezvous, why));

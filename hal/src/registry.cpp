@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string_view>
 
 using Entry = const hal_backend_api* (*)(void);
@@ -42,6 +44,17 @@ std::map<std::string, std::string, std::less<>>& options() {
   return *o;
 }
 
+// The keys backends asked for (hal_host_api.option), found or not: an option an available
+// backend never read while it was created is a misspelling (hal_init refuses it).
+struct ClaimedKeys {
+  std::mutex mu;
+  std::set<std::string, std::less<>> keys;
+};
+ClaimedKeys& claimed() {
+  static auto* c = new ClaimedKeys;
+  return *c;
+}
+
 hal_error* parse_options(std::string_view list) {
   std::map<std::string, std::string, std::less<>> parsed;
   while (!list.empty()) {
@@ -55,6 +68,8 @@ hal_error* parse_options(std::string_view list) {
     parsed[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
   }
   options() = std::move(parsed);
+  std::lock_guard lock(claimed().mu);
+  claimed().keys.clear();
   return nullptr;
 }
 
@@ -255,15 +270,20 @@ std::string plugin_folder() {
 
 // Options whose backend was not tried here (a typo, or a build without that backend, which is
 // normal for a tool passing the same options everywhere): logged at info level.
-void warn_unclaimed_options(const Registry& reg) {
-  std::string last;
+// An option naming a backend that was not tried is only logged (a build may lack it); one that
+// an available backend did not read when it was created fails hal_init, naming it.
+void check_unclaimed_options(Registry& reg) {
+  std::lock_guard lock(claimed().mu);
   for (const auto& [key, value] : options()) {
     std::string backend = key.substr(0, key.find('.'));
-    if (backend == last) continue;
-    last = backend;
-    bool known = std::any_of(reg.records.begin(), reg.records.end(),
-                             [&](const hal_backend_record& r) { return backend == r.name; });
-    if (!known) log(HAL_LOG_INFO, fmt::format("hal_init: option '{}' names no backend tried here", key));
+    auto rec = std::find_if(reg.records.begin(), reg.records.end(),
+                            [&](const hal_backend_record& r) { return backend == r.name; });
+    if (rec == reg.records.end()) {
+      log(HAL_LOG_INFO, fmt::format("hal_init: option '{}' names no backend tried here", key));
+    } else if (rec->state == HAL_BACKEND_AVAILABLE && !claimed().keys.count(key) && reg.bad_option.empty()) {
+      reg.bad_option = fmt::format("backend option '{}': backend {} has no option '{}'", key, backend,
+                                   key.substr(backend.size() + 1));
+    }
   }
 }
 
@@ -294,7 +314,7 @@ hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
       log(HAL_LOG_INFO, fmt::format("plugin folder {}: does not exist", folder));
   }
   reg.initialized = true;
-  warn_unclaimed_options(reg);
+  check_unclaimed_options(reg);
   if (!reg.bad_option.empty()) return err(HAL_INVALID_ARGUMENT, "hal_init: {}", reg.bad_option);
   return nullptr;
 }
@@ -303,7 +323,12 @@ hal_error* init_locked(Registry& reg, const hal_init_desc* desc) {
 
 const char* backend_option(const char* backend, const char* key) {
   if (!backend || !key) return nullptr;
-  auto it = options().find(fmt::format("{}.{}", backend, key));
+  std::string full = fmt::format("{}.{}", backend, key);
+  {
+    std::lock_guard lock(claimed().mu);
+    claimed().keys.insert(full);
+  }
+  auto it = options().find(full);
   return it == options().end() ? nullptr : it->second.c_str();
 }
 

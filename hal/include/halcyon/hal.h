@@ -134,8 +134,10 @@ typedef struct hal_init_desc {
                                 after built-ins; NULL = none */
   /* ABI 1.4: options for the backends, "<backend>.<key>=<value>" entries separated by ';'
    * (e.g. "ze.loader=/opt/ze/libze_loader.so.1"). The core copies them and hands each backend
-   * its own through hal_host_api.option when it creates it; a backend documents the keys it
-   * reads and ignores others. An entry without '.' or '=' makes hal_init fail. NULL = none.
+   * its own through hal_host_api.option when it creates it; a backend documents its keys and
+   * reads every one of them while it is created. An entry without '.' or '=' makes hal_init
+   * fail, and so does a key an available backend did not read then (a misspelling: the
+   * error names it). NULL = none.
    * A later entry for the same key replaces an earlier one. Keys of this tree's backends:
    *   cuda.library=FILE        the driver library to dlopen (default libcuda.so.1)
    *   cuda.cache_dir=DIR|off   the persistent PTX JIT cache folder (default off: no cache;
