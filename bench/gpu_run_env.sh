@@ -9,3 +9,10 @@ deps=$PWD/.devdeps/usr
 # libraries read no environment: tools/README.md); test programs run without a PTX cache.
 export HALCYON_CACHE_DIR=${HALCYON_CACHE_DIR:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
+# TREE: the commit this copy was made from. A device copy is a `git archive` with a .commit file
+# beside it and no history of its own, so `git log` there would print whatever checkout encloses it
+# (or fail); only a real checkout's own HEAD counts.
+if [ -f .commit ]; then TREE=$(cat .commit)
+elif [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then TREE=$(git rev-parse HEAD)
+else TREE="unknown (not a checkout, no .commit file)"; fi
+export TREE

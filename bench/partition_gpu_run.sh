@@ -4,13 +4,10 @@
 # Partitions (issue 16): GEMM %smid test, overlap bench into pinned host memory and device
 # memory (rates saved), ncu L2 hit rates of the GEMM and comm_dispatch.
 set -u -o pipefail
-export OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-deps=$PWD/.devdeps/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu
-export HALCYON_CACHE_DIR=$(mktemp -d)
+. "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR, TREE
 B=${B:-build-gpu}
 log=$OUT/part.txt
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; git rev-parse --short HEAD 2>/dev/null; } | tee $log
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; echo "tree: $TREE"; } | tee $log
 if [ ! -x $B/bin/halcyon ] || [ "${REBUILD:-1}" = 1 ]; then
   { cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH=$deps -DHALCYON_WERROR=ON -DHALCYON_ENABLE_CUDA=ON \
     && ninja -C $B halcyon_cli halcyon_partition_ops_tests halcyon_cuda_gpu_tests halcyon_runtime_tests; } > $OUT/part_build.log 2>&1

@@ -14,7 +14,7 @@ shift || true
 what=${*:-build sass tests cts bench torch ncu}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/prefill.txt
-{ date -u; git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
+{ date -u; echo "tree: $TREE"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
 for w in $what; do
   case $w in
     build)

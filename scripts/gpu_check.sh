@@ -52,7 +52,12 @@ case $mode in all|--sanitize|--python) ;; *) echo "usage: scripts/gpu_check.sh [
 [ $# -gt 0 ] && shift
 tools=${*:-memcheck racecheck}
 
-machine="host: $(hostname)  date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')
+# The tree: a device copy is a `git archive` with a .commit file and no history of its own (git
+# there would name whatever checkout encloses it); only a real checkout's own HEAD counts.
+if [ -f .commit ]; then tree=$(cat .commit)
+elif [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then tree=$(git rev-parse --short HEAD)
+else tree="unknown (not a checkout, no .commit file)"; fi
+machine="host: $(hostname)  date: $(date -u +%FT%TZ)  tree: $tree
 gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
 echo "$machine"
 
