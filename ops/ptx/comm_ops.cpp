@@ -35,7 +35,7 @@ ops::RegisterOpImpl r_dispatch({"comm_dispatch", HAL_MODULE_PTX, "sm_80", "", 10
 // ---- ep_dispatch, ep_combine (kernels/ptx/comm/ep_exchange.cu) ----------------------------
 // Grid (blocks, ranks of the launch): every block must be resident at once (they wait on each
 // other's flags), so blocks x ranks stay within the stream's compute units.
-constexpr uint32_t kEpThreads = 256;
+constexpr uint32_t kEpThreads = 512;  // 512 threads x 8 pieces of 16 bytes in flight: 64 KiB an SM
 constexpr int64_t kEpMax = ops::EpPeers::kMaxRanks;
 
 struct EpDispatchPtxArgs {
@@ -59,7 +59,7 @@ Result<uint32_t> ep_blocks(const ops::OpContext& ctx, const DeviceFacts& dev, in
 Status ep_dispatch(ops::OpContext& ctx) {
   auto c = ops::ep_dispatch_call(ctx);
   if (!c) return c.error();
-  const uint64_t shared = uint64_t(c->world * c->E + 2 * c->E + 2 * kEpThreads + 1) * 4;
+  const uint64_t shared = uint64_t(c->world * c->E + 2 * c->E + 3 * kEpThreads + 1) * 4;
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   if (shared > dev->max_shared_per_block)

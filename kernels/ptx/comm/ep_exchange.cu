@@ -7,7 +7,7 @@
 // (the block's stores are ordered before it by bar.sync), ld.acquire.sys by the waiter. A flag
 // holds the generation of the layer that raised it and is never reset.
 //
-// Launch: grid (blocks, ranks in this launch), 256 threads. blockIdx.y is the rank's index in
+// Launch: grid (blocks, ranks in this launch), up to kEpThreads threads. blockIdx.y is the rank's index in
 // the launch: the world form runs every rank of the contract in one grid (each rank's memory a
 // slice of the stacked tensors), a layer launches its own rank alone. Every block of the grid
 // must be resident at once (blocks wait on flags raised by other blocks): the launchers keep
@@ -20,6 +20,7 @@
 namespace {
 
 constexpr int kMaxRanks = 8;
+constexpr int kEpThreads = 512;  // the launchers' block size (ops/ptx/comm_ops.cpp): at most this
 constexpr unsigned long long kWaitLimitNs = 20ull * 1000 * 1000 * 1000;  // a peer that never comes: trap
 
 struct DispatchPeers {
@@ -57,14 +58,41 @@ __device__ __forceinline__ int load_volatile(const int* p) { return *reinterpret
 
 __device__ __forceinline__ long long first_expert(long long E, long long q, long long P) { return E * q / P; }
 
-// One row of n 16-byte pieces by one warp, four in flight per lane.
-__device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, long long n, int lane) {
-  long long c = lane;
-  for (; c + 96 < n; c += 128) {
-    uint4 v0 = src[c], v1 = src[c + 32], v2 = src[c + 64], v3 = src[c + 96];
-    dst[c] = v0, dst[c + 32] = v1, dst[c + 64] = v2, dst[c + 96] = v3;
+// Rows in flight: the copies are bound by how many bytes an SM has in flight (a local load
+// waits about a microsecond before its store can go over the link), so every thread keeps
+// kCopyDepth 16-byte pieces in flight, spread over the batch's rows as one flat range.
+constexpr int kCopyDepth = 8;
+// Combine reads each token's K rows, up to kCombineDepth of them in flight per thread (the
+// DeepSeek-V3 top-8 in one go): remote reads wait a round trip over the link.
+constexpr int kCombineDepth = 8;
+
+// Read-only input (x) through the non-coherent path, not kept in L1 (read once).
+__device__ __forceinline__ uint4 load_nc(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// Copies the batch's n rows of m 16-byte pieces (piece i: row i / m, column i % m) from
+// src(row) to dst(row), the whole block at once: a warp's lanes take consecutive pieces. A row
+// whose dst is null is skipped.
+template <class Src, class Dst>
+__device__ __forceinline__ void copy_rows16(unsigned n, unsigned m, Src src, Dst dst) {
+  const unsigned total = n * m, step = blockDim.x;
+  for (unsigned i0 = threadIdx.x; i0 < total; i0 += step * kCopyDepth) {
+    uint4 v[kCopyDepth];
+    uint4* to[kCopyDepth];
+#pragma unroll
+    for (int u = 0; u < kCopyDepth; ++u) {
+      const unsigned i = i0 + u * step, r = i / m, c = i - r * m;
+      to[u] = i < total ? dst(r) : nullptr;
+      if (to[u]) to[u] += c, v[u] = load_nc(src(r) + c);
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyDepth; ++u)
+      if (to[u]) *to[u] = v[u];
   }
-  for (; c < n; c += 32) dst[c] = src[c];
 }
 
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
@@ -72,9 +100,9 @@ __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v 
 }  // namespace
 
 // Shared memory (dynamic, ints): cnt [P*E] (the count matrix), next [E] (this rank's next row
-// per expert), run [E] (this block's slots per expert before its current chunk), batch [2 *
-// blockDim] (expert and destination of each slot of a batch), then the received total.
-extern "C" __global__ void hc_ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
+// per expert), run [E] (this block's slots per expert before its current chunk), batch [3 *
+// blockDim] (expert, destination and token of each slot of a batch), then the received total.
+extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
                                           int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
                                           long long K, long long H, long long E, long long RC, long long C,
                                           long long chunk_rows, long long generation, long long zero_tail,
@@ -85,7 +113,8 @@ extern "C" __global__ void hc_ep_dispatch(const unsigned short* __restrict__ x, 
   int* run = next + E;
   int* batch_e = run + E;
   int* batch_d = batch_e + blockDim.x;
-  int* received = batch_d + blockDim.x;
+  int* batch_t = batch_d + blockDim.x;
+  int* received = batch_t + blockDim.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
   const long long me = rank0 + blockIdx.y, slots = T * K;
   const int gen = (int)generation;
@@ -168,18 +197,28 @@ extern "C" __global__ void hc_ep_dispatch(const unsigned short* __restrict__ x, 
       }
       if (tid < n) slot_dest[b0 + tid] = dest;
       batch_d[tid] = dest;
+      batch_t[tid] = (int)((b0 + tid) / K);
       __syncthreads();
       if (e >= 0 && e < E) atomicAdd(&run[e], 1);
-      const bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-      for (long long j = warp; j < n; j += warps) {
+      // A row that lands nowhere (dest < 0: past RC, or a bad expert id) has no destination.
+      auto src_row = [&](unsigned j) { return x + (long long)batch_t[j] * H; };
+      auto dst_row = [&](unsigned j) {
         const int d = batch_d[j];
-        if (d < 0) continue;
-        const unsigned short* src = x + ((b0 + j) / K) * H;
-        unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
-        if (vec && (reinterpret_cast<uintptr_t>(dst) & 15) == 0)
-          copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), H >> 3, lane);
-        else
+        return d < 0 ? nullptr : reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
+      };
+      bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+      for (long long q = 0; q < P; ++q) vec = vec && (peers.recv[q] & 15) == 0;
+      if (vec) {
+        copy_rows16((unsigned)n, (unsigned)(H >> 3),
+                    [&](unsigned j) { return reinterpret_cast<const uint4*>(src_row(j)); },
+                    [&](unsigned j) { return reinterpret_cast<uint4*>(dst_row(j)); });
+      } else {
+        for (long long j = warp; j < n; j += warps) {
+          unsigned short* dst = dst_row((unsigned)j);
+          if (!dst) continue;
+          const unsigned short* src = src_row((unsigned)j);
           for (long long h = lane; h < H; h += 32) dst[h] = src[h];
+        }
       }
       __syncthreads();
     }
@@ -211,7 +250,7 @@ extern "C" __global__ void hc_ep_dispatch(const unsigned short* __restrict__ x, 
 // memory; every block waits until all ranks have, then sums its chunks' tokens: each thread
 // owns 8-column pieces, k in order, fp32 fused multiply-adds from 0, one rounding (what
 // moe_combine's kernel computes, so a layer's output equals the single-rank layer's).
-extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
+extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
                                          unsigned short* __restrict__ out, long long T, long long K, long long H,
                                          long long RC, long long chunk_rows, long long generation, long long P,
                                          long long rank0, CombinePeers peers) {
@@ -233,47 +272,54 @@ extern "C" __global__ void hc_ep_combine(const float* __restrict__ topk_weights,
   for (long long q = 0; q < P; ++q) vec = vec && (eout[q] & 15) == 0;
   const long long chunks = (T + chunk_rows - 1) / chunk_rows;
   for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const long long t1 = (c + 1) * chunk_rows < T ? (c + 1) * chunk_rows : T;
-    for (long long t = c * chunk_rows; t < t1; ++t) {
-      const int* dests = slot_dest + t * K;
-      const float* wts = topk_weights + t * K;
-      if (vec) {
-        for (long long col = tid; col < (H >> 3); col += blockDim.x) {
-          float acc[8];
+    const long long t0 = c * chunk_rows, t1 = (c + 1) * chunk_rows < T ? (c + 1) * chunk_rows : T;
+    if (vec) {
+      // The chunk's (token, 8-column piece) pairs as one flat range over the block, so no
+      // thread idles at a row's end; each pair reads its K rows (through the peer mappings)
+      // kCombineDepth at a time, all in flight before the first is summed.
+      const unsigned m = (unsigned)(H >> 3), total = (unsigned)(t1 - t0) * m;
+      for (unsigned i = tid; i < total; i += blockDim.x) {
+        const unsigned r = i / m, col = i - r * m;
+        const long long t = t0 + r;
+        const int* dests = slot_dest + t * K;
+        const float* wts = topk_weights + t * K;
+        float acc[8];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-          // Four rows in flight (each a read through a peer mapping), summed in k order.
-          for (long long k0 = 0; k0 < K; k0 += 4) {
-            uint4 v[4];
-            bool ok[4];
+        for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+        for (long long k0 = 0; k0 < K; k0 += kCombineDepth) {
+          uint4 v[kCombineDepth];
+          bool ok[kCombineDepth];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const int d = k0 + q < K ? dests[k0 + q] : -1;
-              ok[q] = d >= 0 && d < P * RC;
-              v[q] = ok[q] ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
-                                                            (long long)(d % RC) * H)[col]
-                           : make_uint4(0, 0, 0, 0);
-            }
+          for (int q = 0; q < kCombineDepth; ++q) {
+            const int d = k0 + q < K ? dests[k0 + q] : -1;
+            ok[q] = d >= 0 && d < P * RC;
+            v[q] = ok[q] ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
+                                                          (long long)(d % RC) * H)[col]
+                         : make_uint4(0, 0, 0, 0);
+          }
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              if (!ok[q]) continue;
-              const float w = wts[k0 + q];
-              const uint32_t u[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+          for (int q = 0; q < kCombineDepth; ++q) {
+            if (!ok[q]) continue;
+            const float w = wts[k0 + q];
+            const uint32_t u[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
 #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                acc[2 * j] += w * bf16_lo(u[j]);
-                acc[2 * j + 1] += w * bf16_hi(u[j]);
-              }
+            for (int j = 0; j < 4; ++j) {
+              acc[2 * j] += w * bf16_lo(u[j]);
+              acc[2 * j + 1] += w * bf16_hi(u[j]);
             }
           }
-          uint4 o;
-          o.x = hc::pack_bf16x2(acc[0], acc[1]);
-          o.y = hc::pack_bf16x2(acc[2], acc[3]);
-          o.z = hc::pack_bf16x2(acc[4], acc[5]);
-          o.w = hc::pack_bf16x2(acc[6], acc[7]);
-          reinterpret_cast<uint4*>(out + t * H)[col] = o;
         }
-      } else {
+        uint4 o;
+        o.x = hc::pack_bf16x2(acc[0], acc[1]);
+        o.y = hc::pack_bf16x2(acc[2], acc[3]);
+        o.z = hc::pack_bf16x2(acc[4], acc[5]);
+        o.w = hc::pack_bf16x2(acc[6], acc[7]);
+        reinterpret_cast<uint4*>(out + t * H)[col] = o;
+      }
+    } else {
+      for (long long t = t0; t < t1; ++t) {
+        const int* dests = slot_dest + t * K;
+        const float* wts = topk_weights + t * K;
         for (long long h = tid; h < H; h += blockDim.x) {
           float acc = 0.f;
           for (long long k = 0; k < K; ++k) {
