@@ -59,14 +59,18 @@ Result<uint32_t> ep_blocks(const ops::OpContext& ctx, const DeviceFacts& dev, in
 Status ep_dispatch(ops::OpContext& ctx) {
   auto c = ops::ep_dispatch_call(ctx);
   if (!c) return c.error();
-  const uint64_t shared = uint64_t(c->world * c->E + 2 * c->E + 3 * kEpThreads + 1) * 4;
   auto dev = facts(ctx);
   if (!dev) return dev.error();
-  if (shared > dev->max_shared_per_block)
-    return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts need {} bytes of shared memory, a "
-                                              "block has {}", c->world, c->E, shared, dev->max_shared_per_block));
-  auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, ceil_div(std::max<int64_t>(c->T * c->K, 1), c->chunk_rows));
+  const int64_t chunks = ceil_div(std::max<int64_t>(c->T * c->K, 1), c->chunk_rows);
+  auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, chunks);
   if (!blocks) return blocks.error();
+  // The count matrix, next and run per expert, a batch of expert ids, the received total, and a
+  // counter per chunk of the block (hc_ep_dispatch's layout).
+  const uint64_t shared = uint64_t(c->world * c->E + 2 * c->E + kEpThreads + 1 + ceil_div(chunks, *blocks)) * 4;
+  if (shared > dev->max_shared_per_block)
+    return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts and {} chunks of {} rows need {} bytes "
+                                              "of shared memory, a block has {} (larger chunk_rows need less)", c->world,
+                                              c->E, chunks, c->chunk_rows, shared, dev->max_shared_per_block));
   auto k = kernel(ctx, *dev, "ep_exchange", "hc_ep_dispatch");
   if (!k) return k.error();
   EpDispatchPtxArgs a{ctx.tensor("x").address(), ctx.tensor("topk_ids").address(), ctx.tensor("slot_dest").address(),

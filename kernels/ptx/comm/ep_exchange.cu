@@ -58,13 +58,15 @@ __device__ __forceinline__ int load_volatile(const int* p) { return *reinterpret
 
 __device__ __forceinline__ long long first_expert(long long E, long long q, long long P) { return E * q / P; }
 
-// Rows in flight: the copies are bound by how many bytes an SM has in flight (a local load
-// waits about a microsecond before its store can go over the link), so every thread keeps
-// kCopyDepth 16-byte pieces in flight, spread over the batch's rows as one flat range.
+// Pieces of 16 bytes each lane of a copying warp keeps in flight (a local load waits about a
+// microsecond before its store can go over the link).
 constexpr int kCopyDepth = 8;
 // Combine reads each token's K rows, up to kCombineDepth of them in flight per thread (the
 // DeepSeek-V3 top-8 in one go): remote reads wait a round trip over the link.
 constexpr int kCombineDepth = 8;
+// ... for kCombineItems (token, 8-column) pieces at once: 512 threads x 2 x 8 x 16 bytes =
+// 128 KiB in flight an SM.
+constexpr int kCombineItems = 2;
 
 // Read-only input (x) through the non-coherent path, not kept in L1 (read once).
 __device__ __forceinline__ uint4 load_nc(const uint4* p) {
@@ -74,24 +76,16 @@ __device__ __forceinline__ uint4 load_nc(const uint4* p) {
   return v;
 }
 
-// Copies the batch's n rows of m 16-byte pieces (piece i: row i / m, column i % m) from
-// src(row) to dst(row), the whole block at once: a warp's lanes take consecutive pieces. A row
-// whose dst is null is skipped.
-template <class Src, class Dst>
-__device__ __forceinline__ void copy_rows16(unsigned n, unsigned m, Src src, Dst dst) {
-  const unsigned total = n * m, step = blockDim.x;
-  for (unsigned i0 = threadIdx.x; i0 < total; i0 += step * kCopyDepth) {
+// One row of m 16-byte pieces by one warp, kCopyDepth pieces in flight per lane.
+__device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, unsigned m, int lane) {
+  for (unsigned c0 = lane; c0 < m; c0 += 32 * kCopyDepth) {
     uint4 v[kCopyDepth];
-    uint4* to[kCopyDepth];
-#pragma unroll
-    for (int u = 0; u < kCopyDepth; ++u) {
-      const unsigned i = i0 + u * step, r = i / m, c = i - r * m;
-      to[u] = i < total ? dst(r) : nullptr;
-      if (to[u]) to[u] += c, v[u] = load_nc(src(r) + c);
-    }
 #pragma unroll
     for (int u = 0; u < kCopyDepth; ++u)
-      if (to[u]) *to[u] = v[u];
+      if (c0 + 32 * u < m) v[u] = load_nc(src + c0 + 32 * u);
+#pragma unroll
+    for (int u = 0; u < kCopyDepth; ++u)
+      if (c0 + 32 * u < m) dst[c0 + 32 * u] = v[u];
   }
 }
 
@@ -100,8 +94,9 @@ __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v 
 }  // namespace
 
 // Shared memory (dynamic, ints): cnt [P*E] (the count matrix), next [E] (this rank's next row
-// per expert), run [E] (this block's slots per expert before its current chunk), batch [3 *
-// blockDim] (expert, destination and token of each slot of a batch), then the received total.
+// per expert), run [E] (this block's slots per expert before its current chunk), batch
+// [blockDim] (the expert of each slot of a batch), the received total, then done [the block's
+// chunks] (how many of its warps have finished each chunk).
 extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
                                           int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
                                           long long K, long long H, long long E, long long RC, long long C,
@@ -112,9 +107,8 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
   int* next = cnt + P * E;
   int* run = next + E;
   int* batch_e = run + E;
-  int* batch_d = batch_e + blockDim.x;
-  int* batch_t = batch_d + blockDim.x;
-  int* received = batch_t + blockDim.x;
+  int* received = batch_e + blockDim.x;
+  int* done = received + 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
   const long long me = rank0 + blockIdx.y, slots = T * K;
   const int gen = (int)generation;
@@ -167,12 +161,14 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
       for (long long i = first_expert(E, me + 1, P) - first_expert(E, me, P); i < EO; ++i) expert_offsets[i] = *received;
   }
   __syncthreads();
-  // 4. Chunks of chunk_rows slots, block b taking chunks b, b + grid, ...; run[] counts this
-  //    rank's slots per expert before the chunk, so a slot's row is next + run + its rank
-  //    among the chunk's earlier slots of the same expert.
+  // 4. Where each slot's row goes (slot_dest), for this block's chunks of chunk_rows slots
+  //    (block b takes chunks b, b + grid, ...). run[] counts this rank's slots per expert before
+  //    a chunk, so a slot's row is next + run + its rank among the chunk's earlier slots of the
+  //    same expert.
   const long long chunks = (slots + chunk_rows - 1) / chunk_rows;
   long long counted = 0;
-  for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
+  int my_chunks = 0;
+  for (long long c = blockIdx.x; c < chunks; c += gridDim.x, ++my_chunks) {
     const long long c0 = c * chunk_rows, c1 = c0 + chunk_rows < slots ? c0 + chunk_rows : slots;
     for (long long i = counted + tid; i < c0; i += blockDim.x) {
       const int e = topk_ids[i];
@@ -193,42 +189,49 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
         long long q = E > 0 ? e * P / E : 0;  // the owner: the largest q with first_expert(q) <= e
         while (q + 1 < P && first_expert(E, q + 1, P) <= e) ++q;
         while (q > 0 && first_expert(E, q, P) > e) --q;
-        if (row < RC) dest = (int)(q * RC + row);
+        if (row < RC) dest = (int)(q * RC + row);  // a row past RC lands nowhere (dest -1)
       }
       if (tid < n) slot_dest[b0 + tid] = dest;
-      batch_d[tid] = dest;
-      batch_t[tid] = (int)((b0 + tid) / K);
       __syncthreads();
       if (e >= 0 && e < E) atomicAdd(&run[e], 1);
-      // A row that lands nowhere (dest < 0: past RC, or a bad expert id) has no destination.
-      auto src_row = [&](unsigned j) { return x + (long long)batch_t[j] * H; };
-      auto dst_row = [&](unsigned j) {
-        const int d = batch_d[j];
-        return d < 0 ? nullptr : reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
-      };
-      bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-      for (long long q = 0; q < P; ++q) vec = vec && (peers.recv[q] & 15) == 0;
-      if (vec) {
-        copy_rows16((unsigned)n, (unsigned)(H >> 3),
-                    [&](unsigned j) { return reinterpret_cast<const uint4*>(src_row(j)); },
-                    [&](unsigned j) { return reinterpret_cast<uint4*>(dst_row(j)); });
-      } else {
-        for (long long j = warp; j < n; j += warps) {
-          unsigned short* dst = dst_row((unsigned)j);
-          if (!dst) continue;
-          const unsigned short* src = src_row((unsigned)j);
-          for (long long h = lane; h < H; h += 32) dst[h] = src[h];
-        }
-      }
-      __syncthreads();
     }
     counted = c1;
-    if (tid == 0) {
-      __threadfence_system();
-      for (long long q = 0; q < P; ++q) flag_release(peers.chunk_flags[q] + 4 * (me * C + c), gen);
-    }
   }
-  // 5. Wait for every chunk of every rank that sends here (the grid shares the waits).
+  for (int i = tid; i < my_chunks; i += blockDim.x) done[i] = 0;
+  __syncthreads();  // the block's slot_dest entries and done[] are visible to all its warps
+  // 5. The copies, warp by warp with no block-wide wait: the rows of the block's chunks, in
+  //    order, are dealt round robin to its warps. A warp that has stored its rows of a chunk
+  //    fences them (the fence waits until its stores have landed across the link) and counts
+  //    itself in done[chunk]; the chunk's last warp raises the chunk's flag at every rank. So a
+  //    fence stalls one warp while the others keep the link busy.
+  bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  for (long long q = 0; q < P; ++q) vec = vec && (peers.recv[q] & 15) == 0;
+  long long base = 0;  // rows of the block's earlier chunks
+  int lc = 0;
+  for (long long c = blockIdx.x; c < chunks; c += gridDim.x, ++lc) {
+    const long long c0 = c * chunk_rows, n = c0 + chunk_rows < slots ? chunk_rows : slots - c0;
+    for (long long j = ((warp - base) % warps + warps) % warps; j < n; j += warps) {
+      const int d = slot_dest[c0 + j];
+      if (d < 0) continue;
+      const unsigned short* src = x + ((c0 + j) / K) * H;
+      unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
+      if (vec)
+        copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
+      else
+        for (long long h = lane; h < H; h += 32) dst[h] = src[h];
+    }
+    base += n;
+    __syncwarp();
+    if (lane == 0) {
+      __threadfence_system();
+      if (atomicAdd(&done[lc], 1) == warps - 1) {
+        __threadfence_system();  // the other warps' fenced rows, seen through done[], before the flag
+        for (long long q = 0; q < P; ++q) flag_release(peers.chunk_flags[q] + 4 * (me * C + c), gen);
+      }
+    }
+    __syncwarp();
+  }
+  // 6. Wait for every chunk of every rank that sends here (the grid shares the waits).
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long p = 0; p < P; ++p) {
     long long sent = 0;
@@ -238,7 +241,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
     for (long long c = (long long)blockIdx.x * blockDim.x + tid; c < n; c += stride)
       wait_flag(peers.chunk_flags[me] + 4 * (p * C + c), gen);
   }
-  // 6. The conformance form zeroes the rows past what arrived.
+  // 7. The conformance form zeroes the rows past what arrived.
   if (zero_tail) {
     unsigned short* own = reinterpret_cast<unsigned short*>(peers.recv[me]);
     for (long long i = (long long)*received * H + (long long)blockIdx.x * blockDim.x + tid; i < RC * H; i += stride)
@@ -277,44 +280,60 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
       // The chunk's (token, 8-column piece) pairs as one flat range over the block, so no
       // thread idles at a row's end; each pair reads its K rows (through the peer mappings)
       // kCombineDepth at a time, all in flight before the first is summed.
-      const unsigned m = (unsigned)(H >> 3), total = (unsigned)(t1 - t0) * m;
-      for (unsigned i = tid; i < total; i += blockDim.x) {
-        const unsigned r = i / m, col = i - r * m;
-        const long long t = t0 + r;
-        const int* dests = slot_dest + t * K;
-        const float* wts = topk_weights + t * K;
-        float acc[8];
+      const unsigned m = (unsigned)(H >> 3), total = (unsigned)(t1 - t0) * m, step = blockDim.x;
+      for (unsigned i0 = tid; i0 < total; i0 += kCombineItems * step) {
+        float acc[kCombineItems][8];
+        const int* dests[kCombineItems];
+        const float* wts[kCombineItems];
+        unsigned col[kCombineItems];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-        for (long long k0 = 0; k0 < K; k0 += kCombineDepth) {
-          uint4 v[kCombineDepth];
-          bool ok[kCombineDepth];
+        for (int it = 0; it < kCombineItems; ++it) {
+          const unsigned i = i0 + it * step < total ? i0 + it * step : i0, r = i / m;
+          col[it] = i - r * m;
+          dests[it] = slot_dest + (t0 + r) * K;
+          wts[it] = topk_weights + (t0 + r) * K;
 #pragma unroll
-          for (int q = 0; q < kCombineDepth; ++q) {
-            const int d = k0 + q < K ? dests[k0 + q] : -1;
-            ok[q] = d >= 0 && d < P * RC;
-            v[q] = ok[q] ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
-                                                          (long long)(d % RC) * H)[col]
-                         : make_uint4(0, 0, 0, 0);
-          }
-#pragma unroll
-          for (int q = 0; q < kCombineDepth; ++q) {
-            if (!ok[q]) continue;
-            const float w = wts[k0 + q];
-            const uint32_t u[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              acc[2 * j] += w * bf16_lo(u[j]);
-              acc[2 * j + 1] += w * bf16_hi(u[j]);
-            }
-          }
+          for (int j = 0; j < 8; ++j) acc[it][j] = 0.f;
         }
-        uint4 o;
-        o.x = hc::pack_bf16x2(acc[0], acc[1]);
-        o.y = hc::pack_bf16x2(acc[2], acc[3]);
-        o.z = hc::pack_bf16x2(acc[4], acc[5]);
-        o.w = hc::pack_bf16x2(acc[6], acc[7]);
-        reinterpret_cast<uint4*>(out + t * H)[col] = o;
+        for (long long k0 = 0; k0 < K; k0 += kCombineDepth) {
+          uint4 v[kCombineItems][kCombineDepth];
+          unsigned ok = 0;  // bit it * kCombineDepth + q: that row exists
+#pragma unroll
+          for (int it = 0; it < kCombineItems; ++it)
+#pragma unroll
+            for (int q = 0; q < kCombineDepth; ++q) {
+              const int d = k0 + q < K ? dests[it][k0 + q] : -1;
+              const bool has = d >= 0 && d < P * RC;
+              ok |= unsigned(has) << (it * kCombineDepth + q);
+              v[it][q] = has ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
+                                                              (long long)(d % RC) * H)[col[it]]
+                             : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+          for (int it = 0; it < kCombineItems; ++it)
+#pragma unroll
+            for (int q = 0; q < kCombineDepth; ++q) {
+              if (!((ok >> (it * kCombineDepth + q)) & 1u)) continue;
+              const float w = wts[it][k0 + q];
+              const uint32_t u[4] = {v[it][q].x, v[it][q].y, v[it][q].z, v[it][q].w};
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                acc[it][2 * j] += w * bf16_lo(u[j]);
+                acc[it][2 * j + 1] += w * bf16_hi(u[j]);
+              }
+            }
+        }
+#pragma unroll
+        for (int it = 0; it < kCombineItems; ++it) {
+          const unsigned i = i0 + it * step;
+          if (i >= total) continue;
+          uint4 o;
+          o.x = hc::pack_bf16x2(acc[it][0], acc[it][1]);
+          o.y = hc::pack_bf16x2(acc[it][2], acc[it][3]);
+          o.z = hc::pack_bf16x2(acc[it][4], acc[it][5]);
+          o.w = hc::pack_bf16x2(acc[it][6], acc[it][7]);
+          reinterpret_cast<uint4*>(out + (t0 + i / m) * H)[col[it]] = o;
+        }
       }
     } else {
       for (long long t = t0; t < t1; ++t) {
