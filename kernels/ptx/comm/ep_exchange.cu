@@ -61,6 +61,10 @@ __device__ __forceinline__ long long first_expert(long long E, long long q, long
 // Pieces of 16 bytes each lane of a copying warp keeps in flight (a local load waits about a
 // microsecond before its store can go over the link).
 constexpr int kCopyDepth = 8;
+// A copying warp fences its stores (and so lets the chunks it finished be flagged) after about
+// this many bytes: a fence waits for the warp's stores to land across the link, and chunks of
+// a few rows would otherwise stall each warp every few rows.
+constexpr long long kFenceBytes = 256 * 1024;
 // Combine reads each token's K rows, up to kCombineDepth of them in flight per thread (the
 // DeepSeek-V3 top-8 in one go): remote reads wait a round trip over the link.
 constexpr int kCombineDepth = 8;
@@ -68,7 +72,8 @@ constexpr int kCombineDepth = 8;
 // 128 KiB in flight an SM.
 constexpr int kCombineItems = 2;
 
-// Read-only input (x) through the non-coherent path, not kept in L1 (read once).
+// Data no one writes while the kernel runs (dispatch's x, combine's expert outputs) through the
+// non-coherent path, not kept in L1 (read once).
 __device__ __forceinline__ uint4 load_nc(const uint4* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -200,14 +205,16 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
   for (int i = tid; i < my_chunks; i += blockDim.x) done[i] = 0;
   __syncthreads();  // the block's slot_dest entries and done[] are visible to all its warps
   // 5. The copies, warp by warp with no block-wide wait: the rows of the block's chunks, in
-  //    order, are dealt round robin to its warps. A warp that has stored its rows of a chunk
-  //    fences them (the fence waits until its stores have landed across the link) and counts
-  //    itself in done[chunk]; the chunk's last warp raises the chunk's flag at every rank. So a
-  //    fence stalls one warp while the others keep the link busy.
+  //    order, are dealt round robin to its warps. A warp fences what it has stored (the fence
+  //    waits until its stores have landed across the link) once it has stored kFenceBytes since
+  //    its last fence, or at its last chunk, and then counts itself in done[] of every chunk it
+  //    has finished since; a chunk's last warp raises the chunk's flag at every rank. So a fence
+  //    stalls one warp while the others keep the link busy, and few of them are needed whatever
+  //    the chunk size.
   bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   for (long long q = 0; q < P; ++q) vec = vec && (peers.recv[q] & 15) == 0;
-  long long base = 0;  // rows of the block's earlier chunks
-  int lc = 0;
+  long long base = 0, unfenced = 0;  // rows of the block's earlier chunks; bytes stored since the last fence
+  int lc = 0, first_open = 0;        // the block's chunk index; the first one this warp has not counted
   for (long long c = blockIdx.x; c < chunks; c += gridDim.x, ++lc) {
     const long long c0 = c * chunk_rows, n = c0 + chunk_rows < slots ? chunk_rows : slots - c0;
     for (long long j = ((warp - base) % warps + warps) % warps; j < n; j += warps) {
@@ -219,17 +226,22 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
         copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
       else
         for (long long h = lane; h < H; h += 32) dst[h] = src[h];
+      unfenced += 2 * H;
     }
     base += n;
+    if (unfenced < kFenceBytes && c + gridDim.x < chunks) continue;
     __syncwarp();
     if (lane == 0) {
       __threadfence_system();
-      if (atomicAdd(&done[lc], 1) == warps - 1) {
-        __threadfence_system();  // the other warps' fenced rows, seen through done[], before the flag
-        for (long long q = 0; q < P; ++q) flag_release(peers.chunk_flags[q] + 4 * (me * C + c), gen);
-      }
+      for (int l = first_open; l <= lc; ++l)
+        if (atomicAdd(&done[l], 1) == warps - 1) {
+          __threadfence_system();  // the other warps' fenced rows, seen through done[], before the flag
+          const long long cl = blockIdx.x + (long long)l * gridDim.x;
+          for (long long q = 0; q < P; ++q) flag_release(peers.chunk_flags[q] + 4 * (me * C + cl), gen);
+        }
     }
     __syncwarp();
+    first_open = lc + 1, unfenced = 0;
   }
   // 6. Wait for every chunk of every rank that sends here (the grid shares the waits).
   const long long stride = (long long)gridDim.x * blockDim.x;
@@ -305,8 +317,10 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
               const int d = k0 + q < K ? dests[it][k0 + q] : -1;
               const bool has = d >= 0 && d < P * RC;
               ok |= unsigned(has) << (it * kCombineDepth + q);
-              v[it][q] = has ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
-                                                              (long long)(d % RC) * H)[col[it]]
+              // Read-only while this kernel runs (written before its owner's ready flag; the next
+              // generation's GEMMs start only after every rank's combine): the non-coherent path.
+              v[it][q] = has ? load_nc(reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
+                                                                      (long long)(d % RC) * H) + col[it])
                              : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
