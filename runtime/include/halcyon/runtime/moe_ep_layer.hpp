@@ -55,7 +55,9 @@ struct MoeEpStats {
 //              expert-contiguous buffers, flags in peer memory instead of host waits; the
 //              grouped GEMMs run on the caller's stream (the compute partition) on the
 //              received buffer as it lies. No host synchronisation in forward(); buffers are
-//              made once at create() for EpOptions::max_tokens tokens per rank.
+//              made once at create() for EpOptions::max_tokens tokens per rank. With
+//              EpOptions::micro_batches > 1 the tokens go in slices, each with its own
+//              exchange, and one slice's dispatch and combine run beside another's GEMMs.
 enum class EpTransport { kAllToAll, kPeerWrite, kPeerKernel };
 
 // kPeerKernel's settings.
