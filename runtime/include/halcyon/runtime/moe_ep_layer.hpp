@@ -38,9 +38,9 @@ struct MoeEpStats {
   int64_t rows_received = 0;  // rows its experts computed
   uint64_t dispatch_bytes = 0, combine_bytes = 0;  // to or from other ranks only
   // Host wall clock; kPeerKernel: timing events on the comm stream, summed over the micro-batches
-  // (expert_ms = the comm stream's time from its first dispatch's start to its last combine's end
-  // spent in neither: waiting for the GEMMs; with one micro-batch, from the end of dispatch to
-  // the start of combine). Filled only when asked for.
+  // (expert_ms = how long that stream stood waiting for the GEMMs: before each combine, from the
+  // end of the step queued ahead of it; with one micro-batch, from the end of dispatch to the
+  // start of combine). Filled only when asked for.
   float dispatch_ms = 0, expert_ms = 0, combine_ms = 0;
 };
 
