@@ -607,8 +607,10 @@ struct CommStep {
 // i+2 then follows combine i, both running while the GEMMs of i+1 run: the compute stream never
 // idles as long as a micro-batch's combine plus dispatch take no longer than its GEMMs (issue
 // 20's numbers for the whole batch: 1.3 + 2.6 ms of exchanges against 6.8 ms of GEMMs). Past
-// that point the comm stream is the longer one in any order, and queuing more dispatches ahead
-// would only hold each combine behind rows no GEMM needs yet. With n = 2 every order is d0 d1 c0 c1.
+// that point the comm stream is the longer one in any order and the layer cannot reach its
+// compute side; queuing more dispatches ahead (all of them first, at the extreme) could then
+// trim the GEMMs' idle time, at the price of holding every combine behind rows no GEMM needs
+// yet. With n = 2 every order is d0 d1 c0 c1.
 std::vector<CommStep> comm_order(int64_t n) {
   std::vector<CommStep> order{{false, 0}};
   for (int64_t i = 0; i < n; ++i) {
