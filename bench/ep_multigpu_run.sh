@@ -9,8 +9,9 @@
 #   3. halcyon bench ep, one process per GPU started here (--rank/--rendezvous), DeepSeek-V3
 #      shape per GPU: dispatch/combine GB/s over NCCL's grouped send/recv, a plain peer copy and
 #      the ep_dispatch/ep_combine kernels on a 20-SM comm partition (chunks of 512 KiB), and
-#      the layer over each (the kernels' beside the GEMMs on the other 112 SMs); once for each
-#      comm partition size in EP_COMM_UNITS (default "20").
+#      the layer over each (the kernels' beside the GEMMs on the other 112 SMs), whole and in 2
+#      micro-batches against its grouped GEMMs alone (target 1.1x); once for each comm partition
+#      size in EP_COMM_UNITS (default "20"); every figure also in $OUT/bench_ep.u<units>.json.
 # NVLink multicast (NVLS) stays off, as the machine's notes ask: set here by the caller's
 # script, never by halcyon's library code.
 #   run(command="bash bench/ep_multigpu_run.sh", carry=[".devdeps"], kind="nvidia-h200-x2")
@@ -36,10 +37,11 @@ echo "\$ halcyon_ep_ipc_test --ranks $G --gpus $G" | tee -a "$log"
 timeout 200 "$B/tests/cuda/halcyon_ep_ipc_test" --ranks "$G" --gpus "$G" 2>&1 | tail -30 | tee -a "$log"
 for units in $UNITS; do
   name=bench-ep-$$-$units
-  echo "\$ halcyon bench ep --rank r --ranks $G --rendezvous $name --device cuda:r --tokens 4096 --iters 10 --comm-units $units --chunk-bytes 524288 $*" | tee -a "$log"
+  opts=(--tokens 4096 --iters 10 --comm-units "$units" --chunk-bytes 524288 --micro-batches 2 --json "$OUT/bench_ep.u$units.json")
+  echo "\$ halcyon bench ep --rank r --ranks $G --rendezvous $name --device cuda:r ${opts[*]} $*" | tee -a "$log"
   for ((r = 0; r < G; r++)); do
-    timeout 200 "$B/bin/halcyon" bench ep --rank $r --ranks "$G" --rendezvous "$name" --device cuda:$r --tokens 4096 \
-      --iters 10 --comm-units "$units" --chunk-bytes 524288 "$@" > "$OUT/bench_ep_rank$r.u$units.txt" 2>&1 &
+    timeout 200 "$B/bin/halcyon" bench ep --rank $r --ranks "$G" --rendezvous "$name" --device cuda:$r "${opts[@]}" "$@" \
+      > "$OUT/bench_ep_rank$r.u$units.txt" 2>&1 &
   done
   wait
   cat "$OUT/bench_ep_rank0.u$units.txt" | tee -a "$log"

@@ -7,7 +7,10 @@
 #include <halcyon/halcyon.hpp>
 #include <halcyon/ops/op.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -27,6 +30,17 @@ int bench_ep(const std::vector<std::string>& args);
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Writes `text` to `path` (--json, --svg, ...); false, said on stderr as `command`'s, when it cannot.
+inline bool write_file(const char* command, const std::string& path, const std::string& text) {
+  FILE* fp = std::fopen(path.c_str(), "w");
+  if (!fp) {
+    fmt::print(stderr, "halcyon {}: cannot write {}\n", command, path);
+    return false;
+  }
+  std::fputs(text.c_str(), fp);
+  return std::fclose(fp) == 0;
 }
 
 // Fills a buffer with random bf16 values in +-[2^-8, 1) (never zero) or f32 in (-s, s), from

@@ -70,17 +70,6 @@ struct Point {
   double slowdown() const { return together_gemm_ms / gemm_ms; }
 };
 
-bool write_file(const std::string& path, const std::string& text) {
-  FILE* fp = std::fopen(path.c_str(), "w");
-  if (!fp) {
-    fmt::print(stderr, "halcyon bench overlap: cannot write {}\n", path);
-    return false;
-  }
-  std::fputs(text.c_str(), fp);
-  std::fclose(fp);
-  return true;
-}
-
 // x = comm units, y = together ms, one line per chunk size, the planner's choice circled.
 std::string svg_plot(const std::vector<Point>& pts, const std::vector<int64_t>& chunks, const Point* choice) {
   const double W = 640, Hh = 400, L = 70, R = 150, T = 30, B = 50;
@@ -511,9 +500,9 @@ int bench_overlap(const std::vector<std::string>& args) {
     j += fmt::format(" \"best_measured\": {{\"comm_units\": {}, \"chunk_rows\": {}, \"together_ms\": {:.5f}}},\n"
                      " \"planner_within_pct\": {:.2f}\n}}\n",
                      best->comm_units, best->chunk_rows, best->together_ms, within);
-    if (!write_file(json_path, j)) return 1;
+    if (!write_file("bench overlap", json_path, j)) return 1;
   }
-  if (!svg_path.empty() && !write_file(svg_path, svg_plot(pts, chunks, choice))) return 1;
+  if (!svg_path.empty() && !write_file("bench overlap", svg_path, svg_plot(pts, chunks, choice))) return 1;
   if (!rates_path.empty()) {
     const std::string key = fmt::format("{} {} {} dest={}", info->uri, info->arch, info->name, dest);
     std::string old;
@@ -522,7 +511,7 @@ int bench_overlap(const std::vector<std::string>& args) {
       for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) old.append(buf, n);
       std::fclose(f);
     }
-    if (!write_file(rates_path, rt::upsert_rates(old, key, rates))) return 1;
+    if (!write_file("bench overlap", rates_path, rt::upsert_rates(old, key, rates))) return 1;
     fmt::print("  rates saved in {} as '{}'\n", rates_path, key);
   }
   return 0;

@@ -2,8 +2,8 @@
 // memory exported as a POSIX fd and passed over a unix socket), then the expert-parallel MoE
 // layer on cuda:0 over that communicator against the single-rank layer, with the rows moved by
 // the staged all-to-all, then written straight into the peers' mapped buffers, then by the
-// ep_dispatch/ep_combine kernels (flags in peer memory, back-to-back generations). Exit 0: passed, 1:
-// failed, 77: no CUDA device (CTest: skipped). Ranks are spawned, not forked (CUDA state does
+// ep_dispatch/ep_combine kernels (flags in peer memory, back-to-back generations; whole, then in
+// 2 and 3 micro-batches). Exit 0: passed, 1: failed, 77: no CUDA device (CTest: skipped). Ranks are spawned, not forked (CUDA state does
 // not survive a fork); `--rank R --ranks N --rendezvous NAME` runs one rank; `--ranks N --gpus G`
 // spreads N ranks over G GPUs (rank r on cuda:r%G: the two-GPU machine's run).
 #include <halcyon/halcyon.hpp>
@@ -74,6 +74,13 @@ int run_rank(uint32_t rank, uint32_t size, const std::string& name) {
       o.dispatch_chunk_rows = 16;
       o.combine_chunk_rows = 4;
       e = ep_rank(p, rank, size, name + "-ep-kernel", g_uri.c_str(), false, 1e-2, EpTransport::kPeerKernel, o);
+      // In micro-batches: 2, then 3 with rank 0 holding one token (two of its slices empty: the
+      // kernels run with T = 0 there while the other ranks' slices are not).
+      o.micro_batches = 2;
+      if (e.empty()) e = ep_rank(p, rank, size, name + "-ep-mb2", g_uri.c_str(), false, 1e-2, EpTransport::kPeerKernel, o);
+      o.micro_batches = 3;
+      if (e.empty())
+        e = ep_rank(p, rank, size, name + "-ep-mb3", g_uri.c_str(), false, 1e-2, EpTransport::kPeerKernel, o, 1);
     }
   }
   if (!e.empty()) std::fprintf(stderr, "[rank %u of %u] FAILED: %s\n", rank, size, e.c_str());

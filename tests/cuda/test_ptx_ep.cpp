@@ -1,8 +1,9 @@
 // ep_dispatch and ep_combine's PTX kernels (kernels/ptx/comm/ep_exchange.cu) on cuda:0 in the
 // contracts' world form: every rank's blocks in one grid, every rank's memory a slice of the
 // stacked tensors, flags in device memory. A layout worked out by hand, round trips over
-// several generations on the same buffers (the flags are never reset), and the same on a
-// 16-SM communication partition (green contexts) as the layer runs them. The exact comparison
+// several generations on the same buffers (the flags are never reset), ranks without tokens
+// (T = 0, what a layer's empty micro-batch runs), and the same on a 16-SM communication
+// partition (green contexts) as the layer runs them. The exact comparison
 // with the CPU reference is the conformance suite's (`halcyon cts --filter 'numeric.ep_*'`).
 // Exits with 77 (CTest: skipped) without a CUDA device.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -29,6 +30,13 @@ TEST_CASE("ptx ep_dispatch + ep_combine: round trips over generations") {
   CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3) == "");     // H not a multiple of 8: the scalar paths
   CHECK(round_trip(d, s, 4, 64, 8, 256, 32, 16, 4, 3, 4) == "");
   CHECK(round_trip(d, s, 8, 16, 8, 128, 256, 8, 2, 2, 5) == "");  // the most ranks, DeepSeek's expert count
+}
+
+TEST_CASE("ptx ep_dispatch + ep_combine: every rank without tokens (T = 0)") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  auto s = test::unwrap(d.create_stream());
+  CHECK(no_tokens(d, s, 1, 4) == "");
+  CHECK(no_tokens(d, s, 3, 5) == "");
 }
 
 TEST_CASE("ptx ep_dispatch + ep_combine: DeepSeek-V3 rows, 2 ranks") {

@@ -154,6 +154,60 @@ inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64
   return {};
 }
 
+// A tensor of `shape` whose dimension `dim` is 0, over a buffer that holds one row there (a
+// backend need not allocate 0 bytes): what a rank without tokens passes.
+inline halcyon::Result<Tensor> empty_along(const Device& d, DType dt, std::vector<int64_t> shape, size_t dim) {
+  shape[dim] = 1;
+  auto t = halcyon::ops::make_tensor(d, dt, shape);
+  if (t) t->shape[dim] = 0;
+  return t;
+}
+
+// Every rank without tokens (T = 0), twice on the same buffers (the flags never reset): dispatch
+// still publishes its counts (zeros) and raises every count flag, writes expert_offsets (all 0)
+// and zeroes the receive buffer's tail (all of it); combine still raises every ready flag. A
+// layer's rank whose micro-batch is empty runs the one-rank form of exactly this.
+inline std::string no_tokens(const Device& d, const Stream& s, int64_t P, int64_t E) {
+  const int64_t K = 2, H = 8, RC = 4, EO = (E + P - 1) / P + 1;
+  Tensors disp, comb;
+  for (auto [t, name, dt, shape, dim] :
+       {std::tuple{&disp, "x", DType::bf16, std::vector<int64_t>{P, 0, H}, size_t(1)},
+        {&disp, "topk_ids", DType::i32, {P, 0, K}, 1}, {&disp, "slot_dest", DType::i32, {P, 0, K}, 1},
+        {&disp, "chunk_flags", DType::i32, {P, P, 0}, 2}, {&comb, "topk_weights", DType::f32, {P, 0, K}, 1},
+        {&comb, "out", DType::bf16, {P, 0, H}, 1}}) {
+    auto made = empty_along(d, dt, shape, dim);
+    EP_TRY(made);
+    (*t)[name] = *made;
+  }
+  auto recv = put(d, s, DType::bf16, {P, RC, H}, std::vector<uint16_t>(size_t(P * RC * H), 0x3f80));  // 1.0
+  auto offsets = put(d, s, DType::i32, {P, EO}, std::vector<int32_t>(size_t(P * EO), -1));
+  auto counts = put(d, s, DType::i32, {P, P, E}, std::vector<int32_t>(size_t(P * P * E), -1));
+  auto cflags = put(d, s, DType::i32, {P, P}, std::vector<int32_t>(size_t(P * P), 0));
+  auto ready = put(d, s, DType::i32, {P, P}, std::vector<int32_t>(size_t(P * P), 0));
+  for (auto* t : {&recv, &offsets, &counts, &cflags, &ready}) EP_TRY(*t);
+  disp["recv"] = *recv, disp["expert_offsets"] = *offsets, disp["counts"] = *counts, disp["count_flags"] = *cflags;
+  comb["expert_out"] = *recv, comb["slot_dest"] = disp["slot_dest"], comb["ready"] = *ready;
+  for (int g = 1; g <= 2; ++g) {
+    const Params dp{{"experts", std::to_string(E)}, {"capacity", std::to_string(RC)}, {"chunk_rows", "3"},
+                    {"generation", std::to_string(g)}, {"zero_tail", "true"}};
+    EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", disp, dp));
+    EP_TRY(halcyon::ops::run_op(d, s, "ep_combine", comb, {{"generation", std::to_string(g)}}));
+    EP_TRY(s.synchronize());
+    for (auto [name, t, want] : {std::tuple{"count flag", &cflags, g}, {"ready flag", &ready, g},
+                                 {"count", &counts, 0}, {"expert offset", &offsets, 0}}) {
+      const auto got = get<int32_t>(s, **t);
+      if (got.size() != size_t((*t)->numel())) return fmt::format("generation {}: the {}s could not be read", g, name);
+      for (int32_t v : got)
+        if (v != want) return fmt::format("generation {}: a {} holds {}, expected {}", g, name, v, want);
+    }
+    const auto rows = get<uint16_t>(s, *recv);
+    if (rows.size() != size_t(P * RC * H)) return fmt::format("generation {}: recv could not be read", g);
+    for (uint16_t v : rows)
+      if (v != 0) return fmt::format("generation {}: a received row past the 0 that arrived holds {:#06x}", g, v);
+  }
+  return {};
+}
+
 #undef EP_TRY
 
 }  // namespace test::ep_ops

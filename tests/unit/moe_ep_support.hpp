@@ -106,17 +106,19 @@ inline std::string open_rank(uint32_t rank, uint32_t size, const std::string& na
 }
 
 // One rank of the EP layer against the single-rank layer on the same tokens. exact: the same
-// bits (the CPU); otherwise within `rel` (relative L2 error) and every value finite.
+// bits (the CPU); otherwise within `rel` (relative L2 error) and every value finite. Rank r
+// holds first_tokens + 7 r tokens (ranks hold different numbers).
 inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const std::string& name,
                            const char* uri = "cpu:0", bool exact = true, double rel = 0,
-                           EpTransport transport = EpTransport::kAllToAll, EpOptions ep_options = {}) {
+                           EpTransport transport = EpTransport::kAllToAll, EpOptions ep_options = {},
+                           int64_t first_tokens = 5) {
   RankEnv env;
   if (auto e = open_rank(rank, size, name, &env, uri); !e.empty()) return e;
   const Device* dev = &env.dev;
   const Comm* comm = &env.comm;
   const Stream* s = &env.s;
   const auto& c = p.c;
-  const int64_t T = 5 + 7 * int64_t(rank);  // ranks hold different numbers of tokens
+  const int64_t T = first_tokens + 7 * int64_t(rank);
   std::mt19937 rng(100 + rank);
   auto x_host = random_bf16(size_t(T * c.hidden), 1.0f, rng);
   auto x = upload(*dev, *s, DType::bf16, {T, c.hidden}, x_host.data(), x_host.size());
@@ -206,8 +208,9 @@ inline std::string ep_rank(const Problem& p, uint32_t rank, uint32_t size, const
     }
   }
   static const char* names[] = {"all-to-all", "peer writes", "dispatch/combine kernels"};
-  std::fprintf(stderr, "[rank %u of %u on %s, %s] %zu of %zu outputs differ from the single-rank layer, relative error %.3g\n",
-               rank, size, uri, names[int(transport)], differ, want->size(), rel_err);
+  std::fprintf(stderr, "[rank %u of %u on %s, %s, %lld micro-batch(es), %lld tokens] %zu of %zu outputs differ from the "
+               "single-rank layer, relative error %.3g\n", rank, size, uri, names[int(transport)],
+               (long long)ep_options.micro_batches, (long long)T, differ, want->size(), rel_err);
   return {};
 }
 

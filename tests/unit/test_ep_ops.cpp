@@ -1,5 +1,6 @@
 // ep_dispatch and ep_combine on the CPU device (the reference protocol in the contracts' world
-// form): a layout worked out by hand, round trips over several generations, and bad calls.
+// form): a layout worked out by hand, round trips over several generations, no tokens at all,
+// and bad calls.
 #include <doctest/doctest.h>
 
 #include "ep_ops_checks.hpp"
@@ -20,6 +21,14 @@ TEST_CASE("ep_dispatch + ep_combine: round trips, 1 to 4 ranks, several generati
   CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2) == "");
   CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3) == "");
   CHECK(round_trip(d, s, 4, 16, 8, 64, 32, 64, 16, 2, 4) == "");
+}
+
+TEST_CASE("ep_dispatch + ep_combine: every rank without tokens (T = 0), 1 to 3 ranks") {
+  auto d = test::unwrap(Device::open("cpu"));
+  auto s = test::unwrap(d.create_stream());
+  CHECK(no_tokens(d, s, 1, 4) == "");
+  CHECK(no_tokens(d, s, 2, 8) == "");
+  CHECK(no_tokens(d, s, 3, 5) == "");
 }
 
 TEST_CASE("ep_dispatch: bad calls are refused naming the value") {

@@ -1,6 +1,7 @@
 // The expert-parallel MoE layer (runtime/moe_ep_layer) on the CPU communicator: 2, 3 and 4
 // processes, each with its own tokens, against the single-rank layer with all experts run on
-// the same tokens. The same operators on the same rows: the outputs must be the same bits.
+// the same tokens. The same operators on the same rows: the outputs must be the same bits, with
+// the dispatch/combine kernels in micro-batches too. And EpExchange with a rank without tokens.
 #include <doctest/doctest.h>
 
 #include "moe_ep_support.hpp"
@@ -39,6 +40,134 @@ TEST_CASE("moe_ep: the dispatch/combine kernels (kPeerKernel) equal the single-r
         }) == "");
 }
 
+// kPeerKernel's options of the cases below: several chunks per rank, the last one short.
+EpOptions kernel_options(int64_t micro_batches) {
+  EpOptions ep;
+  ep.max_tokens = 32;
+  ep.dispatch_chunk_rows = 5;
+  ep.combine_chunk_rows = 3;
+  ep.timeout_ms = 20000;
+  ep.micro_batches = micro_batches;
+  return ep;
+}
+
+TEST_CASE("moe_ep: micro-batches (kPeerKernel, 2 and 3) equal the single-rank layer, 1, 2 and 4 processes") {
+  const Problem p = make_problem(64, 32, 16, 4, 4, 2);
+  for (int64_t mb : {2, 3})
+    for (uint32_t n : {1u, 2u, 4u}) {
+      CAPTURE(mb);
+      CAPTURE(n);
+      const EpOptions ep = kernel_options(mb);
+      CHECK(test::run_ranks(n, "ep-mb", [&](uint32_t r, uint32_t size, const std::string& name) {
+              return ep_rank(p, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep);
+            }) == "");
+    }
+  // Fewer tokens than micro-batches: rank 0 holds one token, so two of its three slices are
+  // empty (T = 0) while the other ranks' are not; every exchange still runs on every rank.
+  const EpOptions ep = kernel_options(3);
+  for (uint32_t n : {2u, 4u}) {
+    CAPTURE(n);
+    CHECK(test::run_ranks(n, "ep-mb-one", [&](uint32_t r, uint32_t size, const std::string& name) {
+            return ep_rank(p, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep, 1);
+          }) == "");
+  }
+  // More ranks than experts (ranks 1 and 3 own none) and more micro-batches than rank 0's tokens.
+  const Problem few = make_problem(24, 16, 3, 2, 1, 1);
+  CHECK(test::run_ranks(4, "ep-mb-few", [&](uint32_t r, uint32_t size, const std::string& name) {
+          return ep_rank(few, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep, 2);
+        }) == "");
+}
+
+// A rank of the refusal cases: its environment and its experts' weights of a small problem.
+struct SmallRank {
+  Problem p = make_problem(16, 8, 4, 2, 1, 1);
+  RankEnv env;
+  MoeLayerWeights w;
+};
+std::string small_rank(uint32_t rank, uint32_t size, const std::string& name, SmallRank* r) {
+  if (auto e = open_rank(rank, size, name, &r->env); !e.empty()) return e;
+  auto w = weights(r->env.dev, r->env.s, r->p, ep_expert_range(r->p.c.experts, rank, size));
+  RANK_TRY(w);
+  r->w = *w;
+  return {};
+}
+
+TEST_CASE("moe_ep: micro_batches = 0, and options that differ between ranks, are refused on every rank") {
+  CHECK(test::run_ranks(2, "ep-mb-bad", [](uint32_t rank, uint32_t size, const std::string& name) -> std::string {
+          SmallRank r;
+          if (auto e = small_rank(rank, size, name, &r); !e.empty()) return e;
+          auto refused = [&](EpOptions ep, const std::string& says) -> std::string {
+            auto layer = MoeEpLayer::create(r.env.dev, r.env.comm, r.p.c, r.w, {}, EpTransport::kPeerKernel, ep);
+            RANK_CHECK(!layer, "accepted, expected \"{}\"", says);
+            RANK_CHECK(layer.error().message().find(says) != std::string::npos, "{}", layer.error().to_string());
+            return {};
+          };
+          EpOptions ep = kernel_options(0);
+          if (auto e = refused(ep, "EpOptions::micro_batches = 0 must be >= 1"); !e.empty()) return e;
+          ep.micro_batches = rank == 0 ? 2 : 3;
+          if (auto e = refused(ep, "rank 1 has EpOptions::micro_batches = 3, rank 0 has 2"); !e.empty()) return e;
+          ep.micro_batches = 1;
+          ep.max_tokens = rank == 0 ? 32 : 16;
+          return refused(ep, "EpExchange: rank 1 has EpOptions::max_tokens = 16, rank 0 has 32");
+        }) == "");
+}
+
+// EpExchange with a rank that has no tokens (T = 0, what a layer's empty micro-batch sends):
+// the experts are the identity (outputs = the rows as they landed), so every token's combined
+// row is its own row weighed by the sum of its weights, summed as ep_combine sums. Rank 0 has no
+// tokens in generations 1 and 3 and some in 2, on the same buffers.
+std::string exchange_rank(uint32_t rank, uint32_t size, const std::string& name) {
+  RankEnv env;
+  if (auto e = open_rank(rank, size, name, &env); !e.empty()) return e;
+  const int64_t E = 6, K = 2, H = 16;
+  EpOptions o = kernel_options(1);
+  o.max_tokens = 4;
+  auto ex = EpExchange::create(env.dev, env.comm, E, K, H, o);
+  RANK_TRY(ex);
+  std::mt19937 rng(7 + rank);
+  std::uniform_real_distribution<float> w01(0, 1);
+  for (int g = 1; g <= 3; ++g) {
+    const int64_t T = rank == 0 && g != 2 ? 0 : 1 + (rank + g) % 4;
+    const auto x = random_bf16(size_t(T * H), 1.0f, rng);
+    std::vector<int32_t> ids(size_t(T * K));
+    std::vector<float> w(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i / K + rank + 3 * (i % K)) % E), w[i] = w01(rng);
+    // Buffers of at least one row (a backend need not allocate 0 bytes), T rows seen.
+    auto xt = upload(env.dev, env.s, DType::bf16, {std::max<int64_t>(T, 1), H}, x.data(), x.size());
+    auto it = upload(env.dev, env.s, DType::i32, {std::max<int64_t>(T, 1), K}, ids.data(), ids.size());
+    auto wt = upload(env.dev, env.s, DType::f32, {std::max<int64_t>(T, 1), K}, w.data(), w.size());
+    auto out = make_tensor(env.dev, DType::bf16, {std::max<int64_t>(T, 1), H});
+    for (auto* t : {&xt, &it, &wt, &out}) {
+      RANK_TRY(*t);
+      (*t)->shape[0] = T;
+    }
+    RANK_TRY(ex->dispatch(env.s, *xt, *it));
+    const Tensor recv = ex->received(), eout = ex->expert_outputs();
+    RANK_TRY(env.s.copy(eout.buffer, eout.offset, recv.buffer, recv.offset, recv.bytes()));
+    RANK_TRY(ex->combine(env.s, *wt, *out));
+    RANK_CHECK(ex->generation() == g, "generation {} after {} dispatches", ex->generation(), g);
+    std::vector<uint16_t> got(size_t(T * H));
+    RANK_TRY(env.s.read(out->buffer, out->offset, got.data(), got.size() * 2));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += double(w[size_t(t * K + k)]) * halcyon::ref::bf16_to_float(halcyon::ref::bf16{x[size_t(t * H + h)]});
+        const uint16_t want = halcyon::ref::float_to_bf16(float(acc)).bits;
+        RANK_CHECK(got[size_t(t * H + h)] == want, "generation {}: out[{}, {}] = {:#06x}, expected {:#06x}", g, t, h,
+                   got[size_t(t * H + h)], want);
+      }
+  }
+  return {};
+}
+
+TEST_CASE("moe_ep: EpExchange with a rank that has no tokens (T = 0), 2 and 3 processes") {
+  for (uint32_t n : {2u, 3u}) {
+    CAPTURE(n);
+    CHECK(test::run_ranks(n, "ep-exchange-empty", exchange_rank) == "");
+  }
+}
+
 TEST_CASE("moe_ep: more ranks than experts (a rank owns none), and one rank") {
   const Problem p = make_problem(24, 16, 3, 2, 1, 1);
   for (uint32_t n : {1u, 4u}) {
@@ -67,15 +196,12 @@ TEST_CASE("moe_ep: expert ranges and owners") {
 
 TEST_CASE("moe_ep: a config naming other local experts than the rank owns is an error") {
   CHECK(test::run_ranks(2, "ep-bad", [](uint32_t rank, uint32_t size, const std::string& name) -> std::string {
-          const Problem p = make_problem(16, 8, 4, 2, 1, 1);
-          RankEnv env;
-          if (auto e = open_rank(rank, size, name, &env); !e.empty()) return e;
-          auto w = weights(env.dev, env.s, p, ep_expert_range(4, rank, size));
-          RANK_TRY(w);
-          MoeLayerConfig c = p.c;
+          SmallRank r;
+          if (auto e = small_rank(rank, size, name, &r); !e.empty()) return e;
+          MoeLayerConfig c = r.p.c;
           c.expert_begin = 3;
           c.local_experts = 1;
-          auto layer = MoeEpLayer::create(env.dev, env.comm, c, *w);
+          auto layer = MoeEpLayer::create(r.env.dev, r.env.comm, c, r.w);
           RANK_CHECK(!layer, "accepted");
           RANK_CHECK(layer.error().message().find(fmt::format("rank {} of 2 owns", rank)) != std::string::npos, "{}",
                      layer.error().to_string());

@@ -37,8 +37,10 @@ struct MoeEpStats {
   int64_t rows_sent = 0;      // (token, k) rows this rank dispatched (its own rank included)
   int64_t rows_received = 0;  // rows its experts computed
   uint64_t dispatch_bytes = 0, combine_bytes = 0;  // to or from other ranks only
-  // Host wall clock; kPeerKernel: timing events on the comm stream (expert_ms = from the end of
-  // dispatch to the start of combine as that stream sees it). Filled only when asked for.
+  // Host wall clock; kPeerKernel: timing events on the comm stream, summed over the micro-batches
+  // (expert_ms = how long that stream stood waiting for the GEMMs: before each combine, from the
+  // end of the step queued ahead of it; with one micro-batch, from the end of dispatch to the
+  // start of combine). Filled only when asked for.
   float dispatch_ms = 0, expert_ms = 0, combine_ms = 0;
 };
 
@@ -53,7 +55,9 @@ struct MoeEpStats {
 //              expert-contiguous buffers, flags in peer memory instead of host waits; the
 //              grouped GEMMs run on the caller's stream (the compute partition) on the
 //              received buffer as it lies. No host synchronisation in forward(); buffers are
-//              made once at create() for EpOptions::max_tokens tokens per rank.
+//              made once at create() for EpOptions::max_tokens tokens per rank. With
+//              EpOptions::micro_batches > 1 the tokens go in slices, each with its own
+//              exchange, and one slice's dispatch and combine run beside another's GEMMs.
 enum class EpTransport { kAllToAll, kPeerWrite, kPeerKernel };
 
 // kPeerKernel's settings.
@@ -63,6 +67,13 @@ struct EpOptions {
   int64_t dispatch_chunk_rows = 64;  // (token, k) rows per dispatch chunk: the planner's chunk in rows
   int64_t combine_chunk_rows = 8;    // tokens per combine chunk
   int64_t timeout_ms = 60000;        // host implementations: how long a rank waits for the others
+  // MoeEpLayer: the forward's tokens in this many micro-batches (slice i: tokens [T*i/n,
+  // T*(i+1)/n)), each with its own EpExchange for ceil(max_tokens / n) tokens, so that one's
+  // dispatch and combine run beside another's GEMMs (docs/expert_parallel.md). >= 1, and the
+  // same on every rank: each exchange is collective, so the count comes from here, never from
+  // the data (a rank with fewer tokens than micro-batches sends empty slices). EpExchange
+  // itself ignores it.
+  int64_t micro_batches = 1;
 };
 
 // The exchange memory of the dispatch/combine kernels (ep_dispatch, ep_combine: kernels/comm)
@@ -74,7 +85,8 @@ class EpExchange {
   static Result<EpExchange> create(const Device& device, const Comm& comm, int64_t experts, int64_t topk,
                                    int64_t hidden, const EpOptions& options);
   // Collective, queued on `stream` (no host wait): the next generation's dispatch of x [T, H]
-  // routed by topk_ids [T, K] (T <= max_tokens); the rows land in every owner's received().
+  // routed by topk_ids [T, K] (0 <= T <= max_tokens: a rank without tokens still publishes its
+  // counts and receives its peers' rows); the rows land in every owner's received().
   Status dispatch(const Stream& stream, const Tensor& x, const Tensor& topk_ids, ops::RunOptions run = {});
   // Collective, queued: the same generation's combine, out [T, H] (T of the last dispatch) =
   // the gate-weighted sum of every token's rows of the owners' expert_outputs().
@@ -119,6 +131,10 @@ class MoeEpLayer {
   Status peer_combine(const Stream& stream, Routing& r);
   Status create_kernel_buffers();
   Status kernel_forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats);
+  Status kernel_dispatch(int64_t batch, const Tensor& x, const Tensor& ids, bool timed);
+  Status kernel_experts(const Stream& stream, int64_t batch);
+  Status kernel_combine(int64_t batch, const Tensor& weights, const Tensor& out, bool timed);
+  Status kernel_stats(const Stream& stream, int64_t tokens, MoeEpStats& stats);
   Device device_;
   Comm comm_;
   uint32_t rank_ = 0, ranks_ = 1;
