@@ -33,6 +33,10 @@ struct CombinePeers {
 __device__ __forceinline__ void flag_release(unsigned long long at, int v) {
   asm volatile("st.release.sys.global.s32 [%0], %1;" ::"l"(at), "r"(v) : "memory");
 }
+// After a __threadfence_system by the same thread: the fence and this store form the release.
+__device__ __forceinline__ void flag_relaxed(unsigned long long at, int v) {
+  asm volatile("st.relaxed.sys.global.s32 [%0], %1;" ::"l"(at), "r"(v) : "memory");
+}
 __device__ __forceinline__ int flag_acquire(unsigned long long at) {
   int v;
   asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(at) : "memory");
@@ -64,7 +68,7 @@ constexpr int kCopyDepth = 8;
 // A copying warp fences its stores (and so lets the chunks it finished be flagged) after about
 // this many bytes: a fence waits for the warp's stores to land across the link, and chunks of
 // a few rows would otherwise stall each warp every few rows.
-constexpr long long kFenceBytes = 256 * 1024;
+constexpr long long kFenceBytes = 1024 * 1024;
 // Combine reads each token's K rows, up to kCombineDepth of them in flight per thread (the
 // DeepSeek-V3 top-8 in one go): remote reads wait a round trip over the link.
 constexpr int kCombineDepth = 8;
@@ -72,8 +76,7 @@ constexpr int kCombineDepth = 8;
 // 128 KiB in flight an SM.
 constexpr int kCombineItems = 2;
 
-// Data no one writes while the kernel runs (dispatch's x, combine's expert outputs) through the
-// non-coherent path, not kept in L1 (read once).
+// Read-only input (dispatch's x) through the non-coherent path, not kept in L1 (read once).
 __device__ __forceinline__ uint4 load_nc(const uint4* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -233,11 +236,14 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
     __syncwarp();
     if (lane == 0) {
       __threadfence_system();
+      bool fenced = false;
       for (int l = first_open; l <= lc; ++l)
         if (atomicAdd(&done[l], 1) == warps - 1) {
-          __threadfence_system();  // the other warps' fenced rows, seen through done[], before the flag
+          // The other warps' fenced rows, seen through done[], before the flags: one fence, then
+          // relaxed stores (a release each would fence again per rank).
+          if (!fenced) __threadfence_system(), fenced = true;
           const long long cl = blockIdx.x + (long long)l * gridDim.x;
-          for (long long q = 0; q < P; ++q) flag_release(peers.chunk_flags[q] + 4 * (me * C + cl), gen);
+          for (long long q = 0; q < P; ++q) flag_relaxed(peers.chunk_flags[q] + 4 * (me * C + cl), gen);
         }
     }
     __syncwarp();
@@ -317,10 +323,8 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
               const int d = k0 + q < K ? dests[it][k0 + q] : -1;
               const bool has = d >= 0 && d < P * RC;
               ok |= unsigned(has) << (it * kCombineDepth + q);
-              // Read-only while this kernel runs (written before its owner's ready flag; the next
-              // generation's GEMMs start only after every rank's combine): the non-coherent path.
-              v[it][q] = has ? load_nc(reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
-                                                                      (long long)(d % RC) * H) + col[it])
+              v[it][q] = has ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
+                                                              (long long)(d % RC) * H)[col[it]]
                              : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
