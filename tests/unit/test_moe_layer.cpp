@@ -143,7 +143,7 @@ TEST_CASE("moe layer: options name implementations per op; unknown names are ref
                        m.find("no implementation named 'sm80.fused'") != std::string::npos;
   CHECK_MESSAGE(refused, m);
   o.impl.erase("moe_permute");
-  o.impl["no_such_op"] = "x";
+  o.impl.emplace("no_such_op", "x");  // not operator[] = "x": GCC 12 -O3 warns -Wrestrict on it (GCC bug 105329)
   l = MoeLayer::create(dev, c, w, o);
   REQUIRE(!l.ok());
   CHECK(l.error().message().find("'no_such_op', which has no implementations") != std::string::npos);
