@@ -75,6 +75,7 @@ constexpr int kCombineDepth = 8;
 // ... for kCombineItems (token, 8-column) pieces at once: 512 threads x 2 x 8 x 16 bytes =
 // 128 KiB in flight an SM.
 constexpr int kCombineItems = 2;
+constexpr long long kCombinePassTokens = 1 << 16;
 
 // Read-only input (dispatch's x) through the non-coherent path, not kept in L1 (read once).
 __device__ __forceinline__ uint4 load_nc(const uint4* p) {
@@ -268,7 +269,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
 }
 
 // Combine: block 0 of each rank raises "my expert outputs are complete" in every rank's
-// memory; every block waits until all ranks have, then sums its chunks' tokens: each thread
+// memory; every block waits until all ranks have, then sums its run of chunks' tokens: each thread
 // owns 8-column pieces, k in order, fp32 fused multiply-adds from 0, one rounding (what
 // moe_combine's kernel computes, so a layer's output equals the single-rank layer's).
 extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
@@ -291,13 +292,17 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
   __syncthreads();
   bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
   for (long long q = 0; q < P; ++q) vec = vec && (eout[q] & 15) == 0;
+  // Block b takes the contiguous chunks [chunks * b / grid, chunks * (b + 1) / grid), in passes
+  // of at most kCombinePassTokens tokens (the flat piece index below stays 32-bit).
   const long long chunks = (T + chunk_rows - 1) / chunk_rows;
-  for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const long long t0 = c * chunk_rows, t1 = (c + 1) * chunk_rows < T ? (c + 1) * chunk_rows : T;
+  const long long b0 = chunks * blockIdx.x / gridDim.x * chunk_rows;
+  const long long b1 = min(T, chunks * (blockIdx.x + 1) / gridDim.x * chunk_rows);
+  for (long long t0 = b0; t0 < b1; t0 += kCombinePassTokens) {
+    const long long t1 = min(b1, t0 + kCombinePassTokens);
     if (vec) {
-      // The chunk's (token, 8-column piece) pairs as one flat range over the block, so no
-      // thread idles at a row's end; each pair reads its K rows (through the peer mappings)
-      // kCombineDepth at a time, all in flight before the first is summed.
+      // The pass's (token, 8-column piece) pairs as one flat range over the block, so no thread
+      // idles at a row's or a chunk's end; each pair reads its K rows (through the peer
+      // mappings) kCombineDepth at a time, all in flight before the first is summed.
       const unsigned m = (unsigned)(H >> 3), total = (unsigned)(t1 - t0) * m, step = blockDim.x;
       for (unsigned i0 = tid; i0 < total; i0 += kCombineItems * step) {
         float acc[kCombineItems][8];
