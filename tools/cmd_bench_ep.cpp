@@ -46,7 +46,8 @@ int usage(int rc) {
   fmt::print(rc ? stderr : stdout,
              "usage: halcyon bench ep [--device URI] [--ranks N] [--rank R --rendezvous NAME] [--tokens N]\n"
              "                        [--topk N] [--experts N] [--hidden N] [--inter N] [--iters N]\n"
-             "                        [--comm-units N] [--chunk-bytes N] [--micro-batches N] [--json FILE]\n"
+             "                        [--comm-units N] [--chunk-bytes N] [--micro-batches N] [--impl OP=NAME]...\n"
+             "                        [--json FILE]\n"
              "  Expert-parallel dispatch and combine (all-to-all of the routed rows and back) and a whole\n"
              "  MoeEpLayer forward, per rank: bytes to other ranks, GB/s, latency (medians of --iters,\n"
              "  default 10, after one warm-up). --ranks N (default 2) starts N processes here; with --rank\n"
@@ -56,6 +57,7 @@ int usage(int rc) {
              "  The kernels' layer is timed whole and in --micro-batches N slices (default 2: one's\n"
              "  dispatch and combine beside another's GEMMs), each against its grouped GEMMs alone\n"
              "  (the compute side; target: the micro-batched layer within 1.1x of it).\n"
+             "  --impl OP=NAME runs that implementation of OP (ep_dispatch=sm90.tma, moe_grouped_gemm=...).\n"
              "  --json FILE: every figure of every rank, written by rank 0.\n"
              "  Defaults: cpu: 64 tokens per rank, top-8 of 16 experts, H 256, I 128 (tiny, for CI);\n"
              "  otherwise the DeepSeek-V3 shape per GPU (4096 tokens, top-8 of 256, H 7168, I 2048).\n");
@@ -66,6 +68,7 @@ struct Shape {
   int64_t tokens = -1, topk = 8, experts = -1, hidden = -1, inter = -1, iters = 10;
   int64_t comm_units = 0, chunk_bytes = 512 * 1024;
   int64_t micro_batches = 2;  // the kernels' layer in this many slices (EpOptions::micro_batches)
+  rt::MoeLayerOptions layer;  // --impl OP=NAME: named implementations (ep_dispatch, ep_combine, the GEMMs)
 };
 
 // What one rank measured; rank 0 gathers and prints them.
@@ -157,7 +160,8 @@ Status time_kernels(const Device& dev, const Comm& comm, const Stream& cs, const
     for (int side = 0; side < 2; ++side) {
       HALCYON_TRY(comm.barrier());
       auto t0 = std::chrono::steady_clock::now();
-      HALCYON_TRY(side == 0 ? ex->dispatch(cs, *x, *idt) : ex->combine(cs, *wt, *y));
+      HALCYON_TRY(side == 0 ? ex->dispatch(cs, *x, *idt, sh.layer.run_options("ep_dispatch"))
+                            : ex->combine(cs, *wt, *y, sh.layer.run_options("ep_combine")));
       HALCYON_TRY(cs.synchronize());
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (i > 0) (side == 0 ? dms : cms).push_back(ms);
@@ -279,7 +283,7 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
                          Run{rt::EpTransport::kPeerKernel, 1, &out.layer_kernel_ms},
                          Run{rt::EpTransport::kPeerKernel, sh.micro_batches, &out.layer_micro_ms}}) {
     o.micro_batches = run.micro_batches;
-    auto layer = rt::MoeEpLayer::create(dev, comm, c, w, {}, run.transport, o);
+    auto layer = rt::MoeEpLayer::create(dev, comm, c, w, sh.layer, run.transport, o);
     if (!layer) return layer.error();
     const Stream& ls = run.transport == rt::EpTransport::kPeerKernel ? *compute : s;
     auto ms = median_ms(sh.iters, comm, ls, [&] { return layer->forward(ls, *x, *y); });
@@ -449,7 +453,12 @@ int bench_ep(const std::vector<std::string>& args) {
     else if (a == "--comm-units") ok = integer(&sh.comm_units, 0, 1 << 16);
     else if (a == "--chunk-bytes") ok = integer(&sh.chunk_bytes, 1, int64_t(1) << 40);
     else if (a == "--micro-batches") ok = integer(&sh.micro_batches, 1, 4096);
-    else {
+    else if (a == "--impl") {
+      const size_t eq = v.find('=');
+      ok = eq != std::string::npos && eq > 0 && eq + 1 < v.size();
+      if (ok) sh.layer.impl[v.substr(0, eq)] = v.substr(eq + 1);
+      else err = fmt::format("--impl '{}' is not OP=NAME", v);
+    } else {
       fmt::print(stderr, "halcyon bench ep: unknown option '{}' (halcyon bench ep --help)\n", a);
       return 2;
     }

@@ -41,9 +41,11 @@ function(halcyon_add_ptx)
     set(stem ${dir}/${P_NAME}.${t})
     if(ext STREQUAL ".cu")
       string(REPLACE "sm_" "compute_" virt ${t})
+      # The depfile: a change to an included file (gemm_common.cuh, ep_exchange.cu) rebuilds it.
       add_custom_command(OUTPUT ${stem}.ptx
-        COMMAND ${HALCYON_NVCC} -ptx -arch=${virt} -std=c++17 -o ${stem}.ptx ${src}
+        COMMAND ${HALCYON_NVCC} -ptx -arch=${virt} -std=c++17 -MD -MF ${stem}.ptx.d -o ${stem}.ptx ${src}
         DEPENDS ${src}
+        DEPFILE ${stem}.ptx.d
         COMMENT "nvcc -ptx ${P_NAME} for ${t}" VERBATIM)
       set(ptx ${stem}.ptx)
     else()

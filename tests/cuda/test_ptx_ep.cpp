@@ -58,6 +58,27 @@ TEST_CASE("ptx ep_dispatch + ep_combine on a 16-SM communication partition") {
   CHECK(round_trip(d, comm, 2, 128, 8, 2048, 64, 32, 8, 2, 8) == "");
 }
 
+// The sm_90a build whose rows leave through bulk copies (ep_dispatch "sm90.tma"), named.
+TEST_CASE("ptx ep_dispatch sm90.tma: the layout by hand, round trips, DeepSeek-V3 rows, a partition") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  if (!test::unwrap(d.can_run(HAL_MODULE_PTX, "sm_90a"))) {
+    MESSAGE("cuda:0 does not run sm_90a: sm90.tma not run");
+    return;
+  }
+  auto s = test::unwrap(d.create_stream());
+  CHECK(layout_by_hand(d, s, "sm90.tma") == "");
+  CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2, "sm90.tma") == "");
+  CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3, "sm90.tma") == "");  // H % 8 != 0: the lanes' stores
+  CHECK(round_trip(d, s, 8, 16, 8, 128, 256, 8, 2, 2, 5, "sm90.tma") == "");
+  CHECK(round_trip(d, s, 2, 256, 8, 7168, 256, 64, 8, 2, 6, "sm90.tma") == "");
+  CHECK(round_trip(d, s, 2, 100, 8, 1800, 64, 7, 3, 3, 9, "sm90.tma") == "");  // rows of 3600 bytes: a short piece
+  if (d.has("partition.green_context")) {
+    auto parts = test::unwrap(d.split_n({{"comm", 16}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+    auto comm = test::unwrap(d.create_stream(&parts[0]));
+    CHECK(round_trip(d, comm, 4, 64, 8, 512, 32, 16, 4, 3, 7, "sm90.tma") == "");
+  }
+}
+
 int main(int argc, char** argv) {
   auto dev = halcyon::Device::open("cuda:0");
   if (!dev) {

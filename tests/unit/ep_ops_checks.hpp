@@ -63,7 +63,8 @@ std::vector<T> get(const Stream& s, const Tensor& t) {
 //   rank 1 routes token 0 to experts 3, 1 and token 1 to 1, 2.
 // Rank 0 receives expert 0: [r0 t1], expert 1: [r0 t0, r1 t0, r1 t1] -> offsets 0 1 4;
 // rank 1 receives expert 2: [r0 t0, r0 t1, r1 t1], expert 3: [r1 t0] -> offsets 0 3 4.
-inline std::string layout_by_hand(const Device& d, const Stream& s) {
+// dispatch_impl: the ep_dispatch implementation to run ("" = the registry's choice).
+inline std::string layout_by_hand(const Device& d, const Stream& s, const std::string& dispatch_impl = "") {
   const int64_t RC = 6, H = 8;
   std::vector<uint16_t> x;
   for (int p = 0; p < 2; ++p)
@@ -78,7 +79,9 @@ inline std::string layout_by_hand(const Device& d, const Stream& s) {
   io["x"] = *xt, io["topk_ids"] = *it;
   const Params params{{"experts", "4"}, {"capacity", std::to_string(RC)}, {"chunk_rows", "1"}};
   EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", io, params));
-  EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", io, params));
+  halcyon::ops::RunOptions run;
+  run.impl = dispatch_impl;
+  EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", io, params, run));
   const auto dest = get<int32_t>(s, io["slot_dest"]);
   const auto offsets = get<int32_t>(s, io["expert_offsets"]);
   const auto recv = get<uint16_t>(s, io["recv"]);
@@ -101,8 +104,11 @@ inline std::string layout_by_hand(const Device& d, const Stream& s) {
 // routing, dispatch, expert outputs = the received rows, combine; out[p, t] must be
 // bf16(x[p, t] * sum of its weights) up to the sums' rounding.
 inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64_t T, int64_t K, int64_t H, int64_t E,
-                              int64_t chunk, int64_t combine_chunk, int generations, uint32_t seed) {
+                              int64_t chunk, int64_t combine_chunk, int generations, uint32_t seed,
+                              const std::string& dispatch_impl = "") {
   std::mt19937 rng(seed);
+  halcyon::ops::RunOptions run;
+  run.impl = dispatch_impl;
   const int64_t RC = P * T * K;
   std::vector<uint16_t> x(size_t(P * T * H));
   std::uniform_real_distribution<float> u(-1, 1), w01(0, 1);
@@ -122,7 +128,7 @@ inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64
     const Params dp{{"experts", std::to_string(E)}, {"capacity", std::to_string(RC)}, {"chunk_rows", std::to_string(chunk)},
                     {"generation", std::to_string(g)}, {"zero_tail", g == 1 ? "true" : "false"}};
     if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", disp, dp));
-    EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", disp, dp));
+    EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", disp, dp, run));
     comb["expert_out"] = disp["recv"];  // identity experts: the outputs are the rows as they landed
     comb["topk_weights"] = *wt;
     comb["slot_dest"] = disp["slot_dest"];

@@ -98,6 +98,54 @@ __device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, unsigne
   }
 }
 
+#ifdef HC_EP_TMA_STORES
+// sm_90: rows leave through the tensor memory accelerator. A warp stages a row in pieces of
+// kPiece bytes in its own kStages-deep ring of shared memory (the lanes' loads, then stores to
+// shared memory), and its first lane hands each piece to one bulk store (cp.async.bulk) to the
+// destination, so the SM's store units no longer carry the rows over the link.
+constexpr unsigned kPiece = 3584, kStages = 3;
+constexpr int kPieceLoads = kPiece / 16 / 32;  // 16-byte loads a lane makes for one piece
+
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(s), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Until at most kStages - 1 pieces still read their shared memory: the oldest stage is free.
+__device__ __forceinline__ void bulk_wait_stage() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kStages - 1) : "memory");
+}
+// Until every bulk store of this thread has been written; then its writes are ordered with the
+// thread's generic accesses (the flags' fence and stores that follow).
+__device__ __forceinline__ void bulk_wait_written() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+// One row of `bytes` (a multiple of 16) from src to dst by one warp through its ring `ring`
+// (kStages pieces); `next` is the ring's next stage, kept across rows.
+__device__ __forceinline__ void copy_row_tma(const uint4* src, char* dst, unsigned bytes, int lane, uint4* ring,
+                                             unsigned& next) {
+  for (unsigned off = 0; off < bytes; off += kPiece) {
+    const unsigned n = (bytes - off < kPiece ? bytes - off : kPiece) / 16;
+    uint4 v[kPieceLoads];
+#pragma unroll
+    for (int u = 0; u < kPieceLoads; ++u)
+      if (lane + 32 * u < n) v[u] = load_nc(src + off / 16 + lane + 32 * u);
+    if (lane == 0) bulk_wait_stage();
+    __syncwarp();
+    uint4* stage = ring + next * (kPiece / 16);
+#pragma unroll
+    for (int u = 0; u < kPieceLoads; ++u)
+      if (lane + 32 * u < n) stage[lane + 32 * u] = v[u];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the lanes' stores, before the bulk copy reads them
+    __syncwarp();
+    if (lane == 0) bulk_store(dst + off, stage, n * 16);
+    next = next + 1 == kStages ? 0 : next + 1;
+  }
+}
+#endif
+
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 }  // namespace
@@ -118,6 +166,13 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
   int* batch_e = run + E;
   int* received = batch_e + blockDim.x;
   int* done = received + 1;
+#ifdef HC_EP_TMA_STORES
+  // The warps' staging rings, 128-byte aligned, after done[] (one counter per chunk of the block).
+  const long long chunks_max = (T * K + chunk_rows - 1) / chunk_rows, mine_max = (chunks_max + gridDim.x - 1) / gridDim.x;
+  const unsigned long long ring_at = (reinterpret_cast<unsigned long long>(done + mine_max) + 127) & ~127ull;
+  uint4* ring = reinterpret_cast<uint4*>(ring_at) + (threadIdx.x >> 5) * (kStages * kPiece / 16);
+  unsigned next_stage = 0;
+#endif
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
   const long long me = rank0 + blockIdx.y, slots = T * K;
   const int gen = (int)generation;
@@ -226,9 +281,16 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
       if (d < 0) continue;
       const unsigned short* src = x + ((c0 + j) / K) * H;
       unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
+#ifdef HC_EP_TMA_STORES
+      if (vec)
+        copy_row_tma(reinterpret_cast<const uint4*>(src), reinterpret_cast<char*>(dst), (unsigned)(2 * H), lane, ring,
+                     next_stage);
+      else
+#else
       if (vec)
         copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
       else
+#endif
         for (long long h = lane; h < H; h += 32) dst[h] = src[h];
       unfenced += 2 * H;
     }
@@ -236,6 +298,9 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
     if (unfenced < kFenceBytes && c + gridDim.x < chunks) continue;
     __syncwarp();
     if (lane == 0) {
+#ifdef HC_EP_TMA_STORES
+      bulk_wait_written();
+#endif
       __threadfence_system();
       bool fenced = false;
       for (int l = first_open; l <= lc; ++l)
