@@ -607,8 +607,8 @@ struct CommStep {
 // i+2 then follows combine i, both running while the GEMMs of i+1 run: the compute stream never
 // idles as long as a micro-batch's combine plus dispatch take no longer than its GEMMs (issue
 // 20's two-H200 numbers for the whole batch: about 0.95 + 0.95 ms of exchanges on 24 comm SMs
-// against 6.8 ms of GEMMs). Past
-// that point the comm stream is the longer one in any order and the layer cannot reach its
+// against 6.8 ms of GEMMs). Past that point the comm stream is the longer one in any order and
+// the layer cannot reach its
 // compute side; queuing more dispatches ahead (all of them first, at the extreme) could then
 // trim the GEMMs' idle time, at the price of holding every combine behind rows no GEMM needs
 // yet. With n = 2 every order is d0 d1 c0 c1.
