@@ -608,10 +608,9 @@ struct CommStep {
 // idles as long as a micro-batch's combine plus dispatch take no longer than its GEMMs (issue
 // 20's two-H200 numbers for the whole batch: about 0.95 + 0.95 ms of exchanges on 24 comm SMs
 // against 6.8 ms of GEMMs). Past that point the comm stream is the longer one in any order and
-// the layer cannot reach its
-// compute side; queuing more dispatches ahead (all of them first, at the extreme) could then
-// trim the GEMMs' idle time, at the price of holding every combine behind rows no GEMM needs
-// yet. With n = 2 every order is d0 d1 c0 c1.
+// the layer cannot reach its compute side; queuing more dispatches ahead (all of them first, at
+// the extreme) could then trim the GEMMs' idle time, at the price of holding every combine
+// behind rows no GEMM needs yet. With n = 2 every order is d0 d1 c0 c1.
 std::vector<CommStep> comm_order(int64_t n) {
   std::vector<CommStep> order{{false, 0}};
   for (int64_t i = 0; i < n; ++i) {
