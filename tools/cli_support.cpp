@@ -18,6 +18,16 @@ std::optional<int64_t> parse_int(std::string_view option, std::string_view text,
   return std::nullopt;
 }
 
+bool parse_impl(std::string_view text, std::map<std::string, std::string, std::less<>>* impl, std::string* err) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
+    *err = fmt::format("--impl '{}' is not OP=NAME", text);
+    return false;
+  }
+  (*impl)[std::string(text.substr(0, eq))] = std::string(text.substr(eq + 1));
+  return true;
+}
+
 std::optional<double> parse_positive(std::string_view option, std::string_view text, std::string* err) {
   std::string s(text);
   char* end = nullptr;

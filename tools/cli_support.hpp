@@ -5,6 +5,7 @@
 #include <halcyon/halcyon.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@ namespace halcyon::cli {
 std::optional<int64_t> parse_int(std::string_view option, std::string_view text, int64_t lo, int64_t hi, std::string* err);
 // The whole of `text` as a finite number greater than zero.
 std::optional<double> parse_positive(std::string_view option, std::string_view text, std::string* err);
+
+// `text` as OP=NAME (--impl: run implementation NAME of operator OP) into impl[OP]; false, with
+// *err saying why ("--impl 'x' is not OP=NAME"), when it is not of that form.
+bool parse_impl(std::string_view text, std::map<std::string, std::string, std::less<>>* impl, std::string* err);
 
 // The first device, neither the CPU nor a simulator, that implements every stage of the MoE
 // layer, else "cpu:0".

@@ -131,12 +131,11 @@ int parse_options(const std::vector<std::string>& args, bool sizes_mode, Options
     else if (a == "--json") o->json = v;
     else if (sizes_mode && a == "--sizes") o->sizes = v;
     else if (a == "--impl") {
-      const size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
-        fmt::print(stderr, "halcyon bench: --impl '{}' is not OP=NAME\n", v);
+      std::string err;
+      if (!cli::parse_impl(v, &o->layer.impl, &err)) {
+        fmt::print(stderr, "halcyon bench: {}\n", err);
         return 2;
       }
-      o->layer.impl[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (a == "--dtype") {
       if (v != "bf16" && v != "fp8") {
         fmt::print(stderr, "halcyon bench: --dtype '{}' is not bf16 or fp8\n", v);

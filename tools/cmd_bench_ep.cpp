@@ -453,12 +453,8 @@ int bench_ep(const std::vector<std::string>& args) {
     else if (a == "--comm-units") ok = integer(&sh.comm_units, 0, 1 << 16);
     else if (a == "--chunk-bytes") ok = integer(&sh.chunk_bytes, 1, int64_t(1) << 40);
     else if (a == "--micro-batches") ok = integer(&sh.micro_batches, 1, 4096);
-    else if (a == "--impl") {
-      const size_t eq = v.find('=');
-      ok = eq != std::string::npos && eq > 0 && eq + 1 < v.size();
-      if (ok) sh.layer.impl[v.substr(0, eq)] = v.substr(eq + 1);
-      else err = fmt::format("--impl '{}' is not OP=NAME", v);
-    } else {
+    else if (a == "--impl") ok = cli::parse_impl(v, &sh.layer.impl, &err);
+    else {
       fmt::print(stderr, "halcyon bench ep: unknown option '{}' (halcyon bench ep --help)\n", a);
       return 2;
     }

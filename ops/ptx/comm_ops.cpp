@@ -56,12 +56,18 @@ Result<uint32_t> ep_blocks(const ops::OpContext& ctx, const DeviceFacts& dev, in
   return uint32_t(std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(dev.compute_units) / launch_ranks)));
 }
 
-// The per-warp staging rings of the sm_90a build (ep_exchange_sm90.cu: kStages pieces of kPiece
-// bytes a warp, 128-byte aligned after the counters).
-constexpr uint64_t kTmaRingBytes = (kEpThreads / 32) * 3 * 3584 + 128;
+// A build of hc_ep_dispatch: its PTX image and the shared memory it needs beyond the counters.
+struct DispatchBuild {
+  const char* image;
+  uint64_t staging_bytes;
+};
+// The lanes store the rows (ep_exchange.cu).
+constexpr DispatchBuild kLaneStores{"ep_exchange", 0};
+// Bulk copies store them (ep_exchange_sm90.cu) from per-warp staging rings: kStages = 3 pieces of
+// kPiece = 3584 bytes a warp, 128-byte aligned after the counters.
+constexpr DispatchBuild kBulkStores{"ep_exchange_sm90", (kEpThreads / 32) * 3 * 3584 + 128};
 
-// image: "ep_exchange" (the lanes store the rows) or "ep_exchange_sm90" (bulk copies store them).
-Status ep_dispatch(ops::OpContext& ctx, const char* image) {
+Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   auto c = ops::ep_dispatch_call(ctx);
   if (!c) return c.error();
   auto dev = facts(ctx);
@@ -71,14 +77,13 @@ Status ep_dispatch(ops::OpContext& ctx, const char* image) {
   if (!blocks) return blocks.error();
   // The count matrix, next and run per expert, a batch of expert ids, the received total, and a
   // counter per chunk of the block (hc_ep_dispatch's layout).
-  const bool tma = std::string_view(image) == "ep_exchange_sm90";
   const uint64_t shared = uint64_t(c->world * c->E + 2 * c->E + kEpThreads + 1 + ceil_div(chunks, *blocks)) * 4 +
-                          (tma ? kTmaRingBytes : 0);
+                          build.staging_bytes;
   if (shared > dev->max_shared_per_block)
     return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts and {} chunks of {} rows need {} bytes "
                                               "of shared memory, a block has {} (larger chunk_rows need less)", c->world,
                                               c->E, chunks, c->chunk_rows, shared, dev->max_shared_per_block));
-  auto k = kernel(ctx, *dev, image, "hc_ep_dispatch");
+  auto k = kernel(ctx, *dev, build.image, "hc_ep_dispatch");
   if (!k) return k.error();
   EpDispatchPtxArgs a{ctx.tensor("x").address(), ctx.tensor("topk_ids").address(), ctx.tensor("slot_dest").address(),
                       ctx.tensor("expert_offsets").address(), c->T, c->K, c->H, c->E, c->RC, c->C, c->chunk_rows,
@@ -106,11 +111,11 @@ Status ep_combine(ops::OpContext& ctx) {
 }
 
 ops::RegisterOpImpl r_ep_dispatch({"ep_dispatch", HAL_MODULE_PTX, "sm_80", "", 10,
-                                   [](ops::OpContext& c) { return ep_dispatch(c, "ep_exchange"); }});
-// Named only until it has shown itself faster on two GPUs (docs/expert_parallel.md).
+                                   [](ops::OpContext& c) { return ep_dispatch(c, kLaneStores); }});
+// Named only: on two H200s it was no faster than the lanes' stores (docs/expert_parallel.md).
 ops::OpImpl ep_dispatch_tma() {
   ops::OpImpl i{"ep_dispatch", HAL_MODULE_PTX, "sm_90a", "", 5,
-                [](ops::OpContext& c) { return ep_dispatch(c, "ep_exchange_sm90"); }};
+                [](ops::OpContext& c) { return ep_dispatch(c, kBulkStores); }};
   i.name = "sm90.tma";
   i.automatic = false;
   i.summary = "rows stored by bulk copies (TMA) from a per-warp staging ring";
