@@ -65,6 +65,8 @@ __device__ __forceinline__ long long first_expert(long long E, long long q, long
 // Pieces of 16 bytes each lane of a copying warp keeps in flight (a local load waits about a
 // microsecond before its store can go over the link).
 constexpr int kCopyDepth = 8;
+// Expert ids a thread loads at once when counting slots (its loads in flight together).
+constexpr int kCountDepth = 8;
 // A copying warp fences its stores (and so lets the chunks it finished be flagged) after about
 // this many bytes: a fence waits for the warp's stores to land across the link, and chunks of
 // a few rows would otherwise stall each warp every few rows.
@@ -150,48 +152,70 @@ __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v 
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 }  // namespace
 
-// Shared memory (dynamic, ints): cnt [P*E] (the count matrix), next [E] (this rank's next row
-// per expert), run [E] (this block's slots per expert before its current chunk), batch
-// [blockDim] (the expert of each slot of a batch), the received total, then done [the block's
-// chunks] (how many of its warps have finished each chunk).
+// Shared memory (dynamic, ints): batch [blockDim] (the expert of each slot of a batch; first,
+// for 16-byte reads), cnt [P*E] (the count matrix), next [E] (this rank's next row per expert),
+// run [E] (this rank's slots per expert before the block's current batch), tot [E] (this rank's
+// slots per expert), the received total, then done [the block's chunks] (how many of its warps
+// have finished each chunk).
+//
+// Block b owns the contiguous chunks [chunks * b / grid, chunks * (b + 1) / grid). Its work
+// before the first copy is a few steps of the grid's width, not one per chunk: every block
+// counts all of this rank's slots once (all loads of a thread in flight together), the layout
+// is a warp's prefix sum, and the destinations of the block's slots are found in batches of
+// blockDim.
 extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
                                           int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
                                           long long K, long long H, long long E, long long RC, long long C,
                                           long long chunk_rows, long long generation, long long zero_tail,
                                           long long P, long long rank0, long long EO, DispatchPeers peers) {
   extern __shared__ int smem[];
-  int* cnt = smem;
+  int* batch_e = smem;
+  int* cnt = batch_e + blockDim.x;
   int* next = cnt + P * E;
   int* run = next + E;
-  int* batch_e = run + E;
-  int* received = batch_e + blockDim.x;
+  int* tot = run + E;
+  int* received = tot + E;
   int* done = received + 1;
+  const long long slots = T * K, chunks = (slots + chunk_rows - 1) / chunk_rows;
+  const long long cb0 = chunks * blockIdx.x / gridDim.x, cb1 = chunks * (blockIdx.x + 1) / gridDim.x;
+  const long long s0 = min(slots, cb0 * chunk_rows), s1 = min(slots, cb1 * chunk_rows);  // the block's slots
 #ifdef HC_EP_TMA_STORES
   // The warps' staging rings, 128-byte aligned, after done[] (one counter per chunk of the block).
-  const long long chunks_max = (T * K + chunk_rows - 1) / chunk_rows, mine_max = (chunks_max + gridDim.x - 1) / gridDim.x;
+  const long long mine_max = (chunks + gridDim.x - 1) / gridDim.x;
   const unsigned long long ring_at = (reinterpret_cast<unsigned long long>(done + mine_max) + 127) & ~127ull;
   uint4* ring = reinterpret_cast<uint4*>(ring_at) + (threadIdx.x >> 5) * (kStages * kPiece / 16);
   unsigned next_stage = 0;
 #endif
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
-  const long long me = rank0 + blockIdx.y, slots = T * K;
+  const long long me = rank0 + blockIdx.y;
   const int gen = (int)generation;
   x += blockIdx.y * T * H;
   topk_ids += blockIdx.y * slots;
   slot_dest += blockIdx.y * slots;
   expert_offsets += blockIdx.y * EO;
 
-  // 1. Block 0 publishes this rank's slots per expert in every rank's count matrix.
-  if (blockIdx.x == 0) {
-    for (long long e = tid; e < E; e += blockDim.x) run[e] = 0;
-    __syncthreads();
-    for (long long i = tid; i < slots; i += blockDim.x) {
-      const int e = topk_ids[i];
-      if (e >= 0 && e < E) atomicAdd(&run[e], 1);
+  // 1. Every block counts this rank's slots per expert (tot) and those before its own (run);
+  //    block 0 publishes tot in every rank's count matrix.
+  for (long long e = tid; e < E; e += blockDim.x) tot[e] = 0, run[e] = 0;
+  __syncthreads();
+  for (long long i0 = tid; i0 < slots; i0 += (long long)blockDim.x * kCountDepth) {
+    int ev[kCountDepth];
+#pragma unroll
+    for (int u = 0; u < kCountDepth; ++u) {
+      const long long i = i0 + (long long)u * blockDim.x;
+      ev[u] = i < slots ? topk_ids[i] : -1;
     }
-    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kCountDepth; ++u)
+      if (ev[u] >= 0 && ev[u] < E) {
+        atomicAdd(&tot[ev[u]], 1);
+        if (i0 + (long long)u * blockDim.x < s0) atomicAdd(&run[ev[u]], 1);
+      }
+  }
+  __syncthreads();
+  if (blockIdx.x == 0) {
     for (long long q = 0; q < P; ++q)
-      for (long long e = tid; e < E; e += blockDim.x) reinterpret_cast<int*>(peers.counts[q])[me * E + e] = run[e];
+      for (long long e = tid; e < E; e += blockDim.x) reinterpret_cast<int*>(peers.counts[q])[me * E + e] = tot[e];
     __syncthreads();
     if (tid == 0) {
       __threadfence_system();
@@ -203,99 +227,108 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
   __syncthreads();
   const int* own_counts = reinterpret_cast<const int*>(peers.counts[me]);
   for (long long i = tid; i < P * E; i += blockDim.x) cnt[i] = load_volatile(own_counts + i);
-  for (long long e = tid; e < E; e += blockDim.x) run[e] = 0;
   __syncthreads();
-  // 3. Layout: where each expert starts in its owner's buffer, and where this rank's rows go.
-  if (tid == 0) {
+  // 3. Layout, by warp 0 (32 experts a step, a prefix sum of their totals across the lanes):
+  //    where each expert starts in its owner's buffer, and where this rank's rows of it go.
+  if (warp == 0) {
     for (long long q = 0; q < P; ++q) {
-      int at = 0;
-      for (long long e = first_expert(E, q, P); e < first_expert(E, q + 1, P); ++e) {
+      const long long e0 = first_expert(E, q, P), e1 = first_expert(E, q + 1, P);
+      int carry = 0;
+      for (long long eb = e0; eb < e1; eb += 32) {
+        const long long e = eb + lane;
         int before = 0, total = 0;
-        for (long long p = 0; p < P; ++p) {
-          total += cnt[p * E + e];
-          if (p < me) before += cnt[p * E + e];
+        if (e < e1)
+          for (long long p = 0; p < P; ++p) {
+            total += cnt[p * E + e];
+            if (p < me) before += cnt[p * E + e];
+          }
+        int incl = total;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += v;
         }
-        if (q == me && blockIdx.x == 0) expert_offsets[e - first_expert(E, q, P)] = at;
-        next[e] = at + before;
-        at += total;
+        const int at = carry + incl - total;
+        if (e < e1) {
+          if (q == me && blockIdx.x == 0) expert_offsets[e - e0] = at;
+          next[e] = at + before;
+        }
+        carry += __shfl_sync(0xffffffffu, incl, 31);
       }
-      if (q == me) *received = at;
+      if (q == me && lane == 0) *received = carry;
     }
+    __syncwarp();
     if (blockIdx.x == 0)
-      for (long long i = first_expert(E, me + 1, P) - first_expert(E, me, P); i < EO; ++i) expert_offsets[i] = *received;
+      for (long long i = first_expert(E, me + 1, P) - first_expert(E, me, P) + lane; i < EO; i += 32)
+        expert_offsets[i] = *received;
   }
   __syncthreads();
-  // 4. Where each slot's row goes (slot_dest), for this block's chunks of chunk_rows slots
-  //    (block b takes chunks b, b + grid, ...). run[] counts this rank's slots per expert before
-  //    a chunk, so a slot's row is next + run + its rank among the chunk's earlier slots of the
-  //    same expert.
-  const long long chunks = (slots + chunk_rows - 1) / chunk_rows;
-  long long counted = 0;
-  int my_chunks = 0;
-  for (long long c = blockIdx.x; c < chunks; c += gridDim.x, ++my_chunks) {
-    const long long c0 = c * chunk_rows, c1 = c0 + chunk_rows < slots ? c0 + chunk_rows : slots;
-    for (long long i = counted + tid; i < c0; i += blockDim.x) {
-      const int e = topk_ids[i];
-      if (e >= 0 && e < E) atomicAdd(&run[e], 1);
-    }
-    counted = c0;
+  // 4. Where each of the block's slots goes (slot_dest), a batch of blockDim slots at a time: a
+  //    slot's row is next + run + its rank among the batch's earlier slots of the same expert.
+  for (long long b0 = s0; b0 < s1; b0 += blockDim.x) {
+    const long long n = s1 - b0 < (long long)blockDim.x ? s1 - b0 : blockDim.x;
+    const int e = tid < n ? topk_ids[b0 + tid] : -1;
+    batch_e[tid] = e;
     __syncthreads();
-    for (long long b0 = c0; b0 < c1; b0 += blockDim.x) {
-      const long long n = c1 - b0 < (long long)blockDim.x ? c1 - b0 : blockDim.x;
-      const int e = tid < n ? topk_ids[b0 + tid] : -1;
-      batch_e[tid] = e;
-      __syncthreads();
-      int dest = -1;
-      if (e >= 0 && e < E) {
-        int rank_in_batch = 0;
-        for (int j = 0; j < tid; ++j) rank_in_batch += batch_e[j] == e;
-        const long long row = next[e] + run[e] + rank_in_batch;
-        long long q = E > 0 ? e * P / E : 0;  // the owner: the largest q with first_expert(q) <= e
-        while (q + 1 < P && first_expert(E, q + 1, P) <= e) ++q;
-        while (q > 0 && first_expert(E, q, P) > e) --q;
-        if (row < RC) dest = (int)(q * RC + row);  // a row past RC lands nowhere (dest -1)
+    int dest = -1;
+    if (e >= 0 && e < E) {
+      int rank_in_batch = 0;
+      const int4* b4 = reinterpret_cast<const int4*>(batch_e);
+      for (int j = 0; j < (tid >> 2); ++j) {
+        const int4 v = b4[j];
+        rank_in_batch += (v.x == e) + (v.y == e) + (v.z == e) + (v.w == e);
       }
-      if (tid < n) slot_dest[b0 + tid] = dest;
-      __syncthreads();
-      if (e >= 0 && e < E) atomicAdd(&run[e], 1);
+      for (int j = tid & ~3; j < tid; ++j) rank_in_batch += batch_e[j] == e;
+      const long long row = next[e] + run[e] + rank_in_batch;
+      long long q = E > 0 ? e * P / E : 0;  // the owner: the largest q with first_expert(q) <= e
+      while (q + 1 < P && first_expert(E, q + 1, P) <= e) ++q;
+      while (q > 0 && first_expert(E, q, P) > e) --q;
+      if (row < RC) dest = (int)(q * RC + row);  // a row past RC lands nowhere (dest -1)
     }
-    counted = c1;
+    if (tid < n) slot_dest[b0 + tid] = dest;
+    __syncthreads();
+    if (e >= 0 && e < E) atomicAdd(&run[e], 1);
   }
-  for (int i = tid; i < my_chunks; i += blockDim.x) done[i] = 0;
+  for (long long i = tid; i < cb1 - cb0; i += blockDim.x) done[i] = 0;
   __syncthreads();  // the block's slot_dest entries and done[] are visible to all its warps
-  // 5. The copies, warp by warp with no block-wide wait: the rows of the block's chunks, in
-  //    order, are dealt round robin to its warps. A warp fences what it has stored (the fence
-  //    waits until its stores have landed across the link) once it has stored kFenceBytes since
-  //    its last fence, or at its last chunk, and then counts itself in done[] of every chunk it
-  //    has finished since; a chunk's last warp raises the chunk's flag at every rank. So a fence
-  //    stalls one warp while the others keep the link busy, and few of them are needed whatever
-  //    the chunk size.
+  // 5. The copies, warp by warp with no block-wide wait: warp w takes the block's slots s0 + w,
+  //    s0 + w + warps, ... (it reads the next one's destination before copying the current row).
+  //    A warp fences what it has stored (the fence waits until its stores have landed across
+  //    the link) once it has stored kFenceBytes since its last fence, or at its end, and then
+  //    counts itself in done[] of every chunk it has finished since; a chunk's last warp raises
+  //    the chunk's flag at every rank. So a fence stalls one warp while the others keep the link
+  //    busy, and few of them are needed whatever the chunk size.
   bool vec = (H & 7) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   for (long long q = 0; q < P; ++q) vec = vec && (peers.recv[q] & 15) == 0;
-  long long base = 0, unfenced = 0;  // rows of the block's earlier chunks; bytes stored since the last fence
-  int lc = 0, first_open = 0;        // the block's chunk index; the first one this warp has not counted
-  for (long long c = blockIdx.x; c < chunks; c += gridDim.x, ++lc) {
-    const long long c0 = c * chunk_rows, n = c0 + chunk_rows < slots ? chunk_rows : slots - c0;
-    for (long long j = ((warp - base) % warps + warps) % warps; j < n; j += warps) {
-      const int d = slot_dest[c0 + j];
-      if (d < 0) continue;
-      const unsigned short* src = x + ((c0 + j) / K) * H;
-      unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
+  long long unfenced = 0;  // bytes stored since the last fence
+  long long open = cb0;    // the first chunk this warp has not counted itself in
+  long long s = s0 + warp;
+  int d = s < s1 ? slot_dest[s] : -1;
+  while (open < cb1) {
+    if (s < s1) {
+      const long long sn = s + warps;
+      const int dn = sn < s1 ? slot_dest[sn] : -1;
+      if (d >= 0) {
+        const unsigned short* src = x + (s / K) * H;
+        unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
 #ifdef HC_EP_TMA_STORES
-      if (vec)
-        copy_row_tma(reinterpret_cast<const uint4*>(src), reinterpret_cast<char*>(dst), (unsigned)(2 * H), lane, ring,
-                     next_stage);
-      else
+        if (vec)
+          copy_row_tma(reinterpret_cast<const uint4*>(src), reinterpret_cast<char*>(dst), (unsigned)(2 * H), lane, ring,
+                       next_stage);
+        else
 #else
-      if (vec)
-        copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
-      else
+        if (vec)
+          copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
+        else
 #endif
-        for (long long h = lane; h < H; h += 32) dst[h] = src[h];
-      unfenced += 2 * H;
+          for (long long h = lane; h < H; h += 32) dst[h] = src[h];
+        unfenced += 2 * H;
+      }
+      s = sn, d = dn;
     }
-    base += n;
-    if (unfenced < kFenceBytes && c + gridDim.x < chunks) continue;
+    // The chunks before the one of slot s are finished for this warp (all, once s >= s1).
+    const long long finished = s < s1 ? s / chunk_rows : cb1;
+    if (finished == open || (unfenced < kFenceBytes && s < s1)) continue;
     __syncwarp();
     if (lane == 0) {
 #ifdef HC_EP_TMA_STORES
@@ -303,17 +336,16 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
 #endif
       __threadfence_system();
       bool fenced = false;
-      for (int l = first_open; l <= lc; ++l)
-        if (atomicAdd(&done[l], 1) == warps - 1) {
+      for (long long c = open; c < finished; ++c)
+        if (atomicAdd(&done[c - cb0], 1) == warps - 1) {
           // The other warps' fenced rows, seen through done[], before the flags: one fence, then
           // relaxed stores (a release each would fence again per rank).
           if (!fenced) __threadfence_system(), fenced = true;
-          const long long cl = blockIdx.x + (long long)l * gridDim.x;
-          for (long long q = 0; q < P; ++q) flag_relaxed(peers.chunk_flags[q] + 4 * (me * C + cl), gen);
+          for (long long q = 0; q < P; ++q) flag_relaxed(peers.chunk_flags[q] + 4 * (me * C + c), gen);
         }
     }
     __syncwarp();
-    first_open = lc + 1, unfenced = 0;
+    open = finished, unfenced = 0;
   }
   // 6. Wait for every chunk of every rank that sends here (the grid shares the waits).
   const long long stride = (long long)gridDim.x * blockDim.x;
