@@ -45,7 +45,7 @@ struct EpDispatchPtxArgs {
 };
 struct EpCombinePtxArgs {
   uint64_t topk_weights, slot_dest, out;
-  int64_t T, K, H, RC, chunk_rows, generation, P, rank0, stages;
+  int64_t T, K, H, RC, chunk_rows, generation, P, rank0;
   uint64_t expert_out[kEpMax], ready[kEpMax];
 };
 
@@ -104,15 +104,10 @@ Status ep_combine(ops::OpContext& ctx) {
   if (!blocks) return blocks.error();
   auto k = kernel(ctx, *dev, "ep_exchange", "hc_ep_combine");
   if (!k) return k.error();
-  // The pipelined sum's ring (ep_exchange.cu, combine_pipelined): as many stages of kEpThreads x
-  // 8 rows x 16 bytes as the block's shared memory holds, at most kCombineMaxStages (3: 192 KiB
-  // on Hopper, 2 on an A100); none when K > 8 (the general form takes those).
-  constexpr int64_t kCombineMaxStages = 3, kStageBytes = int64_t(kEpThreads) * 8 * 16;
-  const int64_t stages = c->K <= 8 ? std::min<int64_t>(kCombineMaxStages, int64_t(dev->max_shared_per_block) / kStageBytes) : 0;
   EpCombinePtxArgs a{ctx.tensor("topk_weights").address(), ctx.tensor("slot_dest").address(), ctx.tensor("out").address(),
-                     c->T, c->K, c->H, c->RC, c->chunk_rows, c->generation, c->world, c->rank0, stages, {}, {}};
+                     c->T, c->K, c->H, c->RC, c->chunk_rows, c->generation, c->world, c->rank0, {}, {}};
   for (size_t q = 0; q < c->ranks.size(); ++q) a.expert_out[q] = c->ranks[q].expert_out, a.ready[q] = c->ranks[q].ready;
-  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a, uint32_t(stages * kStageBytes));
+  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a);
 }
 
 ops::RegisterOpImpl r_ep_dispatch({"ep_dispatch", HAL_MODULE_PTX, "sm_80", "", 10,

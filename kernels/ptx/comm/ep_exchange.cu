@@ -74,11 +74,7 @@ constexpr long long kFenceBytes = 1024 * 1024;
 // Combine reads each token's K rows, up to kCombineDepth of them in flight per thread (the
 // DeepSeek-V3 top-8 in one go): remote reads wait a round trip over the link.
 constexpr int kCombineDepth = 8;
-// Its pipelined form keeps up to kCombineMaxStages items a thread in flight (shared memory:
-// stages x kEpThreads x kCombineDepth x 16 bytes, 64 KiB a stage); the launcher takes as many as
-// the block's shared memory holds.
-constexpr int kCombineMaxStages = 3;
-// The general form (K > kCombineDepth): kCombineItems (token, 8-column) pieces at once: 512 threads x 2 x 8 x 16 bytes =
+// ... for kCombineItems (token, 8-column) pieces at once: 512 threads x 2 x 8 x 16 bytes =
 // 128 KiB in flight an SM.
 constexpr int kCombineItems = 2;
 constexpr long long kCombinePassTokens = 1 << 16;
@@ -369,80 +365,6 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
   }
 }
 
-// Combine's pipelined form (K <= kCombineDepth, rows of whole 16-byte pieces): each thread takes
-// the pass's (token, 8-column piece) items tid, tid + blockDim, ... and keeps `stages` of them in
-// flight through its own slots of a shared-memory ring: cp.async copies (zero-filled where a slot
-// has no row) land item j + stages - 1 while item j is summed, so the loads never wait behind
-// the sums and stage no data in registers (local rows, a short wait, no longer hold registers
-// a remote row's long wait needs). A thread reads only its own slots: no barrier. Ring layout
-// [stage][q][thread] x 16 bytes: a warp's reads are conflict-free.
-__device__ __forceinline__ void cp_async16(uint4* dst, const void* src, unsigned src_bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void combine_pipelined(const float* topk_weights, const int* slot_dest, unsigned short* out,
-                                                  long long t0, long long t1, long long K, long long H, long long RC,
-                                                  long long P, const unsigned long long* eout, int stages) {
-  extern __shared__ uint4 ring[];
-  const unsigned tid = threadIdx.x, step = blockDim.x, m = (unsigned)(H >> 3);
-  const unsigned total = (unsigned)(t1 - t0) * m, items = total > tid ? (total - tid + step - 1) / step : 0;
-  auto slot = [&](unsigned j, int q) { return ring + ((j % stages) * kCombineDepth + q) * step + tid; };
-  auto issue = [&](unsigned j) {
-    if (j < items) {
-      const unsigned i = tid + j * step, r = i / m, col = i - r * m;
-      const int* dests = slot_dest + (t0 + r) * K;
-#pragma unroll
-      for (int q = 0; q < kCombineDepth; ++q) {
-        const int d = q < K ? dests[q] : -1;
-        const bool has = d >= 0 && d < P * RC;
-        const void* src = has ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
-                                                               (long long)(d % RC) * H) + col
-                              : static_cast<const void*>(out);
-        if (q < K) cp_async16(slot(j, q), src, has ? 16u : 0u);
-      }
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");  // an empty group past the end keeps the count
-  };
-  for (int j = 0; j < stages - 1; ++j) issue(j);
-  for (unsigned j = 0; j < items; ++j) {
-    issue(j + stages - 1);
-    // Groups complete in order: with stages - 1 younger ones allowed pending, item j's has landed.
-    switch (stages) {
-      case 1: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
-      case 2: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
-      case 3: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
-      default: asm volatile("cp.async.wait_group %0;" ::"n"(kCombineMaxStages - 1) : "memory"); break;
-    }
-    const unsigned i = tid + j * step, r = i / m, col = i - r * m;
-    const int* dests = slot_dest + (t0 + r) * K;
-    const float* wts = topk_weights + (t0 + r) * K;
-    float acc[8];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) acc[c] = 0.f;
-#pragma unroll
-    for (int q = 0; q < kCombineDepth; ++q) {
-      if (q >= K) break;
-      const int d = dests[q];
-      if (d < 0 || d >= P * RC) continue;  // as moe_combine: a missing row adds nothing, not w x 0
-      const float w = wts[q];
-      const uint4 v = *slot(j, q);
-      const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        acc[2 * c] += w * bf16_lo(u[c]);
-        acc[2 * c + 1] += w * bf16_hi(u[c]);
-      }
-    }
-    uint4 o;
-    o.x = hc::pack_bf16x2(acc[0], acc[1]);
-    o.y = hc::pack_bf16x2(acc[2], acc[3]);
-    o.z = hc::pack_bf16x2(acc[4], acc[5]);
-    o.w = hc::pack_bf16x2(acc[6], acc[7]);
-    reinterpret_cast<uint4*>(out + (t0 + r) * H)[col] = o;
-  }
-  asm volatile("cp.async.wait_all;" ::: "memory");
-}
-
 // Combine: block 0 of each rank raises "my expert outputs are complete" in every rank's
 // memory; every block waits until all ranks have, then sums its run of chunks' tokens: each thread
 // owns 8-column pieces, k in order, fp32 fused multiply-adds from 0, one rounding (what
@@ -450,7 +372,7 @@ __device__ __forceinline__ void combine_pipelined(const float* topk_weights, con
 extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
                                          unsigned short* __restrict__ out, long long T, long long K, long long H,
                                          long long RC, long long chunk_rows, long long generation, long long P,
-                                         long long rank0, long long stages, CombinePeers peers) {
+                                         long long rank0, CombinePeers peers) {
   const int tid = threadIdx.x;
   const long long me = rank0 + blockIdx.y;
   const int gen = (int)generation;
@@ -474,9 +396,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
   const long long b1 = min(T, chunks * (blockIdx.x + 1) / gridDim.x * chunk_rows);
   for (long long t0 = b0; t0 < b1; t0 += kCombinePassTokens) {
     const long long t1 = min(b1, t0 + kCombinePassTokens);
-    if (vec && K <= kCombineDepth && stages > 0) {
-      combine_pipelined(topk_weights, slot_dest, out, t0, t1, K, H, RC, P, eout, (int)stages);
-    } else if (vec) {
+    if (vec) {
       // The pass's (token, 8-column piece) pairs as one flat range over the block, so no thread
       // idles at a row's or a chunk's end; each pair reads its K rows (through the peer
       // mappings) kCombineDepth at a time, all in flight before the first is summed.
