@@ -95,19 +95,26 @@ Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a, uint32_t(shared));
 }
 
-Status ep_combine(ops::OpContext& ctx) {
+// A build of ep_combine: its kernel and block size (ep_exchange.cu).
+struct CombineBuild {
+  const char* kernel;
+  uint32_t threads;
+};
+constexpr CombineBuild kCombine512{"hc_ep_combine", kEpThreads}, kCombine1024{"hc_ep_combine_wide", 2 * kEpThreads};
+
+Status ep_combine(ops::OpContext& ctx, const CombineBuild& build) {
   auto c = ops::ep_combine_call(ctx);
   if (!c) return c.error();
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, ceil_div(std::max<int64_t>(c->T, 1), c->chunk_rows));
   if (!blocks) return blocks.error();
-  auto k = kernel(ctx, *dev, "ep_exchange", "hc_ep_combine");
+  auto k = kernel(ctx, *dev, "ep_exchange", build.kernel);
   if (!k) return k.error();
   EpCombinePtxArgs a{ctx.tensor("topk_weights").address(), ctx.tensor("slot_dest").address(), ctx.tensor("out").address(),
                      c->T, c->K, c->H, c->RC, c->chunk_rows, c->generation, c->world, c->rank0, {}, {}};
   for (size_t q = 0; q < c->ranks.size(); ++q) a.expert_out[q] = c->ranks[q].expert_out, a.ready[q] = c->ranks[q].ready;
-  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a);
+  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {build.threads}, a);
 }
 
 ops::RegisterOpImpl r_ep_dispatch({"ep_dispatch", HAL_MODULE_PTX, "sm_80", "", 10,
@@ -122,7 +129,16 @@ ops::OpImpl ep_dispatch_tma() {
   return i;
 }
 ops::RegisterOpImpl r_ep_dispatch_tma(ep_dispatch_tma());
-ops::RegisterOpImpl r_ep_combine({"ep_combine", HAL_MODULE_PTX, "sm_80", "", 10, ep_combine});
+ops::RegisterOpImpl r_ep_combine({"ep_combine", HAL_MODULE_PTX, "sm_80", "", 10,
+                                   [](ops::OpContext& c) { return ep_combine(c, kCombine512); }});
+ops::OpImpl ep_combine_wide() {
+  ops::OpImpl i{"ep_combine", HAL_MODULE_PTX, "sm_80", "", 5, [](ops::OpContext& c) { return ep_combine(c, kCombine1024); }};
+  i.name = "wide";
+  i.automatic = false;
+  i.summary = "1024 threads, one (token, 8-column) piece each";
+  return i;
+}
+ops::RegisterOpImpl r_ep_combine_wide(ep_combine_wide());
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -79,6 +79,22 @@ TEST_CASE("ptx ep_dispatch sm90.tma: the layout by hand, round trips, DeepSeek-V
   }
 }
 
+// ep_combine "wide" (1024 threads, one piece each), named.
+TEST_CASE("ptx ep_combine wide: round trips, DeepSeek-V3 rows, a partition") {
+  auto d = test::unwrap(Device::open("cuda:0"));
+  auto s = test::unwrap(d.create_stream());
+  CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2, "", "wide") == "");
+  CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3, "", "wide") == "");  // H % 8 != 0: the scalar path
+  CHECK(round_trip(d, s, 8, 16, 8, 128, 256, 8, 2, 2, 5, "", "wide") == "");
+  CHECK(round_trip(d, s, 2, 256, 8, 7168, 256, 64, 8, 2, 6, "", "wide") == "");
+  CHECK(round_trip(d, s, 2, 40, 12, 64, 16, 5, 3, 2, 4, "", "wide") == "");  // K > kCombineDepth
+  if (d.has("partition.green_context")) {
+    auto parts = test::unwrap(d.split_n({{"comm", 16}, {"compute", 0}}, HAL_PARTITION_FINE_GRAINED));
+    auto comm = test::unwrap(d.create_stream(&parts[0]));
+    CHECK(round_trip(d, comm, 4, 64, 8, 512, 32, 16, 4, 3, 7, "", "wide") == "");
+  }
+}
+
 int main(int argc, char** argv) {
   auto dev = halcyon::Device::open("cuda:0");
   if (!dev) {

@@ -63,7 +63,8 @@ std::vector<T> get(const Stream& s, const Tensor& t) {
 //   rank 1 routes token 0 to experts 3, 1 and token 1 to 1, 2.
 // Rank 0 receives expert 0: [r0 t1], expert 1: [r0 t0, r1 t0, r1 t1] -> offsets 0 1 4;
 // rank 1 receives expert 2: [r0 t0, r0 t1, r1 t1], expert 3: [r1 t0] -> offsets 0 3 4.
-// dispatch_impl: the ep_dispatch implementation to run ("" = the registry's choice).
+// dispatch_impl, combine_impl: the ep_dispatch / ep_combine implementation to run ("" = the
+// registry's choice).
 inline std::string layout_by_hand(const Device& d, const Stream& s, const std::string& dispatch_impl = "") {
   const int64_t RC = 6, H = 8;
   std::vector<uint16_t> x;
@@ -105,10 +106,11 @@ inline std::string layout_by_hand(const Device& d, const Stream& s, const std::s
 // bf16(x[p, t] * sum of its weights) up to the sums' rounding.
 inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64_t T, int64_t K, int64_t H, int64_t E,
                               int64_t chunk, int64_t combine_chunk, int generations, uint32_t seed,
-                              const std::string& dispatch_impl = "") {
+                              const std::string& dispatch_impl = "", const std::string& combine_impl = "") {
   std::mt19937 rng(seed);
-  halcyon::ops::RunOptions run;
+  halcyon::ops::RunOptions run, run_combine;
   run.impl = dispatch_impl;
+  run_combine.impl = combine_impl;
   const int64_t RC = P * T * K;
   std::vector<uint16_t> x(size_t(P * T * H));
   std::uniform_real_distribution<float> u(-1, 1), w01(0, 1);
@@ -134,7 +136,7 @@ inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64
     comb["slot_dest"] = disp["slot_dest"];
     const Params cp{{"chunk_rows", std::to_string(combine_chunk)}, {"generation", std::to_string(g)}};
     if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_combine", comb, cp));
-    EP_TRY(halcyon::ops::run_op(d, s, "ep_combine", comb, cp));
+    EP_TRY(halcyon::ops::run_op(d, s, "ep_combine", comb, cp, run_combine));
     const auto out = get<uint16_t>(s, comb["out"]);
     const auto ready = get<int32_t>(s, comb["ready"]);
     const auto flags = get<int32_t>(s, disp["chunk_flags"]);

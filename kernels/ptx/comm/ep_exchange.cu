@@ -369,10 +369,12 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
 // memory; every block waits until all ranks have, then sums its run of chunks' tokens: each thread
 // owns 8-column pieces, k in order, fp32 fused multiply-adds from 0, one rounding (what
 // moe_combine's kernel computes, so a layer's output equals the single-rank layer's).
-extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
-                                         unsigned short* __restrict__ out, long long T, long long K, long long H,
-                                         long long RC, long long chunk_rows, long long generation, long long P,
-                                         long long rank0, CombinePeers peers) {
+// Items: the (token, 8-column) pieces a thread sums at once (kCombineDepth rows each in flight).
+template <int Items>
+__device__ __forceinline__ void ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
+                                           unsigned short* __restrict__ out, long long T, long long K, long long H,
+                                           long long RC, long long chunk_rows, long long generation, long long P,
+                                           long long rank0, const CombinePeers& peers) {
   const int tid = threadIdx.x;
   const long long me = rank0 + blockIdx.y;
   const int gen = (int)generation;
@@ -401,13 +403,13 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
       // idles at a row's or a chunk's end; each pair reads its K rows (through the peer
       // mappings) kCombineDepth at a time, all in flight before the first is summed.
       const unsigned m = (unsigned)(H >> 3), total = (unsigned)(t1 - t0) * m, step = blockDim.x;
-      for (unsigned i0 = tid; i0 < total; i0 += kCombineItems * step) {
-        float acc[kCombineItems][8];
-        const int* dests[kCombineItems];
-        const float* wts[kCombineItems];
-        unsigned col[kCombineItems];
+      for (unsigned i0 = tid; i0 < total; i0 += Items * step) {
+        float acc[Items][8];
+        const int* dests[Items];
+        const float* wts[Items];
+        unsigned col[Items];
 #pragma unroll
-        for (int it = 0; it < kCombineItems; ++it) {
+        for (int it = 0; it < Items; ++it) {
           const unsigned i = i0 + it * step < total ? i0 + it * step : i0, r = i / m;
           col[it] = i - r * m;
           dests[it] = slot_dest + (t0 + r) * K;
@@ -416,10 +418,10 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
           for (int j = 0; j < 8; ++j) acc[it][j] = 0.f;
         }
         for (long long k0 = 0; k0 < K; k0 += kCombineDepth) {
-          uint4 v[kCombineItems][kCombineDepth];
+          uint4 v[Items][kCombineDepth];
           unsigned ok = 0;  // bit it * kCombineDepth + q: that row exists
 #pragma unroll
-          for (int it = 0; it < kCombineItems; ++it)
+          for (int it = 0; it < Items; ++it)
 #pragma unroll
             for (int q = 0; q < kCombineDepth; ++q) {
               const int d = k0 + q < K ? dests[it][k0 + q] : -1;
@@ -430,7 +432,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
                              : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-          for (int it = 0; it < kCombineItems; ++it)
+          for (int it = 0; it < Items; ++it)
 #pragma unroll
             for (int q = 0; q < kCombineDepth; ++q) {
               if (!((ok >> (it * kCombineDepth + q)) & 1u)) continue;
@@ -444,7 +446,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
             }
         }
 #pragma unroll
-        for (int it = 0; it < kCombineItems; ++it) {
+        for (int it = 0; it < Items; ++it) {
           const unsigned i = i0 + it * step;
           if (i >= total) continue;
           uint4 o;
@@ -473,4 +475,20 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_combine(const 
       }
     }
   }
+}
+
+// 512 threads, two pieces each: the registry's ep_combine.
+extern "C" __global__ void __launch_bounds__(kEpThreads, 1)
+    hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
+                  unsigned short* __restrict__ out, long long T, long long K, long long H, long long RC,
+                  long long chunk_rows, long long generation, long long P, long long rank0, CombinePeers peers) {
+  ep_combine<kCombineItems>(topk_weights, slot_dest, out, T, K, H, RC, chunk_rows, generation, P, rank0, peers);
+}
+// 1024 threads, one piece each (the same bytes in flight an SM, twice the warps to hide the
+// link's latency behind): ep_combine "wide", by name.
+extern "C" __global__ void __launch_bounds__(2 * kEpThreads, 1)
+    hc_ep_combine_wide(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
+                       unsigned short* __restrict__ out, long long T, long long K, long long H, long long RC,
+                       long long chunk_rows, long long generation, long long P, long long rank0, CombinePeers peers) {
+  ep_combine<1>(topk_weights, slot_dest, out, T, K, H, RC, chunk_rows, generation, P, rank0, peers);
 }
