@@ -148,6 +148,16 @@ __device__ __forceinline__ void copy_row_tma(const uint4* src, char* dst, unsign
 }
 #endif
 
+// A destination d = q * RC + row (an i32 by the contracts, so P * RC < 2^31): the rank and the
+// row by one 32-bit division, not the 64-bit routine a long long RC would call per row.
+struct RankRow {
+  unsigned q, row;
+};
+__device__ __forceinline__ RankRow split_dest(int d, long long RC) {
+  const unsigned rc = (unsigned)RC, q = (unsigned)d / rc;
+  return {q, (unsigned)d - q * rc};
+}
+
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 }  // namespace
@@ -310,7 +320,8 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
       const int dn = sn < s1 ? slot_dest[sn] : -1;
       if (d >= 0) {
         const unsigned short* src = x + (s / K) * H;
-        unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[d / RC]) + (long long)(d % RC) * H;
+        const RankRow at = split_dest(d, RC);
+        unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[at.q]) + (long long)at.row * H;
 #ifdef HC_EP_TMA_STORES
         if (vec)
           copy_row_tma(reinterpret_cast<const uint4*>(src), reinterpret_cast<char*>(dst), (unsigned)(2 * H), lane, ring,
@@ -427,8 +438,9 @@ __device__ __forceinline__ void ep_combine(const float* __restrict__ topk_weight
               const int d = k0 + q < K ? dests[it][k0 + q] : -1;
               const bool has = d >= 0 && d < P * RC;
               ok |= unsigned(has) << (it * kCombineDepth + q);
-              v[it][q] = has ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[d / RC]) +
-                                                              (long long)(d % RC) * H)[col[it]]
+              const RankRow at = split_dest(has ? d : 0, RC);
+              v[it][q] = has ? reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(eout[at.q]) +
+                                                              (long long)at.row * H)[col[it]]
                              : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
@@ -466,8 +478,9 @@ __device__ __forceinline__ void ep_combine(const float* __restrict__ topk_weight
           for (long long k = 0; k < K; ++k) {
             const int d = dests[k];
             if (d < 0 || d >= P * RC) continue;
-            const unsigned short* row = reinterpret_cast<const unsigned short*>(eout[d / RC]);
-            const unsigned short v = *reinterpret_cast<const volatile unsigned short*>(row + (long long)(d % RC) * H + h);
+            const RankRow at = split_dest(d, RC);
+            const unsigned short* row = reinterpret_cast<const unsigned short*>(eout[at.q]);
+            const unsigned short v = *reinterpret_cast<const volatile unsigned short*>(row + (long long)at.row * H + h);
             acc += wts[k] * __uint_as_float(uint32_t(v) << 16);
           }
           out[t * H + h] = hc::to_bf16(acc);
