@@ -87,16 +87,15 @@ __device__ __forceinline__ uint4 load_nc(const uint4* p) {
   return v;
 }
 
-// One row of m 16-byte pieces by one warp, Depth pieces in flight per lane.
-template <int Depth>
+// One row of m 16-byte pieces by one warp, kCopyDepth pieces in flight per lane.
 __device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, unsigned m, int lane) {
-  for (unsigned c0 = lane; c0 < m; c0 += 32 * Depth) {
-    uint4 v[Depth];
+  for (unsigned c0 = lane; c0 < m; c0 += 32 * kCopyDepth) {
+    uint4 v[kCopyDepth];
 #pragma unroll
-    for (int u = 0; u < Depth; ++u)
+    for (int u = 0; u < kCopyDepth; ++u)
       if (c0 + 32 * u < m) v[u] = load_nc(src + c0 + 32 * u);
 #pragma unroll
-    for (int u = 0; u < Depth; ++u)
+    for (int u = 0; u < kCopyDepth; ++u)
       if (c0 + 32 * u < m) dst[c0 + 32 * u] = v[u];
   }
 }
@@ -174,7 +173,6 @@ __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v 
 // counts all of this rank's slots once (all loads of a thread in flight together), the layout
 // is a warp's prefix sum, and the destinations of the block's slots are found in batches of
 // blockDim.
-template <int Depth>
 __device__ __forceinline__ void ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
                                             int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
                                             long long K, long long H, long long E, long long RC, long long C,
@@ -331,7 +329,7 @@ __device__ __forceinline__ void ep_dispatch(const unsigned short* __restrict__ x
         else
 #else
         if (vec)
-          copy_row16<Depth>(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
+          copy_row16(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), (unsigned)(H >> 3), lane);
         else
 #endif
           for (long long h = lane; h < H; h += 32) dst[h] = src[h];
@@ -384,15 +382,14 @@ __device__ __forceinline__ void ep_dispatch(const unsigned short* __restrict__ x
       long long chunk_rows, long long generation, long long zero_tail, long long P, long long rank0, long long EO,    \
       DispatchPeers peers
 #define HC_EP_DISPATCH_ARGS x, topk_ids, slot_dest, expert_offsets, T, K, H, E, RC, C, chunk_rows, generation, zero_tail, P, rank0, EO, peers
-// The registry's ep_dispatch (and, with HC_EP_TMA_STORES, "sm90.tma").
+// 512 threads: the registry's ep_dispatch (and, with HC_EP_TMA_STORES, "sm90.tma").
 extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(HC_EP_DISPATCH_PARAMS) {
-  ep_dispatch<kCopyDepth>(HC_EP_DISPATCH_ARGS);
+  ep_dispatch(HC_EP_DISPATCH_ARGS);
 }
 #ifndef HC_EP_TMA_STORES
-// 14 pieces in flight a lane: a DeepSeek-V3 row (896 pieces) in two steps of the warp, not three
-// and a half: ep_dispatch "deep", by name.
-extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch_deep(HC_EP_DISPATCH_PARAMS) {
-  ep_dispatch<14>(HC_EP_DISPATCH_ARGS);
+// 1024 threads (twice the warps, each copying its own rows): ep_dispatch "wide", by name.
+extern "C" __global__ void __launch_bounds__(2 * kEpThreads, 1) hc_ep_dispatch_wide(HC_EP_DISPATCH_PARAMS) {
+  ep_dispatch(HC_EP_DISPATCH_ARGS);
 }
 #endif
 
