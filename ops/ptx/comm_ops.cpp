@@ -63,9 +63,8 @@ struct DispatchBuild {
   uint32_t threads;
   uint64_t staging_bytes;
 };
-// The lanes store the rows (ep_exchange.cu), 512 or 1024 threads.
+// The lanes store the rows (ep_exchange.cu).
 constexpr DispatchBuild kLaneStores{"ep_exchange", "hc_ep_dispatch", kEpThreads, 0};
-constexpr DispatchBuild kLaneStoresWide{"ep_exchange", "hc_ep_dispatch_wide", 2 * kEpThreads, 0};
 // Bulk copies store them (ep_exchange_sm90.cu) from per-warp staging rings: kStages = 3 pieces of
 // kPiece = 3584 bytes a warp, 128-byte aligned after the counters.
 constexpr DispatchBuild kBulkStores{"ep_exchange_sm90", "hc_ep_dispatch", kEpThreads, (kEpThreads / 32) * 3 * 3584 + 128};
@@ -142,9 +141,6 @@ ops::RegisterOpImpl r_ep_dispatch({"ep_dispatch", HAL_MODULE_PTX, "sm_80", "", 1
 ops::RegisterOpImpl r_ep_dispatch_tma(named(
     "ep_dispatch", "sm_90a", "sm90.tma", [](ops::OpContext& c) { return ep_dispatch(c, kBulkStores); },
     "rows stored by bulk copies (TMA) from a per-warp staging ring"));
-ops::RegisterOpImpl r_ep_dispatch_wide(named(
-    "ep_dispatch", "sm_80", "wide", [](ops::OpContext& c) { return ep_dispatch(c, kLaneStoresWide); },
-    "1024 threads, each warp copying its own rows"));
 ops::RegisterOpImpl r_ep_combine({"ep_combine", HAL_MODULE_PTX, "sm_80", "", 10,
                                   [](ops::OpContext& c) { return ep_combine(c, nullptr); }});
 ops::RegisterOpImpl r_ep_combine_wide(named(

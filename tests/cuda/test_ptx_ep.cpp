@@ -79,18 +79,6 @@ TEST_CASE("ptx ep_dispatch sm90.tma: the layout by hand, round trips, DeepSeek-V
   }
 }
 
-// ep_dispatch "wide" (1024 threads), named.
-TEST_CASE("ptx ep_dispatch wide: the layout by hand, round trips, DeepSeek-V3 rows") {
-  auto d = test::unwrap(Device::open("cuda:0"));
-  auto s = test::unwrap(d.create_stream());
-  CHECK(layout_by_hand(d, s, "wide") == "");
-  CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2, "wide") == "");
-  CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3, "wide") == "");
-  CHECK(round_trip(d, s, 8, 16, 8, 128, 256, 8, 2, 2, 5, "wide") == "");
-  CHECK(round_trip(d, s, 2, 256, 8, 7168, 256, 64, 8, 2, 6, "wide") == "");
-  CHECK(round_trip(d, s, 2, 700, 8, 64, 16, 1500, 50, 2, 8, "wide") == "");  // 1500 slots a block: two batches
-}
-
 // ep_combine "wide" (1024 threads, one piece each), named.
 TEST_CASE("ptx ep_combine wide: round trips, DeepSeek-V3 rows, a partition") {
   auto d = test::unwrap(Device::open("cuda:0"));

@@ -173,11 +173,11 @@ __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v 
 // counts all of this rank's slots once (all loads of a thread in flight together), the layout
 // is a warp's prefix sum, and the destinations of the block's slots are found in batches of
 // blockDim.
-__device__ __forceinline__ void ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
-                                            int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
-                                            long long K, long long H, long long E, long long RC, long long C,
-                                            long long chunk_rows, long long generation, long long zero_tail, long long P,
-                                            long long rank0, long long EO, const DispatchPeers& peers) {
+extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const unsigned short* __restrict__ x, const int* __restrict__ topk_ids,
+                                          int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
+                                          long long K, long long H, long long E, long long RC, long long C,
+                                          long long chunk_rows, long long generation, long long zero_tail,
+                                          long long P, long long rank0, long long EO, DispatchPeers peers) {
   extern __shared__ int smem[];
   int* batch_e = smem;
   int* cnt = batch_e + blockDim.x;
@@ -375,23 +375,6 @@ __device__ __forceinline__ void ep_dispatch(const unsigned short* __restrict__ x
       own[i] = 0;
   }
 }
-
-#define HC_EP_DISPATCH_PARAMS                                                                                       \
-  const unsigned short *__restrict__ x, const int *__restrict__ topk_ids, int *__restrict__ slot_dest,              \
-      int *__restrict__ expert_offsets, long long T, long long K, long long H, long long E, long long RC, long long C, \
-      long long chunk_rows, long long generation, long long zero_tail, long long P, long long rank0, long long EO,    \
-      DispatchPeers peers
-#define HC_EP_DISPATCH_ARGS x, topk_ids, slot_dest, expert_offsets, T, K, H, E, RC, C, chunk_rows, generation, zero_tail, P, rank0, EO, peers
-// 512 threads: the registry's ep_dispatch (and, with HC_EP_TMA_STORES, "sm90.tma").
-extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(HC_EP_DISPATCH_PARAMS) {
-  ep_dispatch(HC_EP_DISPATCH_ARGS);
-}
-#ifndef HC_EP_TMA_STORES
-// 1024 threads (twice the warps, each copying its own rows): ep_dispatch "wide", by name.
-extern "C" __global__ void __launch_bounds__(2 * kEpThreads, 1) hc_ep_dispatch_wide(HC_EP_DISPATCH_PARAMS) {
-  ep_dispatch(HC_EP_DISPATCH_ARGS);
-}
-#endif
 
 // Combine: block 0 of each rank raises "my expert outputs are complete" in every rank's
 // memory; every block waits until all ranks have, then sums its run of chunks' tokens: each thread
