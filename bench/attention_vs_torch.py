@@ -6,9 +6,11 @@ dims), plus a device-to-device copy for the bandwidth floor.
 
 Shapes (issue 15's targets): prefill bf16 d128 s4096, b4 h16 causal and not, b1 h128 causal;
 decode b64 Hq16 Hkv16/Hkv2 kv8192 d128 (dense KV: SDPA has no paged cache, so torch reads
-contiguous K/V, which favours it); MLA b64 Hq128 kv8192, Sq 1 and 2.
+contiguous K/V, which favours it); MLA b64 Hq128 kv8192, Sq 1 and 2. `peak`: the dense bf16 rate
+cuBLAS reaches here (torch.mm 8192^3, and torch.bmm on the MLA's own two products), what MLA
+decode's FLOP bound is read against.
 
-usage: attention_vs_torch.py [--json FILE] [--seqlen N] [--kv N] [--only prefill|decode|mla ...]
+usage: attention_vs_torch.py [--json FILE] [--seqlen N] [--kv N] [--only prefill|decode|mla|peak ...]
 Times are medians of CUDA-event timings (triton.testing.do_bench, L2 flushed between runs)."""
 import argparse, json, os
 import torch
@@ -19,7 +21,7 @@ from triton.testing import do_bench
 p = argparse.ArgumentParser()
 p.add_argument("--seqlen", type=int, default=4096)
 p.add_argument("--kv", type=int, default=8192)
-p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla"],
+p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla", "peak"],
                help="the families to time (all by default); the copy rate is always measured")
 p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "attention_torch.json"))
 args = p.parse_args()
@@ -107,6 +109,23 @@ for Sq in (1, 2) if "mla" in args.only else ():
         except Exception as e:
             print(f"  mla Hq128 Sq{Sq:<19} {backend:<8} unavailable: {str(e).splitlines()[0][:100]}", flush=True)
     del kv, q
+
+if "peak" in args.only:
+    res["peak"] = []
+    a, b = (torch.randn(8192, 8192, dtype=bf16, device=dev) for _ in range(2))
+    qm = torch.randn(64, 128, 576, dtype=bf16, device=dev)
+    kvm = torch.randn(64, L, 576, dtype=bf16, device=dev)
+    pm = torch.randn(64, 128, L, dtype=bf16, device=dev)
+    for name, fn, flops in (("mm 8192x8192x8192", lambda: a @ b, 2.0 * 8192**3),
+                            (f"bmm 64 x [128x576]x[576x{L}] (MLA S)", lambda: torch.bmm(qm, kvm.transpose(1, 2)),
+                             2.0 * 64 * 128 * 576 * L),
+                            (f"bmm 64 x [128x{L}]x[{L}x512] (MLA P V)", lambda: torch.bmm(pm, kvm[..., :512]),
+                             2.0 * 64 * 128 * L * 512)):
+        fn()
+        t = ms(fn)
+        res["peak"].append({"gemm": name, "us": t * 1e3, "tflops": flops / (t * 1e-3) / 1e12})
+        print(f"  cuBLAS bf16 {name:<40} {t * 1e3:10.1f} us {flops / (t * 1e-3) / 1e12:8.1f} TFLOP/s", flush=True)
+    del a, b, qm, kvm, pm
 
 with open(args.json, "w") as f:
     json.dump(res, f, indent=1)
