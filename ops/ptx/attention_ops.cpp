@@ -368,41 +368,21 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
   return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
-// ROWS ("sm90.tma.row"): one box a row's whole head slice, the caches seen as [NB x BS rows, Hkv,
-// D / 64, 64] (4-d; boxes of 64 x D / 64 x 1 x rows): a request per 2 x 128 bytes of a row
-// where head_map's boxes make one per 128.
-Result<TensorMap> head_rows_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
-                                int64_t rows) {
-  hal_tensor_map_desc d{};
-  d.struct_size = sizeof d;
-  d.buffer = t.buffer.get();
-  d.offset = t.offset;
-  d.dtype = HAL_TENSOR_MAP_BF16;
-  d.rank = 4;
-  const uint64_t dims[4] = {64, uint64_t(D / 64), uint64_t(H), uint64_t(T)};
-  const uint64_t strides[4] = {2, 128, uint64_t(D) * 2, uint64_t(H * D) * 2};
-  const uint32_t box[4] = {64, uint32_t(D / 64), 1, uint32_t(rows)};
-  for (int i = 0; i < 4; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
-  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
-  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
-  return ctx.device.encode_tensor_map(d);
-}
-template <int STAGES_D128, int STAGES_D64, bool ROWS = false>
+template <int STAGES_D128, int STAGES_D64>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
   const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
-  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, ROWS ? "r" : ""),
-                        160, decode_sm90_shared(s.D, stages), 16, true};
+  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
+                        decode_sm90_shared(s.D, stages), 16, true};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
   const int64_t box_rows = std::min<int64_t>(s.BS, kKeys);
   // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D].
-  auto map = ROWS ? head_rows_map : head_map;
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
   const double sl2 = scale_log2(s.scale, s.D);
   HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
                             dk.smem, [&](ArgPack& a) {
@@ -470,9 +450,6 @@ ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a",
 ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12>,
                                     "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                     "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
-ops::RegisterOpImpl r_decode_sm90_row({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 14, decode_sm90<3, 6, true>,
-                                      "sm90.tma.row", decode_sm90_applies<3, 6>, nullptr, false, nullptr,
-                                      "as sm90.tma with one TMA box a row's whole head slice (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

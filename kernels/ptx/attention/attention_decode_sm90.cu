@@ -17,17 +17,11 @@
 // scores are replaced by -inf), V's rows are zeroed before the last tile's P V (P is 0 there,
 // but 0 x NaN is not 0).
 //
-// ROWS (the "sm90.tma.row" build): one box brings a head's whole D-element slice of R rows (a 4-d
-// map: 64 dims x D/64 halves x 1 head x R rows), where the other build sends a box per 64-dim
-// half. Nsight Compute on an H200 had the two-box build's L2 at 96% of its throughput and DRAM
-// at 86-88%: half the requests for the same bytes. The smem tile is then [R rows x D/64 halves]
-// of 128-byte rows, the swizzle on that row index (tile_at).
-//
 // A first version issued one cp.async.bulk (256 bytes) per key row; on the H100 it ran at 61%
 // of the copy rate with two CTAs an SM and 33% with one: the producer warp's issue of 128
 // small copies a tile limited each CTA (docs/PERFORMANCE.md).
 //
-//   hc_attn_decode_d{64,128}_s{STAGES}[r]_sm90   grid (row tiles, B x Hkv, splits), 160 threads
+//   hc_attn_decode_d{64,128}_s{STAGES}_sm90   grid (row tiles, B x Hkv, splits), 160 threads
 #include "attention_common.cuh"
 #include "../moe/sm90_common.cuh"
 
@@ -53,17 +47,6 @@ struct DecCfg {
   static_assert(512 + 3 * (D / 8) * 32 * 16 <= kStage, "merge scratch");
 };
 
-// The shared address of 16-byte chunk `chunk` (of D / 8) of key row `row` in a K or V tile.
-// Two-box build: D / 64 blocks of [64 rows][128 bytes]; ROWS: [64 rows x D / 64 halves][128
-// bytes]. Either way a 128-byte row's chunk c sits at (c ^ that row's index) % 8 (the TMA
-// 128-byte swizzle over a 1024-byte-aligned tile).
-template <int D, bool ROWS>
-__device__ __forceinline__ uint32_t tile_at(uint32_t tile, int row, int chunk) {
-  const int h = chunk >> 3, c = chunk & 7;
-  const int r = ROWS ? row * (D / 64) + h : row;
-  return tile + (ROWS ? 0 : h * kKeys * 128) + r * 128 + ((c ^ (r & 7)) << 4);
-}
-
 // The 4 compute warps' barrier (named barrier 1): the producer warp never joins it.
 struct ComputeSync {
   __device__ void operator()() const { asm volatile("bar.sync 1, %0;\n" ::"n"(kDecCompute) : "memory"); }
@@ -72,7 +55,7 @@ struct ComputeSync {
 // The producer (lane 0 of warp 4): the CTA's key tiles into the ring. Tile it's keys
 // [k0, k0 + 64) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
-template <int D, int STAGES, bool ROWS>
+template <int D, int STAGES>
 __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* tv, uint32_t stages, uint32_t bars,
                         int n_tiles, int hk) {
   using C = DecCfg<D, STAGES>;
@@ -90,11 +73,6 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
     for (int b = 0; b < boxes; ++b) {
       const int row = key_index(p, k0 + b * R);
-      if (ROWS) {
-        tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, once);
-        tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, once);
-        continue;
-      }
 #pragma unroll
       for (int h = 0; h < D / 64; ++h) {
         tma_3d(sk + h * C::kHalf + b * R * 128, tk, h * 64, hk, row, full, once);
@@ -105,29 +83,33 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
 }
 
 // Zeroes V rows [r0, 64) of a stage (the keys past the CTA's range in its last tile).
-template <int D, bool ROWS>
+template <int D, int STAGES>
 __device__ __forceinline__ void zero_v_rows(uint32_t sv, int r0) {
   for (int c = threadIdx.x; c < (kKeys - r0) * (D / 8); c += kDecCompute) {
-    const uint32_t a = tile_at<D, ROWS>(sv, r0 + c / (D / 8), c % (D / 8));
+    const int row = r0 + c / (D / 8), chunk = c % (D / 8);
+    const uint32_t a = sv + (chunk >> 3) * DecCfg<D, STAGES>::kHalf + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
   }
 }
 
 // One compute warp's share of a key tile: keys [16w, 16w + 16) of the stage at sk (K) / sv (V).
-template <int D, bool ROWS>
+template <int D, int STAGES>
 __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_t sk, uint32_t sv,
                                         float (&o)[D / 8][4], RowState& st, int k0, int vis0, int vis1,
                                         float scale_log2) {
+  using C = DecCfg<D, STAGES>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l7 = lane & 7, key0 = warp * 16;
   float s[2][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-  // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi).
-  const int krow = key0 + l7 + ((lane >> 4) << 3), kc = (lane >> 3) & 1;
+  // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi); row r's
+  // chunk c is at (c ^ r) % 8 of its 64-dim block, and r % 8 = lane % 8 here.
+  const uint32_t krow = sk + (key0 + l7 + ((lane >> 4) << 3)) * 128;
+  const int kx = ((lane >> 3) & 1) ^ l7;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t b[4];
-    ldmatrix_x4(b, tile_at<D, ROWS>(sk, krow, kk * 2 + kc));
+    ldmatrix_x4(b, krow + (kk >> 2) * C::kHalf + ((((kk * 2) & 7) ^ kx) << 4));
     mma_bf16(s[0], qf[kk], b);
     mma_bf16(s[1], qf[kk], b + 2);
   }
@@ -136,17 +118,18 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
   softmax_step<2>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
   scale_rows<D / 8>(o, a0, a1);
   // V transposed: matrices (keys 0-7, dims 16dp..+7), (keys 8-15, same), (0-7, +8..), (8-15, +8..).
-  const int vrow = key0 + l7 + (((lane >> 3) & 1) << 3), vc = lane >> 4;
+  const uint32_t vrow = sv + (key0 + l7 + (((lane >> 3) & 1) << 3)) * 128;
+  const int vx = (lane >> 4) ^ l7;
 #pragma unroll
   for (int dp = 0; dp < D / 16; ++dp) {
     uint32_t b[4];
-    ldmatrix_x4_trans(b, tile_at<D, ROWS>(sv, vrow, dp * 2 + vc));
+    ldmatrix_x4_trans(b, vrow + (dp >> 2) * C::kHalf + ((((dp * 2) & 7) ^ vx) << 4));
     mma_bf16(o[2 * dp], pf[0], b);
     mma_bf16(o[2 * dp + 1], pf[0], b + 2);
   }
 }
 
-template <int D, int STAGES, bool ROWS>
+template <int D, int STAGES>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
@@ -175,7 +158,7 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   cp_async_wait<0>();
   __syncthreads();  // Q and the mbarriers are ready; from here the roles part
   if (warp == kDecCompute / 32) {
-    produce<D, STAGES, ROWS>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    produce<D, STAGES>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
   uint32_t qf[D / 16][4];
@@ -192,10 +175,10 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
     const uint32_t sk = base + s * C::kStage;
     mbar_wait(bars + 8 * s, (it / STAGES) & 1);
     if (p.kend - k0 < kKeys) {  // the last tile, partial (uniform across the compute warps)
-      zero_v_rows<D, ROWS>(sk + C::kTile, p.kend - k0);
+      zero_v_rows<D, STAGES>(sk + C::kTile, p.kend - k0);
       ComputeSync{}();
     }
-    consume<D, ROWS>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    consume<D, STAGES>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
     mbar_arrive(bars + 8 * (STAGES + s));
   }
   // Every copy has landed (each stage was waited for); once every compute warp is past its
@@ -212,24 +195,20 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 }  // namespace hc
 
 // Parameters: the K and V tensor maps (3-d over [NB x BS rows, Hkv, D], boxes of 64 dims x 1
-// head x min(BS, 64) rows; ROWS: 4-d over [NB x BS rows, Hkv, D / 64, 64], boxes of 64 x D / 64
-// x 1 x min(BS, 64); 128-byte swizzle), then 8 bytes each:
+// head x min(BS, 64) rows, 128-byte swizzle), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, ROWS)                                                               \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
            float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
            long long BS, long long MB, long long split_len, double scale_log2) {                                 \
-    hc::decode_sm90<D, STAGES, ROWS>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+    hc::decode_sm90<D, STAGES>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
                                MB, split_len, (float)scale_log2);                                                \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, false)
-// One box a row's head slice (sm90.tma.row).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3r_sm90, 128, 3, 2, true)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6r_sm90, 64, 6, 2, true)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1)
