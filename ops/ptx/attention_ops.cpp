@@ -368,14 +368,12 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
   return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
-// SUFFIX, PROMO: experiments (d128): the kernel variant's suffix, the maps' L2 promotion.
-template <int STAGES_D128, int STAGES_D64, char SUFFIX = 0, hal_tensor_map_l2 PROMO = HAL_TENSOR_MAP_L2_256B>
+template <int STAGES_D128, int STAGES_D64>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
   const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
-  const std::string suffix = SUFFIX && s.D == 128 ? std::string(1, SUFFIX) : std::string();
-  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, suffix), 160,
+  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
                         decode_sm90_shared(s.D, stages), 16, true};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
@@ -383,8 +381,8 @@ Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
   const int64_t box_rows = std::min<int64_t>(s.BS, kKeys);
   // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D].
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows, PROMO));
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows, PROMO));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
   const double sl2 = scale_log2(s.scale, s.D);
   HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
                             dk.smem, [&](ArgPack& a) {
@@ -452,16 +450,6 @@ ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a",
 ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12>,
                                     "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                     "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
-ops::RegisterOpImpl r_decode_x1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 13, decode_sm90<3, 6, 'p'>,
-                                "sm90.tma.x1", decode_sm90_applies<3, 6>, nullptr, false, nullptr, "experiment"});
-ops::RegisterOpImpl r_decode_x2({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 13, decode_sm90<3, 6, 'n'>,
-                                "sm90.tma.x2", decode_sm90_applies<3, 6>, nullptr, false, nullptr, "experiment"});
-ops::RegisterOpImpl r_decode_x3({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 13,
-                                decode_sm90<3, 6, 0, HAL_TENSOR_MAP_L2_NONE>, "sm90.tma.x3", decode_sm90_applies<3, 6>,
-                                nullptr, false, nullptr, "experiment"});
-ops::RegisterOpImpl r_decode_x4({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 13,
-                                decode_sm90<3, 6, 0, HAL_TENSOR_MAP_L2_128B>, "sm90.tma.x4", decode_sm90_applies<3, 6>,
-                                nullptr, false, nullptr, "experiment"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -55,20 +55,14 @@ struct ComputeSync {
 // The producer (lane 0 of warp 4): the CTA's key tiles into the ring. Tile it's keys
 // [k0, k0 + 64) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
-// VARIANT (experiment): bit 0 = the next tile's first row looked up ahead (its block-table load
-// overlaps the wait for a free stage); bit 1 = L2 evict_normal instead of evict_first.
-template <int D, int STAGES, int VARIANT>
+template <int D, int STAGES>
 __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* tv, uint32_t stages, uint32_t bars,
                         int n_tiles, int hk) {
   using C = DecCfg<D, STAGES>;
   if ((threadIdx.x & 31) != 0) return;
   uint64_t once;
-  if (VARIANT & 2)
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(once));
-  else
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
   const int R = p.BS < kKeys ? (int)p.BS : kKeys;
-  int ahead = (VARIANT & 1) && n_tiles > 0 ? key_index(p, p.kbeg) : 0;
   for (int it = 0; it < n_tiles; ++it) {
     const int s = it % STAGES;
     const uint32_t full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
@@ -77,10 +71,8 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
     const int boxes = min(kKeys / R, (p.kend - k0 + R - 1) / R);
     mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
-    const int first = ahead;
-    if ((VARIANT & 1) && it + 1 < n_tiles) ahead = key_index(p, k0 + kKeys);
     for (int b = 0; b < boxes; ++b) {
-      const int row = (VARIANT & 1) && b == 0 ? first : key_index(p, k0 + b * R);
+      const int row = key_index(p, k0 + b * R);
 #pragma unroll
       for (int h = 0; h < D / 64; ++h) {
         tma_3d(sk + h * C::kHalf + b * R * 128, tk, h * 64, hk, row, full, once);
@@ -137,7 +129,7 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
   }
 }
 
-template <int D, int STAGES, int VARIANT>
+template <int D, int STAGES>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
@@ -166,7 +158,7 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   cp_async_wait<0>();
   __syncthreads();  // Q and the mbarriers are ready; from here the roles part
   if (warp == kDecCompute / 32) {
-    produce<D, STAGES, VARIANT>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    produce<D, STAGES>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
   uint32_t qf[D / 16][4];
@@ -206,20 +198,17 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // head x min(BS, 64) rows, 128-byte swizzle), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, VARIANT)                                                               \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
            float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
            long long BS, long long MB, long long split_len, double scale_log2) {                                 \
-    hc::decode_sm90<D, STAGES, VARIANT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+    hc::decode_sm90<D, STAGES>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
                                MB, split_len, (float)scale_log2);                                                \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 0)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 0)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 0)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 0)
-// Experiments (d128 only): the table looked up ahead; L2 evict_normal.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3p_sm90, 128, 3, 2, 1)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3n_sm90, 128, 3, 2, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1)
