@@ -380,9 +380,14 @@ Status decode_sm90(ops::OpContext& ctx) {
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
   const int64_t box_rows = std::min<int64_t>(s.BS, kKeys);
-  // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D].
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows));
+  // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D], without L2 promotion: every
+  // byte is read once, and on an H200 (Nsight Compute: L2 at 95-97% of its throughput with
+  // 256-byte promotion) the decode ran 4.6% faster without it (1003.8 against 1051.3 us at Hkv
+  // 16; 128-byte promotion 1009.0; Hkv 2 level), docs/PERFORMANCE.md 2026-11-28.
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+                                                  HAL_TENSOR_MAP_L2_NONE));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+                                                  HAL_TENSOR_MAP_L2_NONE));
   const double sl2 = scale_log2(s.scale, s.D);
   HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
                             dk.smem, [&](ArgPack& a) {
@@ -426,8 +431,9 @@ bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
 // (docs/PERFORMANCE.md, 2026-11-25 02:33 UTC). On the H200 (4.8 TB/s, 36 GB/s per SM)
 // sm80.ksplit reached 3.3 TB/s, 25 GB/s per SM (78% of the copy rate, 00:40 UTC): its ceiling
 // an SM, which the TMA ring (up to 6 x 32 KiB in flight an SM, no CTA-wide barrier) is built to
-// lift. The same threshold as the MoE gather rule (28 GB/s per SM, moe_ops.cpp). Not yet
-// measured on an H200: bench/decode_gpu_run.sh times both there.
+// lift. The same threshold as the MoE gather rule (28 GB/s per SM, moe_ops.cpp). Measured on an
+// H200 since (2026-11-25 and 2026-11-28): sm90.tma 1.18x (Hkv 16) and 1.13x (Hkv 2) as fast as
+// sm80.ksplit there.
 bool tma_pays(const ops::ApplyContext& c, std::string* why) {
   const uint64_t bw = c.facts.memory_bytes_per_s;
   const uint32_t sms = c.facts.compute_units;

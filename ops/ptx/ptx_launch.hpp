@@ -146,9 +146,9 @@ inline Result<TensorMap> dense_map(const ops::OpContext& ctx, const ops::Tensor&
 
 // A 3-d tensor map over [T, H, D] (innermost first: D, H, T): boxes of 64 columns x 1 head x
 // `rows` rows, 128-byte swizzle (the attention kernels' layout: sm90.ws prefill, sm90.tma decode
-// over a paged cache seen as [NB x BS, Hkv, D]).
+// over a paged cache seen as [NB x BS, Hkv, D]); L2 promotion 256 bytes unless given.
 inline Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
-                                  int64_t rows) {
+                                  int64_t rows, hal_tensor_map_l2 promotion = HAL_TENSOR_MAP_L2_256B) {
   hal_tensor_map_desc d{};
   d.struct_size = sizeof d;
   d.buffer = t.buffer.get();
@@ -160,7 +160,7 @@ inline Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& 
   const uint32_t box[3] = {64, 1, uint32_t(rows)};
   for (int i = 0; i < 3; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
   d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
-  d.l2_promotion = HAL_TENSOR_MAP_L2_256B;
+  d.l2_promotion = promotion;
   return ctx.device.encode_tensor_map(d);
 }
 
