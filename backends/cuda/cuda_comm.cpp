@@ -6,8 +6,9 @@
 //     SCM_RIGHTS, then imports and maps it for its own device. Two processes on one GPU, or
 //     on two GPUs of one host with peer access, share memory this way;
 //   - all_to_all: grouped ncclSend/ncclRecv on the stream when every rank has its own GPU and
-//     libnccl.so.2 loads (backends/comm_common/ccl_library; NCCL refuses two ranks on one
-//     GPU); otherwise staged through host shared memory (correct everywhere, not fast).
+//     libnccl.so.2 loads (backends/comm_common/ccl_comm, as the HIP backend's RCCL; NCCL
+//     refuses two ranks on one GPU); otherwise staged through host shared memory
+//     (comm::staged_all_to_all: correct everywhere, not fast).
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -19,7 +20,7 @@
 #include <memory>
 #include <thread>
 
-#include "ccl_library.hpp"
+#include "ccl_comm.hpp"
 #include "cuda_internal.hpp"
 #include "shm_group.hpp"
 
@@ -35,8 +36,7 @@ struct CudaComm {
   std::mutex mu;
   std::map<uint64_t, int> exported;  // buffer id -> its shareable fd (owned by the buffer)
   uint64_t next_id = 1;
-  std::unique_ptr<ccl::Library> nccl;  // set when the all-to-all runs over NCCL
-  ccl::CommHandle nccl_comm = nullptr;
+  std::unique_ptr<ccl::Comm> nccl;  // set when the all-to-all runs over NCCL
 };
 
 namespace {
@@ -188,35 +188,15 @@ void cuda_vmm_release(CudaBuffer* b) {
 namespace {
 
 // NCCL for the all-to-all when every rank holds its own GPU (by PCI address) and the library
-// loads; otherwise the reason it is not used (logged) and the staged path. Collective: every
-// rank takes the same decision from the same all-gathered facts.
+// loads (ccl::Comm::start, collective); otherwise the reason it is not used (logged) and the
+// staged path.
 std::string try_nccl(CudaComm* c) {
   CudaDevice* dv = c->dv;
-  const uint32_t n = c->group->size();
-  uint64_t mine[2] = {uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)) << 32 |
-                          uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)) << 8 |
-                          uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)),
-                      0};
-  std::unique_ptr<ccl::Library> lib;
-  std::string why = n < 2 ? "one rank" : ccl::Library::open(ccl::Flavor::kNccl, &lib);
-  mine[1] = why.empty() ? 1 : 0;
-  std::vector<uint64_t> all(2 * size_t(n));
-  if (auto e = c->group->all_gather(mine, sizeof mine, all.data()); !e.empty()) return e;
-  for (uint32_t p = 0; p < n && why.empty(); ++p) {
-    if (!all[2 * p + 1]) why = fmt::format("rank {} could not load libnccl.so.2", p);
-    for (uint32_t q = 0; q < p && why.empty(); ++q)
-      if (all[2 * p] == all[2 * q]) why = fmt::format("ranks {} and {} share one GPU", q, p);
-  }
-  if (!why.empty()) return why;
-  ccl::UniqueId id{};
-  if (c->group->rank() == 0 && lib->symbols().ncclGetUniqueId(&id) != ccl::kSuccess) std::memset(&id, 0, sizeof id);
-  std::vector<ccl::UniqueId> ids(n);
-  if (auto e = c->group->all_gather(&id, sizeof id, ids.data()); !e.empty()) return e;
+  const uint64_t pci = uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)) << 32 |
+                       uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)) << 8 |
+                       uint64_t(attr(dv, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
   ContextScope scope(dv->d, dv->ctx);
-  ccl::Result r = lib->symbols().ncclCommInitRank(&c->nccl_comm, int(n), ids[0], int(c->group->rank()));
-  if (r != ccl::kSuccess) return lib->error_text("ncclCommInitRank", r);
-  c->nccl = std::move(lib);
-  return {};
+  return ccl::Comm::start(ccl::Flavor::kNccl, *c->group, pci, nullptr, &c->nccl);
 }
 
 }  // namespace
@@ -257,7 +237,7 @@ hal_error* cuda_comm_create(CudaDevice* dv, const hal_comm_desc* desc, CudaComm*
 }
 
 void cuda_comm_destroy(CudaComm* c) {
-  if (c->nccl_comm) c->nccl->symbols().ncclCommDestroy(c->nccl_comm);
+  c->nccl.reset();  // ncclCommDestroy
   c->stop.store(true);
   if (c->server.joinable()) c->server.join();
   if (c->listen_fd >= 0) close(c->listen_fd);
@@ -353,59 +333,37 @@ hal_error* cuda_comm_buffer_import(CudaComm* c, uint32_t peer, const hal_comm_ha
   })
 }
 
-// Grouped sends and receives, queued on the stream (no host wait).
-static hal_error* nccl_all_to_all(CudaComm* c, CudaStream* s, CudaBuffer* send, const uint64_t* send_offsets,
-                                  const uint64_t* send_sizes, CudaBuffer* recv, const uint64_t* recv_offsets,
-                                  const uint64_t* recv_sizes) {
-  const ccl::Symbols& f = c->nccl->symbols();
-  ContextScope scope(c->dv->d, c->dv->ctx);
-  ccl::Result r = f.ncclGroupStart();
-  for (uint32_t p = 0; p < c->group->size() && r == ccl::kSuccess; ++p) {
-    if (send_sizes[p])
-      r = f.ncclSend(reinterpret_cast<const void*>(send->address + send_offsets[p]), send_sizes[p], ccl::kUint8,
-                     int(p), c->nccl_comm, s->stream);
-    if (r == ccl::kSuccess && recv_sizes[p])
-      r = f.ncclRecv(reinterpret_cast<void*>(recv->address + recv_offsets[p]), recv_sizes[p], ccl::kUint8, int(p),
-                     c->nccl_comm, s->stream);
-  }
-  ccl::Result end = f.ncclGroupEnd();
-  if (r != ccl::kSuccess) return comm_error(HAL_DEVICE_ERROR, c->nccl->error_text("ncclSend/ncclRecv", r));
-  if (end != ccl::kSuccess) return comm_error(HAL_DEVICE_ERROR, c->nccl->error_text("ncclGroupEnd", end));
-  return nullptr;
-}
-
-// Staged through host memory: device -> packed host send area -> shared-memory all-to-all ->
-// host receive area -> device. Blocks the calling thread.
+// Over NCCL: grouped sends and receives queued on the stream (no host wait). Else staged
+// through host memory: device -> packed host send area -> shared-memory all-to-all -> host
+// receive area -> device; blocks the calling thread.
 hal_error* cuda_comm_all_to_all(CudaComm* c, CudaStream* s, CudaBuffer* send, const uint64_t* send_offsets,
                                 const uint64_t* send_sizes, CudaBuffer* recv, const uint64_t* recv_offsets,
                                 const uint64_t* recv_sizes) {
   HAL_BACKEND_GUARD({
-    if (c->nccl) return nccl_all_to_all(c, s, send, send_offsets, send_sizes, recv, recv_offsets, recv_sizes);
-    const uint32_t n = c->group->size();
     const Driver* d = c->dv->d;
     ContextScope scope(d, c->dv->ctx);
-    std::vector<uint64_t> so(n), ro(n);
-    uint64_t st = 0, rt = 0;
-    for (uint32_t p = 0; p < n; ++p) {
-      so[p] = st;
-      st += send_sizes[p];
-      ro[p] = rt;
-      rt += recv_sizes[p];
+    if (c->nccl) {
+      if (auto e = c->nccl->all_to_all(send->address, send_offsets, send_sizes, recv->address, recv_offsets, recv_sizes,
+                                       s->stream);
+          !e.empty())
+        return comm_error(HAL_DEVICE_ERROR, e);
+      return nullptr;
     }
-    std::vector<char> hs(std::max<uint64_t>(st, 1)), hr(std::max<uint64_t>(rt, 1));
-    const std::string what = fmt::format("{}: all_to_all staging", c->dv->uri);
-    for (uint32_t p = 0; p < n; ++p)
-      if (send_sizes[p])
-        CU_TRY(d, d->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(hs.data() + so[p]), send->address + send_offsets[p],
-                                   send_sizes[p], s->stream), what);
-    CU_TRY(d, d->cuStreamSynchronize(s->stream), what);
-    if (auto e = c->group->all_to_all(hs.data(), so.data(), send_sizes, hr.data(), ro.data(), recv_sizes); !e.empty())
-      return comm_error(HAL_DEVICE_ERROR, e);
-    for (uint32_t p = 0; p < n; ++p)
-      if (recv_sizes[p])
-        CU_TRY(d, d->cuMemcpyAsync(recv->address + recv_offsets[p], reinterpret_cast<CUdeviceptr>(hr.data() + ro[p]),
-                                   recv_sizes[p], s->stream), what);
-    CU_TRY(d, d->cuStreamSynchronize(s->stream), what);  // hr goes when this returns
+    auto cu_text = [&](CUresult r, const char* what) {
+      return r == CUDA_SUCCESS ? std::string() : fmt::format("{}: {}", what, result_string(*d, r));
+    };
+    comm::StagedCopies copies{
+        [&](uint32_t p, char* h) {
+          return cu_text(d->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(h), send->address + send_offsets[p],
+                                          send_sizes[p], s->stream), "cuMemcpyAsync to host");
+        },
+        [&](uint32_t p, const char* h) {
+          return cu_text(d->cuMemcpyAsync(recv->address + recv_offsets[p], reinterpret_cast<CUdeviceptr>(h),
+                                          recv_sizes[p], s->stream), "cuMemcpyAsync to the device");
+        },
+        [&] { return cu_text(d->cuStreamSynchronize(s->stream), "cuStreamSynchronize"); }};
+    if (auto e = comm::staged_all_to_all(*c->group, send_sizes, recv_sizes, copies); !e.empty())
+      return comm_error(HAL_DEVICE_ERROR, fmt::format("{}: all_to_all staging: {}", c->dv->uri, e));
     return nullptr;
   })
 }
