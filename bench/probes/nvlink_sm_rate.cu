@@ -18,6 +18,8 @@
 //    a TPC (2 SMs) at a time over every GPC; and the copy engines (cudaMemcpyPeerAsync).
 #include <cuda_runtime.h>
 
+#include "probe_check.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,15 +28,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 namespace {
 
