@@ -7,7 +7,8 @@
 // (the block's stores are ordered before it by bar.sync), ld.acquire.sys by the waiter. A flag
 // holds the generation of the layer that raised it and is never reset.
 //
-// Launch: grid (blocks, ranks in this launch), up to kEpThreads threads. blockIdx.y is the rank's index in
+// Launch: grid (blocks, ranks in this launch), kEpThreads threads (2 x kEpThreads for
+// hc_ep_combine_wide). blockIdx.y is the rank's index in
 // the launch: the world form runs every rank of the contract in one grid (each rank's memory a
 // slice of the stacked tensors), a layer launches its own rank alone. Every block of the grid
 // must be resident at once (blocks wait on flags raised by other blocks): the launchers keep
@@ -20,7 +21,7 @@
 namespace {
 
 constexpr int kMaxRanks = 8;
-constexpr int kEpThreads = 512;  // the launchers' block size (ops/ptx/comm_ops.cpp): at most this
+constexpr int kEpThreads = 512;  // the launchers' block size (ops/ptx/comm_ops.cpp); the wide combine takes twice
 constexpr unsigned long long kWaitLimitNs = 20ull * 1000 * 1000 * 1000;  // a peer that never comes: trap
 
 struct DispatchPeers {
@@ -490,7 +491,8 @@ __device__ __forceinline__ void ep_combine(const float* __restrict__ topk_weight
   }
 }
 
-// 512 threads, two pieces each: the registry's ep_combine.
+// 512 threads, two pieces each: the registry's ep_combine on streams of more than 24 SMs
+// (ops/ptx/comm_ops.cpp), "narrow" by name.
 extern "C" __global__ void __launch_bounds__(kEpThreads, 1)
     hc_ep_combine(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
                   unsigned short* __restrict__ out, long long T, long long K, long long H, long long RC,
@@ -498,7 +500,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1)
   ep_combine<kCombineItems>(topk_weights, slot_dest, out, T, K, H, RC, chunk_rows, generation, P, rank0, peers);
 }
 // 1024 threads, one piece each (the same bytes in flight an SM, twice the warps to hide the
-// link's latency behind): ep_combine "wide", by name.
+// link's latency behind): the registry's ep_combine on streams of up to 24 SMs, "wide" by name.
 extern "C" __global__ void __launch_bounds__(2 * kEpThreads, 1)
     hc_ep_combine_wide(const float* __restrict__ topk_weights, const int* __restrict__ slot_dest,
                        unsigned short* __restrict__ out, long long T, long long K, long long H, long long RC,
