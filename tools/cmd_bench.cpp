@@ -40,6 +40,7 @@ namespace ops = halcyon::ops;
 using halcyon::bench::BenchTimer;
 using halcyon::bench::Filler;
 using halcyon::bench::median;
+using halcyon::bench::write_file;
 using Tensors = std::map<std::string, ops::Tensor, std::less<>>;
 
 struct Options {
@@ -572,15 +573,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
       " ],\n \"gate_permute_combine_us\": {:.2f}, \"gate_permute_combine_floor_us\": {:.2f}, \"experts_ms\": {:.4f}, "
       "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}{}, \"layer_path\": \"{}\", \"dtype\": \"{}\"\n}}\n",
       gpc, gpc_floor, experts, experts_bytes, layer, gather_json, gathered ? "gather" : "permuted", o.fp8 ? "fp8" : "bf16");
-  if (!o.json.empty()) {
-    FILE* f = std::fopen(o.json.c_str(), "w");
-    if (!f) {
-      fmt::print(stderr, "halcyon bench: cannot write {}\n", o.json);
-      return 1;
-    }
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!o.json.empty() && !write_file("bench", o.json, json)) return 1;
   return 0;
 }
 

@@ -220,15 +220,7 @@ int bench_attention(const std::vector<std::string>& args) {
   }
   json += "\n ]\n}\n";
   fmt::print("  (GB/s KV: K+V bytes read / time; decode targets >= 90% of the copy rate, MLA >= 80%)\n");
-  if (!json_path.empty()) {
-    FILE* fp = std::fopen(json_path.c_str(), "w");
-    if (!fp) {
-      fmt::print(stderr, "halcyon bench: cannot write {}\n", json_path);
-      return 1;
-    }
-    std::fputs(json.c_str(), fp);
-    std::fclose(fp);
-  }
+  if (!json_path.empty() && !write_file("bench attention", json_path, json)) return 1;
   return 0;
 }
 

@@ -300,6 +300,8 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+// GB/s of `bytes` in `ms` (0 when nothing was timed).
+double gbs(uint64_t bytes, double ms) { return ratio(double(bytes), ms) / 1e6; }
 
 void print_results(const std::vector<RankResult>& all, const Shape& sh, const std::string& uri, const std::string& transport) {
   fmt::print("halcyon bench ep on {} x {} ranks ({} communicator): {} tokens per rank, top-{} of {} experts, H {}, I {}\n",
@@ -308,7 +310,6 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
              "GB/s", "combine MB", "combine ms", "GB/s", "layer ms", "peer ms");
   for (size_t r = 0; r < all.size(); ++r) {
     const RankResult& x = all[r];
-    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
     fmt::print("{:>4} {:>12.3f} {:>12.3f} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.2f} {:>10.3f} {:>10.3f}\n", r,
                x.dispatch_bytes / 1e6, x.dispatch_ms, gbs(x.dispatch_bytes, x.dispatch_ms), x.combine_bytes / 1e6,
                x.combine_ms, gbs(x.combine_bytes, x.combine_ms), x.layer_ms, x.layer_peer_ms);
@@ -316,7 +317,6 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
   fmt::print("peer writes (the same bytes copied into peer-mapped buffers, each side ended by a barrier):\n");
   for (size_t r = 0; r < all.size(); ++r) {
     const RankResult& x = all[r];
-    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
     fmt::print("{:>4} dispatch {:.3f} ms = {:.2f} GB/s, combine {:.3f} ms = {:.2f} GB/s\n", r, x.peer_dispatch_ms,
                gbs(x.dispatch_bytes, x.peer_dispatch_ms), x.peer_combine_ms, gbs(x.combine_bytes, x.peer_combine_ms));
   }
@@ -324,14 +324,12 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
              "bytes; layer with them on the comm stream beside the GEMMs:\n", sh.chunk_bytes);
   for (size_t r = 0; r < all.size(); ++r) {
     const RankResult& x = all[r];
-    auto gbs = [](uint64_t bytes, double ms) { return ms > 0 ? double(bytes) / ms / 1e6 : 0.0; };
     const double pd = gbs(x.dispatch_bytes, x.peer_dispatch_ms), pc = gbs(x.combine_bytes, x.peer_combine_ms);
     const double kd = gbs(x.dispatch_bytes, x.kernel_dispatch_ms), kc = gbs(x.combine_bytes, x.kernel_combine_ms);
     fmt::print("{:>4} dispatch {:.3f} ms = {:.2f} GB/s ({:.0f}% of the peer copy), combine {:.3f} ms = {:.2f} GB/s "
                "({:.0f}%), on {} units; layer {:.3f} ms, its grouped GEMMs {:.3f} ms ({:.2f}x)\n", r,
-               x.kernel_dispatch_ms, kd, pd > 0 ? 100 * kd / pd : 0.0, x.kernel_combine_ms, kc,
-               pc > 0 ? 100 * kc / pc : 0.0, x.comm_units, x.layer_kernel_ms, x.layer_kernel_gemm_ms,
-               ratio(x.layer_kernel_ms, x.layer_kernel_gemm_ms));
+               x.kernel_dispatch_ms, kd, 100 * ratio(kd, pd), x.kernel_combine_ms, kc, 100 * ratio(kc, pc),
+               x.comm_units, x.layer_kernel_ms, x.layer_kernel_gemm_ms, ratio(x.layer_kernel_ms, x.layer_kernel_gemm_ms));
   }
   fmt::print("overlap: the kernels' layer in {} micro-batches (one's dispatch and combine beside another's grouped "
              "GEMMs) against its compute side (the grouped GEMMs of a one-micro-batch forward, nothing beside them):\n",

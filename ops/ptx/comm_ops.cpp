@@ -59,15 +59,13 @@ Result<uint32_t> ep_blocks(const ops::OpContext& ctx, const DeviceFacts& dev, in
 // A build of hc_ep_dispatch: its PTX image and the shared memory it needs beyond the counters.
 struct DispatchBuild {
   const char* image;
-  const char* kernel;
-  uint32_t threads;
   uint64_t staging_bytes;
 };
 // The lanes store the rows (ep_exchange.cu).
-constexpr DispatchBuild kLaneStores{"ep_exchange", "hc_ep_dispatch", kEpThreads, 0};
+constexpr DispatchBuild kLaneStores{"ep_exchange", 0};
 // Bulk copies store them (ep_exchange_sm90.cu) from per-warp staging rings: kStages = 3 pieces of
 // kPiece = 3584 bytes a warp, 128-byte aligned after the counters.
-constexpr DispatchBuild kBulkStores{"ep_exchange_sm90", "hc_ep_dispatch", kEpThreads, (kEpThreads / 32) * 3 * 3584 + 128};
+constexpr DispatchBuild kBulkStores{"ep_exchange_sm90", (kEpThreads / 32) * 3 * 3584 + 128};
 
 Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   auto c = ops::ep_dispatch_call(ctx);
@@ -79,13 +77,13 @@ Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   if (!blocks) return blocks.error();
   // A batch of expert ids, the count matrix, next, run and tot per expert, the received total,
   // and a counter per chunk of the block (hc_ep_dispatch's layout).
-  const uint64_t shared = uint64_t(build.threads + c->world * c->E + 3 * c->E + 1 + ceil_div(chunks, *blocks)) * 4 +
+  const uint64_t shared = uint64_t(kEpThreads + c->world * c->E + 3 * c->E + 1 + ceil_div(chunks, *blocks)) * 4 +
                           build.staging_bytes;
   if (shared > dev->max_shared_per_block)
     return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts and {} chunks of {} rows need {} bytes "
                                               "of shared memory, a block has {} (larger chunk_rows need less)", c->world,
                                               c->E, chunks, c->chunk_rows, shared, dev->max_shared_per_block));
-  auto k = kernel(ctx, *dev, build.image, build.kernel);
+  auto k = kernel(ctx, *dev, build.image, "hc_ep_dispatch");
   if (!k) return k.error();
   EpDispatchPtxArgs a{ctx.tensor("x").address(), ctx.tensor("topk_ids").address(), ctx.tensor("slot_dest").address(),
                       ctx.tensor("expert_offsets").address(), c->T, c->K, c->H, c->E, c->RC, c->C, c->chunk_rows,
@@ -94,7 +92,7 @@ Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
     a.recv[q] = c->ranks[q].recv, a.counts[q] = c->ranks[q].counts;
     a.count_flags[q] = c->ranks[q].count_flags, a.chunk_flags[q] = c->ranks[q].chunk_flags;
   }
-  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {build.threads}, a, uint32_t(shared));
+  return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a, uint32_t(shared));
 }
 
 // A build of ep_combine: its kernel and block size (ep_exchange.cu).
