@@ -21,13 +21,17 @@ struct Fp8Build {
   const char* suffix;  // of the entry names
   constexpr int64_t boxes() const { return tn > 128 ? 2 : 4; }
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
+  // Tall builds keep a_scale x w_scale per box in the scale ring (f32 [2][tn] a slot) and need
+  // every 64-row weight box inside one 128-row scale block.
+  constexpr bool tall() const { return tn > 128; }
+  constexpr int64_t ring_scales() const { return tall() ? 2 * tn : tn; }
 };
 constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
     kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"};
 constexpr int64_t kThreads = 384;
 uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
   const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
-  return 1024 + b.slots * (slot + 16 + uint64_t(b.tn) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
+  return 1024 + b.slots * (slot + 16 + uint64_t(b.ring_scales()) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
 }
 
 enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown };
@@ -62,6 +66,11 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, cons
     return fmt::format("{} experts need {} bytes of shared memory, {} has {}", c.dim("EL"), shared, dev.uri,
                        dev.max_shared_per_block);
   if (c.dim("R") > INT_MAX || f.K > INT_MAX || 2 * f.N > INT_MAX) return "a dimension exceeds int32";
+  // The up box of SwiGLU n-tile j starts at weight row I + 64 j: inside one scale block only
+  // when I is a multiple of 64 (the down GEMM's boxes start at multiples of 64).
+  if (build.tall() && which != Fp8Gemm::kDown && f.N % 64)
+    return fmt::format("I = {} is not a multiple of 64: its tall tiles need every 64-row weight box inside one "
+                       "128-row scale block", f.N);
   const int64_t NW = which == Fp8Gemm::kDown ? f.N : 2 * f.N;
   if (c.dim("EL") * ceil_div(NW, 128) * ceil_div(f.K, 128) > INT_MAX) return "w_scale has 2^31 or more elements";
   if (which == Fp8Gemm::kSwigluGather && c.dim("T") * c.params().i("topk") > INT_MAX)
@@ -178,8 +187,10 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
 // 2.46; at 512 and 128 tokens swapw and wide were level (97% and 100% of the copy rate).
 constexpr int64_t kWideRows = 64;
 bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
+// sm90.swapw unless sm90.tall takes the call (it cannot where I % 64 != 0 in the SwiGLU GEMM).
+template <Fp8Gemm Which>
 bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
-  if (!many_rows(c)) return true;
+  if (!many_rows(c) || !fp8_applies<Which, kTall>(c, nullptr)) return true;
   if (why) *why = fmt::format("experts average more than {} rows: sm90.tall streams the weights once", kWideRows);
   return false;
 }
@@ -205,13 +216,13 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
 ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, swapw_preferred));
+                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, swapw_preferred<Fp8Gemm::kSwiglu>));
 ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw>,
                             "sm90.swapw", "wgmma e4m3 swap-AB, producer warps gather rows with cp.async (its cubin)",
                             fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
 ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kDown, kSwapw>, swapw_preferred));
+                            fp8_applies<Fp8Gemm::kDown, kSwapw>, swapw_preferred<Fp8Gemm::kDown>));
 // The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
