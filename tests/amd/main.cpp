@@ -15,12 +15,14 @@ int main(int argc, char** argv) {
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--plugin=", 0) == 0)
+    if (a.rfind("--plugin=", 0) == 0) {
       plugin = a.substr(9);
-    else if (a.rfind("--backend-option=", 0) == 0)
-      options += (options.empty() ? "" : ";") + a.substr(17);
-    else
+    } else if (a.rfind("--backend-option=", 0) == 0) {
+      if (!options.empty()) options += ';';  // not `";" + a.substr(..)`: GCC 12 -O3 -Wrestrict (bug 105329)
+      options += a.substr(17);
+    } else {
       rest.push_back(argv[i]);
+    }
   }
   uint32_t flags = 0;  // hermetic anyway: libhalcyon reads no environment
   if (!plugin.empty()) flags |= HAL_INIT_NO_BUILTIN_BACKENDS | HAL_INIT_NO_INSTALL_DIR;

@@ -18,7 +18,8 @@ namespace {
 std::string work_dir() {
   std::string d = HALCYON_LAUNCH_WORK_DIR;
   mkdir(d.c_str(), 0777);
-  d += "/" + std::to_string(getpid());
+  d += '/';  // appended in two steps: `"/" + std::string&&` trips GCC 12 -O3 -Wrestrict (GCC bug 105329)
+  d += std::to_string(getpid());
   mkdir(d.c_str(), 0777);
   return d;
 }
