@@ -19,7 +19,7 @@ constexpr const char* kImage = "moe_gemm_sm90_fp8";
 struct Fp8Build {
   int slots, tn;
   const char* suffix;  // of the entry names
-  constexpr int64_t boxes() const { return tn > 128 ? 2 : 4; }
+  constexpr int64_t boxes() const { return tall() ? 2 : 4; }
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
   // Tall builds keep a_scale x w_scale per box in the scale ring (f32 [2][tn] a slot) and need
   // every 64-row weight box inside one 128-row scale block.
