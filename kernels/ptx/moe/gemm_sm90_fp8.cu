@@ -65,34 +65,6 @@ constexpr int kTallScalers = 3;
 template <int TN>
 __host__ __device__ constexpr int max_rows() { return (TN + 4 * F_GATHER_WARPS - 1) / (4 * F_GATHER_WARPS); }  // gather rows per lane
 
-// wgmma m64nNTk32 e4m3 x e4m3 -> f32, both operands K-major from shared memory.
-template <int NT>
-__device__ __forceinline__ void wgmma_fp8(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
-#define HC_WGMMA_FP8(NT, K8, IA, IB, IS)                                                                  \
-  template <>                                                                                            \
-  __device__ __forceinline__ void wgmma_fp8<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) { \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                         \
-                 "wgmma.mma_async.sync.aligned.m64n" #NT "k32.f32.e4m3.e4m3 {" HC_ACC_##K8 "}, %" #IA ", %" #IB \
-                 ", p, 1, 1;\n}\n"                                                                        \
-                 : HC_OUTS_##K8                                                                           \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
-  }
-HC_WGMMA_FP8(16, 1, 8, 9, 10)
-HC_WGMMA_FP8(32, 2, 16, 17, 18)
-HC_WGMMA_FP8(48, 3, 24, 25, 26)
-HC_WGMMA_FP8(64, 4, 32, 33, 34)
-HC_WGMMA_FP8(80, 5, 40, 41, 42)
-HC_WGMMA_FP8(96, 6, 48, 49, 50)
-HC_WGMMA_FP8(112, 7, 56, 57, 58)
-HC_WGMMA_FP8(128, 8, 64, 65, 66)
-#undef HC_WGMMA_FP8
-
-template <int N>
-__device__ __forceinline__ void fence_n(float* d) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // A tensor-map box into L2 only (no shared memory, no barrier).
 __device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(c0), "r"(c1),

@@ -1,5 +1,6 @@
-// Hopper (sm_90a) device helpers shared by the wgmma GEMM kernels (gemm_sm90.cu,
-// gemm_sm90_splitk.cu): shared-memory matrix descriptors, wgmma wrappers, mbarriers and
+// Hopper (sm_90a) device helpers shared by the wgmma GEMM kernels (gemm_sm90.cu, gemm_sm90_fp8.cu,
+// gemm_sm90_splitk.cu; bench/probes/wgmma_fp8_rate.cu): shared-memory matrix descriptors, wgmma
+// wrappers (bf16, and e4m3 m64nNk32 at the end), mbarriers and
 // tensor-memory-accelerator copies. Device code only (compiled with `nvcc -ptx`).
 #pragma once
 
@@ -130,3 +131,36 @@ __device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c
 #define HC_OUTS_10 HC_OUTS_9, HC_OUT8(72)
 #define HC_OUTS_11 HC_OUTS_10, HC_OUT8(80)
 
+namespace hc {
+namespace {
+
+// wgmma m64nNTk32 e4m3 x e4m3 -> f32, both operands K-major from shared memory.
+template <int NT>
+__device__ __forceinline__ void wgmma_fp8(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
+#define HC_WGMMA_FP8(NT, K8, IA, IB, IS)                                                                  \
+  template <>                                                                                            \
+  __device__ __forceinline__ void wgmma_fp8<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                         \
+                 "wgmma.mma_async.sync.aligned.m64n" #NT "k32.f32.e4m3.e4m3 {" HC_ACC_##K8 "}, %" #IA ", %" #IB \
+                 ", p, 1, 1;\n}\n"                                                                        \
+                 : HC_OUTS_##K8                                                                           \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
+  }
+HC_WGMMA_FP8(16, 1, 8, 9, 10)
+HC_WGMMA_FP8(32, 2, 16, 17, 18)
+HC_WGMMA_FP8(48, 3, 24, 25, 26)
+HC_WGMMA_FP8(64, 4, 32, 33, 34)
+HC_WGMMA_FP8(80, 5, 40, 41, 42)
+HC_WGMMA_FP8(96, 6, 48, 49, 50)
+HC_WGMMA_FP8(112, 7, 56, 57, 58)
+HC_WGMMA_FP8(128, 8, 64, 65, 66)
+#undef HC_WGMMA_FP8
+
+template <int N>
+__device__ __forceinline__ void fence_n(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+}  // namespace
+}  // namespace hc

@@ -1,0 +1,316 @@
+// wgmma_fp8_rate: what bounds a "k-step" (128 of K) of the FP8 tall GEMM (sm90.tall,
+// kernels/ptx/moe/gemm_sm90_fp8.cu), in SM cycles, in two settings:
+//   1. the tensor work alone: every operand already in shared memory, no producer; each consumer
+//      warpgroup runs the k-step's m64nNk32 e4m3 wgmmas (4 a 64-row weight box), waits, and with
+//      promotion adds each accumulator into an fp32 total with one FMA, as sm90.tall does;
+//   2. fed through a ring as sm90.tall is fed: a producer thread waits for a slot's "empty"
+//      barrier (one arrival a consumer thread), copies the k-step's 16 KB of weights (the next
+//      16 KB of a 4 GiB stream: HBM) and its token rows (an L2-resident buffer) with
+//      cp.async.bulk onto the slot's "full" barrier; the consumers wait, multiply, promote with
+//      token scales read from shared memory and release the slot. Contiguous 4 KB pieces: a
+//      kinder access pattern than the real weight boxes' 128-byte rows at K-byte strides, and
+//      no epilogue, no scale loads from global memory, no tile changes.
+// A diagnostic for issue 19: on an H200 the 4096-token FP8 experts run at 55-57% of the copy
+// rate, the consumers rarely wait for data (ncu), and changes to their instruction stream,
+// their issue order, the ring's depth and the split of work between the consumers were all
+// level or slower (docs/PERFORMANCE.md, "2026-11-28 night").
+//
+// Not part of the library: a standalone CUDA runtime program, built on the GPU machine with
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/probes/wgmma_fp8_rate.cu -o wgmma_fp8_rate
+// 132 CTAs (one an SM: the shared memory asks for it), 4000 k-steps each, clock64 around the
+// loop; the median over 5 launches of the slowest CTA's cycles a k-step. "tensor work" counts
+// 4096 e4m3 multiply-adds a cycle an SM (m64nNk32 = N / 2 cycles). The ring prints the weight
+// stream's rate (events) beside the copy rate (cudaMemcpy, read + write) of the same run.
+#include <cuda_runtime.h>
+
+#include "../../kernels/ptx/moe/sm90_common.cuh"
+#include "probe_check.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using hc::fence_n;
+
+// How a consumer runs a k-step: box by box through one set of temporaries (sm90.tall above 80
+// tokens), both boxes' wgmmas then one wait (sm90.tall up to 80), or one box of its own with all
+// the tile's tokens (sm90.tallb, measured on 2026-11-28).
+enum Mode { kBoxByBox, kBoth, kOwnBox };
+
+// One box's four k32 wgmmas: weight box b (64 rows x 128 bytes at w + 8 KB b), NT token rows at tok.
+template <int NT>
+__device__ __forceinline__ void box_mma(float* t, uint32_t w, uint32_t tok, int b) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    hc::wgmma_fp8<NT>(t, hc::make_desc(w + b * 8192 + kk * 32, 16, 1024), hc::make_desc(tok + kk * 32, 16, 1024), kk);
+}
+
+// d += t * scale (promotion; sc: this box's token scales in shared memory, read as sm90.tall's
+// promote_prescaled reads them, or none: 1.0001), or without promotion one add that keeps the
+// wgmmas' results alive.
+template <int NT, bool PROMO>
+__device__ __forceinline__ void fold(float* d, const float* t, uint32_t sc) {
+  if constexpr (!PROMO) {
+    d[0] += t[0];
+  } else {
+    const int qq = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j) {
+      float2 a = make_float2(1.0001f, 1.0001f);
+      if (sc) asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a.x), "=f"(a.y) : "r"(sc + 4 * (8 * j + 2 * qq)));
+      d[4 * j] = fmaf(t[4 * j], a.x, d[4 * j]);
+      d[4 * j + 1] = fmaf(t[4 * j + 1], a.y, d[4 * j + 1]);
+      d[4 * j + 2] = fmaf(t[4 * j + 2], a.x, d[4 * j + 2]);
+      d[4 * j + 3] = fmaf(t[4 * j + 3], a.y, d[4 * j + 3]);
+    }
+  }
+}
+
+// Consumer c's k-step on the weight boxes at w and its tokens at tok; box b's scales at
+// sc + 4 * b * sc_stride (sc 0: none).
+template <int NT, Mode M, bool PROMO>
+__device__ __forceinline__ void kstep(float (&d)[2][NT / 2], uint32_t w, uint32_t tok, int c, uint32_t sc,
+                                      int sc_stride) {
+  constexpr int NA = NT / 2;
+  auto scales = [&](int b) { return sc ? sc + 4 * b * sc_stride : 0u; };
+  if constexpr (M == kBoxByBox) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      float t[NA];
+      fence_n<NA>(t);
+      hc::wgmma_fence();
+      box_mma<NT>(t, w, tok, b);
+      hc::wgmma_commit();
+      hc::wgmma_wait<0>();
+      fence_n<NA>(t);
+      fold<NT, PROMO>(d[b], t, scales(b));
+    }
+  } else {
+    constexpr int NB = M == kBoth ? 2 : 1;
+    float t[NB][NA];
+#pragma unroll
+    for (int b = 0; b < NB; ++b) fence_n<NA>(t[b]);
+    hc::wgmma_fence();
+#pragma unroll
+    for (int b = 0; b < NB; ++b) box_mma<NT>(t[b], w, tok, M == kBoth ? b : c);
+    hc::wgmma_commit();
+    hc::wgmma_wait<0>();
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      fence_n<NA>(t[b]);
+      fold<NT, PROMO>(d[b], t[b], scales(M == kBoth ? b : c));
+    }
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ float total(const float (&d)[2][NT / 2]) {
+  float s = 0.f;
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) s += d[b][i];
+  return s;
+}
+
+__device__ __forceinline__ uint32_t smem_base(unsigned char* sm) {
+  return (static_cast<uint32_t>(__cvta_generic_to_shared(sm)) + 1023) & ~1023u;
+}
+
+// Setting 1: WGS consumer warpgroups, operands resident (16 KB of weights, then NT token rows
+// a consumer: e4m3 bytes around 1.0, never NaN).
+template <int NT, Mode M, int WGS, bool PROMO>
+__global__ void __launch_bounds__(128 * WGS, 1) resident(long long* cycles, float* sink, int iters) {
+  extern __shared__ __align__(1024) unsigned char sm[];
+  const uint32_t base = smem_base(sm);
+  for (int i = threadIdx.x; i < 64 * 1024 / 4; i += blockDim.x)
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + 4 * i), "r"(0x38383838u ^ (uint32_t(i) & 0x07070707u)));
+  __syncthreads();
+  const int c = threadIdx.x / 128;
+  float d[2][NT / 2] = {};
+  const uint32_t tok = base + 16384 + (M == kOwnBox ? 0 : c) * NT * 128;
+  const long long t0 = clock64();
+  for (int it = 0; it < iters; ++it) kstep<NT, M, PROMO>(d, base, tok, c, 0u, 0);
+  __syncthreads();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+  if (total<NT>(d) == 1234.5f) sink[threadIdx.x] = 1.f;  // never true; keeps the totals
+}
+
+// Setting 2: the same fed through a ring of SLOTS slots (16 KB of weights, then the tokens).
+__device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+template <int NT, Mode M, int WGS, int SLOTS>
+__global__ void __launch_bounds__(128 * (WGS + 1), 1)
+    ringfed(long long* cycles, float* sink, const unsigned char* weights, unsigned long long wbytes,
+            const unsigned char* tokens, int iters) {
+  extern __shared__ __align__(1024) unsigned char sm[];
+  constexpr int kTok = (M == kOwnBox ? 1 : WGS) * NT * 128, kSlot = 16384 + kTok, kScales = 2 * WGS * NT;
+  const uint32_t base = smem_base(sm), bars = base + SLOTS * kSlot, scales = bars + 16 * SLOTS;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < SLOTS; ++i) hc::mbar_init(bars + 8 * i, 1), hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS);
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  for (int i = threadIdx.x; i < kScales; i += blockDim.x)
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(scales + 4 * i), "f"(1.0f + 1e-4f * (i & 7)));
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  const long long t0 = clock64();
+  if (wg == 0) {  // the producer warpgroup gives registers to the consumers, as sm90.tall's does
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+      const unsigned long long per = wbytes / gridDim.x / 16384 * 16384;  // this CTA's part of the stream
+      for (int it = 0; it < iters; ++it) {
+        const int s = it % SLOTS;
+        const uint32_t full = bars + 8 * s, slot = base + s * kSlot;
+        if (it >= SLOTS) hc::mbar_wait(bars + 8 * (SLOTS + s), ((it / SLOTS) - 1) & 1);
+        hc::mbar_expect_tx(full, kSlot);
+        const unsigned char* w = weights + blockIdx.x * per + (unsigned long long)it * 16384 % per;
+        for (int c = 0; c < 16384; c += 4096) bulk(slot + c, w + c, 4096, full);
+        for (int c = 0; c < kTok; c += 4096) bulk(slot + 16384 + c, tokens + c, min(4096, kTok - c), full);
+      }
+    }
+  } else {
+    if constexpr (WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 152;\n");
+    const int c = wg - 1;
+    float d[2][NT / 2] = {};
+    for (int it = 0; it < iters; ++it) {
+      const int s = it % SLOTS;
+      const uint32_t slot = base + s * kSlot, tok = slot + 16384 + (M == kOwnBox ? 0 : c) * NT * 128;
+      hc::mbar_wait(bars + 8 * s, (it / SLOTS) & 1);
+      kstep<NT, M, true>(d, slot, tok, c, scales + 4 * c * NT, WGS * NT);
+      hc::mbar_arrive(bars + 8 * (SLOTS + s));
+    }
+    if (total<NT>(d) == 1234.5f) sink[threadIdx.x] = 1.f;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+}
+
+// Launches k 6 times (the first a warm-up): the median over the others of the slowest CTA's
+// cycles a k-step, and of the launch's time in ms (events).
+template <typename K>
+void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink, double* cyc, double* ms,
+             const unsigned char* w = nullptr, unsigned long long wbytes = 0, const unsigned char* tok = nullptr) {
+  constexpr int kIters = 4000;
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> per, t;
+  std::vector<long long> host(sms);
+  for (int r = 0; r < 6; ++r) {
+    CK(cudaEventRecord(e0));
+    if constexpr (std::is_same_v<K, void (*)(long long*, float*, int)>) k<<<sms, threads, smem>>>(cycles, sink, kIters);
+    else k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters);
+    CK(cudaEventRecord(e1));
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(host.data(), cycles, sms * sizeof(long long), cudaMemcpyDeviceToHost));
+    float f = 0.f;
+    CK(cudaEventElapsedTime(&f, e0, e1));
+    if (r > 0) per.push_back(double(*std::max_element(host.begin(), host.end())) / kIters), t.push_back(f);
+  }
+  std::sort(per.begin(), per.end());
+  std::sort(t.begin(), t.end());
+  *cyc = per[per.size() / 2];
+  *ms = t[t.size() / 2];
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+}
+
+constexpr double tensor_cycles(int nt, Mode m, int wgs) { return double(wgs) * (m == kOwnBox ? 1 : 2) * 4 * nt / 2; }
+
+template <int NT, Mode M, int WGS, bool PROMO>
+void run_resident(const char* what, int sms, long long* cycles, float* sink) {
+  double cyc = 0, ms = 0;
+  measure(resident<NT, M, WGS, PROMO>, sms, 128 * WGS, 120 * 1024, cycles, sink, &cyc, &ms);  // 120 KB: one CTA an SM
+  const double ideal = tensor_cycles(NT, M, WGS);
+  std::printf("  %-62s %6.0f cycles a k-step, tensor work %5.0f (%3.0f%%)\n", what, cyc, ideal, 100.0 * ideal / cyc);
+}
+
+template <int NT, Mode M, int WGS, int SLOTS = 4>
+void run_ringfed(const char* what, int sms, long long* cycles, float* sink, const unsigned char* w,
+                 unsigned long long wbytes, const unsigned char* tok) {
+  constexpr int kTok = (M == kOwnBox ? 1 : WGS) * NT * 128, kSmem = 1024 + SLOTS * (16384 + kTok) + 16 * SLOTS + 8 * NT * WGS;
+  static_assert(kSmem <= 227 * 1024, "shared memory");
+  double cyc = 0, ms = 0;
+  measure(ringfed<NT, M, WGS, SLOTS>, sms, 128 * (WGS + 1), kSmem, cycles, sink, &cyc, &ms, w, wbytes, tok);
+  const double gbs = double(sms) * 4000 * 16384 / (ms * 1e-3) / 1e9;
+  std::printf("  %-62s %d slots %6.0f cycles a k-step, tensor work %5.0f; weights at %5.0f GB/s\n", what, SLOTS, cyc,
+              tensor_cycles(NT, M, WGS), gbs);
+}
+
+}  // namespace
+
+int main() {
+  setvbuf(stdout, nullptr, _IONBF, 0);
+  cudaDeviceProp p{};
+  CK(cudaGetDeviceProperties(&p, 0));
+  std::printf("%s, %d SMs\n", p.name, p.multiProcessorCount);
+  const int n = p.multiProcessorCount;
+  long long* cycles;
+  float* sink;
+  CK(cudaMalloc(&cycles, n * sizeof(long long)));
+  CK(cudaMalloc(&sink, 512 * sizeof(float)));
+  std::printf("operands resident in shared memory (a k-step: 2 weight boxes of 64 rows x 128 of K):\n");
+  run_resident<64, kBoth, 1, false>("1 consumer, 64 tokens, both boxes at once, no promotion", n, cycles, sink);
+  run_resident<64, kBoth, 1, true>("1 consumer, 64 tokens, both boxes at once, promotion", n, cycles, sink);
+  run_resident<64, kBoth, 2, false>("2 consumers, 64 tokens, both boxes at once, no promotion", n, cycles, sink);
+  run_resident<64, kBoth, 2, true>("2 consumers, 64 tokens, both boxes at once, promotion (tall)", n, cycles, sink);
+  run_resident<64, kBoxByBox, 2, true>("2 consumers, 64 tokens, box by box, promotion", n, cycles, sink);
+  run_resident<64, kBoth, 3, true>("3 consumers, 64 tokens, both boxes at once, promotion", n, cycles, sink);
+  run_resident<128, kOwnBox, 2, false>("2 consumers, 128 tokens, a box each, no promotion", n, cycles, sink);
+  run_resident<128, kOwnBox, 2, true>("2 consumers, 128 tokens, a box each, promotion (tallb)", n, cycles, sink);
+  run_resident<128, kBoxByBox, 2, false>("2 consumers, 128 tokens, box by box, no promotion", n, cycles, sink);
+  run_resident<128, kBoxByBox, 2, true>("2 consumers, 128 tokens, box by box, promotion (tall)", n, cycles, sink);
+
+  const unsigned long long wbytes = 4ull << 30;
+  unsigned char *w, *w2, *tok;
+  CK(cudaMalloc(&w, wbytes));
+  CK(cudaMalloc(&w2, wbytes));
+  CK(cudaMalloc(&tok, 1 << 20));
+  CK(cudaMemset(w, 0x38, wbytes));
+  CK(cudaMemset(tok, 0x38, 1 << 20));
+  {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 6; ++r) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpyAsync(w2, w, wbytes, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float t = 0.f;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      if (r > 0) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("fed through a ring (weights streamed from HBM); copy rate %.0f GB/s (read + write):\n",
+                2.0 * wbytes / (ms[ms.size() / 2] * 1e-3) / 1e9);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+  }
+  run_ringfed<32, kBoth, 2>("2 consumers, 32 tokens, both boxes at once (64 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kOwnBox, 2>("2 consumers, a box each, 64 tokens (64 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2>("2 consumers, 64 tokens, both boxes at once (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 5>("2 consumers, 64 tokens, both boxes at once (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 6>("2 consumers, 64 tokens, both boxes at once (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kOwnBox, 2>("2 consumers, a box each, 128 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<48, kBoth, 3>("3 consumers, 48 tokens, both boxes at once (144 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<96, kBoxByBox, 2>("2 consumers, 96 tokens, box by box (tall, 192 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 3>("3 consumers, 64 tokens, both boxes at once (192 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2>("2 consumers, 128 tokens, box by box (tall, 256 rows)", n, cycles, sink, w, wbytes, tok);
+  CK(cudaFree(w));
+  CK(cudaFree(w2));
+  CK(cudaFree(tok));
+  CK(cudaFree(cycles));
+  CK(cudaFree(sink));
+  return 0;
+}
