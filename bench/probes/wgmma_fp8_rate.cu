@@ -145,7 +145,25 @@ __device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t byt
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
-template <int NT, Mode M, int WGS, int SLOTS>
+// How the ring gets a k-step's token rows: copied from L2 by each CTA (as sm90.tall), not at
+// all (they stay in shared memory: what the token traffic costs), or multicast in a cluster of
+// two CTAs (each copies half and cp.async.bulk's .multicast::cluster writes it into both: the
+// two CTAs of an expert's adjacent weight tiles share one token read). The multicast form here
+// is the plain one: every consumer thread also arrives on the peer's "empty" barrier (256 remote
+// arrivals a k-step), and on the H200 it ran 2.4x slower than the copies, so its figure is the
+// cost of that hand-off, not a bound on what multicast allows.
+enum Tokens { kTokCopy, kTokNone, kTokCast };
+__device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"((unsigned short)3)
+      : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+template <int NT, Mode M, int WGS, int SLOTS, Tokens TOK = kTokCopy>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     ringfed(long long* cycles, float* sink, const unsigned char* weights, unsigned long long wbytes,
             const unsigned char* tokens, int iters) {
@@ -153,12 +171,23 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   constexpr int kTok = (M == kOwnBox ? 1 : WGS) * NT * 128, kSlot = 16384 + kTok, kScales = 2 * WGS * NT;
   const uint32_t base = smem_base(sm), bars = base + SLOTS * kSlot, scales = bars + 16 * SLOTS;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < SLOTS; ++i) hc::mbar_init(bars + 8 * i, 1), hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS);
+    // A multicast slot is released by the consumers of both CTAs (the peer's copies write it too).
+    for (int i = 0; i < SLOTS; ++i)
+      hc::mbar_init(bars + 8 * i, 1), hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS * (TOK == kTokCast ? 2 : 1));
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   for (int i = threadIdx.x; i < kScales; i += blockDim.x)
     asm volatile("st.shared.f32 [%0], %1;" ::"r"(scales + 4 * i), "f"(1.0f + 1e-4f * (i & 7)));
+  if constexpr (TOK == kTokNone)  // the token rows, once
+    for (int i = threadIdx.x; i < SLOTS * kTok / 4; i += blockDim.x)
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + (i / (kTok / 4)) * kSlot + 16384 + 4 * (i % (kTok / 4))),
+                   "r"(0x38383838u));
   __syncthreads();
+  uint32_t rank = 0;
+  if constexpr (TOK == kTokCast) {
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    cluster_sync();  // the peer's barriers are initialised before anything reaches them
+  }
   const int wg = threadIdx.x / 128;
   const long long t0 = clock64();
   if (wg == 0) {  // the producer warpgroup gives registers to the consumers, as sm90.tall's does
@@ -169,10 +198,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         const int s = it % SLOTS;
         const uint32_t full = bars + 8 * s, slot = base + s * kSlot;
         if (it >= SLOTS) hc::mbar_wait(bars + 8 * (SLOTS + s), ((it / SLOTS) - 1) & 1);
-        hc::mbar_expect_tx(full, kSlot);
+        hc::mbar_expect_tx(full, TOK == kTokNone ? 16384 : kSlot);
         const unsigned char* w = weights + blockIdx.x * per + (unsigned long long)it * 16384 % per;
         for (int c = 0; c < 16384; c += 4096) bulk(slot + c, w + c, 4096, full);
-        for (int c = 0; c < kTok; c += 4096) bulk(slot + 16384 + c, tokens + c, min(4096, kTok - c), full);
+        if constexpr (TOK == kTokCopy)
+          for (int c = 0; c < kTok; c += 4096) bulk(slot + 16384 + c, tokens + c, min(4096, kTok - c), full);
+        if constexpr (TOK == kTokCast)  // this CTA's half of the rows, into both CTAs
+          for (int c = rank * kTok / 2; c < (int)(rank + 1) * kTok / 2; c += 4096)
+            bulk_cast(slot + 16384 + c, tokens + c, min(4096, (int)(rank + 1) * kTok / 2 - c), full);
       }
     }
   } else {
@@ -186,18 +219,25 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       hc::mbar_wait(bars + 8 * s, (it / SLOTS) & 1);
       kstep<NT, M, true>(d, slot, tok, c, scales + 4 * c * NT, WGS * NT);
       hc::mbar_arrive(bars + 8 * (SLOTS + s));
+      if constexpr (TOK == kTokCast) {  // and on the peer's, whose copies write this slot too
+        uint32_t remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bars + 8 * (SLOTS + s)), "r"(rank ^ 1));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+      }
     }
     if (total<NT>(d) == 1234.5f) sink[threadIdx.x] = 1.f;
   }
   __syncthreads();
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+  if constexpr (TOK == kTokCast) cluster_sync();  // no CTA leaves while its peer may still reach it
 }
 
 // Launches k 6 times (the first a warm-up): the median over the others of the slowest CTA's
 // cycles a k-step, and of the launch's time in ms (events).
 template <typename K>
 void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink, double* cyc, double* ms,
-             const unsigned char* w = nullptr, unsigned long long wbytes = 0, const unsigned char* tok = nullptr) {
+             const unsigned char* w = nullptr, unsigned long long wbytes = 0, const unsigned char* tok = nullptr,
+             int cluster = 1) {
   constexpr int kIters = 4000;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaEvent_t e0, e1;
@@ -208,7 +248,25 @@ void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink
   for (int r = 0; r < 6; ++r) {
     CK(cudaEventRecord(e0));
     if constexpr (std::is_same_v<K, void (*)(long long*, float*, int)>) k<<<sms, threads, smem>>>(cycles, sink, kIters);
-    else k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters);
+    else if (cluster == 1) k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters);
+    else {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(sms);
+      cfg.blockDim = dim3(threads);
+      cfg.dynamicSmemBytes = smem;
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeClusterDimension;
+      at[0].val.clusterDim.x = cluster;
+      at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      if (r == 0) {
+        int active = 0;
+        CK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
+        std::printf("    (clusters of %d: %d can be resident at once, %d launched)\n", cluster, active, sms / cluster);
+      }
+      CK(cudaLaunchKernelEx(&cfg, k, cycles, sink, w, wbytes, tok, kIters));
+    }
     CK(cudaEventRecord(e1));
     CK(cudaGetLastError());
     CK(cudaMemcpy(host.data(), cycles, sms * sizeof(long long), cudaMemcpyDeviceToHost));
@@ -234,13 +292,14 @@ void run_resident(const char* what, int sms, long long* cycles, float* sink) {
   std::printf("  %-62s %6.0f cycles a k-step, tensor work %5.0f (%3.0f%%)\n", what, cyc, ideal, 100.0 * ideal / cyc);
 }
 
-template <int NT, Mode M, int WGS, int SLOTS = 4>
+template <int NT, Mode M, int WGS, int SLOTS = 4, Tokens TOK = kTokCopy>
 void run_ringfed(const char* what, int sms, long long* cycles, float* sink, const unsigned char* w,
                  unsigned long long wbytes, const unsigned char* tok) {
   constexpr int kTok = (M == kOwnBox ? 1 : WGS) * NT * 128, kSmem = 1024 + SLOTS * (16384 + kTok) + 16 * SLOTS + 8 * NT * WGS;
   static_assert(kSmem <= 227 * 1024, "shared memory");
   double cyc = 0, ms = 0;
-  measure(ringfed<NT, M, WGS, SLOTS>, sms, 128 * (WGS + 1), kSmem, cycles, sink, &cyc, &ms, w, wbytes, tok);
+  measure(ringfed<NT, M, WGS, SLOTS, TOK>, sms, 128 * (WGS + 1), kSmem, cycles, sink, &cyc, &ms, w, wbytes, tok,
+          TOK == kTokCast ? 2 : 1);
   const double gbs = double(sms) * 4000 * 16384 / (ms * 1e-3) / 1e9;
   std::printf("  %-62s %d slots %6.0f cycles a k-step, tensor work %5.0f; weights at %5.0f GB/s\n", what, SLOTS, cyc,
               tensor_cycles(NT, M, WGS), gbs);
@@ -307,6 +366,12 @@ int main() {
   run_ringfed<96, kBoxByBox, 2>("2 consumers, 96 tokens, box by box (tall, 192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kBoth, 3>("3 consumers, 64 tokens, both boxes at once (192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2>("2 consumers, 128 tokens, box by box (tall, 256 rows)", n, cycles, sink, w, wbytes, tok);
+  std::printf("the token rows not copied (they stay in shared memory), or multicast in clusters of two CTAs:\n");
+  run_ringfed<64, kBoth, 2, 4, kTokNone>("not copied: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<96, kBoxByBox, 2, 4, kTokNone>("not copied: 2 consumers, 96 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokCast>("multicast: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<96, kBoxByBox, 2, 4, kTokCast>("multicast: 2 consumers, 96 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2, 4, kTokCast>("multicast: 2 consumers, 128 tokens (256 rows)", n, cycles, sink, w, wbytes, tok);
   CK(cudaFree(w));
   CK(cudaFree(w2));
   CK(cudaFree(tok));
