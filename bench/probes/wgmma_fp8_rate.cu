@@ -152,7 +152,9 @@ __device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t byt
 // is the plain one: every consumer thread also arrives on the peer's "empty" barrier (256 remote
 // arrivals a k-step), and on the H200 it ran 2.4x slower than the copies, so its figure is the
 // cost of that hand-off, not a bound on what multicast allows.
-enum Tokens { kTokCopy, kTokNone, kTokCast };
+// kTokWarp: copied as kTokCopy, but each consumer warp releases the slot with one arrival of
+// count 32 from lane 0 after __syncwarp, instead of one arrival a thread (what sm90.tall does).
+enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp };
 __device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
@@ -201,7 +203,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         hc::mbar_expect_tx(full, TOK == kTokNone ? 16384 : kSlot);
         const unsigned char* w = weights + blockIdx.x * per + (unsigned long long)it * 16384 % per;
         for (int c = 0; c < 16384; c += 4096) bulk(slot + c, w + c, 4096, full);
-        if constexpr (TOK == kTokCopy)
+        if constexpr (TOK == kTokCopy || TOK == kTokWarp)
           for (int c = 0; c < kTok; c += 4096) bulk(slot + 16384 + c, tokens + c, min(4096, kTok - c), full);
         if constexpr (TOK == kTokCast)  // this CTA's half of the rows, into both CTAs
           for (int c = rank * kTok / 2; c < (int)(rank + 1) * kTok / 2; c += 4096)
@@ -218,7 +220,13 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       const uint32_t slot = base + s * kSlot, tok = slot + 16384 + (M == kOwnBox ? 0 : c) * NT * 128;
       hc::mbar_wait(bars + 8 * s, (it / SLOTS) & 1);
       kstep<NT, M, true>(d, slot, tok, c, scales + 4 * c * NT, WGS * NT);
-      hc::mbar_arrive(bars + 8 * (SLOTS + s));
+      if constexpr (TOK == kTokWarp) {
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0)
+          asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(bars + 8 * (SLOTS + s)) : "memory");
+      } else {
+        hc::mbar_arrive(bars + 8 * (SLOTS + s));
+      }
       if constexpr (TOK == kTokCast) {  // and on the peer's, whose copies write this slot too
         uint32_t remote;
         asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bars + 8 * (SLOTS + s)), "r"(rank ^ 1));
@@ -369,6 +377,8 @@ int main() {
   std::printf("the token rows not copied (they stay in shared memory), or multicast in clusters of two CTAs:\n");
   run_ringfed<64, kBoth, 2, 4, kTokNone>("not copied: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<96, kBoxByBox, 2, 4, kTokNone>("not copied: 2 consumers, 96 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokWarp>("one release a warp: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<96, kBoxByBox, 2, 4, kTokWarp>("one release a warp: 2 consumers, 96 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kBoth, 2, 4, kTokCast>("multicast: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<96, kBoxByBox, 2, 4, kTokCast>("multicast: 2 consumers, 96 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2, 4, kTokCast>("multicast: 2 consumers, 128 tokens (256 rows)", n, cycles, sink, w, wbytes, tok);
