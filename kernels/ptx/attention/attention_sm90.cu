@@ -34,12 +34,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float* d, const uint32_t* a,
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
-template <int N>
-__device__ __forceinline__ void fence_regs(float* d) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // Byte offset of 16-byte chunk `chunk` of row `row` in a [64 rows][D] SW128 tile.
 __device__ __forceinline__ uint32_t sw128(int row, int chunk) {
   return (chunk >> 3) * (kRows * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
@@ -92,7 +86,7 @@ __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, c
     float s[kKeys / 8][4];
 #pragma unroll
     for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-    fence_regs<kKeys / 2>(&s[0][0]);
+    fence_n<kKeys / 2>(&s[0][0]);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -101,7 +95,7 @@ __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, c
     }
     wgmma_commit();
     wgmma_wait<0>();
-    fence_regs<kKeys / 2>(&s[0][0]);
+    fence_n<kKeys / 2>(&s[0][0]);
 
     uint32_t pf[kKeys / 16][4];
     float a0, a1;
@@ -109,7 +103,7 @@ __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, c
     scale_rows<D / 8>(o, a0, a1);
 
     // O += P V: A = P from registers, B = V MN-major: 16 keys per step = 16 rows of 128 bytes.
-    fence_regs<D / 2>(&o[0][0]);
+    fence_n<D / 2>(&o[0][0]);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -119,7 +113,7 @@ __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, c
     }
     wgmma_commit();
     wgmma_wait<0>();
-    fence_regs<D / 2>(&o[0][0]);
+    fence_n<D / 2>(&o[0][0]);
     __syncthreads();  // the next iteration's load overwrites this stage
   }
   store_rows<D>(o, st, row_q, out, lse, nullptr, nullptr);

@@ -127,7 +127,7 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
       if (!active) continue;
       const uint32_t sa = base + (kt % STAGES) * STAGE_BYTES + wg * 64 * 128;
       const uint32_t sb = base + (kt % STAGES) * STAGE_BYTES + A_BYTES;
-      fence_acc(d);
+      fence_n<128>(d);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
@@ -136,11 +136,11 @@ __device__ __forceinline__ void grouped_gemm(const unsigned short* a, const unsi
                          (kt > 0 || kk > 0) ? 1 : 0);
       }
       wgmma_commit();
-      fence_acc(d);
+      fence_n<128>(d);
       wgmma_wait<1>();
     }
     wgmma_wait<0>();
-    fence_acc(d);
+    fence_n<128>(d);
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next tile loads
 
@@ -190,10 +190,6 @@ __device__ __forceinline__ void wgmma_m64n128k16(float* d, uint64_t desc_a, uint
       "%64, %65, p, 1, 1, 0, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-__device__ __forceinline__ void fence_acc64(float* d) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // One k-tile (4 x k16) of the 64-row block at `sa` into d.
@@ -304,29 +300,29 @@ __device__ __forceinline__ void grouped_gemm_tma(const TensorMap* ta, const Tens
         const uint32_t sa = ring_a + sta * A_SLOT_BYTES + cg * BOX_BYTES, sb = ring_b + stb * B_SLOT_BYTES;
         // Two paths rather than a branch between wgmmas: ptxas keeps each chain asynchronous.
         if (nb == 2) {
-          fence_acc64(d0);
-          fence_acc64(d1);
+          fence_n<64>(d0);
+          fence_n<64>(d1);
           wgmma_fence();
           mma_k_tile(d0, sa, sb, kt == 0);
           mma_k_tile(d1, sa + 2 * BOX_BYTES, sb, kt == 0);
           wgmma_commit();
-          fence_acc64(d0);
-          fence_acc64(d1);
+          fence_n<64>(d0);
+          fence_n<64>(d1);
           wgmma_wait<1>();
         } else if (nb == 1) {
-          fence_acc64(d0);
+          fence_n<64>(d0);
           wgmma_fence();
           mma_k_tile(d0, sa, sb, kt == 0);
           wgmma_commit();
-          fence_acc64(d0);
+          fence_n<64>(d0);
           wgmma_wait<1>();
         }
         // The slots before these have been read (wait_group 1 leaves only this one pending).
         if (it > first) release(it - 1);
       }
       wgmma_wait<0>();
-      fence_acc64(d0);
-      fence_acc64(d1);
+      fence_n<64>(d0);
+      fence_n<64>(d1);
       if (it > first) release(it - 1);
       if (nb >= 1) epilogue<EPI, T_BN>(out, t, N, d0, cg);
       if (nb >= 2) epilogue<EPI, T_BN>(out, t, N, d1, cg + 2);
@@ -397,11 +393,6 @@ HC_WGMMA_SWAP(160, 10, 80, 81, 82)
 HC_WGMMA_SWAP(176, 11, 88, 89, 90)
 #undef HC_WGMMA_SWAP
 
-template <int N_ACC>
-__device__ __forceinline__ void fence_regs(float* d) {
-#pragma unroll
-  for (int i = 0; i < N_ACC; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 // The two adjacent output columns of one token that this lane stores, from accumulators i and
 // i + 1 of block nb (SwiGLU: silu(gate) * up of d0 and d1): lanes 4 apart swap one value, so
@@ -634,8 +625,8 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
     if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const uint32_t sa = r.ring_a + sta * S_A_SLOT_BYTES;
     const uint32_t sw = r.ring_b + stb * S_B_SLOT_BYTES + cg * 2 * BOX_BYTES;
-    fence_regs<NT / 2>(d0);
-    fence_regs<NT / 2>(d1);
+    fence_n<NT / 2>(d0);
+    fence_n<NT / 2>(d1);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -646,8 +637,8 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
       wgmma_swap<NT>(d1, make_desc(sw + BOX_BYTES + kk * 2048, 8192, 1024), db, scale);
     }
     wgmma_commit();
-    fence_regs<NT / 2>(d0);
-    fence_regs<NT / 2>(d1);
+    fence_n<NT / 2>(d0);
+    fence_n<NT / 2>(d1);
     wgmma_wait<1>();
     if (it > first && lead) {  // k-step it - 1 has been read
       mbar_arrive(r.empty_a + 8 * ((it - 1) % S_A_SLOTS));
@@ -655,8 +646,8 @@ __device__ __forceinline__ void swap_tile(float* d0, float* d1, const Tile& t, i
     }
   }
   wgmma_wait<0>();
-  fence_regs<NT / 2>(d0);
-  fence_regs<NT / 2>(d1);
+  fence_n<NT / 2>(d0);
+  fence_n<NT / 2>(d1);
   if (it > first && lead) {
     mbar_arrive(r.empty_a + 8 * ((it - 1) % S_A_SLOTS));
     mbar_arrive(r.empty_b + 8 * ((it - 1) % S_B_SLOTS));

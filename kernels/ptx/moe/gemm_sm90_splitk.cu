@@ -142,7 +142,7 @@ __device__ __forceinline__ void gemm_splitk(const TensorMap* ta, const TensorMap
       mbar_wait(full + 8 * st, (it / STAGES) & 1);
       if (active) {
         const uint32_t sa = base + st * STAGE_BYTES + cg * BOX_BYTES, sb = base + st * STAGE_BYTES + A_BYTES;
-        fence_acc(d);
+        fence_n<128>(d);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
@@ -150,14 +150,14 @@ __device__ __forceinline__ void gemm_splitk(const TensorMap* ta, const TensorMap
           wgmma_m64n256k16(d, make_desc(sa + kk * 32, 16, 1024), make_desc(sb + kk * 2048, 8192, 1024),
                            (it > 0 || kk > 0) ? 1 : 0);
         wgmma_commit();
-        fence_acc(d);
+        fence_n<128>(d);
         wgmma_wait<1>();
       }
       // wait_group 1 leaves only this k-step's wgmma pending: the previous slot has been read.
       if (it > 0 && lead) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
     }
     wgmma_wait<0>();
-    fence_acc(d);
+    fence_n<128>(d);
     if (nk == 0 || !active) {  // no k-tile here (K shorter than S k-tiles), or rows not loaded
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;

@@ -61,10 +61,11 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Keeps the compiler from moving accumulator reads or writes across wgmma boundaries.
-__device__ __forceinline__ void fence_acc(float* d) {
+// Keeps the compiler from moving reads or writes of N accumulators across wgmma boundaries.
+template <int N>
+__device__ __forceinline__ void fence_n(float* d) {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
@@ -156,11 +157,6 @@ HC_WGMMA_FP8(112, 7, 56, 57, 58)
 HC_WGMMA_FP8(128, 8, 64, 65, 66)
 #undef HC_WGMMA_FP8
 
-template <int N>
-__device__ __forceinline__ void fence_n(float* d) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 }  // namespace
 }  // namespace hc
