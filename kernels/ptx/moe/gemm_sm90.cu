@@ -393,7 +393,6 @@ HC_WGMMA_SWAP(160, 10, 80, 81, 82)
 HC_WGMMA_SWAP(176, 11, 88, 89, 90)
 #undef HC_WGMMA_SWAP
 
-
 // The two adjacent output columns of one token that this lane stores, from accumulators i and
 // i + 1 of block nb (SwiGLU: silu(gate) * up of d0 and d1): lanes 4 apart swap one value, so
 // the even lane holds token 2(lane % 4) of both columns and the odd lane token + 1.

@@ -157,6 +157,5 @@ HC_WGMMA_FP8(112, 7, 56, 57, 58)
 HC_WGMMA_FP8(128, 8, 64, 65, 66)
 #undef HC_WGMMA_FP8
 
-
 }  // namespace
 }  // namespace hc
