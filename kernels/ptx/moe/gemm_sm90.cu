@@ -371,23 +371,8 @@ constexpr int S_A_SLOT_BYTES = S_TN * 128, S_B_SLOT_BYTES = 4 * BOX_BYTES;
 template <int NT>
 __device__ __forceinline__ void wgmma_swap(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
 // imm-scale-a 1, imm-scale-b 1, imm-trans-a 1 (the weights are [k][column]), imm-trans-b 0.
-#define HC_WGMMA_SWAP(NT, K8, IA, IB, IS)                                                                  \
-  template <>                                                                                             \
-  __device__ __forceinline__ void wgmma_swap<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) { \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                          \
-                 "wgmma.mma_async.sync.aligned.m64n" #NT "k16.f32.bf16.bf16 {" HC_ACC_##K8 "}, %" #IA ", %" #IB \
-                 ", p, 1, 1, 1, 0;\n}\n"                                                                   \
-                 : HC_OUTS_##K8                                                                            \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                \
-  }
-HC_WGMMA_SWAP(16, 1, 8, 9, 10)
-HC_WGMMA_SWAP(32, 2, 16, 17, 18)
-HC_WGMMA_SWAP(48, 3, 24, 25, 26)
-HC_WGMMA_SWAP(64, 4, 32, 33, 34)
-HC_WGMMA_SWAP(80, 5, 40, 41, 42)
-HC_WGMMA_SWAP(96, 6, 48, 49, 50)
-HC_WGMMA_SWAP(112, 7, 56, 57, 58)
-HC_WGMMA_SWAP(128, 8, 64, 65, 66)
+#define HC_WGMMA_SWAP(NT, K8, IA, IB, IS) HC_WGMMA_SS(wgmma_swap, NT, 16, "bf16.bf16", "1, 1, 1, 0", K8, IA, IB, IS)
+HC_WGMMA_N16_TO_128(HC_WGMMA_SWAP)
 HC_WGMMA_SWAP(144, 9, 72, 73, 74)
 HC_WGMMA_SWAP(160, 10, 80, 81, 82)
 HC_WGMMA_SWAP(176, 11, 88, 89, 90)

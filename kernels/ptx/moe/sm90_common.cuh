@@ -135,26 +135,30 @@ __device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c
 namespace hc {
 namespace {
 
+// One specialization FN<NT> of a wgmma wrapper with both operands in shared memory:
+// wgmma.mma_async m64n<NT>k<K>.f32.<TYPES> into NT/2 accumulators, then the instruction's
+// trailing immediates IMM (scale-a, scale-b and, for 16-bit types, the two transposes). IA, IB
+// and IS are the asm operand numbers of the descriptors and of scale-d (8 K8, + 1, + 2).
+#define HC_WGMMA_SS(FN, NT, K, TYPES, IMM, K8, IA, IB, IS)                                                   \
+  template <>                                                                                              \
+  __device__ __forceinline__ void FN<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                         \
+                 "wgmma.mma_async.sync.aligned.m64n" #NT "k" #K ".f32." TYPES " {" HC_ACC_##K8 "}, %" #IA   \
+                 ", %" #IB ", p, " IMM ";\n}\n"                                                             \
+                 : HC_OUTS_##K8                                                                            \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                \
+  }
+
+// The N = 16 .. 128 rows of those arguments (NT, K8, IA, IB, IS), for X = a wrapper's macro.
+#define HC_WGMMA_N16_TO_128(X) \
+  X(16, 1, 8, 9, 10) X(32, 2, 16, 17, 18) X(48, 3, 24, 25, 26) X(64, 4, 32, 33, 34) X(80, 5, 40, 41, 42) \
+  X(96, 6, 48, 49, 50) X(112, 7, 56, 57, 58) X(128, 8, 64, 65, 66)
+
 // wgmma m64nNTk32 e4m3 x e4m3 -> f32, both operands K-major from shared memory.
 template <int NT>
 __device__ __forceinline__ void wgmma_fp8(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
-#define HC_WGMMA_FP8(NT, K8, IA, IB, IS)                                                                  \
-  template <>                                                                                            \
-  __device__ __forceinline__ void wgmma_fp8<NT>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) { \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                                         \
-                 "wgmma.mma_async.sync.aligned.m64n" #NT "k32.f32.e4m3.e4m3 {" HC_ACC_##K8 "}, %" #IA ", %" #IB \
-                 ", p, 1, 1;\n}\n"                                                                        \
-                 : HC_OUTS_##K8                                                                           \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
-  }
-HC_WGMMA_FP8(16, 1, 8, 9, 10)
-HC_WGMMA_FP8(32, 2, 16, 17, 18)
-HC_WGMMA_FP8(48, 3, 24, 25, 26)
-HC_WGMMA_FP8(64, 4, 32, 33, 34)
-HC_WGMMA_FP8(80, 5, 40, 41, 42)
-HC_WGMMA_FP8(96, 6, 48, 49, 50)
-HC_WGMMA_FP8(112, 7, 56, 57, 58)
-HC_WGMMA_FP8(128, 8, 64, 65, 66)
+#define HC_WGMMA_FP8(NT, K8, IA, IB, IS) HC_WGMMA_SS(wgmma_fp8, NT, 32, "e4m3.e4m3", "1, 1", K8, IA, IB, IS)
+HC_WGMMA_N16_TO_128(HC_WGMMA_FP8)
 #undef HC_WGMMA_FP8
 
 }  // namespace
