@@ -10,10 +10,15 @@
 //      token scales read from shared memory and release the slot. Contiguous 4 KB pieces: a
 //      kinder access pattern than the real weight boxes' 128-byte rows at K-byte strides, and
 //      no epilogue, no scale loads from global memory, no tile changes.
+//   3. the ring alone (the consumers wait and release, no wgmma), with the weights from HBM or
+//      from L2: what the bytes crossing from L2 into the SM cost a k-step.
 // A diagnostic for issue 19: on an H200 the 4096-token FP8 experts run at 55-57% of the copy
 // rate, the consumers rarely wait for data (ncu), and changes to their instruction stream,
 // their issue order, the ring's depth and the split of work between the consumers were all
-// level or slower (docs/PERFORMANCE.md, "2026-11-28 night").
+// level or slower (docs/PERFORMANCE.md, "2026-11-28 night"). What it showed on 2026-11-29: with
+// the operands resident, a k-step takes (shared-memory bytes the wgmmas read) / 128 cycles
+// (N = 16..64 tokens), and fed, the 128-row k-step takes as long without any math as with it:
+// the L2-to-SM traffic (weights + token rows, ~32 B a cycle an SM) bounds it.
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine with
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/probes/wgmma_fp8_rate.cu -o wgmma_fp8_rate
@@ -154,7 +159,10 @@ __device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t byt
 // cost of that hand-off, not a bound on what multicast allows.
 // kTokWarp: copied as kTokCopy, but each consumer warp releases the slot with one arrival of
 // count 32 from lane 0 after __syncwarp, instead of one arrival a thread (what sm90.tall does).
-enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp };
+// kTokCastW: multicast as kTokCast, but each consumer warp releases the slot with one arrival of
+// count 32 on each CTA's barrier (lane 0, after __syncwarp): 16 remote arrivals a k-step.
+enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp, kTokCastW };
+__host__ __device__ constexpr bool cast(Tokens t) { return t == kTokCast || t == kTokCastW; }
 __device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
@@ -165,7 +173,10 @@ __device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-template <int NT, Mode M, int WGS, int SLOTS, Tokens TOK = kTokCopy>
+// MATH false: the consumers only wait for each slot and release it (what the ring alone moves).
+// WL2: the weights come from the same 16 KB of the CTA's part every k-step (L2 hits), so every
+// byte of the slot crosses from L2 and none from HBM.
+template <int NT, Mode M, int WGS, int SLOTS, Tokens TOK = kTokCopy, bool MATH = true, bool WL2 = false>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     ringfed(long long* cycles, float* sink, const unsigned char* weights, unsigned long long wbytes,
             const unsigned char* tokens, int iters) {
@@ -175,7 +186,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if (threadIdx.x == 0) {
     // A multicast slot is released by the consumers of both CTAs (the peer's copies write it too).
     for (int i = 0; i < SLOTS; ++i)
-      hc::mbar_init(bars + 8 * i, 1), hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS * (TOK == kTokCast ? 2 : 1));
+      hc::mbar_init(bars + 8 * i, 1), hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS * (cast(TOK) ? 2 : 1));
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   for (int i = threadIdx.x; i < kScales; i += blockDim.x)
@@ -186,7 +197,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
                    "r"(0x38383838u));
   __syncthreads();
   uint32_t rank = 0;
-  if constexpr (TOK == kTokCast) {
+  if constexpr (cast(TOK)) {
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     cluster_sync();  // the peer's barriers are initialised before anything reaches them
   }
@@ -201,11 +212,11 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         const uint32_t full = bars + 8 * s, slot = base + s * kSlot;
         if (it >= SLOTS) hc::mbar_wait(bars + 8 * (SLOTS + s), ((it / SLOTS) - 1) & 1);
         hc::mbar_expect_tx(full, TOK == kTokNone ? 16384 : kSlot);
-        const unsigned char* w = weights + blockIdx.x * per + (unsigned long long)it * 16384 % per;
+        const unsigned char* w = weights + blockIdx.x * per + (WL2 ? 0ull : (unsigned long long)it * 16384 % per);
         for (int c = 0; c < 16384; c += 4096) bulk(slot + c, w + c, 4096, full);
         if constexpr (TOK == kTokCopy || TOK == kTokWarp)
           for (int c = 0; c < kTok; c += 4096) bulk(slot + 16384 + c, tokens + c, min(4096, kTok - c), full);
-        if constexpr (TOK == kTokCast)  // this CTA's half of the rows, into both CTAs
+        if constexpr (cast(TOK))  // this CTA's half of the rows, into both CTAs
           for (int c = rank * kTok / 2; c < (int)(rank + 1) * kTok / 2; c += 4096)
             bulk_cast(slot + 16384 + c, tokens + c, min(4096, (int)(rank + 1) * kTok / 2 - c), full);
       }
@@ -219,11 +230,18 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       const int s = it % SLOTS;
       const uint32_t slot = base + s * kSlot, tok = slot + 16384 + (M == kOwnBox ? 0 : c) * NT * 128;
       hc::mbar_wait(bars + 8 * s, (it / SLOTS) & 1);
-      kstep<NT, M, true>(d, slot, tok, c, scales + 4 * c * NT, WGS * NT);
-      if constexpr (TOK == kTokWarp) {
+      if constexpr (MATH) kstep<NT, M, true>(d, slot, tok, c, scales + 4 * c * NT, WGS * NT);
+      if constexpr (TOK == kTokWarp || TOK == kTokCastW) {
         __syncwarp();
         if ((threadIdx.x & 31) == 0)
           asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(bars + 8 * (SLOTS + s)) : "memory");
+        if constexpr (TOK == kTokCastW) {
+          if ((threadIdx.x & 31) == 0) {
+            uint32_t remote;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bars + 8 * (SLOTS + s)), "r"(rank ^ 1));
+            asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], 32;" ::"r"(remote) : "memory");
+          }
+        }
       } else {
         hc::mbar_arrive(bars + 8 * (SLOTS + s));
       }
@@ -237,7 +255,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   }
   __syncthreads();
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
-  if constexpr (TOK == kTokCast) cluster_sync();  // no CTA leaves while its peer may still reach it
+  if constexpr (cast(TOK)) cluster_sync();  // no CTA leaves while its peer may still reach it
 }
 
 // Launches k 6 times (the first a warm-up): the median over the others of the slowest CTA's
@@ -300,14 +318,14 @@ void run_resident(const char* what, int sms, long long* cycles, float* sink) {
   std::printf("  %-62s %6.0f cycles a k-step, tensor work %5.0f (%3.0f%%)\n", what, cyc, ideal, 100.0 * ideal / cyc);
 }
 
-template <int NT, Mode M, int WGS, int SLOTS = 4, Tokens TOK = kTokCopy>
+template <int NT, Mode M, int WGS, int SLOTS = 4, Tokens TOK = kTokCopy, bool MATH = true, bool WL2 = false>
 void run_ringfed(const char* what, int sms, long long* cycles, float* sink, const unsigned char* w,
                  unsigned long long wbytes, const unsigned char* tok) {
   constexpr int kTok = (M == kOwnBox ? 1 : WGS) * NT * 128, kSmem = 1024 + SLOTS * (16384 + kTok) + 16 * SLOTS + 8 * NT * WGS;
   static_assert(kSmem <= 227 * 1024, "shared memory");
   double cyc = 0, ms = 0;
-  measure(ringfed<NT, M, WGS, SLOTS, TOK>, sms, 128 * (WGS + 1), kSmem, cycles, sink, &cyc, &ms, w, wbytes, tok,
-          TOK == kTokCast ? 2 : 1);
+  measure(ringfed<NT, M, WGS, SLOTS, TOK, MATH, WL2>, sms, 128 * (WGS + 1), kSmem, cycles, sink, &cyc, &ms, w, wbytes,
+          tok, cast(TOK) ? 2 : 1);
   const double gbs = double(sms) * 4000 * 16384 / (ms * 1e-3) / 1e9;
   std::printf("  %-62s %d slots %6.0f cycles a k-step, tensor work %5.0f; weights at %5.0f GB/s\n", what, SLOTS, cyc,
               tensor_cycles(NT, M, WGS), gbs);
@@ -326,6 +344,13 @@ int main() {
   CK(cudaMalloc(&cycles, n * sizeof(long long)));
   CK(cudaMalloc(&sink, 512 * sizeof(float)));
   std::printf("operands resident in shared memory (a k-step: 2 weight boxes of 64 rows x 128 of K):\n");
+  // Narrow token tiles: the tensor work halves with N, the weight operand's shared-memory reads
+  // do not (2 KB a wgmma): if these stay near 512 cycles, shared memory, not the tensor cores,
+  // bounds the swap-AB k-step.
+  run_resident<16, kBoth, 2, false>("2 consumers, 16 tokens, both boxes at once, no promotion", n, cycles, sink);
+  run_resident<32, kBoth, 2, false>("2 consumers, 32 tokens, both boxes at once, no promotion", n, cycles, sink);
+  run_resident<48, kBoth, 2, false>("2 consumers, 48 tokens, both boxes at once, no promotion", n, cycles, sink);
+  run_resident<32, kBoth, 1, false>("1 consumer, 32 tokens, both boxes at once, no promotion", n, cycles, sink);
   run_resident<64, kBoth, 1, false>("1 consumer, 64 tokens, both boxes at once, no promotion", n, cycles, sink);
   run_resident<64, kBoth, 1, true>("1 consumer, 64 tokens, both boxes at once, promotion", n, cycles, sink);
   run_resident<64, kBoth, 2, false>("2 consumers, 64 tokens, both boxes at once, no promotion", n, cycles, sink);
@@ -364,6 +389,22 @@ int main() {
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
   }
+  // What the ring alone moves (no wgmma): 16 KB of weights from HBM + rows x 128 bytes of tokens
+  // from L2 a k-step; then all of it from L2. If these match the k-steps with the math, the bytes
+  // that cross from L2 into the SM, not the consumers, bound the k-step.
+  run_ringfed<32, kBoth, 2, 4, kTokCopy, false>("no math: 64 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokCopy, false>("no math: 128 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<96, kBoth, 2, 4, kTokCopy, false>("no math: 192 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoth, 2, 4, kTokCopy, false>("no math: 256 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokNone, false>("no math: no token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<32, kBoth, 2, 4, kTokCopy, false, true>("no math, weights from L2: 64 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokCopy, false, true>("no math, weights from L2: 128 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoth, 2, 4, kTokCopy, false, true>("no math, weights from L2: 256 token rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokCastW, false>("no math, multicast (a release a warp): 128 rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoth, 2, 4, kTokCastW, false>("no math, multicast (a release a warp): 256 rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokCastW>("multicast (a release a warp): 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<96, kBoxByBox, 2, 4, kTokCastW>("multicast (a release a warp): 2 x 96 (192 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2, 4, kTokCastW>("multicast (a release a warp): 2 x 128 (256 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<32, kBoth, 2>("2 consumers, 32 tokens, both boxes at once (64 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kOwnBox, 2>("2 consumers, a box each, 64 tokens (64 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kBoth, 2>("2 consumers, 64 tokens, both boxes at once (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
