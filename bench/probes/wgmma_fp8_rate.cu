@@ -18,7 +18,8 @@
 // level or slower (docs/PERFORMANCE.md, "2026-11-28 night"). What it showed on 2026-11-29: with
 // the operands resident, a k-step takes (shared-memory bytes the wgmmas read) / 128 cycles
 // (N = 16..64 tokens), and fed, the 128-row k-step takes as long without any math as with it:
-// the L2-to-SM traffic (weights + token rows, ~32 B a cycle an SM) bounds it.
+// the L2-to-SM traffic (weights + token rows, ~32 B a cycle an SM) bounds it here. (The real
+// kernel's TMA ring did better: 94% of the copy rate with its promotion and stores skipped.)
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine with
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/probes/wgmma_fp8_rate.cu -o wgmma_fp8_rate
