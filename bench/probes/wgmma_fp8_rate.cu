@@ -43,8 +43,11 @@ using hc::fence_n;
 
 // How a consumer runs a k-step: box by box through one set of temporaries (sm90.tall above 80
 // tokens), both boxes' wgmmas then one wait (sm90.tall up to 80), or one box of its own with all
-// the tile's tokens (sm90.tallb, measured on 2026-11-28).
-enum Mode { kBoxByBox, kBoth, kOwnBox };
+// the tile's tokens (sm90.tallb, measured on 2026-11-28), or not swapped (kTokensM): the tokens
+// are the wgmma's M operand, 64 rows at a time, and both weight boxes its N = 128 operand, as
+// DeepGEMM does; the promotion's scale is then a_scale[row] x w_scale[box], four products a
+// thread a k-step, instead of one shared-memory scale a token pair.
+enum Mode { kBoxByBox, kBoth, kOwnBox, kTokensM };
 
 // One box's four k32 wgmmas: weight box b (64 rows x 128 bytes at w + 8 KB b), NT token rows at tok.
 template <int NT>
@@ -82,7 +85,42 @@ __device__ __forceinline__ void kstep(float (&d)[2][NT / 2], uint32_t w, uint32_
                                       int sc_stride) {
   constexpr int NA = NT / 2;
   auto scales = [&](int b) { return sc ? sc + 4 * b * sc_stride : 0u; };
-  if constexpr (M == kBoxByBox) {
+  if constexpr (M == kTokensM) {
+    // NT tokens a consumer = NT / 64 M-tiles of 64 x 128 (weight rows) accumulators, 64 a thread.
+    float* dd = &d[0][0];
+    const int row = 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2);
+#pragma unroll
+    for (int m = 0; m < NT / 64; ++m) {
+      float t[64];
+      fence_n<64>(t);
+      hc::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        hc::wgmma_fp8<128>(t, hc::make_desc(tok + m * 8192 + kk * 32, 16, 1024), hc::make_desc(w + kk * 32, 16, 1024), kk);
+      hc::wgmma_commit();
+      hc::wgmma_wait<0>();
+      fence_n<64>(t);
+      if constexpr (!PROMO) {
+        dd[64 * m] += t[0];
+      } else {
+        float a[2] = {1.0001f, 1.0002f}, ws[2] = {1.0003f, 1.0004f};
+        if (sc) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            asm volatile("ld.shared.f32 %0, [%1];" : "=f"(a[h]) : "r"(sc + 4 * (64 * m + row + 8 * h)));
+            asm volatile("ld.shared.f32 %0, [%1];" : "=f"(ws[h]) : "r"(sc + 4 * (NT + h)));
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+              dd[64 * m + 4 * j + 2 * h + q] = fmaf(t[4 * j + 2 * h + q], a[h] * ws[j >= 8], dd[64 * m + 4 * j + 2 * h + q]);
+      }
+    }
+  } else if constexpr (M == kBoxByBox) {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       float t[NA];
@@ -358,6 +396,11 @@ int main() {
   run_resident<64, kBoth, 2, true>("2 consumers, 64 tokens, both boxes at once, promotion (tall)", n, cycles, sink);
   run_resident<64, kBoxByBox, 2, true>("2 consumers, 64 tokens, box by box, promotion", n, cycles, sink);
   run_resident<64, kBoth, 3, true>("3 consumers, 64 tokens, both boxes at once, promotion", n, cycles, sink);
+  run_resident<64, kTokensM, 2, false>("tokens as M: 2 consumers x 64 tokens, N = 128, no promotion", n, cycles, sink);
+  run_resident<64, kTokensM, 2, true>("tokens as M: 2 consumers x 64 tokens, N = 128, promotion", n, cycles, sink);
+  run_resident<128, kTokensM, 2, false>("tokens as M: 2 consumers x 128 tokens, N = 128, no promotion", n, cycles, sink);
+  run_resident<128, kTokensM, 2, true>("tokens as M: 2 consumers x 128 tokens, N = 128, promotion", n, cycles, sink);
+  run_resident<64, kTokensM, 3, true>("tokens as M: 3 consumers x 64 tokens, N = 128, promotion", n, cycles, sink);
   run_resident<128, kOwnBox, 2, false>("2 consumers, 128 tokens, a box each, no promotion", n, cycles, sink);
   run_resident<128, kOwnBox, 2, true>("2 consumers, 128 tokens, a box each, promotion (tallb)", n, cycles, sink);
   run_resident<128, kBoxByBox, 2, false>("2 consumers, 128 tokens, box by box, no promotion", n, cycles, sink);
@@ -406,6 +449,9 @@ int main() {
   run_ringfed<64, kBoth, 2, 4, kTokCastW>("multicast (a release a warp): 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<96, kBoxByBox, 2, 4, kTokCastW>("multicast (a release a warp): 2 x 96 (192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2, 4, kTokCastW>("multicast (a release a warp): 2 x 128 (256 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kTokensM, 2>("tokens as M: 2 consumers x 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kTokensM, 2>("tokens as M: 2 consumers x 128 tokens (256 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kTokensM, 3>("tokens as M: 3 consumers x 64 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<32, kBoth, 2>("2 consumers, 32 tokens, both boxes at once (64 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kOwnBox, 2>("2 consumers, a box each, 64 tokens (64 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kBoth, 2>("2 consumers, 64 tokens, both boxes at once (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
