@@ -180,12 +180,15 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
   return false;
 }
 // Which tile the registry takes: tall tiles (sm90.tall: up to 256 tokens, an expert's weights
-// streamed once) where experts average more than 64 rows (R is the call's row capacity, T x topk
+// streamed once) where experts average more than 56 rows (R is the call's row capacity, T x topk
 // in the layer), 64-token tiles (sm90.swapw) else. Measured on the H100 (docs/PERFORMANCE.md,
 // "FP8 experts"): at 4096 tokens (128 rows an expert) sm90.tall took 3.76 + 2.13 ms (SwiGLU +
 // down), sm90.wide's 128-token tiles 4.43 + 2.58, sm90.swapw 5.07 + 2.97, sm90.tallpf 4.06 +
-// 2.46; at 512 and 128 tokens swapw and wide were level (97% and 100% of the copy rate).
-constexpr int64_t kWideRows = 64;
+// 2.46; at 512 and 128 tokens swapw and wide were level (97% and 100% of the copy rate). On the
+// H200 (2026-11-29): at 64 rows an expert (2048 tokens) tall 3.50-3.66 ms against swapw's 4.22,
+// at 48 (1536) swapw 2.92 against 3.15, at 32 (1024) swapw 2.77 against 2.96; 56 lies between
+// the two measured sides (not measured itself).
+constexpr int64_t kWideRows = 56;
 bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
 // sm90.swapw unless sm90.tall takes the call (it cannot where I % 64 != 0 in the SwiGLU GEMM).
 template <Fp8Gemm Which>
@@ -255,7 +258,7 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
-// choice where experts average more than 64 rows.
+// choice where experts average more than 56 rows (kWideRows).
 ops::RegisterOpImpl r16(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 36, fp8_gemm<Fp8Gemm::kSwiglu, kTall>, "sm90.tall",
                              "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
                              fp8_applies<Fp8Gemm::kSwiglu, kTall>, tall_preferred));
