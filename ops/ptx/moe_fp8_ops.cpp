@@ -260,10 +260,10 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
 // choice where experts average more than 56 rows (kWideRows).
 ops::RegisterOpImpl r16(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 36, fp8_gemm<Fp8Gemm::kSwiglu, kTall>, "sm90.tall",
-                             "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
+                             "256-token tiles, the consumers split the tokens (experts of > 56 rows on average)",
                              fp8_applies<Fp8Gemm::kSwiglu, kTall>, tall_preferred));
 ops::RegisterOpImpl r17(impl("moe_grouped_gemm_fp8", "sm_90a", 36, fp8_gemm<Fp8Gemm::kDown, kTall>, "sm90.tall",
-                             "256-token tiles, the consumers split the tokens (experts of > 64 rows)",
+                             "256-token tiles, the consumers split the tokens (experts of > 56 rows on average)",
                              fp8_applies<Fp8Gemm::kDown, kTall>, tall_preferred));
 
 }  // namespace
