@@ -212,6 +212,26 @@ __device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// A consumer thread's release of the slot whose "empty" barrier is `bar`: one arrival a thread,
+// or (kTokWarp, kTokCastW) one of count 32 a warp from lane 0 after __syncwarp; multicast slots
+// (kTokCast, kTokCastW) are released on the peer CTA's barrier too, whose copies write them.
+template <Tokens TOK>
+__device__ __forceinline__ void release_slot(uint32_t bar, uint32_t rank) {
+  constexpr bool kPerWarp = TOK == kTokWarp || TOK == kTokCastW;
+  constexpr uint32_t kCount = kPerWarp ? 32 : 1;
+  if constexpr (kPerWarp) {
+    __syncwarp();
+    if ((threadIdx.x & 31) != 0) return;
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "n"(kCount) : "memory");
+  } else {
+    hc::mbar_arrive(bar);
+  }
+  if constexpr (cast(TOK)) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank ^ 1));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(remote), "n"(kCount) : "memory");
+  }
+}
 // MATH false: the consumers only wait for each slot and release it (what the ring alone moves).
 // WL2: the weights come from the same 16 KB of the CTA's part every k-step (L2 hits), so every
 // byte of the slot crosses from L2 and none from HBM.
@@ -270,25 +290,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
       const uint32_t slot = base + s * kSlot, tok = slot + 16384 + (M == kOwnBox ? 0 : c) * NT * 128;
       hc::mbar_wait(bars + 8 * s, (it / SLOTS) & 1);
       if constexpr (MATH) kstep<NT, M, true>(d, slot, tok, c, scales + 4 * c * NT, WGS * NT);
-      if constexpr (TOK == kTokWarp || TOK == kTokCastW) {
-        __syncwarp();
-        if ((threadIdx.x & 31) == 0)
-          asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(bars + 8 * (SLOTS + s)) : "memory");
-        if constexpr (TOK == kTokCastW) {
-          if ((threadIdx.x & 31) == 0) {
-            uint32_t remote;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bars + 8 * (SLOTS + s)), "r"(rank ^ 1));
-            asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], 32;" ::"r"(remote) : "memory");
-          }
-        }
-      } else {
-        hc::mbar_arrive(bars + 8 * (SLOTS + s));
-      }
-      if constexpr (TOK == kTokCast) {  // and on the peer's, whose copies write this slot too
-        uint32_t remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bars + 8 * (SLOTS + s)), "r"(rank ^ 1));
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-      }
+      release_slot<TOK>(bars + 8 * (SLOTS + s), rank);
     }
     if (total<NT>(d) == 1234.5f) sink[threadIdx.x] = 1.f;
   }
