@@ -11,13 +11,17 @@
 #      the ep_dispatch/ep_combine kernels on a 20-SM comm partition (chunks of 512 KiB), and
 #      the layer over each (the kernels' beside the GEMMs on the other 112 SMs), whole and in 2
 #      micro-batches against its grouped GEMMs alone (target 1.1x); once for each comm partition
-#      size in EP_COMM_UNITS (default "20"); every figure also in $OUT/bench_ep.u<units>.json.
+#      size in EP_COMM_UNITS (default "20") and each build in EP_IMPLS (default: the
+#      registry's); every figure also in $OUT/bench_ep.u<units>[.<impl>].json.
 # NVLink multicast (NVLS) stays off, as the machine's notes ask: set here by the caller's
 # script, never by halcyon's library code.
 #   run(command="bash bench/ep_multigpu_run.sh", carry=[".devdeps"], kind="nvidia-h200-x2")
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
 UNITS=${EP_COMM_UNITS:-20}
+# EP_IMPLS: the builds to bench, one after another for each partition size: "default" (the
+# registry's choice) or an --impl value such as ep_dispatch=split4 (default "default").
+IMPLS=${EP_IMPLS:-default}
 B=build-gpu  # arguments: extra options of halcyon bench ep
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR, TREE
 G=$(nvidia-smi -L | wc -l)
@@ -36,15 +40,19 @@ timeout 60 "$B/bin/halcyon" cts --device cuda:0 --filter 'numeric.ep_*' --progre
 echo "\$ halcyon_ep_ipc_test --ranks $G --gpus $G" | tee -a "$log"
 timeout 200 "$B/tests/cuda/halcyon_ep_ipc_test" --ranks "$G" --gpus "$G" 2>&1 | tail -30 | tee -a "$log"
 for units in $UNITS; do
-  name=bench-ep-$$-$units
-  opts=(--tokens 4096 --iters 10 --comm-units "$units" --chunk-bytes 524288 --micro-batches 2 --json "$OUT/bench_ep.u$units.json")
-  echo "\$ halcyon bench ep --rank r --ranks $G --rendezvous $name --device cuda:r ${opts[*]} $*" | tee -a "$log"
-  for ((r = 0; r < G; r++)); do
-    timeout 200 "$B/bin/halcyon" bench ep --rank $r --ranks "$G" --rendezvous "$name" --device cuda:$r "${opts[@]}" "$@" \
-      > "$OUT/bench_ep_rank$r.u$units.txt" 2>&1 &
+  for impl in $IMPLS; do
+    name=bench-ep-$$-$units-${impl//[=,]/-}
+    tag=u$units extra=()
+    [ "$impl" != default ] && tag+=.${impl//[=,]/-} extra=(--impl "$impl")
+    opts=(--tokens 4096 --iters 10 --comm-units "$units" --chunk-bytes 524288 --micro-batches 2 --json "$OUT/bench_ep.$tag.json")
+    echo "\$ halcyon bench ep --rank r --ranks $G --rendezvous $name --device cuda:r ${opts[*]} ${extra[*]} $*" | tee -a "$log"
+    for ((r = 0; r < G; r++)); do
+      timeout 200 "$B/bin/halcyon" bench ep --rank $r --ranks "$G" --rendezvous "$name" --device cuda:$r "${opts[@]}" \
+        "${extra[@]}" "$@" > "$OUT/bench_ep_rank$r.$tag.txt" 2>&1 &
+    done
+    wait
+    cat "$OUT/bench_ep_rank0.$tag.txt" | tee -a "$log"
+    [ "$G" -gt 1 ] && grep -E "^ +1 " "$OUT/bench_ep_rank1.$tag.txt" | tee -a "$log"
   done
-  wait
-  cat "$OUT/bench_ep_rank0.u$units.txt" | tee -a "$log"
-  [ "$G" -gt 1 ] && grep -E "^ +1 " "$OUT/bench_ep_rank1.u$units.txt" | tee -a "$log"
 done
 date -u | tee -a "$log"
