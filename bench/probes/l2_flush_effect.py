@@ -31,7 +31,6 @@ args = p.parse_args()
 dev, bf16 = torch.device("cuda:0"), torch.bfloat16
 flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 flush32 = flush.view(torch.int32)
-sink = torch.empty(1, dtype=torch.int64, device=dev)
 
 
 def do_flush(how, i):
@@ -62,7 +61,6 @@ def time_us(fn, how):
 torch.manual_seed(0)
 cases = []
 big = torch.randn(256 << 20, dtype=bf16, device=dev)  # 512 MiB
-out = torch.empty((), dtype=torch.float32, device=dev)
 cases.append(("sum over 512 MiB (read-bound)", lambda: big.sum(dtype=torch.float32), big.numel() * 2))
 B, Hq, L, D = 64, 16, 8192, 128
 for Hkv in (2, 16):
