@@ -41,9 +41,9 @@ echo "\$ halcyon_ep_ipc_test --ranks $G --gpus $G" | tee -a "$log"
 timeout 200 "$B/tests/cuda/halcyon_ep_ipc_test" --ranks "$G" --gpus "$G" 2>&1 | tail -30 | tee -a "$log"
 for units in $UNITS; do
   for impl in $IMPLS; do
-    name=bench-ep-$$-$units-${impl//[=,]/-}
-    tag=u$units extra=()
-    [ "$impl" != default ] && tag+=.${impl//[=,]/-} extra=(--impl "$impl")
+    slug=${impl//[=,]/-} tag=u$units extra=()
+    name=bench-ep-$$-$units-$slug
+    [ "$impl" != default ] && tag+=.$slug extra=(--impl "$impl")
     opts=(--tokens 4096 --iters 10 --comm-units "$units" --chunk-bytes 524288 --micro-batches 2 --json "$OUT/bench_ep.$tag.json")
     echo "\$ halcyon bench ep --rank r --ranks $G --rendezvous $name --device cuda:r ${opts[*]} ${extra[*]} $*" | tee -a "$log"
     for ((r = 0; r < G; r++)); do
