@@ -6,7 +6,8 @@ dims), plus a device-to-device copy for the bandwidth floor.
 
 Shapes (issue 15's targets): prefill bf16 d128 s4096, b4 h16 causal and not, b1 h128 causal;
 decode b64 Hq16 Hkv16/Hkv2 kv8192 d128 (dense KV: SDPA has no paged cache, so torch reads
-contiguous K/V, which favours it); MLA b64 Hq128 kv8192, Sq 1 and 2. `peak`: the dense bf16 rate
+contiguous K/V, which favours it; the "BLHD" lines read the same keys with the heads interleaved
+along each row, halcyon's cache layout, unpaged); MLA b64 Hq128 kv8192, Sq 1 and 2. `peak`: the dense bf16 rate
 cuBLAS reaches here (torch.mm 8192^3, and torch.bmm on the MLA's own two products), what MLA
 decode's FLOP bound is read against.
 
@@ -76,6 +77,11 @@ for name, Hkv in (("decode Hq16 Hkv16", 16), ("decode Hq16 Hkv2", 2)) if "decode
     k, v = (torch.randn(B, Hkv, L, 128, dtype=bf16, device=dev) for _ in range(2))
     # Sq = 1 sees every key: causal would align top-left in SDPA, so it is off.
     sdpa(name, q, k, v, False, 4.0 * B * Hq * L * 128, 2.0 * B * Hkv * L * 128 * 2)
+    del k, v
+    # The same keys with the heads interleaved along each row, as halcyon's cache holds them
+    # ([B, L, Hkv, D] seen as [B, Hkv, L, D]; not paged): what that layout costs the peer.
+    k, v = (torch.randn(B, L, Hkv, 128, dtype=bf16, device=dev).transpose(1, 2) for _ in range(2))
+    sdpa(name + " BLHD", q, k, v, False, 4.0 * B * Hq * L * 128, 2.0 * B * Hkv * L * 128 * 2)
     del q, k, v
 
 for Sq in (1, 2) if "mla" in args.only else ():
