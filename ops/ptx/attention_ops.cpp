@@ -49,17 +49,15 @@ int64_t split_len(const DeviceFacts& dev, int64_t ctas, int64_t capacity, int64_
 }
 
 // Keys per split for kernels that run `per_sm` CTAs an SM: the fewest splits (each at least 4
-// tiles) whose CTAs fill their waves to 90% over at least `min_waves` waves, else the best
-// filling; a multiple of `tile`.
-int64_t split_len_waves(const DeviceFacts& dev, int64_t ctas, int64_t capacity, int64_t tile, int64_t per_sm,
-                        int64_t min_waves = 1) {
+// tiles) whose CTAs fill their waves to 90%, else the best filling; a multiple of `tile`.
+int64_t split_len_waves(const DeviceFacts& dev, int64_t ctas, int64_t capacity, int64_t tile, int64_t per_sm) {
   const int64_t slots = int64_t(dev.compute_units) * per_sm, max_splits = std::max<int64_t>(1, capacity / (4 * tile));
   int64_t best = 1;
   double best_fill = 0;
   for (int64_t s = 1; s <= max_splits; ++s) {
-    const int64_t total = std::max<int64_t>(ctas, 1) * s, waves = ceil_div(total, slots);
-    const double fill = double(total) / double(waves * slots);
-    if (fill >= 0.9 && waves >= min_waves) {
+    const int64_t total = std::max<int64_t>(ctas, 1) * s;
+    const double fill = double(total) / double(ceil_div(total, slots) * slots);
+    if (fill >= 0.9) {
       best = s;
       break;
     }
@@ -144,7 +142,6 @@ struct DecodeKernel {
   uint32_t threads, smem;
   int64_t tile_rows;
   bool waves;
-  int64_t min_waves = 1;  // with `waves`: split until the CTAs make at least this many waves
 };
 
 Result<ref::AttentionDecodeShape> decode_shape(const ops::OpContext& ctx) {
@@ -172,7 +169,7 @@ Result<DecodePlan> decode_plan(const ops::OpContext& ctx, const DeviceFacts& dev
   // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
   // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
   const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (dk.smem + 1792), 1, 4);
-  pl.len = dk.waves ? split_len_waves(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys, per_sm, dk.min_waves)
+  pl.len = dk.waves ? split_len_waves(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys, per_sm)
                     : split_len(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys);
   pl.splits = ceil_div(capacity, pl.len);
   pl.rows = s.B * s.Sq * s.Hq;
@@ -371,13 +368,13 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
   return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
-template <int STAGES_D128, int STAGES_D64, int MIN_WAVES = 1>
+template <int STAGES_D128, int STAGES_D64>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
   const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
   const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
-                        decode_sm90_shared(s.D, stages), 16, true, MIN_WAVES};
+                        decode_sm90_shared(s.D, stages), 16, true};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
@@ -459,20 +456,6 @@ ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a",
 ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12>,
                                     "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                     "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
-// Experiment (2026-11-29, third session): the same kernel with more, shorter splits, so that
-// the CTAs make at least 2 / 4 / 8 / 16 waves (b64 Hkv 2 makes one wave of 2 splits by default).
-ops::RegisterOpImpl r_decode_sm90_w2({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 5, decode_sm90<3, 6, 2>,
-                                     "sm90.tma.w2", decode_sm90_applies<3, 6>, nullptr, false, nullptr,
-                                     "as sm90.tma, splits until the CTAs make >= 2 waves (named only)"});
-ops::RegisterOpImpl r_decode_sm90_w4({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 5, decode_sm90<3, 6, 4>,
-                                     "sm90.tma.w4", decode_sm90_applies<3, 6>, nullptr, false, nullptr,
-                                     "as sm90.tma, splits until the CTAs make >= 4 waves (named only)"});
-ops::RegisterOpImpl r_decode_sm90_w8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 5, decode_sm90<3, 6, 8>,
-                                     "sm90.tma.w8", decode_sm90_applies<3, 6>, nullptr, false, nullptr,
-                                     "as sm90.tma, splits until the CTAs make >= 8 waves (named only)"});
-ops::RegisterOpImpl r_decode_sm90_w16({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 5, decode_sm90<3, 6, 16>,
-                                      "sm90.tma.w16", decode_sm90_applies<3, 6>, nullptr, false, nullptr,
-                                      "as sm90.tma, splits until the CTAs make >= 16 waves (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
