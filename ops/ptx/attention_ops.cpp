@@ -142,6 +142,9 @@ struct DecodeKernel {
   uint32_t threads, smem;
   int64_t tile_rows;
   bool waves;
+  // With `waves`, where the CTAs already make two waves or more: split further until a CTA has
+  // at most this many key tiles (0: no limit). See sm90.tma's registration for the figures.
+  int64_t max_tiles = 0;
 };
 
 Result<ref::AttentionDecodeShape> decode_shape(const ops::OpContext& ctx) {
@@ -171,6 +174,9 @@ Result<DecodePlan> decode_plan(const ops::OpContext& ctx, const DeviceFacts& dev
   const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (dk.smem + 1792), 1, 4);
   pl.len = dk.waves ? split_len_waves(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys, per_sm)
                     : split_len(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys);
+  const int64_t slots = int64_t(dev.compute_units) * per_sm, ctas = s.B * s.Hkv * pl.m_tiles;
+  if (dk.waves && dk.max_tiles > 0 && ceil_div(ctas * ceil_div(capacity, pl.len), slots) >= 2)
+    while (pl.len > dk.max_tiles * kKeys) pl.len = ceil_div(ceil_div(pl.len, 2), kKeys) * kKeys;
   pl.splits = ceil_div(capacity, pl.len);
   pl.rows = s.B * s.Sq * s.Hq;
   if (s.B * s.Hkv > 65535 || pl.splits > 65535 || pl.m_tiles > INT32_MAX)
@@ -368,13 +374,13 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
   return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
-template <int STAGES_D128, int STAGES_D64>
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
   const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
   const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
-                        decode_sm90_shared(s.D, stages), 16, true};
+                        decode_sm90_shared(s.D, stages), 16, true, MAX_TILES};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
@@ -449,11 +455,14 @@ bool tma_pays(const ops::ApplyContext& c, std::string* why) {
 }
 // Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays; one CTA an SM with twice
 // the stages by name only (H100: 201.1 against 202.7 us at Hkv 2, 1439.4 against 1429.3 at
-// Hkv 16: no rule).
-ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 16, decode_sm90<3, 6>, "sm90.tma",
+// Hkv 16: no rule). At most 32 key tiles a CTA where its CTAs make two waves or more: on an
+// H200 (2026-11-29, third session, three calls) b64 Hkv 16 kv 8192 ran 1.5-3.3% faster in 4
+// splits of 32 tiles (4096 CTAs) than unsplit (1024 CTAs, 3.88 waves); at Hkv 2 (one wave of
+// 2 splits) every further split was slower (2 waves 1.5%, 16 waves 8%), so one wave stays.
+ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 16, decode_sm90<3, 6, 32>, "sm90.tma",
                                   decode_sm90_applies<3, 6>, tma_pays, true, nullptr,
                                   "key split fed by a TMA producer warp, 3 (d128) / 6 (d64) stages, 2 CTAs an SM"});
-ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12>,
+ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12, 0>,
                                     "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                     "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
