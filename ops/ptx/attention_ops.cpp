@@ -366,7 +366,7 @@ ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80"
                                     ksplit_applies, nullptr, true, nullptr,
                                     "as sm80.deep, the 4 warps sharing each tile's keys (<= 16 rows a KV head)"});
 // Hopper paged decode (attention_decode_sm90.cu): the key split of sm80.ksplit with a producer
-// warp issuing TMA boxes (64 dims x 1 head x min(BS, 64) key rows) into a ring of stages
+// warp issuing TMA boxes (min(BS, 64) key rows x 1 head x D dims) into a ring of stages
 // (mbarriers), 160 threads a CTA.
 constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 // DecCfg<D, STAGES>::kShared: 1 KiB of alignment, STAGES K and V tiles of 64 keys, 16 query rows
@@ -386,14 +386,16 @@ Status decode_sm90(ops::OpContext& ctx) {
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
   const int64_t box_rows = std::min<int64_t>(s.BS, kKeys);
-  // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D], without L2 promotion: every
-  // byte is read once, and on an H200 (Nsight Compute: L2 at 95-97% of its throughput with
-  // 256-byte promotion) the decode ran 4.6% faster without it (1003.8 against 1051.3 us at Hkv
-  // 16; 128-byte promotion 1009.0; Hkv 2 level), docs/PERFORMANCE.md 2026-11-28.
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
-                                                  HAL_TENSOR_MAP_L2_NONE));
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
-                                                  HAL_TENSOR_MAP_L2_NONE));
+  // The caches [NB, BS, Hkv, D] seen as [NB x BS rows, Hkv, D / 64, 64], a box a row's whole
+  // head slice (one request of D x 2 bytes a row; on an H200 0.3-1.6% faster than a box a
+  // 64-dim half in four comparisons, 2026-11-29), without L2 promotion: every byte is read
+  // once, and on an H200 (Nsight Compute: L2 at 95-97% of its throughput with 256-byte
+  // promotion) the decode ran 4.6% faster without it (1003.8 against 1051.3 us at Hkv 16;
+  // 128-byte promotion 1009.0; Hkv 2 level), docs/PERFORMANCE.md 2026-11-28.
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_row_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+                                                      HAL_TENSOR_MAP_L2_NONE));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_row_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+                                                      HAL_TENSOR_MAP_L2_NONE));
   const double sl2 = scale_log2(s.scale, s.D);
   HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
                             dk.smem, [&](ArgPack& a) {

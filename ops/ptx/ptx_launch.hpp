@@ -164,6 +164,26 @@ inline Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& 
   return ctx.device.encode_tensor_map(d);
 }
 
+// The same [T, H, D] bf16 tensor as a 4-d map whose box is a row's whole head slice: dims
+// (64, D / 64, H, T), box (64, D / 64, 1, rows), 128-byte swizzle: one copy brings `rows` rows
+// of D contiguous elements, laid out [rows][D / 64][128 bytes] in shared memory.
+inline Result<TensorMap> head_row_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
+                                      int64_t rows, hal_tensor_map_l2 promotion) {
+  hal_tensor_map_desc d{};
+  d.struct_size = sizeof d;
+  d.buffer = t.buffer.get();
+  d.offset = t.offset;
+  d.dtype = HAL_TENSOR_MAP_BF16;
+  d.rank = 4;
+  const uint64_t dims[4] = {64, uint64_t(D / 64), uint64_t(H), uint64_t(T)};
+  const uint64_t strides[4] = {2, 128, uint64_t(D) * 2, uint64_t(H * D) * 2};
+  const uint32_t box[4] = {64, uint32_t(D / 64), 1, uint32_t(rows)};
+  for (int i = 0; i < 4; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
+  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
+  d.l2_promotion = promotion;
+  return ctx.device.encode_tensor_map(d);
+}
+
 // The device address of a call's tensor `name` (0 when absent): launchers and predicates read
 // the same call through these.
 inline uint64_t address_of(const ops::ApplyContext& c, std::string_view name) {

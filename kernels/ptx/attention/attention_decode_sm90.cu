@@ -4,8 +4,8 @@
 // producer warp through the tensor memory accelerator instead of cp.async from every thread:
 //
 //   warp 4       the producer (one lane): for each key tile of the CTA's range, TMA boxes of
-//                64 dims x 1 head x R key rows (R = min(block size, 64): a box never crosses a
-//                cache block) of K and of V into a ring of STAGES stages, completing on the
+//                R key rows x 1 head x all D dims (R = min(block size, 64): a box never crosses
+//                a cache block) of K and of V into a ring of STAGES stages, completing on the
 //                stage's "full" mbarrier; it refills a stage as soon as the 128 compute threads
 //                have arrived on its "empty" mbarrier, so the copies in flight never wait for
 //                a CTA-wide barrier;
@@ -30,13 +30,12 @@ namespace {
 
 constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
 
-// Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each D / 64 blocks
-// of [64 keys][128 bytes] (the TMA 128-byte swizzle: 16-byte chunk c of row r at (c ^ r) % 8),
+// Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each [64 keys][D /
+// 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below),
 // then the 16 query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
 // the 2 x STAGES mbarriers.
 template <int D, int STAGES>
 struct DecCfg {
-  static constexpr uint32_t kHalf = kKeys * 128;               // one 64-dim block of a tile
   static constexpr uint32_t kTile = kKeys * D * 2;             // K (or V) of a stage
   static constexpr uint32_t kStage = 2 * kTile;
   static constexpr uint32_t kRowBytes = (D + 8) * 2;           // a query row
@@ -46,6 +45,25 @@ struct DecCfg {
   // merge_warps' scratch (maxima, sums, three warps' accumulators) fits in stage 0.
   static_assert(512 + 3 * (D / 8) * 32 * 16 <= kStage, "merge scratch");
 };
+
+// Byte address of 16-byte chunk c (of D / 8) of key row r in a stage's K or V tile, laid out
+// [64 rows][D / 64 units][128 bytes] (one TMA box brings rows' whole head slices, a 4-d map);
+// the TMA's 128-byte swizzle puts chunk c % 8 of the unit at index u of its 1024-byte block
+// at (c % 8) ^ (u % 8).
+template <int D>
+__device__ __forceinline__ uint32_t tile_addr(uint32_t tile, int r, int c) {
+  const int u = r * (D / 64) + (c >> 3);
+  return tile + u * 128 + (((c & 7) ^ (u & 7)) << 4);
+}
+
+__device__ __forceinline__ void tma_4d(uint32_t dst, const TensorMap* map, int c0, int c1, int c2, int c3,
+                                       uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
+      : "memory");
+}
 
 // The 4 compute warps' barrier (named barrier 1): the producer warp never joins it.
 struct ComputeSync {
@@ -73,43 +91,37 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
     for (int b = 0; b < boxes; ++b) {
       const int row = key_index(p, k0 + b * R);
-#pragma unroll
-      for (int h = 0; h < D / 64; ++h) {
-        tma_3d(sk + h * C::kHalf + b * R * 128, tk, h * 64, hk, row, full, once);
-        tma_3d(sv + h * C::kHalf + b * R * 128, tv, h * 64, hk, row, full, once);
-      }
+      tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, once);
+      tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, once);
     }
   }
 }
 
 // Zeroes V rows [r0, 64) of a stage (the keys past the CTA's range in its last tile).
-template <int D, int STAGES>
+template <int D>
 __device__ __forceinline__ void zero_v_rows(uint32_t sv, int r0) {
   for (int c = threadIdx.x; c < (kKeys - r0) * (D / 8); c += kDecCompute) {
-    const int row = r0 + c / (D / 8), chunk = c % (D / 8);
-    const uint32_t a = sv + (chunk >> 3) * DecCfg<D, STAGES>::kHalf + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+    const uint32_t a = tile_addr<D>(sv, r0 + c / (D / 8), c % (D / 8));
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
   }
 }
 
 // One compute warp's share of a key tile: keys [16w, 16w + 16) of the stage at sk (K) / sv (V).
-template <int D, int STAGES>
+template <int D>
 __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_t sk, uint32_t sv,
                                         float (&o)[D / 8][4], RowState& st, int k0, int vis0, int vis1,
                                         float scale_log2) {
-  using C = DecCfg<D, STAGES>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l7 = lane & 7, key0 = warp * 16;
   float s[2][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
   // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi); row r's
   // chunk c is at (c ^ r) % 8 of its 64-dim block, and r % 8 = lane % 8 here.
-  const uint32_t krow = sk + (key0 + l7 + ((lane >> 4) << 3)) * 128;
-  const int kx = ((lane >> 3) & 1) ^ l7;
+  const int kr = key0 + l7 + ((lane >> 4) << 3), kc = (lane >> 3) & 1;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t b[4];
-    ldmatrix_x4(b, krow + (kk >> 2) * C::kHalf + ((((kk * 2) & 7) ^ kx) << 4));
+    ldmatrix_x4(b, tile_addr<D>(sk, kr, kk * 2 + kc));
     mma_bf16(s[0], qf[kk], b);
     mma_bf16(s[1], qf[kk], b + 2);
   }
@@ -118,12 +130,11 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
   softmax_step<2>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
   scale_rows<D / 8>(o, a0, a1);
   // V transposed: matrices (keys 0-7, dims 16dp..+7), (keys 8-15, same), (0-7, +8..), (8-15, +8..).
-  const uint32_t vrow = sv + (key0 + l7 + (((lane >> 3) & 1) << 3)) * 128;
-  const int vx = (lane >> 4) ^ l7;
+  const int vr = key0 + l7 + (((lane >> 3) & 1) << 3), vc = lane >> 4;
 #pragma unroll
   for (int dp = 0; dp < D / 16; ++dp) {
     uint32_t b[4];
-    ldmatrix_x4_trans(b, vrow + (dp >> 2) * C::kHalf + ((((dp * 2) & 7) ^ vx) << 4));
+    ldmatrix_x4_trans(b, tile_addr<D>(sv, vr, dp * 2 + vc));
     mma_bf16(o[2 * dp], pf[0], b);
     mma_bf16(o[2 * dp + 1], pf[0], b + 2);
   }
@@ -175,10 +186,10 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
     const uint32_t sk = base + s * C::kStage;
     mbar_wait(bars + 8 * s, (it / STAGES) & 1);
     if (p.kend - k0 < kKeys) {  // the last tile, partial (uniform across the compute warps)
-      zero_v_rows<D, STAGES>(sk + C::kTile, p.kend - k0);
+      zero_v_rows<D>(sk + C::kTile, p.kend - k0);
       ComputeSync{}();
     }
-    consume<D, STAGES>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    consume<D>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
     mbar_arrive(bars + 8 * (STAGES + s));
   }
   // Every copy has landed (each stage was waited for); once every compute warp is past its
@@ -194,11 +205,11 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 }  // namespace
 }  // namespace hc
 
-// Parameters: the K and V tensor maps (3-d over [NB x BS rows, Hkv, D], boxes of 64 dims x 1
-// head x min(BS, 64) rows, 128-byte swizzle), then 8 bytes each:
+// Parameters: the K and V tensor maps (4-d over [NB x BS rows, Hkv, D / 64, 64], boxes of
+// min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                               \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                                   \
   extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
