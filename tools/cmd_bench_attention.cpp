@@ -7,7 +7,8 @@
 // bytes it must move (decode/MLA: the KV cache read, figure "GB/s KV"), and both floors:
 // bytes / the device-to-device copy rate measured in the same run, FLOPs / --peak-tflops.
 // --seqlen and --batch shrink the shapes (defaults on cpu: s 256, kv 512, batch 2); --json
-// writes every figure.
+// writes every figure; --ordered-blocks gives each sequence consecutive cache blocks (the
+// default scrambles them).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -35,11 +36,13 @@ struct Figures {
 int usage() {
   fmt::print(
       "usage: halcyon bench attention [prefill] [decode] [mla] [--device URI] [--iters N] [--seqlen N]\n"
-      "                               [--batch N] [--peak-tflops F] [--json FILE]\n"
+      "                               [--batch N] [--ordered-blocks] [--peak-tflops F] [--json FILE]\n"
       "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal; d64),\n"
       "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128, block 64) and attention_mla_decode\n"
       "  (b64 Hq128 kv8192 Sq 1 and 2, block 64): time, TFLOP/s, GB/s of KV read, and each\n"
-      "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n");
+      "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n"
+      "  The paged caches' blocks are in scrambled order unless --ordered-blocks (each sequence's\n"
+      "  blocks consecutive, as a dense cache would be).\n");
   return 2;
 }
 
@@ -56,6 +59,7 @@ int bench_attention(const std::vector<std::string>& args) {
   std::string device = "cuda:0", json_path;
   int iters = 20;
   int64_t seqlen = -1, batch = -1;
+  bool ordered_blocks = false;
   double peak_tflops = 989;  // H100 SXM bf16 dense (shared/BASELINES.md)
   std::vector<std::string> families;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -66,6 +70,7 @@ int bench_attention(const std::vector<std::string>& args) {
     else if (a == "--iters") iters = std::max(1, std::stoi(next()));
     else if (a == "--seqlen") seqlen = std::stoll(next());
     else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--ordered-blocks") ordered_blocks = true;
     else if (a == "--peak-tflops") peak_tflops = std::stod(next());
     else if (a == "--json") json_path = next();
     else return usage();
@@ -157,7 +162,7 @@ int bench_attention(const std::vector<std::string>& args) {
       const int64_t MB = (c.L + c.BS - 1) / c.BS, NB = c.B * MB;
       std::vector<int32_t> perm(static_cast<size_t>(NB));
       std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), std::mt19937(11));  // scrambled blocks
+      if (!ordered_blocks) std::shuffle(perm.begin(), perm.end(), std::mt19937(11));  // scrambled blocks
       host_a = perm;
       host_b.assign(size_t(c.B), int32_t(c.L));
       const int64_t Dv = mla ? 512 : c.D, row = mla ? 576 : c.Hkv * c.D;
