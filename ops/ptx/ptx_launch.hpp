@@ -144,44 +144,43 @@ inline Result<TensorMap> dense_map(const ops::OpContext& ctx, const ops::Tensor&
   return ctx.device.encode_tensor_map(d);
 }
 
-// A 3-d tensor map over [T, H, D] (innermost first: D, H, T): boxes of 64 columns x 1 head x
-// `rows` rows, 128-byte swizzle (the attention kernels' layout: sm90.ws prefill, sm90.tma decode
-// over a paged cache seen as [NB x BS, Hkv, D]); L2 promotion 256 bytes unless given.
-inline Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
-                                  int64_t rows, hal_tensor_map_l2 promotion = HAL_TENSOR_MAP_L2_256B) {
+// A bf16 tensor map of `rank` dimensions (innermost first; strides in bytes, strides[0] the
+// element's 2), 128-byte swizzle: the attention kernels' maps below.
+inline Result<TensorMap> bf16_swizzled_map(const ops::OpContext& ctx, const ops::Tensor& t, uint32_t rank,
+                                           const uint64_t* dims, const uint64_t* strides, const uint32_t* box,
+                                           hal_tensor_map_l2 promotion) {
   hal_tensor_map_desc d{};
   d.struct_size = sizeof d;
   d.buffer = t.buffer.get();
   d.offset = t.offset;
   d.dtype = HAL_TENSOR_MAP_BF16;
-  d.rank = 3;
-  const uint64_t dims[3] = {uint64_t(D), uint64_t(H), uint64_t(T)};
-  const uint64_t strides[3] = {2, uint64_t(D) * 2, uint64_t(H * D) * 2};
-  const uint32_t box[3] = {64, 1, uint32_t(rows)};
-  for (int i = 0; i < 3; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
+  d.rank = rank;
+  for (uint32_t i = 0; i < rank; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
   d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
   d.l2_promotion = promotion;
   return ctx.device.encode_tensor_map(d);
 }
 
-// The same [T, H, D] bf16 tensor as a 4-d map whose box is a row's whole head slice: dims
-// (64, D / 64, H, T), box (64, D / 64, 1, rows), 128-byte swizzle: one copy brings `rows` rows
-// of D contiguous elements, laid out [rows][D / 64][128 bytes] in shared memory.
+// A 3-d tensor map over [T, H, D] (innermost first: D, H, T): boxes of 64 columns x 1 head x
+// `rows` rows (the sm90.ws prefill's layout); L2 promotion 256 bytes unless given.
+inline Result<TensorMap> head_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
+                                  int64_t rows, hal_tensor_map_l2 promotion = HAL_TENSOR_MAP_L2_256B) {
+  const uint64_t dims[3] = {uint64_t(D), uint64_t(H), uint64_t(T)};
+  const uint64_t strides[3] = {2, uint64_t(D) * 2, uint64_t(H * D) * 2};
+  const uint32_t box[3] = {64, 1, uint32_t(rows)};
+  return bf16_swizzled_map(ctx, t, 3, dims, strides, box, promotion);
+}
+
+// The same [T, H, D] tensor as a 4-d map whose box is rows' whole head slices: dims (64, D / 64,
+// H, T), box (64, D / 64, 1, rows): one copy brings `rows` rows of D contiguous elements, laid
+// out [rows][D / 64][128 bytes] in shared memory (the sm90.tma decode over a paged cache seen
+// as [NB x BS, Hkv, D]).
 inline Result<TensorMap> head_row_map(const ops::OpContext& ctx, const ops::Tensor& t, int64_t T, int64_t H, int64_t D,
                                       int64_t rows, hal_tensor_map_l2 promotion) {
-  hal_tensor_map_desc d{};
-  d.struct_size = sizeof d;
-  d.buffer = t.buffer.get();
-  d.offset = t.offset;
-  d.dtype = HAL_TENSOR_MAP_BF16;
-  d.rank = 4;
   const uint64_t dims[4] = {64, uint64_t(D / 64), uint64_t(H), uint64_t(T)};
   const uint64_t strides[4] = {2, 128, uint64_t(D) * 2, uint64_t(H * D) * 2};
   const uint32_t box[4] = {64, uint32_t(D / 64), 1, uint32_t(rows)};
-  for (int i = 0; i < 4; ++i) d.dims[i] = dims[i], d.strides[i] = strides[i], d.box[i] = box[i];
-  d.swizzle = HAL_TENSOR_MAP_SWIZZLE_128B;
-  d.l2_promotion = promotion;
-  return ctx.device.encode_tensor_map(d);
+  return bf16_swizzled_map(ctx, t, 4, dims, strides, box, promotion);
 }
 
 // The device address of a call's tensor `name` (0 when absent): launchers and predicates read

@@ -115,8 +115,8 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
   float s[2][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-  // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi); row r's
-  // chunk c is at (c ^ r) % 8 of its 64-dim block, and r % 8 = lane % 8 here.
+  // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi), each
+  // lane addressing its row's chunk through tile_addr.
   const int kr = key0 + l7 + ((lane >> 4) << 3), kc = (lane >> 3) & 1;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
@@ -209,7 +209,7 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                                   \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS)                                                               \
   extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
