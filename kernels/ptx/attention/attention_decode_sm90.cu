@@ -152,26 +152,28 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   const uint32_t base = (smem_addr(dsmem) + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte units
   const uint32_t bars = base + C::kBars, sq = base + C::kQ;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  Problem p;
-  decode_rows<kDecRows, D>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
-  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
+  Problem p;  // ends with a CTA barrier: the mbarriers and the rows are ready; the roles part
+  decode_rows<kDecRows, D>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
+  // The producer starts its copies at once; the compute warps load the query rows meanwhile
+  // (waiting for them first put a global round trip before the first copy of every CTA).
+  if (warp == kDecCompute / 32) {
+    produce<D, STAGES>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    return;
+  }
   // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
-  for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecThreads) {
+  for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecCompute) {
     const int row = c / (D / 8), chunk = c % (D / 8);
     const bool ok = row_q[row] >= 0;
     cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
   }
   cp_async_commit();
   cp_async_wait<0>();
-  __syncthreads();  // Q and the mbarriers are ready; from here the roles part
-  if (warp == kDecCompute / 32) {
-    produce<D, STAGES>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
-    return;
-  }
+  ComputeSync{}();  // every compute thread's rows have landed
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], sq + (lane & 15) * C::kRowBytes + (kk * 2 + (lane >> 4)) * 16);
