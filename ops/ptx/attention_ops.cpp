@@ -172,9 +172,8 @@ Result<DecodePlan> decode_plan(const ops::OpContext& ctx, const DeviceFacts& dev
   // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
   // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
   const int64_t per_sm = std::clamp<int64_t>((dev.max_shared_per_block + 1024) / (dk.smem + 1792), 1, 4);
-  pl.len = dk.waves ? split_len_waves(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys, per_sm)
-                    : split_len(dev, s.B * s.Hkv * pl.m_tiles, capacity, kKeys);
-  const int64_t slots = int64_t(dev.compute_units) * per_sm, ctas = s.B * s.Hkv * pl.m_tiles;
+  const int64_t ctas = s.B * s.Hkv * pl.m_tiles, slots = int64_t(dev.compute_units) * per_sm;
+  pl.len = dk.waves ? split_len_waves(dev, ctas, capacity, kKeys, per_sm) : split_len(dev, ctas, capacity, kKeys);
   if (dk.waves && dk.max_tiles > 0 && ceil_div(ctas * ceil_div(capacity, pl.len), slots) >= 2)
     while (pl.len > dk.max_tiles * kKeys) pl.len = ceil_div(ceil_div(pl.len, 2), kKeys) * kKeys;
   pl.splits = ceil_div(capacity, pl.len);

@@ -30,9 +30,9 @@ namespace {
 
 constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
 
-// Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each [64 keys][D /
-// 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below),
-// then the 16 query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
+// Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each
+// [64 keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
+// query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
 // the 2 x STAGES mbarriers.
 template <int D, int STAGES>
 struct DecCfg {
@@ -54,15 +54,6 @@ template <int D>
 __device__ __forceinline__ uint32_t tile_addr(uint32_t tile, int r, int c) {
   const int u = r * (D / 64) + (c >> 3);
   return tile + u * 128 + (((c & 7) ^ (u & 7)) << 4);
-}
-
-__device__ __forceinline__ void tma_4d(uint32_t dst, const TensorMap* map, int c0, int c1, int c2, int c3,
-                                       uint32_t bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
-      : "memory");
 }
 
 // The 4 compute warps' barrier (named barrier 1): the producer warp never joins it.

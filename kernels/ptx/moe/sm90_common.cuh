@@ -101,6 +101,14 @@ __device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
       : "memory");
 }
+__device__ __forceinline__ void tma_4d(uint32_t dst, const TensorMap* map, int c0, int c1, int c2, int c3,
+                                       uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
+      : "memory");
+}
 
 }  // namespace
 }  // namespace hc
