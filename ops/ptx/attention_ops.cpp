@@ -18,6 +18,7 @@ namespace halcyon::ptxop {
 namespace {
 
 constexpr int kRows = 64, kKeys = 64, kThreads = 128;
+constexpr int64_t kDecodeRows = 16;  // query rows a key-split decode CTA owns (the kernels' kDecRows)
 constexpr int kMlaRows = 16, kMlaKeys = 32;
 constexpr const char* kImage = "attention_sm80";
 
@@ -373,14 +374,27 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
   return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
+// Whether the unsplit grid of one CTA an SM (the deep build: twice the stages) fills a single
+// wave to 90% or more. Its SMs then keep as many bytes in flight as two CTAs of the shallow
+// build (6 x 32 KiB against 2 x 3 at d128), and no key split, partials or combine are needed
+// where the shallow build would split to fill its two slots an SM. On an H200 (2026-11-29,
+// fourth session) b64 Hkv 2 (128 CTAs on 132 SMs) ran 1.9% faster so in two calls (138.8 against
+// 141.4 us; 139.1-140.1 against 140.6-141.4), where a grid of several waves (b64 Hkv 16, 7.8
+// waves unsplit) kept the shallow build ahead (964.5 against 975.0).
+bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, int64_t deep_stages) {
+  const int64_t ctas = s.B * s.Hkv * ceil_div(s.Sq * (s.Hq / s.Hkv), kDecodeRows), sms = dev.compute_units;
+  const bool fits = !dev.max_shared_per_block || decode_sm90_shared(s.D, deep_stages) <= dev.max_shared_per_block;
+  return fits && ctas <= sms && 10 * ctas >= 9 * sms;
+}
 template <int STAGES_D128, int STAGES_D64, int MAX_TILES>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
-  const int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128;
-  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
-                        decode_sm90_shared(s.D, stages), 16, true, MAX_TILES};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
+  if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
+  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
+                        decode_sm90_shared(s.D, stages), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
@@ -454,9 +468,10 @@ bool tma_pays(const ops::ApplyContext& c, std::string* why) {
                        double(bw) / sms / 1e9);
   return false;
 }
-// Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays; one CTA an SM with twice
-// the stages by name only (H100: 201.1 against 202.7 us at Hkv 2, 1439.4 against 1429.3 at
-// Hkv 16: no rule). At most 32 key tiles a CTA where its CTAs make two waves or more: on an
+// Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays, except where one CTA an SM
+// with twice the stages fills one wave unsplit (one_full_wave: then it runs that build); that
+// build for every grid by name only (`sm90.tma1`; H100: 201.1 against 202.7 us at Hkv 2, 1439.4
+// against 1429.3 at Hkv 16). At most 32 key tiles a CTA where its CTAs make two waves or more: on an
 // H200 (2026-11-29, third session, three calls) b64 Hkv 16 kv 8192 ran 1.5-3.3% faster in 4
 // splits of 32 tiles (4096 CTAs) than unsplit (1024 CTAs, 3.88 waves); at Hkv 2 (one wave of
 // 2 splits) every further split was slower (2 waves 1.5%, 16 waves 8%), so one wave stays.

@@ -69,8 +69,13 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
                         int n_tiles, int hk) {
   using C = DecCfg<D, STAGES>;
   if ((threadIdx.x & 31) != 0) return;
-  uint64_t once;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
+  // The cache lines keep whatever priority L2 gives them (evict_unchanged). After a write that
+  // left L2 full of dirty lines (the benches' flush, or real work before the call), evict_first
+  // made the kernel 1.9% (Hkv 16) and 3.5% (Hkv 2) slower on an H200, evict_normal slower still;
+  // with clean caches (Nsight Compute) all three ran level (docs/PERFORMANCE.md, 2026-11-29
+  // fourth session).
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_unchanged.b64 %0, 1.0;\n" : "=l"(policy));
   const int R = p.BS < kKeys ? (int)p.BS : kKeys;
   for (int it = 0; it < n_tiles; ++it) {
     const int s = it % STAGES;
@@ -82,8 +87,8 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
     for (int b = 0; b < boxes; ++b) {
       const int row = key_index(p, k0 + b * R);
-      tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, once);
-      tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, once);
+      tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
+      tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, policy);
     }
   }
 }
