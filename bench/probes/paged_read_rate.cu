@@ -4,7 +4,7 @@
 // (every head of a row, the cache's own contiguous order) and against a plain contiguous stream.
 // A diagnostic for issue 15: halcyon's paged decode reads K and V at 4.10 TB/s on an H200 where
 // cuDNN reads a dense [B, H, S, D] cache at 4.59 (docs/PERFORMANCE.md); is the head-interleaved
-// layout what costs?
+// layout what costs? `paged_read_rate B Hkv` reads other shapes (b256 Hkv 2: Hkv 2's steady state).
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine with
 //   nvcc -O3 -std=c++17 -arch=sm_90a bench/probes/paged_read_rate.cu -o paged_read_rate
@@ -50,8 +50,14 @@ __global__ void read_rows(const uint4* __restrict__ p, long long unit_stride, lo
 
 }  // namespace
 
-int main() {
-  const long long B = 64, L = 8192, Hkv = 16, D = 128, BS = 64;
+// Usage: paged_read_rate [B [Hkv]]   (defaults 64 and 16; Hkv a power of two from 2 to 16)
+int main(int argc, char** argv) {
+  const long long B = argc > 1 ? std::atoll(argv[1]) : 64, Hkv = argc > 2 ? std::atoll(argv[2]) : 16;
+  const long long L = 8192, D = 128, BS = 64;
+  if (B < 1 || Hkv < 2 || Hkv > 16 || (Hkv & (Hkv - 1))) {
+    std::fprintf(stderr, "usage: paged_read_rate [B >= 1 [Hkv in 2, 4, 8, 16]]\n");
+    return 2;
+  }
   const long long rows = B * L;                      // key rows of the cache (blocks x BS)
   const long long row16 = Hkv * D * 2 / 16;          // a row of every head, in 16-byte pieces
   const long long head16 = D * 2 / 16;               // one head's slice of a row
@@ -85,12 +91,14 @@ int main() {
     std::printf("  %-60s %8.1f us  %6.0f GB/s\n", what, m * 1e3, bytes / (m * 1e-3) / 1e9);
   };
   // K then V, contiguous: row r of either lies at r * row16 pieces (r < 2 * rows).
-  const int head_shift = 4, row_shift = 8;  // head16 = 16 pieces, row16 = 256 pieces
+  int row_shift = 4;  // head16 = 16 pieces, row16 = Hkv x 16 pieces
+  while ((1ll << row_shift) < row16) ++row_shift;
+  const int head_shift = 4;
   if ((1ll << head_shift) != head16 || (1ll << row_shift) != row16) return 3;
   for (int splits : {1, 2, 4}) {
     std::printf("%d split(s) of each sequence, %lld CTAs:\n", splits, 2 * B * splits * Hkv);
     // Decode's pattern: a CTA per (cache, sequence, split) x head (grid.y): its head's 256 bytes
-    // of each of its rows, rows 4 KiB apart.
+    // of each of its rows, rows Hkv x 256 bytes apart.
     time("one head's slice of each row a CTA (a decode CTA's pattern)", dim3(unsigned(2 * B * splits), unsigned(Hkv)),
          head16, 2 * rows * head16, head_shift, row16);
     // Half of that slice (128 bytes, 64 dims: one TMA box's row in the sm90.tma decode), a CTA
@@ -100,6 +108,9 @@ int main() {
     // The same CTA count reading whole rows (every head), contiguous.
     time("whole rows a CTA (contiguous, the cache's own order)", dim3(unsigned(2 * B * splits * Hkv), 1u), 0,
          2 * cache16, row_shift, row16);
+    // Two heads' slices of each row a CTA (512 bytes): a decode CTA serving two KV heads.
+    time("two heads' slices of each row a CTA (512 bytes)", dim3(unsigned(2 * B * splits), unsigned(Hkv / 2)),
+         2 * head16, 2 * rows * 2 * head16, head_shift + 1, row16);
   }
   time("plain stream, 8 CTAs an SM", dim3(unsigned(prop.multiProcessorCount * 8), 1u), 0, 2 * cache16, 0, 1);
   CK(cudaFree(kv));
