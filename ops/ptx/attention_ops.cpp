@@ -372,7 +372,7 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 // DecCfg<D, STAGES>::kShared: 1 KiB of alignment, STAGES K and V tiles of 64 keys, 16 query rows
 // padded to D + 8 elements, the mbarriers (8 bytes each, 2 a stage, in 128-byte units).
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
-  return uint32_t(1024 + stages * 2 * kKeys * D * 2 + 16 * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
+  return uint32_t(1024 + stages * 2 * kKeys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
 // Whether the unsplit grid of one CTA an SM (the deep build: twice the stages) fills a single
 // wave to 90% or more. Its SMs then keep as many bytes in flight as two CTAs of the shallow

@@ -71,9 +71,9 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
   if ((threadIdx.x & 31) != 0) return;
   // The cache lines keep whatever priority L2 gives them (evict_unchanged). After a write that
   // left L2 full of dirty lines (the benches' flush, or real work before the call), evict_first
-  // made the kernel 1.9% (Hkv 16) and 3.5% (Hkv 2) slower on an H200, evict_normal slower still;
-  // with clean caches (Nsight Compute) all three ran level (docs/PERFORMANCE.md, 2026-11-29
-  // fourth session).
+  // made the kernel 1.9% (Hkv 16) and 3.5% (Hkv 2) slower on an H200 (evict_normal 7-9% slower
+  // still); with clean caches (Nsight Compute) evict_first and evict_unchanged ran level
+  // (docs/PERFORMANCE.md, 2026-11-29 fourth session).
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_unchanged.b64 %0, 1.0;\n" : "=l"(policy));
   const int R = p.BS < kKeys ? (int)p.BS : kKeys;
