@@ -21,6 +21,7 @@
 #ifdef HALCYON_CTS_NUMERIC
 #include <halcyon/ops/op.hpp>
 
+#include "near_ties.hpp"
 #include "numeric_values.hpp"
 #endif
 
@@ -261,6 +262,39 @@ TEST_CASE("numeric suite: `generate <input> bounds` draws indices the reference 
     CHECK(r.outcome == Outcome::passed);
     CHECK(r.detail.find("out: rel err") != std::string::npos);
   }
+}
+
+TEST_CASE("numeric suite: moe_gate answers that differ only within a near-tie are correct, others are not") {
+  using halcyon::cts::gate_ids_valid_within_ties;
+  // 8 experts in 4 groups of 2, the best 2 groups kept, top-3 experts; selection = sigmoid(logit)
+  // (+ bias). Group scores: g0 s(1)+s(2) = 1.61, g2 s(1.5)+s(1) = 1.55, g1 s(1.5)+s(-1) = 1.09,
+  // g3 0.50: g0 and g2 kept; then e1 (0.881), e4 (0.818), and e0 and e5 tie (0.731) for third.
+  std::vector<float> logits{1.0f, 2.0f, 1.5f, -1.0f, 1.5f, 1.0f, -2.0f, -0.5f};
+  std::vector<float> bias(8, 0.0f);
+  auto valid = [&](std::vector<int32_t> ids) {
+    return gate_ids_valid_within_ties(logits.data(), bias.data(), 8, false, 4, 2, ids.data(), int64_t(ids.size()));
+  };
+  CHECK(valid({1, 4, 0}));        // the reference's answer (ties to the lower index)
+  CHECK(valid({1, 4, 5}));        // the other side of the exact tie
+  CHECK_FALSE(valid({4, 1, 0}));  // e1 ranks clearly above e4: not a tie
+  CHECK_FALSE(valid({1, 0, 5}));  // e4 (a kept group) clearly above e5, left out
+  CHECK_FALSE(valid({1, 4, 2}));  // e2's group (g1) ranks clearly below the two kept
+  CHECK_FALSE(valid({1, 4, 4}));  // an expert twice
+  CHECK_FALSE(valid({1, 4, 8}));  // out of range
+  // Half an fp32 ulp apart (as the CTS met it on ze, 2026-11-29): either order; 1e-4 apart: not.
+  bias[5] = 2e-8f;
+  CHECK(valid({1, 4, 0}));
+  CHECK(valid({1, 4, 5}));
+  bias[5] = 1e-4f;
+  CHECK(valid({1, 4, 5}));
+  CHECK_FALSE(valid({1, 4, 0}));
+  // Groups g1 and g2 tie for the second place: either may be kept, not both.
+  bias[5] = 0.0f;
+  logits = {1.0f, 2.0f, 1.5f, 1.0f, 1.5f, 1.0f, -2.0f, -0.5f};
+  CHECK(valid({1, 2, 0}));
+  CHECK(valid({1, 4, 0}));
+  CHECK(valid({1, 4, 5}));
+  CHECK_FALSE(valid({1, 2, 4}));  // experts of three groups
 }
 #endif  // HALCYON_CTS_NUMERIC
 
