@@ -7,7 +7,7 @@ kernel) with its start and end on the GPU, after the same flush write, through t
 (CUPTI sees the kernels of every context in the process, halcyon's included). Per shape it prints
 the medians of: the call's span (first kernel start to last kernel end), each kernel's duration,
 and the idle gap between halcyon's two kernels; after a flush by writing (as do_bench and
-`halcyon bench` do: the L2 left full of dirty lines) and by reading (`--flush read`: clean lines).
+`halcyon bench` do: the L2 left full of dirty lines) and by reading (a sum of the buffer: clean lines).
 
   HALCYON_LIBRARY=build-gpu/lib/libhalcyon_runtime.so python3 bench/probes/decode_timeline.py
 
