@@ -165,10 +165,15 @@ struct DecodePlan {
   uint64_t part_o = 0, part_lse = 0;
 };
 
+// Row tiles of `tile_rows` query rows a (sequence, KV head) needs: its Sq x Hq / Hkv rows.
+int64_t decode_row_tiles(const ref::AttentionDecodeShape& s, int64_t tile_rows) {
+  return ceil_div(s.Sq * (s.Hq / s.Hkv), tile_rows);
+}
+
 Result<DecodePlan> decode_plan(const ops::OpContext& ctx, const DeviceFacts& dev, const ref::AttentionDecodeShape& s,
                                const DecodeKernel& dk) {
   DecodePlan pl;
-  pl.m_tiles = ceil_div(s.Sq * (s.Hq / s.Hkv), dk.tile_rows);
+  pl.m_tiles = decode_row_tiles(s, dk.tile_rows);
   const int64_t capacity = s.MB * s.BS;
   // CTAs an SM: what shared memory allows, each with 1 KiB reserved by the driver and 768 bytes
   // of static row data (the per-block limit + 1 KiB is the per-SM one on the H100: 228 KiB).
@@ -374,6 +379,11 @@ constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
   return uint32_t(1024 + stages * 2 * kKeys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
+// Whether a block of the build with `stages` stages fits the device's shared memory (unknown
+// limits pass: the launch then says).
+bool decode_sm90_fits(const DeviceFacts& dev, int64_t D, int64_t stages) {
+  return !dev.max_shared_per_block || decode_sm90_shared(D, stages) <= dev.max_shared_per_block;
+}
 // Whether the unsplit grid of one CTA an SM (the deep build: twice the stages) fills a single
 // wave to 90% or more. Its SMs then keep as many bytes in flight as two CTAs of the shallow
 // build (6 x 32 KiB against 2 x 3 at d128), and no key split, partials or combine are needed
@@ -382,9 +392,8 @@ uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
 // 141.4 us; 139.1-140.1 against 140.6-141.4), where a grid of several waves (b64 Hkv 16, 7.8
 // waves unsplit) kept the shallow build ahead (964.5 against 975.0).
 bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, int64_t deep_stages) {
-  const int64_t ctas = s.B * s.Hkv * ceil_div(s.Sq * (s.Hq / s.Hkv), kDecodeRows), sms = dev.compute_units;
-  const bool fits = !dev.max_shared_per_block || decode_sm90_shared(s.D, deep_stages) <= dev.max_shared_per_block;
-  return fits && ctas <= sms && 10 * ctas >= 9 * sms;
+  const int64_t ctas = s.B * s.Hkv * decode_row_tiles(s, kDecodeRows), sms = dev.compute_units;
+  return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
 template <int STAGES_D128, int STAGES_D64, int MAX_TILES>
 Status decode_sm90(ops::OpContext& ctx) {
@@ -441,10 +450,10 @@ bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
                           "64 or a divisor of 64 from 8)", BS));
   for (const char* t : {"k_cache", "v_cache"})
     if (address_of(ctx, t) % 16 != 0) return no(fmt::format("tensor '{}' is not 16-byte aligned", t));
-  const uint32_t need = decode_sm90_shared(D, D == 64 ? STAGES_D64 : STAGES_D128);
-  if (!ctx.facts.max_shared_per_block || need <= ctx.facts.max_shared_per_block) return true;
-  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
-                        ctx.facts.max_shared_per_block));
+  const int64_t stages = D == 64 ? STAGES_D64 : STAGES_D128;
+  if (decode_sm90_fits(ctx.facts, D, stages)) return true;
+  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", decode_sm90_shared(D, stages),
+                        ctx.facts.uri, ctx.facts.max_shared_per_block));
 }
 // Whether the TMA kernel pays over sm80.ksplit: where the memory's peak per SM is above what
 // cp.async streams an SM. On the H100 (3.35 TB/s, 25 GB/s per SM) both are held by the memory:
