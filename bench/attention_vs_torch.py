@@ -13,7 +13,7 @@ decode's FLOP bound is read against.
 
 usage: attention_vs_torch.py [--json FILE] [--seqlen N] [--kv N] [--only prefill|decode|mla|peak ...]
 Times are medians of CUDA-event timings (triton.testing.do_bench, L2 flushed between runs)."""
-import argparse, json, os
+import argparse, json, os, statistics
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -29,8 +29,13 @@ args = p.parse_args()
 dev, bf16 = torch.device("cuda:0"), torch.bfloat16
 
 
+last_each = []  # the times of the last ms() call, in order (the JSON's "us_each": the spread)
+
+
 def ms(fn, warmup=10, rep=100):
-    return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+    global last_each
+    last_each = [float(t) for t in do_bench(fn, warmup=warmup, rep=rep, return_mode="all")]
+    return statistics.median(last_each)
 
 
 res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "runs": []}
@@ -44,7 +49,8 @@ print(f"torch copy: {res['copy_TBps']:.2f} TB/s (read+write)", flush=True)
 
 def report(name, backend, t, flops, kv_bytes):
     r = {"config": name, "backend": backend, "us": t * 1e3, "tflops": flops / (t * 1e-3) / 1e12,
-         "kv_GBps": kv_bytes / (t * 1e-3) / 1e9, "kv_of_copy_rate": kv_bytes / (t * 1e-3) / (res["copy_TBps"] * 1e12)}
+         "kv_GBps": kv_bytes / (t * 1e-3) / 1e9, "kv_of_copy_rate": kv_bytes / (t * 1e-3) / (res["copy_TBps"] * 1e12),
+         "us_each": [round(x * 1e3, 2) for x in last_each]}
     res["runs"].append(r)
     print(f"  {name:<28} {backend:<8} {r['us']:10.1f} us {r['tflops']:8.1f} TFLOP/s {r['kv_GBps']:8.0f} GB/s KV", flush=True)
 

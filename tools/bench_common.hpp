@@ -32,6 +32,14 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// Times in ms as a JSON list of microseconds ("us_each": every timed run, to show the spread
+// that a median hides).
+inline std::string us_list(const std::vector<double>& ms) {
+  std::string s;
+  for (double x : ms) s += fmt::format("{}{:.2f}", s.empty() ? "" : ", ", x * 1e3);
+  return s;
+}
+
 // Writes `text` to `path` (--json, --svg, ...); false, said on stderr as `command`'s, when it cannot.
 inline bool write_file(const char* command, const std::string& path, const std::string& text) {
   FILE* fp = std::fopen(path.c_str(), "w");

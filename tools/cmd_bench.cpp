@@ -504,10 +504,10 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     gather_experts = {kGather, 4};
     if (layer_gathers) layer_stages = {0, 1, kPlanOnly, kGather, 4, 5};
   }
+  std::vector<std::vector<double>> each_ms(st.size());  // every timed run (the JSON's "us_each")
   for (size_t i = 0; i < st.size(); ++i) {
-    std::vector<double> ms;
-    TRY_OR_FAIL(timed(fns[i], o.iters, &ms));
-    st[i].ms = median(ms);
+    TRY_OR_FAIL(timed(fns[i], o.iters, &each_ms[i]));
+    st[i].ms = median(each_ms[i]);
   }
   std::vector<double> layer_ms;
   TRY_OR_FAIL(timed([&]() -> halcyon::Status {
@@ -541,9 +541,10 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                x.bytes / 1e6, x.bytes / (x.ms * 1e-3) / 1e12, x.flops / (x.ms * 1e-3) / 1e12, floor,
                100.0 * floor / (x.ms * 1e3));
     json += fmt::format("  {{\"stage\": \"{}\", \"us\": {:.2f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": "
-                        "{:.2f}, \"flop_floor_us\": {}}}{}\n",
+                        "{:.2f}, \"flop_floor_us\": {}, \"us_each\": [{}]}}{}\n",
                         x.name, x.ms * 1e3, x.bytes, x.flops, byte_floor,
-                        o.peak_tflops > 0 ? fmt::format("{:.2f}", flop_floor) : "null", i + 1 < st.size() ? "," : "");
+                        o.peak_tflops > 0 ? fmt::format("{:.2f}", flop_floor) : "null", halcyon::bench::us_list(each_ms[i]),
+                        i + 1 < st.size() ? "," : "");
     if (std::find(layer_stages.begin(), layer_stages.end(), i) != layer_stages.end()) sum += x.ms;
     if (x.role == 'r') gpc += x.ms * 1e3, gpc_floor += byte_floor;
   }
@@ -571,8 +572,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
   json += fmt::format(
       " ],\n \"gate_permute_combine_us\": {:.2f}, \"gate_permute_combine_floor_us\": {:.2f}, \"experts_ms\": {:.4f}, "
-      "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}{}, \"layer_path\": \"{}\", \"dtype\": \"{}\"\n}}\n",
-      gpc, gpc_floor, experts, experts_bytes, layer, gather_json, gathered ? "gather" : "permuted", o.fp8 ? "fp8" : "bf16");
+      "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}, \"layer_us_each\": [{}]{}, \"layer_path\": \"{}\", \"dtype\": \"{}\"\n}}\n",
+      gpc, gpc_floor, experts, experts_bytes, layer, halcyon::bench::us_list(layer_ms), gather_json, gathered ? "gather" : "permuted", o.fp8 ? "fp8" : "bf16");
   if (!o.json.empty() && !write_file("bench", o.json, json)) return 1;
   return 0;
 }

@@ -217,10 +217,10 @@ int bench_attention(const std::vector<std::string>& args) {
       json += fmt::format("{}  {{\"config\": \"{}\", \"op\": \"{}\", \"B\": {}, \"Sq\": {}, \"Hq\": {}, \"Hkv\": {}, \"D\": {}, "
                           "\"L\": {}, \"causal\": {}, \"us\": {:.2f}, \"tflops\": {:.2f}, \"kv_GBps\": {:.1f}, "
                           "\"kv_of_copy_rate\": {:.4f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": {:.2f}, "
-                          "\"flop_floor_us\": {:.2f}, \"impl\": \"{}\"}}",
+                          "\"flop_floor_us\": {:.2f}, \"impl\": \"{}\", \"us_each\": [{}]}}",
                           json_entries++ ? ",\n" : "", c.name, op, c.B, c.Sq, c.Hq, c.Hkv, c.D, c.L, c.causal, us, f.flops / (f.ms * 1e-3) / 1e12,
                           f.kv_bytes / (f.ms * 1e-3) / 1e9, f.kv_bytes / (f.ms * 1e-3) / (*copy * 1e12), f.bytes,
-                          f.flops, byte_floor, flop_floor, impl->name);
+                          f.flops, byte_floor, flop_floor, impl->name, us_list(ms));
     }
   }
   json += "\n ]\n}\n";

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""halcyon's attention kernels and torch's (SDPA cuDNN; the torch composition for MLA) timed in
+one process, call against call, in the same power state (issue 15's comparisons).
+
+Why: on the H200 the compute-bound kernels (prefill, the FP8 GEMMs) run at the full 1980 MHz
+for their first ~50-100 ms of back-to-back work and then at a lower clock under the software
+power cap (nvidia-smi throttle reason 0x4), ~8-10% slower for prefill. `halcyon bench`'s median
+of 20 runs sits in the first regime, triton's do_bench (100-200 ms of runs) partly in the second,
+so figures from the two programs are not comparable for such kernels (docs/PERFORMANCE.md,
+2026-11-29 fifth session). Here every round runs halcyon's call and the peer's, each after the
+same L2 flush (a 256 MB write, as both benches do), in alternating order, and the GPU times are
+the kernels' own (torch.profiler / CUPTI: a call's span from its first kernel's start to its last
+kernel's end, so host work between calls does not count). Two regimes per shape:
+  burst      after 3 s idle, the first --rounds rounds;
+  sustained  after --preheat seconds of rounds, the next --rounds rounds.
+Per regime: each side's median span and the median of the per-round ratios halcyon / peer.
+
+  HALCYON_LIBRARY=build-gpu/lib/libhalcyon_runtime.so python3 bench/paired_vs_torch.py \
+      [--only prefill decode mla] [--rounds 30] [--preheat 2.0] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import halcyon  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla"])
+p.add_argument("--rounds", type=int, default=30)
+p.add_argument("--preheat", type=float, default=2.0, help="seconds of rounds before the sustained regime")
+p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "paired.json"))
+args = p.parse_args()
+dev, bf16 = torch.device("cuda:0"), torch.bfloat16
+flush = torch.empty(2**26, dtype=torch.float32, device=dev)  # 256 MB, written before every call
+torch.manual_seed(0)
+res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rounds": args.rounds,
+       "preheat_s": args.preheat, "shapes": []}
+
+
+def one_round(i, hal, peer):
+    """One call of each side, after a flush each, halcyon first in even rounds."""
+    for side in ((hal, peer) if i % 2 == 0 else (peer, hal)):
+        flush.zero_()
+        torch.cuda.synchronize()  # halcyon's stream is not ordered after torch's
+        side()
+        torch.cuda.synchronize()
+
+
+def spans(prof):
+    """(halcyon spans, peer spans) in us: the kernels between two flushes form a call."""
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "paired_trace.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        ks = sorted(((e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+                     for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"), key=lambda k: k[1])
+    calls, cur = [], None
+    for k in ks:
+        if "FillFunctor" in k[0]:
+            if cur:
+                calls.append(cur)
+            cur = []
+        elif cur is not None:
+            cur.append(k)
+    if cur:
+        calls.append(cur)
+    hal = [c[-1][2] - c[0][1] for c in calls if c and c[0][0].startswith("hc_")]
+    peer = [c[-1][2] - c[0][1] for c in calls if c and not c[0][0].startswith("hc_")]
+    return hal, peer
+
+
+def regime(hal, peer, rounds):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(rounds):
+            one_round(i, hal, peer)
+    h, q = spans(prof)
+    n = min(len(h), len(q))
+    return {"halcyon_us": statistics.median(h) if h else None, "peer_us": statistics.median(q) if q else None,
+            "ratio": statistics.median(h[i] / q[i] for i in range(n)) if n else None, "calls": [len(h), len(q)],
+            "halcyon_us_each": [round(x, 1) for x in h], "peer_us_each": [round(x, 1) for x in q]}
+
+
+def compare(name, peer_name, hal, peer, flops):
+    hal(), peer()
+    torch.cuda.synchronize()
+    time.sleep(3.0)  # idle: the power state resets
+    burst = regime(hal, peer, args.rounds)
+    t0, i = time.time(), 0
+    while time.time() - t0 < args.preheat:
+        one_round(i, hal, peer)
+        i += 1
+    sustained = regime(hal, peer, args.rounds)
+    r = {"config": name, "peer": peer_name, "flops": flops, "burst": burst, "sustained": sustained,
+         "preheat_rounds": i}
+    res["shapes"].append(r)
+    for tag, g in (("burst", burst), ("sustained", sustained)):
+        tf = lambda us: f"{flops / (us * 1e-6) / 1e12:6.1f}" if us else "   -  "
+        print(f"  {name:<26} {tag:<9} halcyon {g['halcyon_us']:9.1f} us ({tf(g['halcyon_us'])} TFLOP/s)  "
+              f"{peer_name} {g['peer_us']:9.1f} us ({tf(g['peer_us'])})  halcyon/peer {g['ratio']:.3f}  "
+              f"calls {g['calls']}", flush=True)
+
+
+print(f"{res['device']}, torch {res['torch']}: {args.rounds} rounds a regime, preheat {args.preheat} s", flush=True)
+S = 4096
+PREFILL = (("prefill d128 non-causal", 4, 16, False, 128), ("prefill d128 causal", 4, 16, True, 128),
+           ("prefill d128 causal h128", 1, 128, True, 128), ("prefill d64 non-causal", 4, 16, False, 64))
+for name, B, H, causal, D in PREFILL if "prefill" in args.only else ():
+    q, k, v = (torch.randn(B, H, S, D, dtype=bf16, device=dev) for _ in range(3))
+    # halcyon's packed layout [T, H, D] over the same values
+    qp, kp, vp = (x.transpose(1, 2).reshape(B * S, H, D).contiguous() for x in (q, k, v))
+    cu = torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=dev)
+    out = torch.empty(B * S, H, D, dtype=bf16, device=dev)
+    lse = torch.empty(B * S, H, dtype=torch.float32, device=dev)
+    hal = lambda: halcyon.run("attention_prefill", q=qp, k=kp, v=vp, cu_seqlens_q=cu, cu_seqlens_k=cu, out=out,
+                              lse=lse, causal=causal, scale=0.0)
+
+    def cudnn():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    pairs = S * S if not causal else S * (S + 1) // 2
+    compare(name, "cudnn", hal, cudnn, 4.0 * B * H * pairs * D)
+    del q, k, v, qp, kp, vp, out, lse
+
+L, BS = 8192, 64
+for Hkv in (16, 2) if "decode" in args.only else ():
+    B, Hq, D = 64, 16, 128
+    NB, MB = B * L // BS, L // BS
+    q = torch.randn(B, 1, Hq, D, dtype=bf16, device=dev)
+    kc, vc = (torch.randn(NB, BS, Hkv, D, dtype=bf16, device=dev) for _ in range(2))
+    table = torch.randperm(NB, device=dev, dtype=torch.int64).to(torch.int32).reshape(B, MB).contiguous()
+    lens = torch.full((B,), L, dtype=torch.int32, device=dev)
+    out = torch.empty(B, 1, Hq, D, dtype=bf16, device=dev)
+    lse = torch.empty(B, 1, Hq, dtype=torch.float32, device=dev)
+    hal = lambda: halcyon.run("attention_decode", q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens,
+                              out=out, lse=lse, scale=0.0)
+    qd = q.transpose(1, 2).contiguous()  # [B, Hq, 1, D]; cuDNN reads a dense [B, Hkv, L, D] cache
+    kd, vd = (torch.randn(B, Hkv, L, D, dtype=bf16, device=dev) for _ in range(2))
+
+    def cudnn():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            F.scaled_dot_product_attention(qd, kd, vd, enable_gqa=Hkv != Hq)
+
+    compare(f"decode Hq16 Hkv{Hkv}", "cudnn", hal, cudnn, 4.0 * B * Hq * L * D)
+    del kc, vc, kd, vd
+
+for Sq in (1, 2) if "mla" in args.only else ():
+    B, Hq = 64, 128
+    NB, MB = B * L // BS, L // BS
+    kv = torch.randn(B, L, 576, dtype=bf16, device=dev)
+    q = torch.randn(B, Sq, Hq, 576, dtype=bf16, device=dev)
+    table = torch.arange(NB, dtype=torch.int32, device=dev).reshape(B, MB)  # cache = kv, block by block
+    cache = kv.reshape(NB, BS, 576)
+    lens = torch.full((B,), L, dtype=torch.int32, device=dev)
+    out = torch.empty(B, Sq, Hq, 512, dtype=bf16, device=dev)
+    lse = torch.empty(B, Sq, Hq, dtype=torch.float32, device=dev)
+    hal = lambda: halcyon.run("attention_mla_decode", q=q, kv_cache=cache, block_table=table, seq_lens=lens, out=out,
+                              lse=lse, scale=0.0)
+    scale = 576 ** -0.5
+    mask = torch.ones(Sq, L, dtype=torch.bool, device=dev).tril(L - Sq)  # bottom-right causal
+
+    def composition():
+        s = torch.einsum("bshd,bld->bshl", q, kv).float() * scale
+        if Sq > 1:
+            s = s.masked_fill(~mask[None, :, None, :], float("-inf"))
+        return torch.einsum("bshl,bld->bshd", s.softmax(-1).to(bf16), kv[..., :512])
+
+    compare(f"mla Hq128 Sq{Sq}", "torch", hal, composition, 2.0 * B * Hq * (Sq * L - Sq * (Sq - 1) // 2) * (576 + 512))
+    del kv, q
+
+with open(args.json, "w") as f:
+    json.dump(res, f, indent=1)
