@@ -7,6 +7,8 @@
 // device runs it (ptx_launch.hpp, CodeFrom::kCubinIfExact).
 #include <halcyon/kernels/reference/attention.hpp>
 
+#include <algorithm>
+
 #include "ptx_launch.hpp"
 
 namespace halcyon::ptxop {
@@ -49,7 +51,17 @@ bool ws_applies(const ops::ApplyContext& c, std::string* why) {
   return true;
 }
 
-template <int KN>
+// How the CTAs take the query tiles: one CTA a tile (the hardware hands out the next tile as a
+// CTA ends), or persistent, one CTA an SM walking every gridDim-th tile, its producer loading
+// the next tile's Q, K and V while the consumers finish the last. kAuto: persistent for D = 128
+// without a causal mask, where it measured faster (H200, 2026-11-29: 1.021-1.025x cuDNN's time
+// against 1.031-1.038x, bench/paired_vs_torch.py); one CTA a tile for causal calls (their tiles
+// differ in length, and the fixed walk gives an SM tiles of one length when a head's tile count
+// times Hq is a multiple of the SM count) and at D = 64 (the persistent build measured 2-4%
+// slower there).
+enum class WsGrid { kAuto, kPersistent, kOneTile };
+
+template <int KN, WsGrid kGrid>
 Status prefill_ws(ops::OpContext& ctx) {
   const auto& p = ctx.params();
   ref::AttentionPrefillShape s{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
@@ -57,7 +69,7 @@ Status prefill_ws(ops::OpContext& ctx) {
   HALCYON_TRY(ref::attention_prefill_check(s));
   if (s.Tq == 0) return {};
   const int64_t tiles = ceil_div(s.Tq, kWsRows) + s.B;
-  if (tiles > INT32_MAX || s.Hq > 65535 || s.Tq > INT32_MAX || s.Tk > INT32_MAX)
+  if (tiles * s.Hq > INT32_MAX || s.Hq > 65535 || s.Tq > INT32_MAX || s.Tk > INT32_MAX)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_prefill: {} query tiles x {} heads ({} and {} rows) is "
                                                    "too large a problem for the sm90.ws kernel",
                                                    tiles, s.Hq, s.Tq, s.Tk));
@@ -70,13 +82,19 @@ Status prefill_ws(ops::OpContext& ctx) {
     HALCYON_ASSIGN_OR_RETURN(tk, head_map(ctx, ctx.tensor("k"), s.Tk, s.Hkv, s.D, kn));
     HALCYON_ASSIGN_OR_RETURN(tv, head_map(ctx, ctx.tensor("v"), s.Tk, s.Hkv, s.D, kn));
   }
-  const char* entry = kn == 176 ? "hc_attn_prefill_d128n176_sm90ws"
-                      : s.D == 64 ? "hc_attn_prefill_d64_sm90ws"
-                                  : "hc_attn_prefill_d128_sm90ws";
+  // The 176-key build runs one CTA a tile only.
+  const bool persistent =
+      kn == 128 && (kGrid == WsGrid::kPersistent || (kGrid == WsGrid::kAuto && !s.causal && s.D == 128));
+  const char* entry = kn == 176     ? "hc_attn_prefill_d128n176_sm90ws"
+                      : s.D == 64   ? (persistent ? "hc_attn_prefill_d64_sm90wsp" : "hc_attn_prefill_d64_sm90ws")
+                      : persistent ? "hc_attn_prefill_d128_sm90wsp"
+                                    : "hc_attn_prefill_d128_sm90ws";
   auto k = kernel(ctx, dev, kWsImage, entry, CodeFrom::kCubinIfExact);
   if (!k) return k.error();
   const double scale_log2 = double(ref::attention_scale(s.scale, s.D)) * 1.4426950408889634;
-  return launch_packed(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {uint32_t(kWsThreads)}, ws_shared(s.D, kn),
+  const Dim3 grid = persistent ? Dim3{uint32_t(std::min<int64_t>(tiles * s.Hq, dev.compute_units))}
+                                : Dim3{uint32_t(tiles), uint32_t(s.Hq)};
+  return launch_packed(ctx, *k, grid, {uint32_t(kWsThreads)}, ws_shared(s.D, kn),
                        [&](ArgPack& a) {
                          a.value(tq).value(tk).value(tv).value(ctx.tensor("out").address());
                          a.value(ctx.tensor("lse").address()).value(ctx.tensor("cu_seqlens_q").address());
@@ -85,15 +103,25 @@ Status prefill_ws(ops::OpContext& ctx) {
                        });
 }
 
-ops::RegisterOpImpl r_prefill_ws({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 30, prefill_ws<128>, "sm90.ws",
-                                  ws_applies<128>, nullptr, true, nullptr,
-                                  "wgmma, TMA producer + 2 ping-pong consumer warpgroups (D 64, 128; its cubin)"});
+ops::RegisterOpImpl r_prefill_ws({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 30,
+                                  prefill_ws<128, WsGrid::kAuto>, "sm90.ws", ws_applies<128>, nullptr, true, nullptr,
+                                  "wgmma, TMA producer + 2 ping-pong consumer warpgroups (D 64, 128; its cubin); "
+                                  "persistent at D 128 without a causal mask"});
 // The same kernel with 176-key tiles at D = 128 (FlashAttention-3's non-causal d128 tile): by
 // name only. On the H100 it was level at s4096 non-causal, slower for causal b1 h128 at s4096
 // (541.6 against 584.1 TFLOP/s) and faster at 16k causal (docs/PERFORMANCE.md): no rule yet.
-ops::RegisterOpImpl r_prefill_ws176({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 25, prefill_ws<176>,
-                                     "sm90.ws176", ws_applies<176>, nullptr, false, nullptr,
-                                     "sm90.ws with 176-key tiles at D 128 (D 64: sm90.ws)"});
+ops::RegisterOpImpl r_prefill_ws176({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 25,
+                                     prefill_ws<176, WsGrid::kAuto>, "sm90.ws176", ws_applies<176>, nullptr, false,
+                                     nullptr, "sm90.ws with 176-key tiles at D 128 (D 64: sm90.ws)"});
+// sm90.ws with each grid forced, by name: the persistent walk on causal calls too (its tests
+// cover the hand-over between tiles of different lengths), and one CTA a tile everywhere (the
+// schedule before 2026-11-29, for comparisons).
+ops::RegisterOpImpl r_prefill_wsp({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 24,
+                                   prefill_ws<128, WsGrid::kPersistent>, "sm90.wsp", ws_applies<128>, nullptr, false,
+                                   nullptr, "sm90.ws, persistent always"});
+ops::RegisterOpImpl r_prefill_ws1({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 23,
+                                   prefill_ws<128, WsGrid::kOneTile>, "sm90.ws1", ws_applies<128>, nullptr, false,
+                                   nullptr, "sm90.ws, one CTA a tile always"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

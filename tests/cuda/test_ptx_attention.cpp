@@ -241,6 +241,15 @@ TEST_CASE("attention_prefill: no keys at all (Tk = 0), and 128-row tiles past a 
   prefill({129, 1, 127}, {3, 200, 130}, 6, 3, 64, false);
 }
 
+// More tiles than an H100/H200 has SMs (132): the persistent grid (sm90.ws without a causal
+// mask; sm90.wsp always) walks 2-4 tiles a CTA, across sequences, heads, tile lengths and tiles
+// that see no key, so the ring and the Q buffer are handed from one tile to the next.
+TEST_CASE("attention_prefill: more tiles than SMs (the persistent walk)") {
+  prefill({300, 1100, 1, 200, 640}, {300, 1500, 7, 0, 640}, 16, 4, 128, true);
+  prefill({300, 1100, 1, 200, 640}, {300, 1500, 7, 0, 640}, 16, 4, 128, false);
+  prefill({700, 129, 640}, {900, 129, 1}, 32, 8, 64, false);
+}
+
 TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculative Sq") {
   decode(4, 1, 16, 2, 128, 64, {8192, 1, 4097, 3000});
   decode(3, 3, 8, 8, 128, 16, {5000, 3, 77});

@@ -19,6 +19,11 @@
 // wait for that GEMM). A stage's K is released (one arrival per consumer warp) once the S GEMM
 // that read it has completed, its V once the P V GEMM has.
 //
+// Grids: one CTA a tile (the kernels named ..._sm90ws), or persistent (..._sm90wsp: one CTA an
+// SM walks every gridDim-th tile; its producer loads the next tile's Q once the last tile's S
+// GEMMs are done, and K and V as the ring's stages free, while the consumers finish the last
+// tile's P V GEMM and store it). The launcher (ops/ptx/attention_prefill_ws.cpp) chooses.
+//
 // Semantics are the contract's and the other prefill kernels' (attention_sm90.cu): packed
 // variable-length sequences (cu_seqlens, clamped to [0, T] and made non-decreasing before
 // use), GQA (query head h reads KV head h / (Hq / Hkv)), causal with the bottom-right
@@ -103,9 +108,9 @@ __device__ __forceinline__ long long clampll(long long v, long long lo, long lon
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
-// The CTA's 128-row query tile: blockIdx.x walks the tiles of the sequences (causal: a
-// sequence's last tile, which sees the most keys, first). Offsets are clamped to [0, T], so a
-// bad cu_seqlens never addresses outside q, k, v, out or lse.
+// Query tiles: tile x of a head walks the tiles of the sequences (causal: a sequence's last
+// tile, which sees the most keys, first). Offsets are clamped to [0, T], so a bad cu_seqlens
+// never addresses outside q, k, v, out or lse.
 struct WsTile {
   int q0, q_len;  // the sequence's first row in q / out and its number of queries
   int k0, k_len;  // ... in k / v, and its number of keys
@@ -113,22 +118,33 @@ struct WsTile {
   int kend;       // keys the tile reads: [0, kend)
 };
 
-__device__ __forceinline__ bool ws_tile(WsTile& t, const int* cu_q, const int* cu_k, long long B, long long Tq,
-                                        long long Tk, bool causal) {
-  long long tile = blockIdx.x;
-  for (long long b = 0; b < B; ++b) {
-    const long long qs = clampll(cu_q[b], 0, Tq), qe = clampll(cu_q[b + 1], qs, Tq);
-    const long long tiles = (qe - qs + kWsRows - 1) / kWsRows;
+// The 128-row query tiles of all sequences (one head's). B, Tq and Tk fit in 32 bits (the
+// launcher checks), so the tile walk keeps 32-bit values in the registers it shares with the
+// kernel's loops.
+__device__ __forceinline__ int ws_tile_count(const int* cu_q, int B, int Tq) {
+  int n = 0;
+  for (int b = 0; b < B; ++b) {
+    const int qs = min(max(cu_q[b], 0), Tq), qe = min(max(cu_q[b + 1], qs), Tq);
+    n += (qe - qs + kWsRows - 1) / kWsRows;
+  }
+  return n;
+}
+
+__device__ __forceinline__ bool ws_tile(WsTile& t, int tile, const int* cu_q, const int* cu_k, int B, int Tq, int Tk,
+                                        bool causal) {
+  for (int b = 0; b < B; ++b) {
+    const int qs = min(max(cu_q[b], 0), Tq), qe = min(max(cu_q[b + 1], qs), Tq);
+    const int tiles = (qe - qs + kWsRows - 1) / kWsRows;
     if (tile >= tiles) {
       tile -= tiles;
       continue;
     }
-    const long long ks = clampll(cu_k[b], 0, Tk), ke = clampll(cu_k[b + 1], ks, Tk);
-    t.q0 = (int)qs;
-    t.q_len = (int)(qe - qs);
-    t.k0 = (int)ks;
-    t.k_len = (int)(ke - ks);
-    t.m0 = (int)((causal ? tiles - 1 - tile : tile) * kWsRows);
+    const int ks = min(max(cu_k[b], 0), Tk), ke = min(max(cu_k[b + 1], ks), Tk);
+    t.q0 = qs;
+    t.q_len = qe - qs;
+    t.k0 = ks;
+    t.k_len = ke - ks;
+    t.m0 = (causal ? tiles - 1 - tile : tile) * kWsRows;
     const int last = min(t.m0 + kWsRows, t.q_len) - 1;
     t.kend = causal ? (int)clampll(last + t.k_len - t.q_len + 1, 0, t.k_len) : t.k_len;
     return true;
@@ -233,27 +249,50 @@ __device__ __forceinline__ void ws_gemm_pv(float (&o)[D / 8][4], const uint32_t 
   }
 }
 
-template <int D, int KN>
+// PERSIST: the grid's CTAs walk tiles j = blockIdx.x, + gridDim.x, ... over (head, query
+// tile), a head's tiles together (they share its K and V in the L2), the producer loading the
+// next tile's Q, K and V while the consumers finish the last; `qi` counts the CTA's tiles with
+// keys, `g` their key tiles, so that the ring's stages and phases run on from tile to tile. Else
+// one CTA a tile: blockIdx.x the tile, blockIdx.y the head (the grid an upper bound). The two are
+// separate builds so that the one-tile kernel keeps its constant stage indices.
+template <int D, int KN, bool PERSIST>
 __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const TensorMap* tv, unsigned short* out,
                            float* lse, const int* cu_q, const int* cu_k, long long B, long long Tq, long long Tk,
                            long long Hq, long long Hkv, bool causal, float c) {
   using C = WsCfg<D, KN>;
   constexpr int S = C::kStages;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ __align__(8) unsigned long long bars[1 + 4 * S];  // Q full; K full, V full, K empty, V empty a stage
+  // Q full, Q empty; K full, V full, K empty, V empty a stage
+  __shared__ __align__(8) unsigned long long bars[2 + 4 * S];
   const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
   const uint32_t sk = sq + C::kQTile, sv = sk + S * C::kKvTile;
-  const uint32_t q_full = smem_addr(&bars[0]);
-  const auto k_full = [&](int s) { return q_full + 8 * (1 + s); };
-  const auto v_full = [&](int s) { return q_full + 8 * (1 + S + s); };
-  const auto k_empty = [&](int s) { return q_full + 8 * (1 + 2 * S + s); };
-  const auto v_empty = [&](int s) { return q_full + 8 * (1 + 3 * S + s); };
-  WsTile t;
-  if (!ws_tile(t, cu_q, cu_k, B, Tq, Tk, causal)) return;  // the grid is an upper bound
-  const int h = blockIdx.y, hk = (int)(h / (Hq / Hkv));
-  const int n = (t.kend + KN - 1) / KN;
+  const uint32_t q_full = smem_addr(&bars[0]), q_empty = q_full + 8;
+  const auto k_full = [&](int s) { return q_full + 8 * (2 + s); };
+  const auto v_full = [&](int s) { return q_full + 8 * (2 + S + s); };
+  const auto k_empty = [&](int s) { return q_full + 8 * (2 + 2 * S + s); };
+  const auto v_empty = [&](int s) { return q_full + 8 * (2 + 3 * S + s); };
+  const int Bi = (int)B, Tqi = (int)Tq, Tki = (int)Tk, group = (int)(Hq / Hkv);  // < 2^31: the launcher checks
+  int per_head = 0, total = 1;
+  WsTile t0;
+  if constexpr (PERSIST) {
+    per_head = ws_tile_count(cu_q, Bi, Tqi);
+    total = per_head * (int)Hq;
+  } else if (!ws_tile(t0, blockIdx.x, cu_q, cu_k, Bi, Tqi, Tki, causal)) {
+    return;
+  }
+  // Tile j of the CTA's walk: its rows and keys, and its head.
+  const auto tile_of = [&](int j, WsTile& t) {
+    if constexpr (PERSIST) {
+      ws_tile(t, j % per_head, cu_q, cu_k, Bi, Tqi, Tki, causal);
+      return j / per_head;
+    } else {
+      t = t0;
+      return (int)blockIdx.y;
+    }
+  };
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 8);  // one arrival per consumer warp, after the tile's last S GEMM
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), 1), mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), 8), mbar_init(v_empty(s), 8);  // one arrival per consumer warp
@@ -264,22 +303,32 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
 
   if (threadIdx.x < 128) {  // the producer warpgroup: thread 0 issues every copy
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-    if (threadIdx.x == 0 && n > 0) {
-      uint64_t once, kept;
-      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
-      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(kept));
+    if (threadIdx.x != 0) return;
+    uint64_t once, kept;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(kept));
+    unsigned qi = 0, g = 0;
+    for (int j = PERSIST ? blockIdx.x : 0; j < total; j += PERSIST ? gridDim.x : 1) {
+      WsTile t;
+      const int h = tile_of(j, t), hk = h / group;
+      const int n = (t.kend + KN - 1) / KN;
+      if (n == 0) continue;
+      if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);  // the last tile's S GEMMs are done with Q
       mbar_expect_tx(q_full, C::kQTile);
       for (int b = 0; b < D / 64; ++b) tma_3d(sq + b * C::kQBlock, tq, b * 64, h, t.q0 + t.m0, q_full, once);
       for (int it = 0; it < n; ++it) {
-        const int s = it % S;
+        const unsigned gi = g + it;
+        const int s = gi % S;
         const int row = t.k0 + it * KN;
-        if (it >= S) mbar_wait(k_empty(s), ((it / S) - 1) & 1);  // K: free once S of tile it - S is done
+        if (gi >= S) mbar_wait(k_empty(s), ((gi / S) - 1) & 1);  // K: free once S of tile gi - S is done
         mbar_expect_tx(k_full(s), C::kKvTile);
         for (int b = 0; b < D / 64; ++b) tma_3d(sk + s * C::kKvTile + b * C::kKvBlock, tk, b * 64, hk, row, k_full(s), kept);
-        if (it >= S) mbar_wait(v_empty(s), ((it / S) - 1) & 1);  // V: once its P V GEMM is done
+        if (gi >= S) mbar_wait(v_empty(s), ((gi / S) - 1) & 1);  // V: once its P V GEMM is done
         mbar_expect_tx(v_full(s), C::kKvTile);
         for (int b = 0; b < D / 64; ++b) tma_3d(sv + s * C::kKvTile + b * C::kKvBlock, tv, b * 64, hk, row, v_full(s), kept);
       }
+      g += n;
+      ++qi;
     }
     return;
   }
@@ -287,74 +336,89 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
   const int cw = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) - 1;  // warp-uniform  // consumer 0 or 1: rows 64 cw .. 64 cw + 63 of the tile
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const int r0 = t.m0 + cw * 64 + warp * 16 + (lane >> 2);  // the thread's rows r0, r0 + 8
-  const int vis0 = ws_visible(t, r0, causal), vis1 = ws_visible(t, r0 + 8, causal);
   const uint32_t qa = sq + cw * 64 * 128;
   const int mine = 1 + cw, other = 2 - cw;
-  float o[D / 8][4];
-#pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
-  if (n > 0) {
-    float s[KN / 8][4];
-    uint32_t pf[KN / 16][4];
-    float a0, a1;
-    if (cw == 1) turn_pass(1);  // consumer 0 goes first
-    mbar_wait(q_full, 0);
-    mbar_wait(k_full(0), 0);
-    turn_wait(mine);
-    wgmma_fence();
-    ws_gemm_s<D, KN>(s, qa, sk);
-    wgmma_commit();
-    if (cw == 0 || n > 1) turn_pass(other);  // consumer 1's last turn passes nothing on
-    wgmma_wait<0>();
-    keep_f32<KN / 2>(&s[0][0]);
-    if (lane == 0) mbar_arrive(k_empty(0));
-    ws_softmax_step<KN>(s, st, 0, vis0, vis1, c, a0, a1);
-    ws_pack<KN>(s, pf);
-    for (int it = 1; it < n; ++it) {
-      const int cur = it % S, prev = (it - 1) % S;
-      mbar_wait(k_full(cur), (it / S) & 1);
-      turn_wait(mine);
-      keep_f32<D / 2>(&o[0][0]);
-      keep_u32<KN / 4>(&pf[0][0]);
-      wgmma_fence();
-      ws_gemm_s<D, KN>(s, qa, sk + cur * C::kKvTile);
-      wgmma_commit();
-      mbar_wait(v_full(prev), ((it - 1) / S) & 1);
-      wgmma_fence();  // P and O as the P V GEMM reads them (else ptxas injects one)
-      ws_gemm_pv<D, KN>(o, pf, sv + prev * C::kKvTile);
-      wgmma_commit();
-      if (cw == 0 || it + 1 < n) turn_pass(other);
-      wgmma_wait<1>();  // S of tile it; P V of tile it - 1 may still run
-      keep_f32<KN / 2>(&s[0][0]);
-      if (lane == 0) mbar_arrive(k_empty(cur));
-      ws_softmax_step<KN>(s, st, it * KN, vis0, vis1, c, a0, a1);
-      wgmma_wait<0>();
-      keep_f32<D / 2>(&o[0][0]);
-      keep_u32<KN / 4>(&pf[0][0]);
-      if (lane == 0) mbar_arrive(v_empty(prev));
-      scale_rows<D / 8>(o, a0, a1);
-      ws_pack<KN>(s, pf);
-    }
-    const int last = (n - 1) % S;
-    mbar_wait(v_full(last), ((n - 1) / S) & 1);
-    keep_f32<D / 2>(&o[0][0]);
-    keep_u32<KN / 4>(&pf[0][0]);
-    wgmma_fence();
-    ws_gemm_pv<D, KN>(o, pf, sv + last * C::kKvTile);
-    wgmma_commit();
-    wgmma_wait<0>();
-    keep_f32<D / 2>(&o[0][0]);
-  }
   // The epilogue of the other kernels (attention_common.cuh): it finds the thread's rows at
   // 16 warp + g and + 8, warps counted over the CTA; -1: past the sequence, not written.
   __shared__ long long row_o[kWsThreads / 32 * 16];
   const int rr = (threadIdx.x >> 5) * 16 + (lane >> 2);
-  row_o[rr] = r0 < t.q_len ? ((long long)(t.q0 + r0) * Hq + h) * D : -1;
-  row_o[rr + 8] = r0 + 8 < t.q_len ? ((long long)(t.q0 + r0 + 8) * Hq + h) * D : -1;
-  __syncwarp();
-  store_rows<D>(o, st, row_o, out, lse, nullptr, nullptr);
+  unsigned qi = 0, g = 0;
+  for (int j = PERSIST ? blockIdx.x : 0; j < total; j += PERSIST ? gridDim.x : 1) {
+    WsTile t;
+    const int h = tile_of(j, t);
+    const int n = (t.kend + KN - 1) / KN;
+    const int r0 = t.m0 + cw * 64 + warp * 16 + (lane >> 2);  // the thread's rows r0, r0 + 8
+    const int vis0 = ws_visible(t, r0, causal), vis1 = ws_visible(t, r0 + 8, causal);
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+    if (n > 0) {
+      float s[KN / 8][4];
+      uint32_t pf[KN / 16][4];
+      float a0, a1;
+      if (cw == 1) turn_pass(1);  // consumer 0 goes first
+      mbar_wait(q_full, qi & 1);
+      mbar_wait(k_full(g % S), (g / S) & 1);
+      turn_wait(mine);
+      wgmma_fence();
+      ws_gemm_s<D, KN>(s, qa, sk + (g % S) * C::kKvTile);
+      wgmma_commit();
+      if (cw == 0 || n > 1) turn_pass(other);  // consumer 1's last turn passes nothing on
+      wgmma_wait<0>();
+      keep_f32<KN / 2>(&s[0][0]);
+      if (lane == 0) mbar_arrive(k_empty(g % S));
+      ws_softmax_step<KN>(s, st, 0, vis0, vis1, c, a0, a1);
+      ws_pack<KN>(s, pf);
+      for (int it = 1; it < n; ++it) {
+        const unsigned gi = g + it;
+        const int cur = gi % S, prev = (gi - 1) % S;
+        mbar_wait(k_full(cur), (gi / S) & 1);
+        turn_wait(mine);
+        keep_f32<D / 2>(&o[0][0]);
+        keep_u32<KN / 4>(&pf[0][0]);
+        wgmma_fence();
+        ws_gemm_s<D, KN>(s, qa, sk + cur * C::kKvTile);
+        wgmma_commit();
+        mbar_wait(v_full(prev), ((gi - 1) / S) & 1);
+        wgmma_fence();  // P and O as the P V GEMM reads them (else ptxas injects one)
+        ws_gemm_pv<D, KN>(o, pf, sv + prev * C::kKvTile);
+        wgmma_commit();
+        if (cw == 0 || it + 1 < n) turn_pass(other);
+        wgmma_wait<1>();  // S of tile it; P V of tile it - 1 may still run
+        keep_f32<KN / 2>(&s[0][0]);
+        if (lane == 0) mbar_arrive(k_empty(cur));
+        ws_softmax_step<KN>(s, st, it * KN, vis0, vis1, c, a0, a1);
+        wgmma_wait<0>();
+        keep_f32<D / 2>(&o[0][0]);
+        keep_u32<KN / 4>(&pf[0][0]);
+        if (lane == 0) mbar_arrive(v_empty(prev));
+        scale_rows<D / 8>(o, a0, a1);
+        ws_pack<KN>(s, pf);
+      }
+      const unsigned gl = g + n - 1;
+      const int last = gl % S;
+      if constexpr (PERSIST)
+        if (lane == 0) mbar_arrive(q_empty);  // every S GEMM of the tile has completed
+      mbar_wait(v_full(last), (gl / S) & 1);
+      keep_f32<D / 2>(&o[0][0]);
+      keep_u32<KN / 4>(&pf[0][0]);
+      wgmma_fence();
+      ws_gemm_pv<D, KN>(o, pf, sv + last * C::kKvTile);
+      wgmma_commit();
+      wgmma_wait<0>();
+      keep_f32<D / 2>(&o[0][0]);
+      if constexpr (PERSIST)
+        if (lane == 0) mbar_arrive(v_empty(last));  // the next tile's copies may reuse the stage
+      g += n;
+      ++qi;
+    }
+    row_o[rr] = r0 < t.q_len ? ((long long)(t.q0 + r0) * (int)Hq + h) * D : -1;
+    row_o[rr + 8] = r0 + 8 < t.q_len ? ((long long)(t.q0 + r0 + 8) * (int)Hq + h) * D : -1;
+    __syncwarp();
+    store_rows<D>(o, st, row_o, out, lse, nullptr, nullptr);
+    if constexpr (PERSIST) __syncwarp();  // row_o is rewritten for the warp's next tile
+  }
 }
 
 }  // namespace
@@ -362,16 +426,20 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
 
 // Parameters: three 64-byte tensor maps (q [Tq, Hq, D], k and v [Tk, Hkv, D]; 3-d, boxes of
 // 64 x 1 x 128 for q and 64 x 1 x KN for k and v, 128-byte swizzle), then 8 bytes each: out lse
-// cu_seqlens_q cu_seqlens_k B Tq Tk Hq Hkv causal scale_log2 (> 0). Grid: (ceil(Tq / 128) + B,
-// Hq); 384 threads; dynamic shared memory WsCfg<D, KN>::kShared bytes.
-#define HC_ATTN_PREFILL_WS(NAME, D, KN)                                                                           \
+// cu_seqlens_q cu_seqlens_k B Tq Tk Hq Hkv causal scale_log2 (> 0). 384 threads; dynamic shared
+// memory WsCfg<D, KN>::kShared bytes. Grid: one CTA a tile, (ceil(Tq / 128) + B, Hq) (an upper
+// bound); the "...wsp" builds (PERSIST) any 1-d grid, one CTA an SM.
+#define HC_ATTN_PREFILL_WS(NAME, D, KN, PERSIST)                                                                  \
   extern "C" __global__ void __launch_bounds__(hc::kWsThreads, 1)                                                 \
       NAME(const __grid_constant__ hc::TensorMap tq, const __grid_constant__ hc::TensorMap tk,                     \
            const __grid_constant__ hc::TensorMap tv, unsigned short* out, float* lse, const int* cu_q,             \
            const int* cu_k, long long B, long long Tq, long long Tk, long long Hq, long long Hkv, long long causal, \
            double scale_log2) {                                                                                    \
-    hc::prefill_ws<D, KN>(&tq, &tk, &tv, out, lse, cu_q, cu_k, B, Tq, Tk, Hq, Hkv, causal != 0, (float)scale_log2); \
+    hc::prefill_ws<D, KN, PERSIST>(&tq, &tk, &tv, out, lse, cu_q, cu_k, B, Tq, Tk, Hq, Hkv, causal != 0,          \
+                                   (float)scale_log2);                                                             \
   }
-HC_ATTN_PREFILL_WS(hc_attn_prefill_d64_sm90ws, 64, 128)
-HC_ATTN_PREFILL_WS(hc_attn_prefill_d128_sm90ws, 128, 128)
-HC_ATTN_PREFILL_WS(hc_attn_prefill_d128n176_sm90ws, 128, 176)
+HC_ATTN_PREFILL_WS(hc_attn_prefill_d64_sm90ws, 64, 128, false)
+HC_ATTN_PREFILL_WS(hc_attn_prefill_d128_sm90ws, 128, 128, false)
+HC_ATTN_PREFILL_WS(hc_attn_prefill_d128n176_sm90ws, 128, 176, false)
+HC_ATTN_PREFILL_WS(hc_attn_prefill_d64_sm90wsp, 64, 128, true)
+HC_ATTN_PREFILL_WS(hc_attn_prefill_d128_sm90wsp, 128, 128, true)
