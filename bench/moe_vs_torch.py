@@ -29,8 +29,13 @@ dev, bf16 = torch.device("cuda:0"), torch.bfloat16
 E, K, H, I, G, TG = args.experts, args.topk, args.hidden, args.inter, 8, 4
 
 
+last_each = []  # the times of the last ms() call, in order (the JSON's "..._us_each": the spread)
+
+
 def ms(fn, warmup=25, rep=200):
-    return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+    global last_each
+    last_each = [float(t) for t in do_bench(fn, warmup=warmup, rep=rep, return_mode="all")]
+    return statistics.median(last_each)
 
 
 res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
@@ -143,6 +148,7 @@ for T in [int(v) for v in args.tokens.split(",")]:
          "experts_ms": ms(lambda: experts(xs, offs), 10, 100),
          "combine_us": ms(lambda: combine(y, order, w)) * 1e3,
          "layer_ms": ms(layer, 10, 100)}
+    r["layer_us_each"] = [round(x * 1e3, 1) for x in last_each]
     r["gate_permute_combine_us"] = r["route_us"] + r["permute_us"] + r["combine_us"]
     if fp8:
         experts_fp8 = experts_fp8_scaled
@@ -158,6 +164,7 @@ for T in [int(v) for v in args.tokens.split(",")]:
         r["fp8_method"] = fp8_method
         r["experts_fp8_ms"] = ms(lambda: experts_fp8(xs, offs), 10, 100)
         r["layer_fp8_ms"] = ms(layer_fp8, 10, 100)
+        r["layer_fp8_us_each"] = [round(x * 1e3, 1) for x in last_each]
         r["expert_weight_fp8_GBps"] = (W1.numel() + W2.numel()) / (r["experts_fp8_ms"] * 1e-3) / 1e9
     r["expert_weight_GBps"] = (W1.numel() + W2.numel()) * 2 / (r["experts_ms"] * 1e-3) / 1e9
     res["runs"].append(r)

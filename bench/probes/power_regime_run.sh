@@ -7,7 +7,7 @@
 # ("us_each" in the JSON), halcyon's and torch's (triton do_bench) in the same call:
 #   run(command="bash bench/probes/power_regime_run.sh build-gpu moe prefill torch-prefill",
 #       carry=[".devdeps", ".commit", "build-gpu/bin/halcyon", "build-gpu/lib"])
-#   bash bench/probes/power_regime_run.sh [build dir] [moe|moe-bf16|prefill|torch-prefill|paired|torch-moe ...]
+#   bash bench/probes/power_regime_run.sh [build dir] [moe|moe-bf16|prefill|torch-prefill|paired|torch-moe|tests-attn|cts ...]
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
@@ -41,8 +41,16 @@ for w in $what; do
     paired)  # halcyon and the peer call against call in one process (bench/paired_vs_torch.py)
       HALCYON_LIBRARY=$PWD/$B/lib/libhalcyon_runtime.so timeout 400 python3 bench/paired_vs_torch.py \
         --json "$OUT/paired.json" 2>&1 | tee -a "$log" ;;
-    torch-moe)
-      timeout 200 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_moe.json" 2>&1 | tee -a "$log" ;;
+    torch-moe)  # the torch side at 4096 tokens, every timed run of its layers in the JSON
+      timeout 200 python3 bench/moe_vs_torch.py --tokens 4096 --dtype fp8 --json "$OUT/torch_moe.json" 2>&1 | tee -a "$log" ;;
+    tests-attn)  # the attention GPU test, every case and every implementation by name
+      timeout 300 "$B/tests/cuda/halcyon_ptx_attention_tests" > "$OUT/attn_tests.log" 2>&1
+      echo "rc=$?" | tee -a "$log"
+      grep -E "test cases|assertions|FAILED|ERROR" "$OUT/attn_tests.log" | tail -4 | tee -a "$log" ;;
+    cts)  # the whole conformance suite on the GPU
+      timeout 300 "$H" cts --device cuda:0 --progress plain > "$OUT/cts.txt" 2>&1
+      echo "rc=$?" | tee -a "$log"
+      tail -4 "$OUT/cts.txt" | tee -a "$log" ;;
   esac
   mark "end $w"
 done
