@@ -40,6 +40,19 @@ inline std::string us_list(const std::vector<double>& ms) {
   return s;
 }
 
+// How far a series of timed runs moved: the median of its last quarter over that of its first,
+// minus 1. On a GPU under its power cap a compute-bound kernel runs at full clock for its first
+// ~50-100 ms of work and then slower (H200: 8-20%), so a median can sit in either regime; the
+// GPU benches name each series that drifted more than kDriftNote (docs/PERFORMANCE.md, 2026-11-29
+// fifth session; bench/paired_vs_torch.py compares with a peer in the same state).
+constexpr double kDriftNote = 0.03;
+inline double drift(const std::vector<double>& ms) {
+  const size_t q = ms.size() / 4;
+  if (q < 4) return 0;  // fewer than 16 runs: too few to tell
+  const double first = median({ms.begin(), ms.begin() + q}), last = median({ms.end() - q, ms.end()});
+  return first > 0 ? last / first - 1 : 0;
+}
+
 // Writes `text` to `path` (--json, --svg, ...); false, said on stderr as `command`'s, when it cannot.
 inline bool write_file(const char* command, const std::string& path, const std::string& text) {
   FILE* fp = std::fopen(path.c_str(), "w");

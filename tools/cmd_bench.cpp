@@ -206,7 +206,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   auto info = dev->info();
   if (!info) return 1;
   if (o.peak_tflops == 0) o.peak_tflops = peak_tflops_of(*info);
-  const bool cpu = o.device.rfind("cpu", 0) == 0;
+  const bool cpu = std::string(info->uri).rfind("cpu", 0) == 0;  // the device opened (--device may be empty)
   auto def = [](int64_t& v, int64_t gpu, int64_t host, bool is_cpu) {
     if (v < 0) v = is_cpu ? host : gpu;
   };
@@ -570,6 +570,12 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
              : (o.fp8 ? fp8_has_gather : has_gather) ? "permuted copy (--path gather gathers)"
                                                      : "permuted copy (no gather GEMM here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
+  for (size_t i = 0; !cpu && i <= st.size(); ++i) {
+    const std::vector<double>& runs = i < st.size() ? each_ms[i] : layer_ms;
+    if (const double d = halcyon::bench::drift(runs); std::abs(d) > halcyon::bench::kDriftNote)
+      fmt::print("  note: {} drifted {:+.0f}% from its first timed runs to its last (clock or power state; "
+                 "the JSON's us_each has every run)\n", i < st.size() ? st[i].name : "whole layer", 100 * d);
+  }
   json += fmt::format(
       " ],\n \"gate_permute_combine_us\": {:.2f}, \"gate_permute_combine_floor_us\": {:.2f}, \"experts_ms\": {:.4f}, "
       "\"expert_weight_bytes\": {:.0f}, \"layer_ms\": {:.4f}, \"layer_us_each\": [{}]{}, \"layer_path\": \"{}\", \"dtype\": \"{}\"\n}}\n",

@@ -83,7 +83,7 @@ int bench_attention(const std::vector<std::string>& args) {
   }
   auto info = dev->info();
   if (!info) return 1;
-  const bool cpu = device.rfind("cpu", 0) == 0;
+  const bool cpu = std::string(info->uri).rfind("cpu", 0) == 0;  // the device opened (--device may be empty)
   const int64_t s = seqlen > 0 ? seqlen : (cpu ? 256 : 4096), kv = seqlen > 0 ? seqlen : (cpu ? 512 : 8192);
   auto b = [&](int64_t gpu) { return batch > 0 ? batch : (cpu ? std::min<int64_t>(gpu, 2) : gpu); };
   std::vector<Config> configs;
@@ -214,6 +214,9 @@ int bench_attention(const std::vector<std::string>& args) {
                  f.flops / (f.ms * 1e-3) / 1e12, f.kv_bytes / (f.ms * 1e-3) / 1e9, floor,
                  byte_floor >= flop_floor ? "(bytes)" : "(flops)", 100.0 * floor / us,
                  fmt::format("{}{}", impl->name, ii == 0 ? " (selected)" : ""));
+      if (const double d = drift(ms); !cpu && std::abs(d) > kDriftNote)
+        fmt::print("  note: {} ({}) drifted {:+.0f}% from its first timed runs to its last (clock or power state; "
+                   "the JSON's us_each has every run)\n", c.name, impl->name, 100 * d);
       json += fmt::format("{}  {{\"config\": \"{}\", \"op\": \"{}\", \"B\": {}, \"Sq\": {}, \"Hq\": {}, \"Hkv\": {}, \"D\": {}, "
                           "\"L\": {}, \"causal\": {}, \"us\": {:.2f}, \"tflops\": {:.2f}, \"kv_GBps\": {:.1f}, "
                           "\"kv_of_copy_rate\": {:.4f}, \"bytes\": {:.0f}, \"flops\": {:.0f}, \"byte_floor_us\": {:.2f}, "
