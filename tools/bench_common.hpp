@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -129,17 +130,27 @@ struct Filler {
 
 // Times fn() between two events, each run after a write of the flush buffer (twice the L2,
 // and long enough that the host's launch work is done before the GPU reaches the start event):
-// two warm-up runs (module load, JIT), then `iters` timed ones.
+// two warm-up runs (module load, JIT), runs (flush + fn) for preheat_ms of wall time, then
+// `iters` timed ones. A preheat puts a compute-bound kernel in the clock it keeps under the GPU's
+// power cap (a server's steady state; see drift()); without one the first ~50-100 ms of work run
+// at full clock.
 struct BenchTimer {
   const halcyon::Device& dev;
   const halcyon::Stream& s;
   const halcyon::Buffer& flush;
   uint64_t flush_bytes;
   halcyon::Event ev0, ev1;
+  double preheat_ms = 0;  // --preheat-ms
   template <typename Fn>
   halcyon::Status time(Fn&& fn, int iters, std::vector<double>* ms) {
 
     for (int i = 0; i < 2; ++i) HALCYON_TRY(fn());  // warm-up (module load, JIT)
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < preheat_ms) {
+      HALCYON_TRY(s.fill<uint32_t>(flush, 0, flush_bytes, 0x3f803f80u));
+      HALCYON_TRY(fn());
+      HALCYON_TRY(s.synchronize());
+    }
     for (int i = 0; i < iters; ++i) {
       HALCYON_TRY(s.fill<uint32_t>(flush, 0, flush_bytes, 0x3f803f80u + uint32_t(i)));
       HALCYON_TRY(s.record(ev0));

@@ -48,6 +48,7 @@ struct Options {
   int64_t T = -1, E = -1, K = -1, H = -1, I = -1, groups = -1, topk_groups = -1;
   int64_t iters = 20;
   double peak_tflops = 0;  // 0: the device's known figure (peak_tflops_of), or unknown
+  double preheat_ms = 0;   // each stage run this long before its timed runs (BenchTimer)
   std::string json;
   std::string sizes = "7,4096,1,300";  // moe-sizes: token counts, in turn
   int64_t rounds = 5;
@@ -86,7 +87,7 @@ int usage(int status) {
   fmt::print(status ? stderr : stdout,
       "usage: halcyon bench moe [--device URI] [--tokens N] [--experts E] [--topk K] [--hidden H]\n"
       "                         [--inter I] [--groups G] [--topk-groups TG] [--iters N]\n"
-      "                         [--peak-tflops F] [--json FILE] [--impl OP=NAME ...]\n"
+      "                         [--peak-tflops F] [--preheat-ms MS] [--json FILE] [--impl OP=NAME ...]\n"
       "                         [--path auto|gather|copy] [--code auto|ir|binary] [--dtype bf16|fp8]\n"
       "  Times the MoE layer's stages through the operators on one device: by default the best\n"
       "  device, as `halcyon demo` picks it (the first GPU that runs every stage, else the CPU).\n"
@@ -101,7 +102,9 @@ int usage(int status) {
       "  --code ir|binary loads every PTX kernel from its PTX or its cubin. --dtype fp8: the experts in\n"
       "  FP8 (e4m3 weights [E, N, K] with 128x128 f32 scales, activations quantized per 1x128 group by\n"
       "  moe_quantize_fp8, moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8); the FLOP\n"
-      "  floor of the FP8 GEMMs is at twice the bf16 rate.\n"
+      "  floor of the FP8 GEMMs is at twice the bf16 rate. --preheat-ms MS runs each stage for MS ms\n"
+      "  before timing it: a compute-bound kernel then runs at the clock it keeps under the GPU's\n"
+      "  power cap (the first ~50-100 ms of work run faster); the JSON's us_each has every run.\n"
       "\n"
       "usage: halcyon bench moe-sizes [--device URI] [--sizes 7,4096,1,300] [--rounds N] [shape options as above]\n"
       "  Runs one MoeLayer with the token counts of --sizes in turn, --rounds times, on one stream,\n"
@@ -155,6 +158,8 @@ int parse_options(const std::vector<std::string>& args, bool sizes_mode, Options
     }
     else if (a == "--peak-tflops") {
       if (auto f = cli::parse_positive(a, v, &err)) o->peak_tflops = *f;
+    } else if (a == "--preheat-ms") {
+      if (auto f = cli::parse_positive(a, v, &err)) o->preheat_ms = *f;
     } else {
       auto it = std::find_if(std::begin(sizes), std::end(sizes), [&](auto& p) { return a == p.first; });
       known = it != std::end(sizes) && (sizes_mode || a != "--rounds");
@@ -285,7 +290,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   auto ev0 = dev->create_event(), ev1 = dev->create_event();
   if (!ev0 || !ev1) return 1;
 
-  BenchTimer timer{*dev, s, *flush, flush_bytes, std::move(*ev0), std::move(*ev1)};
+  BenchTimer timer{*dev, s, *flush, flush_bytes, std::move(*ev0), std::move(*ev1), o.preheat_ms};
   auto timed = [&](auto&& fn, int iters, std::vector<double>* ms) { return timer.time(fn, iters, ms); };
 
   // Copy rate: device-to-device, bytes read + written.

@@ -36,13 +36,16 @@ struct Figures {
 int usage() {
   fmt::print(
       "usage: halcyon bench attention [prefill] [decode] [mla] [--device URI] [--iters N] [--seqlen N]\n"
-      "                               [--batch N] [--ordered-blocks] [--peak-tflops F] [--json FILE]\n"
+      "                               [--batch N] [--ordered-blocks] [--peak-tflops F] [--preheat-ms MS]\n"
+      "                               [--json FILE]\n"
       "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal; d64),\n"
       "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128, block 64) and attention_mla_decode\n"
       "  (b64 Hq128 kv8192 Sq 1 and 2, block 64): time, TFLOP/s, GB/s of KV read, and each\n"
       "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n"
       "  The paged caches' blocks are in scrambled order unless --ordered-blocks (each sequence's\n"
-      "  blocks consecutive, as a dense cache would be).\n");
+      "  blocks consecutive, as a dense cache would be). --preheat-ms MS runs each call for MS ms\n"
+      "  before timing it (the clock a compute-bound kernel keeps under the GPU's power cap); to\n"
+      "  compare with a peer, bench/paired_vs_torch.py times both call against call.\n");
   return 2;
 }
 
@@ -61,6 +64,7 @@ int bench_attention(const std::vector<std::string>& args) {
   int64_t seqlen = -1, batch = -1;
   bool ordered_blocks = false;
   double peak_tflops = 989;  // H100 SXM bf16 dense (shared/BASELINES.md)
+  double preheat_ms = 0;     // BenchTimer::preheat_ms
   std::vector<std::string> families;
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string("0"); };
@@ -72,6 +76,7 @@ int bench_attention(const std::vector<std::string>& args) {
     else if (a == "--batch") batch = std::stoll(next());
     else if (a == "--ordered-blocks") ordered_blocks = true;
     else if (a == "--peak-tflops") peak_tflops = std::stod(next());
+    else if (a == "--preheat-ms") preheat_ms = std::max(0.0, std::stod(next()));
     else if (a == "--json") json_path = next();
     else return usage();
   }
@@ -109,7 +114,7 @@ int bench_attention(const std::vector<std::string>& args) {
   auto flush = dev->allocate(flush_bytes);
   auto ev0 = dev->create_event(), ev1 = dev->create_event();
   if (!flush || !ev0 || !ev1) return 1;
-  BenchTimer timer{*dev, st, *flush, flush_bytes, std::move(*ev0), std::move(*ev1)};
+  BenchTimer timer{*dev, st, *flush, flush_bytes, std::move(*ev0), std::move(*ev1), preheat_ms};
   auto copy = copy_tbps(*dev, timer, cpu, iters);
   if (!copy) {
     fmt::print(stderr, "halcyon bench: copy rate: {}\n", copy.error().to_string());
