@@ -54,11 +54,11 @@ bool ws_applies(const ops::ApplyContext& c, std::string* why) {
 // How the CTAs take the query tiles: one CTA a tile (the hardware hands out the next tile as a
 // CTA ends), or persistent, one CTA an SM walking every gridDim-th tile, its producer loading
 // the next tile's Q, K and V while the consumers finish the last. kAuto: persistent for D = 128
-// without a causal mask, where it measured faster (H200, 2026-11-29: 1.021-1.025x cuDNN's time
-// against 1.031-1.038x, bench/paired_vs_torch.py); one CTA a tile for causal calls (their tiles
-// differ in length, and the fixed walk gives an SM tiles of one length when a head's tile count
-// times Hq is a multiple of the SM count) and at D = 64 (the persistent build measured 2-4%
-// slower there).
+// without a causal mask, where it measured faster (H200, 2026-11-29: 1.021-1.028x cuDNN's time
+// against 1.030-1.038x, bench/paired_vs_torch.py); one CTA a tile for causal calls (their tiles
+// differ in length and the fixed walk, tiles j = c mod the SM count, does not balance them:
+// sm90.wsp ran causal b1 h128 1.14-1.18x sm90.ws's time, timed after it) and at D = 64
+// (persistent measured 0-5% slower there).
 enum class WsGrid { kAuto, kPersistent, kOneTile };
 
 template <int KN, WsGrid kGrid>
