@@ -7,7 +7,7 @@
 # ("us_each" in the JSON), halcyon's and torch's (triton do_bench) in the same call:
 #   run(command="bash bench/probes/power_regime_run.sh build-gpu moe prefill torch-prefill",
 #       carry=[".devdeps", ".commit", "build-gpu/bin/halcyon", "build-gpu/lib"])
-#   bash bench/probes/power_regime_run.sh [build dir] [moe|moe-bf16|prefill|torch-prefill|paired|torch-moe|tests-attn|cts ...]
+#   bash bench/probes/power_regime_run.sh [build dir] [moe|moe-bf16|preheat|prefill|torch-prefill|paired|torch-moe|tests-attn|cts ...]
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
@@ -27,6 +27,11 @@ for w in $what; do
     moe)  # 200 timed runs a stage: the power state settles inside each stage's series
       timeout 200 "$H" bench moe --device cuda:0 --tokens 4096 --dtype fp8 --iters 200 --json "$OUT/moe_fp8.json" 2>&1 \
         | grep -E "grouped_gemm|experts|layer|copy rate" | tee -a "$log" ;;
+    preheat)  # the benches' --preheat-ms: each stage or call after 1 s of runs (the capped clock)
+      timeout 200 "$H" bench moe --device cuda:0 --tokens 4096 --dtype fp8 --preheat-ms 1000 --json "$OUT/moe_fp8_preheat.json" 2>&1 \
+        | grep -E "grouped_gemm|experts|layer|note" | tee -a "$log"
+      timeout 200 "$H" bench attention prefill --device cuda:0 --preheat-ms 1000 --json "$OUT/prefill_preheat.json" 2>&1 \
+        | grep -E "sm90.ws \(|note" | tee -a "$log" ;;
     moe-bf16)
       timeout 200 "$H" bench moe --device cuda:0 --tokens 4096 --iters 100 --json "$OUT/moe_bf16.json" 2>&1 \
         | grep -E "grouped_gemm|experts|layer|copy rate" | tee -a "$log" ;;
