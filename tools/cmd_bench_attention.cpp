@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "bench_common.hpp"
+#include "cli_support.hpp"
 
 namespace halcyon::bench {
 namespace {
@@ -33,7 +34,7 @@ struct Figures {
   double ms = 0, flops = 0, bytes = 0, kv_bytes = 0;
 };
 
-int usage() {
+void usage() {
   fmt::print(
       "usage: halcyon bench attention [prefill] [decode] [mla] [--device URI] [--iters N] [--seqlen N]\n"
       "                               [--batch N] [--ordered-blocks] [--peak-tflops F] [--preheat-ms MS]\n"
@@ -46,7 +47,6 @@ int usage() {
       "  blocks consecutive, as a dense cache would be). --preheat-ms MS runs each call for MS ms\n"
       "  before timing it (the clock a compute-bound kernel keeps under the GPU's power cap); to\n"
       "  compare with a peer, bench/paired_vs_torch.py times both call against call.\n");
-  return 2;
 }
 
 int64_t pairs(int64_t q, int64_t k, bool causal) {  // (query, key) pairs a sequence scores
@@ -66,19 +66,47 @@ int bench_attention(const std::vector<std::string>& args) {
   double peak_tflops = 989;  // H100 SXM bf16 dense (shared/BASELINES.md)
   double preheat_ms = 0;     // BenchTimer::preheat_ms
   std::vector<std::string> families;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string("0"); };
+  std::string err;
+  for (size_t i = 0; i < args.size() && err.empty(); ++i) {
     const std::string& a = args[i];
-    if (a == "prefill" || a == "decode" || a == "mla") families.push_back(a);
-    else if (a == "--device") device = next();
-    else if (a == "--iters") iters = std::max(1, std::stoi(next()));
-    else if (a == "--seqlen") seqlen = std::stoll(next());
-    else if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--ordered-blocks") ordered_blocks = true;
-    else if (a == "--peak-tflops") peak_tflops = std::stod(next());
-    else if (a == "--preheat-ms") preheat_ms = std::max(0.0, std::stod(next()));
-    else if (a == "--json") json_path = next();
-    else return usage();
+    if (a == "prefill" || a == "decode" || a == "mla") {
+      families.push_back(a);
+      continue;
+    }
+    if (a == "--ordered-blocks") {
+      ordered_blocks = true;
+      continue;
+    }
+    if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    }
+    const bool valued = a == "--device" || a == "--iters" || a == "--seqlen" || a == "--batch" ||
+                        a == "--peak-tflops" || a == "--preheat-ms" || a == "--json";
+    if (!valued) {
+      fmt::print(stderr, "halcyon bench attention: unknown argument '{}' (--help lists them)\n", a);
+      return 2;
+    }
+    if (i + 1 >= args.size()) {
+      fmt::print(stderr, "halcyon bench attention: {} needs a value\n", a);
+      return 2;
+    }
+    const std::string& v = args[++i];
+    if (a == "--device") device = v;
+    else if (a == "--json") json_path = v;
+    else if (a == "--iters") {
+      if (auto n = cli::parse_int(a, v, 1, 1 << 20, &err)) iters = int(*n);
+    } else if (a == "--seqlen" || a == "--batch") {
+      if (auto n = cli::parse_int(a, v, 1, int64_t(1) << 24, &err)) (a == "--seqlen" ? seqlen : batch) = *n;
+    } else if (a == "--peak-tflops") {
+      if (auto f = cli::parse_positive(a, v, &err)) peak_tflops = *f;
+    } else if (auto f = cli::parse_positive(a, v, &err)) {
+      preheat_ms = *f;
+    }
+  }
+  if (!err.empty()) {
+    fmt::print(stderr, "halcyon bench attention: {}\n", err);
+    return 2;
   }
   if (families.empty()) families = {"prefill", "decode", "mla"};
   auto dev = Device::open(device.c_str());

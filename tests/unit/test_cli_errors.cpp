@@ -77,6 +77,11 @@ TEST_CASE("cli: numeric options are parsed whole and range-checked") {
   expect_error("bench moe --iters 99999999999999999999999", 2, "--iters");
   expect_error("bench moe --peak-tflops nan", 2, "--peak-tflops: 'nan'");
   expect_error("bench moe --peak-tflops 0", 2, "--peak-tflops: '0'");
+  expect_error("bench moe --preheat-ms -1", 2, "--preheat-ms: '-1'");
+  expect_error("bench attention --iters x", 2, "--iters: 'x'");
+  expect_error("bench attention --seqlen -5", 2, "--seqlen: '-5'");
+  expect_error("bench attention --preheat-ms 0", 2, "--preheat-ms: '0'");
+  expect_error("bench attention --batch", 2, "--batch needs a value");
   expect_error("run vector_add --in a=x.npy --set N=12abc --out " + tmp("o"), 2, "'12abc'");
 }
 
@@ -160,7 +165,7 @@ TEST_CASE("cli: --out that cannot be created fails before the operator runs") {
 
 TEST_CASE("cli: --help exits 0 everywhere, --version works, unknown options exit 2") {
   setup();
-  for (const char* cmd : {"--help", "bench --help", "bench moe --help", "demo --help", "run --help", "info --help",
+  for (const char* cmd : {"--help", "bench --help", "bench moe --help", "bench attention --help", "demo --help", "run --help", "info --help",
                           "version --help", "cts --help", "launch --help"}) {
     Outcome o = cli(cmd);
     INFO("halcyon ", cmd, "\n", o.output);
@@ -172,6 +177,7 @@ TEST_CASE("cli: --help exits 0 everywhere, --version works, unknown options exit
   expect_error("version --bogus", 2, "unknown option '--bogus'");
   CHECK(cli("demo --bogus").status == 2);
   CHECK(cli("bench moe --bogus 1").status == 2);
+  expect_error("bench attention --bogus", 2, "unknown argument '--bogus'");
 }
 
 TEST_CASE("cli: cts on a device that does not exist is an error, not a skip") {
