@@ -38,6 +38,7 @@ namespace hc {
 namespace {
 
 constexpr int kWsRows = 128, kWsThreads = 384;
+constexpr float kWsSlack = 8.f;  // ws_softmax: how far a row's max may pass its reference max (log2 units)
 
 // Shared memory: the Q tile (D / 64 blocks of [128 rows][128 bytes]), then kStages K tiles,
 // then kStages V tiles (D / 64 blocks of [KN keys][128 bytes] each), 1024-byte aligned as the
@@ -164,7 +165,7 @@ __device__ __forceinline__ int ws_visible(const WsTile& t, int i, bool causal) {
 // scores (c = scale * log2 e > 0), p = 2^(s c - m) by one FFMA and ex2 each, written over s;
 // a0, a1 = the factors the rows' O must be scaled by. A row that has seen no key keeps m =
 // -inf: its p are 0 and so is its factor.
-template <bool MASK, int KN>
+template <bool MASK, bool SLACK, int KN>
 __device__ __forceinline__ void ws_softmax(float (&s)[KN / 8][4], RowState& st, int k0, int vis0, int vis1,
                                            float c, float& a0, float& a1) {
   const int t = threadIdx.x & 3;
@@ -186,10 +187,22 @@ __device__ __forceinline__ void ws_softmax(float (&s)[KN / 8][4], RowState& st, 
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
   }
-  const float mn0 = fmaxf(st.m0, mx0 * c), mn1 = fmaxf(st.m1, mx1 * c);
+  // A row's reference max moves only when the tile's max passes it by more than kWsSlack (log2
+  // units): every p = 2^(s c - m) stays below 2^kWsSlack (exact in f32, and as the bf16 P), the
+  // lse is m + log2 l whatever m is, and most tiles leave every row's m as it was, so that the
+  // warp skips the O rescale (a0 = a1 = 1). FlashAttention-4 does the same.
+  // SLACK = false (D = 64, where the skipped rescale measured 2% slower): m is the running max.
+  const float t0 = mx0 * c, t1 = mx1 * c;
+  const float mn0 = SLACK ? (t0 > st.m0 + kWsSlack ? t0 : st.m0) : fmaxf(st.m0, t0);
+  const float mn1 = SLACK ? (t1 > st.m1 + kWsSlack ? t1 : st.m1) : fmaxf(st.m1, t1);
   const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
-  a0 = ex2(st.m0 - base0);
-  a1 = ex2(st.m1 - base1);
+  if constexpr (SLACK) {
+    a0 = mn0 == st.m0 ? 1.f : ex2(st.m0 - base0);
+    a1 = mn1 == st.m1 ? 1.f : ex2(st.m1 - base1);
+  } else {
+    a0 = ex2(st.m0 - base0);
+    a1 = ex2(st.m1 - base1);
+  }
   st.m0 = mn0;
   st.m1 = mn1;
   float sum0 = 0.f, sum1 = 0.f;
@@ -206,11 +219,11 @@ __device__ __forceinline__ void ws_softmax(float (&s)[KN / 8][4], RowState& st, 
   st.l1 = st.l1 * a1 + sum1;
 }
 
-template <int KN>
+template <bool SLACK, int KN>
 __device__ __forceinline__ void ws_softmax_step(float (&s)[KN / 8][4], RowState& st, int k0, int vis0, int vis1,
                                                 float c, float& a0, float& a1) {
-  if (__all_sync(0xffffffffu, k0 + KN <= min(vis0, vis1))) ws_softmax<false, KN>(s, st, k0, vis0, vis1, c, a0, a1);
-  else ws_softmax<true, KN>(s, st, k0, vis0, vis1, c, a0, a1);
+  if (__all_sync(0xffffffffu, k0 + KN <= min(vis0, vis1))) ws_softmax<false, SLACK, KN>(s, st, k0, vis0, vis1, c, a0, a1);
+  else ws_softmax<true, SLACK, KN>(s, st, k0, vis0, vis1, c, a0, a1);
 }
 
 // P (in s, f32) as bf16 wgmma A fragments: pf[kk] = keys 16 kk .. 16 kk + 15.
@@ -368,7 +381,7 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
       wgmma_wait<0>();
       keep_f32<KN / 2>(&s[0][0]);
       if (lane == 0) mbar_arrive(k_empty(g % S));
-      ws_softmax_step<KN>(s, st, 0, vis0, vis1, c, a0, a1);
+      ws_softmax_step<D == 128, KN>(s, st, 0, vis0, vis1, c, a0, a1);
       ws_pack<KN>(s, pf);
       for (int it = 1; it < n; ++it) {
         const unsigned gi = g + it;
@@ -388,12 +401,12 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
         wgmma_wait<1>();  // S of tile it; P V of tile it - 1 may still run
         keep_f32<KN / 2>(&s[0][0]);
         if (lane == 0) mbar_arrive(k_empty(cur));
-        ws_softmax_step<KN>(s, st, it * KN, vis0, vis1, c, a0, a1);
+        ws_softmax_step<D == 128, KN>(s, st, it * KN, vis0, vis1, c, a0, a1);
         wgmma_wait<0>();
         keep_f32<D / 2>(&o[0][0]);
         keep_u32<KN / 4>(&pf[0][0]);
         if (lane == 0) mbar_arrive(v_empty(prev));
-        scale_rows<D / 8>(o, a0, a1);
+        if (D == 64 || !__all_sync(0xffffffffu, a0 == 1.f && a1 == 1.f)) scale_rows<D / 8>(o, a0, a1);
         ws_pack<KN>(s, pf);
       }
       const unsigned gl = g + n - 1;
