@@ -163,8 +163,11 @@ std::vector<int32_t> offsets(const std::vector<int32_t>& lens) {
   return cu;
 }
 
+// ramp > 0: key j of a sequence of L keys scaled by 0.2 + ramp * j / L, so that each key tile's
+// scores reach further than the last (by less or more than the 2^8 that sm90.ws at D 128 lets a
+// row's max pass its reference max before it rescales O).
 void prefill(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& k_lens, int64_t Hq, int64_t Hkv,
-             int64_t D, bool causal) {
+             int64_t D, bool causal, float ramp = 0) {
   std::mt19937 rng(g_seed);
   auto cq = offsets(q_lens), ck = offsets(k_lens);
   const int64_t Tq = cq.back(), Tk = ck.back(), B = int64_t(q_lens.size());
@@ -173,6 +176,12 @@ void prefill(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& k_l
                  {"v", bf16_random(rng, size_t(Tk * Hkv * D), -2, 2)},
                  {"cu_seqlens_q", i32(cq)},
                  {"cu_seqlens_k", i32(ck)}};
+  for (int64_t b = 0; ramp > 0 && b < B; ++b)
+    for (int64_t j = 0; j < k_lens[size_t(b)]; ++j) {
+      const float f = 0.2f + ramp * float(j) / float(k_lens[size_t(b)]);
+      auto* e = reinterpret_cast<uint16_t*>(in["k"].data()) + (ck[size_t(b)] + j) * Hkv * D;
+      for (int64_t x = 0; x < Hkv * D; ++x) e[x] = ref::float_to_bf16(f * ref::bf16_to_float(ref::bf16{e[x]})).bits;
+    }
   check("attention_prefill", in,
         {{"q", {Tq, Hq, D}}, {"k", {Tk, Hkv, D}}, {"v", {Tk, Hkv, D}}, {"cu_seqlens_q", {B + 1}}, {"cu_seqlens_k", {B + 1}}},
         {{"causal", causal ? "true" : "false"}});
@@ -248,6 +257,14 @@ TEST_CASE("attention_prefill: more tiles than SMs (the persistent walk)") {
   prefill({300, 1100, 1, 200, 640}, {300, 1500, 7, 0, 640}, 16, 4, 128, true);
   prefill({300, 1100, 1, 200, 640}, {300, 1500, 7, 0, 640}, 16, 4, 128, false);
   prefill({700, 129, 640}, {900, 129, 1}, 32, 8, 64, false);
+}
+
+// Scores that grow along the keys: a row's max passes its reference max by varying amounts from
+// tile to tile (the D 128 kernel's skipped rescale, both sides of its 2^8 slack).
+TEST_CASE("attention_prefill: scores growing along the keys") {
+  prefill({1024, 300}, {1024, 900}, 4, 2, 128, false, 3.f);
+  prefill({1024, 300}, {1024, 900}, 4, 2, 128, true, 3.f);
+  prefill({700}, {700}, 2, 1, 64, true, 3.f);
 }
 
 TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculative Sq") {
