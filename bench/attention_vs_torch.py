@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
+from torch_peers import mla_composition
+
 p = argparse.ArgumentParser()
 p.add_argument("--seqlen", type=int, default=4096)
 p.add_argument("--kv", type=int, default=8192)
@@ -95,13 +97,8 @@ for Sq in (1, 2) if "mla" in args.only else ():
     kv = torch.randn(B, L, 576, dtype=bf16, device=dev)
     q = torch.randn(B, Sq, Hq, 576, dtype=bf16, device=dev)
     scale = 576 ** -0.5
-    mask = torch.ones(Sq, L, dtype=torch.bool, device=dev).tril(L - Sq)  # bottom-right causal
-
-    def mla():
-        s = torch.einsum("bshd,bld->bshl", q, kv).float() * scale
-        if Sq > 1:
-            s = s.masked_fill(~mask[None, :, None, :], float("-inf"))
-        return torch.einsum("bshl,bld->bshd", s.softmax(-1).to(bf16), kv[..., :512])
+    mask = torch.ones(Sq, L, dtype=torch.bool, device=dev).tril(L - Sq)  # bottom-right causal (SDPA's mask below)
+    mla = mla_composition(q, kv)
 
     mla()
     flops = 2.0 * B * Hq * (Sq * L - Sq * (Sq - 1) // 2) * (576 + 512)

@@ -31,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import halcyon  # noqa: E402
+from torch_peers import mla_composition, paged_decode, split_calls, trace_kernels  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla"])
@@ -56,23 +57,10 @@ def one_round(i, hal, peer):
 
 def spans(prof):
     """(halcyon spans, peer spans) in us: the kernels between two flushes form a call."""
-    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "paired_trace.json")
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        ks = sorted(((e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"]))
-                     for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"), key=lambda k: k[1])
-    calls, cur = [], None
-    for k in ks:
-        if "FillFunctor" in k[0]:
-            if cur:
-                calls.append(cur)
-            cur = []
-        elif cur is not None:
-            cur.append(k)
-    if cur:
-        calls.append(cur)
-    hal = [c[-1][2] - c[0][1] for c in calls if c and c[0][0].startswith("hc_")]
-    peer = [c[-1][2] - c[0][1] for c in calls if c and not c[0][0].startswith("hc_")]
+    ks = trace_kernels(prof, os.path.join(os.environ.get("TMPDIR", "/tmp"), "paired_trace.json"))
+    calls = split_calls(ks, lambda name: "FillFunctor" in name)
+    hal = [c[-1][2] - c[0][1] for c in calls if c[0][0].startswith("hc_")]
+    peer = [c[-1][2] - c[0][1] for c in calls if not c[0][0].startswith("hc_")]
     return hal, peer
 
 
@@ -132,24 +120,15 @@ for name, B, H, causal, D in PREFILL if "prefill" in args.only else ():
 L, BS = 8192, 64
 for Hkv in (16, 2) if "decode" in args.only else ():
     B, Hq, D = 64, 16, 128
-    NB, MB = B * L // BS, L // BS
-    q = torch.randn(B, 1, Hq, D, dtype=bf16, device=dev)
-    kc, vc = (torch.randn(NB, BS, Hkv, D, dtype=bf16, device=dev) for _ in range(2))
-    table = torch.randperm(NB, device=dev, dtype=torch.int64).to(torch.int32).reshape(B, MB).contiguous()
-    lens = torch.full((B,), L, dtype=torch.int32, device=dev)
-    out = torch.empty(B, 1, Hq, D, dtype=bf16, device=dev)
-    lse = torch.empty(B, 1, Hq, dtype=torch.float32, device=dev)
-    hal = lambda: halcyon.run("attention_decode", q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens,
-                              out=out, lse=lse, scale=0.0)
-    qd = q.transpose(1, 2).contiguous()  # [B, Hq, 1, D]; cuDNN reads a dense [B, Hkv, L, D] cache
-    kd, vd = (torch.randn(B, Hkv, L, D, dtype=bf16, device=dev) for _ in range(2))
+    paged, (qd, kd, vd) = paged_decode(B, Hq, Hkv, L, D, BS, dev)
+    hal = lambda: halcyon.run("attention_decode", **paged, scale=0.0)
 
     def cudnn():
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
             F.scaled_dot_product_attention(qd, kd, vd, enable_gqa=Hkv != Hq)
 
     compare(f"decode Hq16 Hkv{Hkv}", "cudnn", hal, cudnn, 4.0 * B * Hq * L * D)
-    del kc, vc, kd, vd
+    del paged, qd, kd, vd
 
 for Sq in (1, 2) if "mla" in args.only else ():
     B, Hq = 64, 128
@@ -163,16 +142,8 @@ for Sq in (1, 2) if "mla" in args.only else ():
     lse = torch.empty(B, Sq, Hq, dtype=torch.float32, device=dev)
     hal = lambda: halcyon.run("attention_mla_decode", q=q, kv_cache=cache, block_table=table, seq_lens=lens, out=out,
                               lse=lse, scale=0.0)
-    scale = 576 ** -0.5
-    mask = torch.ones(Sq, L, dtype=torch.bool, device=dev).tril(L - Sq)  # bottom-right causal
-
-    def composition():
-        s = torch.einsum("bshd,bld->bshl", q, kv).float() * scale
-        if Sq > 1:
-            s = s.masked_fill(~mask[None, :, None, :], float("-inf"))
-        return torch.einsum("bshl,bld->bshd", s.softmax(-1).to(bf16), kv[..., :512])
-
-    compare(f"mla Hq128 Sq{Sq}", "torch", hal, composition, 2.0 * B * Hq * (Sq * L - Sq * (Sq - 1) // 2) * (576 + 512))
+    compare(f"mla Hq128 Sq{Sq}", "torch", hal, mla_composition(q, kv),
+            2.0 * B * Hq * (Sq * L - Sq * (Sq - 1) // 2) * (576 + 512))
     del kv, q
 
 with open(args.json, "w") as f:

@@ -14,7 +14,6 @@ and the idle gap between halcyon's two kernels; after a flush by writing (as do_
 Not part of the library; a diagnostic run on the GPU machine. Shapes: b64 Hq16 kv8192 d128 at
 Hkv 16 and 2, block 64, scrambled blocks (as the bench); cuDNN on the dense [B, Hkv, L, D] cache.
 """
-import json
 import os
 import statistics
 import sys
@@ -24,7 +23,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import halcyon  # noqa: E402
+from torch_peers import paged_decode, split_calls, trace_kernels  # noqa: E402
 
 dev, bf16 = torch.device("cuda:0"), torch.bfloat16
 B, Hq, L, D, BS, REPS = 64, 16, 8192, 128, 64, 8
@@ -35,28 +36,13 @@ torch.manual_seed(0)
 
 def kernels(prof, tag):
     """Every kernel `prof` recorded: (name, start us, end us), in start order."""
-    path = os.path.join(out_dir, f"timeline_{tag}.json")
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
-    ks = [(e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
-          if e.get("cat") == "kernel"]
-    return sorted(ks, key=lambda k: k[1])
+    return trace_kernels(prof, os.path.join(out_dir, f"timeline_{tag}.json"))
 
 
 def calls(ks, first):
     """Splits the kernel list into calls: each starts after a flush (a fill or reduce kernel)."""
-    out, cur = [], None
-    for name, t0, t1 in ks:
-        if any(w in name.lower() for w in ("fill", "zero", "vectorized_elementwise", "reduce")):
-            if cur:
-                out.append(cur)
-            cur = []
-        elif cur is not None:
-            cur.append((name, t0, t1))
-    if cur:
-        out.append(cur)
-    return [c for c in out if c and first(c[0][0])]
+    flush_kernel = lambda name: any(w in name.lower() for w in ("fill", "zero", "vectorized_elementwise", "reduce"))
+    return [c for c in split_calls(ks, flush_kernel) if first(c[0][0])]
 
 
 def med(xs):
@@ -64,18 +50,8 @@ def med(xs):
 
 
 for (Hkv, how) in ((16, "write"), (2, "write"), (16, "read"), (2, "read")):
-    NB, MB = B * L // BS, L // BS
-    q = torch.randn(B, 1, Hq, D, dtype=bf16, device=dev)
-    kc = torch.randn(NB, BS, Hkv, D, dtype=bf16, device=dev)
-    vc = torch.randn(NB, BS, Hkv, D, dtype=bf16, device=dev)
-    table = torch.randperm(NB, device=dev, dtype=torch.int64).to(torch.int32).reshape(B, MB).contiguous()
-    lens = torch.full((B,), L, dtype=torch.int32, device=dev)
-    out = torch.empty(B, 1, Hq, D, dtype=bf16, device=dev)
-    lse = torch.empty(B, 1, Hq, dtype=torch.float32, device=dev)
-    run = lambda: halcyon.run("attention_decode", q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens,
-                              out=out, lse=lse, scale=0.0)
-    qd = q.transpose(1, 2).contiguous()  # [B, Hq, 1, D]
-    kd, vd = (torch.randn(B, Hkv, L, D, dtype=bf16, device=dev) for _ in range(2))
+    paged, (qd, kd, vd) = paged_decode(B, Hq, Hkv, L, D, BS, dev)
+    run = lambda: halcyon.run("attention_decode", **paged, scale=0.0)
     cudnn = lambda: F.scaled_dot_product_attention(qd, kd, vd, enable_gqa=Hkv != Hq)
     for _ in range(2):
         run()
@@ -108,4 +84,4 @@ for (Hkv, how) in ((16, "write"), (2, "write"), (16, "read"), (2, "read")):
     if cud:
         print(f"  cuDNN kernels: {[k[0][:60] for k in cud[0]]}")
         print(f"  cuDNN span {med([c[-1][2] - c[0][1] for c in cud]):8.1f}")
-    del kc, vc, kd, vd
+    del paged, qd, kd, vd
