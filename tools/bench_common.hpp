@@ -28,6 +28,10 @@ int bench_overlap(const std::vector<std::string>& args);
 // Runs `halcyon bench ep ARGS` (cmd_bench_ep.cpp).
 int bench_ep(const std::vector<std::string>& args);
 
+// Whether the device opened is the host CPU backend's (its URI "cpu:N"): the benches take host
+// sizes and host copy rates there.
+inline bool is_cpu(const hal_device_info& info) { return std::string(info.uri).rfind("cpu", 0) == 0; }
+
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];

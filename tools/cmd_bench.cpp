@@ -211,7 +211,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   auto info = dev->info();
   if (!info) return 1;
   if (o.peak_tflops == 0) o.peak_tflops = peak_tflops_of(*info);
-  const bool cpu = std::string(info->uri).rfind("cpu", 0) == 0;  // the device opened (--device may be empty)
+  const bool cpu = halcyon::bench::is_cpu(*info);  // the device opened (--device may be empty)
   auto def = [](int64_t& v, int64_t gpu, int64_t host, bool is_cpu) {
     if (v < 0) v = is_cpu ? host : gpu;
   };

@@ -116,7 +116,7 @@ int bench_attention(const std::vector<std::string>& args) {
   }
   auto info = dev->info();
   if (!info) return 1;
-  const bool cpu = std::string(info->uri).rfind("cpu", 0) == 0;  // the device opened (--device may be empty)
+  const bool cpu = halcyon::bench::is_cpu(*info);  // the device opened (--device may be empty)
   const int64_t s = seqlen > 0 ? seqlen : (cpu ? 256 : 4096), kv = seqlen > 0 ? seqlen : (cpu ? 512 : 8192);
   auto b = [&](int64_t gpu) { return batch > 0 ? batch : (cpu ? std::min<int64_t>(gpu, 2) : gpu); };
   std::vector<Config> configs;

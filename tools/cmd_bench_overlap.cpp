@@ -196,7 +196,7 @@ int bench_overlap(const std::vector<std::string>& args) {
     fmt::print(stderr, "halcyon bench overlap: {}\n", info.error().to_string());
     return 1;
   }
-  const bool cpu = info->uri[0] == 'c' && std::string(info->uri).rfind("cpu", 0) == 0;
+  const bool cpu = halcyon::bench::is_cpu(*info);  // the device opened (--device may be empty)
   // DeepSeek-V3's down projection per GPU; small on the CPU.
   if (tokens < 0) tokens = cpu ? 64 : 4096;
   if (experts < 0) experts = cpu ? 16 : 256;
