@@ -223,14 +223,23 @@ void decode(int64_t B, int64_t Sq, int64_t Hq, int64_t Hkv, int64_t D, int64_t B
          {"seq_lens", {B}}});
 }
 
-void mla(int64_t B, int64_t Sq, int64_t Hq, int64_t BS, const std::vector<int32_t>& lens) {
+// ramp > 0: key j of sequence b scaled by 0.2 + ramp j / len (its scores grow along the keys).
+void mla(int64_t B, int64_t Sq, int64_t Hq, int64_t BS, const std::vector<int32_t>& lens, float ramp = 0.f) {
   std::mt19937 rng(g_seed + 2);
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
   const int64_t MB = (max_len + BS - 1) / BS, NB = B * MB + 1;
+  const std::vector<int32_t> table = scrambled_table(rng, B, MB, NB);
   HostTensors in{{"q", bf16_random(rng, size_t(B * Sq * Hq * 576), -3, 3)},
                  {"kv_cache", bf16_random(rng, size_t(NB * BS * 576), -1, 1)},
-                 {"block_table", i32(scrambled_table(rng, B, MB, NB))},
+                 {"block_table", i32(table)},
                  {"seq_lens", i32(lens)}};
+  for (int64_t b = 0; ramp > 0 && b < B; ++b)
+    for (int64_t j = 0; j < lens[size_t(b)]; ++j) {
+      const float f = 0.2f + ramp * float(j) / float(lens[size_t(b)]);
+      const int64_t row = int64_t(table[size_t(b * MB + j / BS)]) * BS + j % BS;
+      auto* e = reinterpret_cast<uint16_t*>(in["kv_cache"].data()) + row * 576;
+      for (int64_t x = 0; x < 576; ++x) e[x] = ref::float_to_bf16(f * ref::bf16_to_float(ref::bf16{e[x]})).bits;
+    }
   check("attention_mla_decode", in,
         {{"q", {B, Sq, Hq, 576}}, {"kv_cache", {NB, BS, 576}}, {"block_table", {B, MB}}, {"seq_lens", {B}}});
 }
@@ -310,6 +319,15 @@ TEST_CASE("attention_mla_decode: 64-row blocks, Hq 16..128, Sq 1..4") {
   mla(2, 3, 48, 32, {1000, 3});
   mla(2, 4, 17, 48, {130, 4});
   mla(5, 1, 16, 64, {65, 63, 64, 1, 2000});
+}
+
+// Scores that grow along the keys: a row's max passes its reference max by varying amounts
+// (the sm90.ws builds' skipped rescale, both sides of their 2^8 slack, in both warpgroups'
+// hand-offs), with and without a split.
+TEST_CASE("attention_mla_decode: scores growing along the keys") {
+  mla(4, 1, 128, 64, {8192, 3001, 700, 64}, 4.f);
+  mla(3, 2, 64, 64, {2048, 777, 2}, 6.f);
+  mla(2, 1, 16, 16, {4000, 333}, 4.f);
 }
 
 TEST_CASE("attention: shape errors before any launch") {

@@ -11,6 +11,10 @@ namespace {
 
 constexpr int kRows = 64, kKeys = 64, kThreads = 128;
 constexpr float kLn2 = 0.69314718055994530942f;
+// How far a row's max may pass its reference max (log2 units) in the kernels that keep a slack
+// reference (advance_max<true>, the sm90.ws prefill's ws_softmax): every p = 2^(s c - m) stays
+// below 2^8, exact in f32 and as a bf16 P, and the lse is m + log2 l whatever m is.
+constexpr float kMaxSlack = 8.f;
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
@@ -149,15 +153,26 @@ __device__ __forceinline__ void mask_max(float (&s)[NT][4], int k0, int vis0, in
 
 // Takes the tile's row maxima into the running ones: base0/base1 = what exp2 subtracts (0 for a
 // row that has seen no key yet), a0/a1 = the factors earlier sums and outputs are scaled by.
+// SLACK: the reference max moves only when the tile's max passes it by more than kMaxSlack, and
+// a row whose max stays gets a factor of exactly 1 (its output need not be touched: see
+// any_moved); a row still at -inf moves to the first finite max (-inf + 8 is -inf).
+template <bool SLACK = false>
 __device__ __forceinline__ void advance_max(RowState& st, float mx0, float mx1, float* base0, float* base1, float* a0,
                                             float* a1) {
-  const float mn0 = fmaxf(st.m0, mx0), mn1 = fmaxf(st.m1, mx1);
+  const float mn0 = SLACK ? (mx0 > st.m0 + kMaxSlack ? mx0 : st.m0) : fmaxf(st.m0, mx0);
+  const float mn1 = SLACK ? (mx1 > st.m1 + kMaxSlack ? mx1 : st.m1) : fmaxf(st.m1, mx1);
   *base0 = mn0 == neg_inf() ? 0.f : mn0;
   *base1 = mn1 == neg_inf() ? 0.f : mn1;
-  *a0 = exp2f(st.m0 - *base0);
-  *a1 = exp2f(st.m1 - *base1);
+  *a0 = SLACK && mn0 == st.m0 ? 1.f : exp2f(st.m0 - *base0);
+  *a1 = SLACK && mn1 == st.m1 ? 1.f : exp2f(st.m1 - *base1);
   st.m0 = mn0;
   st.m1 = mn1;
+}
+
+// Whether any row of the warp must be rescaled (a factor other than 1): warp-uniform, so that a
+// warp whose rows all kept their max skips the multiplies over its output registers.
+__device__ __forceinline__ bool any_moved(float a0, float a1) {
+  return !__all_sync(0xffffffffu, a0 == 1.f && a1 == 1.f);
 }
 
 // One key tile's step: masks s (mask_max), updates the running max, returns in a0/a1 the

@@ -203,7 +203,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     const float m0 = smax[1 - w][r0], m1 = smax[1 - w][r1];
     const float a0 = exp2f(st.m0 - (m0 == neg_inf() ? 0.f : m0)), a1 = exp2f(st.m1 - (m1 == neg_inf() ? 0.f : m1));
     st.m0 = m0, st.m1 = m1, st.l0 *= a0, st.l1 *= a1;
-    scale_rows<32>(o, a0, a1);
+    if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);  // most tiles move no row's max (the slack below)
   };
   auto queue_theirs = [&](int u) {
     mbar_wait(ppub(1 - w), (u >> 1) & 1);
@@ -268,8 +268,12 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     }
     // Online softmax on the maxima after tile t - 1, in registers (P as bf16 A fragments).
     float mx0, mx1, base0, base1, a0, a1;
+    // The maxima with slack (advance_max<true>): a row's reference max moves only when the tile
+    // passes it by more than 2^8, so after the first tiles neither this warpgroup's rescale below
+    // nor the other's (rescale) touches O (128 multiplies a thread each, on the serial chain
+    // of maxima hand-offs).
     mask_max<8>(s, p.kbeg + t * 64, vis0, vis1, scale_log2, &mx0, &mx1);
-    advance_max(st, mx0, mx1, &base0, &base1, &a0, &a1);
+    advance_max<true>(st, mx0, mx1, &base0, &base1, &a0, &a1);
     // Publish the maxima now: the other warpgroup's softmax of tile t + 1 needs only them (its P
     // V of tile t waits for P below). The other read smax[w] (tile t - 2's) before it published
     // its maxima of tile t - 1, which rescale waited for.
@@ -310,7 +314,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
       release_theirs();
     }
     // O[:, 256 w, +256) += P V, P from registers; then this tile's stage is released.
-    scale_rows<32>(o, a0, a1);
+    if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);
     keep<128>(&o[0][0]);
     wgmma_fence();
 #pragma unroll

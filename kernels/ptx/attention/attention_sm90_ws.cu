@@ -38,7 +38,6 @@ namespace hc {
 namespace {
 
 constexpr int kWsRows = 128, kWsThreads = 384;
-constexpr float kWsSlack = 8.f;  // ws_softmax: how far a row's max may pass its reference max (log2 units)
 
 // Shared memory: the Q tile (D / 64 blocks of [128 rows][128 bytes]), then kStages K tiles,
 // then kStages V tiles (D / 64 blocks of [KN keys][128 bytes] each), 1024-byte aligned as the
@@ -187,14 +186,14 @@ __device__ __forceinline__ void ws_softmax(float (&s)[KN / 8][4], RowState& st, 
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
   }
-  // A row's reference max moves only when the tile's max passes it by more than kWsSlack (log2
-  // units): every p = 2^(s c - m) stays below 2^kWsSlack (exact in f32, and as the bf16 P), the
+  // A row's reference max moves only when the tile's max passes it by more than kMaxSlack (log2
+  // units): every p = 2^(s c - m) stays below 2^kMaxSlack (exact in f32, and as the bf16 P), the
   // lse is m + log2 l whatever m is, and most tiles leave every row's m as it was, so that the
   // warp skips the O rescale (a0 = a1 = 1). FlashAttention-4 does the same.
   // SLACK = false (D = 64, where the skipped rescale measured 2% slower): m is the running max.
   const float t0 = mx0 * c, t1 = mx1 * c;
-  const float mn0 = SLACK ? (t0 > st.m0 + kWsSlack ? t0 : st.m0) : fmaxf(st.m0, t0);
-  const float mn1 = SLACK ? (t1 > st.m1 + kWsSlack ? t1 : st.m1) : fmaxf(st.m1, t1);
+  const float mn0 = SLACK ? (t0 > st.m0 + kMaxSlack ? t0 : st.m0) : fmaxf(st.m0, t0);
+  const float mn1 = SLACK ? (t1 > st.m1 + kMaxSlack ? t1 : st.m1) : fmaxf(st.m1, t1);
   const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
   if constexpr (SLACK) {
     a0 = mn0 == st.m0 ? 1.f : ex2(st.m0 - base0);
@@ -406,7 +405,7 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
         keep_f32<D / 2>(&o[0][0]);
         keep_u32<KN / 4>(&pf[0][0]);
         if (lane == 0) mbar_arrive(v_empty(prev));
-        if (D == 64 || !__all_sync(0xffffffffu, a0 == 1.f && a1 == 1.f)) scale_rows<D / 8>(o, a0, a1);
+        if (D == 64 || any_moved(a0, a1)) scale_rows<D / 8>(o, a0, a1);
         ws_pack<KN>(s, pf);
       }
       const unsigned gl = g + n - 1;
