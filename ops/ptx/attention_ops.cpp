@@ -85,8 +85,9 @@ Status combine(const ops::OpContext& ctx, const DeviceFacts& dev, uint64_t part_
   return launch(ctx, *k, {uint32_t(rows)}, {128}, a);
 }
 
-// The checks and the grid both prefill kernels share: 64-row query tiles per sequence, at most
-// Tq / 64 + B of them (CTAs past the last exit); 0 tiles: nothing to launch.
+// The checks and the grid both prefill kernels share: 64-row query tile numbers, at most
+// Tq / 64 + B of them (find_seq_tile's; CTAs with an empty number exit); 0 tiles: nothing to
+// launch. The kernels keep B, Tq and Tk in 32 bits.
 Result<int64_t> prefill_tiles(const ops::OpContext& ctx, ref::AttentionPrefillShape* s) {
   const auto& p = ctx.params();
   *s = {ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"), p.b("causal"),
@@ -94,9 +95,10 @@ Result<int64_t> prefill_tiles(const ops::OpContext& ctx, ref::AttentionPrefillSh
   HALCYON_TRY(ref::attention_prefill_check(*s));
   HALCYON_TRY(check_aligned(ctx, {"q", "k", "v", "out"}));
   const int64_t tiles = s->Tq == 0 ? 0 : ceil_div(s->Tq, kRows) + s->B;
-  if (tiles > INT32_MAX || s->Hq > 65535)
+  if (tiles > INT32_MAX || s->Hq > 65535 || s->Tq > INT32_MAX || s->Tk > INT32_MAX)
     return Error(HAL_INVALID_ARGUMENT,
-                 fmt::format("attention_prefill: {} query tiles x {} heads is too large a grid", tiles, s->Hq));
+                 fmt::format("attention_prefill: {} query tiles x {} heads (Tq {}, Tk {}) is too large a grid", tiles,
+                             s->Hq, s->Tq, s->Tk));
   return tiles;
 }
 
@@ -109,8 +111,8 @@ Status prefill(ops::OpContext& ctx) {
   if (!k) return k.error();
   FwdArgs a{ctx.tensor("q").address(), ctx.tensor("k").address(), ctx.tensor("v").address(),
             ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("cu_seqlens_q").address(),
-            ctx.tensor("cu_seqlens_k").address(), 0, 0, s.B, s.Hq, s.Hkv, 1, 0, 0, 0, s.causal, 0,
-            scale_log2(s.scale, s.D)};
+            ctx.tensor("cu_seqlens_k").address(), 0, 0, s.B, s.Hq, s.Hkv, 1, /*NB = Tq*/ s.Tq, /*BS = Tk*/ s.Tk,
+            /*MB = 0: prefill*/ 0, s.causal, 0, scale_log2(s.scale, s.D)};
   return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2));
 }
 
@@ -118,7 +120,7 @@ Status prefill(ops::OpContext& ctx) {
 // sm_90a device: correct on the H100 and 1.5x faster there (docs/kernels/attention.md).
 struct PrefillSm90Args {
   uint64_t q, k, v, out, lse, cu_q, cu_k;
-  int64_t B, Hq, Hkv, causal;
+  int64_t B, Tq, Tk, Hq, Hkv, causal;
   double scale_log2;
 };
 Status prefill_sm90(ops::OpContext& ctx) {
@@ -130,7 +132,8 @@ Status prefill_sm90(ops::OpContext& ctx) {
   if (!k) return k.error();
   PrefillSm90Args a{ctx.tensor("q").address(), ctx.tensor("k").address(), ctx.tensor("v").address(),
                     ctx.tensor("out").address(), ctx.tensor("lse").address(), ctx.tensor("cu_seqlens_q").address(),
-                    ctx.tensor("cu_seqlens_k").address(), s.B, s.Hq, s.Hkv, s.causal, scale_log2(s.scale, s.D)};
+                    ctx.tensor("cu_seqlens_k").address(), s.B, s.Tq, s.Tk, s.Hq, s.Hkv, s.causal,
+                    scale_log2(s.scale, s.D)};
   return launch(ctx, *k, {uint32_t(tiles), uint32_t(s.Hq)}, {kThreads}, a, uint32_t(5 * kRows * s.D * 2 + 1024));
 }
 

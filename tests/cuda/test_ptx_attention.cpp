@@ -276,6 +276,21 @@ TEST_CASE("attention_prefill: scores growing along the keys") {
   prefill({700}, {700}, 2, 1, 64, true, 3.f);
 }
 
+// Hundreds of short sequences (empty ones among them): a tile finds its sequence by a binary
+// search over cu_seqlens_q (find_seq_tile), with empty tile numbers between the sequences.
+TEST_CASE("attention_prefill: hundreds of short sequences") {
+  std::mt19937 rng(g_seed + 3);
+  std::uniform_int_distribution<int32_t> len(0, 150);
+  std::vector<int32_t> q_lens(257), k_lens(257);
+  for (size_t i = 0; i < q_lens.size(); ++i) {
+    q_lens[i] = i % 17 == 5 ? 0 : len(rng);
+    k_lens[i] = q_lens[i] + (i % 3 == 0 ? len(rng) : 0);
+  }
+  prefill(q_lens, k_lens, 4, 2, 128, true);
+  prefill(q_lens, k_lens, 4, 2, 128, false);
+  prefill(q_lens, k_lens, 2, 1, 64, false);
+}
+
 TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculative Sq") {
   decode(4, 1, 16, 2, 128, 64, {8192, 1, 4097, 3000});
   decode(3, 3, 8, 8, 128, 16, {5000, 3, 77});
@@ -342,6 +357,41 @@ TEST_CASE("attention: shape errors before any launch") {
   auto st = ops::run_op(gpu(), s, "attention_prefill", t);
   REQUIRE(!st);
   CHECK(st.error().message().find("Hq = 6") != std::string::npos);
+}
+
+// Offsets the device does not check (`halcyon run` does, on the host): far past T, negative,
+// decreasing. Every implementation must clamp them and touch nothing outside its tensors (an
+// offset of 2^30 rows addresses hundreds of GB away: a kernel that used it would fault, and
+// compute-sanitizer memcheck sees smaller overruns); the outputs are unspecified. Last in the
+// file: a fault leaves the CUDA context unusable for the cases after it.
+TEST_CASE("attention_prefill: offsets out of range touch nothing outside the tensors") {
+  const int64_t Tq = 300, Tk = 260, Hq = 4, Hkv = 2;
+  const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> bad{
+      {{1 << 30, (1 << 30) + 100, 300}, {0, 100, 260}},
+      {{0, 200, 100, 300}, {0, 1 << 30, 5, 260}},
+      {{-1000, 50, 300}, {-7, 20, 1 << 30}},
+      {{0, 300, 300, -(1 << 30)}, {0, 260, 260, 260}}};
+  for (int64_t D : {64, 128})
+    for (const auto& [cq, ck] : bad) {
+      std::mt19937 rng(g_seed + 4);
+      HostTensors in{{"q", bf16_random(rng, size_t(Tq * Hq * D), -3, 3)},
+                     {"k", bf16_random(rng, size_t(Tk * Hkv * D), -3, 3)},
+                     {"v", bf16_random(rng, size_t(Tk * Hkv * D), -2, 2)},
+                     {"cu_seqlens_q", i32(cq)},
+                     {"cu_seqlens_k", i32(ck)}};
+      const int64_t B = int64_t(cq.size()) - 1;
+      int ran = 0;
+      for (bool causal : {false, true})
+        for (const ops::OpImpl& impl : gpu_impls("attention_prefill")) {
+          INFO("D ", D, " cu_q[0] ", cq[0], " causal ", causal, " on ", impl.name);
+          ran += !run(gpu(), "attention_prefill", in,
+                      {{"q", {Tq, Hq, D}}, {"k", {Tk, Hkv, D}}, {"v", {Tk, Hkv, D}}, {"cu_seqlens_q", {B + 1}},
+                       {"cu_seqlens_k", {B + 1}}},
+                      {{"causal", causal ? "true" : "false"}}, &impl)
+                      .empty();
+        }
+      CHECK(ran > 0);
+    }
 }
 
 int main(int argc, char** argv) {

@@ -76,34 +76,72 @@ __device__ __forceinline__ void load_q_tile(uint32_t sq, const Problem& p, const
   }
 }
 
-// Prefill: blockIdx.x walks the 64-row query tiles of the sequences (causal: a sequence's
-// last tile, which sees the most keys, first), blockIdx.y is the query head. Fills p and the
-// rows' query offsets (-1: no such row) and visible key counts; false when the CTA is past the
-// last tile (the grid is an upper bound). Ends with a barrier.
+// Query tiles of R rows over packed sequences (cu_q: B + 1 offsets, each clamped to [0, Tq]),
+// numbered so that a tile finds its sequence by a binary search over cu_q (log2 B loads; a walk
+// over the sequences cost B loads a tile, which thousands of short sequences make slower than
+// the tile's math): sequence b owns the numbers [F(b), F(b) + ceil(len_b / R)), F(b) =
+// ceil(cq_b / R) + b. Since ceil(x + y) >= ceil(x) + ceil(y) - 1, F(b + 1) - F(b) >= ceil(len_b /
+// R): the ranges never overlap, the numbers between them are empty, and all lie below F(B) <=
+// ceil(Tq / R) + B (the launchers' grids). Offsets that decrease or leave [0, Tq] (the device
+// does not check them: `halcyon run` does, on the host) give wrong rows, never rows outside
+// [0, Tq).
+struct SeqTile {
+  int b;           // the sequence
+  int tile;        // the tile within it (from its first row)
+  int q0, q_len;   // the sequence's first row and its number of rows (clamped)
+};
+template <int R>
+__device__ __forceinline__ int seq_tile_base(const int* cu_q, int b, int Tq) {
+  return (int)(((unsigned)min(max(__ldg(cu_q + b), 0), Tq) + R - 1) / R) + b;  // < 2^31 + R: unsigned
+}
+// The numbers a head's tiles take: [0, F(B)).
+template <int R>
+__device__ __forceinline__ int seq_tile_count(const int* cu_q, int B, int Tq) {
+  return B > 0 ? seq_tile_base<R>(cu_q, B, Tq) : 0;
+}
+// Tile number j's sequence and place; false: the number is empty.
+template <int R>
+__device__ __forceinline__ bool find_seq_tile(SeqTile& t, const int* cu_q, int B, int Tq, int j) {
+  if (B <= 0 || j < seq_tile_base<R>(cu_q, 0, Tq)) return false;
+  int lo = 0, hi = B;  // F(lo) <= j < F(hi), F(B) past every tile
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (seq_tile_base<R>(cu_q, mid, Tq) <= j) lo = mid;
+    else hi = mid;
+  }
+  const int qs = min(max(__ldg(cu_q + lo), 0), Tq), qe = min(max(__ldg(cu_q + lo + 1), qs), Tq);
+  t.b = lo;
+  t.tile = j - seq_tile_base<R>(cu_q, lo, Tq);
+  t.q0 = qs;
+  t.q_len = qe - qs;
+  return t.tile < (t.q_len + R - 1) / R;
+}
+
+// Prefill: blockIdx.x is a 64-row query tile number (find_seq_tile: causal, a sequence's last
+// tile, which sees the most keys, comes first), blockIdx.y the query head. Fills p and the
+// rows' query offsets (-1: no such row) and visible key counts; false when the number is empty
+// (the grid is an upper bound). Offsets are clamped to [0, Tq] and [0, Tk], so a bad
+// cu_seqlens never addresses outside q, k, v, out or lse. Ends with a barrier.
 template <int D>
 __device__ __forceinline__ bool prefill_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
                                              const int* cu_q, const int* cu_k, long long B, long long Hq,
-                                             long long Hkv, long long causal) {
+                                             long long Hkv, long long causal, long long Tq, long long Tk) {
   const int h = blockIdx.y, hk = (int)(h / (Hq / Hkv));
-  long long tile = blockIdx.x, b = 0;
-  for (; b < B; ++b) {
-    const long long tiles = (cu_q[b + 1] - cu_q[b] + kRows - 1) / kRows;
-    if (tile < tiles) break;
-    tile -= tiles;
-  }
-  if (b >= B) return false;
-  const int q_len = cu_q[b + 1] - cu_q[b], k_len = cu_k[b + 1] - cu_k[b];
-  if (causal) tile = (q_len + kRows - 1) / kRows - 1 - tile;
+  SeqTile st;  // B, Tq and Tk fit in 32 bits (the launchers check)
+  if (!find_seq_tile<kRows>(st, cu_q, (int)B, (int)Tq, (int)blockIdx.x)) return false;
+  const int b = st.b, q_len = st.q_len;
+  const int ks = min(max(__ldg(cu_k + b), 0), (int)Tk), k_len = min(max(__ldg(cu_k + b + 1), ks), (int)Tk) - ks;
+  const long long tile = causal ? (q_len + kRows - 1) / kRows - 1 - st.tile : st.tile;
   p.q = q;
   p.table = nullptr;
-  p.kv_base = cu_k[b];
+  p.kv_base = ks;
   p.kv_stride = Hkv * D;
   p.kv_head = (long long)hk * D;
   p.BS = p.NB = 0;
   if (threadIdx.x < kRows) {
     const int i = (int)(tile * kRows) + threadIdx.x;
     const bool ok = i < q_len;
-    row_q[threadIdx.x] = ok ? ((cu_q[b] + i) * Hq + h) * D : -1;
+    row_q[threadIdx.x] = ok ? ((st.q0 + (long long)i) * Hq + h) * D : -1;
     const int vis = causal ? i + k_len - q_len + 1 : k_len;
     row_vis[threadIdx.x] = ok ? (vis < 0 ? 0 : (vis > k_len ? k_len : vis)) : 0;
   }

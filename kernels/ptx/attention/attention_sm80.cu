@@ -144,8 +144,8 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
   float* po = nullptr;
   float* pl = nullptr;
   if (seq_a != nullptr && seq_b != nullptr && MB == 0) {
-    // ---- prefill: seq_a = cu_seqlens_q, seq_b = cu_seqlens_k ----
-    if (!prefill_rows<D>(p, row_q, row_vis, q, seq_a, seq_b, B, Hq, Hkv, causal)) return;
+    // ---- prefill: seq_a = cu_seqlens_q, seq_b = cu_seqlens_k, NB = Tq, BS = Tk ----
+    if (!prefill_rows<D>(p, row_q, row_vis, q, seq_a, seq_b, B, Hq, Hkv, causal, NB, BS)) return;
   } else {
     // ---- decode: seq_a = block_table [B, MB], seq_b = seq_lens [B] ----
     decode_rows<KSPLIT ? 16 : kRows, D>(p, row_q, row_vis, q, seq_a, seq_b, Hq, Hkv, Sq, NB, BS, MB, split_len);
@@ -162,7 +162,8 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
 
 // Parameters (8 bytes each; ops/ptx/attention_ops.cpp mirrors them):
 //   q k v out lse seq_a seq_b part_o part_lse B Hq Hkv Sq NB BS MB causal split_len scale_log2
-// Prefill: seq_a/seq_b = cu_seqlens_q/k, MB = 0. Decode: seq_a = block_table, seq_b = seq_lens.
+// Prefill: seq_a/seq_b = cu_seqlens_q/k, MB = 0, NB = Tq and BS = Tk (the offsets' bounds).
+// Decode: seq_a = block_table, seq_b = seq_lens.
 // Dynamic shared memory: (64 + 2 x STAGES x 64) x D x 2 bytes (Q, then K and V stages).
 #define HC_ATTN_FWD(NAME, D, STAGES, KSPLIT)                                                           \
   extern "C" __global__ void __launch_bounds__(hc::kThreads) NAME(                                             \

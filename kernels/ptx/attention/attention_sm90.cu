@@ -46,7 +46,8 @@ struct Sw128Off {
 template <int D>
 __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, const unsigned short* v,
                              unsigned short* out, float* lse, const int* cu_q, const int* cu_k, long long B,
-                             long long Hq, long long Hkv, long long causal, float scale_log2) {
+                             long long Tq, long long Tk, long long Hq, long long Hkv, long long causal,
+                             float scale_log2) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ long long row_q[kRows];
   __shared__ int row_vis[kRows];
@@ -55,7 +56,7 @@ __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, c
   const uint32_t sq = (raw + 1023) & ~1023u;  // SW128 atoms need 1024-byte alignment
   const uint32_t sk = sq + T, sv = sq + 3 * T;  // K and V: 2 stages each
   Problem p;
-  if (!prefill_rows<D>(p, row_q, row_vis, q, cu_q, cu_k, B, Hq, Hkv, causal)) return;
+  if (!prefill_rows<D>(p, row_q, row_vis, q, cu_q, cu_k, B, Hq, Hkv, causal, Tq, Tk)) return;
   load_q_tile<D>(sq, p, row_q, Sw128Off{});
   const int n_tiles = p.kend > 0 ? (p.kend + kKeys - 1) / kKeys : 0;
   if (n_tiles > 0) load_kv_tile<D>(sk, sv, k, v, p, 0, Sw128Off{});
@@ -122,14 +123,14 @@ __device__ void prefill_sm90(const unsigned short* q, const unsigned short* k, c
 }  // namespace
 }  // namespace hc
 
-// Parameters (8 bytes each): q k v out lse cu_seqlens_q cu_seqlens_k B Hq Hkv causal scale_log2.
+// Parameters (8 bytes each): q k v out lse cu_seqlens_q cu_seqlens_k B Tq Tk Hq Hkv causal scale_log2.
 // Grid: (ceil(Tq / 64) + B, Hq); 128 threads; dynamic shared memory 5 x 64 x D x 2 + 1024 bytes.
 #define HC_ATTN_PREFILL_SM90(NAME, D)                                                                            \
   extern "C" __global__ void __launch_bounds__(hc::kThreads) NAME(                                               \
       const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* out,             \
-      float* lse, const int* cu_q, const int* cu_k, long long B, long long Hq, long long Hkv, long long causal,    \
-      double scale_log2) {                                                                                        \
-    hc::prefill_sm90<D>(q, k, v, out, lse, cu_q, cu_k, B, Hq, Hkv, causal, (float)scale_log2);                   \
+      float* lse, const int* cu_q, const int* cu_k, long long B, long long Tq, long long Tk, long long Hq,          \
+      long long Hkv, long long causal, double scale_log2) {                                                       \
+    hc::prefill_sm90<D>(q, k, v, out, lse, cu_q, cu_k, B, Tq, Tk, Hq, Hkv, causal, (float)scale_log2);           \
   }
 HC_ATTN_PREFILL_SM90(hc_attn_prefill_d64_sm90, 64)
 HC_ATTN_PREFILL_SM90(hc_attn_prefill_d128_sm90, 128)

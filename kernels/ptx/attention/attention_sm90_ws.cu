@@ -5,7 +5,7 @@
 //                stages, with "full" and "empty" mbarriers for K and for V apart, so that a
 //                stage's K is refilled as soon as its S GEMM is done (the first version's
 //                one barrier a stage held K until the P V GEMM a tile later);
-//   warpgroups 1, 2  the consumers (setmaxnreg.inc 240), each owning 64 of the 128 query rows:
+//   warpgroups 1, 2  the consumers (setmaxnreg.inc 232), each owning 64 of the 128 query rows:
 //                S = Q K^T as wgmma m64n128k16 with both operands in shared memory (K-major,
 //                128-byte swizzle, the layout TMA writes), the online softmax in registers
 //                (exp2, the scale folded into log2 e), P converted to bf16 in registers and
@@ -108,9 +108,10 @@ __device__ __forceinline__ long long clampll(long long v, long long lo, long lon
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
-// Query tiles: tile x of a head walks the tiles of the sequences (causal: a sequence's last
-// tile, which sees the most keys, first). Offsets are clamped to [0, T], so a bad cu_seqlens
-// never addresses outside q, k, v, out or lse.
+// Query tiles: a head's 128-row tiles numbered as find_seq_tile's (attention_common.cuh: a
+// sequence by a binary search, numbers between sequences empty; causal: a sequence's last tile,
+// which sees the most keys, first). Offsets are clamped to [0, T], so a bad cu_seqlens never
+// addresses outside q, k, v, out or lse.
 struct WsTile {
   int q0, q_len;  // the sequence's first row in q / out and its number of queries
   int k0, k_len;  // ... in k / v, and its number of keys
@@ -118,38 +119,22 @@ struct WsTile {
   int kend;       // keys the tile reads: [0, kend)
 };
 
-// The 128-row query tiles of all sequences (one head's). B, Tq and Tk fit in 32 bits (the
-// launcher checks), so the tile walk keeps 32-bit values in the registers it shares with the
-// kernel's loops.
-__device__ __forceinline__ int ws_tile_count(const int* cu_q, int B, int Tq) {
-  int n = 0;
-  for (int b = 0; b < B; ++b) {
-    const int qs = min(max(cu_q[b], 0), Tq), qe = min(max(cu_q[b + 1], qs), Tq);
-    n += (qe - qs + kWsRows - 1) / kWsRows;
-  }
-  return n;
-}
-
+// Tile number `tile` of a head (B, Tq and Tk fit in 32 bits: the launcher checks); false: the
+// number is empty.
 __device__ __forceinline__ bool ws_tile(WsTile& t, int tile, const int* cu_q, const int* cu_k, int B, int Tq, int Tk,
                                         bool causal) {
-  for (int b = 0; b < B; ++b) {
-    const int qs = min(max(cu_q[b], 0), Tq), qe = min(max(cu_q[b + 1], qs), Tq);
-    const int tiles = (qe - qs + kWsRows - 1) / kWsRows;
-    if (tile >= tiles) {
-      tile -= tiles;
-      continue;
-    }
-    const int ks = min(max(cu_k[b], 0), Tk), ke = min(max(cu_k[b + 1], ks), Tk);
-    t.q0 = qs;
-    t.q_len = qe - qs;
-    t.k0 = ks;
-    t.k_len = ke - ks;
-    t.m0 = (causal ? tiles - 1 - tile : tile) * kWsRows;
-    const int last = min(t.m0 + kWsRows, t.q_len) - 1;
-    t.kend = causal ? (int)clampll(last + t.k_len - t.q_len + 1, 0, t.k_len) : t.k_len;
-    return true;
-  }
-  return false;
+  SeqTile st;
+  if (!find_seq_tile<kWsRows>(st, cu_q, B, Tq, tile)) return false;
+  const int ks = min(max(__ldg(cu_k + st.b), 0), Tk), ke = min(max(__ldg(cu_k + st.b + 1), ks), Tk);
+  t.q0 = st.q0;
+  t.q_len = st.q_len;
+  t.k0 = ks;
+  t.k_len = ke - ks;
+  const int tiles = (t.q_len + kWsRows - 1) / kWsRows;
+  t.m0 = (causal ? tiles - 1 - st.tile : st.tile) * kWsRows;
+  const int last = min(t.m0 + kWsRows, t.q_len) - 1;
+  t.kend = causal ? (int)clampll(last + t.k_len - t.q_len + 1, 0, t.k_len) : t.k_len;
+  return true;
 }
 
 // Keys a query row sees: query i of a sequence of q_len queries and k_len keys.
@@ -287,16 +272,16 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   int per_head = 0, total = 1;
   WsTile t0;
   if constexpr (PERSIST) {
-    per_head = ws_tile_count(cu_q, Bi, Tqi);
+    per_head = seq_tile_count<kWsRows>(cu_q, Bi, Tqi);  // numbers, some empty (ws_tile)
     total = per_head * (int)Hq;
   } else if (!ws_tile(t0, blockIdx.x, cu_q, cu_k, Bi, Tqi, Tki, causal)) {
     return;
   }
-  // Tile j of the CTA's walk: its rows and keys, and its head.
+  // Tile j of the CTA's walk: its rows and keys, and its head; -1: an empty number (both roles
+  // skip it).
   const auto tile_of = [&](int j, WsTile& t) {
     if constexpr (PERSIST) {
-      ws_tile(t, j % per_head, cu_q, cu_k, Bi, Tqi, Tki, causal);
-      return j / per_head;
+      return ws_tile(t, j % per_head, cu_q, cu_k, Bi, Tqi, Tki, causal) ? j / per_head : -1;
     } else {
       t = t0;
       return (int)blockIdx.y;
@@ -314,7 +299,9 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   __syncthreads();
 
   if (threadIdx.x < 128) {  // the producer warpgroup: thread 0 issues every copy
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    // 32: the tile numbers' binary search (find_seq_tile) spilled 16 bytes in the persistent
+    // d128 build at 24; 128 x 32 + 256 x 232 stays within the 384 x 168 registers of the launch.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n");
     if (threadIdx.x != 0) return;
     uint64_t once, kept;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
@@ -323,7 +310,7 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
     for (int j = PERSIST ? blockIdx.x : 0; j < total; j += PERSIST ? gridDim.x : 1) {
       WsTile t;
       const int h = tile_of(j, t), hk = h / group;
-      const int n = (t.kend + KN - 1) / KN;
+      const int n = h < 0 ? 0 : (t.kend + KN - 1) / KN;
       if (n == 0) continue;
       if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);  // the last tile's S GEMMs are done with Q
       mbar_expect_tx(q_full, C::kQTile);
@@ -345,7 +332,7 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int cw = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) - 1;  // warp-uniform  // consumer 0 or 1: rows 64 cw .. 64 cw + 63 of the tile
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const uint32_t qa = sq + cw * 64 * 128;
@@ -358,6 +345,7 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   for (int j = PERSIST ? blockIdx.x : 0; j < total; j += PERSIST ? gridDim.x : 1) {
     WsTile t;
     const int h = tile_of(j, t);
+    if (h < 0) continue;  // warp-uniform (the same number in every thread)
     const int n = (t.kend + KN - 1) / KN;
     const int r0 = t.m0 + cw * 64 + warp * 16 + (lane >> 2);  // the thread's rows r0, r0 + 8
     const int vis0 = ws_visible(t, r0, causal), vis1 = ws_visible(t, r0 + 8, causal);
