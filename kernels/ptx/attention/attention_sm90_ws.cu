@@ -5,7 +5,7 @@
 //                stages, with "full" and "empty" mbarriers for K and for V apart, so that a
 //                stage's K is refilled as soon as its S GEMM is done (the first version's
 //                one barrier a stage held K until the P V GEMM a tile later);
-//   warpgroups 1, 2  the consumers (setmaxnreg.inc 232), each owning 64 of the 128 query rows:
+//   warpgroups 1, 2  the consumers (setmaxnreg.inc 240 or 232), each owning 64 of the 128 query rows:
 //                S = Q K^T as wgmma m64n128k16 with both operands in shared memory (K-major,
 //                128-byte swizzle, the layout TMA writes), the online softmax in registers
 //                (exp2, the scale folded into log2 e), P converted to bf16 in registers and
@@ -268,6 +268,12 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   const auto v_full = [&](int s) { return q_full + 8 * (2 + S + s); };
   const auto k_empty = [&](int s) { return q_full + 8 * (2 + 2 * S + s); };
   const auto v_empty = [&](int s) { return q_full + 8 * (2 + 3 * S + s); };
+  // Registers a thread after setmaxnreg: producer 24 / consumers 240, or 32 / 232 (both within the
+  // 384 x 168 of the launch). The persistent d128 build's producer spilled 16 bytes at 24 (the
+  // tile numbers' binary search, find_seq_tile), and at 32 / 232 it ran level with 24 / 240 and d64
+  // ~1.5% faster, while the one-tile d128 build ran ~1.5% slower on causal calls (H200, paired
+  // with cuDNN, 2026-11-29 sixth session): 24 / 240 for that one only.
+  constexpr int kConsumerRegs = D == 128 && !PERSIST ? 240 : 232;
   const int Bi = (int)B, Tqi = (int)Tq, Tki = (int)Tk, group = (int)(Hq / Hkv);  // < 2^31: the launcher checks
   int per_head = 0, total = 1;
   WsTile t0;
@@ -299,9 +305,8 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
   __syncthreads();
 
   if (threadIdx.x < 128) {  // the producer warpgroup: thread 0 issues every copy
-    // 32: the tile numbers' binary search (find_seq_tile) spilled 16 bytes in the persistent
-    // d128 build at 24; 128 x 32 + 256 x 232 stays within the 384 x 168 registers of the launch.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n");
+    if constexpr (kConsumerRegs == 240) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n");
     if (threadIdx.x != 0) return;
     uint64_t once, kept;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
@@ -332,7 +337,8 @@ __device__ void prefill_ws(const TensorMap* tq, const TensorMap* tk, const Tenso
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  if constexpr (kConsumerRegs == 240) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int cw = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) - 1;  // warp-uniform  // consumer 0 or 1: rows 64 cw .. 64 cw + 63 of the tile
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const uint32_t qa = sq + cw * 64 * 128;
