@@ -58,7 +58,10 @@ bool ws_applies(const ops::ApplyContext& c, std::string* why) {
 // against 1.030-1.038x, bench/paired_vs_torch.py); one CTA a tile for causal calls (their tiles
 // differ in length and the fixed walk, tiles j = c mod the SM count, does not balance them:
 // sm90.wsp ran causal b1 h128 1.14-1.18x sm90.ws's time, timed after it) and at D = 64
-// (persistent measured 0-5% slower there).
+// (persistent measured 0-5% slower there), except where the sequences average at most one tile
+// of queries: there a causal tile is about as long as the next, and one CTA a tile launches an
+// empty tile number (find_seq_tile) for each sequence besides its tiles. B 4096 x 100 tokens,
+// H200 (2026-11-29, sixth session): causal d128 4.26 -> 3.17 ms, d64 3.79 -> 2.73 ms.
 enum class WsGrid { kAuto, kPersistent, kOneTile };
 
 template <int KN, WsGrid kGrid>
@@ -83,8 +86,9 @@ Status prefill_ws(ops::OpContext& ctx) {
     HALCYON_ASSIGN_OR_RETURN(tv, head_map(ctx, ctx.tensor("v"), s.Tk, s.Hkv, s.D, kn));
   }
   // The 176-key build runs one CTA a tile only.
-  const bool persistent =
-      kn == 128 && (kGrid == WsGrid::kPersistent || (kGrid == WsGrid::kAuto && !s.causal && s.D == 128));
+  const bool short_seqs = s.Tq <= kWsRows * s.B;  // at most one tile of queries a sequence on average
+  const bool persistent = kn == 128 && (kGrid == WsGrid::kPersistent ||
+                                        (kGrid == WsGrid::kAuto && ((!s.causal && s.D == 128) || short_seqs)));
   const char* entry = kn == 176     ? "hc_attn_prefill_d128n176_sm90ws"
                       : s.D == 64   ? (persistent ? "hc_attn_prefill_d64_sm90wsp" : "hc_attn_prefill_d64_sm90ws")
                       : persistent ? "hc_attn_prefill_d128_sm90wsp"
@@ -106,7 +110,7 @@ Status prefill_ws(ops::OpContext& ctx) {
 ops::RegisterOpImpl r_prefill_ws({"attention_prefill", HAL_MODULE_PTX, "sm_90a", "", 30,
                                   prefill_ws<128, WsGrid::kAuto>, "sm90.ws", ws_applies<128>, nullptr, true, nullptr,
                                   "wgmma, TMA producer + 2 ping-pong consumer warpgroups (D 64, 128; its cubin); "
-                                  "persistent at D 128 without a causal mask"});
+                                  "persistent at D 128 without a causal mask, and for short sequences"});
 // The same kernel with 176-key tiles at D = 128 (FlashAttention-3's non-causal d128 tile): by
 // name only. On the H100 it was level at s4096 non-causal, slower for causal b1 h128 at s4096
 // (541.6 against 584.1 TFLOP/s) and faster at 16k causal (docs/PERFORMANCE.md): no rule yet.
