@@ -225,7 +225,7 @@ constexpr uint32_t kHeads = 16;
 
 struct PrefillArgs {
   uint64_t q, k, v, cu_q, cu_k, out, lse;
-  int64_t B, Tq, Hq, Hkv, D, causal;
+  int64_t B, Tq, Tk, Hq, Hkv, D, causal;
   float scale;
 };
 Status attention_prefill(ops::OpContext& ctx) {
@@ -233,8 +233,8 @@ Status attention_prefill(ops::OpContext& ctx) {
                                 ctx.dim("D"), ctx.params().b("causal"), float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_prefill_check(sh));  // shape errors now, before anything is queued
   PrefillArgs a{address(ctx, "q"), address(ctx, "k"), address(ctx, "v"), address(ctx, "cu_seqlens_q"),
-                address(ctx, "cu_seqlens_k"), address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Tq, sh.Hq, sh.Hkv,
-                sh.D, sh.causal, ref::attention_scale(sh.scale, sh.D)};
+                address(ctx, "cu_seqlens_k"), address(ctx, "out"), address(ctx, "lse"), sh.B, sh.Tq, sh.Tk, sh.Hq,
+                sh.Hkv, sh.D, sh.causal, ref::attention_scale(sh.scale, sh.D)};
   return launch_rows(ctx, "attention", "hc_attention_prefill", sh.Hq, sh.Tq, a, kHeads);
 }
 

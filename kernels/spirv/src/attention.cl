@@ -47,17 +47,22 @@ static inline void attend(__global const ushort* q, __global const ushort* k, __
 }
 
 // attention_prefill: dimension 0 over the Hq heads, dimension 1 over the Tq query tokens.
+// The offsets stay on the device unchecked (`halcyon run` checks them on the host): each is
+// clamped to [0, T], so that bad ones never address outside q, k, v, out or lse.
 __kernel void hc_attention_prefill(__global const ushort* q, __global const ushort* k, __global const ushort* v,
                                    __global const int* cu_q, __global const int* cu_k, __global ushort* out,
-                                   __global float* lse, long B, long Tq, long Hq, long Hkv, long D, long causal,
-                                   float scale) {
+                                   __global float* lse, long B, long Tq, long Tk, long Hq, long Hkv, long D,
+                                   long causal, float scale) {
   long h = get_global_id(0), i = get_global_id(1);
   if (h >= Hq || i >= Tq || i >= cu_q[B]) return;
   long b = expert_of_row(cu_q, B, i);
-  long q_len = cu_q[b + 1] - cu_q[b], k_len = cu_k[b + 1] - cu_k[b], pos = i - cu_q[b];
+  long qs = clamp((long)cu_q[b], 0L, Tq), qe = clamp((long)cu_q[b + 1], qs, Tq);
+  long ks = clamp((long)cu_k[b], 0L, Tk), ke = clamp((long)cu_k[b + 1], ks, Tk);
+  if (i < qs || i >= qe) return;  // offsets out of order: no sequence holds this row
+  long q_len = qe - qs, k_len = ke - ks, pos = i - qs;
   long n = causal ? min(k_len, max(pos + k_len - q_len + 1, 0L)) : k_len;
   long hk = h / (Hq / Hkv);
-  attend(q + (i * Hq + h) * D, k, v, 0, cu_k[b], 0, 0, Hkv * D, hk * D, n, D, D, scale, out + (i * Hq + h) * D,
+  attend(q + (i * Hq + h) * D, k, v, 0, ks, 0, 0, Hkv * D, hk * D, n, D, D, scale, out + (i * Hq + h) * D,
          lse + i * Hq + h);
 }
 
