@@ -363,7 +363,7 @@ TEST_CASE("attention: shape errors before any launch") {
 // decreasing. Every implementation must clamp them and touch nothing outside its tensors (an
 // offset of 2^30 rows addresses hundreds of GB away: a kernel that used it would fault, and
 // compute-sanitizer memcheck sees smaller overruns); the outputs are unspecified. Last in the
-// file: a fault leaves the CUDA context unusable for the cases after it.
+// file with the next case: a fault leaves the CUDA context unusable for the cases after it.
 TEST_CASE("attention_prefill: offsets out of range touch nothing outside the tensors") {
   const int64_t Tq = 300, Tk = 260, Hq = 4, Hkv = 2;
   const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> bad{
@@ -392,6 +392,49 @@ TEST_CASE("attention_prefill: offsets out of range touch nothing outside the ten
         }
       CHECK(ran > 0);
     }
+}
+
+// Block tables and lengths the device does not check: block indices negative, past NB and 2^30
+// blocks away, lengths negative and past the table's capacity. Every decode and MLA
+// implementation must clamp them (a block outside [0, NB) reads block 0 or NB - 1, a length
+// is cut to [0, MB x BS]) and touch nothing outside its tensors; the outputs are unspecified.
+TEST_CASE("attention_decode, attention_mla_decode: tables and lengths out of range touch nothing outside the tensors") {
+  const int64_t B = 3, BS = 64, MB = 4, NB = 9;
+  const std::vector<int32_t> table{0, 1, -5, 2, 3, int32_t(NB) + 7, 4, 5, 1 << 30, 6, 7, -(1 << 30)};
+  const std::vector<int32_t> lens{1 << 30, -3, 200};
+  std::mt19937 rng(g_seed + 5);
+  int ran = 0;
+  for (int64_t D : {64, 128}) {
+    const int64_t Sq = 2, Hq = 8, Hkv = 2;
+    HostTensors in{{"q", bf16_random(rng, size_t(B * Sq * Hq * D), -3, 3)},
+                   {"k_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -3, 3)},
+                   {"v_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -2, 2)},
+                   {"block_table", i32(table)},
+                   {"seq_lens", i32(lens)}};
+    for (const ops::OpImpl& impl : gpu_impls("attention_decode")) {
+      INFO("decode D ", D, " on ", impl.name);
+      ran += !run(gpu(), "attention_decode", in,
+                  {{"q", {B, Sq, Hq, D}}, {"k_cache", {NB, BS, Hkv, D}}, {"v_cache", {NB, BS, Hkv, D}},
+                   {"block_table", {B, MB}}, {"seq_lens", {B}}},
+                  {}, &impl)
+                  .empty();
+    }
+  }
+  for (int64_t Sq : {1, 2}) {
+    const int64_t Hq = 128;
+    HostTensors in{{"q", bf16_random(rng, size_t(B * Sq * Hq * 576), -3, 3)},
+                   {"kv_cache", bf16_random(rng, size_t(NB * BS * 576), -1, 1)},
+                   {"block_table", i32(table)},
+                   {"seq_lens", i32(lens)}};
+    for (const ops::OpImpl& impl : gpu_impls("attention_mla_decode")) {
+      INFO("mla Sq ", Sq, " on ", impl.name);
+      ran += !run(gpu(), "attention_mla_decode", in,
+                  {{"q", {B, Sq, Hq, 576}}, {"kv_cache", {NB, BS, 576}}, {"block_table", {B, MB}}, {"seq_lens", {B}}},
+                  {}, &impl)
+                  .empty();
+    }
+  }
+  CHECK(ran > 0);
 }
 
 int main(int argc, char** argv) {
