@@ -179,27 +179,39 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
   if (why) *why = "measured level with the permuted copy at 128-512 tokens and slower at 4096 (H100)";
   return false;
 }
-// Which tile the registry takes: tall tiles (sm90.tall: up to 256 tokens, an expert's weights
-// streamed once) where experts average more than 56 rows (R is the call's row capacity, T x topk
-// in the layer), 64-token tiles (sm90.swapw) else. Measured on the H100 (docs/PERFORMANCE.md,
-// "FP8 experts"): at 4096 tokens (128 rows an expert) sm90.tall took 3.76 + 2.13 ms (SwiGLU +
-// down), sm90.wide's 128-token tiles 4.43 + 2.58, sm90.swapw 5.07 + 2.97, sm90.tallpf 4.06 +
-// 2.46; at 512 and 128 tokens swapw and wide were level (97% and 100% of the copy rate). On the
-// H200 (2026-11-29): at 64 rows an expert (2048 tokens) tall 3.50-3.66 ms against swapw's 4.22,
-// at 48 (1536) swapw 2.92 against 3.15, at 32 (1024) swapw 2.77 against 2.96; 56 lies between
-// the two measured sides (not measured itself).
-constexpr int64_t kWideRows = 56;
-bool many_rows(const ops::ApplyContext& c) { return c.has_call() && c.dim("R") > kWideRows * std::max<int64_t>(c.dim("EL"), 1); }
-// sm90.swapw unless sm90.tall takes the call (it cannot where I % 64 != 0 in the SwiGLU GEMM).
+// Which tile the registry takes, by the rows experts average (R / EL; R is the call's row
+// capacity, T x topk in the layer): 64-token tiles (sm90.swapw) up to 56 rows, 128-token tiles
+// (sm90.wide: half the token re-reads a k-step of swapw) up to 88, tall tiles (sm90.tall: up to
+// 256 tokens, an expert's weights streamed once) above; each where it can run, else the next
+// (tall, wide, swapw). The gather form has only swapw in the choice.
+// H100 (docs/PERFORMANCE.md, "FP8 experts"): at 4096 tokens (128 rows an expert) sm90.tall took
+// 3.76 + 2.13 ms (SwiGLU + down), sm90.wide 4.43 + 2.58, sm90.swapw 5.07 + 2.97; at 512 and 128
+// tokens swapw and wide were level (97% and 100% of the copy rate). H200 (2026-11-29): at 48
+// rows (1536 tokens) swapw 2.92 ms against tall's 3.15, at 32 swapw 2.77 against 2.96; the
+// experts under the power cap (--preheat-ms 1000, sixth session), tall / wide / swapw: 48 rows
+// 3.44 / 3.10 / 3.08 ms, 64 rows 3.78 / 3.40 / 4.37, 80 rows 4.14 / 3.87 / 5.54, 96 rows 4.41 /
+// 4.37 / 5.99 (the down GEMM already faster with tall there), 128 rows 5.21 / 6.32; at full clock
+// wide was 4-5% faster than tall at 64 rows and level at 96 (third session).
+constexpr int64_t kWideRows = 56, kTallRows = 88;
 template <Fp8Gemm Which>
-bool swapw_preferred(const ops::ApplyContext& c, std::string* why) {
-  if (!many_rows(c) || !fp8_applies<Which, kTall>(c, nullptr)) return true;
-  if (why) *why = fmt::format("experts average more than {} rows: sm90.tall streams the weights once", kWideRows);
-  return false;
+const Fp8Build& fp8_choice(const ops::ApplyContext& c) {
+  if (!c.has_call()) return kSwapw;
+  const int64_t R = c.dim("R"), EL = std::max<int64_t>(c.dim("EL"), 1);
+  const bool tall = fp8_applies<Which, kTall>(c, nullptr), wide = fp8_applies<Which, kWide>(c, nullptr);
+  if (R > kTallRows * EL && tall) return kTall;
+  if (R > kWideRows * EL && wide) return kWide;
+  if (R > kWideRows * EL && tall) return kTall;
+  return kSwapw;
 }
-bool tall_preferred(const ops::ApplyContext& c, std::string* why) {
-  if (many_rows(c)) return true;
-  if (why) *why = fmt::format("experts average at most {} rows: sm90.swapw", kWideRows);
+// The registry's choice falls on `Build` (fp8_choice); else says which.
+template <Fp8Gemm Which, const Fp8Build& Build>
+bool fp8_preferred(const ops::ApplyContext& c, std::string* why) {
+  const Fp8Build& chosen = fp8_choice<Which>(c);
+  if (&chosen == &Build) return true;
+  const char* name = &chosen == &kTall ? "sm90.tall" : &chosen == &kWide ? "sm90.wide" : "sm90.swapw";
+  if (why)
+    *why = fmt::format("experts average {} rows: {} (sm90.swapw up to {}, sm90.wide up to {}, sm90.tall above)",
+                       c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0, name, kWideRows, kTallRows);
   return false;
 }
 
@@ -219,13 +231,13 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
 ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, swapw_preferred<Fp8Gemm::kSwiglu>));
+                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, fp8_preferred<Fp8Gemm::kSwiglu, kSwapw>));
 ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw>,
                             "sm90.swapw", "wgmma e4m3 swap-AB, producer warps gather rows with cp.async (its cubin)",
                             fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
 ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, kSwapw>, "sm90.swapw",
                             "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kDown, kSwapw>, swapw_preferred<Fp8Gemm::kDown>));
+                            fp8_applies<Fp8Gemm::kDown, kSwapw>, fp8_preferred<Fp8Gemm::kDown, kSwapw>));
 // The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
@@ -238,17 +250,20 @@ ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a"
                                   nullptr, gather_pays)));
 ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gemm<Fp8Gemm::kDown, kSwapw5>, "sm90.swapw5",
                                    "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kDown, kSwapw5>)));
-// Tiles of up to 128 tokens, by name (sm90.tall replaced them as the choice for many rows; the
-// gather form's wide build, with three gathering warps for 128 rows, was slower: 10.4 ms at 4096).
+// Tiles of up to 128 tokens: the choice where experts average 57-88 rows (fp8_choice); the
+// gather form's wide build, with three gathering warps for 128 rows, was slower (10.4 ms at
+// 4096 tokens): by name only.
+ops::RegisterOpImpl r11(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>, "sm90.wide",
+                             "sm90.swapw with 128-token tiles, one set of temporaries (experts of 57-88 rows on average)",
+                             fp8_applies<Fp8Gemm::kSwiglu, kWide>, fp8_preferred<Fp8Gemm::kSwiglu, kWide>));
+ops::RegisterOpImpl r13(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
+                             "sm90.swapw with 128-token tiles, one set of temporaries (experts of 57-88 rows on average)",
+                             fp8_applies<Fp8Gemm::kDown, kWide>, fp8_preferred<Fp8Gemm::kDown, kWide>));
 #define HC_FP8_NAMED(n, op, which, build, prio, nm, summary, pays)                                     \
   ops::RegisterOpImpl n(named(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary,            \
                                    fp8_applies<which, build>, nullptr, pays)));
-HC_FP8_NAMED(r11, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kWide, 35, "sm90.wide",
-             "sm90.swapw with 128-token tiles, one set of temporaries", nullptr)
 HC_FP8_NAMED(r12, "moe_grouped_gemm_fp8_swiglu_gather", Fp8Gemm::kSwigluGather, kWide, 35, "sm90.wide",
              "sm90.swapw with 128-token tiles", gather_pays)
-HC_FP8_NAMED(r13, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kWide, 35, "sm90.wide",
-             "sm90.swapw with 128-token tiles, one set of temporaries", nullptr)
 // sm90.tall with the weight boxes of 4 more k-steps prefetched into L2 (more HBM reads in flight
 // than the 4-slot ring holds), by name.
 HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, "sm90.tallpf",
@@ -258,13 +273,13 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
-// choice where experts average more than 56 rows (kWideRows).
+// choice where experts average more than 88 rows (fp8_choice).
 ops::RegisterOpImpl r16(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 36, fp8_gemm<Fp8Gemm::kSwiglu, kTall>, "sm90.tall",
-                             "256-token tiles, the consumers split the tokens (experts of > 56 rows on average)",
-                             fp8_applies<Fp8Gemm::kSwiglu, kTall>, tall_preferred));
+                             "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)",
+                             fp8_applies<Fp8Gemm::kSwiglu, kTall>, fp8_preferred<Fp8Gemm::kSwiglu, kTall>));
 ops::RegisterOpImpl r17(impl("moe_grouped_gemm_fp8", "sm_90a", 36, fp8_gemm<Fp8Gemm::kDown, kTall>, "sm90.tall",
-                             "256-token tiles, the consumers split the tokens (experts of > 56 rows on average)",
-                             fp8_applies<Fp8Gemm::kDown, kTall>, tall_preferred));
+                             "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)",
+                             fp8_applies<Fp8Gemm::kDown, kTall>, fp8_preferred<Fp8Gemm::kDown, kTall>));
 
 }  // namespace
 }  // namespace halcyon::ptxop

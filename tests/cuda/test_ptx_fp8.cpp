@@ -148,11 +148,14 @@ bool is_sm90a() {
   auto info = gpu().info();
   return info && std::string(info->arch) == "sm_90a";
 }
-// The registry's choice on sm_90a: tall tiles where experts average more than 56 rows and every
-// weight box lies in one scale block (`tall_fits`: not the SwiGLU GEMM with I % 64 != 0; never the
-// gather form), 64-token tiles else.
+// The registry's choice on sm_90a (never other than swapw for the gather form): tall tiles where
+// experts average more than 88 rows and every weight box lies in one scale block (`tall_fits`:
+// not the SwiGLU GEMM with I % 64 != 0), 128-token tiles where they average 57-88 rows (or more,
+// where tall does not fit), 64-token tiles else.
 void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bool tall_fits = true) {
-  if (is_sm90a()) CHECK(impl == (!gather && tall_fits && R > 56 * EL ? "sm90.tall" : "sm90.swapw"));
+  if (!is_sm90a()) return;
+  const char* want = gather || R <= 56 * EL ? "sm90.swapw" : tall_fits && R > 88 * EL ? "sm90.tall" : "sm90.wide";
+  CHECK(impl == want);
 }
 // The registry's choice, and on sm_90a the variants by name too (the gather form has no tall
 // build; the tall builds refuse a SwiGLU GEMM with I % 64 != 0: checked in refuses_tall).
