@@ -229,15 +229,17 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
   return false;
 }
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
-ops::RegisterOpImpl r5(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw>, "sm90.swapw",
-                            "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kSwiglu, kSwapw>, fp8_preferred<Fp8Gemm::kSwiglu, kSwapw>));
+// The builds the registry chooses among by rows an expert (fp8_choice).
+#define HC_FP8_CHOSEN(n, op, which, build, prio, nm, summary)                                             \
+  ops::RegisterOpImpl n(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary, fp8_applies<which, build>, \
+                             fp8_preferred<which, build>));
+HC_FP8_CHOSEN(r5, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kSwapw, 40, "sm90.swapw",
+              "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)")
 ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw>,
                             "sm90.swapw", "wgmma e4m3 swap-AB, producer warps gather rows with cp.async (its cubin)",
                             fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
-ops::RegisterOpImpl r7(impl("moe_grouped_gemm_fp8", "sm_90a", 40, fp8_gemm<Fp8Gemm::kDown, kSwapw>, "sm90.swapw",
-                            "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)",
-                            fp8_applies<Fp8Gemm::kDown, kSwapw>, fp8_preferred<Fp8Gemm::kDown, kSwapw>));
+HC_FP8_CHOSEN(r7, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kSwapw, 40, "sm90.swapw",
+              "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)")
 // The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
@@ -253,12 +255,10 @@ ops::RegisterOpImpl r10(named(impl("moe_grouped_gemm_fp8", "sm_90a", 30, fp8_gem
 // Tiles of up to 128 tokens: the choice where experts average 57-88 rows (fp8_choice); the
 // gather form's wide build, with three gathering warps for 128 rows, was slower (10.4 ms at
 // 4096 tokens): by name only.
-ops::RegisterOpImpl r11(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 35, fp8_gemm<Fp8Gemm::kSwiglu, kWide>, "sm90.wide",
-                             "sm90.swapw with 128-token tiles, one set of temporaries (experts of 57-88 rows on average)",
-                             fp8_applies<Fp8Gemm::kSwiglu, kWide>, fp8_preferred<Fp8Gemm::kSwiglu, kWide>));
-ops::RegisterOpImpl r13(impl("moe_grouped_gemm_fp8", "sm_90a", 35, fp8_gemm<Fp8Gemm::kDown, kWide>, "sm90.wide",
-                             "sm90.swapw with 128-token tiles, one set of temporaries (experts of 57-88 rows on average)",
-                             fp8_applies<Fp8Gemm::kDown, kWide>, fp8_preferred<Fp8Gemm::kDown, kWide>));
+HC_FP8_CHOSEN(r11, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kWide, 35, "sm90.wide",
+              "sm90.swapw with 128-token tiles, one set of temporaries (experts of 57-88 rows on average)")
+HC_FP8_CHOSEN(r13, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kWide, 35, "sm90.wide",
+              "sm90.swapw with 128-token tiles, one set of temporaries (experts of 57-88 rows on average)")
 #define HC_FP8_NAMED(n, op, which, build, prio, nm, summary, pays)                                     \
   ops::RegisterOpImpl n(named(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary,            \
                                    fp8_applies<which, build>, nullptr, pays)));
@@ -274,12 +274,11 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
 // choice where experts average more than 88 rows (fp8_choice).
-ops::RegisterOpImpl r16(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 36, fp8_gemm<Fp8Gemm::kSwiglu, kTall>, "sm90.tall",
-                             "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)",
-                             fp8_applies<Fp8Gemm::kSwiglu, kTall>, fp8_preferred<Fp8Gemm::kSwiglu, kTall>));
-ops::RegisterOpImpl r17(impl("moe_grouped_gemm_fp8", "sm_90a", 36, fp8_gemm<Fp8Gemm::kDown, kTall>, "sm90.tall",
-                             "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)",
-                             fp8_applies<Fp8Gemm::kDown, kTall>, fp8_preferred<Fp8Gemm::kDown, kTall>));
+HC_FP8_CHOSEN(r16, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTall, 36, "sm90.tall",
+              "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)")
+HC_FP8_CHOSEN(r17, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTall, 36, "sm90.tall",
+              "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)")
+#undef HC_FP8_CHOSEN
 
 }  // namespace
 }  // namespace halcyon::ptxop
