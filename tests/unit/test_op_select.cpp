@@ -249,3 +249,38 @@ TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch 
   no_maps.capabilities = "module.ptx module.cubin";
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", no_maps, dims).applies());
 }
+
+TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows an expert (no GPU needed)") {
+  const std::map<std::string, int64_t> probe{{"R", 64}, {"H", 128}, {"I", 128}, {"EL", 1}};
+  if (Ask("moe_grouped_gemm_fp8", "sm90.tall", hopper(), probe).impl == nullptr) {
+    MESSAGE("the sm_90a PTX implementations are not built here");
+    return;
+  }
+  // ops/ptx/moe_fp8_ops.cpp's fp8_choice: swapw up to 56 rows an expert, wide up to 88, tall above.
+  const std::vector<std::pair<int64_t, const char*>> rule{{32, "sm90.swapw"}, {56, "sm90.swapw"}, {57, "sm90.wide"},
+                                                          {64, "sm90.wide"},  {88, "sm90.wide"},  {89, "sm90.tall"},
+                                                          {128, "sm90.tall"}};
+  for (const char* op : {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"})
+    for (const auto& [rows, want] : rule) {
+      const std::map<std::string, int64_t> dims{{"R", rows * 256}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
+      for (const char* name : {"sm90.swapw", "sm90.wide", "sm90.tall"}) {
+        CAPTURE(op);
+        CAPTURE(rows);
+        CAPTURE(name);
+        std::string why;
+        CHECK(Ask(op, name, hopper(), dims).applies());
+        CHECK(Ask(op, name, hopper(), dims).preferred(&why) == (std::string(name) == want));
+        if (std::string(name) != want) CHECK(why.find(want) != std::string::npos);
+      }
+    }
+  // Tall tiles need I % 64 == 0 in the SwiGLU GEMM: there wide takes the experts above 88 rows too.
+  const std::map<std::string, int64_t> odd{{"R", 128 * 256}, {"H", 7168}, {"I", 2080}, {"EL", 256}};
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu", "sm90.tall", hopper(), odd).applies());
+  CHECK(Ask("moe_grouped_gemm_fp8_swiglu", "sm90.wide", hopper(), odd).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu", "sm90.swapw", hopper(), odd).preferred());
+  // The gather form chooses only swapw (its wide build was slower; no tall build).
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu_gather", "sm90.wide", hopper(), {{"R", 64 * 256}, {"T", 2048}, {"H", 7168},
+                                                                                {"I", 2048}, {"EL", 256}},
+                  {{"topk", "8"}})
+                  .impl->automatic);
+}
