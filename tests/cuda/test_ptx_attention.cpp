@@ -163,9 +163,17 @@ std::vector<int32_t> offsets(const std::vector<int32_t>& lens) {
   return cu;
 }
 
-// ramp > 0: key j of a sequence of L keys scaled by 0.2 + ramp * j / L, so that each key tile's
-// scores reach further than the last (by less or more than the 2^8 that sm90.ws at D 128 lets a
-// row's max pass its reference max before it rescales O).
+// Scores that grow along the keys: key j of a sequence of `len` keys (its `width` values at
+// element `at` of bf16 tensor t) scaled by 0.2 + ramp * j / len, so that each key tile's scores
+// reach further than the last (by less or more than the 2^8 that the sm90.ws kernels let a row's
+// max pass its reference max before they rescale O).
+void ramp_key(Bytes& t, int64_t at, int64_t width, float ramp, int64_t j, int64_t len) {
+  const float f = 0.2f + ramp * float(j) / float(len);
+  auto* e = reinterpret_cast<uint16_t*>(t.data()) + at;
+  for (int64_t x = 0; x < width; ++x) e[x] = ref::float_to_bf16(f * ref::bf16_to_float(ref::bf16{e[x]})).bits;
+}
+
+// ramp > 0: the keys' scores grow along each sequence (ramp_key).
 void prefill(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& k_lens, int64_t Hq, int64_t Hkv,
              int64_t D, bool causal, float ramp = 0) {
   std::mt19937 rng(g_seed);
@@ -177,11 +185,8 @@ void prefill(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& k_l
                  {"cu_seqlens_q", i32(cq)},
                  {"cu_seqlens_k", i32(ck)}};
   for (int64_t b = 0; ramp > 0 && b < B; ++b)
-    for (int64_t j = 0; j < k_lens[size_t(b)]; ++j) {
-      const float f = 0.2f + ramp * float(j) / float(k_lens[size_t(b)]);
-      auto* e = reinterpret_cast<uint16_t*>(in["k"].data()) + (ck[size_t(b)] + j) * Hkv * D;
-      for (int64_t x = 0; x < Hkv * D; ++x) e[x] = ref::float_to_bf16(f * ref::bf16_to_float(ref::bf16{e[x]})).bits;
-    }
+    for (int64_t j = 0; j < k_lens[size_t(b)]; ++j)
+      ramp_key(in["k"], (ck[size_t(b)] + j) * Hkv * D, Hkv * D, ramp, j, k_lens[size_t(b)]);
   check("attention_prefill", in,
         {{"q", {Tq, Hq, D}}, {"k", {Tk, Hkv, D}}, {"v", {Tk, Hkv, D}}, {"cu_seqlens_q", {B + 1}}, {"cu_seqlens_k", {B + 1}}},
         {{"causal", causal ? "true" : "false"}});
@@ -223,7 +228,7 @@ void decode(int64_t B, int64_t Sq, int64_t Hq, int64_t Hkv, int64_t D, int64_t B
          {"seq_lens", {B}}});
 }
 
-// ramp > 0: key j of sequence b scaled by 0.2 + ramp j / len (its scores grow along the keys).
+// ramp > 0: the keys' scores grow along each sequence (ramp_key), through its block table.
 void mla(int64_t B, int64_t Sq, int64_t Hq, int64_t BS, const std::vector<int32_t>& lens, float ramp = 0.f) {
   std::mt19937 rng(g_seed + 2);
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
@@ -235,10 +240,8 @@ void mla(int64_t B, int64_t Sq, int64_t Hq, int64_t BS, const std::vector<int32_
                  {"seq_lens", i32(lens)}};
   for (int64_t b = 0; ramp > 0 && b < B; ++b)
     for (int64_t j = 0; j < lens[size_t(b)]; ++j) {
-      const float f = 0.2f + ramp * float(j) / float(lens[size_t(b)]);
       const int64_t row = int64_t(table[size_t(b * MB + j / BS)]) * BS + j % BS;
-      auto* e = reinterpret_cast<uint16_t*>(in["kv_cache"].data()) + row * 576;
-      for (int64_t x = 0; x < 576; ++x) e[x] = ref::float_to_bf16(f * ref::bf16_to_float(ref::bf16{e[x]})).bits;
+      ramp_key(in["kv_cache"], row * 576, 576, ramp, j, lens[size_t(b)]);
     }
   check("attention_mla_decode", in,
         {{"q", {B, Sq, Hq, 576}}, {"kv_cache", {NB, BS, 576}}, {"block_table", {B, MB}}, {"seq_lens", {B}}});
@@ -359,6 +362,18 @@ TEST_CASE("attention: shape errors before any launch") {
   CHECK(st.error().message().find("Hq = 6") != std::string::npos);
 }
 
+// Runs every PTX implementation of `op` that takes the call on the same inputs, outputs
+// unchecked (inputs out of range: only that nothing faults); how many ran.
+int run_every_impl(const std::string& op, const HostTensors& in, const std::map<std::string, std::vector<int64_t>>& shapes,
+                   const std::map<std::string, std::string>& params = {}) {
+  int ran = 0;
+  for (const ops::OpImpl& impl : gpu_impls(op)) {
+    INFO(op, " on ", impl.name);
+    ran += !run(gpu(), op, in, shapes, params, &impl).empty();
+  }
+  return ran;
+}
+
 // Offsets the device does not check (`halcyon run` does, on the host): far past T, negative,
 // decreasing. Every implementation must clamp them and touch nothing outside its tensors (an
 // offset of 2^30 rows addresses hundreds of GB away: a kernel that used it would fault, and
@@ -381,15 +396,13 @@ TEST_CASE("attention_prefill: offsets out of range touch nothing outside the ten
                      {"cu_seqlens_k", i32(ck)}};
       const int64_t B = int64_t(cq.size()) - 1;
       int ran = 0;
-      for (bool causal : {false, true})
-        for (const ops::OpImpl& impl : gpu_impls("attention_prefill")) {
-          INFO("D ", D, " cu_q[0] ", cq[0], " causal ", causal, " on ", impl.name);
-          ran += !run(gpu(), "attention_prefill", in,
-                      {{"q", {Tq, Hq, D}}, {"k", {Tk, Hkv, D}}, {"v", {Tk, Hkv, D}}, {"cu_seqlens_q", {B + 1}},
-                       {"cu_seqlens_k", {B + 1}}},
-                      {{"causal", causal ? "true" : "false"}}, &impl)
-                      .empty();
-        }
+      for (bool causal : {false, true}) {
+        INFO("D ", D, " cu_q[0] ", cq[0], " causal ", causal);
+        ran += run_every_impl("attention_prefill", in,
+                              {{"q", {Tq, Hq, D}}, {"k", {Tk, Hkv, D}}, {"v", {Tk, Hkv, D}}, {"cu_seqlens_q", {B + 1}},
+                               {"cu_seqlens_k", {B + 1}}},
+                              {{"causal", causal ? "true" : "false"}});
+      }
       CHECK(ran > 0);
     }
 }
@@ -411,14 +424,10 @@ TEST_CASE("attention_decode, attention_mla_decode: tables and lengths out of ran
                    {"v_cache", bf16_random(rng, size_t(NB * BS * Hkv * D), -2, 2)},
                    {"block_table", i32(table)},
                    {"seq_lens", i32(lens)}};
-    for (const ops::OpImpl& impl : gpu_impls("attention_decode")) {
-      INFO("decode D ", D, " on ", impl.name);
-      ran += !run(gpu(), "attention_decode", in,
-                  {{"q", {B, Sq, Hq, D}}, {"k_cache", {NB, BS, Hkv, D}}, {"v_cache", {NB, BS, Hkv, D}},
-                   {"block_table", {B, MB}}, {"seq_lens", {B}}},
-                  {}, &impl)
-                  .empty();
-    }
+    INFO("decode D ", D);
+    ran += run_every_impl("attention_decode", in,
+                          {{"q", {B, Sq, Hq, D}}, {"k_cache", {NB, BS, Hkv, D}}, {"v_cache", {NB, BS, Hkv, D}},
+                           {"block_table", {B, MB}}, {"seq_lens", {B}}});
   }
   for (int64_t Sq : {1, 2}) {
     const int64_t Hq = 128;
@@ -426,13 +435,9 @@ TEST_CASE("attention_decode, attention_mla_decode: tables and lengths out of ran
                    {"kv_cache", bf16_random(rng, size_t(NB * BS * 576), -1, 1)},
                    {"block_table", i32(table)},
                    {"seq_lens", i32(lens)}};
-    for (const ops::OpImpl& impl : gpu_impls("attention_mla_decode")) {
-      INFO("mla Sq ", Sq, " on ", impl.name);
-      ran += !run(gpu(), "attention_mla_decode", in,
-                  {{"q", {B, Sq, Hq, 576}}, {"kv_cache", {NB, BS, 576}}, {"block_table", {B, MB}}, {"seq_lens", {B}}},
-                  {}, &impl)
-                  .empty();
-    }
+    INFO("mla Sq ", Sq);
+    ran += run_every_impl("attention_mla_decode", in,
+                          {{"q", {B, Sq, Hq, 576}}, {"kv_cache", {NB, BS, 576}}, {"block_table", {B, MB}}, {"seq_lens", {B}}});
   }
   CHECK(ran > 0);
 }
