@@ -7,7 +7,10 @@
 //   the same two by the ep_dispatch / ep_combine kernels (rt::EpExchange: rows stored into the
 //             owners' expert-contiguous buffers, flags in peer memory), on a stream of a comm
 //             partition of --comm-units units (0: the whole device), in chunks of --chunk-bytes
-//             (the partition planner's chunk size; `halcyon bench overlap` prints its choice)
+//             (the partition planner's chunk size; `halcyon bench overlap` prints its choice);
+//             dispatch with a token's row crossing to a rank once (EpOptions::dedup, the
+//             default) and with one row per (token, expert), and NCCL's all-to-all of only the
+//             rows that cross with dedup (what a NCCL-based dedup dispatch would move)
 //   layer     a whole MoeEpLayer forward (router, gate, dispatch, expert GEMMs, combine), with the
 //             rows moved by the all-to-all, by direct writes into peer-mapped buffers, and by
 //             the kernels on the comm partition beside the grouped GEMMs on the rest
@@ -78,8 +81,11 @@ struct RankResult {
   double kernel_dispatch_ms = 0, kernel_combine_ms = 0, layer_kernel_ms = 0;  // ep_dispatch / ep_combine
   double layer_kernel_gemm_ms = 0;  // that layer's expert side (grouped GEMMs), from one forward's events
   double layer_micro_ms = 0;        // the kernels' layer in Shape::micro_batches micro-batches
+  double kernel_dispatch_slot_ms = 0, layer_micro_slot_ms = 0;  // the same with EpOptions::dedup off
+  double dedup_dispatch_ms = 0;     // NCCL all-to-all of the rows that cross with dedup only
   uint32_t comm_units = 0;          // of the kernels' stream
   uint64_t dispatch_bytes = 0, combine_bytes = 0;
+  uint64_t dedup_bytes = 0;         // to other ranks with dedup: one row per (token, other rank)
   int64_t rows_received = 0;
 };
 
@@ -137,8 +143,9 @@ Result<Stream> comm_stream(const Device& dev, const Shape& sh, std::vector<Parti
 // comm stream: each a host wall clock from a common barrier to that stream's end (the kernels
 // finish only when every row for this rank has landed, so no second barrier).
 Status time_kernels(const Device& dev, const Comm& comm, const Stream& cs, const Shape& sh, uint32_t rank,
-                    RankResult& out) {
+                    bool dedup, RankResult& out) {
   rt::EpOptions o;
+  o.dedup = dedup;
   o.max_tokens = sh.tokens;
   o.dispatch_chunk_rows = std::max<int64_t>(1, sh.chunk_bytes / (sh.hidden * 2));
   o.combine_chunk_rows = std::max<int64_t>(1, o.dispatch_chunk_rows / sh.topk);
@@ -167,6 +174,10 @@ Status time_kernels(const Device& dev, const Comm& comm, const Stream& cs, const
       if (i > 0) (side == 0 ? dms : cms).push_back(ms);
     }
   }
+  if (!dedup) {
+    out.kernel_dispatch_slot_ms = median(dms);
+    return {};
+  }
   out.kernel_dispatch_ms = median(dms);
   out.kernel_combine_ms = median(cms);
   auto info = cs.info();
@@ -179,8 +190,15 @@ Status time_kernels(const Device& dev, const Comm& comm, const Stream& cs, const
 Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, const Shape& sh, uint32_t rank,
                       uint32_t ranks, RankResult& out) {
   const std::vector<int32_t> ids = routing(sh, rank);
-  std::vector<uint64_t> send_rows(ranks, 0);
+  std::vector<uint64_t> send_rows(ranks, 0), dedup_rows(ranks, 0);  // dedup: one per (token, other rank)
   for (int32_t e : ids) ++send_rows[rt::ep_owner(sh.experts, ranks, e)];
+  for (int64_t t = 0; t < sh.tokens; ++t)
+    for (uint32_t p = 0; p < ranks; ++p)
+      for (int64_t k = 0; p != rank && k < sh.topk; ++k)
+        if (rt::ep_owner(sh.experts, ranks, ids[size_t(t * sh.topk + k)]) == p) {
+          ++dedup_rows[p];
+          break;
+        }
   auto all = comm.all_gather_values(send_rows);
   if (!all) return all.error();
   const uint64_t row = uint64_t(sh.hidden) * 2;
@@ -204,6 +222,19 @@ Status time_exchanges(const Device& dev, const Comm& comm, const Stream& s, cons
   if (!combine) return combine.error();
   out.dispatch_ms = *dispatch;
   out.combine_ms = *combine;
+  // NCCL's all-to-all of only the rows that cross with dedup (none to itself): the bytes a dedup
+  // dispatch over NCCL would move, without its local copies.
+  auto dedup_all = comm.all_gather_values(dedup_rows);
+  if (!dedup_all) return dedup_all.error();
+  std::vector<uint64_t> dso(ranks), dss(ranks), dro(ranks), drs(ranks);
+  for (uint32_t p = 0; p < ranks; ++p) {
+    dso[p] = so[p], dss[p] = dedup_rows[p] * row;
+    dro[p] = ro[p], drs[p] = (*dedup_all)[size_t(p) * ranks + rank] * row;
+    out.dedup_bytes += dss[p];
+  }
+  auto dedup = median_ms(sh.iters, comm, s, [&] { return comm.all_to_all(s, *home, dso, dss, *away, dro, drs); });
+  if (!dedup) return dedup.error();
+  out.dedup_dispatch_ms = *dedup;
   // The same bytes copied straight into the peers' mapped buffers (what EpTransport::kPeerWrite
   // does), each side ended by a barrier: rank q's rows land in p's buffer after those of ranks
   // before q, and come back to where q sent them from.
@@ -281,8 +312,10 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
   };
   for (const Run& run : {Run{rt::EpTransport::kAllToAll, 1, &out.layer_ms}, Run{rt::EpTransport::kPeerWrite, 1, &out.layer_peer_ms},
                          Run{rt::EpTransport::kPeerKernel, 1, &out.layer_kernel_ms},
+                         Run{rt::EpTransport::kPeerKernel, sh.micro_batches, &out.layer_micro_slot_ms},
                          Run{rt::EpTransport::kPeerKernel, sh.micro_batches, &out.layer_micro_ms}}) {
     o.micro_batches = run.micro_batches;
+    o.dedup = run.ms != &out.layer_micro_slot_ms;
     auto layer = rt::MoeEpLayer::create(dev, comm, c, w, sh.layer, run.transport, o);
     if (!layer) return layer.error();
     const Stream& ls = run.transport == rt::EpTransport::kPeerKernel ? *compute : s;
@@ -331,15 +364,34 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
                x.kernel_dispatch_ms, kd, 100 * ratio(kd, pd), x.kernel_combine_ms, kc, 100 * ratio(kc, pc),
                x.comm_units, x.layer_kernel_ms, x.layer_kernel_gemm_ms, ratio(x.layer_kernel_ms, x.layer_kernel_gemm_ms));
   }
+  fmt::print("dispatch, a token's row crossing to a rank once (EpOptions::dedup, the layer's default; GB/s above count "
+             "every (token, expert) row) against one row per (token, expert) and the communicator's all-to-all:\n");
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankResult& x = all[r];
+    fmt::print("{:>4} dedup {:.3f} ms ({:.3f} MB over the link), one row per slot {:.3f} ms ({:.2f}x the time), the "
+               "communicator's all-to-all of the slots' rows {:.3f} ms ({:.2f}x), of the dedup rows alone {:.3f} ms "
+               "({:.2f}x)\n", r, x.kernel_dispatch_ms, x.dedup_bytes / 1e6, x.kernel_dispatch_slot_ms,
+               ratio(x.kernel_dispatch_slot_ms, x.kernel_dispatch_ms), x.dispatch_ms,
+               ratio(x.dispatch_ms, x.kernel_dispatch_ms), x.dedup_dispatch_ms,
+               ratio(x.dedup_dispatch_ms, x.kernel_dispatch_ms));
+  }
   fmt::print("overlap: the kernels' layer in {} micro-batches (one's dispatch and combine beside another's grouped "
              "GEMMs) against its compute side (the grouped GEMMs of a one-micro-batch forward, nothing beside them):\n",
              sh.micro_batches);
   for (size_t r = 0; r < all.size(); ++r) {
     const RankResult& x = all[r];
     fmt::print("{:>4} layer in 1 micro-batch {:.3f} ms, compute side {:.3f} ms, layer in {} micro-batches {:.3f} ms = "
-               "{:.2f}x the compute side (target 1.1x)\n", r, x.layer_kernel_ms, x.layer_kernel_gemm_ms,
-               sh.micro_batches, x.layer_micro_ms, ratio(x.layer_micro_ms, x.layer_kernel_gemm_ms));
+               "{:.2f}x the compute side (target 1.1x); one row per slot {:.3f} ms = {:.2f}x\n", r, x.layer_kernel_ms,
+               x.layer_kernel_gemm_ms, sh.micro_batches, x.layer_micro_ms,
+               ratio(x.layer_micro_ms, x.layer_kernel_gemm_ms), x.layer_micro_slot_ms,
+               ratio(x.layer_micro_slot_ms, x.layer_kernel_gemm_ms));
   }
+  // Every rank's forward ends with a combine that waits for every rank: the layer cannot end
+  // before the longest rank's GEMMs, whatever the exchange.
+  double longest = 0, slowest = 0;
+  for (const RankResult& x : all) longest = std::max(longest, x.layer_kernel_gemm_ms), slowest = std::max(slowest, x.layer_micro_ms);
+  fmt::print("  the longest rank's compute side {:.3f} ms, the slowest rank's layer in {} micro-batches {:.3f} ms = {:.2f}x\n",
+             longest, sh.micro_batches, slowest, ratio(slowest, longest));
   fmt::print("  bytes: rows (H bf16) to or from other ranks only; ms: host wall clock from a common barrier to the "
              "stream's end, median of {}; layer ms: MoeEpLayer over the all-to-all, peer ms: over direct writes "
              "into peer-mapped buffers\n", sh.iters);
@@ -368,10 +420,12 @@ std::string results_json(const std::vector<RankResult>& all, const Shape& sh, co
         "\"peer_combine_ms\": {:.5f}, \"kernel_dispatch_ms\": {:.5f}, \"kernel_combine_ms\": {:.5f}, "
         "\"kernel_comm_units\": {}, \"layer_all_to_all_ms\": {:.5f}, \"layer_peer_ms\": {:.5f}, "
         "\"layer_kernel_ms\": {:.5f}, \"layer_kernel_gemm_ms\": {:.5f}, \"layer_micro_ms\": {:.5f}, "
-        "\"micro_over_compute\": {:.4f}}}{}\n",
+        "\"micro_over_compute\": {:.4f}, \"dedup_bytes\": {}, \"kernel_dispatch_slot_ms\": {:.5f}, "
+        "\"all_to_all_dedup_ms\": {:.5f}, \"layer_micro_slot_ms\": {:.5f}}}{}\n",
         r, x.dispatch_bytes, x.combine_bytes, x.rows_received, x.dispatch_ms, x.combine_ms, x.peer_dispatch_ms,
         x.peer_combine_ms, x.kernel_dispatch_ms, x.kernel_combine_ms, x.comm_units, x.layer_ms, x.layer_peer_ms,
         x.layer_kernel_ms, x.layer_kernel_gemm_ms, x.layer_micro_ms, ratio(x.layer_micro_ms, x.layer_kernel_gemm_ms),
+        x.dedup_bytes, x.kernel_dispatch_slot_ms, x.dedup_dispatch_ms, x.layer_micro_slot_ms,
         r + 1 < all.size() ? "," : "");
   }
   return j + " ]\n}\n";
@@ -404,7 +458,8 @@ int run_rank(const std::string& uri, const Shape& sh_in, uint32_t rank, uint32_t
   if (!cs) return fail(cs.error());
   RankResult mine;
   if (auto st = time_exchanges(*dev, *comm, *s, sh, rank, ranks, mine); !st) return fail(st.error());
-  if (auto st = time_kernels(*dev, *comm, *cs, sh, rank, mine); !st) return fail(st.error());
+  for (bool dedup : {false, true})
+    if (auto st = time_kernels(*dev, *comm, *cs, sh, rank, dedup, mine); !st) return fail(st.error());
   if (auto st = time_layer(*dev, *comm, *s, sh, rank, ranks, parts, mine); !st)
     return fail(st.error());
   auto all = comm->all_gather_values(std::vector<RankResult>{mine});

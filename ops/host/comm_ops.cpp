@@ -49,8 +49,9 @@ constexpr int64_t EpPeersMax = ops::EpPeers::kMaxRanks;
 
 struct EpDispatchArgs {
   uint64_t x, topk_ids, slot_dest, expert_offsets;
-  int64_t T, K, H, E, RC, C, EO, chunk_rows, generation, zero_tail, world, rank0, one_rank, timeout_ms;
+  int64_t T, K, H, E, RC, C, EO, chunk_rows, generation, zero_tail, dedup, world, rank0, one_rank, timeout_ms;
   uint64_t recv[EpPeersMax], counts[EpPeersMax], count_flags[EpPeersMax], chunk_flags[EpPeersMax];
+  uint64_t row_source[EpPeersMax];
 };
 
 ref::EpShape ep_shape(int64_t world, int64_t T, int64_t K, int64_t H, int64_t E, int64_t RC, int64_t C,
@@ -63,17 +64,19 @@ ref::EpShape ep_shape(int64_t world, int64_t T, int64_t K, int64_t H, int64_t E,
 
 void ep_dispatch_kernel(const hal_host_launch_ctx*, const void* blob) {
   auto a = args_of<EpDispatchArgs>(blob);
-  const ref::EpShape s = ep_shape(a.world, a.T, a.K, a.H, a.E, a.RC, a.C, a.chunk_rows, a.generation);
+  ref::EpShape s = ep_shape(a.world, a.T, a.K, a.H, a.E, a.RC, a.C, a.chunk_rows, a.generation);
+  s.dedup = a.dedup != 0;
   Status st;
   if (!a.one_rank) {
     st = ref::ep_dispatch_world(s, ptr<const ref::bf16>(a.x), ptr<const int32_t>(a.topk_ids), ptr<ref::bf16>(a.recv[0]),
                                 ptr<int32_t>(a.counts[0]), ptr<int32_t>(a.count_flags[0]), ptr<int32_t>(a.chunk_flags[0]),
-                                ptr<int32_t>(a.slot_dest), ptr<int32_t>(a.expert_offsets), a.zero_tail != 0);
+                                ptr<int32_t>(a.row_source[0]), ptr<int32_t>(a.slot_dest), ptr<int32_t>(a.expert_offsets),
+                                a.zero_tail != 0);
   } else {
     ref::EpDispatchPeer peers[EpPeersMax];
     for (int64_t q = 0; q < a.world; ++q)
       peers[q] = {ptr<ref::bf16>(a.recv[q]), ptr<int32_t>(a.counts[q]), ptr<int32_t>(a.count_flags[q]),
-                  ptr<int32_t>(a.chunk_flags[q])};
+                  ptr<int32_t>(a.chunk_flags[q]), ptr<int32_t>(a.row_source[q])};
     int32_t* offsets = ptr<int32_t>(a.expert_offsets);
     st = ref::ep_dispatch_rank(s, a.rank0, ptr<const ref::bf16>(a.x), ptr<const int32_t>(a.topk_ids), peers,
                                ptr<int32_t>(a.slot_dest), offsets, a.zero_tail != 0, a.timeout_ms);
@@ -89,10 +92,11 @@ HostKernel k_ep_dispatch(
      HALCYON_ARG_VAL(EpDispatchArgs, E), HALCYON_ARG_VAL(EpDispatchArgs, RC), HALCYON_ARG_VAL(EpDispatchArgs, C),
      HALCYON_ARG_VAL(EpDispatchArgs, EO), HALCYON_ARG_VAL(EpDispatchArgs, chunk_rows),
      HALCYON_ARG_VAL(EpDispatchArgs, generation), HALCYON_ARG_VAL(EpDispatchArgs, zero_tail),
-     HALCYON_ARG_VAL(EpDispatchArgs, world), HALCYON_ARG_VAL(EpDispatchArgs, rank0),
+     HALCYON_ARG_VAL(EpDispatchArgs, dedup), HALCYON_ARG_VAL(EpDispatchArgs, world), HALCYON_ARG_VAL(EpDispatchArgs, rank0),
      HALCYON_ARG_VAL(EpDispatchArgs, one_rank), HALCYON_ARG_VAL(EpDispatchArgs, timeout_ms),
      HALCYON_ARG_VAL(EpDispatchArgs, recv), HALCYON_ARG_VAL(EpDispatchArgs, counts),
-     HALCYON_ARG_VAL(EpDispatchArgs, count_flags), HALCYON_ARG_VAL(EpDispatchArgs, chunk_flags)},
+     HALCYON_ARG_VAL(EpDispatchArgs, count_flags), HALCYON_ARG_VAL(EpDispatchArgs, chunk_flags),
+     HALCYON_ARG_VAL(EpDispatchArgs, row_source)},
     sizeof(EpDispatchArgs));
 
 Status ep_dispatch(ops::OpContext& ctx) {
@@ -100,11 +104,12 @@ Status ep_dispatch(ops::OpContext& ctx) {
   if (!c) return c.error();
   EpDispatchArgs a{ctx.tensor("x").address(), ctx.tensor("topk_ids").address(), ctx.tensor("slot_dest").address(),
                    ctx.tensor("expert_offsets").address(), c->T, c->K, c->H, c->E, c->RC, c->C, c->EO, c->chunk_rows,
-                   c->generation, c->zero_tail, c->world, c->rank0, ctx.ep_peers != nullptr, c->timeout_ms,
-                   {}, {}, {}, {}};
+                   c->generation, c->zero_tail, c->dedup, c->world, c->rank0, ctx.ep_peers != nullptr,
+                   c->timeout_ms, {}, {}, {}, {}, {}};
   for (size_t q = 0; q < c->ranks.size(); ++q) {
     a.recv[q] = c->ranks[q].recv, a.counts[q] = c->ranks[q].counts;
     a.count_flags[q] = c->ranks[q].count_flags, a.chunk_flags[q] = c->ranks[q].chunk_flags;
+    a.row_source[q] = c->ranks[q].row_source;
   }
   return launch(ctx, "ep_dispatch", 1, a);
 }

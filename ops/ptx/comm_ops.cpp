@@ -40,8 +40,8 @@ constexpr int64_t kEpMax = ops::EpPeers::kMaxRanks;
 
 struct EpDispatchPtxArgs {
   uint64_t x, topk_ids, slot_dest, expert_offsets;
-  int64_t T, K, H, E, RC, C, chunk_rows, generation, zero_tail, P, rank0, EO;
-  uint64_t recv[kEpMax], counts[kEpMax], count_flags[kEpMax], chunk_flags[kEpMax];
+  int64_t T, K, H, E, RC, C, chunk_rows, generation, zero_tail, dedup, P, rank0, EO;
+  uint64_t recv[kEpMax], counts[kEpMax], count_flags[kEpMax], chunk_flags[kEpMax], row_source[kEpMax];
 };
 struct EpCombinePtxArgs {
   uint64_t topk_weights, slot_dest, out;
@@ -75,9 +75,9 @@ Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   const int64_t chunks = ceil_div(std::max<int64_t>(c->T * c->K, 1), c->chunk_rows);
   auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, chunks);
   if (!blocks) return blocks.error();
-  // A batch of expert ids, the count matrix, next, run and tot per expert, the received total,
-  // and a counter per chunk of the block (hc_ep_dispatch's layout).
-  const uint64_t shared = uint64_t(kEpThreads + c->world * c->E + 3 * c->E + 1 + ceil_div(chunks, *blocks)) * 4 +
+  // A batch of expert ids, the count matrix, next, run, tot and base per expert, the received
+  // total, and a counter per chunk of the block (hc_ep_dispatch's layout).
+  const uint64_t shared = uint64_t(kEpThreads + c->world * c->E + 4 * c->E + 1 + ceil_div(chunks, *blocks)) * 4 +
                           build.staging_bytes;
   if (shared > dev->max_shared_per_block)
     return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts and {} chunks of {} rows need {} bytes "
@@ -87,10 +87,11 @@ Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   if (!k) return k.error();
   EpDispatchPtxArgs a{ctx.tensor("x").address(), ctx.tensor("topk_ids").address(), ctx.tensor("slot_dest").address(),
                       ctx.tensor("expert_offsets").address(), c->T, c->K, c->H, c->E, c->RC, c->C, c->chunk_rows,
-                      c->generation, c->zero_tail, c->world, c->rank0, c->EO, {}, {}, {}, {}};
+                      c->generation, c->zero_tail, c->dedup, c->world, c->rank0, c->EO, {}, {}, {}, {}, {}};
   for (size_t q = 0; q < c->ranks.size(); ++q) {
     a.recv[q] = c->ranks[q].recv, a.counts[q] = c->ranks[q].counts;
     a.count_flags[q] = c->ranks[q].count_flags, a.chunk_flags[q] = c->ranks[q].chunk_flags;
+    a.row_source[q] = c->ranks[q].row_source;
   }
   return launch(ctx, *k, {*blocks, uint32_t(c->launch_ranks)}, {kEpThreads}, a, uint32_t(shared));
 }

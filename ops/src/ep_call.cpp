@@ -29,7 +29,7 @@ Status take_peers(const char* op, const OpContext& ctx, EpCall& c) {
   c.timeout_ms = p.timeout_ms;
   for (size_t q = 0; q < p.ranks.size(); ++q)
     for (uint64_t a : {p.ranks[q].recv, p.ranks[q].counts, p.ranks[q].count_flags, p.ranks[q].chunk_flags,
-                       p.ranks[q].expert_out, p.ranks[q].ready})
+                       p.ranks[q].row_source, p.ranks[q].expert_out, p.ranks[q].ready})
       if (a % 4)
         return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: ep_peers: an address of rank {} is not 4-byte aligned", op, q));
   return {};
@@ -45,6 +45,7 @@ Result<EpCall> ep_dispatch_call(const OpContext& ctx) {
   c.chunk_rows = ctx.params().i("chunk_rows");
   c.generation = int32_t(ctx.params().i("generation"));
   c.zero_tail = ctx.params().b("zero_tail");
+  c.dedup = ctx.params().b("dedup");
   c.launch_ranks = ctx.dim("P");
   if (ctx.ep_peers) {
     HALCYON_TRY(take_peers(kOp, ctx, c));
@@ -62,12 +63,14 @@ Result<EpCall> ep_dispatch_call(const OpContext& ctx) {
     c.world = c.launch_ranks;
     const uint64_t recv = ctx.tensor("recv").address(), counts = ctx.tensor("counts").address();
     const uint64_t cflags = ctx.tensor("count_flags").address(), kflags = ctx.tensor("chunk_flags").address();
+    const uint64_t source = ctx.tensor("row_source").address();
     for (int64_t q = 0; q < c.world; ++q) {
       EpPeers::Rank r;
       r.recv = recv + uint64_t(q * c.RC * c.H * 2);
       r.counts = counts + uint64_t(q * c.world * c.E * 4);
       r.count_flags = cflags + uint64_t(q * c.world * 4);
       r.chunk_flags = kflags + uint64_t(q * c.world * c.C * 4);
+      r.row_source = source + uint64_t(q * c.RC * 4);
       c.ranks.push_back(r);
     }
   }

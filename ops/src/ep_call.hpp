@@ -14,6 +14,7 @@ struct EpCall {
   int64_t T = 0, K = 1, H = 1, E = 1, RC = 0, C = 0, EO = 0, chunk_rows = 1;
   int32_t generation = 1;
   bool zero_tail = false;
+  bool dedup = true;  // ep_dispatch: a token's row crosses to a rank once (kernels/comm/ep_dispatch.contract)
   int64_t timeout_ms = 60000;
   std::vector<EpPeers::Rank> ranks;  // [world]
 };

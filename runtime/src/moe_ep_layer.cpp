@@ -437,7 +437,7 @@ struct EpExchange::State {
   Buffer mine;                 // this rank's exchange buffer
   std::vector<Buffer> mapped;  // every rank's, mapped here
   ops::EpPeers peers;
-  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0;
+  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0, off_source = 0;
   Tensor slot_dest, expert_offsets;
   int32_t generation = 0;
 };
@@ -472,7 +472,7 @@ Status same_on_every_rank(const Comm& comm, const char* who,
 
 // Each rank's exchange buffer holds
 //   recv [RC, H] bf16 | expert outputs [RC, H] bf16 | counts [P, E] | count flags [P] |
-//   chunk flags [P, C] | ready flags [P]
+//   chunk flags [P, C] | ready flags [P] | row sources [RC] i32
 // with RC = P * max_tokens * min(K, experts per rank): all a rank can receive.
 Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, int64_t E, int64_t K, int64_t H,
                                       const EpOptions& opt) {
@@ -491,7 +491,8 @@ Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, in
   // one that differs would write past a peer's buffer or wait for chunks never sent.
   HALCYON_TRY(same_on_every_rank(comm, "EpExchange", {{"experts", E}, {"topk", K}, {"hidden", H},
                                                       {"EpOptions::max_tokens", T},
-                                                      {"EpOptions::dispatch_chunk_rows", opt.dispatch_chunk_rows}}));
+                                                      {"EpOptions::dispatch_chunk_rows", opt.dispatch_chunk_rows},
+                                                      {"EpOptions::dedup", opt.dedup ? 1 : 0}}));
   auto st = std::make_shared<State>();
   st->device = device, st->opt = opt, st->E = E, st->K = K, st->H = H, st->rank = info->rank;
   st->RC = P * T * std::min(K, ELM);
@@ -502,7 +503,8 @@ Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, in
   st->off_cflags = st->off_counts + align_up(uint64_t(P * E * 4));
   st->off_kflags = st->off_cflags + align_up(uint64_t(P * 4));
   st->off_ready = st->off_kflags + align_up(uint64_t(P * st->C * 4));
-  const uint64_t total = st->off_ready + align_up(uint64_t(P * 4));
+  st->off_source = st->off_ready + align_up(uint64_t(P * 4));
+  const uint64_t total = st->off_source + align_up(uint64_t(st->RC * 4));
   auto mine = comm.buffer(total);
   if (!mine) return mine.error();
   st->mine = std::move(mine).value();
@@ -522,7 +524,8 @@ Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, in
   for (const Buffer& b : st->mapped) {
     const uint64_t a = b.address();
     st->peers.ranks.push_back(
-        {a, a + st->off_counts, a + st->off_cflags, a + st->off_kflags, a + st->off_eout, a + st->off_ready});
+        {a, a + st->off_counts, a + st->off_cflags, a + st->off_kflags, a + st->off_source, a + st->off_eout,
+         a + st->off_ready});
   }
   auto dest = make_tensor(device, DType::i32, {T, K});
   auto offsets = make_tensor(device, DType::i32, {E + 1});
@@ -556,11 +559,13 @@ Status EpExchange::dispatch(const Stream& s, const Tensor& x, const Tensor& topk
               {"expert_offsets", view(st.expert_offsets, {1, st.E + 1})},
               {"counts", Tensor{st.mine, st.off_counts, DType::i32, {1, 1, st.E}}},
               {"count_flags", Tensor{st.mine, st.off_cflags, DType::i32, {1, 1}}},
-              {"chunk_flags", Tensor{st.mine, st.off_kflags, DType::i32, {1, 1, chunks}}}};
+              {"chunk_flags", Tensor{st.mine, st.off_kflags, DType::i32, {1, 1, chunks}}},
+              {"row_source", Tensor{st.mine, st.off_source, DType::i32, {1, st.RC}}}};
   return run_op(st.device, s, "ep_dispatch", d,
                 {{"experts", std::to_string(st.E)}, {"capacity", std::to_string(st.RC)},
                  {"chunk_rows", std::to_string(st.opt.dispatch_chunk_rows)},
-                 {"generation", std::to_string(st.generation)}, {"zero_tail", "false"}},
+                 {"generation", std::to_string(st.generation)}, {"zero_tail", "false"},
+                 {"dedup", st.opt.dedup ? "true" : "false"}},
                 run);
 }
 

@@ -30,6 +30,8 @@ TEST_CASE("ptx ep_dispatch + ep_combine: round trips over generations") {
   CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3) == "");     // H not a multiple of 8: the scalar paths
   CHECK(round_trip(d, s, 4, 64, 8, 256, 32, 16, 4, 3, 4) == "");
   CHECK(round_trip(d, s, 8, 16, 8, 128, 256, 8, 2, 2, 5) == "");  // the most ranks, DeepSeek's expert count
+  CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2, "", "", false) == "");  // dedup off: one row a slot
+  CHECK(round_trip(d, s, 3, 9, 6, 13, 7, 1, 1, 2, 3, "", "", false) == "");   // ... and the scalar paths
 }
 
 TEST_CASE("ptx ep_dispatch + ep_combine: every rank without tokens (T = 0)") {

@@ -86,11 +86,16 @@ inline std::string layout_by_hand(const Device& d, const Stream& s, const std::s
   const auto dest = get<int32_t>(s, io["slot_dest"]);
   const auto offsets = get<int32_t>(s, io["expert_offsets"]);
   const auto recv = get<uint16_t>(s, io["recv"]);
+  const auto source = get<int32_t>(s, io["row_source"]);
   const std::vector<int32_t> want_dest{1, RC + 0, RC + 1, 0, RC + 3, 2, 3, RC + 2};
   const std::vector<int32_t> want_offsets{0, 1, 4, 0, 3, 4};
   if (dest != want_dest) return fmt::format("slot_dest [{}], expected [{}]", fmt::join(dest, ", "), fmt::join(want_dest, ", "));
   if (offsets != want_offsets)
     return fmt::format("expert_offsets [{}], expected [{}]", fmt::join(offsets, ", "), fmt::join(want_offsets, ", "));
+  // No token has two experts on one other rank here: every row came from x, the tail is -1.
+  const std::vector<int32_t> want_source{0, 1, 2, 3, -1, -1, 0, 1, 2, 3, -1, -1};
+  if (source != want_source)
+    return fmt::format("row_source [{}], expected [{}]", fmt::join(source, ", "), fmt::join(want_source, ", "));
   // Row values: rank p's token t is 10p + t + 1; rows past the 4 received are zeroed.
   const std::vector<float> want_rows{2, 1, 11, 12, 0, 0, 1, 2, 12, 11, 0, 0};
   for (size_t q = 0; q < 2; ++q)
@@ -102,11 +107,13 @@ inline std::string layout_by_hand(const Device& d, const Stream& s, const std::s
 }
 
 // The round trip, `generations` times on the same buffers (flags never reset): each time new
-// routing, dispatch, expert outputs = the received rows, combine; out[p, t] must be
-// bf16(x[p, t] * sum of its weights) up to the sums' rounding.
+// routing, dispatch (every slot's row where slot_dest says, equal to its token's row bit for
+// bit), expert outputs = the received rows, combine; out[p, t] must be bf16(x[p, t] * sum of its
+// weights) up to the sums' rounding. dedup: ep_dispatch's parameter.
 inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64_t T, int64_t K, int64_t H, int64_t E,
                               int64_t chunk, int64_t combine_chunk, int generations, uint32_t seed,
-                              const std::string& dispatch_impl = "", const std::string& combine_impl = "") {
+                              const std::string& dispatch_impl = "", const std::string& combine_impl = "",
+                              bool dedup = true) {
   std::mt19937 rng(seed);
   halcyon::ops::RunOptions run, run_combine;
   run.impl = dispatch_impl;
@@ -128,9 +135,21 @@ inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64
     EP_TRY(wt);
     disp["topk_ids"] = *it;
     const Params dp{{"experts", std::to_string(E)}, {"capacity", std::to_string(RC)}, {"chunk_rows", std::to_string(chunk)},
-                    {"generation", std::to_string(g)}, {"zero_tail", g == 1 ? "true" : "false"}};
+                    {"generation", std::to_string(g)}, {"zero_tail", g == 1 ? "true" : "false"},
+                    {"dedup", dedup ? "true" : "false"}};
     if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", disp, dp));
     EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", disp, dp, run));
+    const auto dest = get<int32_t>(s, disp["slot_dest"]);
+    const auto recv = get<uint16_t>(s, disp["recv"]);
+    if (dest.size() != ids.size() || recv.size() != size_t(P * RC * H))
+      return fmt::format("generation {}: slot_dest or recv could not be read", g);
+    for (size_t i = 0; i < dest.size(); ++i) {
+      const int64_t pt = int64_t(i) / K;  // rank * T + token
+      if (dest[i] < 0 || dest[i] >= P * RC) return fmt::format("generation {}: slot_dest[{}] = {}", g, i, dest[i]);
+      if (std::memcmp(&recv[size_t(dest[i] * H)], &x[size_t(pt * H)], size_t(H) * 2) != 0)
+        return fmt::format("generation {}: row {} of rank {}'s recv is not slot {}'s token row", g, dest[i] % RC,
+                           dest[i] / RC, i);
+    }
     comb["expert_out"] = disp["recv"];  // identity experts: the outputs are the rows as they landed
     comb["topk_weights"] = *wt;
     comb["slot_dest"] = disp["slot_dest"];
@@ -192,8 +211,10 @@ inline std::string no_tokens(const Device& d, const Stream& s, int64_t P, int64_
   auto counts = put(d, s, DType::i32, {P, P, E}, std::vector<int32_t>(size_t(P * P * E), -1));
   auto cflags = put(d, s, DType::i32, {P, P}, std::vector<int32_t>(size_t(P * P), 0));
   auto ready = put(d, s, DType::i32, {P, P}, std::vector<int32_t>(size_t(P * P), 0));
-  for (auto* t : {&recv, &offsets, &counts, &cflags, &ready}) EP_TRY(*t);
+  auto source = put(d, s, DType::i32, {P, RC}, std::vector<int32_t>(size_t(P * RC), 7));
+  for (auto* t : {&recv, &offsets, &counts, &cflags, &ready, &source}) EP_TRY(*t);
   disp["recv"] = *recv, disp["expert_offsets"] = *offsets, disp["counts"] = *counts, disp["count_flags"] = *cflags;
+  disp["row_source"] = *source;
   comb["expert_out"] = *recv, comb["slot_dest"] = disp["slot_dest"], comb["ready"] = *ready;
   for (int g = 1; g <= 2; ++g) {
     const Params dp{{"experts", std::to_string(E)}, {"capacity", std::to_string(RC)}, {"chunk_rows", "3"},
@@ -202,7 +223,7 @@ inline std::string no_tokens(const Device& d, const Stream& s, int64_t P, int64_
     EP_TRY(halcyon::ops::run_op(d, s, "ep_combine", comb, {{"generation", std::to_string(g)}}));
     EP_TRY(s.synchronize());
     for (auto [name, t, want] : {std::tuple{"count flag", &cflags, g}, {"ready flag", &ready, g},
-                                 {"count", &counts, 0}, {"expert offset", &offsets, 0}}) {
+                                 {"count", &counts, 0}, {"expert offset", &offsets, 0}, {"row source", &source, -1}}) {
       const auto got = get<int32_t>(s, **t);
       if (got.size() != size_t((*t)->numel())) return fmt::format("generation {}: the {}s could not be read", g, name);
       for (int32_t v : got)

@@ -21,6 +21,8 @@ TEST_CASE("ep_dispatch + ep_combine: round trips, 1 to 4 ranks, several generati
   CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2) == "");
   CHECK(round_trip(d, s, 3, 9, 3, 13, 7, 1, 1, 2, 3) == "");
   CHECK(round_trip(d, s, 4, 16, 8, 64, 32, 64, 16, 2, 4) == "");
+  CHECK(round_trip(d, s, 2, 17, 4, 72, 8, 5, 3, 3, 2, "", "", false) == "");  // one row over the link per slot
+  CHECK(round_trip(d, s, 3, 9, 6, 13, 7, 1, 1, 2, 3, "", "", false) == "");
 }
 
 TEST_CASE("ep_dispatch + ep_combine: every rank without tokens (T = 0), 1 to 3 ranks") {

@@ -26,6 +26,7 @@ constexpr unsigned long long kWaitLimitNs = 20ull * 1000 * 1000 * 1000;  // a pe
 
 struct DispatchPeers {
   unsigned long long recv[kMaxRanks], counts[kMaxRanks], count_flags[kMaxRanks], chunk_flags[kMaxRanks];
+  unsigned long long row_source[kMaxRanks];
 };
 struct CombinePeers {
   unsigned long long expert_out[kMaxRanks], ready[kMaxRanks];
@@ -88,13 +89,23 @@ __device__ __forceinline__ uint4 load_nc(const uint4* p) {
   return v;
 }
 
-// One row of m 16-byte pieces by one warp, kCopyDepth pieces in flight per lane.
+// Memory written during this kernel (by peers, or by other blocks): from L2, never a stale line
+// of L1 or the read-only path.
+__device__ __forceinline__ uint4 load_cg(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// One row of m 16-byte pieces by one warp, kCopyDepth pieces in flight per lane. kInput: src
+// is read-only for the kernel's lifetime (dispatch's x); else it was written during it.
+template <bool kInput = true>
 __device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, unsigned m, int lane) {
   for (unsigned c0 = lane; c0 < m; c0 += 32 * kCopyDepth) {
     uint4 v[kCopyDepth];
 #pragma unroll
     for (int u = 0; u < kCopyDepth; ++u)
-      if (c0 + 32 * u < m) v[u] = load_nc(src + c0 + 32 * u);
+      if (c0 + 32 * u < m) v[u] = kInput ? load_nc(src + c0 + 32 * u) : load_cg(src + c0 + 32 * u);
 #pragma unroll
     for (int u = 0; u < kCopyDepth; ++u)
       if (c0 + 32 * u < m) dst[c0 + 32 * u] = v[u];
@@ -159,6 +170,30 @@ __device__ __forceinline__ RankRow split_dest(int d, long long RC) {
   return {q, (unsigned)d - q * rc};
 }
 
+// The row a slot j of this rank landed in at its owner, from the block's own tables: slot_dest
+// for the block's slots [s0, ...) (written before the copies), else base[e] (the row of the
+// block's first slot of expert e) less the slots of e in [j, s0). j >= s0 - K + 1 here.
+__device__ __forceinline__ long long row_of_slot(long long j, int e, const int* topk_ids, const int* slot_dest,
+                                                 const int* base, long long s0, long long q, long long RC) {
+  if (j >= s0) return slot_dest[j] < 0 ? RC : slot_dest[j] - q * RC;
+  long long row = base[e];
+  for (long long i = j; i < s0; ++i) row -= topk_ids[i] == e;
+  return row;
+}
+// dedup: the row slot s's bytes come from at rank q (not this rank): the row of the token's first
+// slot (lowest k) owned by q, or `row` itself (s is that slot, or that slot's row was dropped).
+__device__ __forceinline__ unsigned source_row(long long s, unsigned q, unsigned row, const int* topk_ids,
+                                               const int* slot_dest, const int* base, const int* owner, long long s0,
+                                               long long K, long long E, long long RC) {
+  for (long long j = s - s % K; j < s; ++j) {
+    const int e = topk_ids[j];
+    if (e < 0 || e >= E || owner[e] != (int)q) continue;
+    const long long r = row_of_slot(j, e, topk_ids, slot_dest, base, s0, q, RC);
+    return r < RC ? (unsigned)r : row;
+  }
+  return row;
+}
+
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 }  // namespace
@@ -166,8 +201,13 @@ __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v 
 // Shared memory (dynamic, ints): batch [blockDim] (the expert of each slot of a batch; first,
 // for 16-byte reads), cnt [P*E] (the count matrix), next [E] (this rank's next row per expert),
 // run [E] (this rank's slots per expert before the block's current batch), tot [E] (this rank's
-// slots per expert), the received total, then done [the block's chunks] (how many of its warps
+// slots per expert), base [E] (the row of the block's first slot per expert), owner [E] (each
+// expert's rank), the received total, then done [the block's chunks] (how many of its warps
 // have finished each chunk).
+//
+// dedup: a slot bound for another rank whose token has an earlier slot there is not sent; its
+// row_source entry at the owner names that slot's row, and the owner's blocks copy the row
+// there once every chunk has arrived (kernels/comm/ep_dispatch.contract).
 //
 // Block b owns the contiguous chunks [chunks * b / grid, chunks * (b + 1) / grid). Its work
 // before the first copy is a few steps of the grid's width, not one per chunk: every block
@@ -178,14 +218,17 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
                                           int* __restrict__ slot_dest, int* __restrict__ expert_offsets, long long T,
                                           long long K, long long H, long long E, long long RC, long long C,
                                           long long chunk_rows, long long generation, long long zero_tail,
-                                          long long P, long long rank0, long long EO, DispatchPeers peers) {
+                                          long long dedup, long long P, long long rank0, long long EO,
+                                          DispatchPeers peers) {
   extern __shared__ int smem[];
   int* batch_e = smem;
   int* cnt = batch_e + blockDim.x;
   int* next = cnt + P * E;
   int* run = next + E;
   int* tot = run + E;
-  int* received = tot + E;
+  int* base = tot + E;
+  int* owner = base + E;
+  int* received = owner + E;
   int* done = received + 1;
   const long long slots = T * K, chunks = (slots + chunk_rows - 1) / chunk_rows;
   const long long cb0 = chunks * blockIdx.x / gridDim.x, cb1 = chunks * (blockIdx.x + 1) / gridDim.x;
@@ -274,6 +317,14 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
         expert_offsets[i] = *received;
   }
   __syncthreads();
+  for (long long e = tid; e < E; e += blockDim.x) {
+    base[e] = next[e] + run[e];
+    long long q = E > 0 ? e * P / E : 0;  // the owner: the largest q with first_expert(q) <= e
+    while (q + 1 < P && first_expert(E, q + 1, P) <= e) ++q;
+    while (q > 0 && first_expert(E, q, P) > e) --q;
+    owner[e] = (int)q;
+  }
+  __syncthreads();
   // 4. Where each of the block's slots goes (slot_dest), a batch of blockDim slots at a time: a
   //    slot's row is next + run + its rank among the batch's earlier slots of the same expert.
   for (long long b0 = s0; b0 < s1; b0 += blockDim.x) {
@@ -291,10 +342,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
       }
       for (int j = tid & ~3; j < tid; ++j) rank_in_batch += batch_e[j] == e;
       const long long row = next[e] + run[e] + rank_in_batch;
-      long long q = E > 0 ? e * P / E : 0;  // the owner: the largest q with first_expert(q) <= e
-      while (q + 1 < P && first_expert(E, q + 1, P) <= e) ++q;
-      while (q > 0 && first_expert(E, q, P) > e) --q;
-      if (row < RC) dest = (int)(q * RC + row);  // a row past RC lands nowhere (dest -1)
+      if (row < RC) dest = (int)(owner[e] * RC + row);  // a row past RC lands nowhere (dest -1)
     }
     if (tid < n) slot_dest[b0 + tid] = dest;
     __syncthreads();
@@ -319,9 +367,13 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
     if (s < s1) {
       const long long sn = s + warps;
       const int dn = sn < s1 ? slot_dest[sn] : -1;
-      if (d >= 0) {
+      const RankRow at = split_dest(d < 0 ? 0 : d, RC);
+      const unsigned from = d >= 0 && dedup && at.q != me
+                                ? source_row(s, at.q, at.row, topk_ids, slot_dest, base, owner, s0, K, E, RC)
+                                : at.row;
+      if (d >= 0 && lane == 0) reinterpret_cast<int*>(peers.row_source[at.q])[at.row] = (int)from;
+      if (d >= 0 && from == at.row) {
         const unsigned short* src = x + (s / K) * H;
-        const RankRow at = split_dest(d, RC);
         unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[at.q]) + (long long)at.row * H;
 #ifdef HC_EP_TMA_STORES
         if (vec)
@@ -359,21 +411,48 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
     __syncwarp();
     open = finished, unfenced = 0;
   }
-  // 6. Wait for every chunk of every rank that sends here (the grid shares the waits).
+  // 6. Wait for every chunk of every rank that sends here: the grid shares the waits, or with
+  //    dedup every block waits for all (its copies below read rows any chunk may have brought).
   const long long stride = (long long)gridDim.x * blockDim.x;
+  const long long wait0 = dedup ? tid : (long long)blockIdx.x * blockDim.x + tid, wait_step = dedup ? blockDim.x : stride;
   for (long long p = 0; p < P; ++p) {
     long long sent = 0;
     for (long long e = 0; e < E; ++e) sent += cnt[p * E + e];
     long long n = (sent + chunk_rows - 1) / chunk_rows;
     if (n > C) n = C;
-    for (long long c = (long long)blockIdx.x * blockDim.x + tid; c < n; c += stride)
-      wait_flag(peers.chunk_flags[me] + 4 * (p * C + c), gen);
+    for (long long c = wait0; c < n; c += wait_step) wait_flag(peers.chunk_flags[me] + 4 * (p * C + c), gen);
   }
-  // 7. The conformance form zeroes the rows past what arrived.
+  // 7. dedup: the rows that did not cross are copied from their token's row that did, 32 rows a
+  //    warp at a time (one load of their row_source entries, then a copy per row to make);
+  //    without it every row came from x: row_source is the identity.
+  unsigned short* own = reinterpret_cast<unsigned short*>(peers.recv[me]);
+  int* own_source = reinterpret_cast<int*>(peers.row_source[me]);
+  const long long total = *received;
+  if (dedup) {
+    __syncthreads();  // the block's waits, before any of its warps reads what they cover
+    const long long nw = (long long)gridDim.x * warps;
+    for (long long r0 = ((long long)blockIdx.x * warps + warp) * 32; r0 < total; r0 += nw * 32) {
+      const long long r = r0 + lane;
+      const int from = r < total ? __ldcg(own_source + r) : (int)r;
+      unsigned moves = __ballot_sync(0xffffffffu, from != r && from >= 0 && from < total);
+      while (moves) {
+        const int i = __ffs(moves) - 1;
+        moves &= moves - 1;
+        const long long src = __shfl_sync(0xffffffffu, from, i), dst = r0 + i;
+        if (vec)
+          copy_row16<false>(reinterpret_cast<const uint4*>(own + src * H), reinterpret_cast<uint4*>(own + dst * H),
+                            (unsigned)(H >> 3), lane);
+        else
+          for (long long h = lane; h < H; h += 32) own[dst * H + h] = __ldcg(own + src * H + h);
+      }
+    }
+  } else {
+    for (long long r = (long long)blockIdx.x * blockDim.x + tid; r < total; r += stride) own_source[r] = (int)r;
+  }
+  // 8. The conformance form zeroes the rows past what arrived (row_source -1).
   if (zero_tail) {
-    unsigned short* own = reinterpret_cast<unsigned short*>(peers.recv[me]);
-    for (long long i = (long long)*received * H + (long long)blockIdx.x * blockDim.x + tid; i < RC * H; i += stride)
-      own[i] = 0;
+    for (long long i = total * H + (long long)blockIdx.x * blockDim.x + tid; i < RC * H; i += stride) own[i] = 0;
+    for (long long r = total + (long long)blockIdx.x * blockDim.x + tid; r < RC; r += stride) own_source[r] = -1;
   }
 }
 

@@ -128,7 +128,14 @@ Status ep_dispatch_send(const EpShape& s, int64_t rank, const bf16* x, const int
   for (int64_t c = 0; c < chunks_of(s, slots); ++c) {
     for (int64_t i = c * s.chunk_rows; i < std::min(slots, (c + 1) * s.chunk_rows); ++i) {
       const int64_t e = topk_ids[i], q = ep_owner_rank(s.E, s.P, e), row = next[size_t(e)]++;
-      std::copy_n(x + (i / s.K) * s.H, s.H, peers[q].recv + row * s.H);
+      int64_t source = row;  // with dedup: the row of the token's first slot at another rank q
+      for (int64_t j = i - i % s.K; s.dedup && q != rank && j < i; ++j)
+        if (ep_owner_rank(s.E, s.P, topk_ids[j]) == q) {
+          source = slot_dest[j] - q * s.RC;
+          break;
+        }
+      if (source == row) std::copy_n(x + (i / s.K) * s.H, s.H, peers[q].recv + row * s.H);
+      peers[q].row_source[row] = int32_t(source);
       slot_dest[i] = int32_t(q * s.RC + row);
     }
     for (int64_t q = 0; q < s.P; ++q) ep_flag_store(peers[q].chunk_flags + rank * s.C + c, s.generation);
@@ -150,9 +157,21 @@ Status ep_dispatch_finish(const EpShape& s, int64_t rank, const EpDispatchPeer* 
   const Layout l = layout_of(s, peers[rank].counts);
   const int64_t first = ep_first_expert(s.E, rank, s.P), local = ep_first_expert(s.E, rank + 1, s.P) - first;
   const int64_t total = l.received[size_t(rank)];
+  bf16* recv = peers[rank].recv;
+  int32_t* source = peers[rank].row_source;
+  for (int64_t r = 0; r < total; ++r) {
+    if (source[r] == r) continue;
+    if (source[r] < 0 || source[r] >= total || source[source[r]] != source[r])
+      return detail::invalid("{}: rank {}'s row {} is to be copied from row {}, which did not arrive", kDispatch, rank,
+                             r, source[r]);
+    std::copy_n(recv + source[r] * s.H, s.H, recv + r * s.H);
+  }
   for (int64_t i = 0; i <= s.max_local(); ++i)
     expert_offsets[i] = int32_t(i < local ? l.start[size_t(first + i)] : total);
-  if (zero_tail && total < s.RC) std::fill(peers[rank].recv + total * s.H, peers[rank].recv + s.RC * s.H, bf16{});
+  if (zero_tail && total < s.RC) {
+    std::fill(recv + total * s.H, recv + s.RC * s.H, bf16{});
+    std::fill(source + total, source + s.RC, -1);
+  }
   return {};
 }
 
@@ -210,12 +229,13 @@ Status ep_combine_rank(const EpShape& s, int64_t rank, const EpCombinePeer* peer
 }
 
 Status ep_dispatch_world(const EpShape& s, const bf16* x, const int32_t* topk_ids, bf16* recv, int32_t* counts,
-                         int32_t* count_flags, int32_t* chunk_flags, int32_t* slot_dest, int32_t* expert_offsets,
-                         bool zero_tail) {
+                         int32_t* count_flags, int32_t* chunk_flags, int32_t* row_source, int32_t* slot_dest,
+                         int32_t* expert_offsets, bool zero_tail) {
   HALCYON_TRY(check_shape(kDispatch, s, 0));
   std::vector<EpDispatchPeer> peers(size_t(s.P));
   for (int64_t q = 0; q < s.P; ++q)
-    peers[size_t(q)] = {recv + q * s.RC * s.H, counts + q * s.P * s.E, count_flags + q * s.P, chunk_flags + q * s.P * s.C};
+    peers[size_t(q)] = {recv + q * s.RC * s.H, counts + q * s.P * s.E, count_flags + q * s.P,
+                        chunk_flags + q * s.P * s.C, row_source + q * s.RC};
   const int64_t TK = s.T * s.K, EO = s.max_local() + 1;
   for (int64_t p = 0; p < s.P; ++p) HALCYON_TRY(ep_dispatch_publish(s, p, topk_ids + p * TK, peers.data()));
   for (int64_t p = 0; p < s.P; ++p) {

@@ -29,12 +29,12 @@ enum class CodeSource { kAuto, kIr, kBinary };
 // communicator: every rank's exchange memory as mapped in this process (hal_comm_buffer_import;
 // entry `rank` is this rank's own). The call's tensors are then a world of one (P = 1): x,
 // topk_ids, slot_dest, expert_offsets and out are this rank's, and the exchange outputs (recv,
-// counts, count_flags, chunk_flags; ready) name this rank's own memory in one-rank shapes; the
+// counts, count_flags, chunk_flags, row_source; ready) name this rank's own memory in one-rank shapes; the
 // kernels reach every rank's through these addresses instead. Byte addresses, 4-byte aligned.
 struct EpPeers {
   static constexpr uint32_t kMaxRanks = 8;
   struct Rank {
-    uint64_t recv = 0, counts = 0, count_flags = 0, chunk_flags = 0;  // ep_dispatch
+    uint64_t recv = 0, counts = 0, count_flags = 0, chunk_flags = 0, row_source = 0;  // ep_dispatch
     uint64_t expert_out = 0, ready = 0;                                  // ep_combine
   };
   uint32_t rank = 0;

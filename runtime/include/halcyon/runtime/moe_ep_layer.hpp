@@ -67,6 +67,10 @@ struct EpOptions {
   int64_t dispatch_chunk_rows = 64;  // (token, k) rows per dispatch chunk: the planner's chunk in rows
   int64_t combine_chunk_rows = 8;    // tokens per combine chunk
   int64_t timeout_ms = 60000;        // host implementations: how long a rank waits for the others
+  // Dispatch sends a token's row to another rank once, however many of that rank's experts it
+  // goes to; the receiver copies it into the other rows (kernels/comm/ep_dispatch.contract).
+  // false: one row over the link per (token, expert). The same on every rank.
+  bool dedup = true;
   // MoeEpLayer: the forward's tokens in this many micro-batches (slice i: tokens [T*i/n,
   // T*(i+1)/n)), each with its own EpExchange for ceil(max_tokens / n) tokens, so that one's
   // dispatch and combine run beside another's GEMMs (docs/expert_parallel.md). >= 1, and the

@@ -24,15 +24,21 @@ Status comm_dispatch(const bf16* x, int64_t T, const int32_t* src_row, int64_t R
 //     publish   p's (token, k) count per expert into row p of every rank's `counts`, then
 //               count_flags[p] = g at every rank (release)
 //     wait      own count_flags[*] == g (acquire): the count matrix is complete
-//     send      every slot's token row into its expert's owner's `recv`, at
+//     send      every slot's row goes to its expert's owner's `recv`, at
 //                 start of the expert in the owner's buffer (experts in order, each expert's
 //                 rows from rank 0, then rank 1, ...) + rows of ranks < p for that expert +
 //                 the slot's rank among p's slots for that expert (slot order);
-//               slot_dest[slot] = owner * RC + row; after each chunk of chunk_rows slots,
-//               chunk_flags[p][c] = g at every rank (release)
+//               slot_dest[slot] = owner * RC + row, and the owner's row_source[row] = the row
+//               the bytes come from: with dedup, a slot whose token already has an earlier
+//               slot (lower k) at the same other rank is not sent, its row_source is that
+//               slot's row; every other slot's token row is written there, row_source = row.
+//               After each chunk of chunk_rows slots, chunk_flags[p][c] = g at every rank
+//               (release)
 //     wait      own chunk_flags[q][c] == g for every rank q and chunk c < ceil(T_q*K/chunk)
-//     finish    expert_offsets of the own experts (ELM + 1 entries, ELM = ceil(E/P); entries
-//               past the own expert count repeat the total), rows [total, RC) zeroed if asked
+//     finish    rows whose row_source names another row are copied from it (no chains: a
+//               source row was always sent); expert_offsets of the own experts (ELM + 1
+//               entries, ELM = ceil(E/P); entries past the own expert count repeat the
+//               total); rows [total, RC) zeroed and their row_source -1 if asked
 //   combine of rank p, generation g
 //     publish   ready[p] = g at every rank (the own expert outputs are complete)
 //     wait      own ready[*] == g
@@ -49,6 +55,7 @@ struct EpDispatchPeer {
   int32_t* counts = nullptr;       // [P, E]
   int32_t* count_flags = nullptr;  // [P]
   int32_t* chunk_flags = nullptr;  // [P, C]
+  int32_t* row_source = nullptr;   // [RC]: the row each received row is copied from (itself if sent)
 };
 struct EpCombinePeer {
   const bf16* expert_out = nullptr;  // [RC, H]
@@ -60,6 +67,7 @@ struct EpShape {
   int64_t C = 0;           // chunk flags per source rank
   int64_t chunk_rows = 1;  // (token, k) slots per chunk (dispatch), tokens per chunk (combine)
   int32_t generation = 1;
+  bool dedup = true;       // dispatch: a token's row crosses to a rank once (above)
   int64_t max_local() const { return (E + P - 1) / P; }  // ELM
 };
 
@@ -94,11 +102,11 @@ Status ep_combine_rank(const EpShape& s, int64_t rank, const EpCombinePeer* peer
 
 // The contracts' world form: all P ranks in one call, their memory stacked (rank-major):
 // x [P, T, H], topk_ids [P, T, K], recv [P, RC, H], counts [P, P, E], count_flags [P, P],
-// chunk_flags [P, P, C], slot_dest [P, T, K], expert_offsets [P, ELM + 1]; every step is run
-// for every rank before the next, so no wait ever waits.
+// chunk_flags [P, P, C], row_source [P, RC], slot_dest [P, T, K], expert_offsets [P, ELM + 1];
+// every step is run for every rank before the next, so no wait ever waits.
 Status ep_dispatch_world(const EpShape& s, const bf16* x, const int32_t* topk_ids, bf16* recv, int32_t* counts,
-                         int32_t* count_flags, int32_t* chunk_flags, int32_t* slot_dest, int32_t* expert_offsets,
-                         bool zero_tail);
+                         int32_t* count_flags, int32_t* chunk_flags, int32_t* row_source, int32_t* slot_dest,
+                         int32_t* expert_offsets, bool zero_tail);
 // expert_out [P, RC, H], topk_weights / slot_dest [P, T, K], out [P, T, H], ready [P, P].
 Status ep_combine_world(const EpShape& s, const bf16* expert_out, const float* topk_weights, const int32_t* slot_dest,
                         bf16* out, int32_t* ready);
