@@ -75,9 +75,9 @@ Status ep_dispatch(ops::OpContext& ctx, const DispatchBuild& build) {
   const int64_t chunks = ceil_div(std::max<int64_t>(c->T * c->K, 1), c->chunk_rows);
   auto blocks = ep_blocks(ctx, *dev, c->launch_ranks, chunks);
   if (!blocks) return blocks.error();
-  // A batch of expert ids, the count matrix, next, run, tot and base per expert, the received
+  // A batch of expert ids, the count matrix, next, run, tot, base and owner per expert, the received
   // total, and a counter per chunk of the block (hc_ep_dispatch's layout).
-  const uint64_t shared = uint64_t(kEpThreads + c->world * c->E + 4 * c->E + 1 + ceil_div(chunks, *blocks)) * 4 +
+  const uint64_t shared = uint64_t(kEpThreads + c->world * c->E + 5 * c->E + 1 + ceil_div(chunks, *blocks)) * 4 +
                           build.staging_bytes;
   if (shared > dev->max_shared_per_block)
     return Error(HAL_UNSUPPORTED, fmt::format("ep_dispatch: {} ranks x {} experts and {} chunks of {} rows need {} bytes "

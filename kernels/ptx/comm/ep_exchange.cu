@@ -371,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
       const unsigned from = d >= 0 && dedup && at.q != me
                                 ? source_row(s, at.q, at.row, topk_ids, slot_dest, base, owner, s0, K, E, RC)
                                 : at.row;
-      if (d >= 0 && lane == 0) reinterpret_cast<int*>(peers.row_source[at.q])[at.row] = (int)from;
+      if (d >= 0 && dedup && lane == 0) reinterpret_cast<int*>(peers.row_source[at.q])[at.row] = (int)from;
       if (d >= 0 && from == at.row) {
         const unsigned short* src = x + (s / K) * H;
         unsigned short* dst = reinterpret_cast<unsigned short*>(peers.recv[at.q]) + (long long)at.row * H;
