@@ -66,7 +66,7 @@ __device__ __forceinline__ long long first_expert(long long E, long long q, long
 
 // Pieces of 16 bytes each lane of a copying warp keeps in flight (a local load waits about a
 // microsecond before its store can go over the link).
-constexpr int kCopyDepth = 8;
+constexpr int kCopyDepth = 16;
 // Expert ids a thread loads at once when counting slots (its loads in flight together).
 constexpr int kCountDepth = 8;
 // A copying warp fences its stores (and so lets the chunks it finished be flagged) after about
@@ -182,14 +182,23 @@ __device__ __forceinline__ long long row_of_slot(long long j, int e, const int* 
 }
 // dedup: the row slot s's bytes come from at rank q (not this rank): the row of the token's first
 // slot (lowest k) owned by q, or `row` itself (s is that slot, or that slot's row was dropped).
+// The token's earlier expert ids are loaded kIdBatch at a time, all in flight together.
+constexpr int kIdBatch = 8;
 __device__ __forceinline__ unsigned source_row(long long s, unsigned q, unsigned row, const int* topk_ids,
                                                const int* slot_dest, const int* base, const int* owner, long long s0,
                                                long long K, long long E, long long RC) {
-  for (long long j = s - s % K; j < s; ++j) {
-    const int e = topk_ids[j];
-    if (e < 0 || e >= E || owner[e] != (int)q) continue;
-    const long long r = row_of_slot(j, e, topk_ids, slot_dest, base, s0, q, RC);
-    return r < RC ? (unsigned)r : row;
+  const long long t0 = s - s % K;
+  for (long long j0 = t0; j0 < s; j0 += kIdBatch) {
+    int ev[kIdBatch];
+#pragma unroll
+    for (int u = 0; u < kIdBatch; ++u) ev[u] = j0 + u < s ? topk_ids[j0 + u] : -1;
+#pragma unroll
+    for (int u = 0; u < kIdBatch; ++u) {
+      const int e = ev[u];
+      if (e < 0 || e >= E || owner[e] != (int)q) continue;
+      const long long r = row_of_slot(j0 + u, e, topk_ids, slot_dest, base, s0, q, RC);
+      return r < RC ? (unsigned)r : row;
+    }
   }
   return row;
 }
