@@ -11,14 +11,14 @@
 #      the ep_dispatch/ep_combine kernels on a 20-SM comm partition (chunks of 512 KiB), and
 #      the layer over each (the kernels' beside the GEMMs on the other 112 SMs), whole and in 2
 #      micro-batches against its grouped GEMMs alone (target 1.1x); once for each comm partition
-#      size in EP_COMM_UNITS (default "20") and each build in EP_IMPLS (default: the
+#      size in EP_COMM_UNITS (default "20 32") and each build in EP_IMPLS (default: the
 #      registry's); every figure also in $OUT/bench_ep.u<units>[.<impl>].json.
 # NVLink multicast (NVLS) stays off, as the machine's notes ask: set here by the caller's
 # script, never by halcyon's library code.
 #   run(command="bash bench/ep_multigpu_run.sh", carry=[".devdeps"], kind="nvidia-h200-x2")
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
-UNITS=${EP_COMM_UNITS:-20}
+UNITS=${EP_COMM_UNITS:-"20 32"}
 # EP_IMPLS: the builds to bench, one after another for each partition size: "default" (the
 # registry's choice) or an --impl value such as ep_dispatch=split4 (default "default").
 IMPLS=${EP_IMPLS:-default}

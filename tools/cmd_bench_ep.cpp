@@ -82,6 +82,7 @@ struct RankResult {
   double layer_kernel_gemm_ms = 0;  // that layer's expert side (grouped GEMMs), from one forward's events
   double layer_micro_ms = 0;        // the kernels' layer in Shape::micro_batches micro-batches
   double kernel_dispatch_slot_ms = 0, layer_micro_slot_ms = 0;  // the same with EpOptions::dedup off
+  double layer_micro_comm_ms = 0;   // ... with every exchange on the comm partition (edge_exchanges_on_caller off)
   double dedup_dispatch_ms = 0;     // NCCL all-to-all of the rows that cross with dedup only
   uint32_t comm_units = 0;          // of the kernels' stream
   uint64_t dispatch_bytes = 0, combine_bytes = 0;
@@ -309,13 +310,17 @@ Status time_layer(const Device& dev, const Comm& comm, const Stream& s, const Sh
     rt::EpTransport transport;
     int64_t micro_batches;
     double* ms;
+    bool dedup = true, edges = true;  // EpOptions::dedup, edge_exchanges_on_caller
   };
+  const rt::EpTransport kernels = rt::EpTransport::kPeerKernel;
   for (const Run& run : {Run{rt::EpTransport::kAllToAll, 1, &out.layer_ms}, Run{rt::EpTransport::kPeerWrite, 1, &out.layer_peer_ms},
-                         Run{rt::EpTransport::kPeerKernel, 1, &out.layer_kernel_ms},
-                         Run{rt::EpTransport::kPeerKernel, sh.micro_batches, &out.layer_micro_slot_ms},
-                         Run{rt::EpTransport::kPeerKernel, sh.micro_batches, &out.layer_micro_ms}}) {
+                         Run{kernels, 1, &out.layer_kernel_ms},
+                         Run{kernels, sh.micro_batches, &out.layer_micro_slot_ms, false, true},
+                         Run{kernels, sh.micro_batches, &out.layer_micro_comm_ms, true, false},
+                         Run{kernels, sh.micro_batches, &out.layer_micro_ms}}) {
     o.micro_batches = run.micro_batches;
-    o.dedup = run.ms != &out.layer_micro_slot_ms;
+    o.dedup = run.dedup;
+    o.edge_exchanges_on_caller = run.edges;
     auto layer = rt::MoeEpLayer::create(dev, comm, c, w, sh.layer, run.transport, o);
     if (!layer) return layer.error();
     const Stream& ls = run.transport == rt::EpTransport::kPeerKernel ? *compute : s;
@@ -381,10 +386,12 @@ void print_results(const std::vector<RankResult>& all, const Shape& sh, const st
   for (size_t r = 0; r < all.size(); ++r) {
     const RankResult& x = all[r];
     fmt::print("{:>4} layer in 1 micro-batch {:.3f} ms, compute side {:.3f} ms, layer in {} micro-batches {:.3f} ms = "
-               "{:.2f}x the compute side (target 1.1x); one row per slot {:.3f} ms = {:.2f}x\n", r, x.layer_kernel_ms,
+               "{:.2f}x the compute side (target 1.1x); one row per slot {:.3f} ms = {:.2f}x; every exchange on the "
+               "comm partition {:.3f} ms = {:.2f}x\n", r, x.layer_kernel_ms,
                x.layer_kernel_gemm_ms, sh.micro_batches, x.layer_micro_ms,
                ratio(x.layer_micro_ms, x.layer_kernel_gemm_ms), x.layer_micro_slot_ms,
-               ratio(x.layer_micro_slot_ms, x.layer_kernel_gemm_ms));
+               ratio(x.layer_micro_slot_ms, x.layer_kernel_gemm_ms), x.layer_micro_comm_ms,
+               ratio(x.layer_micro_comm_ms, x.layer_kernel_gemm_ms));
   }
   // Every rank's forward ends with a combine that waits for every rank: the layer cannot end
   // before the longest rank's GEMMs, whatever the exchange.
@@ -421,11 +428,11 @@ std::string results_json(const std::vector<RankResult>& all, const Shape& sh, co
         "\"kernel_comm_units\": {}, \"layer_all_to_all_ms\": {:.5f}, \"layer_peer_ms\": {:.5f}, "
         "\"layer_kernel_ms\": {:.5f}, \"layer_kernel_gemm_ms\": {:.5f}, \"layer_micro_ms\": {:.5f}, "
         "\"micro_over_compute\": {:.4f}, \"dedup_bytes\": {}, \"kernel_dispatch_slot_ms\": {:.5f}, "
-        "\"all_to_all_dedup_ms\": {:.5f}, \"layer_micro_slot_ms\": {:.5f}}}{}\n",
+        "\"all_to_all_dedup_ms\": {:.5f}, \"layer_micro_slot_ms\": {:.5f}, \"layer_micro_comm_ms\": {:.5f}}}{}\n",
         r, x.dispatch_bytes, x.combine_bytes, x.rows_received, x.dispatch_ms, x.combine_ms, x.peer_dispatch_ms,
         x.peer_combine_ms, x.kernel_dispatch_ms, x.kernel_combine_ms, x.comm_units, x.layer_ms, x.layer_peer_ms,
         x.layer_kernel_ms, x.layer_kernel_gemm_ms, x.layer_micro_ms, ratio(x.layer_micro_ms, x.layer_kernel_gemm_ms),
-        x.dedup_bytes, x.kernel_dispatch_slot_ms, x.dedup_dispatch_ms, x.layer_micro_slot_ms,
+        x.dedup_bytes, x.kernel_dispatch_slot_ms, x.dedup_dispatch_ms, x.layer_micro_slot_ms, x.layer_micro_comm_ms,
         r + 1 < all.size() ? "," : "");
   }
   return j + " ]\n}\n";

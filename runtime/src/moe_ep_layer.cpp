@@ -50,6 +50,7 @@ struct MoeEpLayer::KernelState {
   std::vector<Batch> batches;
   Stream comm;                  // dispatch and combine
   Event routed, combined;       // the gate's hand-off to the comm stream, and the last combine's back
+  Event handoff;                // an exchange's end, where the next exchange runs on the other stream
   // hidden: the SwiGLU GEMM's output, one for all micro-batches: their GEMMs run in turn on the
   // caller's stream, so one's down GEMM has read it before the next one's up GEMM writes it.
   Tensor logits, topk_ids, topk_weights, hidden;
@@ -641,7 +642,9 @@ Status MoeEpLayer::create_kernel_buffers() {
   const auto& c = config_;
   const int64_t n = k.opt.micro_batches;
   // Compared first, so that a rank whose count is bad does not leave the others waiting.
-  HALCYON_TRY(same_on_every_rank(comm_, "MoeEpLayer", {{"EpOptions::micro_batches", n}}));
+  HALCYON_TRY(same_on_every_rank(comm_, "MoeEpLayer", {{"EpOptions::micro_batches", n},
+                                                      {"EpOptions::edge_exchanges_on_caller",
+                                                       k.opt.edge_exchanges_on_caller ? 1 : 0}}));
   if (n < 1)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: EpOptions::micro_batches = {} must be >= 1", n));
   EpOptions each = k.opt;
@@ -661,7 +664,7 @@ Status MoeEpLayer::create_kernel_buffers() {
   auto comm = device_.create_stream(k.opt.comm_partition);
   if (!comm) return comm.error();
   k.comm = std::move(comm).value();
-  for (Event* ev : {&k.routed, &k.combined}) {
+  for (Event* ev : {&k.routed, &k.combined, &k.handoff}) {
     auto e = device_.create_event(false);
     if (!e) return e.error();
     *ev = std::move(e).value();
@@ -694,32 +697,44 @@ Status MoeEpLayer::kernel_forward(const Stream& s, const Tensor& x, Tensor& out,
   HALCYON_TRY(gate(s, x, view(k.logits, {T, E}), ids, weights));
   HALCYON_TRY(s.record(k.routed));
   HALCYON_TRY(k.comm.wait(k.routed));
-  // Host order: each event is recorded before a stream is told to wait for it.
+  // Host order: each event is recorded before a stream is told to wait for it. The first
+  // dispatch and the last combine go to the caller's stream when asked (EpOptions::
+  // edge_exchanges_on_caller): the GEMMs there wait for the one and the caller for the other,
+  // so nothing would run beside them. Either way the exchanges run one after another in
+  // comm_order on every rank: where one moves to the other stream, it waits for the end of the
+  // one before. Two exchanges of a rank in flight at once could each hold units (or a CPU
+  // pool) that the other's counterpart on a peer needs to start: a wait that never ends.
+  const Stream* last = &k.comm;
   for (const CommStep& step : comm_order(n)) {
     const Slice sl = slice_of(T, step.batch, n);
-    if (!step.combine) {
-      HALCYON_TRY(kernel_dispatch(step.batch, rows_of(x, sl.first, sl.end), rows_of(ids, sl.first, sl.end),
-                                  stats != nullptr));
-      continue;
+    const bool edge = k.opt.edge_exchanges_on_caller && step.batch == (step.combine ? n - 1 : 0);
+    const Stream& on = edge ? s : k.comm;
+    if (step.combine) HALCYON_TRY(kernel_experts(s, step.batch));  // its GEMMs, before any hand-off wait
+    if (&on != last) {
+      HALCYON_TRY(last->record(k.handoff));
+      HALCYON_TRY(on.wait(k.handoff));
+      last = &on;
     }
-    HALCYON_TRY(kernel_experts(s, step.batch));
-    HALCYON_TRY(kernel_combine(step.batch, rows_of(weights, sl.first, sl.end), rows_of(out, sl.first, sl.end),
+    if (step.combine)
+      HALCYON_TRY(kernel_combine(on, step.batch, rows_of(weights, sl.first, sl.end), rows_of(out, sl.first, sl.end),
                                  stats != nullptr));
+    else
+      HALCYON_TRY(kernel_dispatch(on, step.batch, rows_of(x, sl.first, sl.end), rows_of(ids, sl.first, sl.end),
+                                  stats != nullptr));
   }
   HALCYON_TRY(k.comm.record(k.combined));
   HALCYON_TRY(s.wait(k.combined));
   return stats ? kernel_stats(s, T, *stats) : Status{};
 }
 
-// Micro-batch i's dispatch on the comm stream (timed when statistics are asked for), then the
-// event its GEMMs wait for.
-Status MoeEpLayer::kernel_dispatch(int64_t i, const Tensor& x, const Tensor& ids, bool timed) {
-  auto& k = *kernel_;
-  auto& b = k.batches[size_t(i)];
-  if (timed) HALCYON_TRY(k.comm.record(b.d0));
-  HALCYON_TRY(b.ex.dispatch(k.comm, x, ids, options_.run_options("ep_dispatch")));
-  if (timed) HALCYON_TRY(k.comm.record(b.d1));
-  return k.comm.record(b.dispatched);
+// Micro-batch i's dispatch on stream `on` (the comm stream or the caller's; timed when
+// statistics are asked for), then the event its GEMMs wait for.
+Status MoeEpLayer::kernel_dispatch(const Stream& on, int64_t i, const Tensor& x, const Tensor& ids, bool timed) {
+  auto& b = kernel_->batches[size_t(i)];
+  if (timed) HALCYON_TRY(on.record(b.d0));
+  HALCYON_TRY(b.ex.dispatch(on, x, ids, options_.run_options("ep_dispatch")));
+  if (timed) HALCYON_TRY(on.record(b.d1));
+  return on.record(b.dispatched);
 }
 
 // Micro-batch i's grouped GEMMs on the caller's stream once its rows have landed: straight on
@@ -739,14 +754,13 @@ Status MoeEpLayer::kernel_experts(const Stream& s, int64_t i) {
   return s.record(b.computed);
 }
 
-// Micro-batch i's combine on the comm stream, after its GEMMs (timed when asked for).
-Status MoeEpLayer::kernel_combine(int64_t i, const Tensor& weights, const Tensor& out, bool timed) {
-  auto& k = *kernel_;
-  auto& b = k.batches[size_t(i)];
-  HALCYON_TRY(k.comm.wait(b.computed));
-  if (timed) HALCYON_TRY(k.comm.record(b.c0));
-  HALCYON_TRY(b.ex.combine(k.comm, weights, out, options_.run_options("ep_combine")));
-  if (timed) return k.comm.record(b.c1);
+// Micro-batch i's combine on stream `on`, after its GEMMs (timed when asked for).
+Status MoeEpLayer::kernel_combine(const Stream& on, int64_t i, const Tensor& weights, const Tensor& out, bool timed) {
+  auto& b = kernel_->batches[size_t(i)];
+  HALCYON_TRY(on.wait(b.computed));
+  if (timed) HALCYON_TRY(on.record(b.c0));
+  HALCYON_TRY(b.ex.combine(on, weights, out, options_.run_options("ep_combine")));
+  if (timed) return on.record(b.c1);
   return {};
 }
 
@@ -780,7 +794,7 @@ Status MoeEpLayer::kernel_stats(const Stream& s, int64_t T, MoeEpStats& out) {
     if (step.combine) {
       auto waited = start.elapsed_since(*last_end);
       if (!waited) return waited.error();
-      st.expert_ms += *waited;
+      st.expert_ms += std::max(0.0f, *waited);  // the two may run on different streams
     }
     last_end = &end;
   }

@@ -62,6 +62,18 @@ TEST_CASE("moe_ep: micro-batches (kPeerKernel, 2 and 3) equal the single-rank la
               return ep_rank(p, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep);
             }) == "");
     }
+  // Every exchange on the comm stream (edge_exchanges_on_caller off), and one row per slot.
+  for (bool edges : {false, true})
+    for (uint32_t n : {2u, 4u}) {
+      CAPTURE(edges);
+      CAPTURE(n);
+      EpOptions ep = kernel_options(2);
+      ep.edge_exchanges_on_caller = edges;
+      ep.dedup = edges;
+      CHECK(test::run_ranks(n, "ep-mb-edges", [&](uint32_t r, uint32_t size, const std::string& name) {
+              return ep_rank(p, r, size, name, "cpu:0", true, 0, EpTransport::kPeerKernel, ep);
+            }) == "");
+    }
   // Fewer tokens than micro-batches: rank 0 holds one token, so two of its three slices are
   // empty (T = 0) while the other ranks' are not; every exchange still runs on every rank.
   const EpOptions ep = kernel_options(3);

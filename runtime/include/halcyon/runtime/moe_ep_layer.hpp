@@ -37,10 +37,10 @@ struct MoeEpStats {
   int64_t rows_sent = 0;      // (token, k) rows this rank dispatched (its own rank included)
   int64_t rows_received = 0;  // rows its experts computed
   uint64_t dispatch_bytes = 0, combine_bytes = 0;  // to or from other ranks only
-  // Host wall clock; kPeerKernel: timing events on the comm stream, summed over the micro-batches
-  // (expert_ms = how long that stream stood waiting for the GEMMs: before each combine, from the
-  // end of the step queued ahead of it; with one micro-batch, from the end of dispatch to the
-  // start of combine). Filled only when asked for.
+  // Host wall clock; kPeerKernel: timing events around each exchange, summed over the
+  // micro-batches (expert_ms = how long the combines stood waiting for the GEMMs: before each
+  // combine, from the end of the exchange queued ahead of it, when later; with one micro-batch,
+  // from the end of dispatch to the start of combine). Filled only when asked for.
   float dispatch_ms = 0, expert_ms = 0, combine_ms = 0;
 };
 
@@ -78,6 +78,12 @@ struct EpOptions {
   // the data (a rank with fewer tokens than micro-batches sends empty slices). EpExchange
   // itself ignores it.
   int64_t micro_batches = 1;
+  // MoeEpLayer: the first micro-batch's dispatch and the last one's combine, which nothing in
+  // the forward runs beside (the GEMMs wait for the one, the caller for the other), run on the
+  // caller's stream with all its units instead of the comm partition; the exchanges between
+  // them stay on the comm partition beside the GEMMs. false: every exchange on the comm
+  // partition (where the caller runs other work beside the layer on its own stream).
+  bool edge_exchanges_on_caller = true;
 };
 
 // The exchange memory of the dispatch/combine kernels (ep_dispatch, ep_combine: kernels/comm)
@@ -135,9 +141,9 @@ class MoeEpLayer {
   Status peer_combine(const Stream& stream, Routing& r);
   Status create_kernel_buffers();
   Status kernel_forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats);
-  Status kernel_dispatch(int64_t batch, const Tensor& x, const Tensor& ids, bool timed);
+  Status kernel_dispatch(const Stream& stream, int64_t batch, const Tensor& x, const Tensor& ids, bool timed);
   Status kernel_experts(const Stream& stream, int64_t batch);
-  Status kernel_combine(int64_t batch, const Tensor& weights, const Tensor& out, bool timed);
+  Status kernel_combine(const Stream& stream, int64_t batch, const Tensor& weights, const Tensor& out, bool timed);
   Status kernel_stats(const Stream& stream, int64_t tokens, MoeEpStats& stats);
   Device device_;
   Comm comm_;
