@@ -65,7 +65,8 @@ __device__ __forceinline__ int load_volatile(const int* p) { return *reinterpret
 __device__ __forceinline__ long long first_expert(long long E, long long q, long long P) { return E * q / P; }
 
 // Pieces of 16 bytes each lane of a copying warp keeps in flight (a local load waits about a
-// microsecond before its store can go over the link).
+// microsecond before its store can go over the link; with dedup the copies that stay on the GPU
+// bound the kernel, and 16 ran 15-20% faster than 8 on two H200s: docs/expert_parallel.md).
 constexpr int kCopyDepth = 16;
 // Expert ids a thread loads at once when counting slots (its loads in flight together).
 constexpr int kCountDepth = 8;
@@ -436,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
   //    without it every row came from x: row_source is the identity.
   unsigned short* own = reinterpret_cast<unsigned short*>(peers.recv[me]);
   int* own_source = reinterpret_cast<int*>(peers.row_source[me]);
-  const long long total = *received;
+  const long long total = min((long long)*received, RC);  // rows past RC were dropped
   if (dedup) {
     __syncthreads();  // the block's waits, before any of its warps reads what they cover
     const long long nw = (long long)gridDim.x * warps;
