@@ -432,18 +432,21 @@ extern "C" __global__ void __launch_bounds__(kEpThreads, 1) hc_ep_dispatch(const
     if (n > C) n = C;
     for (long long c = wait0; c < n; c += wait_step) wait_flag(peers.chunk_flags[me] + 4 * (p * C + c), gen);
   }
-  // 7. dedup: the rows that did not cross are copied from their token's row that did, 32 rows a
-  //    warp at a time (one load of their row_source entries, then a copy per row to make);
-  //    without it every row came from x: row_source is the identity.
+  // 7. dedup: the rows that did not cross are copied from their token's row that did, a stripe of
+  //    up to 32 rows a warp at a time (one load of their row_source entries, then a copy per row
+  //    to make); stripes narrower than 32 where there are fewer rows than 32 a warp, so that
+  //    every warp of the grid takes some (a small batch's copies would otherwise sit on a few
+  //    warps). Without dedup every row came from x: row_source is the identity.
   unsigned short* own = reinterpret_cast<unsigned short*>(peers.recv[me]);
   int* own_source = reinterpret_cast<int*>(peers.row_source[me]);
   const long long total = min((long long)*received, RC);  // rows past RC were dropped
   if (dedup) {
     __syncthreads();  // the block's waits, before any of its warps reads what they cover
     const long long nw = (long long)gridDim.x * warps;
-    for (long long r0 = ((long long)blockIdx.x * warps + warp) * 32; r0 < total; r0 += nw * 32) {
+    const long long width = min(32ll, max(1ll, (total + nw - 1) / nw));  // rows a stripe
+    for (long long r0 = ((long long)blockIdx.x * warps + warp) * width; r0 < total; r0 += nw * width) {
       const long long r = r0 + lane;
-      const int from = r < total ? __ldcg(own_source + r) : (int)r;
+      const int from = lane < width && r < total ? __ldcg(own_source + r) : (int)r;
       unsigned moves = __ballot_sync(0xffffffffu, from != r && from >= 0 && from < total);
       while (moves) {
         const int i = __ffs(moves) - 1;
