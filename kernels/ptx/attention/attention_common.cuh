@@ -76,6 +76,19 @@ __device__ __forceinline__ void load_q_tile(uint32_t sq, const Problem& p, const
   }
 }
 
+// Offset b of packed sequences' cumulative offsets `cu`, clamped to [0, T].
+__device__ __forceinline__ int clamped_offset(const int* cu, int b, int T) { return min(max(__ldg(cu + b), 0), T); }
+// Sequence b's rows [start, start + len) in [0, T]: both offsets clamped, an end below the start
+// read as the start. A bad cu_seqlens (the device does not check it) gives wrong rows, never
+// rows outside [0, T).
+struct SeqRange {
+  int start, len;
+};
+__device__ __forceinline__ SeqRange seq_range(const int* cu, int b, int T) {
+  const int s = clamped_offset(cu, b, T);
+  return {s, min(max(__ldg(cu + b + 1), s), T) - s};
+}
+
 // Query tiles of R rows over packed sequences (cu_q: B + 1 offsets, each clamped to [0, Tq]),
 // numbered so that a tile finds its sequence by a binary search over cu_q (log2 B loads; a walk
 // over the sequences cost B loads a tile, which thousands of short sequences make slower than
@@ -92,7 +105,7 @@ struct SeqTile {
 };
 template <int R>
 __device__ __forceinline__ int seq_tile_base(const int* cu_q, int b, int Tq) {
-  return (int)(((unsigned)min(max(__ldg(cu_q + b), 0), Tq) + R - 1) / R) + b;  // < 2^31 + R: unsigned
+  return (int)(((unsigned)clamped_offset(cu_q, b, Tq) + R - 1) / R) + b;  // < 2^31 + R: unsigned
 }
 // The numbers a head's tiles take: [0, F(B)).
 template <int R>
@@ -109,11 +122,11 @@ __device__ __forceinline__ bool find_seq_tile(SeqTile& t, const int* cu_q, int B
     if (seq_tile_base<R>(cu_q, mid, Tq) <= j) lo = mid;
     else hi = mid;
   }
-  const int qs = min(max(__ldg(cu_q + lo), 0), Tq), qe = min(max(__ldg(cu_q + lo + 1), qs), Tq);
+  const SeqRange q = seq_range(cu_q, lo, Tq);
   t.b = lo;
   t.tile = j - seq_tile_base<R>(cu_q, lo, Tq);
-  t.q0 = qs;
-  t.q_len = qe - qs;
+  t.q0 = q.start;
+  t.q_len = q.len;
   return t.tile < (t.q_len + R - 1) / R;
 }
 
@@ -130,11 +143,12 @@ __device__ __forceinline__ bool prefill_rows(Problem& p, long long* row_q, int* 
   SeqTile st;  // B, Tq and Tk fit in 32 bits (the launchers check)
   if (!find_seq_tile<kRows>(st, cu_q, (int)B, (int)Tq, (int)blockIdx.x)) return false;
   const int b = st.b, q_len = st.q_len;
-  const int ks = min(max(__ldg(cu_k + b), 0), (int)Tk), k_len = min(max(__ldg(cu_k + b + 1), ks), (int)Tk) - ks;
+  const SeqRange keys = seq_range(cu_k, b, (int)Tk);
+  const int k_len = keys.len;
   const long long tile = causal ? (q_len + kRows - 1) / kRows - 1 - st.tile : st.tile;
   p.q = q;
   p.table = nullptr;
-  p.kv_base = ks;
+  p.kv_base = keys.start;
   p.kv_stride = Hkv * D;
   p.kv_head = (long long)hk * D;
   p.BS = p.NB = 0;
@@ -194,11 +208,17 @@ __device__ __forceinline__ void mask_max(float (&s)[NT][4], int k0, int vis0, in
 // SLACK: the reference max moves only when the tile's max passes it by more than kMaxSlack, and
 // a row whose max stays gets a factor of exactly 1 (its output need not be touched: see
 // any_moved); a row still at -inf moves to the first finite max (-inf + 8 is -inf).
+// A row's next reference max after a tile whose max is t: the running max, or with SLACK one
+// that moves only when t passes it by more than kMaxSlack.
+template <bool SLACK>
+__device__ __forceinline__ float next_max(float m, float t) {
+  return SLACK ? (t > m + kMaxSlack ? t : m) : fmaxf(m, t);
+}
+
 template <bool SLACK = false>
 __device__ __forceinline__ void advance_max(RowState& st, float mx0, float mx1, float* base0, float* base1, float* a0,
                                             float* a1) {
-  const float mn0 = SLACK ? (mx0 > st.m0 + kMaxSlack ? mx0 : st.m0) : fmaxf(st.m0, mx0);
-  const float mn1 = SLACK ? (mx1 > st.m1 + kMaxSlack ? mx1 : st.m1) : fmaxf(st.m1, mx1);
+  const float mn0 = next_max<SLACK>(st.m0, mx0), mn1 = next_max<SLACK>(st.m1, mx1);
   *base0 = mn0 == neg_inf() ? 0.f : mn0;
   *base1 = mn1 == neg_inf() ? 0.f : mn1;
   *a0 = SLACK && mn0 == st.m0 ? 1.f : exp2f(st.m0 - *base0);

@@ -125,11 +125,11 @@ __device__ __forceinline__ bool ws_tile(WsTile& t, int tile, const int* cu_q, co
                                         bool causal) {
   SeqTile st;
   if (!find_seq_tile<kWsRows>(st, cu_q, B, Tq, tile)) return false;
-  const int ks = min(max(__ldg(cu_k + st.b), 0), Tk), ke = min(max(__ldg(cu_k + st.b + 1), ks), Tk);
+  const SeqRange keys = seq_range(cu_k, st.b, Tk);
   t.q0 = st.q0;
   t.q_len = st.q_len;
-  t.k0 = ks;
-  t.k_len = ke - ks;
+  t.k0 = keys.start;
+  t.k_len = keys.len;
   const int tiles = (t.q_len + kWsRows - 1) / kWsRows;
   t.m0 = (causal ? tiles - 1 - st.tile : st.tile) * kWsRows;
   const int last = min(t.m0 + kWsRows, t.q_len) - 1;
@@ -177,8 +177,7 @@ __device__ __forceinline__ void ws_softmax(float (&s)[KN / 8][4], RowState& st, 
   // warp skips the O rescale (a0 = a1 = 1). FlashAttention-4 does the same.
   // SLACK = false (D = 64, where the skipped rescale measured 2% slower): m is the running max.
   const float t0 = mx0 * c, t1 = mx1 * c;
-  const float mn0 = SLACK ? (t0 > st.m0 + kMaxSlack ? t0 : st.m0) : fmaxf(st.m0, t0);
-  const float mn1 = SLACK ? (t1 > st.m1 + kMaxSlack ? t1 : st.m1) : fmaxf(st.m1, t1);
+  const float mn0 = next_max<SLACK>(st.m0, t0), mn1 = next_max<SLACK>(st.m1, t1);
   const float base0 = mn0 == neg_inf() ? 0.f : mn0, base1 = mn1 == neg_inf() ? 0.f : mn1;
   if constexpr (SLACK) {
     a0 = mn0 == st.m0 ? 1.f : ex2(st.m0 - base0);

@@ -90,23 +90,17 @@ __device__ __forceinline__ uint4 load_nc(const uint4* p) {
   return v;
 }
 
-// Memory written during this kernel (by peers, or by other blocks): from L2, never a stale line
-// of L1 or the read-only path.
-__device__ __forceinline__ uint4 load_cg(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
 // One row of m 16-byte pieces by one warp, kCopyDepth pieces in flight per lane. kInput: src
-// is read-only for the kernel's lifetime (dispatch's x); else it was written during it.
+// is read-only for the kernel's lifetime (dispatch's x); else it was written during it (by
+// peers, or by other blocks) and is read from L2 (__ldcg), never a stale line of L1 or the
+// read-only path.
 template <bool kInput = true>
 __device__ __forceinline__ void copy_row16(const uint4* src, uint4* dst, unsigned m, int lane) {
   for (unsigned c0 = lane; c0 < m; c0 += 32 * kCopyDepth) {
     uint4 v[kCopyDepth];
 #pragma unroll
     for (int u = 0; u < kCopyDepth; ++u)
-      if (c0 + 32 * u < m) v[u] = kInput ? load_nc(src + c0 + 32 * u) : load_cg(src + c0 + 32 * u);
+      if (c0 + 32 * u < m) v[u] = kInput ? load_nc(src + c0 + 32 * u) : __ldcg(src + c0 + 32 * u);
 #pragma unroll
     for (int u = 0; u < kCopyDepth; ++u)
       if (c0 + 32 * u < m) dst[c0 + 32 * u] = v[u];
