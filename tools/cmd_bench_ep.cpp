@@ -450,7 +450,7 @@ int run_rank(const std::string& uri, const Shape& sh_in, uint32_t rank, uint32_t
   if (!dev) return fail(dev.error());
   auto info = dev->info();
   if (!info) return fail(info.error());
-  const bool cpu = std::string(info->vendor) == "CPU";
+  const bool cpu = is_cpu(*info);
   Shape sh = sh_in;
   if (sh.tokens < 0) sh.tokens = cpu ? 64 : 4096;
   if (sh.experts < 0) sh.experts = cpu ? 16 : 256;
