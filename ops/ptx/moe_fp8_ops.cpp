@@ -19,6 +19,7 @@ constexpr const char* kImage = "moe_gemm_sm90_fp8";
 struct Fp8Build {
   int slots, tn;
   const char* suffix;  // of the entry names
+  bool staged = false;  // the staged epilogue (tall builds: output rows by bulk copies)
   constexpr int64_t boxes() const { return tall() ? 2 : 4; }
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
   // Tall builds keep a_scale x w_scale per box in the scale ring (f32 [2][tn] a slot) and need
@@ -27,11 +28,17 @@ struct Fp8Build {
   constexpr int64_t ring_scales() const { return tall() ? 2 * tn : tn; }
 };
 constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
-    kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"};
+    kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"}, kTallS{3, 256, "sm90talls", true};
 constexpr int64_t kThreads = 384;
-uint64_t fp8_shared(int64_t EL, const Fp8Build& b) {
+// The kernel's layout (grouped_gemm_fp8): 1 KiB of alignment, the slots, their barriers and scale
+// rings, the tile map; staged builds then a staging buffer of 256 rows of the tile's outputs
+// (bf16) + 16 bytes, from a 128-byte boundary.
+uint64_t fp8_shared(int64_t EL, const Fp8Build& b, bool swiglu) {
   const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
-  return 1024 + b.slots * (slot + 16 + uint64_t(b.ring_scales()) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
+  const uint64_t base = 1024 + b.slots * (slot + 16 + uint64_t(b.ring_scales()) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
+  if (!b.staged) return base;
+  const uint64_t outs = swiglu ? uint64_t(b.bn()) / 2 : uint64_t(b.bn());
+  return (base + 127) / 128 * 128 + 256 * (outs * 2 + 16);
 }
 
 enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown };
@@ -61,7 +68,9 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, cons
   for (const char* t : {f.a, f.w})
     if (address_of(c, t) % 16) return fmt::format("{} is not 16-byte aligned", t);
   if (address_of(c, "out") % 4) return "out is not 4-byte aligned";
-  const uint64_t shared = fp8_shared(c.dim("EL"), build);
+  if (build.staged && (f.N % 8 || address_of(c, "out") % 16))
+    return fmt::format("its bulk copies of output rows need N % 8 == 0 and out 16-byte aligned (N = {})", f.N);
+  const uint64_t shared = fp8_shared(c.dim("EL"), build, which != Fp8Gemm::kDown);
   if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
     return fmt::format("{} experts need {} bytes of shared memory, {} has {}", c.dim("EL"), shared, dev.uri,
                        dev.max_shared_per_block);
@@ -125,14 +134,14 @@ Status fp8_gemm(ops::OpContext& ctx) {
   const uint64_t offsets = address_of(ctx, "expert_offsets"), out = address_of(ctx, "out");
   if (gather) {
     const int64_t T = ctx.dim("T"), topk = ctx.params().i("topk");
-    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build)), [&](ArgPack& p) {
+    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
       p.value(*tb).value(a.address()).value(a_scale).value(w_scale).value(address_of(ctx, "row_to_slot"));
       p.value(offsets).value(out).value(R).value(f.K).value(f.N).value(EL).value(topk).value(T);
     });
   }
   auto ta16 = e4m3_map(ctx, a, {uint64_t(f.K), uint64_t(R)}, 16);
   if (!ta16) return ta16.error();
-  return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build)), [&](ArgPack& p) {
+  return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
     p.value(*ta16).value(*tb).value(a_scale).value(w_scale).value(offsets).value(out);
     p.value(R).value(f.K).value(f.N).value(EL);
   });
@@ -270,6 +279,12 @@ HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, 
              "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
 HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tallpf",
              "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
+// sm90.tall with 3 slots and its outputs staged in shared memory, then written by bulk copies
+// (one a row) while the next tile runs, by name.
+HC_FP8_NAMED(r20, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallS, 37, "sm90.talls",
+             "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
+HC_FP8_NAMED(r21, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallS, 37, "sm90.talls",
+             "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The

@@ -163,7 +163,7 @@ std::vector<std::string> variants(bool gather = false, bool tall_fits = true) {
   if (!is_sm90a()) return {""};
   if (gather) return {"", "sm90.swapw5", "sm90.wide"};
   if (!tall_fits) return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide"};
-  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.tall", "sm90.tallpf"};
+  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.tall", "sm90.tallpf", "sm90.talls"};
 }
 
 TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {

@@ -308,6 +308,82 @@ __device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int 
   }
 }
 
+// Tall builds with a staged epilogue (sm90.talls): a consumer writes its outputs as bf16 rows
+// into its own half of a staging buffer in shared memory (128 rows of `pitch` bytes: the tile's
+// OUTS outputs + 16 bytes, so that the 8 rows a warp's store touches fall in distinct banks),
+// and lane 0 of each of its warps copies every fourth row to `out` with one bulk copy
+// (cp.async.bulk, the TMA's 1-D form): the consumers' global stores, 4 bytes a lane into 8 rows
+// an instruction, leave the critical path, and the copies run while the next tile's k-loop does.
+// Before writing, the issuing lanes wait until their previous tile's copies have read the
+// staging rows; the consumer's 128 threads then meet on named barrier 1 + cg (twice). Needs
+// N % 8 == 0 (rows of 16-byte multiples) and `out` 16-byte aligned: the launcher checks.
+constexpr int kStagePad = 16;
+template <int EPI, int TN>
+__host__ __device__ constexpr int stage_pitch() {
+  return (EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>()) * 2 + kStagePad;
+}
+__device__ __forceinline__ void consumer_sync(int cg) {
+  if (cg == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
+// The staging buffer lies after the scale ring (`scales`, SLOTS rings) and the tile map: derived
+// here rather than kept in a register across the k-loop (the consumers' 224 are spoken for).
+template <int EPI, int NT, int TN, int SLOTS>
+__device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& t, int off, int rows, const float* d0,
+                                                  const float* d1, int cg, const float* scales) {
+  const uint32_t stage =
+      (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)g.EL + 1)) + 127) & ~127u;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, gq = lane >> 2, qq = lane & 3;
+  const bool odd = gq & 1;
+  constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
+  constexpr int OUTS = EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>();
+  constexpr int PITCH = stage_pitch<EPI, TN>();
+  const long long tcol = (long long)t.n_tile * OUTS;  // the tile's first output column
+  const uint32_t mine = stage + (uint32_t)cg * 128 * PITCH;
+  // Every lane waits (a no-op for the lanes that issued no copies): under `lane == 0` the wait
+  // made ptxas spill the accumulators around it.
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  consumer_sync(cg);
+  const int lc0 = 16 * warp + (gq & ~1), tok0 = 2 * qq + (odd ? 1 : 0);
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j) {
+    const int tok = 8 * j + tok0;
+#pragma unroll
+    for (int nb = 0; nb < BLOCKS; ++nb) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 4 * j + 2 * h;
+        float v0, v1;
+        if (EPI == kSwigluBf16) {
+          v0 = silu_mul(d0[i], d1[i]);
+          v1 = silu_mul(d0[i + 1], d1[i + 1]);
+        } else {
+          v0 = nb ? d1[i] : d0[i];
+          v1 = nb ? d1[i + 1] : d0[i + 1];
+        }
+        const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+        const float lo = odd ? recv : v0, hi = odd ? v1 : recv;
+        const int lc = lc0 + 64 * nb + 8 * h;
+        if (tok >= rows || tcol + lc >= g.N) continue;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(mine + tok * PITCH + lc * 2), "r"(pack_bf16x2(lo, hi)) : "memory");
+      }
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the bulk copies
+  consumer_sync(cg);
+  if (lane == 0) {
+    const long long left = g.N - tcol;
+    const uint32_t bytes = (uint32_t)(left < OUTS ? left : OUTS) * 2;  // N % 8 == 0: a multiple of 16
+    for (int r = warp; r < rows; r += 4) {
+      unsigned short* dst = g.out + ((long long)t.row0 + off + r) * g.N + tcol;
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(mine + r * PITCH),
+                   "r"(bytes)
+                   : "memory");
+    }
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  }
+}
+
 // d += t * a_scale[token] * w_scale[row]: sc = the k-step's token scales, sw0/sw1 the scales of
 // this thread's two weight rows (h = 0, 1) of the box.
 template <int NT>
@@ -389,7 +465,7 @@ __device__ __forceinline__ void wait_full(uint32_t full, uint32_t it, int slots)
 // One tile for a consumer warpgroup (NT = its rows rounded up to 16): the k loop with its
 // promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
 // wgmmas into two sets of temporaries at once; wider: one box after the other through one set.
-template <int EPI, int NT, int SLOTS, int TN, bool GATHER>
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED>
 __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
                                              int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
                                              const float* scales) {
@@ -445,7 +521,8 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
     // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
     mbar_arrive(empty + 8 * s);
   }
-  store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
+  if constexpr (STAGED) store_tile_staged<EPI, NT, TN, SLOTS>(g, t, v.off, v.rows, d0, d1, v.cg, scales);
+  else store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
 }
 
 // A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
@@ -458,10 +535,12 @@ __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slot
   }
 }
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
-// (SLOTS x ring_scales f32), the tile scan's scratch (16 ints) and the tile map.
-template <int EPI, bool GATHER, int SLOTS, int TN, int PF>
+// (SLOTS x ring_scales f32), the tile scan's scratch (16 ints) and the tile map; STAGED: then,
+// from the next 128 bytes, the staging buffer (2 x 128 rows of stage_pitch bytes; store_tile_staged).
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF, bool STAGED = false>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
   static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
+  static_assert(!STAGED || tall<TN>(), "the staged epilogue is the tall builds'");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -516,7 +595,8 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
 #define HC_FP8_CASE(K16)                                                                                 \
   case K16:                                                                                             \
     if constexpr (16 * K16 <= (TN < 128 ? TN : 128))                                                    \
-      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER>(g, t, v, k_tiles, it, ring, full, empty, scales);    \
+      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER, STAGED>(g, t, v, k_tiles, it, ring, full, empty,    \
+                                                             scales);                                     \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -524,6 +604,10 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       default: break;
     }
   }
+  // The last tile's bulk copies must have written `out` (and read the staging rows) before the
+  // CTA ends.
+  if constexpr (STAGED)
+    if ((threadIdx.x & 31) == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 // cvt.rn.satfinite: nearest even, saturating to +-448 (NaN stays NaN); the low byte is v's.
@@ -622,13 +706,14 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 // *_sm90swapw5: 5 x 64 (more weight bytes in flight), *_sm90wide: 4 x 128 (197 KB);
 // *_sm90tall: 4 x 256 tokens x 2 weight boxes (203 KB), the consumers splitting the tokens (no
 // gather form);
-// *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2.
-#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF)                                                               \
+// *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2;
+// *_sm90talls: sm90tall with 3 slots and the staged epilogue (bulk copies of the output rows).
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF, STAGED)                                                       \
   extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF>(                                                        \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF, STAGED>(                                                \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
@@ -640,14 +725,15 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
     hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, 0>(                                            \
         nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
   }
-#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF)                                                        \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF)                  \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF)
-HC_FP8_BUILD(sm90swapw, 4, 64, 0)
-HC_FP8_BUILD(sm90swapw5, 5, 64, 0)
-HC_FP8_BUILD(sm90wide, 4, 128, 0)
-HC_FP8_BUILD(sm90tall, 4, 256, 0)
-HC_FP8_BUILD(sm90tallpf, 4, 256, 4)
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF, STAGED)                                                \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF, STAGED)          \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF, STAGED)
+HC_FP8_BUILD(sm90swapw, 4, 64, 0, false)
+HC_FP8_BUILD(sm90swapw5, 5, 64, 0, false)
+HC_FP8_BUILD(sm90wide, 4, 128, 0, false)
+HC_FP8_BUILD(sm90tall, 4, 256, 0, false)
+HC_FP8_BUILD(sm90tallpf, 4, 256, 4, false)
+HC_FP8_BUILD(sm90talls, 3, 256, 0, true)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)
