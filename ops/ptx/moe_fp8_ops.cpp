@@ -201,15 +201,22 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
 // 3.44 / 3.10 / 3.08 ms, 64 rows 3.78 / 3.40 / 4.37, 80 rows 4.14 / 3.87 / 5.54, 96 rows 4.41 /
 // 4.37 / 5.99 (the down GEMM already faster with tall there), 128 rows 5.21 / 6.32; at full clock
 // wide was 4-5% faster than tall at 64 rows and level at 96 (third session).
+// The down GEMM's tall tiles take the staged epilogue (sm90.talls) where it runs: on the H200
+// (2026-11-29, eighth session, the same call each) its down GEMM took 1647-1695 us against
+// sm90.tall's 1830-1853 at 4096 tokens (128 rows an expert), 1456 against 1509-1529 at 3072 (96),
+// 1354 against 1402 at 2560 (80) and 3528 against 3984 at 8192; it was 7% slower at 2048 (64
+// rows, where sm90.wide is the choice anyway). The SwiGLU GEMM stays on sm90.tall: with the staged
+// epilogue (and its 3 slots) it was level at 4096 and 2-7% slower at 2560-3072.
 constexpr int64_t kWideRows = 56, kTallRows = 88;
 template <Fp8Gemm Which>
 const Fp8Build& fp8_choice(const ops::ApplyContext& c) {
   if (!c.has_call()) return kSwapw;
   const int64_t R = c.dim("R"), EL = std::max<int64_t>(c.dim("EL"), 1);
   const bool tall = fp8_applies<Which, kTall>(c, nullptr), wide = fp8_applies<Which, kWide>(c, nullptr);
-  if (R > kTallRows * EL && tall) return kTall;
+  const Fp8Build& tall_build = Which == Fp8Gemm::kDown && fp8_applies<Which, kTallS>(c, nullptr) ? kTallS : kTall;
+  if (R > kTallRows * EL && tall) return tall_build;
   if (R > kWideRows * EL && wide) return kWide;
-  if (R > kWideRows * EL && tall) return kTall;
+  if (R > kWideRows * EL && tall) return tall_build;
   return kSwapw;
 }
 // The registry's choice falls on `Build` (fp8_choice); else says which.
@@ -217,9 +224,13 @@ template <Fp8Gemm Which, const Fp8Build& Build>
 bool fp8_preferred(const ops::ApplyContext& c, std::string* why) {
   const Fp8Build& chosen = fp8_choice<Which>(c);
   if (&chosen == &Build) return true;
-  const char* name = &chosen == &kTall ? "sm90.tall" : &chosen == &kWide ? "sm90.wide" : "sm90.swapw";
+  const char* name = &chosen == &kTallS ? "sm90.talls"
+                     : &chosen == &kTall ? "sm90.tall"
+                     : &chosen == &kWide ? "sm90.wide"
+                                         : "sm90.swapw";
   if (why)
-    *why = fmt::format("experts average {} rows: {} (sm90.swapw up to {}, sm90.wide up to {}, sm90.tall above)",
+    *why = fmt::format("experts average {} rows: {} (sm90.swapw up to {}, sm90.wide up to {}, tall tiles above: sm90.talls "
+                       "for the down GEMM, sm90.tall for SwiGLU)",
                        c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0, name, kWideRows, kTallRows);
   return false;
 }
@@ -280,10 +291,9 @@ HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, 
 HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tallpf",
              "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
 // sm90.tall with 3 slots and its outputs staged in shared memory, then written by bulk copies
-// (one a row) while the next tile runs, by name.
+// (one a row) while the next tile runs: the down GEMM's choice for tall tiles (fp8_choice), the
+// SwiGLU GEMM's by name.
 HC_FP8_NAMED(r20, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallS, 37, "sm90.talls",
-             "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
-HC_FP8_NAMED(r21, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallS, 37, "sm90.talls",
              "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
@@ -292,7 +302,9 @@ HC_FP8_NAMED(r21, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallS, 37, "sm90.tall
 HC_FP8_CHOSEN(r16, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTall, 36, "sm90.tall",
               "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)")
 HC_FP8_CHOSEN(r17, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTall, 36, "sm90.tall",
-              "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)")
+              "256-token tiles, the consumers split the tokens (where sm90.talls cannot run)")
+HC_FP8_CHOSEN(r21, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallS, 37, "sm90.talls",
+              "sm90.tall with 3 slots and the output rows written by bulk copies (experts of > 88 rows on average)")
 #undef HC_FP8_CHOSEN
 
 }  // namespace

@@ -150,11 +150,13 @@ bool is_sm90a() {
 }
 // The registry's choice on sm_90a (never other than swapw for the gather form): tall tiles where
 // experts average more than 88 rows and every weight box lies in one scale block (`tall_fits`:
-// not the SwiGLU GEMM with I % 64 != 0), 128-token tiles where they average 57-88 rows (or more,
-// where tall does not fit), 64-token tiles else.
-void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bool tall_fits = true) {
+// not the SwiGLU GEMM with I % 64 != 0), with the staged epilogue in the down GEMM (`down`,
+// sizes here all take it); 128-token tiles where they average 57-88 rows (or more, where tall
+// does not fit), 64-token tiles else.
+void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bool tall_fits = true, bool down = false) {
   if (!is_sm90a()) return;
-  const char* want = gather || R <= 56 * EL ? "sm90.swapw" : tall_fits && R > 88 * EL ? "sm90.tall" : "sm90.wide";
+  const char* tall = down ? "sm90.talls" : "sm90.tall";
+  const char* want = gather || R <= 56 * EL ? "sm90.swapw" : tall_fits && R > 88 * EL ? tall : "sm90.wide";
   CHECK(impl == want);
 }
 // The registry's choice, and on sm_90a the variants by name too (the gather form has no tall
@@ -247,7 +249,7 @@ TEST_CASE("moe_grouped_gemm_fp8 (down), H = 7168 and odd sizes") {
     auto r = run(cpu(), "moe_grouped_gemm_fp8", in, {}, nullptr);
     for (const std::string& v : variants()) {
       auto g = run(gpu(), "moe_grouped_gemm_fp8", in, {}, &impl, v);
-      if (v.empty()) expect_sm90(impl, R, EL, false);
+      if (v.empty()) expect_sm90(impl, R, EL, false, true, true);
       check_bf16(fmt::format("fp8 down I={} H={} ({})", I, H, impl).c_str(), g["out"], r["out"],
                  size_t(off.back() * H), tol_of("moe_grouped_gemm_fp8"));
     }

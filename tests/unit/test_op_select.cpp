@@ -256,14 +256,19 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
     MESSAGE("the sm_90a PTX implementations are not built here");
     return;
   }
-  // ops/ptx/moe_fp8_ops.cpp's fp8_choice: swapw up to 56 rows an expert, wide up to 88, tall above.
+  // ops/ptx/moe_fp8_ops.cpp's fp8_choice: swapw up to 56 rows an expert, wide up to 88, tall tiles
+  // above (the down GEMM's with the staged epilogue, sm90.talls).
   const std::vector<std::pair<int64_t, const char*>> rule{{32, "sm90.swapw"}, {56, "sm90.swapw"}, {57, "sm90.wide"},
                                                           {64, "sm90.wide"},  {88, "sm90.wide"},  {89, "sm90.tall"},
                                                           {128, "sm90.tall"}};
-  for (const char* op : {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"})
-    for (const auto& [rows, want] : rule) {
+  for (const char* op : {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
+    const bool down = std::string(op) == "moe_grouped_gemm_fp8";
+    const std::vector<const char*> names = down ? std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall", "sm90.talls"}
+                                                : std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall"};
+    for (auto [rows, want] : rule) {
+      if (down && std::string(want) == "sm90.tall") want = "sm90.talls";
       const std::map<std::string, int64_t> dims{{"R", rows * 256}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
-      for (const char* name : {"sm90.swapw", "sm90.wide", "sm90.tall"}) {
+      for (const char* name : names) {
         CAPTURE(op);
         CAPTURE(rows);
         CAPTURE(name);
@@ -273,6 +278,16 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
         if (std::string(name) != want) CHECK(why.find(want) != std::string::npos);
       }
     }
+  }
+  // The staged epilogue copies whole 16-byte pieces of output rows: with H % 8 != 0 the down
+  // GEMM's tall tiles are sm90.tall's.
+  const std::map<std::string, int64_t> ragged{{"R", 128 * 256}, {"H", 7164}, {"I", 2048}, {"EL", 256}};
+  std::string why;
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8", "sm90.talls", hopper(), ragged).applies(&why));
+  CHECK(why.find("N % 8 == 0") != std::string::npos);
+  CHECK(Ask("moe_grouped_gemm_fp8", "sm90.tall", hopper(), ragged).preferred());
+  // SwiGLU takes the staged build by name only.
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu", "sm90.talls", hopper(), ragged).impl->automatic);
   // Tall tiles need I % 64 == 0 in the SwiGLU GEMM: there wide takes the experts above 88 rows too.
   const std::map<std::string, int64_t> odd{{"R", 128 * 256}, {"H", 7168}, {"I", 2080}, {"EL", 256}};
   CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu", "sm90.tall", hopper(), odd).applies());
