@@ -173,6 +173,23 @@ __device__ __forceinline__ unsigned short to_bf16(float v) {
 // result a signed zero (no NaN from finite input).
 __device__ __forceinline__ float silu_mul(float g, float u) { return g * __frcp_rn(1.f + __expf(-g)) * u; }
 
+// Swap-AB epilogues (gemm_sm90.cu, gemm_sm90_fp8.cu): the two adjacent output columns of one
+// token that this lane stores, packed bf16, from accumulators i and i + 1 of block nb (SwiGLU: silu(gate) * up of d0 and d1): lanes 4 apart swap one value, so
+// the even lane holds token 2(lane % 4) of both columns and the odd lane token + 1.
+template <int EPI>
+__device__ __forceinline__ uint32_t swap_out_pair(const float* d0, const float* d1, int i, int nb, bool odd) {
+  float v0, v1;
+  if (EPI == kSwigluBf16) {
+    v0 = silu_mul(d0[i], d1[i]);
+    v1 = silu_mul(d0[i + 1], d1[i + 1]);
+  } else {
+    v0 = nb ? d1[i] : d0[i];
+    v1 = nb ? d1[i + 1] : d0[i + 1];
+  }
+  const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+  return odd ? pack_bf16x2(recv, v1) : pack_bf16x2(v0, recv);
+}
+
 // Stores the values of output row `row`, columns col and col+1 (col+1 may be past N).
 template <int EPI>
 __device__ __forceinline__ void store_pair(void* out, long long row, long long N, long long col, float v0, float v1) {

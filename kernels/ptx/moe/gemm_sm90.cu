@@ -378,23 +378,6 @@ HC_WGMMA_SWAP(160, 10, 80, 81, 82)
 HC_WGMMA_SWAP(176, 11, 88, 89, 90)
 #undef HC_WGMMA_SWAP
 
-// The two adjacent output columns of one token that this lane stores, from accumulators i and
-// i + 1 of block nb (SwiGLU: silu(gate) * up of d0 and d1): lanes 4 apart swap one value, so
-// the even lane holds token 2(lane % 4) of both columns and the odd lane token + 1.
-template <int EPI>
-__device__ __forceinline__ uint32_t swap_out_pair(const float* d0, const float* d1, int i, int nb, bool odd) {
-  float v0, v1;
-  if (EPI == kSwigluBf16) {
-    v0 = silu_mul(d0[i], d1[i]);
-    v1 = silu_mul(d0[i + 1], d1[i + 1]);
-  } else {
-    v0 = nb ? d1[i] : d0[i];
-    v1 = nb ? d1[i + 1] : d0[i + 1];
-  }
-  const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-  return odd ? pack_bf16x2(recv, v1) : pack_bf16x2(v0, recv);
-}
-
 // Stores one consumer's part of a swap-AB tile: d0/d1 = blocks 2c and 2c + 1 (SwiGLU: gate, up).
 // d[4j + 2h + q] is weight column 16 (warp % 4) + lane / 4 + 8h of the block, token 8j + (lane %
 // 4) * 2 + q. Lanes 4 apart hold neighbouring columns: the even one keeps token 8j + 2(lane % 4)

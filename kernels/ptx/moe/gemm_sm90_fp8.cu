@@ -262,24 +262,6 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
   }
 }
 
-// The two adjacent outputs of one token row a thread stores from accumulators i, i + 1 (block nb
-// of the down GEMM's two; SwiGLU: silu(gate) x up): lanes 4 apart hold neighbouring output
-// columns, so the even lane of a pair gets the first token's two values and the odd lane the
-// second's (one shuffle). Returns {column, column + 1}.
-template <int EPI>
-__device__ __forceinline__ float2 out_pair(const float* d0, const float* d1, int i, int nb, bool odd) {
-  float v0, v1;
-  if (EPI == kSwigluBf16) {
-    v0 = silu_mul(d0[i], d1[i]);
-    v1 = silu_mul(d0[i + 1], d1[i + 1]);
-  } else {
-    v0 = nb ? d1[i] : d0[i];
-    v1 = nb ? d1[i + 1] : d0[i + 1];
-  }
-  const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-  return odd ? make_float2(recv, v1) : make_float2(v0, recv);
-}
-
 // Stores one consumer's outputs: d0/d1 = its boxes (SwiGLU: gate, up). d[4j + 2h + q] is weight
 // row 16 (warp % 4) + lane / 4 + 8h of the box, token 8j + 2 (lane % 4) + q. Lanes 4 apart hold
 // neighbouring rows (output columns): the even one stores token 2 (lane % 4) of both, the odd
@@ -303,15 +285,14 @@ __device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int 
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = 4 * j + 2 * h;
-        const float2 p = out_pair<EPI>(d0, d1, i, nb, odd);
-        const float lo = p.x, hi = p.y;
+        const uint32_t v = swap_out_pair<EPI>(d0, d1, i, nb, odd);
         const long long col = col0 + 64 * nb + 8 * h;
         if (tok >= rows || col >= g.N) continue;
         if (col + 1 < g.N && (g.N & 1) == 0) {
-          *reinterpret_cast<uint32_t*>(row + col) = pack_bf16x2(lo, hi);
+          *reinterpret_cast<uint32_t*>(row + col) = v;
         } else {
-          row[col] = to_bf16(lo);
-          if (col + 1 < g.N) row[col + 1] = to_bf16(hi);
+          row[col] = (unsigned short)(v & 0xffffu);
+          if (col + 1 < g.N) row[col + 1] = (unsigned short)(v >> 16);
         }
       }
     }
@@ -363,11 +344,10 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = 4 * j + 2 * h;
-        const float2 p = out_pair<EPI>(d0, d1, i, nb, odd);
-        const float lo = p.x, hi = p.y;
+        const uint32_t v = swap_out_pair<EPI>(d0, d1, i, nb, odd);
         const int lc = lc0 + 64 * nb + 8 * h;
         if (tok >= rows || tcol + lc >= g.N) continue;
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(mine + tok * PITCH + lc * 2), "r"(pack_bf16x2(lo, hi)) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(mine + tok * PITCH + lc * 2), "r"(v) : "memory");
       }
     }
   }
