@@ -305,8 +305,9 @@ __device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int 
 // and lane 0 of each of its warps copies every fourth row to `out` with one bulk copy
 // (cp.async.bulk, the TMA's 1-D form): the consumers' global stores, 4 bytes a lane into 8 rows
 // an instruction, leave the critical path, and the copies run while the next tile's k-loop does.
-// Before writing, the issuing lanes wait until their previous tile's copies have read the
-// staging rows; the consumer's 128 threads then meet on named barrier 1 + cg (twice). Needs
+// Before writing, every lane waits until its previous tile's copies (the issuing lanes' only)
+// have read the staging rows; the consumer's 128 threads then meet on named barrier 1 + cg
+// (again once the rows are written, before the copies are issued). Needs
 // N % 8 == 0 (rows of 16-byte multiples) and `out` 16-byte aligned: the launcher checks.
 constexpr int kStagePad = 16;
 template <int EPI, int TN>
