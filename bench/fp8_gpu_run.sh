@@ -6,7 +6,7 @@
 # the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
 #   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
 #   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare-NAME[:T,T]|torch ...]
-# compare-NAME times the FP8 GEMMs built as sm90.NAME (swapw, swapw5, wide, tall, tallpf) by name
+# compare-NAME times the FP8 GEMMs built as sm90.NAME (swapw, swapw5, wide, tall, tallpf, talls) by name
 # at 4096, 512 and 128 tokens, or at the sizes after the colon (compare-wide:4096).
 # Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
