@@ -380,6 +380,10 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
     CHECK(nonzero > want.size() / 2);
   }
   CHECK(outs[0] == outs[1]);
+  // The runtime's oracle (its own routing, the gather-form composition) gives the same bits.
+  std::vector<uint16_t> oracle;
+  unwrap(moe_layer_reference_fp8(c, su.w, MoeHostFp8Weights{f.gu, f.gus, f.dn, f.dns}, su.x, T, &oracle));
+  CHECK(oracle == outs[0]);
 }
 
 TEST_CASE("moe layer: FP8 weights of the wrong shape or dtype are refused, naming them") {

@@ -25,4 +25,20 @@ Status moe_routing_reference(const MoeLayerConfig& c, const MoeHostWeights& w, c
 Status moe_layer_reference(const MoeLayerConfig& c, const MoeHostWeights& w, const std::vector<uint16_t>& x,
                            int64_t tokens, std::vector<uint16_t>* out);
 
+// FP8 experts on the host (MoeFp8Weights' layouts, docs/kernels/fp8.md): e4m3 bytes, f32 scales
+// per 128 x 128 block.
+struct MoeHostFp8Weights {
+  std::vector<uint8_t> w_gate_up;      // [EL, 2I, H] e4m3: rows [0, I) gate, [I, 2I) up
+  std::vector<float> w_gate_up_scale;  // [EL, ceil(2I / 128), ceil(H / 128)]
+  std::vector<uint8_t> w_down;         // [EL, H, I] e4m3
+  std::vector<float> w_down_scale;     // [EL, ceil(H / 128), ceil(I / 128)]
+};
+
+// The layer with FP8 experts (MoeLayer with MoeLayerWeights::fp8): the routing of `w` (its
+// router and bias; its bf16 experts are not read), the tokens quantized per 1x128 group, the
+// block-scaled SwiGLU GEMM reading each row's token (the gather form: on the CPU the layer's
+// both paths equal it bit for bit), its output quantized, the block-scaled down GEMM, combine.
+Status moe_layer_reference_fp8(const MoeLayerConfig& c, const MoeHostWeights& w, const MoeHostFp8Weights& f,
+                               const std::vector<uint16_t>& x, int64_t tokens, std::vector<uint16_t>* out);
+
 }  // namespace halcyon::rt
