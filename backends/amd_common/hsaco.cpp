@@ -301,7 +301,9 @@ bool parse(const void* data, size_t size, CodeObject* out, std::string* error) {
       auto it = symbols.find(k.symbol);
       if (it == symbols.end()) throw std::runtime_error("kernel descriptor symbol '" + k.symbol + "' is missing");
       k.descriptor_address = it->second.first;
-      if (k.descriptor_address + 64 > image.size())
+      // Compared without adding to the address: a symbol value near 2^64 would wrap the sum
+      // (the fuzzer found one: st_value = -3 passed `address + 64 > size`).
+      if (k.descriptor_address > image.size() || image.size() - k.descriptor_address < 64)
         throw std::runtime_error("kernel descriptor '" + k.symbol + "' lies outside the loaded image");
       read_descriptor(image.data() + k.descriptor_address, &k.descriptor);
       int64_t code = int64_t(k.descriptor_address) + k.descriptor.kernel_code_entry_byte_offset;
