@@ -58,20 +58,38 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
+// The rings' barriers (full: `arrivals` producer arrivals + the bytes; empty: the 128
+// consumers), made visible to the CTA.
+__device__ __forceinline__ void ring_init(uint32_t full0, uint32_t empty0, int arrivals) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(full0 + 8 * s), "r"(arrivals));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;\n" ::"r"(empty0 + 8 * s));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+// A consumer thread (of 128): waits for each of `tiles` stages, touches it, releases it.
+__device__ __forceinline__ void consume_ring(const unsigned char* ring, uint32_t full0, uint32_t empty0, int tiles,
+                                             unsigned* sink) {
+  unsigned acc = 0;
+  for (int it = 0; it < tiles; ++it) {
+    const int s = it % kStages;
+    mbar_wait(full0 + 8 * s, (it / kStages) & 1);
+    acc ^= reinterpret_cast<const unsigned*>(ring + s * kStage)[threadIdx.x];
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
+  }
+  if (acc == 0x9e3779b9u) sink[0] = acc;  // practically never: keeps the reads
+}
+
 // 128 consumer threads + one producer warp (lane 0 issues). COPY: bytes a bulk copy.
 template <int COPY>
 __global__ void __launch_bounds__(160) read_bulk(const unsigned char* __restrict__ p, unsigned* sink) {
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(8) uint64_t bars[2 * kStages];
   const uint32_t full0 = smem_u32(bars), empty0 = full0 + 8 * kStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full0 + 8 * s));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;\n" ::"r"(empty0 + 8 * s));
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  ring_init(full0, empty0, 1);
   const unsigned char* base = p + blockIdx.x * kPiece;
   constexpr int kTiles = (int)(kPiece / kStage);
   if (threadIdx.x >= 128) {
@@ -90,14 +108,7 @@ __global__ void __launch_bounds__(160) read_bulk(const unsigned char* __restrict
     }
     return;
   }
-  unsigned acc = 0;
-  for (int it = 0; it < kTiles; ++it) {
-    const int s = it % kStages;
-    mbar_wait(full0 + 8 * s, (it / kStages) & 1);
-    acc ^= reinterpret_cast<const unsigned*>(ring + s * kStage)[threadIdx.x];  // touch the stage
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
-  }
-  if (acc == 0x9e3779b9u) sink[0] = acc;
+  consume_ring(ring, full0, empty0, kTiles, sink);
 }
 
 // The paged cache's pattern (decode at b64 Hkv 2, block 64): K and V caches of 8192 blocks of 64
@@ -112,14 +123,7 @@ __global__ void __launch_bounds__(160) read_paged(const unsigned char* __restric
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(8) uint64_t bars[2 * kStages];
   const uint32_t full0 = smem_u32(bars), empty0 = full0 + 8 * kStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;\n" ::"r"(full0 + 8 * s));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;\n" ::"r"(empty0 + 8 * s));
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  ring_init(full0, empty0, 32);
   const int* list = table + (long long)blockIdx.x * per_cta;
   const int hd = ROW == 512 ? 0 : (head >= 0 ? head : (int)(blockIdx.x & 1));
   const int tiles = 2 * nblk;  // K, V of each block
@@ -149,14 +153,7 @@ __global__ void __launch_bounds__(160) read_paged(const unsigned char* __restric
     }
     return;
   }
-  unsigned acc = 0;
-  for (int it = 0; it < tiles; ++it) {
-    const int s = it % kStages;
-    mbar_wait(full0 + 8 * s, (it / kStages) & 1);
-    acc ^= reinterpret_cast<const unsigned*>(ring + s * kStage)[threadIdx.x];
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
-  }
-  if (acc == 0x9e3779b9u) sink[0] = acc;
+  consume_ring(ring, full0, empty0, tiles, sink);
 }
 
 __global__ void read_flush(const uint4* __restrict__ p, long long n, unsigned* sink) {

@@ -13,6 +13,7 @@
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 #include <halcyon/ops/contract.hpp>
 #include <halcyon/runtime/moe_layer.hpp>
+#include <halcyon/runtime/moe_reference.hpp>
 
 #include <fmt/format.h>
 
@@ -52,8 +53,8 @@ MoeLayerConfig config() {
 
 struct HostLayer {
   std::vector<uint16_t> w_router, x;
-  std::vector<float> bias, gus, dns;
-  std::vector<uint8_t> gu, dn;  // e4m3 bits
+  std::vector<float> bias;
+  MoeHostFp8Weights fp8;  // e4m3 bits and block scales
 };
 
 HostLayer random_layer(const MoeLayerConfig& c, int64_t T, std::mt19937& rng) {
@@ -64,14 +65,15 @@ HostLayer random_layer(const MoeLayerConfig& c, int64_t T, std::mt19937& rng) {
   h.bias.resize(size_t(E));
   for (auto& b : h.bias) b = std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng);
   std::uniform_real_distribution<float> u(-448.f, 448.f), sc(0.0002f, 0.0006f);
-  h.gu.resize(size_t(E * 2 * I * H));
-  h.dn.resize(size_t(E * H * I));
-  for (auto& v : h.gu) v = ref::float_to_e4m3(u(rng)).bits;
-  for (auto& v : h.dn) v = ref::float_to_e4m3(u(rng)).bits;
-  h.gus.resize(size_t(E * ref::fp8_groups(2 * I) * ref::fp8_groups(H)));
-  h.dns.resize(size_t(E * ref::fp8_groups(H) * ref::fp8_groups(I)));
-  for (auto& v : h.gus) v = sc(rng);
-  for (auto& v : h.dns) v = sc(rng);
+  MoeHostFp8Weights& f = h.fp8;
+  f.w_gate_up.resize(size_t(E * 2 * I * H));
+  f.w_down.resize(size_t(E * H * I));
+  for (auto& v : f.w_gate_up) v = ref::float_to_e4m3(u(rng)).bits;
+  for (auto& v : f.w_down) v = ref::float_to_e4m3(u(rng)).bits;
+  f.w_gate_up_scale.resize(size_t(E * ref::fp8_groups(2 * I) * ref::fp8_groups(H)));
+  f.w_down_scale.resize(size_t(E * ref::fp8_groups(H) * ref::fp8_groups(I)));
+  for (auto& v : f.w_gate_up_scale) v = sc(rng);
+  for (auto& v : f.w_down_scale) v = sc(rng);
   return h;
 }
 
@@ -81,10 +83,11 @@ MoeLayerWeights upload_weights(const Device& d, const halcyon::Stream& s, const 
   MoeLayerWeights w;
   w.w_router = upload(d, s, DType::bf16, {H, E}, h.w_router);
   w.bias = upload(d, s, DType::f32, {E}, h.bias);
-  w.fp8 = MoeFp8Weights{upload(d, s, DType::e4m3, {E, 2 * I, H}, h.gu),
-                        upload(d, s, DType::f32, {E, ref::fp8_groups(2 * I), ref::fp8_groups(H)}, h.gus),
-                        upload(d, s, DType::e4m3, {E, H, I}, h.dn),
-                        upload(d, s, DType::f32, {E, ref::fp8_groups(H), ref::fp8_groups(I)}, h.dns)};
+  const MoeHostFp8Weights& f = h.fp8;
+  w.fp8 = MoeFp8Weights{upload(d, s, DType::e4m3, {E, 2 * I, H}, f.w_gate_up),
+                        upload(d, s, DType::f32, {E, ref::fp8_groups(2 * I), ref::fp8_groups(H)}, f.w_gate_up_scale),
+                        upload(d, s, DType::e4m3, {E, H, I}, f.w_down),
+                        upload(d, s, DType::f32, {E, ref::fp8_groups(H), ref::fp8_groups(I)}, f.w_down_scale)};
   return w;
 }
 
@@ -199,10 +202,10 @@ void check_stages(const MoeLayer& layer, const halcyon::Stream& s, const MoeLaye
   // 3. The SwiGLU GEMM from the GPU's quantized rows.
   std::vector<ref::bf16> want_h(size_t(R * I));
   if (gather)
-    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_gather(e4(tq), ts.data(), T, K, r2s.data(), e4(h.gu), h.gus.data(),
+    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_gather(e4(tq), ts.data(), T, K, r2s.data(), e4(h.fp8.w_gate_up), h.fp8.w_gate_up_scale.data(),
                                                     offsets.data(), E + 1, E, R, H, I, want_h.data()));
   else
-    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu(e4(aq), as.data(), e4(h.gu), h.gus.data(), offsets.data(), E + 1, E, R, H,
+    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu(e4(aq), as.data(), e4(h.fp8.w_gate_up), h.fp8.w_gate_up_scale.data(), offsets.data(), E + 1, E, R, H,
                                              I, want_h.data()));
   const std::vector<uint16_t> hidden = rows_of<uint16_t>(s, ws.at("hidden"), R);
   check_stage(gather ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_fp8_swiglu", hidden, want_h,
@@ -215,7 +218,7 @@ void check_stages(const MoeLayer& layer, const halcyon::Stream& s, const MoeLaye
   CHECK_MESSAGE(rows_of<float>(s, ws.at("hidden_scale"), R) == hs, tag, ": hidden_scale differs from the reference");
   // 5. The down GEMM from the GPU's quantized hidden rows.
   std::vector<ref::bf16> want_y(size_t(R * H));
-  REQUIRE(ref::moe_grouped_gemm_fp8(e4(hq), hs.data(), e4(h.dn), h.dns.data(), offsets.data(), E + 1, E, R, I, H,
+  REQUIRE(ref::moe_grouped_gemm_fp8(e4(hq), hs.data(), e4(h.fp8.w_down), h.fp8.w_down_scale.data(), offsets.data(), E + 1, E, R, I, H,
                                     want_y.data()));
   const std::vector<uint16_t> y = rows_of<uint16_t>(s, ws.at("expert_out"), R);
   check_stage("moe_grouped_gemm_fp8", y, want_y, tag + ": down GEMM");

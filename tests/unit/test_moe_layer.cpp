@@ -300,29 +300,26 @@ TEST_CASE("moe layer: reserve() sizes the workspace ahead and never shrinks it")
 // ---- FP8 experts ----------------------------------------------------------------------------
 namespace {
 // Random e4m3 weights (never NaN) and positive block scales for `local` experts of the setup.
-struct Fp8Host {
-  std::vector<uint8_t> gu, dn;
-  std::vector<float> gus, dns;
-};
-Fp8Host random_fp8(const MoeLayerConfig& c, int64_t local, std::mt19937& rng) {
+MoeHostFp8Weights random_fp8(const MoeLayerConfig& c, int64_t local, std::mt19937& rng) {
   const int64_t H = c.hidden, I = c.inter, HG = (H + 127) / 128, IG = (I + 127) / 128, I2B = (2 * I + 127) / 128;
   std::uniform_real_distribution<float> u(-448.f, 448.f), sc(0.0002f, 0.0006f);
-  Fp8Host f;
-  f.gu.resize(size_t(local * 2 * I * H));
-  f.dn.resize(size_t(local * H * I));
-  for (auto& v : f.gu) v = halcyon::ref::float_to_e4m3(u(rng)).bits;
-  for (auto& v : f.dn) v = halcyon::ref::float_to_e4m3(u(rng)).bits;
-  f.gus.resize(size_t(local * I2B * HG));
-  f.dns.resize(size_t(local * HG * IG));
-  for (auto& v : f.gus) v = sc(rng);
-  for (auto& v : f.dns) v = sc(rng);
+  MoeHostFp8Weights f;
+  f.w_gate_up.resize(size_t(local * 2 * I * H));
+  f.w_down.resize(size_t(local * H * I));
+  for (auto& v : f.w_gate_up) v = halcyon::ref::float_to_e4m3(u(rng)).bits;
+  for (auto& v : f.w_down) v = halcyon::ref::float_to_e4m3(u(rng)).bits;
+  f.w_gate_up_scale.resize(size_t(local * I2B * HG));
+  f.w_down_scale.resize(size_t(local * HG * IG));
+  for (auto& v : f.w_gate_up_scale) v = sc(rng);
+  for (auto& v : f.w_down_scale) v = sc(rng);
   return f;
 }
 MoeFp8Weights upload_fp8(const halcyon::Device& dev, const halcyon::Stream& s, const MoeLayerConfig& c, int64_t local,
-                         const Fp8Host& f) {
+                         const MoeHostFp8Weights& f) {
   const int64_t H = c.hidden, I = c.inter, HG = (H + 127) / 128, IG = (I + 127) / 128, I2B = (2 * I + 127) / 128;
-  return {upload(dev, s, DType::e4m3, {local, 2 * I, H}, f.gu), upload(dev, s, DType::f32, {local, I2B, HG}, f.gus),
-          upload(dev, s, DType::e4m3, {local, H, I}, f.dn), upload(dev, s, DType::f32, {local, HG, IG}, f.dns)};
+  return {upload(dev, s, DType::e4m3, {local, 2 * I, H}, f.w_gate_up),
+          upload(dev, s, DType::f32, {local, I2B, HG}, f.w_gate_up_scale), upload(dev, s, DType::e4m3, {local, H, I}, f.w_down),
+          upload(dev, s, DType::f32, {local, HG, IG}, f.w_down_scale)};
 }
 }  // namespace
 
@@ -332,7 +329,7 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
   std::mt19937 rng(21);
   const auto& c = su.c;
   const int64_t H = c.hidden, I = c.inter, E = c.experts, K = c.topk, T = su.T, HG = 2, IG = 1, TK = T * K;
-  const Fp8Host f = random_fp8(c, E, rng);
+  const MoeHostFp8Weights f = random_fp8(c, E, rng);
   auto dev = unwrap(halcyon::Device::open("cpu"));
   auto s = unwrap(dev.create_stream());
   std::vector<uint16_t> outs[2];
@@ -366,10 +363,10 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
     REQUIRE(ref::moe_quantize_fp8(x.data(), T, H, xq.data(), xs.data()));
     std::vector<ref::bf16> hidden(size_t(TK * I)), y(size_t(TK * H)), want(size_t(T * H));
     auto e4 = [](const std::vector<uint8_t>& v) { return reinterpret_cast<const ref::e4m3*>(v.data()); };
-    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_gather(xq.data(), xs.data(), T, K, r2s.data(), e4(f.gu), f.gus.data(),
+    REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_gather(xq.data(), xs.data(), T, K, r2s.data(), e4(f.w_gate_up), f.w_gate_up_scale.data(),
                                                     offsets.data(), E + 1, E, TK, H, I, hidden.data()));
     REQUIRE(ref::moe_quantize_fp8(hidden.data(), TK, I, hq.data(), hs.data(), {0, R}));
-    REQUIRE(ref::moe_grouped_gemm_fp8(hq.data(), hs.data(), e4(f.dn), f.dns.data(), offsets.data(), E + 1, E, TK, I, H,
+    REQUIRE(ref::moe_grouped_gemm_fp8(hq.data(), hs.data(), e4(f.w_down), f.w_down_scale.data(), offsets.data(), E + 1, E, TK, I, H,
                                       y.data()));
     REQUIRE(ref::moe_combine(y.data(), TK, tw.data(), s2r.data(), T, K, H, want.data()));
     size_t nonzero = 0;
@@ -382,7 +379,7 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
   CHECK(outs[0] == outs[1]);
   // The runtime's oracle (its own routing, the gather-form composition) gives the same bits.
   std::vector<uint16_t> oracle;
-  unwrap(moe_layer_reference_fp8(c, su.w, MoeHostFp8Weights{f.gu, f.gus, f.dn, f.dns}, su.x, T, &oracle));
+  unwrap(moe_layer_reference_fp8(c, su.w, f, su.x, T, &oracle));
   CHECK(oracle == outs[0]);
 }
 
