@@ -13,12 +13,18 @@
 //            heads), a sequence's 128 blocks in scrambled order; one head's 256-byte slice of
 //            each row (128 CTAs, as the decode reads), whole rows by 64 CTAs (a CTA a sequence,
 //            both heads), and whole rows by 128 CTAs (half a sequence's blocks each)
+//   boxes    the same cache through 4-d tensor maps as the decode kernel builds them (bf16
+//            [rows, 2 heads, 2, 64], 128-byte swizzle, no L2 promotion): one head's 64 x 256 B
+//            box of K and of V a stage (128 CTAs: the sm90.tma decode's reads), one box of
+//            whole rows (both heads) a stage (64 and 128 CTAs), or one CTA a sequence issuing
+//            both heads' half-row boxes back to back (64 CTAs): do half rows cost?
 // each timed (CUDA events, median of 15) after each of three flushes of a 256 MiB buffer:
 // `read` (a read: the L2 left holding clean lines), `write` (cudaMemset to a new value each run:
 // dirty lines, as halcyon's bench), `zero` (cudaMemset 0, as triton's do_bench).
 //
 // Not part of the library: on the GPU machine,
-//   nvcc -O3 -std=c++17 -arch=sm_90a bench/probes/flush_read_rate.cu -o flush_read_rate && ./flush_read_rate
+//   nvcc -O3 -std=c++17 -arch=sm_90a bench/probes/flush_read_rate.cu -o flush_read_rate -lcuda && ./flush_read_rate
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "probe_check.cuh"
@@ -60,9 +66,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 
 // The rings' barriers (full: `arrivals` producer arrivals + the bytes; empty: the 128
 // consumers), made visible to the CTA.
+template <int S = kStages>
 __device__ __forceinline__ void ring_init(uint32_t full0, uint32_t empty0, int arrivals) {
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < S; ++s) {
       asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(full0 + 8 * s), "r"(arrivals));
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;\n" ::"r"(empty0 + 8 * s));
     }
@@ -70,14 +77,21 @@ __device__ __forceinline__ void ring_init(uint32_t full0, uint32_t empty0, int a
   }
   __syncthreads();
 }
-// A consumer thread (of 128): waits for each of `tiles` stages, touches it, releases it.
+// A consumer thread (of 128): waits for each of `tiles` stages, touches it, holds it for
+// `hold_ns` (a stand-in for a kernel's math on the stage), releases it.
+template <int S = kStages>
 __device__ __forceinline__ void consume_ring(const unsigned char* ring, uint32_t full0, uint32_t empty0, int tiles,
-                                             unsigned* sink) {
+                                             unsigned* sink, int hold_ns = 0) {
   unsigned acc = 0;
   for (int it = 0; it < tiles; ++it) {
-    const int s = it % kStages;
-    mbar_wait(full0 + 8 * s, (it / kStages) & 1);
+    const int s = it % S;
+    mbar_wait(full0 + 8 * s, (it / S) & 1);
     acc ^= reinterpret_cast<const unsigned*>(ring + s * kStage)[threadIdx.x];
+    if (hold_ns > 0) {
+      uint64_t t0, t;
+      asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t0));
+      do asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)); while (t - t0 < (uint64_t)hold_ns);
+    }
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
   }
   if (acc == 0x9e3779b9u) sink[0] = acc;  // practically never: keeps the reads
@@ -156,6 +170,70 @@ __global__ void __launch_bounds__(160) read_paged(const unsigned char* __restric
   consume_ring(ring, full0, empty0, tiles, sink);
 }
 
+// The tensor-map readers (MODE 0: one head, K and V boxes a stage, head blockIdx & 1 of
+// sequence blockIdx / 2; 1: whole-row boxes, K or V a stage; 2: both heads' boxes, K or V a
+// stage). A CTA reads blocks [0, nblk) of its list `table + blockIdx' x per_cta` (blockIdx' =
+// blockIdx / 2 in MODE 0).
+template <int MODE, int S = kStages>
+__global__ void __launch_bounds__(160) read_boxes(const __grid_constant__ CUtensorMap mk,
+                                                  const __grid_constant__ CUtensorMap mv, const int* __restrict__ table,
+                                                  int per_cta, int nblk, unsigned* sink, int hold_ns = 0) {
+  extern __shared__ __align__(128) unsigned char dyn[];
+  __shared__ __align__(8) uint64_t bars[2 * S];
+  const uint32_t full0 = smem_u32(bars), empty0 = full0 + 8 * S;
+  // The 128-byte swizzle's unit: the ring starts on a 1024-byte boundary.
+  const unsigned char* ring = dyn + (((smem_u32(dyn) + 1023) & ~1023u) - smem_u32(dyn));
+  ring_init<S>(full0, empty0, 1);
+  const int* list = table + (long long)(MODE == 0 ? blockIdx.x / 2 : blockIdx.x) * per_cta;
+  const int tiles = MODE == 0 ? nblk : 2 * nblk;
+  if (threadIdx.x >= 128) {
+    if (threadIdx.x != 128) return;
+    auto box = [](uint32_t dst, const CUtensorMap* m, int head, int row, uint32_t bar) {
+      asm volatile(
+          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+          " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+          "l"(m), "r"(0), "r"(0), "r"(head), "r"(row), "r"(bar)
+          : "memory");
+    };
+    for (int it = 0; it < tiles; ++it) {
+      const int s = it % S;
+      const uint32_t full = full0 + 8 * s, dst = smem_u32(ring + s * kStage);
+      if (it >= S) mbar_wait(empty0 + 8 * s, ((it / S) - 1) & 1);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full), "r"(kStage) : "memory");
+      if (MODE == 0) {
+        const int row = list[it] * 64, hd = (int)(blockIdx.x & 1);
+        box(dst, &mk, hd, row, full);
+        box(dst + kStage / 2, &mv, hd, row, full);
+      } else {
+        const CUtensorMap* m = (it & 1) ? &mv : &mk;
+        const int row = list[it >> 1] * 64;
+        box(dst, m, 0, row, full);
+        if (MODE == 2) box(dst + kStage / 2, m, 1, row, full);
+      }
+    }
+    return;
+  }
+  consume_ring<S>(ring, full0, empty0, tiles, sink, hold_ns);
+}
+
+// A 4-d map over one cache [rows, 2 heads, 2, 64] bf16 (the decode's head_row_map), boxes of 64
+// rows x `heads` heads x 128 dims.
+CUtensorMap cache_map(void* base, long long rows, unsigned heads) {
+  CUtensorMap m{};
+  const cuuint64_t dims[4] = {64, 2, 2, cuuint64_t(rows)};
+  const cuuint64_t strides[3] = {128, 256, 512};
+  const cuuint32_t box[4] = {64, 2, heads, 64}, estr[4] = {1, 1, 1, 1};
+  const CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, base, dims, strides, box, estr,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(r));
+    std::exit(1);
+  }
+  return m;
+}
+CUtensorMap g_k1, g_v1, g_k2, g_v2;  // one-head and two-head boxes over K and V
+
 __global__ void read_flush(const uint4* __restrict__ p, long long n, unsigned* sink) {
   unsigned acc = 0;
   for (long long i = blockIdx.x * 256ll + threadIdx.x; i < n; i += (long long)gridDim.x * 256) acc ^= fold(__ldg(p + i));
@@ -203,6 +281,16 @@ int main() {
   CK(cudaMemcpy(d_whole, t_whole.data(), t_whole.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaFuncSetAttribute(read_paged<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStages * kStage));
   CK(cudaFuncSetAttribute(read_paged<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStages * kStage));
+  const int kBoxSmem = kStages * kStage + 1024;  // the swizzle's 1024-byte alignment
+  CK(cudaFuncSetAttribute(read_boxes<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+  CK(cudaFuncSetAttribute(read_boxes<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+  CK(cudaFuncSetAttribute(read_boxes<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+  CK(cudaFuncSetAttribute(read_boxes<0, 5>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+  CK(cudaFuncSetAttribute(read_boxes<0, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem + kStage));
+  g_k1 = cache_map(buf, nblocks * 64, 1);
+  g_v1 = cache_map(buf + cache_bytes, nblocks * 64, 1);
+  g_k2 = cache_map(buf, nblocks * 64, 2);
+  g_v2 = cache_map(buf + cache_bytes, nblocks * 64, 2);
   struct Reader {
     const char* name;
     void (*launch)(unsigned char*, unsigned*, long long, const int*, const int*);
@@ -225,6 +313,36 @@ int main() {
        }},
       {"paged, whole rows, half a sequence: 128 CTAs", [](unsigned char* b, unsigned* k, long long cb, const int*, const int* tw) {
          read_paged<512><<<128, 160, kStages * kStage>>>(b, cb, tw, 64, 64, 0, k);
+       }},
+      {"boxes, one head (decode's maps): 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0><<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k);
+       }},
+      {"  the same, 5 stages", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0, 5><<<128, 160, 5 * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k);
+       }},
+      {"  the same, 7 stages", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0, 7><<<128, 160, 7 * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k);
+       }},
+      {"  6 stages, each held 300 ns", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0><<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k, 300);
+       }},
+      {"  6 stages, each held 600 ns", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0><<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k, 600);
+       }},
+      {"  6 stages, each held 850 ns", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0><<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k, 850);
+       }},
+      {"  7 stages, each held 600 ns", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<0, 7><<<128, 160, 7 * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k, 600);
+       }},
+      {"boxes, whole rows: 64 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<1><<<64, 160, kStages * kStage + 1024>>>(g_k2, g_v2, tw, 128, 128, k);
+       }},
+      {"boxes, whole rows, half a sequence: 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<1><<<128, 160, kStages * kStage + 1024>>>(g_k2, g_v2, tw, 64, 64, k);
+       }},
+      {"boxes, both heads' halves back to back: 64 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_boxes<2><<<64, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k);
        }},
   };
   const char* flushes[] = {"read", "write", "zero"};

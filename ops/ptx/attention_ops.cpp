@@ -398,15 +398,17 @@ bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, i
   const int64_t ctas = s.B * s.Hkv * decode_row_tiles(s, kDecodeRows), sms = dev.compute_units;
   return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
-template <int STAGES_D128, int STAGES_D64, int MAX_TILES>
+// W: the compute warps (4, or 8 in the w8 builds).
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int W = 4>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
   if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
-  const DecodeKernel dk{kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_sm90", s.D, stages), 160,
-                        decode_sm90_shared(s.D, stages), kDecodeRows, true, max_tiles};
+  const DecodeKernel dk{kDecodeSm90Image,
+                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, W == 8 ? "_w8" : ""),
+                        uint32_t(32 * W + 32), decode_sm90_shared(s.D, stages), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
@@ -493,6 +495,14 @@ ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a",
 ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12, 0>,
                                     "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                     "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
+// The same with 8 compute warps, each taking 8 keys of a tile (attention_decode_sm90.cu: a stage
+// is held about half as long); named only until measured.
+ops::RegisterOpImpl r_decode_sm90_w8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 13, decode_sm90<3, 6, 32, 8>,
+                                     "sm90.tma.w8", decode_sm90_applies<3, 6>, tma_pays, false, nullptr,
+                                     "as sm90.tma with 8 compute warps of 8 keys a tile (named only)"});
+ops::RegisterOpImpl r_decode_sm90_1_w8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 12, decode_sm90<6, 12, 0, 8>,
+                                       "sm90.tma1.w8", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
+                                       "as sm90.tma1 with 8 compute warps of 8 keys a tile (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
