@@ -18,6 +18,10 @@
 //            box of K and of V a stage (128 CTAs: the sm90.tma decode's reads), one box of
 //            whole rows (both heads) a stage (64 and 128 CTAs), or one CTA a sequence issuing
 //            both heads' half-row boxes back to back (64 CTAs): do half rows cost?
+//   decode   halcyon's decode kernel itself (hc_attn_decode_d128_s6_sm90 and _w8, the builds
+//            sm90.tma runs at b64 Hkv 2: one CTA a (sequence, KV head), no split) on the same
+//            cache through the same maps, q of zeros, every sequence 8192 keys: does the kernel
+//            take longer than its reads here too, or only in the bench?
 // each timed (CUDA events, median of 15) after each of three flushes of a 256 MiB buffer:
 // `read` (a read: the L2 left holding clean lines), `write` (cudaMemset to a new value each run:
 // dirty lines, as halcyon's bench), `zero` (cudaMemset 0, as triton's do_bench).
@@ -28,8 +32,12 @@
 #include <cuda_runtime.h>
 
 #include "probe_check.cuh"
+// The decode kernels (device code, extern "C"), launched directly below.
+#include "../../kernels/ptx/attention/attention_decode_sm90.cu"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -233,6 +241,89 @@ CUtensorMap cache_map(void* base, long long rows, unsigned heads) {
   return m;
 }
 CUtensorMap g_k1, g_v1, g_k2, g_v2;  // one-head and two-head boxes over K and V
+// The decode kernels' buffers: q [64, 1, 16, 128] (zeros), out, lse; seq_lens (all 8192).
+unsigned short *g_q = nullptr, *g_out = nullptr;
+float* g_lse = nullptr;
+int* g_lens = nullptr;
+// Decode's reads and math without its prologue and epilogue: read_boxes<0>'s ring with the
+// decode kernel's per-tile step (consume, W = 4, or consume8, W = 8: q of zeros, all keys
+// visible) in place of the hold, each compute warp's lane 0 adding up the clock cycles of its
+// steps; stamps[cta] = {first stage ready, last step done} (globaltimer, ns) and cycles[cta].
+template <int W>
+__global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__ CUtensorMap mk,
+                                                          const __grid_constant__ CUtensorMap mv,
+                                                          const int* __restrict__ table, unsigned long long* stamps,
+                                                          unsigned long long* cycles, unsigned* sink) {
+  constexpr int S = kStages;
+  extern __shared__ __align__(128) unsigned char dyn[];
+  __shared__ __align__(8) uint64_t bars[2 * S];
+  const uint32_t full0 = smem_u32(bars), empty0 = full0 + 8 * S;
+  const uint32_t ring = (smem_u32(dyn) + 1023) & ~1023u;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full0 + 8 * s));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(empty0 + 8 * s), "r"(32 * W));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int* list = table + (long long)(blockIdx.x / 2) * 128;
+  constexpr int tiles = 128;
+  if (threadIdx.x >= 32 * W) {
+    if (threadIdx.x != 32 * W) return;
+    for (int it = 0; it < tiles; ++it) {
+      const int s = it % S;
+      const uint32_t full = full0 + 8 * s, dst = ring + s * kStage;
+      if (it >= S) mbar_wait(empty0 + 8 * s, ((it / S) - 1) & 1);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full), "r"(kStage) : "memory");
+      const int row = list[it] * 64, hd = (int)(blockIdx.x & 1);
+      for (int h = 0; h < 2; ++h)
+        asm volatile(
+            "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+            " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst + h * (kStage / 2)),
+            "l"(h ? &mv : &mk), "r"(0), "r"(0), "r"(hd), "r"(row), "r"(full)
+            : "memory");
+    }
+    return;
+  }
+  uint32_t qf[8][4] = {};
+  float o[16][4] = {};
+  hc::RowState st{hc::neg_inf(), hc::neg_inf(), 0.f, 0.f};
+  unsigned long long cyc = 0, first = 0;
+  for (int it = 0; it < tiles; ++it) {
+    const int s = it % S;
+    mbar_wait(full0 + 8 * s, (it / S) & 1);
+    if (it == 0) asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(first));
+    const unsigned long long c0 = clock64();
+    const uint32_t sk = ring + s * kStage;
+    if constexpr (W == 8) hc::consume8<128, false>(qf, 0, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
+    else hc::consume<128>(qf, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
+    cyc += clock64() - c0;
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
+  }
+  float acc = st.l0;
+  for (int i = 0; i < 16; ++i) acc += o[i][0] + o[i][3];
+  if (acc == 12345.f) sink[0] = 1;  // practically never: keeps the math
+  if (threadIdx.x == 0) {
+    unsigned long long last;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(last));
+    stamps[2 * blockIdx.x] = first;
+    stamps[2 * blockIdx.x + 1] = last;
+    cycles[blockIdx.x] = cyc;
+  }
+}
+unsigned long long *g_stamps = nullptr, *g_cycles = nullptr;
+
+template <int W>
+void launch_decode(const int* table) {
+  hc::TensorMap tk, tv;
+  std::memcpy(&tk, &g_k1, sizeof tk);
+  std::memcpy(&tv, &g_v1, sizeof tv);
+  auto* fn = W == 8 ? hc_attn_decode_d128_s6_w8_sm90 : hc_attn_decode_d128_s6_sm90;
+  const unsigned smem = hc::DecCfg<128, 6, W>::kShared;
+  fn<<<dim3(1, 128, 1), 32 * W + 32, smem>>>(tk, tv, g_q, g_out, g_lse, table, g_lens, nullptr, nullptr, 64, 16, 2, 1,
+                                             8192, 64, 128, 8192, 1.4426950408889634 / std::sqrt(128.0));
+}
 
 __global__ void read_flush(const uint4* __restrict__ p, long long n, unsigned* sink) {
   unsigned acc = 0;
@@ -287,6 +378,23 @@ int main() {
   CK(cudaFuncSetAttribute(read_boxes<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
   CK(cudaFuncSetAttribute(read_boxes<0, 5>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
   CK(cudaFuncSetAttribute(read_boxes<0, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem + kStage));
+  CK(cudaFuncSetAttribute(hc_attn_decode_d128_s6_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          hc::DecCfg<128, 6, 4>::kShared));
+  CK(cudaFuncSetAttribute(hc_attn_decode_d128_s6_w8_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          hc::DecCfg<128, 6, 8>::kShared));
+  CK(cudaFuncSetAttribute(read_math<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+  CK(cudaFuncSetAttribute(read_math<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+  CK(cudaMalloc(&g_stamps, 256 * 8));
+  CK(cudaMalloc(&g_cycles, 128 * 8));
+  CK(cudaMalloc(&g_q, 64 * 16 * 128 * 2));
+  CK(cudaMalloc(&g_out, 64 * 16 * 128 * 2));
+  CK(cudaMalloc(&g_lse, 64 * 16 * 4));
+  CK(cudaMalloc(&g_lens, 64 * 4));
+  CK(cudaMemset(g_q, 0, 64 * 16 * 128 * 2));
+  {
+    const std::vector<int> lens(64, 8192);
+    CK(cudaMemcpy(g_lens, lens.data(), 64 * 4, cudaMemcpyHostToDevice));
+  }
   g_k1 = cache_map(buf, nblocks * 64, 1);
   g_v1 = cache_map(buf + cache_bytes, nblocks * 64, 1);
   g_k2 = cache_map(buf, nblocks * 64, 2);
@@ -335,6 +443,16 @@ int main() {
       {"  7 stages, each held 600 ns", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
          read_boxes<0, 7><<<128, 160, 7 * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k, 600);
        }},
+      {"decode kernel (sm90.tma at b64 Hkv 2): 128 CTAs", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
+         launch_decode<4>(tw);
+       }},
+      {"  its w8 build", [](unsigned char*, unsigned*, long long, const int*, const int* tw) { launch_decode<8>(tw); }},
+      {"boxes + decode's step (consume), 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_math<4><<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, g_stamps, g_cycles, k);
+       }},
+      {"boxes + the w8 step (consume8), 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
+         read_math<8><<<128, 288, kStages * kStage + 1024>>>(g_k1, g_v1, tw, g_stamps, g_cycles, k);
+       }},
       {"boxes, whole rows: 64 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
          read_boxes<1><<<64, 160, kStages * kStage + 1024>>>(g_k2, g_v2, tw, 128, 128, k);
        }},
@@ -370,6 +488,20 @@ int main() {
       std::printf("  %9.1f (%5.0f)       ", m * 1e3, bytes / (m * 1e-3) / 1e9);
     }
     std::printf("\n");
+    if (std::strncmp(r.name, "boxes + ", 8) == 0) {  // the last run's (after a zeroing) stamps
+      std::vector<unsigned long long> st(256), cy(128);
+      CK(cudaMemcpy(st.data(), g_stamps, 256 * 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(cy.data(), g_cycles, 128 * 8, cudaMemcpyDeviceToHost));
+      unsigned long long f0 = ~0ull, f1 = 0, l0 = ~0ull, l1 = 0;
+      double cyc = 0;
+      for (int c = 0; c < 128; ++c) {
+        f0 = std::min(f0, st[2 * c]), f1 = std::max(f1, st[2 * c]);
+        l0 = std::min(l0, st[2 * c + 1]), l1 = std::max(l1, st[2 * c + 1]);
+        cyc += double(cy[c]) / 128 / 128;
+      }
+      std::printf("    first stage ready over %.1f us; CTAs done from %.1f to %.1f us after the first; "
+                  "%.0f cycles a step (warp 0)\n", (f1 - f0) / 1e3, (l0 - f0) / 1e3, (l1 - f0) / 1e3, cyc);
+    }
   }
   CK(cudaFree(d_half));
   CK(cudaFree(d_whole));

@@ -237,12 +237,14 @@ __device__ __forceinline__ bool any_moved(float a0, float a1) {
 // factors the output rows must be scaled by, adds the tile's sums and writes P as bf16 A
 // fragments (pf[kk] = keys 16kk .. 16kk + 15; with NT = 1, pf[0][0..1] are m16n8k8's A of keys
 // 0-7). A row that has seen no key keeps m = -inf: its p are 0 and nothing is rescaled.
-template <int NT>
+// SLACK: the maxima with slack (advance_max<true>): a0 and a1 are exactly 1 for the rows whose
+// reference max stayed.
+template <int NT, bool SLACK = false>
 __device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[(NT + 1) / 2][4], RowState& st, int k0,
                                              int vis0, int vis1, float scale_log2, float* a0, float* a1) {
   float mx0, mx1, base0, base1;
   mask_max<NT>(s, k0, vis0, vis1, scale_log2, &mx0, &mx1);
-  advance_max(st, mx0, mx1, &base0, &base1, a0, a1);
+  advance_max<SLACK>(st, mx0, mx1, &base0, &base1, a0, a1);
   float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {

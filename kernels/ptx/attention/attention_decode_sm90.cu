@@ -126,18 +126,29 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
   for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
   // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi), each
   // lane addressing its row's chunk through tile_addr.
+  // Two chains a key block (even and odd 16-dim steps, summed): half the dependent mma latency.
   const int kr = key0 + l7 + ((lane >> 4) << 3), kc = (lane >> 3) & 1;
+  float s2[2][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) s2[i][0] = s2[i][1] = s2[i][2] = s2[i][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t b[4];
     ldmatrix_x4(b, tile_addr<D>(sk, kr, kk * 2 + kc));
-    mma_bf16(s[0], qf[kk], b);
-    mma_bf16(s[1], qf[kk], b + 2);
+    float (&acc)[2][4] = (kk & 1) ? s2 : s;
+    mma_bf16(acc[0], qf[kk], b);
+    mma_bf16(acc[1], qf[kk], b + 2);
   }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[i][e] += s2[i][e];
   uint32_t pf[1][4];
   float a0, a1;
-  softmax_step<2>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
-  scale_rows<D / 8>(o, a0, a1);
+  // The maxima with slack: after a sequence's first tiles a row's reference max seldom moves,
+  // and the warp then skips rescaling its 64 accumulators.
+  softmax_step<2, true>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
+  if (any_moved(a0, a1)) scale_rows<D / 8>(o, a0, a1);
   // V transposed: matrices (keys 0-7, dims 16dp..+7), (keys 8-15, same), (0-7, +8..), (8-15, +8..).
   const int vr = key0 + l7 + (((lane >> 3) & 1) << 3), vc = lane >> 4;
 #pragma unroll
@@ -187,8 +198,8 @@ __device__ __forceinline__ void consume8(const uint32_t (&qf)[D / 16][4], uint32
   float sc[1][4] = {{s[0][0] + s[1][0], s[0][1] + s[1][1], s[0][2] + s[1][2], s[0][3] + s[1][3]}};
   uint32_t pf[1][4];
   float a0, a1;
-  softmax_step<1>(sc, pf, st, k0 + warp * 8, vis0, vis1, scale_log2, &a0, &a1);
-  scale_rows<D / 8>(o, a0, a1);
+  softmax_step<1, true>(sc, pf, st, k0 + warp * 8, vis0, vis1, scale_log2, &a0, &a1);
+  if (any_moved(a0, a1)) scale_rows<D / 8>(o, a0, a1);
 #pragma unroll
   for (int j = 0; j < D / 32; ++j) {
     uint32_t b[4];
