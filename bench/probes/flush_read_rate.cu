@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__
     const unsigned long long c0 = clock64();
     const uint32_t sk = ring + s * kStage;
     if constexpr (W == 8) hc::consume8<128, false>(qf, 0, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
-    else hc::consume<128>(qf, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
+    else hc::consume<128, 16>(qf, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
     cyc += clock64() - c0;
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
   }

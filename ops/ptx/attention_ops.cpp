@@ -379,13 +379,13 @@ ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80"
 constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 // DecCfg<D, STAGES>::kShared: 1 KiB of alignment, STAGES K and V tiles of 64 keys, 16 query rows
 // padded to D + 8 elements, the mbarriers (8 bytes each, 2 a stage, in 128-byte units).
-uint32_t decode_sm90_shared(int64_t D, int64_t stages) {
-  return uint32_t(1024 + stages * 2 * kKeys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
+uint32_t decode_sm90_shared(int64_t D, int64_t stages, int64_t keys = kKeys) {
+  return uint32_t(1024 + stages * 2 * keys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
 // Whether a block of the build with `stages` stages fits the device's shared memory (unknown
 // limits pass: the launch then says).
-bool decode_sm90_fits(const DeviceFacts& dev, int64_t D, int64_t stages) {
-  return !dev.max_shared_per_block || decode_sm90_shared(D, stages) <= dev.max_shared_per_block;
+bool decode_sm90_fits(const DeviceFacts& dev, int64_t D, int64_t stages, int64_t keys = kKeys) {
+  return !dev.max_shared_per_block || decode_sm90_shared(D, stages, keys) <= dev.max_shared_per_block;
 }
 // Whether the unsplit grid of one CTA an SM (the deep build: twice the stages) fills a single
 // wave to 90% or more. Its SMs then keep as many bytes in flight as two CTAs of the shallow
@@ -398,8 +398,8 @@ bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, i
   const int64_t ctas = s.B * s.Hkv * decode_row_tiles(s, kDecodeRows), sms = dev.compute_units;
   return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
-// W: the compute warps (4, or 8 in the w8 builds).
-template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int W = 4>
+// W: the compute warps (4, or 8 in the w8 builds); KT: keys a tile (64, or 128 in the k128 builds).
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int W = 4, int KT = kKeys>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
@@ -407,8 +407,9 @@ Status decode_sm90(ops::OpContext& ctx) {
   int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
   if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
-                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, W == 8 ? "_w8" : ""),
-                        uint32_t(32 * W + 32), decode_sm90_shared(s.D, stages), kDecodeRows, true, max_tiles};
+                        fmt::format("hc_attn_decode_d{}_s{}{}{}_sm90", s.D, stages, W == 8 ? "_w8" : "",
+                                    KT == 128 ? "_k128" : ""),
+                        uint32_t(32 * W + 32), decode_sm90_shared(s.D, stages, KT), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
@@ -438,7 +439,7 @@ Status decode_sm90(ops::OpContext& ctx) {
 // Where it runs: its image built, tensor maps, at most 16 query rows a KV head, D 64 or 128,
 // boxes that never cross a cache block (BS a multiple of 64, or dividing 64 and >= 8: the
 // swizzle's 8-row unit), and its shared memory.
-template <int STAGES_D128, int STAGES_D64>
+template <int STAGES_D128, int STAGES_D64, int KT = kKeys>
 bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
   auto no = [&](std::string w) {
     if (why) *why = std::move(w);
@@ -456,8 +457,8 @@ bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
   for (const char* t : {"k_cache", "v_cache"})
     if (address_of(ctx, t) % 16 != 0) return no(fmt::format("tensor '{}' is not 16-byte aligned", t));
   const int64_t stages = D == 64 ? STAGES_D64 : STAGES_D128;
-  if (decode_sm90_fits(ctx.facts, D, stages)) return true;
-  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", decode_sm90_shared(D, stages),
+  if (decode_sm90_fits(ctx.facts, D, stages, KT)) return true;
+  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", decode_sm90_shared(D, stages, KT),
                         ctx.facts.uri, ctx.facts.max_shared_per_block));
 }
 // Whether the TMA kernel pays over sm80.ksplit: where the memory's peak per SM is above what
@@ -503,6 +504,16 @@ ops::RegisterOpImpl r_decode_sm90_w8({"attention_decode", HAL_MODULE_PTX, "sm_90
 ops::RegisterOpImpl r_decode_sm90_1_w8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 12, decode_sm90<6, 12, 0, 8>,
                                        "sm90.tma1.w8", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                        "as sm90.tma1 with 8 compute warps of 8 keys a tile (named only)"});
+// Tiles of 128 keys (a warp's step over 32 keys, 16 with 8 warps), one CTA an SM: the per-step
+// costs (softmax, barriers) over twice the keys; named only until measured.
+ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 11,
+                                       decode_sm90<3, 6, 0, 4, 128>, "sm90.tma1.k128",
+                                       decode_sm90_applies<3, 6, 128>, nullptr, false, nullptr,
+                                       "as sm90.tma1 with tiles of 128 keys, 32 a warp (named only)"});
+ops::RegisterOpImpl r_decode_sm90_w8_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 11,
+                                          decode_sm90<3, 6, 0, 8, 128>, "sm90.tma1.w8.k128",
+                                          decode_sm90_applies<3, 6, 128>, nullptr, false, nullptr,
+                                          "as sm90.tma1.k128 with 8 compute warps of 16 keys (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

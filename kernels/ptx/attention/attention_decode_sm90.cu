@@ -46,9 +46,9 @@ constexpr int dec_threads = 32 * W + 32;
 // [64 keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
 // query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
 // the 2 x STAGES mbarriers.
-template <int D, int STAGES, int W>
+template <int D, int STAGES, int W, int KT = kKeys>
 struct DecCfg {
-  static constexpr uint32_t kTile = kKeys * D * 2;             // K (or V) of a stage
+  static constexpr uint32_t kTile = KT * D * 2;                // K (or V) of a stage
   static constexpr uint32_t kStage = 2 * kTile;
   static constexpr uint32_t kRowBytes = (D + 8) * 2;           // a query row
   static constexpr uint32_t kQ = STAGES * kStage, kBars = kQ + kDecRows * kRowBytes;
@@ -77,10 +77,10 @@ struct ComputeSync {
 // The producer (lane 0 of warp 4): the CTA's key tiles into the ring. Tile it's keys
 // [k0, k0 + 64) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
-template <int D, int STAGES, int W>
+template <int D, int STAGES, int W, int KT>
 __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* tv, uint32_t stages, uint32_t bars,
                         int n_tiles, int hk) {
-  using C = DecCfg<D, STAGES, W>;
+  using C = DecCfg<D, STAGES, W, KT>;
   if ((threadIdx.x & 31) != 0) return;
   // The cache lines keep whatever priority L2 gives them (evict_unchanged). After a write that
   // left L2 full of dirty lines (the benches' flush, or real work before the call), evict_first
@@ -94,8 +94,8 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
     const int s = it % STAGES;
     const uint32_t full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
     if (it >= STAGES) mbar_wait(empty, ((it / STAGES) - 1) & 1);
-    const int k0 = p.kbeg + it * kKeys;
-    const int boxes = min(kKeys / R, (p.kend - k0 + R - 1) / R);
+    const int k0 = p.kbeg + it * KT;
+    const int boxes = min(KT / R, (p.kend - k0 + R - 1) / R);
     mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
     for (int b = 0; b < boxes; ++b) {
@@ -106,58 +106,63 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
   }
 }
 
-// Zeroes V rows [r0, 64) of a stage (the keys past the CTA's range in its last tile).
-template <int D, int W>
+// Zeroes V rows [r0, KT) of a stage (the keys past the CTA's range in its last tile).
+template <int D, int W, int KT>
 __device__ __forceinline__ void zero_v_rows(uint32_t sv, int r0) {
-  for (int c = threadIdx.x; c < (kKeys - r0) * (D / 8); c += 32 * W) {
+  for (int c = threadIdx.x; c < (KT - r0) * (D / 8); c += 32 * W) {
     const uint32_t a = tile_addr<D>(sv, r0 + c / (D / 8), c % (D / 8));
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
   }
 }
 
-// One compute warp's share of a key tile: keys [16w, 16w + 16) of the stage at sk (K) / sv (V).
-template <int D>
+// One compute warp's share of a key tile: keys [NK w, NK w + NK) (NK = 16 or 32) of the stage at
+// sk (K) / sv (V).
+template <int D, int NK>
 __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_t sk, uint32_t sv,
                                         float (&o)[D / 8][4], RowState& st, int k0, int vis0, int vis1,
                                         float scale_log2) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l7 = lane & 7, key0 = warp * 16;
-  float s[2][4];
+  constexpr int NT = NK / 8;           // 8-key blocks
+  constexpr int CH = NT == 2 ? 2 : 1;  // S chains a block: with 16 keys even and odd 16-dim steps apart
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l7 = lane & 7, key0 = warp * NK;
+  float s[CH][NT][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-  // B fragments of K: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi), each
-  // lane addressing its row's chunk through tile_addr.
-  // Two chains a key block (even and odd 16-dim steps, summed): half the dependent mma latency.
+  for (int c = 0; c < CH; ++c)
+#pragma unroll
+    for (int i = 0; i < NT; ++i) s[c][i][0] = s[c][i][1] = s[c][i][2] = s[c][i][3] = 0.f;
+  // B fragments of K, 16 keys an ldmatrix: matrices (keys 0-7, dims lo), (0-7, hi), (8-15, lo),
+  // (8-15, hi), each lane addressing its row's chunk through tile_addr.
   const int kr = key0 + l7 + ((lane >> 4) << 3), kc = (lane >> 3) & 1;
-  float s2[2][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) s2[i][0] = s2[i][1] = s2[i][2] = s2[i][3] = 0.f;
+  for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t b[4];
-    ldmatrix_x4(b, tile_addr<D>(sk, kr, kk * 2 + kc));
-    float (&acc)[2][4] = (kk & 1) ? s2 : s;
-    mma_bf16(acc[0], qf[kk], b);
-    mma_bf16(acc[1], qf[kk], b + 2);
-  }
+    for (int g = 0; g < NT / 2; ++g) {
+      uint32_t b[4];
+      ldmatrix_x4(b, tile_addr<D>(sk, kr + 16 * g, kk * 2 + kc));
+      mma_bf16(s[kk % CH][2 * g], qf[kk], b);
+      mma_bf16(s[kk % CH][2 * g + 1], qf[kk], b + 2);
+    }
+  if constexpr (CH == 2)
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < NT; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[i][e] += s2[i][e];
-  uint32_t pf[1][4];
+      for (int e = 0; e < 4; ++e) s[0][i][e] += s[1][i][e];
+  uint32_t pf[NT / 2][4];
   float a0, a1;
   // The maxima with slack: after a sequence's first tiles a row's reference max seldom moves,
-  // and the warp then skips rescaling its 64 accumulators.
-  softmax_step<2, true>(s, pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
+  // and the warp then skips rescaling its accumulators.
+  softmax_step<NT, true>(s[0], pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
   if (any_moved(a0, a1)) scale_rows<D / 8>(o, a0, a1);
   // V transposed: matrices (keys 0-7, dims 16dp..+7), (keys 8-15, same), (0-7, +8..), (8-15, +8..).
   const int vr = key0 + l7 + (((lane >> 3) & 1) << 3), vc = lane >> 4;
 #pragma unroll
-  for (int dp = 0; dp < D / 16; ++dp) {
-    uint32_t b[4];
-    ldmatrix_x4_trans(b, tile_addr<D>(sv, vr, dp * 2 + vc));
-    mma_bf16(o[2 * dp], pf[0], b);
-    mma_bf16(o[2 * dp + 1], pf[0], b + 2);
-  }
+  for (int dp = 0; dp < D / 16; ++dp)
+#pragma unroll
+    for (int g = 0; g < NT / 2; ++g) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, tile_addr<D>(sv, vr + 16 * g, dp * 2 + vc));
+      mma_bf16(o[2 * dp], pf[g], b);
+      mma_bf16(o[2 * dp + 1], pf[g], b + 2);
+    }
 }
 
 // The shared-memory address of this lane's part of query fragment kk (16 dims): rows padded to
@@ -209,13 +214,13 @@ __device__ __forceinline__ void consume8(const uint32_t (&qf)[D / 16][4], uint32
   }
 }
 
-template <int D, int STAGES, int W, bool QSMEM>
+template <int D, int STAGES, int W, bool QSMEM, int KT>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
                             long long MB, long long split_len, float scale_log2) {
-  using C = DecCfg<D, STAGES, W>;
-  constexpr int kCompute = 32 * W;
+  using C = DecCfg<D, STAGES, W, KT>;
+  constexpr int kCompute = 32 * W, NK = KT / W;  // keys a compute warp takes of each tile
   extern __shared__ __align__(128) unsigned char dsmem[];
   __shared__ long long row_q[kRows];
   __shared__ int row_vis[kRows];
@@ -228,11 +233,11 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   }
   Problem p;  // ends with a CTA barrier: the mbarriers and the rows are ready; the roles part
   decode_rows<kDecRows, D>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
-  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + kKeys - 1) / kKeys : 0;
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
   // The producer starts its copies at once; the compute warps load the query rows meanwhile
   // (waiting for them first put a global round trip before the first copy of every CTA).
   if (warp == W) {
-    produce<D, STAGES, W>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    produce<D, STAGES, W, KT>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
   // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
@@ -255,15 +260,15 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
   for (int it = 0; it < n_tiles; ++it) {
-    const int s = it % STAGES, k0 = p.kbeg + it * kKeys;
+    const int s = it % STAGES, k0 = p.kbeg + it * KT;
     const uint32_t sk = base + s * C::kStage;
     mbar_wait(bars + 8 * s, (it / STAGES) & 1);
-    if (p.kend - k0 < kKeys) {  // the last tile, partial (uniform across the compute warps)
-      zero_v_rows<D, W>(sk + C::kTile, p.kend - k0);
+    if (p.kend - k0 < KT) {  // the last tile, partial (uniform across the compute warps)
+      zero_v_rows<D, W, KT>(sk + C::kTile, p.kend - k0);
       ComputeSync<W>{}();
     }
-    if constexpr (W == 8) consume8<D, QSMEM>(qf, sq, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
-    else consume<D>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    if constexpr (NK == 8) consume8<D, QSMEM>(qf, sq, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    else consume<D, NK>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
     mbar_arrive(bars + 8 * (STAGES + s));
   }
   // Every copy has landed (each stage was waited for); once every compute warp is past its
@@ -283,22 +288,27 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES, W>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, W)                                                            \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, W, KT)                                                        \
   extern "C" __global__ void __launch_bounds__(hc::dec_threads<W>, CTAS)                                         \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
            float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
            long long BS, long long MB, long long split_len, double scale_log2) {                                 \
-    hc::decode_sm90<D, STAGES, W, (W == 8 && D == 128 && CTAS == 2)>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+    hc::decode_sm90<D, STAGES, W, (W == 8 && D == 128 && CTAS == 2), KT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
                                MB, split_len, (float)scale_log2);                                                \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 4)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 4)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 4)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 4)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 4, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 4, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 4, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 4, 64)
 // The same with 8 compute warps (288 threads).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_w8_sm90, 128, 3, 2, 8)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_w8_sm90, 128, 6, 1, 8)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_w8_sm90, 64, 6, 2, 8)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_w8_sm90, 64, 12, 1, 8)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_w8_sm90, 128, 3, 2, 8, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_w8_sm90, 128, 6, 1, 8, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_w8_sm90, 64, 6, 2, 8, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_w8_sm90, 64, 12, 1, 8, 64)
+// Tiles of 128 keys (a warp's step over 32 keys, or 16 in the w8 build), one CTA an SM.
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 4, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_w8_k128_sm90, 128, 3, 1, 8, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 4, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_w8_k128_sm90, 64, 6, 1, 8, 128)
