@@ -18,10 +18,13 @@
 //            box of K and of V a stage (128 CTAs: the sm90.tma decode's reads), one box of
 //            whole rows (both heads) a stage (64 and 128 CTAs), or one CTA a sequence issuing
 //            both heads' half-row boxes back to back (64 CTAs): do half rows cost?
-//   decode   halcyon's decode kernel itself (hc_attn_decode_d128_s6_sm90 and _w8, the builds
-//            sm90.tma runs at b64 Hkv 2: one CTA a (sequence, KV head), no split) on the same
-//            cache through the same maps, q of zeros, every sequence 8192 keys: does the kernel
-//            take longer than its reads here too, or only in the bench?
+//   decode   halcyon's decode kernel itself (hc_attn_decode_d128_s6_sm90, the build sm90.tma ran
+//            at b64 Hkv 2 until 2026-11-29: one CTA a (sequence, KV head), no split, and the
+//            k128 build) on the same cache through the same maps, q of zeros, every sequence 8192
+//            keys: does the kernel take longer than its reads here too, or only in the bench?
+//   math     the boxes read as decode's, each stage taken by decode's own per-tile step
+//            (consume, 16 keys a warp) instead of a hold: how many cycles a step takes, and
+//            when the CTAs of the wave finish
 // each timed (CUDA events, median of 15) after each of three flushes of a 256 MiB buffer:
 // `read` (a read: the L2 left holding clean lines), `write` (cudaMemset to a new value each run:
 // dirty lines, as halcyon's bench), `zero` (cudaMemset 0, as triton's do_bench).
@@ -246,10 +249,10 @@ unsigned short *g_q = nullptr, *g_out = nullptr;
 float* g_lse = nullptr;
 int* g_lens = nullptr;
 // Decode's reads and math without its prologue and epilogue: read_boxes<0>'s ring with the
-// decode kernel's per-tile step (consume, W = 4, or consume8, W = 8: q of zeros, all keys
-// visible) in place of the hold, each compute warp's lane 0 adding up the clock cycles of its
-// steps; stamps[cta] = {first stage ready, last step done} (globaltimer, ns) and cycles[cta].
-template <int W>
+// decode kernel's per-tile step (consume: q of zeros, all keys visible) in place of the hold,
+// warp 0 adding up the clock cycles of its steps; stamps[cta] = {first stage ready, last step
+// done} (globaltimer, ns) and cycles[cta].
+constexpr int W = 4;
 __global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__ CUtensorMap mk,
                                                           const __grid_constant__ CUtensorMap mv,
                                                           const int* __restrict__ table, unsigned long long* stamps,
@@ -296,8 +299,7 @@ __global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__
     if (it == 0) asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(first));
     const unsigned long long c0 = clock64();
     const uint32_t sk = ring + s * kStage;
-    if constexpr (W == 8) hc::consume8<128, false>(qf, 0, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
-    else hc::consume<128, 16>(qf, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
+    hc::consume<128, 16>(qf, sk, sk + kStage / 2, o, st, it * 64, 1 << 30, 1 << 30, 0.0883f);
     cyc += clock64() - c0;
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * s) : "memory");
   }
@@ -314,14 +316,14 @@ __global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__
 }
 unsigned long long *g_stamps = nullptr, *g_cycles = nullptr;
 
-template <int W>
+template <int KT>
 void launch_decode(const int* table) {
   hc::TensorMap tk, tv;
   std::memcpy(&tk, &g_k1, sizeof tk);
   std::memcpy(&tv, &g_v1, sizeof tv);
-  auto* fn = W == 8 ? hc_attn_decode_d128_s6_w8_sm90 : hc_attn_decode_d128_s6_sm90;
-  const unsigned smem = hc::DecCfg<128, 6, W>::kShared;
-  fn<<<dim3(1, 128, 1), 32 * W + 32, smem>>>(tk, tv, g_q, g_out, g_lse, table, g_lens, nullptr, nullptr, 64, 16, 2, 1,
+  auto* fn = KT == 128 ? hc_attn_decode_d128_s3_k128_sm90 : hc_attn_decode_d128_s6_sm90;
+  const unsigned smem = KT == 128 ? hc::DecCfg<128, 3, 128>::kShared : hc::DecCfg<128, 6>::kShared;
+  fn<<<dim3(1, 128, 1), hc::kDecThreads, smem>>>(tk, tv, g_q, g_out, g_lse, table, g_lens, nullptr, nullptr, 64, 16, 2, 1,
                                              8192, 64, 128, 8192, 1.4426950408889634 / std::sqrt(128.0));
 }
 
@@ -379,11 +381,10 @@ int main() {
   CK(cudaFuncSetAttribute(read_boxes<0, 5>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
   CK(cudaFuncSetAttribute(read_boxes<0, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem + kStage));
   CK(cudaFuncSetAttribute(hc_attn_decode_d128_s6_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          hc::DecCfg<128, 6, 4>::kShared));
-  CK(cudaFuncSetAttribute(hc_attn_decode_d128_s6_w8_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          hc::DecCfg<128, 6, 8>::kShared));
-  CK(cudaFuncSetAttribute(read_math<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
-  CK(cudaFuncSetAttribute(read_math<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
+                          hc::DecCfg<128, 6>::kShared));
+  CK(cudaFuncSetAttribute(hc_attn_decode_d128_s3_k128_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          hc::DecCfg<128, 3, 128>::kShared));
+  CK(cudaFuncSetAttribute(read_math, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
   CK(cudaMalloc(&g_stamps, 256 * 8));
   CK(cudaMalloc(&g_cycles, 128 * 8));
   CK(cudaMalloc(&g_q, 64 * 16 * 128 * 2));
@@ -443,15 +444,14 @@ int main() {
       {"  7 stages, each held 600 ns", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
          read_boxes<0, 7><<<128, 160, 7 * kStage + 1024>>>(g_k1, g_v1, tw, 128, 128, k, 600);
        }},
-      {"decode kernel (sm90.tma at b64 Hkv 2): 128 CTAs", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
-         launch_decode<4>(tw);
+      {"decode kernel (64-key tiles, 6 stages): 128 CTAs", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
+         launch_decode<64>(tw);
        }},
-      {"  its w8 build", [](unsigned char*, unsigned*, long long, const int*, const int* tw) { launch_decode<8>(tw); }},
+      {"  its k128 build (128-key tiles, 3 stages)", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
+         launch_decode<128>(tw);
+       }},
       {"boxes + decode's step (consume), 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
-         read_math<4><<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, g_stamps, g_cycles, k);
-       }},
-      {"boxes + the w8 step (consume8), 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
-         read_math<8><<<128, 288, kStages * kStage + 1024>>>(g_k1, g_v1, tw, g_stamps, g_cycles, k);
+         read_math<<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, g_stamps, g_cycles, k);
        }},
       {"boxes, whole rows: 64 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
          read_boxes<1><<<64, 160, kStages * kStage + 1024>>>(g_k2, g_v2, tw, 128, 128, k);

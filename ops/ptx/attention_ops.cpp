@@ -377,7 +377,7 @@ ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80"
 // warp issuing TMA boxes (min(BS, 64) key rows x 1 head x D dims) into a ring of stages
 // (mbarriers), 160 threads a CTA.
 constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
-// DecCfg<D, STAGES>::kShared: 1 KiB of alignment, STAGES K and V tiles of 64 keys, 16 query rows
+// DecCfg<D, STAGES, KT>::kShared: 1 KiB of alignment, STAGES K and V tiles of `keys` keys, 16 query rows
 // padded to D + 8 elements, the mbarriers (8 bytes each, 2 a stage, in 128-byte units).
 uint32_t decode_sm90_shared(int64_t D, int64_t stages, int64_t keys = kKeys) {
   return uint32_t(1024 + stages * 2 * keys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
@@ -398,8 +398,8 @@ bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, i
   const int64_t ctas = s.B * s.Hkv * decode_row_tiles(s, kDecodeRows), sms = dev.compute_units;
   return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
-// W: the compute warps (4, or 8 in the w8 builds); KT: keys a tile (64, or 128 in the k128 builds).
-template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int W = 4, int KT = kKeys>
+// KT: keys a tile (64, or 128 in the k128 builds).
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
@@ -407,9 +407,8 @@ Status decode_sm90(ops::OpContext& ctx) {
   int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
   if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
-                        fmt::format("hc_attn_decode_d{}_s{}{}{}_sm90", s.D, stages, W == 8 ? "_w8" : "",
-                                    KT == 128 ? "_k128" : ""),
-                        uint32_t(32 * W + 32), decode_sm90_shared(s.D, stages, KT), kDecodeRows, true, max_tiles};
+                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, KT == 128 ? "_k128" : ""), 160,
+                        decode_sm90_shared(s.D, stages, KT), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
@@ -496,24 +495,23 @@ ops::RegisterOpImpl r_decode_sm90({"attention_decode", HAL_MODULE_PTX, "sm_90a",
 ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 15, decode_sm90<6, 12, 0>,
                                     "sm90.tma1", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
                                     "as sm90.tma with 6 (d128) / 12 (d64) stages, one CTA an SM (named only)"});
-// The same with 8 compute warps, each taking 8 keys of a tile (attention_decode_sm90.cu: a stage
-// is held about half as long); named only until measured.
-ops::RegisterOpImpl r_decode_sm90_w8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 13, decode_sm90<3, 6, 32, 8>,
-                                     "sm90.tma.w8", decode_sm90_applies<3, 6>, tma_pays, false, nullptr,
-                                     "as sm90.tma with 8 compute warps of 8 keys a tile (named only)"});
-ops::RegisterOpImpl r_decode_sm90_1_w8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 12, decode_sm90<6, 12, 0, 8>,
-                                       "sm90.tma1.w8", decode_sm90_applies<6, 12>, nullptr, false, nullptr,
-                                       "as sm90.tma1 with 8 compute warps of 8 keys a tile (named only)"});
-// Tiles of 128 keys (a warp's step over 32 keys, 16 with 8 warps), one CTA an SM: the per-step
-// costs (softmax, barriers) over twice the keys; named only until measured.
-ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 11,
-                                       decode_sm90<3, 6, 0, 4, 128>, "sm90.tma1.k128",
-                                       decode_sm90_applies<3, 6, 128>, nullptr, false, nullptr,
-                                       "as sm90.tma1 with tiles of 128 keys, 32 a warp (named only)"});
-ops::RegisterOpImpl r_decode_sm90_w8_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 11,
-                                          decode_sm90<3, 6, 0, 8, 128>, "sm90.tma1.w8.k128",
-                                          decode_sm90_applies<3, 6, 128>, nullptr, false, nullptr,
-                                          "as sm90.tma1.k128 with 8 compute warps of 16 keys (named only)"});
+// Tiles of 128 keys (KT = 128: each compute warp's step over 32 keys), one CTA an SM (d128: 3
+// stages of 64 KiB), splits by whole waves. A step costs about as much whatever its keys
+// (attention_decode_sm90.cu), and twice the keys a step lift the rate at which the last CTAs of
+// a wave can take their stages. On an H200 (2026-11-29, ninth session, two bench runs in one
+// call): b64 Hkv 2 137.8 / 137.6 us against sm90.tma's 140.6 / 140.4 (cuDNN 135.2), Hkv 16
+// 961.0 / 975.2 against 967.4 / 990.8 (cuDNN 960.7). Chosen over sm90.tma at d128; d64 by name
+// only (not measured).
+bool k128_preferred(const ops::ApplyContext& ctx, std::string* why) {
+  if (!tma_pays(ctx, why)) return false;
+  if (!ctx.has_call() || ctx.dim("D") == 128) return true;
+  if (why) *why = fmt::format("D = {}: measured at D = 128 only (sm90.tma takes it)", ctx.dim("D"));
+  return false;
+}
+ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 17,
+                                       decode_sm90<3, 6, 0, 128>, "sm90.tma.k128", decode_sm90_applies<3, 6, 128>,
+                                       k128_preferred, true, nullptr,
+                                       "as sm90.tma with tiles of 128 keys (32 a warp), one CTA an SM"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -235,12 +235,12 @@ __device__ __forceinline__ bool any_moved(float a0, float a1) {
 
 // One key tile's step: masks s (mask_max), updates the running max, returns in a0/a1 the
 // factors the output rows must be scaled by, adds the tile's sums and writes P as bf16 A
-// fragments (pf[kk] = keys 16kk .. 16kk + 15; with NT = 1, pf[0][0..1] are m16n8k8's A of keys
-// 0-7). A row that has seen no key keeps m = -inf: its p are 0 and nothing is rescaled.
+// fragments (pf[kk] = keys 16kk .. 16kk + 15). A row that has seen no key keeps m = -inf:
+// its p are 0 and nothing is rescaled.
 // SLACK: the maxima with slack (advance_max<true>): a0 and a1 are exactly 1 for the rows whose
 // reference max stayed.
 template <int NT, bool SLACK = false>
-__device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[(NT + 1) / 2][4], RowState& st, int k0,
+__device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[NT / 2][4], RowState& st, int k0,
                                              int vis0, int vis1, float scale_log2, float* a0, float* a1) {
   float mx0, mx1, base0, base1;
   mask_max<NT>(s, k0, vis0, vis1, scale_log2, &mx0, &mx1);
@@ -349,16 +349,12 @@ __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* r
 struct CtaSync {
   __device__ void operator()() const { __syncthreads(); }
 };
-// W: the warps that share the keys (4, or 8 in the sm90 decode's w8 builds); the scratch holds
-// 2 x W x 16 floats and W - 1 warps' accumulators (merge_scratch_bytes).
-template <int D, int W>
-constexpr unsigned merge_scratch_bytes = 2 * W * 16 * 4 + (W - 1) * (D / 8) * 32 * 16;
-template <int D, typename Sync = CtaSync, int W = 4>
+template <int D, typename Sync = CtaSync>
 __device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* scratch, Sync sync = {}) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float* wm = reinterpret_cast<float*>(scratch);  // [W warps][16 rows] maxima, then sums
-  float* wl = wm + 16 * W;
-  float* wo = wl + 16 * W;  // [W - 1 warps][D / 8][32 lanes][4]: each thread's accumulators
+  float* wm = reinterpret_cast<float*>(scratch);  // [4 warps][16 rows] maxima, then sums
+  float* wl = wm + 64;
+  float* wo = wl + 64;  // [4 warps][D / 8][32 lanes][4]: each thread's accumulators
 #pragma unroll
   for (int x = 1; x < 4; x <<= 1) {
     st.l0 += __shfl_xor_sync(0xffffffffu, st.l0, x);
@@ -368,7 +364,7 @@ __device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* 
   sync();
   float m0 = neg_inf(), m1 = neg_inf();
 #pragma unroll
-  for (int w = 0; w < W; ++w) m0 = fmaxf(m0, wm[w * 16 + g]), m1 = fmaxf(m1, wm[w * 16 + g + 8]);
+  for (int w = 0; w < 4; ++w) m0 = fmaxf(m0, wm[w * 16 + g]), m1 = fmaxf(m1, wm[w * 16 + g + 8]);
   // This warp's share: exp2(m_w - m); a warp (or row) that saw no key contributes nothing.
   const float f0 = st.m0 == neg_inf() ? 0.f : exp2f(st.m0 - m0), f1 = st.m1 == neg_inf() ? 0.f : exp2f(st.m1 - m1);
   scale_rows<D / 8>(o, f0, f1);
@@ -381,7 +377,7 @@ __device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* 
   sync();
   if (warp > 0) return;
 #pragma unroll
-  for (int w = 0; w < W - 1; ++w)
+  for (int w = 0; w < 3; ++w)
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) {
       const float4 x = *reinterpret_cast<const float4*>(wo + ((w * (D / 8) + i) * 32 + lane) * 4);
@@ -389,7 +385,7 @@ __device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* 
     }
   float l0 = 0.f, l1 = 0.f;
 #pragma unroll
-  for (int w = 0; w < W; ++w) l0 += wl[w * 16 + g], l1 += wl[w * 16 + g + 8];
+  for (int w = 0; w < 4; ++w) l0 += wl[w * 16 + g], l1 += wl[w * 16 + g + 8];
   // store_rows adds the quad's sums: one thread of the quad carries the row's.
   st = RowState{m0, m1, t == 0 ? l0 : 0.f, t == 0 ? l1 : 0.f};
 }

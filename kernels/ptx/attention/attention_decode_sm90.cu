@@ -12,13 +12,15 @@
 //   warps 0-3    compute: wait for the stage, S = Q K^T and O += P V with mma.sync
 //                (ldmatrix from the boxes' 128-byte-swizzled rows), release the stage.
 //
-// The w8 builds have 8 compute warps (warp w: keys [8w, 8w + 8) of every tile; P V with
-// m16n8k8), the producer is warp 8. Why: a compute warp that takes long over its tile holds the
-// stage, and a CTA whose math caps its rate cannot make up at the end of the wave the time that
-// uneven memory service cost it earlier; a pure TMA read of decode's boxes whose consumers hold
-// each stage 300 / 600 / 850 ns took 133 / 139 / 141 us after the benches' flush against 129
-// (5 and 7 stages: 129) on an H200 (bench/probes/flush_read_rate.cu, docs/PERFORMANCE.md). Two
-// warps a scheduler, each with half the tile, about halve the time a stage is held.
+// Tiles of KT = 64 keys (16 a compute warp), or 128 in the k128 builds (32 a warp, one CTA an
+// SM): a warp's step costs about the same whatever its share (softmax, the barriers; on an H200
+// 783 cycles for 16 keys, and as many for 8 keys with 8 compute warps), so twice the keys a step
+// lift the rate at which a CTA can take its stages. That rate matters though it is above the
+// memory's average share an SM: the CTAs of one wave are served unevenly (they ended between
+// 97 and 130 us of a 137 us read) and the last ones can only go as fast as their steps; a
+// pure TMA read whose consumers hold each stage 300 / 600 / 850 ns took 3-11 us longer than
+// one that releases at once (bench/probes/flush_read_rate.cu, docs/PERFORMANCE.md, 2026-11-29
+// ninth session).
 //
 // Keys past the CTA's range: a box of a partial tile brings its block's later rows and boxes
 // wholly past the range are not issued, so those rows hold other data; K's are masked (the
@@ -29,24 +31,20 @@
 // of the copy rate with two CTAs an SM and 33% with one: the producer warp's issue of 128
 // small copies a tile limited each CTA (docs/PERFORMANCE.md).
 //
-//   hc_attn_decode_d{64,128}_s{STAGES}[_w8]_sm90   grid (row tiles, B x Hkv, splits), 160 threads
-//                                                  (288 in the w8 builds)
+//   hc_attn_decode_d{64,128}_s{STAGES}[_k128]_sm90   grid (row tiles, B x Hkv, splits), 160 threads
 #include "attention_common.cuh"
 #include "../moe/sm90_common.cuh"
 
 namespace hc {
 namespace {
 
-constexpr int kDecRows = 16;
-// W compute warps (4, or 8 in the w8 builds) and the producer warp after them.
-template <int W>
-constexpr int dec_threads = 32 * W + 32;
+constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
 
 // Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each
 // [64 keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
 // query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
 // the 2 x STAGES mbarriers.
-template <int D, int STAGES, int W, int KT = kKeys>
+template <int D, int STAGES, int KT = kKeys>
 struct DecCfg {
   static constexpr uint32_t kTile = KT * D * 2;                // K (or V) of a stage
   static constexpr uint32_t kStage = 2 * kTile;
@@ -54,8 +52,8 @@ struct DecCfg {
   static constexpr uint32_t kQ = STAGES * kStage, kBars = kQ + kDecRows * kRowBytes;
   static constexpr uint32_t kShared = 1024 + kBars + (16 * STAGES + 127) / 128 * 128;  // the launcher's decode_sm90_shared
   static_assert(kShared + 1024 <= 227 * 1024, "more shared memory than an sm_90 block has");
-  // merge_warps' scratch (maxima, sums, W - 1 warps' accumulators) fits in the ring.
-  static_assert(merge_scratch_bytes<D, W> <= STAGES * kStage, "merge scratch");
+  // merge_warps' scratch (maxima, sums, three warps' accumulators) fits in stage 0.
+  static_assert(512 + 3 * (D / 8) * 32 * 16 <= kStage, "merge scratch");
 };
 
 // Byte address of 16-byte chunk c (of D / 8) of key row r in a stage's K or V tile, laid out
@@ -68,19 +66,18 @@ __device__ __forceinline__ uint32_t tile_addr(uint32_t tile, int r, int c) {
   return tile + u * 128 + (((c & 7) ^ (u & 7)) << 4);
 }
 
-// The W compute warps' barrier (named barrier 1): the producer warp never joins it.
-template <int W>
+// The 4 compute warps' barrier (named barrier 1): the producer warp never joins it.
 struct ComputeSync {
-  __device__ void operator()() const { asm volatile("bar.sync 1, %0;\n" ::"n"(32 * W) : "memory"); }
+  __device__ void operator()() const { asm volatile("bar.sync 1, %0;\n" ::"n"(kDecCompute) : "memory"); }
 };
 
 // The producer (lane 0 of warp 4): the CTA's key tiles into the ring. Tile it's keys
 // [k0, k0 + 64) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
-template <int D, int STAGES, int W, int KT>
+template <int D, int STAGES, int KT>
 __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* tv, uint32_t stages, uint32_t bars,
                         int n_tiles, int hk) {
-  using C = DecCfg<D, STAGES, W, KT>;
+  using C = DecCfg<D, STAGES, KT>;
   if ((threadIdx.x & 31) != 0) return;
   // The cache lines keep whatever priority L2 gives them (evict_unchanged). After a write that
   // left L2 full of dirty lines (the benches' flush, or real work before the call), evict_first
@@ -107,9 +104,9 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
 }
 
 // Zeroes V rows [r0, KT) of a stage (the keys past the CTA's range in its last tile).
-template <int D, int W, int KT>
+template <int D, int KT>
 __device__ __forceinline__ void zero_v_rows(uint32_t sv, int r0) {
-  for (int c = threadIdx.x; c < (KT - r0) * (D / 8); c += 32 * W) {
+  for (int c = threadIdx.x; c < (KT - r0) * (D / 8); c += kDecCompute) {
     const uint32_t a = tile_addr<D>(sv, r0 + c / (D / 8), c % (D / 8));
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
   }
@@ -165,62 +162,12 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
     }
 }
 
-// The shared-memory address of this lane's part of query fragment kk (16 dims): rows padded to
-// D + 8 elements.
-template <int D>
-__device__ __forceinline__ uint32_t q_frag_addr(uint32_t sq, int kk) {
-  const int lane = threadIdx.x & 31;
-  return sq + (lane & 15) * (D + 8) * 2 + (kk * 2 + (lane >> 4)) * 16;
-}
-
-// The w8 builds' share of a key tile: keys [8w, 8w + 8). S in two chains (even and odd 16-dim
-// steps, summed), P V with m16n8k8 (one ldmatrix.trans matrix a 8-dim chunk). QSMEM: the query
-// fragments are loaded from the rows at sq for each tile instead of kept in qf (the d128 build of
-// two CTAs an SM: its 112 registers a thread cannot hold them beside the accumulators).
-template <int D, bool QSMEM>
-__device__ __forceinline__ void consume8(const uint32_t (&qf)[D / 16][4], uint32_t sq, uint32_t sk, uint32_t sv,
-                                         float (&o)[D / 8][4], RowState& st, int k0, int vis0, int vis1,
-                                         float scale_log2) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, key = warp * 8 + (lane & 7), m = lane >> 3;
-  float s[2][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-  // Matrices m = 0-3 of an ldmatrix: the warp's 8 keys at 16-byte chunk 4j + m (dims 32j + 8m ..).
-#pragma unroll
-  for (int j = 0; j < D / 32; ++j) {
-    uint32_t b[4];
-    ldmatrix_x4(b, tile_addr<D>(sk, key, 4 * j + m));
-    if constexpr (QSMEM) {
-      uint32_t a[2][4];
-      for (int h = 0; h < 2; ++h) ldmatrix_x4(a[h], q_frag_addr<D>(sq, 2 * j + h));
-      mma_bf16(s[0], a[0], b);
-      mma_bf16(s[1], a[1], b + 2);
-    } else {
-      mma_bf16(s[0], qf[2 * j], b);
-      mma_bf16(s[1], qf[2 * j + 1], b + 2);
-    }
-  }
-  float sc[1][4] = {{s[0][0] + s[1][0], s[0][1] + s[1][1], s[0][2] + s[1][2], s[0][3] + s[1][3]}};
-  uint32_t pf[1][4];
-  float a0, a1;
-  softmax_step<1, true>(sc, pf, st, k0 + warp * 8, vis0, vis1, scale_log2, &a0, &a1);
-  if (any_moved(a0, a1)) scale_rows<D / 8>(o, a0, a1);
-#pragma unroll
-  for (int j = 0; j < D / 32; ++j) {
-    uint32_t b[4];
-    ldmatrix_x4_trans(b, tile_addr<D>(sv, key, 4 * j + m));
-#pragma unroll
-    for (int c = 0; c < 4; ++c) mma_bf16_k8(o[4 * j + c], pf[0], b + c);
-  }
-}
-
-template <int D, int STAGES, int W, bool QSMEM, int KT>
+template <int D, int STAGES, int KT>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
                             long long MB, long long split_len, float scale_log2) {
-  using C = DecCfg<D, STAGES, W, KT>;
-  constexpr int kCompute = 32 * W, NK = KT / W;  // keys a compute warp takes of each tile
+  using C = DecCfg<D, STAGES, KT>;
   extern __shared__ __align__(128) unsigned char dsmem[];
   __shared__ long long row_q[kRows];
   __shared__ int row_vis[kRows];
@@ -228,7 +175,7 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   const uint32_t bars = base + C::kBars, sq = base + C::kQ;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kCompute);
+    for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   Problem p;  // ends with a CTA barrier: the mbarriers and the rows are ready; the roles part
@@ -236,23 +183,22 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
   // The producer starts its copies at once; the compute warps load the query rows meanwhile
   // (waiting for them first put a global round trip before the first copy of every CTA).
-  if (warp == W) {
-    produce<D, STAGES, W, KT>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+  if (warp == kDecCompute / 32) {
+    produce<D, STAGES, KT>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
   // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
-  for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kCompute) {
+  for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecCompute) {
     const int row = c / (D / 8), chunk = c % (D / 8);
     const bool ok = row_q[row] >= 0;
     cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
   }
   cp_async_commit();
   cp_async_wait<0>();
-  ComputeSync<W>{}();  // every compute thread's rows have landed
+  ComputeSync{}();  // every compute thread's rows have landed
   uint32_t qf[D / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    if (!QSMEM) ldmatrix_x4(qf[kk], q_frag_addr<D>(sq, kk));
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], sq + (lane & 15) * C::kRowBytes + (kk * 2 + (lane >> 4)) * 16);
   const int g = lane >> 2;
   const int vis0 = min(row_vis[g], p.kend), vis1 = min(row_vis[g + 8], p.kend);
   float o[D / 8][4];
@@ -264,17 +210,16 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
     const uint32_t sk = base + s * C::kStage;
     mbar_wait(bars + 8 * s, (it / STAGES) & 1);
     if (p.kend - k0 < KT) {  // the last tile, partial (uniform across the compute warps)
-      zero_v_rows<D, W, KT>(sk + C::kTile, p.kend - k0);
-      ComputeSync<W>{}();
+      zero_v_rows<D, KT>(sk + C::kTile, p.kend - k0);
+      ComputeSync{}();
     }
-    if constexpr (NK == 8) consume8<D, QSMEM>(qf, sq, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
-    else consume<D, NK>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    consume<D, KT / 4>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
     mbar_arrive(bars + 8 * (STAGES + s));
   }
   // Every copy has landed (each stage was waited for); once every compute warp is past its
   // last tile, stage 0 is the merge's scratch.
-  ComputeSync<W>{}();
-  merge_warps<D, ComputeSync<W>, W>(o, st, reinterpret_cast<unsigned short*>(dsmem + (base - smem_addr(dsmem))));
+  ComputeSync{}();
+  merge_warps<D>(o, st, reinterpret_cast<unsigned short*>(dsmem + (base - smem_addr(dsmem))), ComputeSync{});
   if (warp > 0) return;
   float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * D : nullptr;
   float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
@@ -287,28 +232,21 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // Parameters: the K and V tensor maps (4-d over [NB x BS rows, Hkv, D / 64, 64], boxes of
 // min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
-// Dynamic shared memory: DecCfg<D, STAGES, W>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, W, KT)                                                        \
-  extern "C" __global__ void __launch_bounds__(hc::dec_threads<W>, CTAS)                                         \
+// Dynamic shared memory: DecCfg<D, STAGES, KT>::kShared.
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT)                                                           \
+  extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
            float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
            long long BS, long long MB, long long split_len, double scale_log2) {                                 \
-    hc::decode_sm90<D, STAGES, W, (W == 8 && D == 128 && CTAS == 2), KT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+    hc::decode_sm90<D, STAGES, KT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
                                MB, split_len, (float)scale_log2);                                                \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 4, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 4, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 4, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 4, 64)
-// The same with 8 compute warps (288 threads).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_w8_sm90, 128, 3, 2, 8, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_w8_sm90, 128, 6, 1, 8, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_w8_sm90, 64, 6, 2, 8, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_w8_sm90, 64, 12, 1, 8, 64)
-// Tiles of 128 keys (a warp's step over 32 keys, or 16 in the w8 build), one CTA an SM.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 4, 128)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_w8_k128_sm90, 128, 3, 1, 8, 128)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 4, 128)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_w8_k128_sm90, 64, 6, 1, 8, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64)
+// Tiles of 128 keys, one CTA an SM (d128: 3 x 64 KiB stages; d64: 6 x 32 KiB).
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128)

@@ -266,13 +266,4 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// m16n8k8: A 16 x 8 (a[0] row g, a[1] row g + 8; keys 2t, 2t + 1), B one 8 x 8 ldmatrix.trans
-// matrix (b[0]).
-__device__ __forceinline__ void mma_bf16_k8(float* d, const uint32_t* a, const uint32_t* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(b[0]));
-}
-
 }  // namespace hc
