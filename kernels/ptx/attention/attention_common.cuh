@@ -305,11 +305,19 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState 
   }
 }
 
+// The CTA's barrier, and none: the Sync arguments of decode_rows and merge_warps.
+struct CtaSync {
+  __device__ void operator()() const { __syncthreads(); }
+};
+struct NoSync {
+  __device__ void operator()() const {}
+};
+
 // Paged decode: blockIdx.x is the TILE-row tile of the Sq x G queries (G = Hq / Hkv) of KV
 // head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys. Fills
-// p and the rows' query offsets (-1: no such row) and visible key counts (kRows entries;
-// needs at least kRows threads). Ends with a barrier.
-template <int TILE, int D>
+// p and the rows' query offsets (-1: no such row) and visible key counts (kRows entries, by
+// threads 0 to kRows - 1). Ends with Sync (a thread that is not among them may pass NoSync).
+template <int TILE, int D, typename Sync = CtaSync>
 __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
                                             const int* table, const int* seq_lens, long long Hq, long long Hkv,
                                             long long Sq, long long NB, long long BS, long long MB,
@@ -333,7 +341,7 @@ __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* r
     const long long vis = len - Sq + s + 1;
     row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
   }
-  __syncthreads();
+  Sync{}();
   p.kbeg = (int)(blockIdx.z * split_len);
   const long long e = p.kbeg + split_len;
   p.kend = (int)(e < len ? e : len);
@@ -346,9 +354,6 @@ __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* r
 // computes, so a tile's serial work is a quarter of the row-split kernel's, which for decode
 // leaves three warps idle.
 // Sync: the barrier of the 128 threads that merge (__syncthreads where they are the CTA).
-struct CtaSync {
-  __device__ void operator()() const { __syncthreads(); }
-};
 template <int D, typename Sync = CtaSync>
 __device__ void merge_warps(float (&o)[D / 8][4], RowState& st, unsigned short* scratch, Sync sync = {}) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;

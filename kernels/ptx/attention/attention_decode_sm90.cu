@@ -71,14 +71,33 @@ struct ComputeSync {
   __device__ void operator()() const { asm volatile("bar.sync 1, %0;\n" ::"n"(kDecCompute) : "memory"); }
 };
 
-// The producer (lane 0 of warp 4): the CTA's key tiles into the ring. Tile it's keys
-// [k0, k0 + 64) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
+// The producer warp's copy of its sequence's block table, 32 entries a register: lane l holds
+// entries base + l (cur) and base + 32 + l (nxt, loading while cur is used), so that a tile's
+// block indices are a shuffle away instead of a global round trip before its copies.
+struct BlockCache {
+  const int* row;  // the sequence's block table row (MB entries)
+  int mb, base, cur, nxt;
+  __device__ int load(int i) const { return i < mb ? row[i] : 0; }
+  __device__ void init(const int* r, long long MB, int first) {
+    row = r, mb = (int)MB, base = first & ~31;
+    cur = load(base + (threadIdx.x & 31));
+    nxt = load(base + 32 + (threadIdx.x & 31));
+  }
+  // Entry j (warp-uniform, never below the one asked before).
+  __device__ int get(int j) {
+    while (j >= base + 32) base += 32, cur = nxt, nxt = load(base + 32 + (threadIdx.x & 31));
+    return __shfl_sync(0xffffffffu, cur, j - base);
+  }
+};
+
+// The producer (warp 4; lane 0 issues): the CTA's key tiles into the ring. Tile it's keys
+// [k0, k0 + KT) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
 template <int D, int STAGES, int KT>
-__device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* tv, uint32_t stages, uint32_t bars,
-                        int n_tiles, int hk) {
+__device__ void produce(const Problem& p, BlockCache& blocks, const TensorMap* tk, const TensorMap* tv,
+                        uint32_t stages, uint32_t bars, int n_tiles, int hk) {
   using C = DecCfg<D, STAGES, KT>;
-  if ((threadIdx.x & 31) != 0) return;
+  const bool issuer = (threadIdx.x & 31) == 0;
   // The cache lines keep whatever priority L2 gives them (evict_unchanged). After a write that
   // left L2 full of dirty lines (the benches' flush, or real work before the call), evict_first
   // made the kernel 1.9% (Hkv 16) and 3.5% (Hkv 2) slower on an H200 (evict_normal 7-9% slower
@@ -93,12 +112,17 @@ __device__ void produce(const Problem& p, const TensorMap* tk, const TensorMap* 
     if (it >= STAGES) mbar_wait(empty, ((it / STAGES) - 1) & 1);
     const int k0 = p.kbeg + it * KT;
     const int boxes = min(KT / R, (p.kend - k0 + R - 1) / R);
-    mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
+    if (issuer) mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
     for (int b = 0; b < boxes; ++b) {
-      const int row = key_index(p, k0 + b * R);
-      tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
-      tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, policy);
+      // key_index's row, the block from the cache (a bad entry reads block 0 or NB - 1).
+      const unsigned j = (unsigned)(k0 + b * R), blk_j = j / (unsigned)p.BS;
+      const int blk = min(max(blocks.get((int)blk_j), 0), (int)p.NB - 1);
+      const int row = blk * (int)p.BS + (int)(j - blk_j * (unsigned)p.BS);
+      if (issuer) {
+        tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
+        tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, policy);
+      }
     }
   }
 }
@@ -174,19 +198,27 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   const uint32_t base = (smem_addr(dsmem) + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte units
   const uint32_t bars = base + C::kBars, sq = base + C::kQ;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
-    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
-  }
-  Problem p;  // ends with a CTA barrier: the mbarriers and the rows are ready; the roles part
-  decode_rows<kDecRows, D>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
-  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
-  // The producer starts its copies at once; the compute warps load the query rows meanwhile
-  // (waiting for them first put a global round trip before the first copy of every CTA).
+  Problem p;
+  // The producer warp starts its copies without waiting for the compute warps: it makes the
+  // ring's mbarriers, lets the compute warps past named barrier 2 (they wait there before their
+  // first stage), and loads its first block-table entries while it reads its sequence's length.
+  // The compute warps meanwhile set up their rows and load the query rows.
   if (warp == kDecCompute / 32) {
-    produce<D, STAGES, KT>(p, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    BlockCache blocks;
+    blocks.init(table + (blockIdx.y / Hkv) * MB, MB, (int)((blockIdx.z * split_len) / BS));
+    if (lane == 0) {
+      for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
+      asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncwarp();
+    asm volatile("bar.arrive 2, %0;\n" ::"n"(kDecThreads) : "memory");
+    decode_rows<kDecRows, D, NoSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+    const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
+    produce<D, STAGES, KT>(p, blocks, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
+  decode_rows<kDecRows, D, ComputeSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
   // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
   for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecCompute) {
     const int row = c / (D / 8), chunk = c % (D / 8);
@@ -196,6 +228,7 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   cp_async_commit();
   cp_async_wait<0>();
   ComputeSync{}();  // every compute thread's rows have landed
+  asm volatile("bar.sync 2, %0;\n" ::"n"(kDecThreads) : "memory");  // the mbarriers are made
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], sq + (lane & 15) * C::kRowBytes + (kk * 2 + (lane >> 4)) * 16);
