@@ -14,8 +14,8 @@
 //
 // Tiles of KT = 64 keys (16 a compute warp), or 128 in the k128 builds (32 a warp, one CTA an
 // SM): a warp's step costs about the same whatever its share (softmax, the barriers; on an H200
-// 783 cycles for 16 keys, and as many for 8 keys with 8 compute warps), so twice the keys a step
-// lift the rate at which a CTA can take its stages. That rate matters though it is above the
+// 780-860 cycles for 16 keys, and 780 for 8 keys in a build with 8 compute warps, measured and
+// dropped), so twice the keys a step lift the rate at which a CTA can take its stages. That rate matters though it is above the
 // memory's average share an SM: the CTAs of one wave are served unevenly (they ended between
 // 97 and 130 us of a 137 us read) and the last ones can only go as fast as their steps; a
 // pure TMA read whose consumers hold each stage 300 / 600 / 850 ns took 3-11 us longer than
@@ -41,7 +41,7 @@ namespace {
 constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
 
 // Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each
-// [64 keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
+// [KT keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
 // query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
 // the 2 x STAGES mbarriers.
 template <int D, int STAGES, int KT = kKeys>
@@ -57,7 +57,7 @@ struct DecCfg {
 };
 
 // Byte address of 16-byte chunk c (of D / 8) of key row r in a stage's K or V tile, laid out
-// [64 rows][D / 64 units][128 bytes] (one TMA box brings rows' whole head slices, a 4-d map);
+// [KT rows][D / 64 units][128 bytes] (each TMA box brings rows' whole head slices, a 4-d map);
 // the TMA's 128-byte swizzle puts chunk c % 8 of the unit at index u of its 1024-byte block
 // at (c % 8) ^ (u % 8).
 template <int D>
