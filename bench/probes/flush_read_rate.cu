@@ -252,7 +252,7 @@ int* g_lens = nullptr;
 // decode kernel's per-tile step (consume: q of zeros, all keys visible) in place of the hold,
 // warp 0 adding up the clock cycles of its steps; stamps[cta] = {first stage ready, last step
 // done} (globaltimer, ns) and cycles[cta].
-constexpr int W = 4;
+constexpr int W = 4;  // compute warps, as decode's
 __global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__ CUtensorMap mk,
                                                           const __grid_constant__ CUtensorMap mv,
                                                           const int* __restrict__ table, unsigned long long* stamps,
