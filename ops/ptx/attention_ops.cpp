@@ -12,7 +12,6 @@
 
 #include "ptx_launch.hpp"
 
-#include <array>
 #include <cmath>
 
 namespace halcyon::ptxop {
@@ -380,8 +379,6 @@ ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80"
 constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 // DecCfg<D, STAGES, KT>::kShared: 1 KiB of alignment, STAGES K and V tiles of `keys` keys, 16 query rows
 // padded to D + 8 elements, the mbarriers (8 bytes each, 2 a stage, in 128-byte units).
-// The persistent builds' merge scratch (DecCfg::kMergeBytes): maxima, sums, three warps' accumulators.
-uint32_t decode_merge_bytes(int64_t D) { return uint32_t(512 + 3 * (D / 8) * 32 * 16); }
 uint32_t decode_sm90_shared(int64_t D, int64_t stages, int64_t keys = kKeys) {
   return uint32_t(1024 + stages * 2 * keys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
@@ -401,10 +398,8 @@ bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, i
   const int64_t ctas = s.B * s.Hkv * decode_row_tiles(s, kDecodeRows), sms = dev.compute_units;
   return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
-// KT: keys a tile (64, or 128 in the k128 builds). PERSIST: at most one CTA an SM, each taking
-// every gridDim.x-th (row tile, sequence x KV head, split) of the grid (its own merge scratch
-// after the mbarriers).
-template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys, bool PERSIST = false>
+// KT: keys a tile (64, or 128 in the k128 builds).
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
@@ -412,10 +407,8 @@ Status decode_sm90(ops::OpContext& ctx) {
   int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
   if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
-                        fmt::format("hc_attn_decode_d{}_s{}{}{}_sm90", s.D, stages, KT == 128 ? "_k128" : "",
-                                    PERSIST ? "p" : ""),
-                        160, decode_sm90_shared(s.D, stages, KT) + (PERSIST ? decode_merge_bytes(s.D) : 0),
-                        kDecodeRows, true, max_tiles};
+                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, KT == 128 ? "_k128" : ""), 160,
+                        decode_sm90_shared(s.D, stages, KT), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
@@ -431,11 +424,7 @@ Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_row_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
                                                       HAL_TENSOR_MAP_L2_NONE));
   const double sl2 = scale_log2(s.scale, s.D);
-  const int64_t items = pl.m_tiles * s.B * s.Hkv * pl.splits;
-  const std::array<uint32_t, 3> grid =
-      PERSIST ? std::array<uint32_t, 3>{uint32_t(std::min<int64_t>(items, dev.compute_units)), 1, 1}
-              : std::array<uint32_t, 3>{uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)};
-  HALCYON_TRY(launch_packed(ctx, *k, {grid[0], grid[1], grid[2]}, {dk.threads},
+  HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
                             dk.smem, [&](ArgPack& a) {
                               a.value(tk).value(tv).value(ctx.tensor("q").address()).value(ctx.tensor("out").address());
                               a.value(ctx.tensor("lse").address()).value(ctx.tensor("block_table").address());
@@ -449,7 +438,7 @@ Status decode_sm90(ops::OpContext& ctx) {
 // Where it runs: its image built, tensor maps, at most 16 query rows a KV head, D 64 or 128,
 // boxes that never cross a cache block (BS a multiple of 64, or dividing 64 and >= 8: the
 // swizzle's 8-row unit), and its shared memory.
-template <int STAGES_D128, int STAGES_D64, int KT = kKeys, bool PERSIST = false>
+template <int STAGES_D128, int STAGES_D64, int KT = kKeys>
 bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
   auto no = [&](std::string w) {
     if (why) *why = std::move(w);
@@ -467,10 +456,9 @@ bool decode_sm90_applies(const ops::ApplyContext& ctx, std::string* why) {
   for (const char* t : {"k_cache", "v_cache"})
     if (address_of(ctx, t) % 16 != 0) return no(fmt::format("tensor '{}' is not 16-byte aligned", t));
   const int64_t stages = D == 64 ? STAGES_D64 : STAGES_D128;
-  const uint32_t need = decode_sm90_shared(D, stages, KT) + (PERSIST ? decode_merge_bytes(D) : 0);
-  if (!ctx.facts.max_shared_per_block || need <= ctx.facts.max_shared_per_block) return true;
-  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
-                        ctx.facts.max_shared_per_block));
+  if (decode_sm90_fits(ctx.facts, D, stages, KT)) return true;
+  return no(fmt::format("it needs {} bytes of shared memory a block, {} has {}", decode_sm90_shared(D, stages, KT),
+                        ctx.facts.uri, ctx.facts.max_shared_per_block));
 }
 // Whether the TMA kernel pays over sm80.ksplit: where the memory's peak per SM is above what
 // cp.async streams an SM. On the H100 (3.35 TB/s, 25 GB/s per SM) both are held by the memory:
@@ -524,10 +512,6 @@ ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_
                                        decode_sm90<3, 6, 0, 128>, "sm90.tma.k128", decode_sm90_applies<3, 6, 128>,
                                        k128_preferred, true, nullptr,
                                        "as sm90.tma with tiles of 128 keys (32 a warp), one CTA an SM"});
-ops::RegisterOpImpl r_decode_sm90_k128p({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 11,
-                                        decode_sm90<3, 6, 0, 128, true>, "sm90.tma.k128p",
-                                        decode_sm90_applies<3, 6, 128, true>, nullptr, false, nullptr,
-                                        "as sm90.tma.k128, persistent: one CTA an SM takes every SMs-th item (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -317,13 +317,12 @@ struct NoSync {
 // head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys. Fills
 // p and the rows' query offsets (-1: no such row) and visible key counts (kRows entries, by
 // threads 0 to kRows - 1). Ends with Sync (a thread that is not among them may pass NoSync).
-// blk: the (row tile, B x Hkv, split) coordinates (blockIdx, or a persistent CTA's item).
 template <int TILE, int D, typename Sync = CtaSync>
 __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
                                             const int* table, const int* seq_lens, long long Hq, long long Hkv,
                                             long long Sq, long long NB, long long BS, long long MB,
-                                            long long split_len, uint3 blk) {
-  const long long G = Hq / Hkv, b = blk.y / Hkv, hk = blk.y % Hkv;
+                                            long long split_len) {
+  const long long G = Hq / Hkv, b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
   const int L = seq_lens[b];
   const int cap = (int)(MB * BS);
   const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
@@ -335,7 +334,7 @@ __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* r
   p.BS = BS;
   p.NB = NB;
   if (threadIdx.x < kRows) {
-    const long long r = (long long)blk.x * TILE + threadIdx.x;
+    const long long r = (long long)blockIdx.x * TILE + threadIdx.x;
     const bool ok = threadIdx.x < TILE && r < Sq * G;
     const long long s = r / G, hq = hk * G + r % G;
     row_q[threadIdx.x] = ok ? ((b * Sq + s) * Hq + hq) * D : -1;
@@ -343,7 +342,7 @@ __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* r
     row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
   }
   Sync{}();
-  p.kbeg = (int)(blk.z * split_len);
+  p.kbeg = (int)(blockIdx.z * split_len);
   const long long e = p.kbeg + split_len;
   p.kend = (int)(e < len ? e : len);
 }

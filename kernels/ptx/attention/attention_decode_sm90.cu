@@ -43,20 +43,17 @@ constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
 // Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each
 // [KT keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
 // query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
-// the 2 x STAGES mbarriers, then (PERSIST) merge_warps' scratch. Without PERSIST the merge uses
-// stage 0, free once the CTA's last tile is taken; a persistent CTA's producer is by then
-// filling the ring for its next item.
-template <int D, int STAGES, int KT = kKeys, bool PERSIST = false>
+// the 2 x STAGES mbarriers.
+template <int D, int STAGES, int KT = kKeys>
 struct DecCfg {
   static constexpr uint32_t kTile = KT * D * 2;                // K (or V) of a stage
   static constexpr uint32_t kStage = 2 * kTile;
   static constexpr uint32_t kRowBytes = (D + 8) * 2;           // a query row
   static constexpr uint32_t kQ = STAGES * kStage, kBars = kQ + kDecRows * kRowBytes;
-  static constexpr uint32_t kMergeBytes = 512 + 3 * (D / 8) * 32 * 16;  // maxima, sums, three warps' accumulators
-  static constexpr uint32_t kMerge = kBars + (16 * STAGES + 127) / 128 * 128;
-  static constexpr uint32_t kShared = 1024 + kMerge + (PERSIST ? kMergeBytes : 0);  // the launcher's decode_sm90_shared
+  static constexpr uint32_t kShared = 1024 + kBars + (16 * STAGES + 127) / 128 * 128;  // the launcher's decode_sm90_shared
   static_assert(kShared + 1024 <= 227 * 1024, "more shared memory than an sm_90 block has");
-  static_assert(kMergeBytes <= kStage, "merge scratch");
+  // merge_warps' scratch (maxima, sums, three warps' accumulators) fits in stage 0.
+  static_assert(512 + 3 * (D / 8) * 32 * 16 <= kStage, "merge scratch");
 };
 
 // Byte address of 16-byte chunk c (of D / 8) of key row r in a stage's K or V tile, laid out
@@ -96,11 +93,10 @@ struct BlockCache {
 // The producer (warp 4; lane 0 issues): the CTA's key tiles into the ring. Tile it's keys
 // [k0, k0 + KT) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
-// g0: the tiles issued before (a persistent CTA's earlier items): the ring's position.
-template <int D, int STAGES, int KT, bool PERSIST>
+template <int D, int STAGES, int KT>
 __device__ void produce(const Problem& p, BlockCache& blocks, const TensorMap* tk, const TensorMap* tv,
-                        uint32_t stages, uint32_t bars, int n_tiles, int hk, int g0) {
-  using C = DecCfg<D, STAGES, KT, PERSIST>;
+                        uint32_t stages, uint32_t bars, int n_tiles, int hk) {
+  using C = DecCfg<D, STAGES, KT>;
   const bool issuer = (threadIdx.x & 31) == 0;
   // The cache lines keep whatever priority L2 gives them (evict_unchanged). After a write that
   // left L2 full of dirty lines (the benches' flush, or real work before the call), evict_first
@@ -111,9 +107,9 @@ __device__ void produce(const Problem& p, BlockCache& blocks, const TensorMap* t
   asm volatile("createpolicy.fractional.L2::evict_unchanged.b64 %0, 1.0;\n" : "=l"(policy));
   const int R = p.BS < kKeys ? (int)p.BS : kKeys;
   for (int it = 0; it < n_tiles; ++it) {
-    const int g = g0 + it, s = g % STAGES;
+    const int s = it % STAGES;
     const uint32_t full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
-    if (g >= STAGES) mbar_wait(empty, ((g / STAGES) - 1) & 1);
+    if (it >= STAGES) mbar_wait(empty, ((it / STAGES) - 1) & 1);
     const int k0 = p.kbeg + it * KT;
     const int boxes = min(KT / R, (p.kend - k0 + R - 1) / R);
     if (issuer) mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
@@ -190,107 +186,77 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
     }
 }
 
-// The (row tile, B x Hkv, split) coordinates of item i of a persistent grid: row tiles fastest,
-// then sequences and KV heads, then splits (the non-persistent grid's blockIdx order).
-__device__ __forceinline__ uint3 item_coords(long long i, long long m_tiles, long long bhk) {
-  return make_uint3((unsigned)(i % m_tiles), (unsigned)((i / m_tiles) % bhk), (unsigned)(i / (m_tiles * bhk)));
-}
-
-// PERSIST: gridDim.x CTAs (at most one an SM) take the items blockIdx.x, + gridDim.x, ... of the
-// grid the non-persistent build launches as blockIdx (item_coords): the producer streams one
-// item's tiles after another through the ring (its tile count runs on across items), so an
-// SM's copies do not stop while a CTA ends and the next one starts.
-template <int D, int STAGES, int KT, bool PERSIST>
+template <int D, int STAGES, int KT>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
                             long long MB, long long split_len, float scale_log2) {
-  using C = DecCfg<D, STAGES, KT, PERSIST>;
+  using C = DecCfg<D, STAGES, KT>;
   extern __shared__ __align__(128) unsigned char dsmem[];
   __shared__ long long row_q[kRows];
   __shared__ int row_vis[kRows];
   const uint32_t base = (smem_addr(dsmem) + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte units
   const uint32_t bars = base + C::kBars, sq = base + C::kQ;
-  unsigned short* scratch =
-      reinterpret_cast<unsigned short*>(dsmem + (base - smem_addr(dsmem)) + (PERSIST ? C::kMerge : 0));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // The items: this CTA's blockIdx, or (PERSIST) every gridDim.x-th of the whole grid's.
-  const long long m_tiles = (Sq * (Hq / Hkv) + kDecRows - 1) / kDecRows, bhk = B * Hkv;
-  const long long items = PERSIST ? m_tiles * bhk * ((MB * BS + split_len - 1) / split_len) : 1;
-  const long long first = PERSIST ? blockIdx.x : 0, stride = PERSIST ? gridDim.x : 1;
-  auto coords = [&](long long i) { return PERSIST ? item_coords(i, m_tiles, bhk) : blockIdx; };
   Problem p;
   // The producer warp starts its copies without waiting for the compute warps: it makes the
   // ring's mbarriers, lets the compute warps past named barrier 2 (they wait there before their
-  // first stage), and loads an item's first block-table entries while it reads its sequence's
-  // length. The compute warps meanwhile set up their rows and load the query rows.
+  // first stage), and loads its first block-table entries while it reads its sequence's length.
+  // The compute warps meanwhile set up their rows and load the query rows.
   if (warp == kDecCompute / 32) {
+    BlockCache blocks;
+    blocks.init(table + (blockIdx.y / Hkv) * MB, MB, (int)((blockIdx.z * split_len) / BS));
     if (lane == 0) {
       for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
       asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncwarp();
     asm volatile("bar.arrive 2, %0;\n" ::"n"(kDecThreads) : "memory");
-    int g = 0;  // tiles issued so far (the ring's position)
-    for (long long i = first; i < items; i += stride) {
-      const uint3 blk = coords(i);
-      BlockCache blocks;
-      blocks.init(table + (blk.y / Hkv) * MB, MB, (int)((blk.z * split_len) / BS));
-      decode_rows<kDecRows, D, NoSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len, blk);
-      const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
-      produce<D, STAGES, KT, PERSIST>(p, blocks, tk, tv, base, bars, n_tiles, (int)(blk.y % Hkv), g);
-      g += n_tiles;
-    }
+    decode_rows<kDecRows, D, NoSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+    const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
+    produce<D, STAGES, KT>(p, blocks, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
-  int g = 0;  // tiles taken so far
-  for (long long i = first; i < items; i += stride) {
-    const uint3 blk = coords(i);
-    if (i != first) ComputeSync{}();  // warp 0 has stored the last item's rows and read the merge scratch
-    decode_rows<kDecRows, D, ComputeSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len,
-                                          blk);
-    const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
-    // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
-    for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecCompute) {
-      const int row = c / (D / 8), chunk = c % (D / 8);
-      const bool ok = row_q[row] >= 0;
-      cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    ComputeSync{}();  // every compute thread's rows have landed
-    if (i == first) asm volatile("bar.sync 2, %0;\n" ::"n"(kDecThreads) : "memory");  // the mbarriers are made
-    uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      ldmatrix_x4(qf[kk], sq + (lane & 15) * C::kRowBytes + (kk * 2 + (lane >> 4)) * 16);
-    const int gr = lane >> 2;
-    const int vis0 = min(row_vis[gr], p.kend), vis1 = min(row_vis[gr + 8], p.kend);
-    float o[D / 8][4];
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-    RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
-    for (int it = 0; it < n_tiles; ++it, ++g) {
-      const int s = g % STAGES, k0 = p.kbeg + it * KT;
-      const uint32_t sk = base + s * C::kStage;
-      mbar_wait(bars + 8 * s, (g / STAGES) & 1);
-      if (p.kend - k0 < KT) {  // the last tile, partial (uniform across the compute warps)
-        zero_v_rows<D, KT>(sk + C::kTile, p.kend - k0);
-        ComputeSync{}();
-      }
-      consume<D, KT / 4>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
-      mbar_arrive(bars + 8 * (STAGES + s));
-    }
-    // Without PERSIST every copy has landed (each stage was waited for) and, once every compute
-    // warp is past its last tile, stage 0 is the merge's scratch; with it the scratch is its own.
-    ComputeSync{}();
-    merge_warps<D>(o, st, scratch, ComputeSync{});
-    if (warp == 0) {
-      float* po = part_o ? part_o + (long long)blk.z * B * Sq * Hq * D : nullptr;
-      float* pl = part_o ? part_lse + (long long)blk.z * B * Sq * Hq : nullptr;
-      store_rows<D>(o, st, row_q, out, lse, po, pl);
-    }
+  decode_rows<kDecRows, D, ComputeSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+  const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
+  // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
+  for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecCompute) {
+    const int row = c / (D / 8), chunk = c % (D / 8);
+    const bool ok = row_q[row] >= 0;
+    cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
   }
+  cp_async_commit();
+  cp_async_wait<0>();
+  ComputeSync{}();  // every compute thread's rows have landed
+  asm volatile("bar.sync 2, %0;\n" ::"n"(kDecThreads) : "memory");  // the mbarriers are made
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], sq + (lane & 15) * C::kRowBytes + (kk * 2 + (lane >> 4)) * 16);
+  const int g = lane >> 2;
+  const int vis0 = min(row_vis[g], p.kend), vis1 = min(row_vis[g + 8], p.kend);
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};
+  for (int it = 0; it < n_tiles; ++it) {
+    const int s = it % STAGES, k0 = p.kbeg + it * KT;
+    const uint32_t sk = base + s * C::kStage;
+    mbar_wait(bars + 8 * s, (it / STAGES) & 1);
+    if (p.kend - k0 < KT) {  // the last tile, partial (uniform across the compute warps)
+      zero_v_rows<D, KT>(sk + C::kTile, p.kend - k0);
+      ComputeSync{}();
+    }
+    consume<D, KT / 4>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    mbar_arrive(bars + 8 * (STAGES + s));
+  }
+  // Every copy has landed (each stage was waited for); once every compute warp is past its
+  // last tile, stage 0 is the merge's scratch.
+  ComputeSync{}();
+  merge_warps<D>(o, st, reinterpret_cast<unsigned short*>(dsmem + (base - smem_addr(dsmem))), ComputeSync{});
+  if (warp > 0) return;
+  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * D : nullptr;
+  float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
+  store_rows<D>(o, st, row_q, out, lse, po, pl);
 }
 
 }  // namespace
@@ -299,24 +265,21 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // Parameters: the K and V tensor maps (4-d over [NB x BS rows, Hkv, D / 64, 64], boxes of
 // min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
-// Dynamic shared memory: DecCfg<D, STAGES, KT, PERSIST>::kShared. PERSIST: grid (CTAs, 1, 1).
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT, PERSIST)                                                  \
+// Dynamic shared memory: DecCfg<D, STAGES, KT>::kShared.
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT)                                                           \
   extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
            float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
            long long BS, long long MB, long long split_len, double scale_log2) {                                 \
-    hc::decode_sm90<D, STAGES, KT, PERSIST>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+    hc::decode_sm90<D, STAGES, KT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
                                MB, split_len, (float)scale_log2);                                                \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64, false)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64)
 // Tiles of 128 keys, one CTA an SM (d128: 3 x 64 KiB stages; d64: 6 x 32 KiB).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128, false)
-// The same, persistent: at most one CTA an SM, each taking every gridDim.x-th item.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128p_sm90, 128, 3, 1, 128, true)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128p_sm90, 64, 6, 1, 128, true)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128)

@@ -148,7 +148,7 @@ __device__ void attn_fwd(const unsigned short* q, const unsigned short* k, const
     if (!prefill_rows<D>(p, row_q, row_vis, q, seq_a, seq_b, B, Hq, Hkv, causal, NB, BS)) return;
   } else {
     // ---- decode: seq_a = block_table [B, MB], seq_b = seq_lens [B] ----
-    decode_rows<KSPLIT ? 16 : kRows, D>(p, row_q, row_vis, q, seq_a, seq_b, Hq, Hkv, Sq, NB, BS, MB, split_len, blockIdx);
+    decode_rows<KSPLIT ? 16 : kRows, D>(p, row_q, row_vis, q, seq_a, seq_b, Hq, Hkv, Sq, NB, BS, MB, split_len);
     if (part_o) {
       po = part_o + (long long)blockIdx.z * B * Sq * Hq * D;
       pl = part_lse + (long long)blockIdx.z * B * Sq * Hq;
