@@ -250,6 +250,35 @@ TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch 
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", no_maps, dims).applies());
 }
 
+TEST_CASE("select: paged decode takes 128-key tiles at d128 and the 64-key kernel at d64 (no GPU needed)") {
+  std::map<std::string, int64_t> dims{{"B", 64}, {"Sq", 1}, {"Hq", 16}, {"Hkv", 2}, {"D", 128},
+                                      {"NB", 8192}, {"BS", 64}, {"MB", 128}};
+  if (Ask("attention_decode", "sm90.tma.k128", hopper(), dims).impl == nullptr) {
+    MESSAGE("the sm_90a PTX implementations are not built here");
+    return;
+  }
+  auto h200 = hopper();  // 4.8 TB/s: above tma_pays' 28 GB/s an SM (the H100's 25 GB/s is below)
+  h200.memory_bytes_per_s = 4'800'000'000'000ull;
+  std::string why;
+  CHECK(Ask("attention_decode", "sm90.tma.k128", h200, dims).applies());
+  CHECK(Ask("attention_decode", "sm90.tma.k128", h200, dims).preferred());
+  CHECK(Ask("attention_decode", "sm90.tma", h200, dims).preferred());  // ranked below k128
+  CHECK(Ask("attention_decode", "sm90.tma.k128", h200, dims).impl->priority >
+        Ask("attention_decode", "sm90.tma", h200, dims).impl->priority);
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128", hopper(), dims).preferred(&why));  // the H100: cp.async keeps up
+  dims["D"] = 64;
+  CHECK(Ask("attention_decode", "sm90.tma.k128", h200, dims).applies());  // runs by name at d64
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128", h200, dims).preferred(&why));
+  CHECK(why == "D = 64: measured at D = 128 only (sm90.tma takes it)");
+  CHECK(Ask("attention_decode", "sm90.tma", h200, dims).preferred());
+  // Its 197 KiB of shared memory: not on a part with less.
+  auto small = h200;
+  small.max_shared_per_block = 101 * 1024;
+  dims["D"] = 128;
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128", small, dims).applies(&why));
+  CHECK(why.find("bytes of shared memory a block") != std::string::npos);
+}
+
 TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows an expert (no GPU needed)") {
   const std::map<std::string, int64_t> probe{{"R", 64}, {"H", 128}, {"I", 128}, {"EL", 1}};
   if (Ask("moe_grouped_gemm_fp8", "sm90.tall", hopper(), probe).impl == nullptr) {
