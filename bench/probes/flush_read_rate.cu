@@ -4,7 +4,7 @@
 // thread) run level at b64 Hkv 2, but after a 256 MB write (the benches' flush) halcyon's takes
 // ~13 us longer and cuDNN's ~9 us. Is it the TMA?
 //
-// 537 MB are read (decode's K and V bytes at b64 Hkv 2 kv8192 d128) in six ways:
+// 537 MB are read (decode's K and V bytes at b64 Hkv 2 kv8192 d128) in these ways:
 //   ldg      128 CTAs (the decode grid there, one an SM), a contiguous 4 MiB piece each, 256
 //            threads, 16-byte __ldg loads, 8 in flight a thread
 //   bulk     the same pieces by cp.async.bulk (1-D TMA) copies of 32 KiB or of 4 KiB into a ring
@@ -15,9 +15,11 @@
 //            both heads), and whole rows by 128 CTAs (half a sequence's blocks each)
 //   boxes    the same cache through 4-d tensor maps as the decode kernel builds them (bf16
 //            [rows, 2 heads, 2, 64], 128-byte swizzle, no L2 promotion): one head's 64 x 256 B
-//            box of K and of V a stage (128 CTAs: the sm90.tma decode's reads), one box of
-//            whole rows (both heads) a stage (64 and 128 CTAs), or one CTA a sequence issuing
-//            both heads' half-row boxes back to back (64 CTAs): do half rows cost?
+//            box of K and of V a stage (128 CTAs: the sm90.tma decode's reads; also with 5 and
+//            7 stages, and with consumers that hold each stage 300-850 ns before releasing it),
+//            one box of whole rows (both heads) a stage (64 and 128 CTAs), or one CTA a
+//            sequence issuing both heads' half-row boxes back to back (64 CTAs): do half rows
+//            cost?
 //   decode   halcyon's decode kernel itself (hc_attn_decode_d128_s6_sm90, the build sm90.tma ran
 //            at b64 Hkv 2 until 2026-11-29: one CTA a (sequence, KV head), no split, and the
 //            k128 build) on the same cache through the same maps, q of zeros, every sequence 8192
