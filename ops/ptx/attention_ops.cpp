@@ -482,7 +482,8 @@ bool tma_pays(const ops::ApplyContext& c, std::string* why) {
                        double(bw) / sms / 1e9);
   return false;
 }
-// Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays, except where one CTA an SM
+// Two CTAs an SM (3 stages at d128, 6 at d64), chosen where tma_pays and sm90.tma.k128 (below) is
+// not (d64, or a part without its shared memory), except where one CTA an SM
 // with twice the stages fills one wave unsplit (one_full_wave: then it runs that build); that
 // build for every grid by name only (`sm90.tma1`; H100: 201.1 against 202.7 us at Hkv 2, 1439.4
 // against 1429.3 at Hkv 16). At most 32 key tiles a CTA where its CTAs make two waves or more: on an
