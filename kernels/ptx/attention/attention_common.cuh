@@ -29,14 +29,19 @@ struct Problem {
   int kbeg, kend;           // the keys this CTA reads: [kbeg, kend)
 };
 
-// Paged: the cache row (block * BS + offset) that holds key j of the sequence.
-__device__ __forceinline__ int key_index(const Problem& p, int j) {
+// Paged: the cache row (block * BS + offset) that holds key j of the sequence; entry(i) gives
+// the block table's entry i (the table itself, or the sm90 decode producer's register copy).
+template <typename Entry>
+__device__ __forceinline__ int key_index(const Problem& p, int j, Entry&& entry) {
   // 32-bit division (j >= 0, BS <= 256): a 64-bit one costs several times the instructions,
   // and every 16-byte chunk a tile loads asks for its row.
   const unsigned bs = (unsigned)p.BS, blk_j = (unsigned)j / bs;
-  int blk = p.table[blk_j];
+  int blk = entry(blk_j);
   blk = blk < 0 ? 0 : (blk >= p.NB ? (int)p.NB - 1 : blk);  // a bad table reads block 0 or NB-1, never outside
   return blk * (int)bs + (int)((unsigned)j - blk_j * bs);
+}
+__device__ __forceinline__ int key_index(const Problem& p, int j) {
+  return key_index(p, j, [&](unsigned i) { return p.table[i]; });
 }
 
 // Element offset of key j's row (head included) in k / v.

@@ -115,10 +115,7 @@ __device__ void produce(const Problem& p, BlockCache& blocks, const TensorMap* t
     if (issuer) mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
     for (int b = 0; b < boxes; ++b) {
-      // key_index's row, the block from the cache (a bad entry reads block 0 or NB - 1).
-      const unsigned j = (unsigned)(k0 + b * R), blk_j = j / (unsigned)p.BS;
-      const int blk = min(max(blocks.get((int)blk_j), 0), (int)p.NB - 1);
-      const int row = blk * (int)p.BS + (int)(j - blk_j * (unsigned)p.BS);
+      const int row = key_index(p, k0 + b * R, [&](unsigned i) { return blocks.get((int)i); });
       if (issuer) {
         tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
         tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, policy);
