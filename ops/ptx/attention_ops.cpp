@@ -513,6 +513,96 @@ ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_
                                        decode_sm90<3, 6, 0, 128>, "sm90.tma.k128", decode_sm90_applies<3, 6, 128>,
                                        k128_preferred, true, nullptr,
                                        "as sm90.tma with tiles of 128 keys (32 a warp), one CTA an SM"});
+// The pool build (attention_decode_sm90.cu, decode_pool_sm90): one persistent CTA an SM; each
+// (sequence, KV head)'s keys in S0 static splits (S0 x B x Hkv within the CTAs), each split's
+// last 1/DIV (at least a tile) cut into chunks of up to CHUNK tiles that the CTAs take from a
+// counter as they finish, so that the CTAs the memory serves first take over the others' tails.
+// Its shared memory: decode_sm90_shared's, merge_warps' own scratch and 5 more mbarriers
+// (PoolCfg<D, STAGES, KT>::kShared).
+uint32_t decode_pool_shared(int64_t D, int64_t stages, int64_t keys) {
+  const int64_t scratch = 512 + 3 * (D / 8) * 32 * 16;
+  return uint32_t(1024 + stages * 2 * keys * D * 2 + kDecodeRows * (D + 8) * 2 + scratch +
+                  ceil_div(8 * (2 * stages + 5), 128) * 128);
+}
+constexpr int64_t kPoolKeys = 128, kPoolStagesD128 = 3, kPoolStagesD64 = 6;
+int64_t pool_stages(int64_t D) { return D == 64 ? kPoolStagesD64 : kPoolStagesD128; }
+
+// The static splits and pool chunks of one call (keys, multiples of kPoolKeys).
+struct PoolSplit {
+  int64_t S0 = 1, len0 = 0, stat = 0, chunk = 0, P = 0;
+  int64_t slots() const { return S0 * (1 + P); }  // partials a (sequence, KV head)
+};
+PoolSplit pool_split(int64_t ctas, int64_t pairs, int64_t capacity, int64_t div, int64_t chunk_tiles) {
+  PoolSplit ps;
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, kPoolKeys));
+  // As many static splits as fill the CTAs once (at least 4 tiles each).
+  ps.S0 = std::clamp<int64_t>(ctas / std::max<int64_t>(pairs, 1), 1, std::max<int64_t>(1, tiles / 4));
+  const int64_t t0 = ceil_div(tiles, ps.S0), pool = std::max<int64_t>(1, t0 / div);
+  const int64_t ct = std::min(chunk_tiles, pool);
+  ps.P = pool / ct;
+  ps.len0 = t0 * kPoolKeys;
+  ps.chunk = ct * kPoolKeys;
+  ps.stat = ps.len0 - ps.P * ps.chunk;
+  return ps;
+}
+
+template <int DIV, int CHUNK>
+Status decode_pool(ops::OpContext& ctx) {
+  HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
+  if (s.B == 0) return {};
+  HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
+  if (decode_row_tiles(s, kDecodeRows) != 1)  // decode_pool_applies refuses these calls
+    return Error(HAL_INTERNAL, "attention_decode pool build: more than 16 query rows a KV head");
+  const int64_t stages = pool_stages(s.D), pairs = s.B * s.Hkv;
+  auto k = kernel(ctx, dev, kDecodeSm90Image, fmt::format("hc_attn_decode_d{}_s{}_k128_pool_sm90", s.D, stages).c_str());
+  if (!k) return k.error();
+  const PoolSplit ps = pool_split(dev.compute_units, pairs, s.MB * s.BS, DIV, CHUNK);
+  const int64_t items = pairs * ps.slots(), rows = s.B * s.Sq * s.Hq;
+  if (items > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("attention_decode: {} work items are too many", items));
+  const uint64_t part_bytes = uint64_t(ps.slots() * rows * (s.D + 1) * 4), counter_at = (part_bytes + 255) / 256 * 256;
+  HALCYON_ASSIGN_OR_RETURN(Buffer scratch, workspace(ctx, counter_at + 256));
+  HALCYON_TRY(ctx.stream.fill(scratch, counter_at, 4, uint32_t(0)));
+  const uint64_t part_o = scratch.address(), part_lse = part_o + uint64_t(ps.slots() * rows * s.D * 4);
+  const int64_t box_rows = std::min<int64_t>(s.BS, kKeys);
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_row_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+                                                      HAL_TENSOR_MAP_L2_NONE));
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_row_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+                                                      HAL_TENSOR_MAP_L2_NONE));
+  const int64_t grid = std::min<int64_t>(dev.compute_units, items);
+  HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(grid)}, {160}, decode_pool_shared(s.D, stages, kPoolKeys),
+                            [&](ArgPack& a) {
+                              a.value(tk).value(tv).value(ctx.tensor("q").address()).value(ctx.tensor("out").address());
+                              a.value(ctx.tensor("lse").address()).value(ctx.tensor("block_table").address());
+                              a.value(ctx.tensor("seq_lens").address()).value(part_o).value(part_lse);
+                              a.value(part_o + counter_at).value(s.B).value(s.Hkv).value(ps.S0).value(ps.len0);
+                              a.value(ps.stat).value(ps.chunk).value(ps.P).value(s.Hq).value(s.Sq).value(s.NB);
+                              a.value(s.BS).value(s.MB).value(scale_log2(s.scale, s.D));
+                            }));
+  return combine(ctx, dev, part_o, part_lse, rows, ps.slots(), s.D);
+}
+// Where the pool build runs: as sm90.tma.k128, with its own shared memory.
+bool decode_pool_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!decode_sm90_applies<kPoolStagesD128, kPoolStagesD64, kPoolKeys>(ctx, why)) return false;
+  if (!ctx.has_call()) return true;
+  const int64_t D = ctx.dim("D");
+  const uint32_t need = decode_pool_shared(D, pool_stages(D), kPoolKeys);
+  if (!ctx.facts.max_shared_per_block || need <= ctx.facts.max_shared_per_block) return true;
+  if (why)
+    *why = fmt::format("it needs {} bytes of shared memory a block, {} has {}", need, ctx.facts.uri,
+                       ctx.facts.max_shared_per_block);
+  return false;
+}
+ops::RegisterOpImpl r_decode_pool({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9, decode_pool<4, 4>,
+                                  "sm90.tma.k128p", decode_pool_applies, nullptr, false, nullptr,
+                                  "as sm90.tma.k128, persistent: each split's last quarter taken from a pool in "
+                                  "chunks of 4 tiles (named only)"});
+ops::RegisterOpImpl r_decode_pool8({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9, decode_pool<8, 2>,
+                                   "sm90.tma.k128p8", decode_pool_applies, nullptr, false, nullptr,
+                                   "as sm90.tma.k128p, an eighth in chunks of 2 tiles (named only)"});
+ops::RegisterOpImpl r_decode_pool2({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9, decode_pool<2, 4>,
+                                   "sm90.tma.k128p2", decode_pool_applies, nullptr, false, nullptr,
+                                   "as sm90.tma.k128p, half in chunks of 4 tiles (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",
