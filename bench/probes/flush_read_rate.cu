@@ -317,24 +317,6 @@ __global__ void __launch_bounds__(32 * W + 32) read_math(const __grid_constant__
   }
 }
 unsigned long long *g_stamps = nullptr, *g_cycles = nullptr;
-float *g_part = nullptr;  // the pool build's partials (5 slots x 1024 rows x 129 f32 at most)
-unsigned* g_counter = nullptr;
-
-// The pool build (hc_attn_decode_d128_s3_k128_pool_sm90) as sm90.tma.k128p / k128p8 / k128p2 plan
-// it at b64 Hkv 2 kv8192 on 132 SMs: one static split of 64 tiles; pool P chunks of CT tiles. The
-// counter is zeroed before the start event (prep); the combine kernel is not run.
-template <int P, int CT>
-void launch_pool(const int* table) {
-  hc::TensorMap tk, tv;
-  std::memcpy(&tk, &g_k1, sizeof tk);
-  std::memcpy(&tv, &g_v1, sizeof tv);
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const long long slots = 1 + P, rows = 64 * 16;
-  hc_attn_decode_d128_s3_k128_pool_sm90<<<sms, hc::kDecThreads, hc::PoolCfg<128, 3, 128>::kShared>>>(
-      tk, tv, g_q, g_out, g_lse, table, g_lens, g_part, g_part + slots * rows * 128, g_counter, 64, 2, 1, 8192,
-      8192 - P * CT * 128, CT * 128, P, 16, 1, 8192, 64, 128, 1.4426950408889634 / std::sqrt(128.0));
-}
 
 template <int KT>
 void launch_decode(const int* table) {
@@ -404,11 +386,7 @@ int main() {
                           hc::DecCfg<128, 6>::kShared));
   CK(cudaFuncSetAttribute(hc_attn_decode_d128_s3_k128_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           hc::DecCfg<128, 3, 128>::kShared));
-  CK(cudaFuncSetAttribute(hc_attn_decode_d128_s3_k128_pool_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          hc::PoolCfg<128, 3, 128>::kShared));
   CK(cudaFuncSetAttribute(read_math, cudaFuncAttributeMaxDynamicSharedMemorySize, kBoxSmem));
-  CK(cudaMalloc(&g_part, 9 * 1024 * 129 * 4));
-  CK(cudaMalloc(&g_counter, 4));
   CK(cudaMalloc(&g_stamps, 256 * 8));
   CK(cudaMalloc(&g_cycles, 128 * 8));
   CK(cudaMalloc(&g_q, 64 * 16 * 128 * 2));
@@ -427,7 +405,6 @@ int main() {
   struct Reader {
     const char* name;
     void (*launch)(unsigned char*, unsigned*, long long, const int*, const int*);
-    bool pool = false;  // zero the pool build's counter before the start event
   };
   const Reader readers[] = {
       {"ldg: 128 CTAs, contiguous 4 MiB each", [](unsigned char* b, unsigned* k, long long, const int*, const int*) {
@@ -475,15 +452,6 @@ int main() {
       {"  its k128 build (128-key tiles, 3 stages)", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
          launch_decode<128>(tw);
        }},
-      {"  its pool build, a quarter in 4-tile chunks", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
-         launch_pool<4, 4>(tw);
-       }, true},
-      {"  its pool build, an eighth in 2-tile chunks", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
-         launch_pool<4, 2>(tw);
-       }, true},
-      {"  its pool build, half in 4-tile chunks", [](unsigned char*, unsigned*, long long, const int*, const int* tw) {
-         launch_pool<8, 4>(tw);
-       }, true},
       {"boxes + decode's step (consume), 128 CTAs", [](unsigned char*, unsigned* k, long long, const int*, const int* tw) {
          read_math<<<128, 160, kStages * kStage + 1024>>>(g_k1, g_v1, tw, g_stamps, g_cycles, k);
        }},
@@ -508,7 +476,6 @@ int main() {
       for (int it = 0; it < 17; ++it) {
         if (f == 0) read_flush<<<prop.multiProcessorCount * 8, 256>>>(reinterpret_cast<const uint4*>(flush), flush_bytes / 16, sink);
         else CK(cudaMemsetAsync(flush, f == 1 ? 1 + it % 200 : 0, flush_bytes));
-        if (r.pool) CK(cudaMemsetAsync(g_counter, 0, 4));
         CK(cudaEventRecord(t0));
         r.launch(buf, sink, cache_bytes, d_half, d_whole);
         CK(cudaEventRecord(t1));

@@ -322,38 +322,15 @@ struct NoSync {
 // head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys. Fills
 // p and the rows' query offsets (-1: no such row) and visible key counts (kRows entries, by
 // threads 0 to kRows - 1). Ends with Sync (a thread that is not among them may pass NoSync).
-// Sequence b's length as the kernels read it: seq_lens[b] clamped to [0, MB x BS] (a bad
-// seq_len never reads past the table).
-__device__ __forceinline__ int decode_len(const int* seq_lens, long long b, long long MB, long long BS) {
-  const int L = seq_lens[b], cap = (int)(MB * BS);
-  return L < 0 ? 0 : (L > cap ? cap : L);
-}
-
-// Query row r of the Sq x G queries that share KV head hk of sequence b (len keys): its element
-// offset in q / out (-1 past the Sq x G rows) and the keys it sees.
-struct DecodeRow {
-  long long q;
-  int vis;
-};
-__device__ __forceinline__ DecodeRow decode_row(long long r, long long b, long long hk, int len, long long Hq,
-                                                long long Hkv, long long Sq, int D) {
-  const long long G = Hq / Hkv, s = r / G, hq = hk * G + r % G;
-  const long long vis = len - Sq + s + 1;
-  if (r >= Sq * G) return {-1, 0};
-  return {((b * Sq + s) * Hq + hq) * D, (int)(vis < 0 ? 0 : (vis > len ? len : vis))};
-}
-
-// Paged decode: blockIdx.x is the TILE-row tile of the Sq x G queries (G = Hq / Hkv) of KV
-// head blockIdx.y % Hkv of sequence blockIdx.y / Hkv, blockIdx.z the split of the keys. Fills
-// p and the rows' query offsets (-1: no such row) and visible key counts (kRows entries, by
-// threads 0 to kRows - 1). Ends with Sync (a thread that is not among them may pass NoSync).
 template <int TILE, int D, typename Sync = CtaSync>
 __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* row_vis, const unsigned short* q,
                                             const int* table, const int* seq_lens, long long Hq, long long Hkv,
                                             long long Sq, long long NB, long long BS, long long MB,
                                             long long split_len) {
-  const long long b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
-  const int len = decode_len(seq_lens, b, MB, BS);
+  const long long G = Hq / Hkv, b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv;
+  const int L = seq_lens[b];
+  const int cap = (int)(MB * BS);
+  const int len = L < 0 ? 0 : (L > cap ? cap : L);  // a bad seq_len never reads past the table
   p.q = q;
   p.table = table + b * MB;
   p.kv_base = 0;
@@ -362,11 +339,12 @@ __device__ __forceinline__ void decode_rows(Problem& p, long long* row_q, int* r
   p.BS = BS;
   p.NB = NB;
   if (threadIdx.x < kRows) {
-    const DecodeRow row = threadIdx.x < TILE ? decode_row((long long)blockIdx.x * TILE + threadIdx.x, b, hk, len, Hq,
-                                                          Hkv, Sq, D)
-                                             : DecodeRow{-1, 0};
-    row_q[threadIdx.x] = row.q;
-    row_vis[threadIdx.x] = row.vis;
+    const long long r = (long long)blockIdx.x * TILE + threadIdx.x;
+    const bool ok = threadIdx.x < TILE && r < Sq * G;
+    const long long s = r / G, hq = hk * G + r % G;
+    row_q[threadIdx.x] = ok ? ((b * Sq + s) * Hq + hq) * D : -1;
+    const long long vis = len - Sq + s + 1;
+    row_vis[threadIdx.x] = ok ? (int)(vis < 0 ? 0 : (vis > len ? len : vis)) : 0;
   }
   Sync{}();
   p.kbeg = (int)(blockIdx.z * split_len);
