@@ -378,9 +378,9 @@ ops::RegisterOpImpl r_decode_ksplit({"attention_decode", HAL_MODULE_PTX, "sm_80"
 // (mbarriers), 160 threads a CTA.
 constexpr const char* kDecodeSm90Image = "attention_decode_sm90";
 // DecCfg<D, STAGES, KT>::kShared: 1 KiB of alignment, STAGES K and V tiles of `keys` keys, 16 query rows
-// padded to D + 8 elements, the mbarriers (8 bytes each, 4 a stage, in 128-byte units).
+// padded to D + 8 elements, the mbarriers (8 bytes each, 2 a stage, in 128-byte units).
 uint32_t decode_sm90_shared(int64_t D, int64_t stages, int64_t keys = kKeys) {
-  return uint32_t(1024 + stages * 2 * keys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(32 * stages, 128) * 128);
+  return uint32_t(1024 + stages * 2 * keys * D * 2 + kDecodeRows * (D + 8) * 2 + ceil_div(16 * stages, 128) * 128);
 }
 // Whether a block of the build with `stages` stages fits the device's shared memory (unknown
 // limits pass: the launch then says).
@@ -399,8 +399,7 @@ bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, i
   return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
 // KT: keys a tile (64, or 128 in the k128 builds).
-// KV_BARS: the builds whose K and V halves of a stage have barriers of their own ("_kv").
-template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys, bool KV_BARS = false>
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys>
 Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
   if (s.B == 0) return {};
@@ -408,9 +407,7 @@ Status decode_sm90(ops::OpContext& ctx) {
   int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
   if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
-                        fmt::format("hc_attn_decode_d{}_s{}{}{}_sm90", s.D, stages, KT == 128 ? "_k128" : "",
-                                    KV_BARS ? "_kv" : ""),
-                        160,
+                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, KT == 128 ? "_k128" : ""), 160,
                         decode_sm90_shared(s.D, stages, KT), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
@@ -516,12 +513,6 @@ ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_
                                        decode_sm90<3, 6, 0, 128>, "sm90.tma.k128", decode_sm90_applies<3, 6, 128>,
                                        k128_preferred, true, nullptr,
                                        "as sm90.tma with tiles of 128 keys (32 a warp), one CTA an SM"});
-// sm90.tma.k128 with K and V completing and released on barriers of their own: a stage's K is
-// refilled once the compute warps have their scores, while they still read its V.
-ops::RegisterOpImpl r_decode_sm90_k128kv({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9,
-                                         decode_sm90<3, 6, 0, 128, true>, "sm90.tma.k128kv",
-                                         decode_sm90_applies<3, 6, 128>, nullptr, false, nullptr,
-                                         "as sm90.tma.k128, K and V on barriers of their own (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -43,14 +43,14 @@ constexpr int kDecRows = 16, kDecCompute = 128, kDecThreads = kDecCompute + 32;
 // Shared memory (from a 1024-byte-aligned base): STAGES stages of K then V, each
 // [KT keys][D / 64 units][128 bytes] (the TMA 128-byte swizzle, tile_addr below), then the 16
 // query rows (padded to D + 8 elements: ldmatrix's 8 rows in 8 bank groups), then
-// the 4 x STAGES mbarriers (full and empty a stage; with KV_BARS the V half's own full and empty).
+// the 2 x STAGES mbarriers.
 template <int D, int STAGES, int KT = kKeys>
 struct DecCfg {
   static constexpr uint32_t kTile = KT * D * 2;                // K (or V) of a stage
   static constexpr uint32_t kStage = 2 * kTile;
   static constexpr uint32_t kRowBytes = (D + 8) * 2;           // a query row
   static constexpr uint32_t kQ = STAGES * kStage, kBars = kQ + kDecRows * kRowBytes;
-  static constexpr uint32_t kShared = 1024 + kBars + (32 * STAGES + 127) / 128 * 128;  // the launcher's decode_sm90_shared
+  static constexpr uint32_t kShared = 1024 + kBars + (16 * STAGES + 127) / 128 * 128;  // the launcher's decode_sm90_shared
   static_assert(kShared + 1024 <= 227 * 1024, "more shared memory than an sm_90 block has");
   // merge_warps' scratch (maxima, sums, three warps' accumulators) fits in stage 0.
   static_assert(512 + 3 * (D / 8) * 32 * 16 <= kStage, "merge scratch");
@@ -93,10 +93,7 @@ struct BlockCache {
 // The producer (warp 4; lane 0 issues): the CTA's key tiles into the ring. Tile it's keys
 // [k0, k0 + KT) come in boxes of R rows (R divides 64 or the block size is a multiple of 64, so
 // a box starts a block or lies in one); boxes from kend on are not issued.
-// KV_BARS: K and V of a stage complete and are released on barriers of their own (K on the
-// stage's, V on bars + 8 (2 STAGES + s) / bars + 8 (3 STAGES + s)), so that a stage's K is
-// refilled once the compute warps have their scores, before they are done with its V.
-template <int D, int STAGES, int KT, bool KV_BARS = false>
+template <int D, int STAGES, int KT>
 __device__ void produce(const Problem& p, BlockCache& blocks, const TensorMap* tk, const TensorMap* tv,
                         uint32_t stages, uint32_t bars, int n_tiles, int hk) {
   using C = DecCfg<D, STAGES, KT>;
@@ -115,29 +112,13 @@ __device__ void produce(const Problem& p, BlockCache& blocks, const TensorMap* t
     if (it >= STAGES) mbar_wait(empty, ((it / STAGES) - 1) & 1);
     const int k0 = p.kbeg + it * KT;
     const int boxes = min(KT / R, (p.kend - k0 + R - 1) / R);
+    if (issuer) mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
     const uint32_t sk = stages + s * C::kStage, sv = sk + C::kTile;
-    auto row_of = [&](int b) { return key_index(p, k0 + b * R, [&](unsigned i) { return blocks.get((int)i); }); };
-    if constexpr (KV_BARS) {
-      const uint32_t vfull = bars + 8 * (2 * STAGES + s), vempty = bars + 8 * (3 * STAGES + s);
-      if (issuer) mbar_expect_tx(full, (uint32_t)(boxes * R * D * 2));  // R rows of D bf16 a box
-      for (int b = 0; b < boxes; ++b) {
-        const int row = row_of(b);
-        if (issuer) tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
-      }
-      if (it >= STAGES) mbar_wait(vempty, ((it / STAGES) - 1) & 1);
-      if (issuer) mbar_expect_tx(vfull, (uint32_t)(boxes * R * D * 2));
-      for (int b = 0; b < boxes; ++b) {
-        const int row = row_of(b);
-        if (issuer) tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, vfull, policy);
-      }
-    } else {
-      if (issuer) mbar_expect_tx(full, (uint32_t)(boxes * R * D * 4));  // K and V: R rows of D bf16 each
-      for (int b = 0; b < boxes; ++b) {
-        const int row = row_of(b);
-        if (issuer) {
-          tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
-          tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, policy);
-        }
+    for (int b = 0; b < boxes; ++b) {
+      const int row = key_index(p, k0 + b * R, [&](unsigned i) { return blocks.get((int)i); });
+      if (issuer) {
+        tma_4d(sk + b * R * D * 2, tk, 0, 0, hk, row, full, policy);
+        tma_4d(sv + b * R * D * 2, tv, 0, 0, hk, row, full, policy);
       }
     }
   }
@@ -154,12 +135,10 @@ __device__ __forceinline__ void zero_v_rows(uint32_t sv, int r0) {
 
 // One compute warp's share of a key tile: keys [NK w, NK w + NK) (NK = 16 or 32) of the stage at
 // sk (K) / sv (V).
-// after_s() runs once the warp's scores are in registers (K is no longer read), before_pv()
-// before V is read.
-template <int D, int NK, typename AfterS, typename BeforePv>
+template <int D, int NK>
 __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_t sk, uint32_t sv,
                                         float (&o)[D / 8][4], RowState& st, int k0, int vis0, int vis1,
-                                        float scale_log2, AfterS after_s, BeforePv before_pv) {
+                                        float scale_log2) {
   constexpr int NT = NK / 8;           // 8-key blocks
   constexpr int CH = NT == 2 ? 2 : 1;  // S chains a block: with 16 keys even and odd 16-dim steps apart
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l7 = lane & 7, key0 = warp * NK;
@@ -185,14 +164,12 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
     for (int i = 0; i < NT; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][i][e] += s[1][i][e];
-  after_s();
   uint32_t pf[NT / 2][4];
   float a0, a1;
   // The maxima with slack: after a sequence's first tiles a row's reference max seldom moves,
   // and the warp then skips rescaling its accumulators.
   softmax_step<NT, true>(s[0], pf, st, k0 + key0, vis0, vis1, scale_log2, &a0, &a1);
   if (any_moved(a0, a1)) scale_rows<D / 8>(o, a0, a1);
-  before_pv();
   // V transposed: matrices (keys 0-7, dims 16dp..+7), (keys 8-15, same), (0-7, +8..), (8-15, +8..).
   const int vr = key0 + l7 + (((lane >> 3) & 1) << 3), vc = lane >> 4;
 #pragma unroll
@@ -206,7 +183,7 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
     }
 }
 
-template <int D, int STAGES, int KT, bool KV_BARS>
+template <int D, int STAGES, int KT>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
@@ -227,17 +204,14 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
     BlockCache blocks;
     blocks.init(table + (blockIdx.y / Hkv) * MB, MB, (int)((blockIdx.z * split_len) / BS));
     if (lane == 0) {
-      for (int s = 0; s < STAGES; ++s) {
-        mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
-        if (KV_BARS) mbar_init(bars + 8 * (2 * STAGES + s), 1), mbar_init(bars + 8 * (3 * STAGES + s), kDecCompute);
-      }
+      for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (STAGES + s), kDecCompute);
       asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncwarp();
     asm volatile("bar.arrive 2, %0;\n" ::"n"(kDecThreads) : "memory");
     decode_rows<kDecRows, D, NoSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
     const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
-    produce<D, STAGES, KT, KV_BARS>(p, blocks, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
+    produce<D, STAGES, KT>(p, blocks, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
   decode_rows<kDecRows, D, ComputeSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
@@ -264,24 +238,13 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   for (int it = 0; it < n_tiles; ++it) {
     const int s = it % STAGES, k0 = p.kbeg + it * KT;
     const uint32_t sk = base + s * C::kStage;
-    const uint32_t parity = (it / STAGES) & 1, empty = bars + 8 * (STAGES + s);
-    const uint32_t vfull = bars + 8 * (2 * STAGES + s), vempty = bars + 8 * (3 * STAGES + s);
-    mbar_wait(bars + 8 * s, parity);
-    auto v_ready = [&] {  // V's rows have landed; on the last, partial tile those past the keys are zeroed
-      if (KV_BARS) mbar_wait(vfull, parity);
-      if (p.kend - k0 < KT) {  // uniform across the compute warps
-        zero_v_rows<D, KT>(sk + C::kTile, p.kend - k0);
-        ComputeSync{}();
-      }
-    };
-    if constexpr (KV_BARS) {
-      consume<D, KT / 4>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2, [&] { mbar_arrive(empty); }, v_ready);
-      mbar_arrive(vempty);
-    } else {
-      v_ready();
-      consume<D, KT / 4>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2, [] {}, [] {});
-      mbar_arrive(empty);
+    mbar_wait(bars + 8 * s, (it / STAGES) & 1);
+    if (p.kend - k0 < KT) {  // the last tile, partial (uniform across the compute warps)
+      zero_v_rows<D, KT>(sk + C::kTile, p.kend - k0);
+      ComputeSync{}();
     }
+    consume<D, KT / 4>(qf, sk, sk + C::kTile, o, st, k0, vis0, vis1, scale_log2);
+    mbar_arrive(bars + 8 * (STAGES + s));
   }
   // Every copy has landed (each stage was waited for); once every compute warp is past its
   // last tile, stage 0 is the merge's scratch.
@@ -300,23 +263,20 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES, KT>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT, KV_BARS)                                                        \
-  extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                                  \
-      NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                         \
-           const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,            \
-           float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,       \
-           long long BS, long long MB, long long split_len, double scale_log2) {                                       \
-    hc::decode_sm90<D, STAGES, KT, KV_BARS>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, \
-                                            NB, BS, MB, split_len, (float)scale_log2);                                                      \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT)                                                           \
+  extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
+      NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
+           const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
+           float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
+           long long BS, long long MB, long long split_len, double scale_log2) {                                 \
+    hc::decode_sm90<D, STAGES, KT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
+                               MB, split_len, (float)scale_log2);                                                \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64, false)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64)
 // Tiles of 128 keys, one CTA an SM (d128: 3 x 64 KiB stages; d64: 6 x 32 KiB).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128, false)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128, false)
-// The k128 builds with K and V on barriers of their own (KV_BARS).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_kv_sm90, 128, 3, 1, 128, true)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_kv_sm90, 64, 6, 1, 128, true)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128)
