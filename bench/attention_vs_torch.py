@@ -79,17 +79,19 @@ for name, B, H, causal, D in PREFILL if "prefill" in args.only else ():
     del q, k, v
 
 L = args.kv
-for name, Hkv in (("decode Hq16 Hkv16", 16), ("decode Hq16 Hkv2", 2)) if "decode" in args.only else ():
+DECODE = (("decode Hq16 Hkv16", 16, 128), ("decode Hq16 Hkv2", 2, 128), ("decode d64 Hq16 Hkv16", 16, 64),
+          ("decode d64 Hq16 Hkv2", 2, 64))
+for name, Hkv, D in DECODE if "decode" in args.only else ():
     B, Hq = 64, 16
-    q = torch.randn(B, Hq, 1, 128, dtype=bf16, device=dev)
-    k, v = (torch.randn(B, Hkv, L, 128, dtype=bf16, device=dev) for _ in range(2))
+    q = torch.randn(B, Hq, 1, D, dtype=bf16, device=dev)
+    k, v = (torch.randn(B, Hkv, L, D, dtype=bf16, device=dev) for _ in range(2))
     # Sq = 1 sees every key: causal would align top-left in SDPA, so it is off.
-    sdpa(name, q, k, v, False, 4.0 * B * Hq * L * 128, 2.0 * B * Hkv * L * 128 * 2)
+    sdpa(name, q, k, v, False, 4.0 * B * Hq * L * D, 2.0 * B * Hkv * L * D * 2)
     del k, v
     # The same keys with the heads interleaved along each row, as halcyon's cache holds them
     # ([B, L, Hkv, D] seen as [B, Hkv, L, D]; not paged): what that layout costs the peer.
-    k, v = (torch.randn(B, L, Hkv, 128, dtype=bf16, device=dev).transpose(1, 2) for _ in range(2))
-    sdpa(name + " BLHD", q, k, v, False, 4.0 * B * Hq * L * 128, 2.0 * B * Hkv * L * 128 * 2)
+    k, v = (torch.randn(B, L, Hkv, D, dtype=bf16, device=dev).transpose(1, 2) for _ in range(2))
+    sdpa(name + " BLHD", q, k, v, False, 4.0 * B * Hq * L * D, 2.0 * B * Hkv * L * D * 2)
     del q, k, v
 
 for Sq in (1, 2) if "mla" in args.only else ():

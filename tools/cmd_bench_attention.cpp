@@ -40,7 +40,7 @@ void usage() {
       "                               [--batch N] [--ordered-blocks] [--peak-tflops F] [--preheat-ms MS]\n"
       "                               [--json FILE]\n"
       "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal; d64),\n"
-      "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128, block 64) and attention_mla_decode\n"
+      "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128 and d64, block 64) and attention_mla_decode\n"
       "  (b64 Hq128 kv8192 Sq 1 and 2, block 64): time, TFLOP/s, GB/s of KV read, and each\n"
       "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n"
       "  The paged caches' blocks are in scrambled order unless --ordered-blocks (each sequence's\n"
@@ -129,6 +129,8 @@ int bench_attention(const std::vector<std::string>& args) {
     } else if (f == "decode") {
       configs.push_back({f, "decode Hq16 Hkv16", b(64), 1, 16, 16, 128, kv});
       configs.push_back({f, "decode Hq16 Hkv2", b(64), 1, 16, 2, 128, kv});
+      configs.push_back({f, "decode d64 Hq16 Hkv16", b(64), 1, 16, 16, 64, kv});
+      configs.push_back({f, "decode d64 Hq16 Hkv2", b(64), 1, 16, 2, 64, kv});
     } else {
       configs.push_back({f, "mla Hq128 Sq1", b(64), 1, 128, 1, 576, kv});
       configs.push_back({f, "mla Hq128 Sq2", b(64), 2, 128, 1, 576, kv});
