@@ -219,10 +219,26 @@ int bench_attention(const std::vector<std::string>& args) {
       fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name, ok.error().to_string());
       return 1;
     }
-    // The implementation run_op selects, then every other PTX one that runs here (chosen
-    // explicitly), each on its own line.
+    // The implementation run_op selects for this call (its shapes: the registry's rules differ
+    // by D, batch, ...), then every other PTX one that runs here (chosen explicitly), each on
+    // its own line.
     std::vector<ops::OpImpl> impls;
-    if (const ops::OpImpl* sel = ops::select_impl(*dev, op)) impls.push_back(*sel);
+    {
+      std::map<std::string, std::vector<int64_t>> shapes;
+      const ops::Contract& contract = *ops::find_contract(op);
+      for (auto& in : contract.inputs)
+        if (auto it = t.find(in.name); it != t.end()) shapes[in.name] = it->second.shape;
+      auto binding = ops::bind(contract, params, {}, shapes);
+      auto facts = ops::device_facts(*dev);
+      if (!binding || !facts) {
+        fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name,
+                   (!binding ? binding.error() : facts.error()).to_string());
+        return 1;
+      }
+      const ops::ApplyContext call{*facts, &*dev, &*binding, &t};
+      auto sel = ops::select_impl(*dev, op, ops::RunOptions{}, &call);
+      if (sel && *sel) impls.push_back(**sel);
+    }
     for (auto& other : ops::impls_of(op))
       if (auto runs = dev->can_run(other.format, other.target.c_str());
           other.format == HAL_MODULE_PTX && runs && *runs &&
