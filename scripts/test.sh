@@ -53,8 +53,9 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/examples/example
 stage_done "ThreadSanitizer (build and run)"
 
 # Fuzzing: each of the 5 parsers of untrusted input 45 s (HALCYON_FUZZ_SECONDS; 3 min 45 s of
-# fuzzing, 2 min 15 s of wall time on 2 cores), from the seed corpus in tests/fuzz/corpus; everything the targets call is instrumented
-# (fuzzer-no-link). Only the targets and what they link are built. tests/README.md: how to run longer.
+# fuzzing, 2 min 15 s of wall time on 2 cores), from the seed corpus in tests/fuzz/corpus;
+# everything the targets call is instrumented (fuzzer-no-link). Only the targets and what they
+# link are built. tests/README.md: how to run longer.
 CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHALCYON_WERROR=ON \
   -DHALCYON_SANITIZE=address,undefined,fuzzer-no-link -DHALCYON_ENABLE_CUDA=OFF -DHALCYON_ENABLE_AMD=OFF \
   -DHALCYON_ENABLE_LEVEL_ZERO=OFF -DHALCYON_TEST_SUBDIRS=fuzz

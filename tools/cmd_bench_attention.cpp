@@ -237,7 +237,12 @@ int bench_attention(const std::vector<std::string>& args) {
       }
       const ops::ApplyContext call{*facts, &*dev, &*binding, &t};
       auto sel = ops::select_impl(*dev, op, ops::RunOptions{}, &call);
-      if (sel && *sel) impls.push_back(**sel);
+      if (!sel || !*sel) {
+        fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name,
+                   sel ? std::string("no implementation takes this call") : sel.error().to_string());
+        return 1;
+      }
+      impls.push_back(**sel);
     }
     for (auto& other : ops::impls_of(op))
       if (auto runs = dev->can_run(other.format, other.target.c_str());
