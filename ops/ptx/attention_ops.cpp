@@ -398,17 +398,26 @@ bool one_full_wave(const DeviceFacts& dev, const ref::AttentionDecodeShape& s, i
   const int64_t ctas = s.B * s.Hkv * decode_row_tiles(s, kDecodeRows), sms = dev.compute_units;
   return decode_sm90_fits(dev, s.D, deep_stages) && ctas <= sms && 10 * ctas >= 9 * sms;
 }
-// KT: keys a tile (64, or 128 in the k128 builds).
-template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys>
+// KT: keys a tile (64, or 128 in the k128 builds). PAIR: a d64 cache's KV heads two to a CTA,
+// seen as Hkv / 2 heads of 128 dims (decode_sm90's PAIR: the d128 kernel, each query row
+// padded with zeros to its pair's 128 dims, each output row its own head's half).
+template <int STAGES_D128, int STAGES_D64, int MAX_TILES, int KT = kKeys, bool PAIR = false>
 Status decode_sm90(ops::OpContext& ctx) {
-  HALCYON_ASSIGN_OR_RETURN(const auto s, decode_shape(ctx));
+  HALCYON_ASSIGN_OR_RETURN(auto s, decode_shape(ctx));
   if (s.B == 0) return {};
+  if (PAIR && (s.D != 64 || s.Hkv % 2 != 0))  // decode_pair_applies refuses these calls
+    return Error(HAL_INTERNAL, "attention_decode head pairs: D must be 64 and Hkv even");
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
-  int64_t stages = s.D == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
-  if (MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
+  if (PAIR) s.Hkv /= 2;  // the pairs; s.D stays the rows' 64 (partials, combine)
+  const int64_t Dk = PAIR ? 128 : s.D;  // the kernel's head dims
+  auto as_kernel = s;
+  as_kernel.D = Dk;
+  int64_t stages = Dk == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
+  if (MAX_TILES > 0 && one_full_wave(dev, as_kernel, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
-                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", s.D, stages, KT == 128 ? "_k128" : ""), 160,
-                        decode_sm90_shared(s.D, stages, KT), kDecodeRows, true, max_tiles};
+                        fmt::format("hc_attn_decode_d{}_s{}{}_sm90", PAIR ? "64p" : std::to_string(s.D), stages,
+                                    KT == 128 ? "_k128" : ""),
+                        160, decode_sm90_shared(Dk, stages, KT), kDecodeRows, true, max_tiles};
   auto k = kernel(ctx, dev, dk.image, dk.entry.c_str());
   if (!k) return k.error();
   HALCYON_ASSIGN_OR_RETURN(const DecodePlan pl, decode_plan(ctx, dev, s, dk));
@@ -419,9 +428,9 @@ Status decode_sm90(ops::OpContext& ctx) {
   // once, and on an H200 (Nsight Compute: L2 at 95-97% of its throughput with 256-byte
   // promotion) the decode ran 4.6% faster without it (1003.8 against 1051.3 us at Hkv 16;
   // 128-byte promotion 1009.0; Hkv 2 level), docs/PERFORMANCE.md 2026-11-28.
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_row_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tk, head_row_map(ctx, ctx.tensor("k_cache"), s.NB * s.BS, s.Hkv, Dk, box_rows,
                                                       HAL_TENSOR_MAP_L2_NONE));
-  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_row_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, s.D, box_rows,
+  HALCYON_ASSIGN_OR_RETURN(TensorMap tv, head_row_map(ctx, ctx.tensor("v_cache"), s.NB * s.BS, s.Hkv, Dk, box_rows,
                                                       HAL_TENSOR_MAP_L2_NONE));
   const double sl2 = scale_log2(s.scale, s.D);
   HALCYON_TRY(launch_packed(ctx, *k, {uint32_t(pl.m_tiles), uint32_t(s.B * s.Hkv), uint32_t(pl.splits)}, {dk.threads},
@@ -513,6 +522,34 @@ ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_
                                        decode_sm90<3, 6, 0, 128>, "sm90.tma.k128", decode_sm90_applies<3, 6, 128>,
                                        k128_preferred, true, nullptr,
                                        "as sm90.tma with tiles of 128 keys (32 a warp), one CTA an SM"});
+// Where the head-pair builds run: as sm90.tma (whose 128-dim shared memory they take), on a d64
+// cache with an even Hkv, at most 16 query rows a pair (Sq x 2 Hq / Hkv).
+template <int KT>
+bool decode_pair_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!decode_sm90_applies<3, 6, KT>(ctx, why)) return false;
+  if (!ctx.has_call()) return true;
+  std::string w;
+  const int64_t D = ctx.dim("D"), Hkv = ctx.dim("Hkv"), rows = ctx.dim("Sq") * 2 * (ctx.dim("Hq") / Hkv);
+  if (D != 64) w = fmt::format("D = {}: head pairs are of d64 heads", D);
+  else if (Hkv % 2 != 0) w = fmt::format("Hkv = {} is odd: no head pairs", Hkv);
+  else if (rows > kDecodeRows) w = fmt::format("Sq x 2 Hq / Hkv = {} query rows a head pair, more than its 16", rows);
+  else if (!decode_sm90_fits(ctx.facts, 128, 3, KT))
+    w = fmt::format("it needs {} bytes of shared memory a block, {} has {}", decode_sm90_shared(128, 3, KT),
+                    ctx.facts.uri, ctx.facts.max_shared_per_block);
+  else return true;
+  if (why) *why = std::move(w);
+  return false;
+}
+// A d64 cache's KV heads two to a CTA (reads of 256 contiguous bytes a row instead of 128), the
+// d128 kernels' geometry: sm90.tma's (named only while measured).
+ops::RegisterOpImpl r_decode_sm90_pair({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9,
+                                       decode_sm90<3, 6, 32, kKeys, true>, "sm90.tma.pair", decode_pair_applies<kKeys>,
+                                       nullptr, false, nullptr,
+                                       "as sm90.tma on a d64 cache, two KV heads a CTA (named only)"});
+ops::RegisterOpImpl r_decode_sm90_k128_pair({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9,
+                                            decode_sm90<3, 6, 0, 128, true>, "sm90.tma.k128.pair",
+                                            decode_pair_applies<128>, nullptr, false, nullptr,
+                                            "as sm90.tma.k128 on a d64 cache, two KV heads a CTA (named only)"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -304,6 +304,10 @@ TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculati
   decode(64, 1, 16, 2, 128, 64, std::vector<int32_t>(64, 1100));
   decode(64, 1, 16, 2, 64, 64, std::vector<int32_t>(64, 700));
   decode(5, 2, 8, 1, 64, 32, {3000, 2, 64, 65, 700});
+  // d64 with an even Hkv: the head-pair builds (two KV heads a CTA) too, with one query head a KV
+  // head (2 rows a pair a step) and with GQA, speculative Sq, splits and short sequences.
+  decode(4, 3, 16, 16, 64, 64, {5000, 3, 777, 64});
+  decode(3, 2, 8, 4, 64, 32, {300, 2, 4097});
 }
 
 // Small cases (the sanitizer runs of bench/decode_gpu_run.sh take this one): length 1 (the

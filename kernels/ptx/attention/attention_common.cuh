@@ -277,10 +277,16 @@ __device__ __forceinline__ void scale_rows(float (&o)[DT][4], float a0, float a1
 
 // Writes the thread's two rows r0 = 16 warp + g and r1 = r0 + 8 (those with row_o >= 0):
 // out (bf16) and lse, or with part_o the normalised O and lse in f32 (split-KV partials).
-// row_o[r] is the element offset of row r's output (row index * D).
-template <int D>
+// row_o[r] is the element offset of row r's output (row index * DO). DO < D: an output row is
+// the DO dims of O from dim first(r) on (the paged decode's head pairs: each row keeps its own
+// head's half).
+struct AllDims {
+  __device__ int operator()(int) const { return 0; }
+};
+template <int D, int DO = D, typename First = AllDims>
 __device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState st, const long long* row_o,
-                                           unsigned short* out, float* lse, float* part_o, float* part_lse) {
+                                           unsigned short* out, float* lse, float* part_o, float* part_lse,
+                                           First first = {}) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
   const int r0 = warp * 16 + (lane >> 2);
 #pragma unroll
@@ -295,17 +301,21 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState 
     const float l = h ? st.l1 : st.l0, m = h ? st.m1 : st.m0;
     const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros and lse = -inf
     const float row_lse = l > 0.f ? (m + log2f(l)) * kLn2 : neg_inf();
-    const long long ob = row_o[r];
+    const int f = first(r) / 8;  // the row's first fragment (indices stay static: no local memory)
+    const long long ob = row_o[r] - f * 8;
+    auto mine = [&](int i) { return DO == D || (i >= f && i < f + DO / 8); };
     if (part_o) {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<float2*>(part_o + ob + i * 8 + 2 * t) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
-      if (t == 0) part_lse[ob / D] = row_lse;
+        if (mine(i))
+          *reinterpret_cast<float2*>(part_o + ob + i * 8 + 2 * t) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+      if (t == 0) part_lse[row_o[r] / DO] = row_lse;
     } else {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
-      if (t == 0) lse[ob / D] = row_lse;
+        if (mine(i))
+          *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+      if (t == 0) lse[row_o[r] / DO] = row_lse;
     }
   }
 }

@@ -183,12 +183,27 @@ __device__ __forceinline__ void consume(const uint32_t (&qf)[D / 16][4], uint32_
     }
 }
 
-template <int D, int STAGES, int KT>
+// PAIR (D = 128 only): the CTA serves two adjacent KV heads of a d64 cache, whose slices lie
+// side by side in each cache row, as one 128-dim head (the launcher's maps and Hkv are the
+// pairs'). A query row of the first head is [q, 0], of the second [0, q], so its scores over
+// the pair's 128 dims are its own head's, and of the 128 dims of its O it keeps its own half.
+// Reads are then 256 contiguous bytes a row instead of 128 (on an H200, 128-byte pieces read
+// ~7% slower than a stream: bench/probes/paged_read_rate.cu); the math is the d128 kernel's.
+// A row r = s x G + j of the pair's G = Hq / Hkv queries a step (row_q in 64-element units)
+// belongs to the second head where j >= G / 2.
+__device__ __forceinline__ int pair_half(int r, long long Hq, long long Hkv) {
+  const int G = (int)(Hq / Hkv);
+  return (r % G) >= G / 2;
+}
+
+template <int D, int STAGES, int KT, bool PAIR>
 __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsigned short* q, unsigned short* out,
                             float* lse, const int* table, const int* seq_lens, float* part_o, float* part_lse,
                             long long B, long long Hq, long long Hkv, long long Sq, long long NB, long long BS,
                             long long MB, long long split_len, float scale_log2) {
   using C = DecCfg<D, STAGES, KT>;
+  static_assert(!PAIR || D == 128, "head pairs are of d64 heads");
+  constexpr int DQ = PAIR ? 64 : D;  // dims of a q / out row
   extern __shared__ __align__(128) unsigned char dsmem[];
   __shared__ long long row_q[kRows];
   __shared__ int row_vis[kRows];
@@ -209,18 +224,20 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
     }
     __syncwarp();
     asm volatile("bar.arrive 2, %0;\n" ::"n"(kDecThreads) : "memory");
-    decode_rows<kDecRows, D, NoSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+    decode_rows<kDecRows, DQ, NoSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
     const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
     produce<D, STAGES, KT>(p, blocks, tk, tv, base, bars, n_tiles, (int)(blockIdx.y % Hkv));
     return;
   }
-  decode_rows<kDecRows, D, ComputeSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
+  decode_rows<kDecRows, DQ, ComputeSync>(p, row_q, row_vis, q, table, seq_lens, Hq, Hkv, Sq, NB, BS, MB, split_len);
   const int n_tiles = p.kend > p.kbeg ? (p.kend - p.kbeg + KT - 1) / KT : 0;
-  // The query rows (zeros for rows that do not exist), 16-byte chunks, padded rows.
+  // The query rows (zeros for rows that do not exist, and with PAIR the other head's half),
+  // 16-byte chunks, padded rows.
   for (int c = threadIdx.x; c < kDecRows * (D / 8); c += kDecCompute) {
     const int row = c / (D / 8), chunk = c % (D / 8);
-    const bool ok = row_q[row] >= 0;
-    cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? row_q[row] + chunk * 8 : 0), ok ? 16 : 0);
+    const bool ok = row_q[row] >= 0 && (!PAIR || chunk / 8 == pair_half(row, Hq, Hkv));
+    const long long src = row_q[row] + (PAIR ? chunk % 8 : chunk) * 8;
+    cp_async16(sq + row * C::kRowBytes + chunk * 16, q + (ok ? src : 0), ok ? 16 : 0);
   }
   cp_async_commit();
   cp_async_wait<0>();
@@ -251,9 +268,9 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
   ComputeSync{}();
   merge_warps<D>(o, st, reinterpret_cast<unsigned short*>(dsmem + (base - smem_addr(dsmem))), ComputeSync{});
   if (warp > 0) return;
-  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * D : nullptr;
+  float* po = part_o ? part_o + (long long)blockIdx.z * B * Sq * Hq * DQ : nullptr;
   float* pl = part_o ? part_lse + (long long)blockIdx.z * B * Sq * Hq : nullptr;
-  store_rows<D>(o, st, row_q, out, lse, po, pl);
+  store_rows<D, DQ>(o, st, row_q, out, lse, po, pl, [&](int r) { return PAIR ? 64 * pair_half(r, Hq, Hkv) : 0; });
 }
 
 }  // namespace
@@ -263,20 +280,23 @@ __device__ void decode_sm90(const TensorMap* tk, const TensorMap* tv, const unsi
 // min(BS, 64) rows x 1 head x D dims, 128-byte swizzle: head_row_map), then 8 bytes each:
 //   q out lse block_table seq_lens part_o part_lse B Hq Hkv Sq NB BS MB split_len scale_log2
 // Dynamic shared memory: DecCfg<D, STAGES, KT>::kShared.
-#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT)                                                           \
+#define HC_ATTN_DECODE_SM90(NAME, D, STAGES, CTAS, KT, PAIR)                                                \
   extern "C" __global__ void __launch_bounds__(hc::kDecThreads, CTAS)                                            \
       NAME(const __grid_constant__ hc::TensorMap tk, const __grid_constant__ hc::TensorMap tv,                   \
            const unsigned short* q, unsigned short* out, float* lse, const int* table, const int* seq_lens,      \
            float* part_o, float* part_lse, long long B, long long Hq, long long Hkv, long long Sq, long long NB,  \
            long long BS, long long MB, long long split_len, double scale_log2) {                                 \
-    hc::decode_sm90<D, STAGES, KT>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv, Sq, NB, BS, \
-                               MB, split_len, (float)scale_log2);                                                \
+    hc::decode_sm90<D, STAGES, KT, PAIR>(&tk, &tv, q, out, lse, table, seq_lens, part_o, part_lse, B, Hq, Hkv,   \
+                                         Sq, NB, BS, MB, split_len, (float)scale_log2);                          \
   }
 // Two CTAs an SM (3 stages at d128: 2 x 101 KiB; 6 at d64), or one with twice the stages.
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_sm90, 128, 3, 2, 64, false)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s6_sm90, 128, 6, 1, 64, false)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_sm90, 64, 6, 2, 64, false)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s12_sm90, 64, 12, 1, 64, false)
 // Tiles of 128 keys, one CTA an SM (d128: 3 x 64 KiB stages; d64: 6 x 32 KiB).
-HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128)
-HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d128_s3_k128_sm90, 128, 3, 1, 128, false)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64_s6_k128_sm90, 64, 6, 1, 128, false)
+// Head pairs of a d64 cache (PAIR): the d128 builds' geometry over two heads' slices a row.
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64p_s3_sm90, 128, 3, 2, 64, true)
+HC_ATTN_DECODE_SM90(hc_attn_decode_d64p_s3_k128_sm90, 128, 3, 1, 128, true)
