@@ -510,12 +510,14 @@ ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a
 // (attention_decode_sm90.cu), and twice the keys a step lift the rate at which the last CTAs of
 // a wave can take their stages. On an H200 (2026-11-29, ninth session, two bench runs in one
 // call): b64 Hkv 2 137.8 / 137.6 us against sm90.tma's 140.6 / 140.4 (cuDNN 135.2), Hkv 16
-// 961.0 / 975.2 against 967.4 / 990.8 (cuDNN 960.7). Chosen over sm90.tma at d128; d64 by name
-// only (not measured).
+// 961.0 / 975.2 against 967.4 / 990.8 (cuDNN 960.7). Chosen over sm90.tma at d128. At d64 (H200,
+// 2026-11-30, calls 7-10) it was within 1.5% of sm90.tma either way (b64 Hkv 16 0.3-0.9% slower
+// but 0.9% faster once, Hkv 2 1.4-1.8% faster): d64 keeps sm90.tma, and the head pairs where
+// they fill a wave (sm90.tma.k128.pair).
 bool k128_preferred(const ops::ApplyContext& ctx, std::string* why) {
   if (!tma_pays(ctx, why)) return false;
   if (!ctx.has_call() || ctx.dim("D") == 128) return true;
-  if (why) *why = fmt::format("D = {}: measured at D = 128 only (sm90.tma takes it)", ctx.dim("D"));
+  if (why) *why = fmt::format("D = {}: within 1.5% of sm90.tma there (which, or the head pairs, takes it)", ctx.dim("D"));
   return false;
 }
 ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 17,
@@ -540,16 +542,30 @@ bool decode_pair_applies(const ops::ApplyContext& ctx, std::string* why) {
   if (why) *why = std::move(w);
   return false;
 }
-// A d64 cache's KV heads two to a CTA (reads of 256 contiguous bytes a row instead of 128), the
-// d128 kernels' geometry: sm90.tma's (named only while measured).
+// A d64 cache's KV heads two to a CTA: reads of 256 contiguous bytes a row instead of 128, the
+// d128 kernels' geometry. `sm90.tma.k128.pair` is chosen at d64 where tma_pays and the pairs
+// make at least one wave (B x Hkv / 2 >= the SMs): on an H200 (2026-11-30, call 10) b64 Hq16
+// Hkv 16 kv8192 ran 500.3 us against sm90.tma's 519.5 and k128's 514.8 (cuDNN 495.6; the
+// 64-key pair build 507.0), while at Hkv 2 (64 pairs, split to fill the SMs) pairs were slower
+// (81.7 against 79.6). `sm90.tma.pair` (sm90.tma's 64-key tiles, two CTAs an SM) by name only.
+bool pair_preferred(const ops::ApplyContext& ctx, std::string* why) {
+  if (!tma_pays(ctx, why)) return false;
+  if (!ctx.has_call()) return true;
+  const int64_t pairs = ctx.dim("B") * (ctx.dim("Hkv") / 2);
+  if (pairs >= int64_t(ctx.facts.compute_units)) return true;
+  if (why)
+    *why = fmt::format("{} head pairs fill less than a wave of {} SMs (measured slower there)", pairs,
+                       ctx.facts.compute_units);
+  return false;
+}
 ops::RegisterOpImpl r_decode_sm90_pair({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9,
                                        decode_sm90<3, 6, 32, kKeys, true>, "sm90.tma.pair", decode_pair_applies<kKeys>,
                                        nullptr, false, nullptr,
                                        "as sm90.tma on a d64 cache, two KV heads a CTA (named only)"});
-ops::RegisterOpImpl r_decode_sm90_k128_pair({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 9,
+ops::RegisterOpImpl r_decode_sm90_k128_pair({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 18,
                                             decode_sm90<3, 6, 0, 128, true>, "sm90.tma.k128.pair",
-                                            decode_pair_applies<128>, nullptr, false, nullptr,
-                                            "as sm90.tma.k128 on a d64 cache, two KV heads a CTA (named only)"});
+                                            decode_pair_applies<128>, pair_preferred, true, nullptr,
+                                            "as sm90.tma.k128 on a d64 cache, two KV heads a CTA"});
 ops::RegisterOpImpl r_mla({"attention_mla_decode", HAL_MODULE_PTX, "sm_80", "", 10, mla_decode, "sm80",
                           nullptr, nullptr, true, nullptr, "mma.sync, 16 rows a CTA (the cache read once a 16-row block)"});
 ops::RegisterOpImpl r_mla_sm90({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 20, mla_decode_sm90, "sm90",

@@ -259,7 +259,7 @@ TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch 
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", no_maps, dims).applies());
 }
 
-TEST_CASE("select: paged decode takes 128-key tiles at d128 and the 64-key kernel at d64 (no GPU needed)") {
+TEST_CASE("select: paged decode takes 128-key tiles at d128, head pairs or the 64-key kernel at d64 (no GPU needed)") {
   std::map<std::string, int64_t> dims{{"B", 64}, {"Sq", 1}, {"Hq", 16}, {"Hkv", 2}, {"D", 128},
                                       {"NB", 8192}, {"BS", 64}, {"MB", 128}};
   if (Ask("attention_decode", "sm90.tma.k128", hopper(), dims).impl == nullptr) {
@@ -278,8 +278,28 @@ TEST_CASE("select: paged decode takes 128-key tiles at d128 and the 64-key kerne
   dims["D"] = 64;
   CHECK(Ask("attention_decode", "sm90.tma.k128", h200, dims).applies());  // runs by name at d64
   CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128", h200, dims).preferred(&why));
-  CHECK(why == "D = 64: measured at D = 128 only (sm90.tma takes it)");
+  CHECK(why == "D = 64: within 1.5% of sm90.tma there (which, or the head pairs, takes it)");
   CHECK(Ask("attention_decode", "sm90.tma", h200, dims).preferred());
+  // d64 with an even Hkv: two KV heads a CTA where the pairs fill a wave (b64 Hkv 16: 512 pairs),
+  // not at b64 Hkv 2 (64 pairs); never at d128 or an odd Hkv.
+  CHECK(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).applies());
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).preferred(&why));
+  CHECK(why == "64 head pairs fill less than a wave of 132 SMs (measured slower there)");
+  dims["Hkv"] = 16;
+  CHECK(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).preferred());
+  CHECK(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).impl->priority >
+        Ask("attention_decode", "sm90.tma.k128", h200, dims).impl->priority);
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128.pair", hopper(), dims).preferred());  // the H100: cp.async
+  dims["Hq"] = 48, dims["Hkv"] = 3;
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).applies(&why));
+  CHECK(why == "Hkv = 3 is odd: no head pairs");
+  dims["Hq"] = 16, dims["Hkv"] = 2, dims["Sq"] = 2;  // 2 x 16 rows a pair
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).applies(&why));
+  CHECK(why == "Sq x 2 Hq / Hkv = 32 query rows a head pair, more than its 16");
+  dims["Sq"] = 1, dims["D"] = 128, dims["Hkv"] = 16;
+  CHECK_FALSE(Ask("attention_decode", "sm90.tma.k128.pair", h200, dims).applies(&why));
+  CHECK(why == "D = 128: head pairs are of d64 heads");
+  dims["D"] = 64, dims["Hkv"] = 2;
   // Its 197 KiB of shared memory: not on a part with less.
   auto small = h200;
   small.max_shared_per_block = 101 * 1024;
