@@ -517,7 +517,8 @@ ops::RegisterOpImpl r_decode_sm90_1({"attention_decode", HAL_MODULE_PTX, "sm_90a
 bool k128_preferred(const ops::ApplyContext& ctx, std::string* why) {
   if (!tma_pays(ctx, why)) return false;
   if (!ctx.has_call() || ctx.dim("D") == 128) return true;
-  if (why) *why = fmt::format("D = {}: within 1.5% of sm90.tma there (which, or the head pairs, takes it)", ctx.dim("D"));
+  if (why)
+    *why = fmt::format("D = {}: within 1.5% of sm90.tma there (which, or the head pairs, takes it)", ctx.dim("D"));
   return false;
 }
 ops::RegisterOpImpl r_decode_sm90_k128({"attention_decode", HAL_MODULE_PTX, "sm_90a", "", 17,

@@ -308,13 +308,15 @@ __device__ __forceinline__ void store_rows(const float (&o)[D / 8][4], RowState 
 #pragma unroll
       for (int i = 0; i < D / 8; ++i)
         if (mine(i))
-          *reinterpret_cast<float2*>(part_o + ob + i * 8 + 2 * t) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+          *reinterpret_cast<float2*>(part_o + ob + i * 8 + 2 * t) =
+              make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
       if (t == 0) part_lse[row_o[r] / DO] = row_lse;
     } else {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i)
         if (mine(i))
-          *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) = pack_bf16x2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+          *reinterpret_cast<uint32_t*>(out + ob + i * 8 + 2 * t) =
+              pack_bf16x2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
       if (t == 0) lse[row_o[r] / DO] = row_lse;
     }
   }
