@@ -413,7 +413,8 @@ Status decode_sm90(ops::OpContext& ctx) {
   auto as_kernel = s;
   as_kernel.D = Dk;
   int64_t stages = Dk == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
-  if (MAX_TILES > 0 && one_full_wave(dev, as_kernel, 2 * stages)) stages *= 2, max_tiles = 0;
+  // The deep build (twice the stages, one CTA an SM) has no head-pair form: pairs keep theirs.
+  if (!PAIR && MAX_TILES > 0 && one_full_wave(dev, as_kernel, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
                         fmt::format("hc_attn_decode_d{}_s{}{}_sm90", PAIR ? "64p" : std::to_string(s.D), stages,
                                     KT == 128 ? "_k128" : ""),

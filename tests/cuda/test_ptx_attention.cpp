@@ -308,6 +308,9 @@ TEST_CASE("attention_decode: split-KV over long contexts, GQA and MQA, speculati
   // head (2 rows a pair a step) and with GQA, speculative Sq, splits and short sequences.
   decode(4, 3, 16, 16, 64, 64, {5000, 3, 777, 64});
   decode(3, 2, 8, 4, 64, 32, {300, 2, 4097});
+  // As many pairs as SMs on the H100/H200 (128 on 128-142): where sm90.tma takes its deep build,
+  // its pair form keeps the shallow one (there is no deep pair build).
+  decode(128, 1, 16, 2, 64, 64, std::vector<int32_t>(128, 200));
 }
 
 // Small cases (the sanitizer runs of bench/decode_gpu_run.sh take this one): length 1 (the
