@@ -410,11 +410,9 @@ Status decode_sm90(ops::OpContext& ctx) {
   HALCYON_ASSIGN_OR_RETURN(auto dev, facts(ctx));
   if (PAIR) s.Hkv /= 2;  // the pairs; s.D stays the rows' 64 (partials, combine)
   const int64_t Dk = PAIR ? 128 : s.D;  // the kernel's head dims
-  auto as_kernel = s;
-  as_kernel.D = Dk;
   int64_t stages = Dk == 64 ? STAGES_D64 : STAGES_D128, max_tiles = MAX_TILES;
   // The deep build (twice the stages, one CTA an SM) has no head-pair form: pairs keep theirs.
-  if (!PAIR && MAX_TILES > 0 && one_full_wave(dev, as_kernel, 2 * stages)) stages *= 2, max_tiles = 0;
+  if (!PAIR && MAX_TILES > 0 && one_full_wave(dev, s, 2 * stages)) stages *= 2, max_tiles = 0;
   const DecodeKernel dk{kDecodeSm90Image,
                         fmt::format("hc_attn_decode_d{}_s{}{}_sm90", PAIR ? "64p" : std::to_string(s.D), stages,
                                     KT == 128 ? "_k128" : ""),
