@@ -20,6 +20,9 @@ struct Fp8Build {
   int slots, tn;
   const char* suffix;  // of the entry names
   bool staged = false;  // the staged epilogue (tall builds: output rows by bulk copies)
+  // Clusters of 2 CTAs on n-tiles 2j and 2j + 1 of one expert's m-tile, the token rows multicast
+  // into both (tall builds; the kernel's __cluster_dims__): needs an even n-tile count.
+  bool cluster = false;
   constexpr int64_t boxes() const { return tall() ? 2 : 4; }
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
   // Tall builds keep a_scale x w_scale per box in the scale ring (f32 [2][tn] a slot) and need
@@ -28,7 +31,8 @@ struct Fp8Build {
   constexpr int64_t ring_scales() const { return tall() ? 2 * tn : tn; }
 };
 constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
-    kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"}, kTallS{3, 256, "sm90talls", true};
+    kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"}, kTallS{3, 256, "sm90talls", true},
+    kTallMc{4, 256, "sm90tallmc", false, true}, kTallSMc{3, 256, "sm90tallsmc", true, true};
 constexpr int64_t kThreads = 384;
 // The kernel's layout (grouped_gemm_fp8): 1 KiB of alignment, the slots, their barriers and scale
 // rings, the tile map; staged builds then a staging buffer of 256 rows of the tile's outputs
@@ -58,6 +62,9 @@ Fp8Call fp8_call(const Ctx& c, Fp8Gemm which) {
   return {"a", "a_scale", "w", c.dim("I"), c.dim("H")};
 }
 
+// A tile's n-tiles over N outputs (SwiGLU: a tile's weight rows are half gate, half up).
+int64_t fp8_n_tiles(const Fp8Build& b, bool swiglu, int64_t N) { return swiglu ? ceil_div(N, b.bn() / 2) : ceil_div(N, b.bn()); }
+
 // Why the FP8 kernel cannot take this call, or "".
 template <typename Ctx>
 std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, const Fp8Build& build) {
@@ -80,6 +87,9 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, cons
   if (build.tall() && which != Fp8Gemm::kDown && f.N % 64)
     return fmt::format("I = {} is not a multiple of 64: its tall tiles need every 64-row weight box inside one "
                        "128-row scale block", f.N);
+  if (build.cluster && fp8_n_tiles(build, which != Fp8Gemm::kDown, f.N) % 2)
+    return fmt::format("{} n-tiles is odd: a cluster's two CTAs take n-tiles 2j and 2j + 1",
+                       fp8_n_tiles(build, which != Fp8Gemm::kDown, f.N));
   const int64_t NW = which == Fp8Gemm::kDown ? f.N : 2 * f.N;
   if (c.dim("EL") * ceil_div(NW, 128) * ceil_div(f.K, 128) > INT_MAX) return "w_scale has 2^31 or more elements";
   if (which == Fp8Gemm::kSwigluGather && c.dim("T") * c.params().i("topk") > INT_MAX)
@@ -117,7 +127,7 @@ Status fp8_gemm(ops::OpContext& ctx) {
   if (std::string why = fp8_misfit(*dev, ctx, Which, Build); !why.empty())
     return Error(HAL_UNSUPPORTED, fmt::format("{}: the FP8 kernel cannot run: {}", ctx.contract.op, why));
   const int64_t NW = swiglu ? 2 * f.N : f.N;
-  const int64_t n_tiles = swiglu ? ceil_div(f.N, Build.bn() / 2) : ceil_div(f.N, Build.bn());
+  const int64_t n_tiles = fp8_n_tiles(Build, swiglu, f.N);
   const int64_t max_tiles = (ceil_div(R, Build.tn) + EL) * n_tiles;
   if (max_tiles > INT_MAX)
     return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a problem for int tile numbers",
@@ -129,7 +139,8 @@ Status fp8_gemm(ops::OpContext& ctx) {
                                         Build.suffix);
   auto k = kernel(ctx, *dev, kImage, entry.c_str(), CodeFrom::kCubinIfExact);
   if (!k) return k.error();
-  const uint32_t grid = uint32_t(std::min<int64_t>(max_tiles, dev->compute_units));
+  uint32_t grid = uint32_t(std::min<int64_t>(max_tiles, dev->compute_units));
+  if (Build.cluster) grid = std::max(grid & ~1u, 2u);  // whole clusters (max_tiles is even there)
   const uint64_t a_scale = address_of(ctx, f.a_scale), w_scale = address_of(ctx, "w_scale");
   const uint64_t offsets = address_of(ctx, "expert_offsets"), out = address_of(ctx, "out");
   if (gather) {
@@ -295,6 +306,16 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
 // SwiGLU GEMM's by name.
 HC_FP8_NAMED(r20, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallS, 37, "sm90.talls",
              "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
+// sm90.tall and sm90.talls in clusters of 2 CTAs that share their token rows (TMA multicast),
+// by name.
+HC_FP8_NAMED(r22, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallMc, 37, "sm90.tallmc",
+             "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
+HC_FP8_NAMED(r23, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallMc, 37, "sm90.tallmc",
+             "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
+HC_FP8_NAMED(r24, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallSMc, 37, "sm90.tallsmc",
+             "sm90.talls in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
+HC_FP8_NAMED(r25, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallSMc, 37, "sm90.tallsmc",
+             "sm90.talls in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The

@@ -160,12 +160,15 @@ void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bo
   CHECK(impl == want);
 }
 // The registry's choice, and on sm_90a the variants by name too (the gather form has no tall
-// build; the tall builds refuse a SwiGLU GEMM with I % 64 != 0: checked in refuses_tall).
-std::vector<std::string> variants(bool gather = false, bool tall_fits = true) {
+// build; the tall builds refuse a SwiGLU GEMM with I % 64 != 0, the cluster builds an odd
+// n-tile count: `mc_fits`; both refusals are checked below).
+std::vector<std::string> variants(bool gather = false, bool tall_fits = true, bool mc_fits = true) {
   if (!is_sm90a()) return {""};
   if (gather) return {"", "sm90.swapw5", "sm90.wide"};
   if (!tall_fits) return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide"};
-  return {"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.tall", "sm90.tallpf", "sm90.talls"};
+  std::vector<std::string> v{"", "sm90.swapw", "sm90.swapw5", "sm90.wide", "sm90.tall", "sm90.tallpf", "sm90.talls"};
+  if (mc_fits) v.insert(v.end(), {"sm90.tallmc", "sm90.tallsmc"});
+  return v;
 }
 
 TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {
@@ -202,8 +205,8 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
     plain["a_scale"] = {ops::DType::f32, {{R, HG}, bytes_of(random_scales(size_t(R * HG), rng))}};
     std::string impl;
     auto r = run(cpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, nullptr);
-    const bool tall_fits = I % 64 == 0;
-    for (const std::string& v : variants(false, tall_fits)) {
+    const bool tall_fits = I % 64 == 0, mc_fits = (I + 63) / 64 % 2 == 0;  // 64 outputs an n-tile
+    for (const std::string& v : variants(false, tall_fits, mc_fits)) {
       auto g = run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, &impl, v);
       if (v.empty()) expect_sm90(impl, R, EL, false, tall_fits);
       check_bf16(fmt::format("fp8_swiglu I={} ({})", I, impl).c_str(), g["out"], r["out"], size_t(off.back() * I),
@@ -214,6 +217,12 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
       run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, nullptr, "sm90.tall", &why);
       std::printf("  sm90.tall, I=%lld: %s\n", (long long)I, why.c_str());
       CHECK(why.find("not a multiple of 64") != std::string::npos);
+    }
+    if (is_sm90a() && tall_fits && !mc_fits) {  // the cluster builds refuse an odd n-tile count
+      std::string why;
+      run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, nullptr, "sm90.tallmc", &why);
+      std::printf("  sm90.tallmc, I=%lld: %s\n", (long long)I, why.c_str());
+      CHECK(why.find("is odd") != std::string::npos);
     }
     // Gather: 97 tokens, topk 8; row r reads token row_to_slot[r] / 8.
     const int64_t T = 97, topk = 8;

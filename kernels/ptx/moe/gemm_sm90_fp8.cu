@@ -107,6 +107,32 @@ __device__ __forceinline__ int token_source(const Fp8Args& g, const Tile& t, int
   return slot >= 0 && slot / g.topk < g.T ? slot / g.topk : -1;
 }
 
+// The tiles a CTA takes, in order: every gridDim.x-th from blockIdx.x. Clusters of two (MC, the
+// multicast builds) walk pairs instead: pair i is one expert's m-tile at n-tiles 2j and 2j + 1
+// (the launcher asks for an even n-tile count, so every expert's first tile index is even and
+// tiles 2i, 2i + 1 are such a pair), and cluster rank r takes n-tile 2j + r. Both CTAs of a
+// cluster then hold the same token rows, which each copies half of into both.
+template <int TN, bool MC>
+struct TileWalk {
+  int first, step, count;  // walk indices first, first + step, ... below count
+  __device__ __forceinline__ explicit TileWalk(int total)
+      : first(MC ? (int)blockIdx.x >> 1 : (int)blockIdx.x),
+        step(MC ? (int)gridDim.x >> 1 : (int)gridDim.x),
+        count(MC ? total >> 1 : total) {}
+  __device__ __forceinline__ Tile tile(const TileMap& m, int i) const {
+    if constexpr (!MC) {
+      return decode_tile<TN>(m, i);
+    } else {
+      Tile t = decode_tile<TN>(m, 2 * i);  // the pair's expert
+      const int m_tiles = (t.row_end - m.seg[t.expert] + TN - 1) / TN;
+      const int q = (2 * i - m.first[t.expert]) >> 1;  // the pair within the expert
+      t.n_tile = 2 * (q / m_tiles) + (int)cluster_rank();
+      t.row0 = m.seg[t.expert] + (q % m_tiles) * TN;
+      return t;
+    }
+  }
+};
+
 // Tall tiles: one lane's share of k-step kt's scale ring entries, a_scale[token] times the
 // weight scale of each box's 128-row block: all loads first (one round trip), then the stores.
 template <int EPI, int TN>
@@ -141,13 +167,14 @@ __device__ __forceinline__ void write_box_scales(const Fp8Args& g, const Tile& t
 // it % kTallScalers == w - 1. It waits only for those slots: the empty phase it waits for cannot
 // have moved on without it, since refilling the slot needs this warp's arrival on its full
 // barrier (waiting on other warps' slots could see a phase completed twice since).
-template <int EPI, int SLOTS, int TN>
+template <int EPI, int SLOTS, int TN, bool MC>
 __device__ __forceinline__ void produce_box_scales(const Fp8Args& g, const TileMap& map, int total, int k_tiles,
                                                    uint32_t full, uint32_t empty, float* scales) {
   const int w = (threadIdx.x >> 5) - 1;
   uint32_t it = 0;
-  for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-    const Tile t = decode_tile<TN>(map, ti);
+  const TileWalk<TN, MC> walk(total);
+  for (int i = walk.first; i < walk.count; i += walk.step) {
+    const Tile t = walk.tile(map, i);
     const int rows = min(t.row_end - t.row0, TN);
     // The first k-step of this tile that is this warp's, then every kTallScalers-th.
     const int k0 = (int)((w - (int)(it % kTallScalers) + kTallScalers) % kTallScalers);
@@ -168,7 +195,7 @@ __device__ __forceinline__ void produce_box_scales(const Fp8Args& g, const TileM
 // token rows with cp.async (noinc arrivals on completion) and write the scales of their rows
 // (lanes of chunk 0), then arrive; lane 0 of the next warp issues the weights (1 + 2 x 32 x
 // F_GATHER_WARPS arrivals).
-template <int EPI, bool GATHER, int SLOTS, int TN, int PF>
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF, bool MC>
 __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g,
                                         const TileMap& map, int total, int k_tiles, uint32_t ring, uint32_t full,
                                         uint32_t empty, float* scales) {
@@ -178,7 +205,7 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
   const bool scaler = GATHER ? tokens : !tall<TN>() && warp == 1;
   if constexpr (!GATHER && tall<TN>()) {
     if (warp >= 1 && warp <= kTallScalers) {
-      produce_box_scales<EPI, SLOTS, TN>(g, map, total, k_tiles, full, empty, scales);
+      produce_box_scales<EPI, SLOTS, TN, MC>(g, map, total, k_tiles, full, empty, scales);
       return;
     }
   }
@@ -192,16 +219,18 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
   // read row_to_slot again each k-step (L1 hits).
   constexpr bool CACHE_SRC = MR <= 6;
   uint32_t it = 0;
-  for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-    const Tile t = decode_tile<TN>(map, ti);
+  const TileWalk<TN, MC> walk(total);
+  const uint32_t rank = MC ? cluster_rank() : 0u;
+  for (int wi = walk.first; wi < walk.count; wi += walk.step) {
+    const Tile t = walk.tile(map, wi);
     const int rows = min(t.row_end - t.row0, TN);
     const int n16 = (rows + 15) & ~15;
     // PF > 0: the weight boxes of k-step kt + PF (of this tile, or of the CTA's next one) are
     // prefetched into L2 when k-step kt is issued, so that PF more k-steps of weights are in
     // flight from HBM than the ring holds.
     Tile next = t;
-    const bool has_next = PF > 0 && ti + (int)gridDim.x < total;
-    if (PF > 0 && weights && has_next) next = decode_tile<TN>(map, ti + gridDim.x);
+    const bool has_next = PF > 0 && wi + walk.step < walk.count;
+    if (PF > 0 && weights && has_next) next = walk.tile(map, wi + walk.step);
     // Gather: this lane's rows q = q0 + i * 4 * F_GATHER_WARPS and their token rows.
     const int q0 = (32 * warp + lane) >> 3;
     int src[MR];
@@ -231,7 +260,11 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
         }
       }
       if (tokens && !GATHER) {
-        for (int j = 0; j < n16 / 16; ++j) tma_2d(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, keep);
+        // MC: this CTA's boxes (every other one) into both CTAs' slots; the peer copies the rest.
+        for (int j = MC ? (int)rank : 0; j < n16 / 16; j += MC ? 2 : 1) {
+          if constexpr (MC) tma_2d_multicast(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, 3, keep);
+          else tma_2d(sa + j * 2048, ta16, kt * 128, t.row0 + 16 * j, bar, keep);
+        }
       }
       if (scaler && !GATHER) {
 #pragma unroll
@@ -448,7 +481,18 @@ __device__ __forceinline__ void wait_full(uint32_t full, uint32_t it, int slots)
 // One tile for a consumer warpgroup (NT = its rows rounded up to 16): the k loop with its
 // promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
 // wgmmas into two sets of temporaries at once; wider: one box after the other through one set.
-template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED>
+// MC: each consumer warp also releases the slot on the peer CTA's empty barrier (lane 0, after
+// the warp's wgmmas have read it and __syncwarp): the peer's copies write into this slot too.
+template <bool MC>
+__device__ __forceinline__ void release_slot(uint32_t empty_s) {
+  mbar_arrive(empty_s);
+  if constexpr (MC) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive_cluster(empty_s, cluster_rank() ^ 1u);
+  }
+}
+
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED, bool MC>
 __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
                                              int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
                                              const float* scales) {
@@ -502,7 +546,7 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
     // arriving thread's own accesses, so a single lane's arrive (even after __syncwarp) does not
     // order the other lanes' scale reads before the producer's next writes into this slot in the
     // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
-    mbar_arrive(empty + 8 * s);
+    release_slot<MC>(empty + 8 * s);
   }
   if constexpr (STAGED) store_tile_staged<EPI, NT, TN, SLOTS>(g, t, v.off, v.rows, d0, d1, v.cg, scales);
   else store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
@@ -511,18 +555,22 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
 // A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
 // for the slot (so that its arrivals never run ahead into a later phase of the empty barrier)
 // and releases it.
+template <bool MC>
 __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slots, uint32_t full, uint32_t empty) {
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
     mbar_wait(full + 8 * (it % slots), (it / slots) & 1);
-    mbar_arrive(empty + 8 * (it % slots));
+    release_slot<MC>(empty + 8 * (it % slots));
   }
 }
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
 // (SLOTS x ring_scales f32), the tile scan's scratch (16 ints) and the tile map; STAGED: then,
 // from the next 128 bytes, the staging buffer (2 x 128 rows of stage_pitch bytes; store_tile_staged).
-template <int EPI, bool GATHER, int SLOTS, int TN, int PF, bool STAGED = false>
+// MC: a cluster of two CTAs (the entry's __cluster_dims__) on pairs of n-tiles (TileWalk), the
+// token rows multicast; a slot is refilled once both CTAs' consumers have released it.
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF, bool STAGED = false, bool MC = false>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
   static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
+  static_assert(!MC || (tall<TN>() && PF == 0), "the multicast builds are tall, without prefetch");
   static_assert(!STAGED || tall<TN>(), "the staged epilogue is the tall builds'");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
@@ -535,11 +583,13 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   if (threadIdx.x == 0) {
     for (int i = 0; i < SLOTS; ++i) {
       mbar_init(full + 8 * i, GATHER ? 1 + 2 * 32 * F_GATHER_WARPS : 1 + 32);
-      mbar_init(empty + 8 * i, 256);  // one arrival per consumer thread (2 warpgroups)
+      // One arrival per consumer thread (2 warpgroups); MC: and one per consumer warp of the peer.
+      mbar_init(empty + 8 * i, MC ? 256 + 8 : 256);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   TileMap map = build_tile_map<F_THREADS, TN>(g.offsets, g.R, n_experts, n_tiles, ints + 16, ints);  // syncs
+  if constexpr (MC) cluster_sync();  // the peer's barriers are initialised before anything reaches them
   const int total = map.first[n_experts];
   const int k_tiles = (int)((g.K + 127) / 128);
   const int wg = threadIdx.x >> 7;
@@ -554,15 +604,17 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       if (!GATHER) asm volatile("prefetch.tensormap [%0];\n" ::"l"(ta16) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(tb) : "memory");
     }
-    produce<EPI, GATHER, SLOTS, TN, PF>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
+    produce<EPI, GATHER, SLOTS, TN, PF, MC>(ta16, tb, g, map, total, k_tiles, ring, full, empty, scales);
+    if constexpr (MC) cluster_sync();  // no CTA leaves while its peer's copies or arrivals may reach it
     return;
   }
   if (GATHER || tall<TN>()) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int cg = wg - 1;
   uint32_t it = 0;
-  for (int ti = blockIdx.x; ti < total; ti += gridDim.x) {
-    const Tile t = decode_tile<TN>(map, ti);
+  const TileWalk<TN, MC> walk(total);
+  for (int wi = walk.first; wi < walk.count; wi += walk.step) {
+    const Tile t = walk.tile(map, wi);
     const int rows = min(t.row_end - t.row0, TN);
     // Tall tiles: consumer 0 takes the first half of the rows rounded up to 16 (at most 128),
     // consumer 1 the rest (none for tiles of up to 16 rows).
@@ -574,12 +626,12 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
     }
     const ConsumerView<EPI, TN> v(g, t, off, mine, cg);
     switch ((mine + 15) >> 4) {
-      case 0: consume_idle(k_tiles, it, SLOTS, full, empty); break;
+      case 0: consume_idle<MC>(k_tiles, it, SLOTS, full, empty); break;
 #define HC_FP8_CASE(K16)                                                                                 \
   case K16:                                                                                             \
     if constexpr (16 * K16 <= (TN < 128 ? TN : 128))                                                    \
-      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER, STAGED>(g, t, v, k_tiles, it, ring, full, empty,    \
-                                                             scales);                                     \
+      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER, STAGED, MC>(g, t, v, k_tiles, it, ring, full, empty, \
+                                                                 scales);                                 \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -591,6 +643,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   // CTA ends.
   if constexpr (STAGED)
     if ((threadIdx.x & 31) == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  if constexpr (MC) cluster_sync();
 }
 
 // cvt.rn.satfinite: nearest even, saturating to +-448 (NaN stays NaN); the low byte is v's.
@@ -690,13 +743,15 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 // *_sm90tall: 4 x 256 tokens x 2 weight boxes (203 KB), the consumers splitting the tokens (no
 // gather form);
 // *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2;
-// *_sm90talls: sm90tall with 3 slots and the staged epilogue (bulk copies of the output rows).
-#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF, STAGED)                                                       \
-  extern "C" __global__ void __launch_bounds__(hc::F_THREADS, 1)                                             \
+// *_sm90talls: sm90tall with 3 slots and the staged epilogue (bulk copies of the output rows);
+// *_sm90tallmc, *_sm90tallsmc: sm90tall and sm90talls in clusters of 2 CTAs on neighbouring
+// n-tiles of one expert, each copying half of the token rows into both (TMA multicast).
+#define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF, STAGED, MC, ATTRS)                                            \
+  extern "C" __global__ void ATTRS __launch_bounds__(hc::F_THREADS, 1)                                       \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
-    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF, STAGED>(                                                \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF, STAGED, MC>(                                            \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
@@ -708,15 +763,19 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
     hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, 0>(                                            \
         nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
   }
-#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF, STAGED)                                                \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF, STAGED)          \
-  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF, STAGED)
-HC_FP8_BUILD(sm90swapw, 4, 64, 0, false)
-HC_FP8_BUILD(sm90swapw5, 5, 64, 0, false)
-HC_FP8_BUILD(sm90wide, 4, 128, 0, false)
-HC_FP8_BUILD(sm90tall, 4, 256, 0, false)
-HC_FP8_BUILD(sm90tallpf, 4, 256, 4, false)
-HC_FP8_BUILD(sm90talls, 3, 256, 0, true)
+#define HC_NO_CLUSTER
+#define HC_CLUSTER_2 __cluster_dims__(2, 1, 1)
+#define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF, STAGED, MC, ATTRS)                                       \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF, STAGED, MC, ATTRS) \
+  HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF, STAGED, MC, ATTRS)
+HC_FP8_BUILD(sm90swapw, 4, 64, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_BUILD(sm90swapw5, 5, 64, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_BUILD(sm90wide, 4, 128, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_BUILD(sm90tall, 4, 256, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_BUILD(sm90tallpf, 4, 256, 4, false, false, HC_NO_CLUSTER)
+HC_FP8_BUILD(sm90talls, 3, 256, 0, true, false, HC_NO_CLUSTER)
+HC_FP8_BUILD(sm90tallmc, 4, 256, 0, false, true, HC_CLUSTER_2)
+HC_FP8_BUILD(sm90tallsmc, 3, 256, 0, true, true, HC_CLUSTER_2)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)

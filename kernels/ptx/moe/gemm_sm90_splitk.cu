@@ -47,26 +47,10 @@ constexpr int TILE_F4 = BM * BN / 4;     // float4 groups of a tile
 static_assert(BM * LDP * 4 <= STAGES * STAGE_BYTES, "the partial tile must fit in the ring");
 
 // ---- cluster ---------------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
+// (cluster_rank, cluster_sync and cluster_map: sm90_common.cuh)
 __device__ __forceinline__ uint32_t cluster_index() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster: shared-memory writes before it (release) are
-// visible to reads after it (acquire) in any CTA of the cluster. Threads that have exited
-// count as arrived, so a CTA that returned early could never hang its peers.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// The address of this CTA's shared byte `saddr` in CTA `rank` of the cluster.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
   return r;
 }
 __device__ __forceinline__ float4 ld_cluster(uint32_t addr) {

@@ -93,6 +93,42 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const TensorMap* map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
       : "memory");
 }
+// tma_2d into the same shared-memory offset of every CTA of the cluster in `mask` (bit r: rank
+// r), each signalling its own barrier at `bar`'s offset.
+__device__ __forceinline__ void tma_2d_multicast(uint32_t dst, const TensorMap* map, int c0, int c1, uint32_t bar,
+                                                 uint16_t mask, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask), "l"(policy)
+      : "memory");
+}
+// ---- clusters ----
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: shared-memory writes before it (release) are
+// visible to reads after it (acquire) in any CTA of the cluster. Threads that have exited
+// count as arrived, so a CTA that returned early could never hang its peers. (Not `.aligned`:
+// callers may come from divergent paths.)
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// The address of this CTA's shared byte `saddr` in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
+  return r;
+}
+// One arrival on the barrier at `bar`'s offset in the cluster's CTA `rank`, with the default
+// semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id): with
+// `.release.cluster`, a 2-CTA ring whose slots both CTAs release took 1.5x as long a k-step
+// (1764 against 1186 cycles; bench/probes/cluster_multicast_rate.cu, H200, 2026-11-30).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_map(bar, rank)) : "memory");
+}
 __device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c0, int c1, int c2, uint32_t bar,
                                        uint64_t policy) {
   asm volatile(
