@@ -35,18 +35,6 @@ __host__ __device__ constexpr bool remote_release(Variant v) { return v == kCluR
 
 constexpr int kW = 16384, kTok = 16384, kSlot = kW + kTok, kIters = 4000, kConsumerWarps = 8;
 
-__device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "h"((unsigned short)3)
-      : "memory");
-}
 // How a thread waits for a barrier's phase: 0 try_wait (hc::mbar_wait, no time hint), 1 test_wait
 // in a spin loop, 2 try_wait with a 10 ms suspend-time hint (CUTLASS's ClusterBarrier::wait).
 template <int WAIT>
@@ -178,38 +166,21 @@ void run(int ctas, long long* cycles, int* smid, const unsigned char* w, unsigne
   cfg.numAttrs = 1;
   int active = 0;
   CK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> per, ms;
-  std::vector<long long> host(ctas);
-  std::vector<int> sms(ctas);
-  for (int r = 0; r < 6; ++r) {
-    CK(cudaEventRecord(e0));
-    CK(cudaLaunchKernelEx(&cfg, k, cycles, smid, w, wbytes, tok));
-    CK(cudaEventRecord(e1));
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(host.data(), cycles, ctas * sizeof(long long), cudaMemcpyDeviceToHost));
-    float f = 0.f;
-    CK(cudaEventElapsedTime(&f, e0, e1));
-    if (r > 0) per.push_back(double(*std::max_element(host.begin(), host.end())) / kIters), ms.push_back(f);
-  }
-  std::sort(per.begin(), per.end());
-  std::sort(ms.begin(), ms.end());
-  const double m = ms[ms.size() / 2];
+  const LaunchTimes t = time_launches([&](int) { CK(cudaLaunchKernelEx(&cfg, k, cycles, smid, w, wbytes, tok)); },
+                                      cycles, ctas, kIters);
+  const double m = t.ms;
   const double weight_bytes = double(V == kCastW ? ctas / 2 : ctas) * kIters * kW;
   std::printf("  %-16s wait %d arrive %d %-7s %d slots %3d CTAs (%2d clusters resident max): %6.0f cycles a k-step, %.3f ms, "
               "weights %5.0f GB/s\n",
-              name(V), WAIT, ARRIVE, SPREAD ? "spread" : "same", SLOTS, ctas, active, per[per.size() / 2], m,
+              name(V), WAIT, ARRIVE, SPREAD ? "spread" : "same", SLOTS, ctas, active, t.cycles_per_iter, m,
               weight_bytes / (m * 1e-3) / 1e9);
   if (show_placement) {
+    std::vector<int> sms(ctas);
     CK(cudaMemcpy(sms.data(), smid, ctas * sizeof(int), cudaMemcpyDeviceToHost));
     std::printf("    SMs of the first 8 clusters' CTAs:");
     for (int i = 0; i < 16 && i < ctas; ++i) std::printf("%s%d", i % 2 ? "," : " ", sms[i]);
     std::printf("\n");
   }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
 }
 
 template <Variant V>
@@ -234,32 +205,10 @@ int main(int argc, char**) {
   int* smid;
   CK(cudaMalloc(&cycles, n * sizeof(long long)));
   CK(cudaMalloc(&smid, n * sizeof(int)));
-  const unsigned long long wbytes = 4ull << 30;
-  unsigned char *w, *w2, *tok;
-  CK(cudaMalloc(&w, wbytes));
-  CK(cudaMalloc(&w2, wbytes));
-  CK(cudaMalloc(&tok, 4 << 20));
-  CK(cudaMemset(w, 0x38, wbytes));
-  CK(cudaMemset(tok, 0x38, 4 << 20));
-  {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = 0; r < 6; ++r) {
-      CK(cudaEventRecord(e0));
-      CK(cudaMemcpyAsync(w2, w, wbytes, cudaMemcpyDeviceToDevice));
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float t = 0.f;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (r > 0) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("copy rate %.0f GB/s (read + write)\n", 2.0 * wbytes / (ms[ms.size() / 2] * 1e-3) / 1e9);
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-  }
+  const RingBuffers buf(4ull << 30, 4 << 20);
+  const unsigned char *w = buf.w, *tok = buf.tok;
+  const unsigned long long wbytes = buf.wbytes;
+  std::printf("copy rate %.0f GB/s (read + write)\n", copy_rate_gbs(buf.w2, w, wbytes));
   if (argc > 1) {  // all forms, as first run
     both<kCopy>(n, cycles, smid, w, wbytes, tok);
     both<kClu>(n, cycles, smid, w, wbytes, tok);
@@ -278,9 +227,6 @@ int main(int argc, char**) {
   run<kCast, 4, true, 1, 1>(n, cycles, smid, w, wbytes, tok, false);
   run<kCast, 4, true, 2, 1>(n, cycles, smid, w, wbytes, tok, false);
   run<kCastW, 4, true, 1, 1>(n, cycles, smid, w, wbytes, tok, false);
-  CK(cudaFree(w));
-  CK(cudaFree(w2));
-  CK(cudaFree(tok));
   CK(cudaFree(cycles));
   CK(cudaFree(smid));
   return 0;

@@ -184,31 +184,21 @@ __global__ void __launch_bounds__(128 * WGS, 1) resident(long long* cycles, floa
 }
 
 // Setting 2: the same fed through a ring of SLOTS slots (16 KB of weights, then the tokens).
-__device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 // How the ring gets a k-step's token rows: copied from L2 by each CTA (as sm90.tall), not at
 // all (they stay in shared memory: what the token traffic costs), or multicast in a cluster of
 // two CTAs (each copies half and cp.async.bulk's .multicast::cluster writes it into both: the
 // two CTAs of an expert's adjacent weight tiles share one token read). The multicast form here
 // is the plain one: every consumer thread also arrives on the peer's "empty" barrier (256 remote
 // arrivals a k-step), and on the H200 it ran 2.4x slower than the copies, so its figure is the
-// cost of that hand-off, not a bound on what multicast allows.
+// cost of that hand-off, not a bound on what multicast allows. (2026-11-30,
+// cluster_multicast_rate.cu: what costs is the remote arrivals' `.release.cluster` below; with
+// the default semantics a multicast ring ran faster than the copies.)
 // kTokWarp: copied as kTokCopy, but each consumer warp releases the slot with one arrival of
 // count 32 from lane 0 after __syncwarp, instead of one arrival a thread (what sm90.tall does).
 // kTokCastW: multicast as kTokCast, but each consumer warp releases the slot with one arrival of
 // count 32 on each CTA's barrier (lane 0, after __syncwarp): 16 remote arrivals a k-step.
 enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp, kTokCastW };
 __host__ __device__ constexpr bool cast(Tokens t) { return t == kTokCast || t == kTokCastW; }
-__device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "h"((unsigned short)3)
-      : "memory");
-}
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
@@ -307,46 +297,32 @@ void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink
              int cluster = 1) {
   constexpr int kIters = 4000;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> per, t;
-  std::vector<long long> host(sms);
-  for (int r = 0; r < 6; ++r) {
-    CK(cudaEventRecord(e0));
-    if constexpr (std::is_same_v<K, void (*)(long long*, float*, int)>) k<<<sms, threads, smem>>>(cycles, sink, kIters);
-    else if (cluster == 1) k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters);
-    else {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(sms);
-      cfg.blockDim = dim3(threads);
-      cfg.dynamicSmemBytes = smem;
-      cudaLaunchAttribute at[1];
-      at[0].id = cudaLaunchAttributeClusterDimension;
-      at[0].val.clusterDim.x = cluster;
-      at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-      cfg.attrs = at;
-      cfg.numAttrs = 1;
-      if (r == 0) {
-        int active = 0;
-        CK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
-        std::printf("    (clusters of %d: %d can be resident at once, %d launched)\n", cluster, active, sms / cluster);
-      }
-      CK(cudaLaunchKernelEx(&cfg, k, cycles, sink, w, wbytes, tok, kIters));
-    }
-    CK(cudaEventRecord(e1));
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(host.data(), cycles, sms * sizeof(long long), cudaMemcpyDeviceToHost));
-    float f = 0.f;
-    CK(cudaEventElapsedTime(&f, e0, e1));
-    if (r > 0) per.push_back(double(*std::max_element(host.begin(), host.end())) / kIters), t.push_back(f);
-  }
-  std::sort(per.begin(), per.end());
-  std::sort(t.begin(), t.end());
-  *cyc = per[per.size() / 2];
-  *ms = t[t.size() / 2];
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  const LaunchTimes t = time_launches(
+      [&](int r) {
+        if constexpr (std::is_same_v<K, void (*)(long long*, float*, int)>) k<<<sms, threads, smem>>>(cycles, sink, kIters);
+        else if (cluster == 1) k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters);
+        else {
+          cudaLaunchConfig_t cfg{};
+          cfg.gridDim = dim3(sms);
+          cfg.blockDim = dim3(threads);
+          cfg.dynamicSmemBytes = smem;
+          cudaLaunchAttribute at[1];
+          at[0].id = cudaLaunchAttributeClusterDimension;
+          at[0].val.clusterDim.x = cluster;
+          at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+          cfg.attrs = at;
+          cfg.numAttrs = 1;
+          if (r == 0) {
+            int active = 0;
+            CK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
+            std::printf("    (clusters of %d: %d can be resident at once, %d launched)\n", cluster, active, sms / cluster);
+          }
+          CK(cudaLaunchKernelEx(&cfg, k, cycles, sink, w, wbytes, tok, kIters));
+        }
+      },
+      cycles, sms, kIters);
+  *cyc = t.cycles_per_iter;
+  *ms = t.ms;
 }
 
 constexpr double tensor_cycles(int nt, Mode m, int wgs) { return double(wgs) * (m == kOwnBox ? 1 : 2) * 4 * nt / 2; }
@@ -408,33 +384,11 @@ int main() {
   run_resident<128, kBoxByBox, 2, false>("2 consumers, 128 tokens, box by box, no promotion", n, cycles, sink);
   run_resident<128, kBoxByBox, 2, true>("2 consumers, 128 tokens, box by box, promotion (tall)", n, cycles, sink);
 
-  const unsigned long long wbytes = 4ull << 30;
-  unsigned char *w, *w2, *tok;
-  CK(cudaMalloc(&w, wbytes));
-  CK(cudaMalloc(&w2, wbytes));
-  CK(cudaMalloc(&tok, 1 << 20));
-  CK(cudaMemset(w, 0x38, wbytes));
-  CK(cudaMemset(tok, 0x38, 1 << 20));
-  {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = 0; r < 6; ++r) {
-      CK(cudaEventRecord(e0));
-      CK(cudaMemcpyAsync(w2, w, wbytes, cudaMemcpyDeviceToDevice));
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float t = 0.f;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (r > 0) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("fed through a ring (weights streamed from HBM); copy rate %.0f GB/s (read + write):\n",
-                2.0 * wbytes / (ms[ms.size() / 2] * 1e-3) / 1e9);
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-  }
+  const RingBuffers buf(4ull << 30, 1 << 20);
+  const unsigned char *w = buf.w, *tok = buf.tok;
+  const unsigned long long wbytes = buf.wbytes;
+  std::printf("fed through a ring (weights streamed from HBM); copy rate %.0f GB/s (read + write):\n",
+              copy_rate_gbs(buf.w2, w, wbytes));
   // What the ring alone moves (no wgmma): 16 KB of weights from HBM + rows x 128 bytes of tokens
   // from L2 a k-step; then all of it from L2. If these match the k-steps with the math, the bytes
   // that cross from L2 into the SM, not the consumers, bound the k-step.
@@ -472,9 +426,6 @@ int main() {
   run_ringfed<64, kBoth, 2, 4, kTokCast>("multicast: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<96, kBoxByBox, 2, 4, kTokCast>("multicast: 2 consumers, 96 tokens (192 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2, 4, kTokCast>("multicast: 2 consumers, 128 tokens (256 rows)", n, cycles, sink, w, wbytes, tok);
-  CK(cudaFree(w));
-  CK(cudaFree(w2));
-  CK(cudaFree(tok));
   CK(cudaFree(cycles));
   CK(cudaFree(sink));
   return 0;

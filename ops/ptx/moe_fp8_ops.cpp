@@ -218,13 +218,27 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
 // 1354 against 1402 at 2560 (80) and 3528 against 3984 at 8192; it was 7% slower at 2048 (64
 // rows, where sm90.wide is the choice anyway). The SwiGLU GEMM stays on sm90.tall: with the staged
 // epilogue (and its 3 slots) it was level at 4096 and 2-7% slower at 2560-3072.
+// Tall tiles run in 2-CTA clusters that multicast their token rows (sm90.tallmc for SwiGLU,
+// sm90.tallsmc for the down GEMM) where the n-tile count is even: on the H200 (2026-11-30,
+// 4096 tokens) level with sm90.tall / sm90.talls at full clock and, under the power cap
+// (--preheat-ms 1000, three alternated rounds), the experts 4.94-4.97 ms against 5.01-5.04.
 constexpr int64_t kWideRows = 56, kTallRows = 88;
+// The tall build for this GEMM: the down GEMM's with the staged epilogue where it runs, then
+// the clustered one before the plain one.
+template <Fp8Gemm Which>
+const Fp8Build& fp8_tall_choice(const ops::ApplyContext& c) {
+  if constexpr (Which == Fp8Gemm::kDown) {
+    if (fp8_applies<Which, kTallSMc>(c, nullptr)) return kTallSMc;
+    if (fp8_applies<Which, kTallS>(c, nullptr)) return kTallS;
+  }
+  return fp8_applies<Which, kTallMc>(c, nullptr) ? kTallMc : kTall;
+}
 template <Fp8Gemm Which>
 const Fp8Build& fp8_choice(const ops::ApplyContext& c) {
   if (!c.has_call()) return kSwapw;
   const int64_t R = c.dim("R"), EL = std::max<int64_t>(c.dim("EL"), 1);
   const bool tall = fp8_applies<Which, kTall>(c, nullptr), wide = fp8_applies<Which, kWide>(c, nullptr);
-  const Fp8Build& tall_build = Which == Fp8Gemm::kDown && fp8_applies<Which, kTallS>(c, nullptr) ? kTallS : kTall;
+  const Fp8Build& tall_build = fp8_tall_choice<Which>(c);
   if (R > kTallRows * EL && tall) return tall_build;
   if (R > kWideRows * EL && wide) return kWide;
   if (R > kWideRows * EL && tall) return tall_build;
@@ -235,13 +249,15 @@ template <Fp8Gemm Which, const Fp8Build& Build>
 bool fp8_preferred(const ops::ApplyContext& c, std::string* why) {
   const Fp8Build& chosen = fp8_choice<Which>(c);
   if (&chosen == &Build) return true;
-  const char* name = &chosen == &kTallS ? "sm90.talls"
-                     : &chosen == &kTall ? "sm90.tall"
+  const char* name = &chosen == &kTallS     ? "sm90.talls"
+                     : &chosen == &kTallSMc ? "sm90.tallsmc"
+                     : &chosen == &kTallMc  ? "sm90.tallmc"
+                     : &chosen == &kTall    ? "sm90.tall"
                      : &chosen == &kWide ? "sm90.wide"
                                          : "sm90.swapw";
   if (why)
-    *why = fmt::format("experts average {} rows: {} (sm90.swapw up to {}, sm90.wide up to {}, tall tiles above: sm90.talls "
-                       "for the down GEMM, sm90.tall for SwiGLU)",
+    *why = fmt::format("experts average {} rows: {} (sm90.swapw up to {}, sm90.wide up to {}, tall tiles above: "
+                       "sm90.tallsmc / sm90.talls for the down GEMM, sm90.tallmc / sm90.tall for SwiGLU)",
                        c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0, name, kWideRows, kTallRows);
   return false;
 }
@@ -306,26 +322,28 @@ HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tal
 // SwiGLU GEMM's by name.
 HC_FP8_NAMED(r20, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallS, 37, "sm90.talls",
              "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
-// sm90.tall and sm90.talls in clusters of 2 CTAs that share their token rows (TMA multicast),
-// by name.
-HC_FP8_NAMED(r22, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallMc, 37, "sm90.tallmc",
-             "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
-HC_FP8_NAMED(r23, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallMc, 37, "sm90.tallmc",
-             "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
-HC_FP8_NAMED(r24, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallSMc, 37, "sm90.tallsmc",
-             "sm90.talls in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
-HC_FP8_NAMED(r25, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallSMc, 37, "sm90.tallsmc",
+// The staged clustered build for SwiGLU (as sm90.talls), by name.
+HC_FP8_NAMED(r24, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallSMc, 38, "sm90.tallsmc",
              "sm90.talls in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
 #undef HC_FP8_NAMED
 // Tall tiles: up to 256 tokens x 128 weight rows, the two consumer warpgroups sharing the weight
 // boxes and splitting the tokens: an expert of up to 256 rows streams its weights once. The
 // choice where experts average more than 88 rows (fp8_choice).
 HC_FP8_CHOSEN(r16, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTall, 36, "sm90.tall",
-              "256-token tiles, the consumers split the tokens (experts of > 88 rows on average)")
+              "256-token tiles, the consumers split the tokens (where sm90.tallmc cannot run)")
 HC_FP8_CHOSEN(r17, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTall, 36, "sm90.tall",
               "256-token tiles, the consumers split the tokens (where sm90.talls cannot run)")
 HC_FP8_CHOSEN(r21, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallS, 37, "sm90.talls",
-              "sm90.tall with 3 slots and the output rows written by bulk copies (experts of > 88 rows on average)")
+              "sm90.tall with 3 slots and the output rows written by bulk copies (where sm90.tallsmc cannot run)")
+// Tall tiles in clusters of 2 CTAs on n-tiles 2j and 2j + 1 of one expert, each copying half of
+// the token rows into both (TMA multicast): the tall choice where the n-tile count is even.
+HC_FP8_CHOSEN(r22, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallMc, 38, "sm90.tallmc",
+              "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast (experts of > 88 rows)")
+HC_FP8_CHOSEN(r25, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallSMc, 38, "sm90.tallsmc",
+              "sm90.talls in 2-CTA clusters on neighbouring n-tiles, the token rows multicast (experts of > 88 rows)")
+HC_FP8_CHOSEN(r23, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallMc, 38, "sm90.tallmc",
+              "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast (where the staged builds "
+              "cannot run)")
 #undef HC_FP8_CHOSEN
 
 }  // namespace

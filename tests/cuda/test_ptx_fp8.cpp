@@ -150,12 +150,14 @@ bool is_sm90a() {
 }
 // The registry's choice on sm_90a (never other than swapw for the gather form): tall tiles where
 // experts average more than 88 rows and every weight box lies in one scale block (`tall_fits`:
-// not the SwiGLU GEMM with I % 64 != 0), with the staged epilogue in the down GEMM (`down`,
-// sizes here all take it); 128-token tiles where they average 57-88 rows (or more, where tall
-// does not fit), 64-token tiles else.
-void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bool tall_fits = true, bool down = false) {
+// not the SwiGLU GEMM with I % 64 != 0), in 2-CTA clusters where the n-tile count is even
+// (`mc_fits`), with the staged epilogue in the down GEMM (`down`, sizes here all take it);
+// 128-token tiles where they average 57-88 rows (or more, where tall does not fit), 64-token
+// tiles else.
+void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bool tall_fits = true, bool down = false,
+                 bool mc_fits = true) {
   if (!is_sm90a()) return;
-  const char* tall = down ? "sm90.talls" : "sm90.tall";
+  const char* tall = down ? (mc_fits ? "sm90.tallsmc" : "sm90.talls") : mc_fits ? "sm90.tallmc" : "sm90.tall";
   const char* want = gather || R <= 56 * EL ? "sm90.swapw" : tall_fits && R > 88 * EL ? tall : "sm90.wide";
   CHECK(impl == want);
 }
@@ -208,7 +210,7 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
     const bool tall_fits = I % 64 == 0, mc_fits = (I + 63) / 64 % 2 == 0;  // 64 outputs an n-tile
     for (const std::string& v : variants(false, tall_fits, mc_fits)) {
       auto g = run(gpu(), "moe_grouped_gemm_fp8_swiglu", plain, {}, &impl, v);
-      if (v.empty()) expect_sm90(impl, R, EL, false, tall_fits);
+      if (v.empty()) expect_sm90(impl, R, EL, false, tall_fits, false, mc_fits);
       check_bf16(fmt::format("fp8_swiglu I={} ({})", I, impl).c_str(), g["out"], r["out"], size_t(off.back() * I),
                  tol_of("moe_grouped_gemm_fp8_swiglu"));
     }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace halcyon::ops;
@@ -315,16 +316,17 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
     return;
   }
   // ops/ptx/moe_fp8_ops.cpp's fp8_choice: swapw up to 56 rows an expert, wide up to 88, tall tiles
-  // above (the down GEMM's with the staged epilogue, sm90.talls).
+  // above in 2-CTA clusters (the down GEMM's with the staged epilogue, sm90.tallsmc).
   const std::vector<std::pair<int64_t, const char*>> rule{{32, "sm90.swapw"}, {56, "sm90.swapw"}, {57, "sm90.wide"},
-                                                          {64, "sm90.wide"},  {88, "sm90.wide"},  {89, "sm90.tall"},
-                                                          {128, "sm90.tall"}};
+                                                          {64, "sm90.wide"},  {88, "sm90.wide"},  {89, "sm90.tallmc"},
+                                                          {128, "sm90.tallmc"}};
   for (const char* op : {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
     const bool down = std::string(op) == "moe_grouped_gemm_fp8";
-    const std::vector<const char*> names = down ? std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall", "sm90.talls"}
-                                                : std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall"};
+    const std::vector<const char*> names =
+        down ? std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall", "sm90.talls", "sm90.tallmc", "sm90.tallsmc"}
+             : std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall", "sm90.tallmc"};
     for (auto [rows, want] : rule) {
-      if (down && std::string(want) == "sm90.tall") want = "sm90.talls";
+      if (down && std::string(want) == "sm90.tallmc") want = "sm90.tallsmc";
       const std::map<std::string, int64_t> dims{{"R", rows * 256}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
       for (const char* name : names) {
         CAPTURE(op);
@@ -338,12 +340,23 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
     }
   }
   // The staged epilogue copies whole 16-byte pieces of output rows: with H % 8 != 0 the down
-  // GEMM's tall tiles are sm90.tall's.
+  // GEMM's tall tiles are sm90.tallmc's (56 n-tiles: an even count).
   const std::map<std::string, int64_t> ragged{{"R", 128 * 256}, {"H", 7164}, {"I", 2048}, {"EL", 256}};
   std::string why;
   CHECK_FALSE(Ask("moe_grouped_gemm_fp8", "sm90.talls", hopper(), ragged).applies(&why));
   CHECK(why.find("N % 8 == 0") != std::string::npos);
-  CHECK(Ask("moe_grouped_gemm_fp8", "sm90.tall", hopper(), ragged).preferred());
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8", "sm90.tallsmc", hopper(), ragged).applies());
+  CHECK(Ask("moe_grouped_gemm_fp8", "sm90.tallmc", hopper(), ragged).preferred());
+  // The clusters take n-tiles in pairs: with an odd count the unclustered builds take the call
+  // (SwiGLU I = 2112: 33 n-tiles of 64 outputs; down H = 7296: 57 of 128).
+  for (auto [op, plain, I, H] : {std::tuple<const char*, const char*, int64_t, int64_t>{"moe_grouped_gemm_fp8_swiglu", "sm90.tall", 2112, 7168},
+                                 {"moe_grouped_gemm_fp8", "sm90.talls", 2048, 7296}}) {
+    CAPTURE(op);
+    const std::map<std::string, int64_t> odd_tiles{{"R", 128 * 256}, {"H", H}, {"I", I}, {"EL", 256}};
+    CHECK_FALSE(Ask(op, "sm90.tallmc", hopper(), odd_tiles).applies(&why));
+    CHECK(why.find("n-tiles is odd") != std::string::npos);
+    CHECK(Ask(op, plain, hopper(), odd_tiles).preferred());
+  }
   // SwiGLU takes the staged build by name only.
   CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu", "sm90.talls", hopper(), ragged).impl->automatic);
   // Tall tiles need I % 64 == 0 in the SwiGLU GEMM: there wide takes the experts above 88 rows too.
