@@ -224,19 +224,7 @@ int bench_attention(const std::vector<std::string>& args) {
     // its own line.
     std::vector<ops::OpImpl> impls;
     {
-      std::map<std::string, std::vector<int64_t>> shapes;
-      const ops::Contract& contract = *ops::find_contract(op);
-      for (auto& in : contract.inputs)
-        if (auto it = t.find(in.name); it != t.end()) shapes[in.name] = it->second.shape;
-      auto binding = ops::bind(contract, params, {}, shapes);
-      auto facts = ops::device_facts(*dev);
-      if (!binding || !facts) {
-        fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name,
-                   (!binding ? binding.error() : facts.error()).to_string());
-        return 1;
-      }
-      const ops::ApplyContext call{*facts, &*dev, &*binding, &t};
-      auto sel = ops::select_impl(*dev, op, ops::RunOptions{}, &call);
+      auto sel = ops::select_impl_for_call(*dev, op, t, params);
       if (!sel || !*sel) {
         fmt::print(stderr, "halcyon bench attention: {}: {}\n", c.name,
                    sel ? std::string("no implementation takes this call") : sel.error().to_string());

@@ -329,10 +329,7 @@ int run(const std::vector<std::string>& args) {
     if (!t) return fail(t.error());
     tensors[o.name] = std::move(t).value();
   }
-  auto facts = device_facts(*dev);
-  if (!facts) return fail(facts.error());
-  const ApplyContext call{*facts, &*dev, &*b, &tensors, options.code};
-  auto chosen = select_impl(*dev, op, options, &call);
+  auto chosen = select_impl_for_call(*dev, op, tensors, params, options);  // what run_op takes below
   if (!chosen) return fail(chosen.error());
   const OpImpl* impl = *chosen;
   auto start = dev->create_event(), end = dev->create_event();

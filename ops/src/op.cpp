@@ -277,14 +277,15 @@ Status allocate_outputs(const Device& device, std::string_view op, std::map<std:
   return {};
 }
 
-Status run_op(const Device& device, const Stream& stream, std::string_view op,
-              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
-              const RunOptions& options) {
-  const Contract* c = find_contract(op);
-  if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
-  auto b = bind_call(*c, tensors, params);
+namespace {
+
+// A call's binding with its outputs checked: present, with the contract's shapes.
+Result<Binding> bind_checked(const Contract& c, std::string_view op,
+                             const std::map<std::string, Tensor, std::less<>>& tensors,
+                             const std::map<std::string, std::string>& params) {
+  auto b = bind_call(c, tensors, params);
   if (!b) return b.error();
-  for (auto& out : c->outputs) {
+  for (auto& out : c.outputs) {
     auto it = tensors.find(out.name);
     if (it == tensors.end()) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: output '{}' is missing", op, out.name));
     auto want = b->shape_of(out);
@@ -292,10 +293,39 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: output '{}' has shape {}, expected [{}]", op, out.name,
                                                      it->second.shape_string(), fmt::join(want, ", ")));
   }
+  return b;
+}
+
+Result<const OpImpl*> select_bound(const Device& device, std::string_view op, const Binding& b,
+                                   const std::map<std::string, Tensor, std::less<>>& tensors,
+                                   const RunOptions& options) {
   auto facts = device_facts(device);
   if (!facts) return facts.error();
-  const ApplyContext call{*facts, &device, &*b, &tensors, options.code};
-  auto impl = select_impl(device, op, options, &call);
+  const ApplyContext call{*facts, &device, &b, &tensors, options.code};
+  return select_impl(device, op, options, &call);
+}
+
+}  // namespace
+
+Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_view op,
+                                           const std::map<std::string, Tensor, std::less<>>& tensors,
+                                           const std::map<std::string, std::string>& params,
+                                           const RunOptions& options) {
+  const Contract* c = find_contract(op);
+  if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
+  auto b = bind_checked(*c, op, tensors, params);
+  if (!b) return b.error();
+  return select_bound(device, op, *b, tensors, options);
+}
+
+Status run_op(const Device& device, const Stream& stream, std::string_view op,
+              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
+              const RunOptions& options) {
+  const Contract* c = find_contract(op);
+  if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
+  auto b = bind_checked(*c, op, tensors, params);
+  if (!b) return b.error();
+  auto impl = select_bound(device, op, *b, tensors, options);
   if (!impl) return impl.error();
   if (const Tensor* t = options.sm_trace) {
     if (!(*impl)->records_sm)

@@ -93,6 +93,20 @@ TEST_CASE("select: the registry chooses through predicates, highest priority fir
   }
 }
 
+TEST_CASE("select: select_impl_for_call names what run_op runs for the call, and its errors") {
+  for (auto [n, want] : {std::pair<int64_t, const char*>{9, "test.wide"}, {7, "test.narrow"}}) {
+    Call c(n);
+    CHECK(std::string(unwrap(select_impl_for_call(c.dev, "vector_add", c.t))->name) == want);
+    CHECK(std::string(unwrap(select_impl_for_call(c.dev, "vector_add", c.t, {}, {"test.named"}))->name) == "test.named");
+  }
+  Call c(9);
+  c.t.erase("c");
+  auto r = select_impl_for_call(c.dev, "vector_add", c.t);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message() == "vector_add: output 'c' is missing");
+  CHECK_FALSE(select_impl_for_call(c.dev, "no_such_op", c.t));
+}
+
 TEST_CASE("select: an explicit choice runs that implementation, even one the registry passes over") {
   CHECK(unwrap(Call(7).run({"test.wide"})) == 1);
   CHECK(unwrap(Call(16).run({"test.named"})) == 3);

@@ -169,6 +169,15 @@ const OpImpl* select_impl(const Device& device, std::string_view op, std::string
 Result<const OpImpl*> select_impl(const Device& device, std::string_view op, const RunOptions& options,
                                   const ApplyContext* call = nullptr);
 
+// The implementation run_op would take for this call (the tensors and params it would be
+// given: the same binding, device facts and predicates), or the error it would return before
+// launching; nothing runs. For tools that report or time the choice (`halcyon run`, `halcyon
+// bench attention`).
+Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_view op,
+                                           const std::map<std::string, Tensor, std::less<>>& tensors,
+                                           const std::map<std::string, std::string>& params = {},
+                                           const RunOptions& options = {});
+
 // Runs `op` on `stream`: tensors holds inputs and pre-allocated outputs by name; params are
 // text values ("8", "sigmoid", "true") checked against the contract; options may name the
 // implementation (an unknown name, or one that cannot run this call, is an error that lists
