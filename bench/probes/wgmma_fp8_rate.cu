@@ -27,6 +27,7 @@
 // loop; the median over 5 launches of the slowest CTA's cycles a k-step. "tensor work" counts
 // 4096 e4m3 multiply-adds a cycle an SM (m64nNk32 = N / 2 cycles). The ring prints the weight
 // stream's rate (events) beside the copy rate (cudaMemcpy, read + write) of the same run.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "../../kernels/ptx/moe/sm90_common.cuh"
@@ -35,6 +36,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <type_traits>
+#include <string>
 #include <vector>
 
 namespace {
@@ -197,7 +199,12 @@ __global__ void __launch_bounds__(128 * WGS, 1) resident(long long* cycles, floa
 // count 32 from lane 0 after __syncwarp, instead of one arrival a thread (what sm90.tall does).
 // kTokCastW: multicast as kTokCast, but each consumer warp releases the slot with one arrival of
 // count 32 on each CTA's barrier (lane 0, after __syncwarp): 16 remote arrivals a k-step.
-enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp, kTokCastW };
+// kTokMap: weights and token rows by TMA tensor maps laid out as sm90.tall reads them (2026-11-30):
+// weights [64 experts, 4096 rows, K = 7168] e4m3 in boxes of 64 rows x 128 bytes, token rows
+// [64 x 256, 7168] in boxes of 16 rows; the CTA walks tiles (expert, 128-row n-tile) of 56
+// k-steps each as the real kernel does (tile = blockIdx.x + gridDim.x i), the weights
+// evict_first and the token rows evict_last.
+enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp, kTokCastW, kTokMap };
 __host__ __device__ constexpr bool cast(Tokens t) { return t == kTokCast || t == kTokCastW; }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -225,10 +232,12 @@ __device__ __forceinline__ void release_slot(uint32_t bar, uint32_t rank) {
 // MATH false: the consumers only wait for each slot and release it (what the ring alone moves).
 // WL2: the weights come from the same 16 KB of the CTA's part every k-step (L2 hits), so every
 // byte of the slot crosses from L2 and none from HBM.
+constexpr int kMapK = 7168, kMapRows = 4096, kMapExperts = 64, kMapKSteps = kMapK / 128;
 template <int NT, Mode M, int WGS, int SLOTS, Tokens TOK = kTokCopy, bool MATH = true, bool WL2 = false>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1)
     ringfed(long long* cycles, float* sink, const unsigned char* weights, unsigned long long wbytes,
-            const unsigned char* tokens, int iters) {
+            const unsigned char* tokens, int iters, const __grid_constant__ CUtensorMap wmap,
+            const __grid_constant__ CUtensorMap tmap) {
   extern __shared__ __align__(1024) unsigned char sm[];
   constexpr int kTok = (M == kOwnBox ? 1 : WGS) * NT * 128, kSlot = 16384 + kTok, kScales = 2 * WGS * NT;
   const uint32_t base = smem_base(sm), bars = base + SLOTS * kSlot, scales = bars + 16 * SLOTS;
@@ -262,7 +271,19 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         if (it >= SLOTS) hc::mbar_wait(bars + 8 * (SLOTS + s), ((it / SLOTS) - 1) & 1);
         hc::mbar_expect_tx(full, TOK == kTokNone ? 16384 : kSlot);
         const unsigned char* w = weights + blockIdx.x * per + (WL2 ? 0ull : (unsigned long long)it * 16384 % per);
-        for (int c = 0; c < 16384; c += 4096) bulk(slot + c, w + c, 4096, full);
+        if constexpr (TOK == kTokMap) {
+          const int tile = blockIdx.x + gridDim.x * (it / kMapKSteps), kt = it % kMapKSteps;
+          const int e = tile / (kMapRows / 128) % kMapExperts, j = tile % (kMapRows / 128);
+          uint64_t first, last;
+          asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(first));
+          asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(last));
+          const auto* wm = reinterpret_cast<const hc::TensorMap*>(&wmap);
+          const auto* tm = reinterpret_cast<const hc::TensorMap*>(&tmap);
+          for (int b = 0; b < 2; ++b) hc::tma_3d(slot + b * 8192, wm, kt * 128, 128 * j + 64 * b, e, full, first);
+          for (int q = 0; q < kTok / 2048; ++q) hc::tma_2d(slot + 16384 + q * 2048, tm, kt * 128, e * 256 + 16 * q, full, last);
+        } else {
+          for (int c = 0; c < 16384; c += 4096) bulk(slot + c, w + c, 4096, full);
+        }
         if constexpr (TOK == kTokCopy || TOK == kTokWarp)
           for (int c = 0; c < kTok; c += 4096) bulk(slot + 16384 + c, tokens + c, min(4096, kTok - c), full);
         if constexpr (cast(TOK))  // this CTA's half of the rows, into both CTAs
@@ -289,6 +310,30 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if constexpr (cast(TOK)) cluster_sync();  // no CTA leaves while its peer may still reach it
 }
 
+// kTokMap's tensor maps (main makes them; zeros for the other forms, which ignore them).
+CUtensorMap g_wmap{}, g_tmap{};
+CUtensorMap e4m3_map(void* base, std::initializer_list<cuuint64_t> dims, cuuint32_t rows) {
+  CUtensorMap m{};
+  cuuint64_t d[3], strides[2];
+  cuuint32_t box[3] = {128, rows, 1}, estr[3] = {1, 1, 1};
+  cuuint64_t stride = 1;
+  int r = 0;
+  for (cuuint64_t n : dims) {
+    d[r] = n;
+    if (r > 0) strides[r - 1] = stride;
+    stride *= n;
+    ++r;
+  }
+  const CUresult e = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, r, base, d, strides, box, estr,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (e != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(e));
+    std::exit(1);
+  }
+  return m;
+}
+
 // Launches k 6 times (the first a warm-up): the median over the others of the slowest CTA's
 // cycles a k-step, and of the launch's time in ms (events).
 template <typename K>
@@ -300,7 +345,7 @@ void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink
   const LaunchTimes t = time_launches(
       [&](int r) {
         if constexpr (std::is_same_v<K, void (*)(long long*, float*, int)>) k<<<sms, threads, smem>>>(cycles, sink, kIters);
-        else if (cluster == 1) k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters);
+        else if (cluster == 1) k<<<sms, threads, smem>>>(cycles, sink, w, wbytes, tok, kIters, g_wmap, g_tmap);
         else {
           cudaLaunchConfig_t cfg{};
           cfg.gridDim = dim3(sms);
@@ -317,7 +362,7 @@ void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink
             CK(cudaOccupancyMaxActiveClusters(&active, k, &cfg));
             std::printf("    (clusters of %d: %d can be resident at once, %d launched)\n", cluster, active, sms / cluster);
           }
-          CK(cudaLaunchKernelEx(&cfg, k, cycles, sink, w, wbytes, tok, kIters));
+          CK(cudaLaunchKernelEx(&cfg, k, cycles, sink, w, wbytes, tok, kIters, g_wmap, g_tmap));
         }
       },
       cycles, sms, kIters);
@@ -350,7 +395,7 @@ void run_ringfed(const char* what, int sms, long long* cycles, float* sink, cons
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IONBF, 0);
   cudaDeviceProp p{};
   CK(cudaGetDeviceProperties(&p, 0));
@@ -360,6 +405,8 @@ int main() {
   float* sink;
   CK(cudaMalloc(&cycles, n * sizeof(long long)));
   CK(cudaMalloc(&sink, 512 * sizeof(float)));
+  const bool maps_only = argc > 1 && std::string(argv[1]) == "maps";  // the kTokMap rows only
+  if (!maps_only) {
   std::printf("operands resident in shared memory (a k-step: 2 weight boxes of 64 rows x 128 of K):\n");
   // Narrow token tiles: the tensor work halves with N, the weight operand's shared-memory reads
   // do not (2 KB a wgmma): if these stay near 512 cycles, shared memory, not the tensor cores,
@@ -384,11 +431,27 @@ int main() {
   run_resident<128, kBoxByBox, 2, false>("2 consumers, 128 tokens, box by box, no promotion", n, cycles, sink);
   run_resident<128, kBoxByBox, 2, true>("2 consumers, 128 tokens, box by box, promotion (tall)", n, cycles, sink);
 
+  }
   const RingBuffers buf(4ull << 30, 1 << 20);
   const unsigned char *w = buf.w, *tok = buf.tok;
   const unsigned long long wbytes = buf.wbytes;
   std::printf("fed through a ring (weights streamed from HBM); copy rate %.0f GB/s (read + write):\n",
               copy_rate_gbs(buf.w2, w, wbytes));
+  // The real kernel's layout through tensor maps (kTokMap), beside the bulk copies of the same bytes.
+  unsigned char* mtok = nullptr;
+  CK(cudaMalloc(&mtok, size_t(kMapExperts) * 256 * kMapK));
+  CK(cudaMemset(mtok, 0x38, size_t(kMapExperts) * 256 * kMapK));
+  g_wmap = e4m3_map(buf.w, {kMapK, kMapRows, kMapExperts}, 64);
+  g_tmap = e4m3_map(mtok, {kMapK, cuuint64_t(kMapExperts) * 256}, 16);
+  std::printf("tensor maps in sm90.tall's layout (weights [64, 4096, 7168], token rows [64 x 256, 7168]):\n");
+  run_ringfed<64, kBoth, 2, 4, kTokMap, false>("maps, no math: 128 rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2, 4, kTokMap, false>("maps, no math: 256 rows", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokMap>("maps: 2 consumers, 64 tokens, both boxes (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2, 4, kTokMap>("maps: 2 consumers, 128 tokens, box by box (tall, 256 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokCopy>("bulk: 2 consumers, 64 tokens, both boxes (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2, 4, kTokCopy>("bulk: 2 consumers, 128 tokens, box by box (tall, 256 rows)", n, cycles, sink, w, wbytes, tok);
+  CK(cudaFree(mtok));
+  if (maps_only) return 0;
   // What the ring alone moves (no wgmma): 16 KB of weights from HBM + rows x 128 bytes of tokens
   // from L2 a k-step; then all of it from L2. If these match the k-steps with the math, the bytes
   // that cross from L2 into the SM, not the consumers, bound the k-step.
