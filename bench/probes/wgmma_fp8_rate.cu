@@ -203,8 +203,13 @@ __global__ void __launch_bounds__(128 * WGS, 1) resident(long long* cycles, floa
 // weights [64 experts, 4096 rows, K = 7168] e4m3 in boxes of 64 rows x 128 bytes, token rows
 // [64 x 256, 7168] in boxes of 16 rows; the CTA walks tiles (expert, 128-row n-tile) of 56
 // k-steps each as the real kernel does (tile = blockIdx.x + gridDim.x i), the weights
-// evict_first and the token rows evict_last.
-enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp, kTokCastW, kTokMap };
+// evict_first and the token rows evict_last. kTokMapS: also three scaler warps as sm90.tall's
+// (warps 1-3 of the producer warpgroup, k-steps in turn: a k-step's 256 strided activation
+// scales from global memory [64 x 256, 56] f32 times two weight scales, written into the scale
+// area, then one arrival a lane on the slot's full barrier).
+enum Tokens { kTokCopy, kTokNone, kTokCast, kTokWarp, kTokCastW, kTokMap, kTokMapS };
+__host__ __device__ constexpr bool mapped(Tokens t) { return t == kTokMap || t == kTokMapS; }
+__device__ const float* d_ascale;  // kTokMapS's activation scales (main sets them)
 __host__ __device__ constexpr bool cast(Tokens t) { return t == kTokCast || t == kTokCastW; }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -244,7 +249,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
   if (threadIdx.x == 0) {
     // A multicast slot is released by the consumers of both CTAs (the peer's copies write it too).
     for (int i = 0; i < SLOTS; ++i)
-      hc::mbar_init(bars + 8 * i, 1), hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS * (cast(TOK) ? 2 : 1));
+      hc::mbar_init(bars + 8 * i, TOK == kTokMapS ? 1 + 32 : 1),
+          hc::mbar_init(bars + 8 * (SLOTS + i), 128 * WGS * (cast(TOK) ? 2 : 1));
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
   for (int i = threadIdx.x; i < kScales; i += blockDim.x)
@@ -271,7 +277,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         if (it >= SLOTS) hc::mbar_wait(bars + 8 * (SLOTS + s), ((it / SLOTS) - 1) & 1);
         hc::mbar_expect_tx(full, TOK == kTokNone ? 16384 : kSlot);
         const unsigned char* w = weights + blockIdx.x * per + (WL2 ? 0ull : (unsigned long long)it * 16384 % per);
-        if constexpr (TOK == kTokMap) {
+        if constexpr (mapped(TOK)) {
           const int tile = blockIdx.x + gridDim.x * (it / kMapKSteps), kt = it % kMapKSteps;
           const int e = tile / (kMapRows / 128) % kMapExperts, j = tile % (kMapRows / 128);
           uint64_t first, last;
@@ -289,6 +295,29 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         if constexpr (cast(TOK))  // this CTA's half of the rows, into both CTAs
           for (int c = rank * kTok / 2; c < (int)(rank + 1) * kTok / 2; c += 4096)
             bulk_cast(slot + 16384 + c, tokens + c, min(4096, (int)(rank + 1) * kTok / 2 - c), full);
+      }
+    }
+    if (TOK == kTokMapS && M != kOwnBox && threadIdx.x >= 32 && threadIdx.x < 128) {  // the scaler warps
+      const int wsc = threadIdx.x / 32 - 1, lane = threadIdx.x & 31;
+      for (int it = wsc; it < iters; it += 3) {
+        const int s = it % SLOTS;
+        if (it >= SLOTS) hc::mbar_wait(bars + 8 * (SLOTS + s), ((it / SLOTS) - 1) & 1);
+        const int tile = blockIdx.x + gridDim.x * (it / kMapKSteps), kt = it % kMapKSteps;
+        const int e = tile / (kMapRows / 128) % kMapExperts;
+        long long stride = 32 * kMapKSteps;  // opaque, as sm90.tall's (hoisted, the addresses spill)
+        asm volatile("mov.b64 %0, %0;" : "+l"(stride));
+        const float* p = d_ascale + ((long long)e * 256 + lane) * kMapKSteps + kt;
+        const float sw0 = __ldg(d_ascale + kt), sw1 = __ldg(d_ascale + kMapKSteps + kt);
+        constexpr int kRows = WGS * NT;  // the tile's token rows: one scale each a box
+        float a[kRows / 32];
+#pragma unroll
+        for (int i = 0; i < kRows / 32; ++i) a[i] = __ldg(p + i * stride);
+#pragma unroll
+        for (int i = 0; i < kRows / 32; ++i) {
+          asm volatile("st.shared.f32 [%0], %1;" ::"r"(scales + 4 * (lane + 32 * i)), "f"(a[i] * sw0));
+          asm volatile("st.shared.f32 [%0], %1;" ::"r"(scales + 4 * (kRows + lane + 32 * i)), "f"(a[i] * sw1));
+        }
+        hc::mbar_arrive(bars + 8 * s);
       }
     }
   } else {
@@ -443,14 +472,25 @@ int main(int argc, char** argv) {
   CK(cudaMemset(mtok, 0x38, size_t(kMapExperts) * 256 * kMapK));
   g_wmap = e4m3_map(buf.w, {kMapK, kMapRows, kMapExperts}, 64);
   g_tmap = e4m3_map(mtok, {kMapK, cuuint64_t(kMapExperts) * 256}, 16);
+  float* ascale = nullptr;
+  {
+    std::vector<float> h(size_t(kMapExperts) * 256 * kMapKSteps);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = 0.001f * float(1 + i % 7);
+    CK(cudaMalloc(&ascale, h.size() * sizeof(float)));
+    CK(cudaMemcpy(ascale, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CK(cudaMemcpyToSymbol(d_ascale, &ascale, sizeof ascale));
+  }
   std::printf("tensor maps in sm90.tall's layout (weights [64, 4096, 7168], token rows [64 x 256, 7168]):\n");
   run_ringfed<64, kBoth, 2, 4, kTokMap, false>("maps, no math: 128 rows", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2, 4, kTokMap, false>("maps, no math: 256 rows", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kBoth, 2, 4, kTokMap>("maps: 2 consumers, 64 tokens, both boxes (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2, 4, kTokMap>("maps: 2 consumers, 128 tokens, box by box (tall, 256 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<64, kBoth, 2, 4, kTokMapS>("maps + scalers: 2 consumers, 64 tokens (128 rows)", n, cycles, sink, w, wbytes, tok);
+  run_ringfed<128, kBoxByBox, 2, 4, kTokMapS>("maps + scalers: 2 consumers, 128 tokens (256 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<64, kBoth, 2, 4, kTokCopy>("bulk: 2 consumers, 64 tokens, both boxes (tall, 128 rows)", n, cycles, sink, w, wbytes, tok);
   run_ringfed<128, kBoxByBox, 2, 4, kTokCopy>("bulk: 2 consumers, 128 tokens, box by box (tall, 256 rows)", n, cycles, sink, w, wbytes, tok);
   CK(cudaFree(mtok));
+  CK(cudaFree(ascale));
   if (maps_only) return 0;
   // What the ring alone moves (no wgmma): 16 KB of weights from HBM + rows x 128 bytes of tokens
   // from L2 a k-step; then all of it from L2. If these match the k-steps with the math, the bytes
