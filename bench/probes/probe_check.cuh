@@ -1,13 +1,15 @@
 // What the standalone probes in bench/probes share: CK(call) stops the probe with the call, its
 // place and the CUDA runtime's message when a runtime call fails; RingBuffers; copy_rate_gbs;
-// time_launches; bulk / bulk_cast, the rings' 1-D bulk copies.
+// time_launches; bulk / bulk_cast, the rings' 1-D bulk copies; e4m3_map (link with -lcuda).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdint.h>
 #include <vector>
 
@@ -94,8 +96,21 @@ LaunchTimes time_launches(Launch launch, const long long* cycles, int ctas, int 
   return {per[per.size() / 2], ms[ms.size() / 2]};
 }
 
+// Random e4m3 bytes, never NaN (bit 3 cleared: 0x7f and 0xff cannot occur): the bench's data is
+// random, and the energy a GEMM spends depends on it.
+__global__ void fill_random(unsigned char* p, unsigned long long n, unsigned seed) {
+  for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n; i += 256ull * gridDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ unsigned(i >> 32) * 40503u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = (unsigned char)(h & 0xf7u);
+  }
+}
+
 // The FP8 ring probes' buffers: a weight stream of `wbytes` (and a copy target of the same size
-// for the copy rate) and `tok_bytes` of token rows, every byte e4m3 1.0 (0x38).
+// for the copy rate) and `tok_bytes` of token rows, random e4m3 bytes (fill_random; until
+// 2026-11-30 every byte was 1.0, 0x38).
 struct RingBuffers {
   unsigned char *w = nullptr, *w2 = nullptr, *tok = nullptr;
   unsigned long long wbytes;
@@ -103,8 +118,9 @@ struct RingBuffers {
     CK(cudaMalloc(&w, wbytes));
     CK(cudaMalloc(&w2, wbytes));
     CK(cudaMalloc(&tok, tok_bytes));
-    CK(cudaMemset(w, 0x38, wbytes));
-    CK(cudaMemset(tok, 0x38, tok_bytes));
+    fill_random<<<1024, 256>>>(w, wbytes, 1);
+    fill_random<<<1024, 256>>>(tok, tok_bytes, 2);
+    CK(cudaDeviceSynchronize());
   }
   ~RingBuffers() {
     cudaFree(w);
@@ -114,3 +130,27 @@ struct RingBuffers {
   RingBuffers(const RingBuffers&) = delete;
   RingBuffers& operator=(const RingBuffers&) = delete;
 };
+
+// A tensor map over e4m3 bytes (dims innermost first, dense), boxes of 128 bytes x `rows` (x 1),
+// 128-byte swizzle and 256-byte L2 promotion: the maps sm90.tall's launcher makes.
+inline CUtensorMap e4m3_map(void* base, std::initializer_list<cuuint64_t> dims, cuuint32_t rows) {
+  CUtensorMap m{};
+  cuuint64_t d[3], strides[2];
+  cuuint32_t box[3] = {128, rows, 1}, estr[3] = {1, 1, 1};
+  cuuint64_t stride = 1;
+  int r = 0;
+  for (cuuint64_t n : dims) {
+    d[r] = n;
+    if (r > 0) strides[r - 1] = stride;
+    stride *= n;
+    ++r;
+  }
+  const CUresult e = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, r, base, d, strides, box, estr,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (e != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(e));
+    std::exit(1);
+  }
+  return m;
+}

@@ -768,6 +768,9 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 #define HC_FP8_BUILD(SUFFIX, SLOTS, TN, PF, STAGED, MC, ATTRS)                                       \
   HC_FP8_ENTRY(hc_moe_gemm_fp8_swiglu_##SUFFIX, hc::kSwigluBf16, SLOTS, TN, PF, STAGED, MC, ATTRS) \
   HC_FP8_ENTRY(hc_moe_gemm_fp8_##SUFFIX, hc::kStoreBf16, SLOTS, TN, PF, STAGED, MC, ATTRS)
+// (bench/probes/fp8_kernel_rate.cu includes this file with HC_FP8_PROBE defined and instantiates
+// only the builds it times.)
+#ifndef HC_FP8_PROBE
 HC_FP8_BUILD(sm90swapw, 4, 64, 0, false, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90swapw5, 5, 64, 0, false, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90wide, 4, 128, 0, false, false, HC_NO_CLUSTER)
@@ -779,3 +782,4 @@ HC_FP8_BUILD(sm90tallsmc, 3, 256, 0, true, true, HC_CLUSTER_2)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)
+#endif  // HC_FP8_PROBE

@@ -1,0 +1,138 @@
+// fp8_kernel_rate: the real FP8 tall GEMM kernel (kernels/ptx/moe/gemm_sm90_fp8.cu, the SwiGLU
+// GEMM of sm90.tall and sm90.tallmc) in a probe's harness, on synthetic experts whose row counts
+// the probe chooses, beside the structure probe (wgmma_fp8_rate.cu): issue 19 asks why the
+// kernel streams its weights at ~60% of the copy rate at 4096 tokens while the probe's ring,
+// fed by tensor maps in the kernel's layout with its promotion and scaler warps, reaches ~92%
+// (docs/PERFORMANCE.md, 2026-11-30). Here the kernel runs with every expert at the same row
+// count (128: the bench's 4096-token mean; 256: full tiles) and with a spread like the bench's
+// (68-188 rows, mean 128), without the rest of the layer (no routing, no other kernels before
+// it), 128 experts x I = 2048 x H = 7168 (3.76 GB of e4m3 weights). Each: 1 warm-up and 10
+// timed launches (events), the median; the weights' GB/s against the copy rate.
+//
+// Not part of the library: a standalone CUDA runtime program, built on the GPU machine (or
+// anywhere with the toolkit, then carried) with
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/probes/fp8_kernel_rate.cu -o fp8_kernel_rate -lcuda
+#define HC_FP8_PROBE
+// HC_FP8_SOURCE: another copy of the kernel source to time (a variant under study; build with
+// -I kernels/ptx/moe so that its includes resolve).
+#ifndef HC_FP8_SOURCE
+#define HC_FP8_SOURCE "../../kernels/ptx/moe/gemm_sm90_fp8.cu"
+#endif
+#include HC_FP8_SOURCE
+
+#include "probe_check.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+HC_FP8_ENTRY(probe_swiglu_tall, hc::kSwigluBf16, 4, 256, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_ENTRY(probe_swiglu_tallmc, hc::kSwigluBf16, 4, 256, 0, false, true, HC_CLUSTER_2)
+// sm90.tallpf (the weight boxes of k-step kt + 4 prefetched into L2 when kt is issued) and deeper
+// prefetches: whether L2 can hold what the 4-slot ring cannot across a tile's epilogue.
+HC_FP8_ENTRY(probe_swiglu_tallpf4, hc::kSwigluBf16, 4, 256, 4, false, false, HC_NO_CLUSTER)
+HC_FP8_ENTRY(probe_swiglu_tallpf8, hc::kSwigluBf16, 4, 256, 8, false, false, HC_NO_CLUSTER)
+HC_FP8_ENTRY(probe_swiglu_tallpf16, hc::kSwigluBf16, 4, 256, 16, false, false, HC_NO_CLUSTER)
+
+namespace {
+
+
+constexpr long long kI = 2048, kBytes = 128ll * 2 * kI * 7168;  // the weights: 128 experts x 4096 x 7168 at most
+using Entry = void (*)(hc::TensorMap, hc::TensorMap, const float*, const float*, const int*, unsigned short*, long long,
+                       long long, long long, long long);
+
+// sm90.tall's shared memory (ops/ptx/moe_fp8_ops.cpp, fp8_shared): 4 slots of 256 token rows +
+// 2 weight boxes, their barriers and scale rings, the tile map of EL experts.
+int shared_of(long long EL) { return 1024 + 4 * (256 * 128 + 2 * 64 * 128 + 16 + 2 * 256 * 4) + int(16 + 2 * (EL + 1)) * 4; }
+
+// Runs the SwiGLU GEMM over rows.size() experts of K = kH (the weights' first EL x 2I x kH bytes).
+double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
+           unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
+  const long long kEL = (long long)rows.size();
+  const int kShared = shared_of(kEL);
+  std::vector<int> off{0};
+  for (int r : rows) off.push_back(off.back() + r);
+  const long long R = off.back();
+  CK(cudaMemcpy(offsets, off.data(), off.size() * sizeof(int), cudaMemcpyHostToDevice));
+  hc::TensorMap ta, tb;
+  const CUtensorMap ma = e4m3_map(a, {cuuint64_t(kH), cuuint64_t(R)}, 16),
+                    mb = e4m3_map(w, {cuuint64_t(kH), 2 * kI, cuuint64_t(kEL)}, 64);
+  std::memcpy(&ta, &ma, sizeof ta);
+  std::memcpy(&tb, &mb, sizeof tb);
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 11; ++i) {
+    CK(cudaEventRecord(e0));
+    k<<<132, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, kH, kI, kEL);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    float t = 0.f;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (i > 0) ms.push_back(t);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  const double m = ms[ms.size() / 2], gbs = double(kEL) * 2 * kI * kH / (m * 1e-3) / 1e9;
+  const auto [lo, hi] = std::minmax_element(rows.begin(), rows.end());
+  std::printf("  %-20s %3lld experts, K %5lld (%3lld k-steps a tile), rows %3d-%3d: %7.1f us, weights %5.0f GB/s = %3.0f%% "
+              "of the copy rate\n", name, kEL, kH, kH / 128, *lo, *hi, m * 1e3, gbs, 100.0 * gbs / copy_gbs);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IONBF, 0);
+  const long long wbytes = kBytes, max_rows = 128 * 256;
+  const RingBuffers buf(wbytes, max_rows * 7168 * 4);  // weights, a copy target, token rows (random e4m3)
+  const double copy = copy_rate_gbs(buf.w2, buf.w, wbytes);
+  std::printf("SwiGLU GEMMs over %.2f GB of e4m3 weights (I = %lld); copy rate %.0f GB/s (read + write)\n", wbytes / 1e9,
+              kI, copy);
+  float *w_scale, *a_scale;
+  unsigned short* out;
+  int* offsets;
+  {
+    // Enough scales for every shape below (EL x NB x KG and R x KG are at most these).
+    std::vector<float> ws(size_t(kBytes / 128 / 128), 0.002f), as(size_t(max_rows * 4 * 56), 0.003f);
+    CK(cudaMalloc(&w_scale, ws.size() * 4));
+    CK(cudaMalloc(&a_scale, as.size() * 4));
+    CK(cudaMemcpy(w_scale, ws.data(), ws.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(a_scale, as.data(), as.size() * 4, cudaMemcpyHostToDevice));
+  }
+  CK(cudaMalloc(&out, size_t(max_rows * 4 * kI) * 2));
+  CK(cudaMalloc(&offsets, (512 + 1) * sizeof(int)));
+  std::vector<int> spread(128);
+  for (int e = 0; e < 128; ++e) spread[e] = 68 + (e * 53) % 121;  // 68-188, mean ~128
+  const std::pair<Entry, const char*> tall{probe_swiglu_tall, "sm90.tall SwiGLU"},
+      tallmc{probe_swiglu_tallmc, "sm90.tallmc SwiGLU"};
+  if (argc > 1 && std::string(argv[1]) == "prefetch") {  // tall against its prefetching forms, alternated
+    for (int round = 0; round < 2; ++round)
+      for (auto [k, name] : {tall, std::pair<Entry, const char*>{probe_swiglu_tallpf4, "sm90.tallpf (4)"},
+                             std::pair<Entry, const char*>{probe_swiglu_tallpf8, "prefetch 8"},
+                             std::pair<Entry, const char*>{probe_swiglu_tallpf16, "prefetch 16"}})
+        run(k, name, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+    return 0;
+  }
+  for (int round = 0; round < 2; ++round)
+    for (auto [k, name] : {tall, tallmc}) {
+      run(k, name, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+      run(k, name, 7168, spread, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+      run(k, name, 7168, std::vector<int>(128, 256), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+    }
+  // The same bytes in longer or shorter tiles (k-steps a tile), 128 rows an expert: a cost per
+  // tile (epilogue, tile change) shows as a rate that grows with K.
+  for (auto [EL, K] : {std::pair<int, long long>{512, 1792}, {256, 3584}, {128, 7168}, {64, 14336}, {32, 28672}})
+    run(tall.first, tall.second, K, std::vector<int>(EL, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+  CK(cudaFree(w_scale));
+  CK(cudaFree(a_scale));
+  CK(cudaFree(out));
+  CK(cudaFree(offsets));
+  return 0;
+}
