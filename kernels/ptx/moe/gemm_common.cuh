@@ -165,13 +165,21 @@ __device__ __forceinline__ unsigned short to_bf16(float v) {
   return r;
 }
 
-// silu(g) * u = g / (1 + e^-g) * u, with e^-g from ex2.approx (__expf, a few ulp) and the
-// reciprocal correctly rounded (rcp.rn) instead of expf and an IEEE division: beside the old
-// form on an H200 the bf16 SwiGLU GEMM ran 4.4% faster at 4096 tokens and the FP8 one 2% at 8192
-// (2026-11-29, docs/PERFORMANCE.md), and the result stays within a few fp32 ulp of the exact
-// value, far inside one bf16 rounding. Large negative g: e^-g = inf, its reciprocal 0, the
-// result a signed zero (no NaN from finite input).
-__device__ __forceinline__ float silu_mul(float g, float u) { return g * __frcp_rn(1.f + __expf(-g)) * u; }
+// silu(g) * u = g / (1 + e^-g) * u with the special-function unit's approximations alone:
+// e^-g = ex2.approx.ftz(-g log2 e) and rcp.approx.ftz of 1 + e^-g (each within ~2 fp32 ulp, far
+// inside the bf16 rounding that follows). History: an IEEE expf and division until 2026-11-29,
+// then __expf and a correctly rounded reciprocal (__frcp_rn: bf16 SwiGLU GEMM 4.4% faster); its
+// range checks and slow path (a call for every reciprocal of an infinite or huge denominator)
+// and __expf's denormal fix-up cost the FP8 tall SwiGLU GEMM 5% of its time on the H200
+// (bench/probes/fp8_kernel_rate.cu, 2026-11-30): the epilogue, not the stores, is ~15% of it.
+// Large negative g: e^-g = inf, its reciprocal 0, the result a signed zero (no NaN from finite
+// input); e^-g below 2^-126 flushes to 0, leaving 1 + 0 = 1 as before.
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-g * 1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+  return g * r * u;
+}
 
 // Swap-AB epilogues (gemm_sm90.cu, gemm_sm90_fp8.cu): the two adjacent output columns of one
 // token that this lane stores, packed bf16, from accumulators i and i + 1 of block nb (SwiGLU: silu(gate) * up of d0 and d1): lanes 4 apart swap one value, so
