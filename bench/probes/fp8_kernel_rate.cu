@@ -35,6 +35,12 @@ HC_FP8_ENTRY(probe_swiglu_tallmc, hc::kSwigluBf16, 4, 256, 0, false, true, HC_CL
 HC_FP8_ENTRY(probe_swiglu_tallpf4, hc::kSwigluBf16, 4, 256, 4, false, false, HC_NO_CLUSTER)
 HC_FP8_ENTRY(probe_swiglu_tallpf8, hc::kSwigluBf16, 4, 256, 8, false, false, HC_NO_CLUSTER)
 HC_FP8_ENTRY(probe_swiglu_tallpf16, hc::kSwigluBf16, 4, 256, 16, false, false, HC_NO_CLUSTER)
+#ifdef HC_FP8_TALL128
+// With a source copy whose tall() also takes TN = 128: tall tiles of up to 128 tokens, whose
+// 32 KB slots let the producer run 6 k-steps ahead instead of 4 (`./fp8_kernel_rate tall128`).
+HC_FP8_ENTRY(probe_swiglu_t128s4, hc::kSwigluBf16, 4, 128, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_ENTRY(probe_swiglu_t128s6, hc::kSwigluBf16, 6, 128, 0, false, false, HC_NO_CLUSTER)
+#endif
 
 namespace {
 
@@ -43,15 +49,18 @@ constexpr long long kI = 2048, kBytes = 128ll * 2 * kI * 7168;  // the weights: 
 using Entry = void (*)(hc::TensorMap, hc::TensorMap, const float*, const float*, const int*, unsigned short*, long long,
                        long long, long long, long long);
 
-// sm90.tall's shared memory (ops/ptx/moe_fp8_ops.cpp, fp8_shared): 4 slots of 256 token rows +
-// 2 weight boxes, their barriers and scale rings, the tile map of EL experts.
-int shared_of(long long EL) { return 1024 + 4 * (256 * 128 + 2 * 64 * 128 + 16 + 2 * 256 * 4) + int(16 + 2 * (EL + 1)) * 4; }
+// A tall build's shared memory (ops/ptx/moe_fp8_ops.cpp, fp8_shared): `slots` slots of `tn`
+// token rows + 2 weight boxes, their barriers and scale rings, the tile map of EL experts.
+int shared_of(long long EL, int tn = 256, int slots = 4) {
+  return 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(16 + 2 * (EL + 1)) * 4;
+}
+int g_tn = 256, g_slots = 4;  // the build run() times (tall128 mode sets them)
 
 // Runs the SwiGLU GEMM over rows.size() experts of K = kH (the weights' first EL x 2I x kH bytes).
 double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
            unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
   const long long kEL = (long long)rows.size();
-  const int kShared = shared_of(kEL);
+  const int kShared = shared_of(kEL, g_tn, g_slots);
   std::vector<int> off{0};
   for (int r : rows) off.push_back(off.back() + r);
   const long long R = off.back();
@@ -112,6 +121,23 @@ int main(int argc, char** argv) {
   for (int e = 0; e < 128; ++e) spread[e] = 68 + (e * 53) % 121;  // 68-188, mean ~128
   const std::pair<Entry, const char*> tall{probe_swiglu_tall, "sm90.tall SwiGLU"},
       tallmc{probe_swiglu_tallmc, "sm90.tallmc SwiGLU"};
+#ifdef HC_FP8_TALL128
+  if (argc > 1 && std::string(argv[1]) == "tall128") {  // 256-token tiles, 4 slots / 128, 4 / 128, 6
+    for (int round = 0; round < 2; ++round) {
+      g_tn = 256, g_slots = 4;
+      run(tall.first, "tall, 4 slots of 48 KB", 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out,
+          offsets, copy);
+      g_tn = 128, g_slots = 4;
+      run(probe_swiglu_t128s4, "tall128, 4 slots", 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale,
+          out, offsets, copy);
+      g_tn = 128, g_slots = 6;
+      run(probe_swiglu_t128s6, "tall128, 6 slots", 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale,
+          out, offsets, copy);
+      run(probe_swiglu_t128s6, "tall128, 6 slots", 7168, spread, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+    }
+    return 0;
+  }
+#endif
   if (argc > 1 && std::string(argv[1]) == "prefetch") {  // tall against its prefetching forms, alternated
     for (int round = 0; round < 2; ++round)
       for (auto [k, name] : {tall, std::pair<Entry, const char*>{probe_swiglu_tallpf4, "sm90.tallpf (4)"},
