@@ -171,7 +171,7 @@ __device__ __forceinline__ unsigned short to_bf16(float v) {
 // then __expf and a correctly rounded reciprocal (__frcp_rn: bf16 SwiGLU GEMM 4.4% faster); its
 // range checks and slow path (a call for every reciprocal of an infinite or huge denominator)
 // and __expf's denormal fix-up cost the FP8 tall SwiGLU GEMM 5% of its time on the H200
-// (bench/probes/fp8_kernel_rate.cu, 2026-11-30): the epilogue, not the stores, is ~15% of it.
+// (bench/probes/fp8_kernel_rate.cu, 2026-11-30), of an epilogue that was ~9% of it.
 // Large negative g: e^-g = inf, its reciprocal 0, the result a signed zero (no NaN from finite
 // input); e^-g below 2^-126 flushes to 0, leaving 1 + 0 = 1 as before.
 __device__ __forceinline__ float silu_mul(float g, float u) {
