@@ -219,19 +219,22 @@ bool gather_pays(const ops::ApplyContext&, std::string* why) {
 // rows, where sm90.wide is the choice anyway). The SwiGLU GEMM stays on sm90.tall: with the staged
 // epilogue (and its 3 slots) it was level at 4096 and 2-7% slower at 2560-3072.
 // Tall tiles run in 2-CTA clusters that multicast their token rows (sm90.tallmc for SwiGLU,
-// sm90.tallsmc for the down GEMM) where the n-tile count is even: on the H200 (2026-11-30,
-// 4096 tokens) level with sm90.tall / sm90.talls at full clock and, under the power cap
-// (--preheat-ms 1000, three alternated rounds), the experts 4.94-4.97 ms against 5.01-5.04.
-constexpr int64_t kWideRows = 56, kTallRows = 88;
-// The tall build for this GEMM: the down GEMM's with the staged epilogue where it runs, then
-// the clustered one before the plain one.
+// sm90.tallsmc for the down GEMM) where experts average at least 128 rows and the n-tile count
+// is even. H200, 2026-11-30, experts (SwiGLU + down), clustered against not: 4096 tokens (128
+// rows) level at full clock, 4.94-4.97 against 5.01-5.04 ms under the power cap (--preheat-ms
+// 1000, three alternated rounds); 8192 tokens (256) 10.47 against 10.64 ms; but 3072 tokens
+// (96 rows) 3.93-4.00 against 3.75-3.79 ms (two alternated rounds): slower below 128 rows.
+constexpr int64_t kWideRows = 56, kTallRows = 88, kClusterRows = 128;
+// The tall build for this GEMM: the down GEMM's with the staged epilogue where it runs; the
+// clustered one before the plain one where experts average kClusterRows or more.
 template <Fp8Gemm Which>
 const Fp8Build& fp8_tall_choice(const ops::ApplyContext& c) {
+  const bool clusters = c.dim("R") >= kClusterRows * std::max<int64_t>(c.dim("EL"), 1);
   if constexpr (Which == Fp8Gemm::kDown) {
-    if (fp8_applies<Which, kTallSMc>(c, nullptr)) return kTallSMc;
+    if (clusters && fp8_applies<Which, kTallSMc>(c, nullptr)) return kTallSMc;
     if (fp8_applies<Which, kTallS>(c, nullptr)) return kTallS;
   }
-  return fp8_applies<Which, kTallMc>(c, nullptr) ? kTallMc : kTall;
+  return clusters && fp8_applies<Which, kTallMc>(c, nullptr) ? kTallMc : kTall;
 }
 template <Fp8Gemm Which>
 const Fp8Build& fp8_choice(const ops::ApplyContext& c) {
@@ -257,8 +260,10 @@ bool fp8_preferred(const ops::ApplyContext& c, std::string* why) {
                                          : "sm90.swapw";
   if (why)
     *why = fmt::format("experts average {} rows: {} (sm90.swapw up to {}, sm90.wide up to {}, tall tiles above: "
-                       "sm90.tallsmc / sm90.talls for the down GEMM, sm90.tallmc / sm90.tall for SwiGLU)",
-                       c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0, name, kWideRows, kTallRows);
+                       "sm90.talls for the down GEMM, sm90.tall for SwiGLU, in clusters (sm90.tallsmc, sm90.tallmc) "
+                       "from {} rows)",
+                       c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0, name, kWideRows, kTallRows,
+                       kClusterRows);
   return false;
 }
 

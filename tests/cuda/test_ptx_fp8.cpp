@@ -150,14 +150,15 @@ bool is_sm90a() {
 }
 // The registry's choice on sm_90a (never other than swapw for the gather form): tall tiles where
 // experts average more than 88 rows and every weight box lies in one scale block (`tall_fits`:
-// not the SwiGLU GEMM with I % 64 != 0), in 2-CTA clusters where the n-tile count is even
-// (`mc_fits`), with the staged epilogue in the down GEMM (`down`, sizes here all take it);
+// not the SwiGLU GEMM with I % 64 != 0), in 2-CTA clusters from 128 rows where the n-tile count
+// is even (`mc_fits`), with the staged epilogue in the down GEMM (`down`, sizes here all take it);
 // 128-token tiles where they average 57-88 rows (or more, where tall does not fit), 64-token
 // tiles else.
 void expect_sm90(const std::string& impl, int64_t R, int64_t EL, bool gather, bool tall_fits = true, bool down = false,
                  bool mc_fits = true) {
   if (!is_sm90a()) return;
-  const char* tall = down ? (mc_fits ? "sm90.tallsmc" : "sm90.talls") : mc_fits ? "sm90.tallmc" : "sm90.tall";
+  const bool mc = mc_fits && R >= 128 * EL;  // clusters from 128 rows an expert
+  const char* tall = down ? (mc ? "sm90.tallsmc" : "sm90.talls") : mc ? "sm90.tallmc" : "sm90.tall";
   const char* want = gather || R <= 56 * EL ? "sm90.swapw" : tall_fits && R > 88 * EL ? tall : "sm90.wide";
   CHECK(impl == want);
 }

@@ -330,10 +330,10 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
     return;
   }
   // ops/ptx/moe_fp8_ops.cpp's fp8_choice: swapw up to 56 rows an expert, wide up to 88, tall tiles
-  // above in 2-CTA clusters (the down GEMM's with the staged epilogue, sm90.tallsmc).
-  const std::vector<std::pair<int64_t, const char*>> rule{{32, "sm90.swapw"}, {56, "sm90.swapw"}, {57, "sm90.wide"},
-                                                          {64, "sm90.wide"},  {88, "sm90.wide"},  {89, "sm90.tallmc"},
-                                                          {128, "sm90.tallmc"}};
+  // above (the down GEMM's with the staged epilogue), in 2-CTA clusters from 128 rows.
+  const std::vector<std::pair<int64_t, const char*>> rule{
+      {32, "sm90.swapw"}, {56, "sm90.swapw"}, {57, "sm90.wide"},     {64, "sm90.wide"},
+      {88, "sm90.wide"},  {89, "sm90.tall"},  {127, "sm90.tall"},    {128, "sm90.tallmc"}, {256, "sm90.tallmc"}};
   for (const char* op : {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
     const bool down = std::string(op) == "moe_grouped_gemm_fp8";
     const std::vector<const char*> names =
@@ -341,6 +341,7 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
              : std::vector<const char*>{"sm90.swapw", "sm90.wide", "sm90.tall", "sm90.tallmc"};
     for (auto [rows, want] : rule) {
       if (down && std::string(want) == "sm90.tallmc") want = "sm90.tallsmc";
+      if (down && std::string(want) == "sm90.tall") want = "sm90.talls";
       const std::map<std::string, int64_t> dims{{"R", rows * 256}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
       for (const char* name : names) {
         CAPTURE(op);
