@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(384, 1)
   const long long t0 = clock64();
   if (threadIdx.x == 0) {
     // This CTA's part of the weight stream; castw: the cluster's part, each CTA copying half.
-    const unsigned long long parts = clustered(V) && V == kCastW ? gridDim.x / 2 : gridDim.x;
+    const unsigned long long parts = V == kCastW ? gridDim.x / 2 : gridDim.x;
     const unsigned long long part = V == kCastW ? cluster_id : blockIdx.x;
     const unsigned long long per = wbytes / parts / kW * kW;
     for (int it = 0; it < kIters; ++it) {

@@ -236,13 +236,9 @@ CUtensorMap cache_map(void* base, long long rows, unsigned heads) {
   const cuuint64_t dims[4] = {64, 2, 2, cuuint64_t(rows)};
   const cuuint64_t strides[3] = {128, 256, 512};
   const cuuint32_t box[4] = {64, 2, heads, 64}, estr[4] = {1, 1, 1, 1};
-  const CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, base, dims, strides, box, estr,
-                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(r));
-    std::exit(1);
-  }
+  CKD(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, base, dims, strides, box, estr,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return m;
 }
 CUtensorMap g_k1, g_v1, g_k2, g_v2;  // one-head and two-head boxes over K and V

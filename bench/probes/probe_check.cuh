@@ -1,5 +1,6 @@
 // What the standalone probes in bench/probes share: CK(call) stops the probe with the call, its
-// place and the CUDA runtime's message when a runtime call fails; RingBuffers; copy_rate_gbs;
+// place and the CUDA runtime's message when a runtime call fails (CKD: a driver API call, by its
+// CUresult); RingBuffers; median_ms; copy_rate_gbs;
 // time_launches; bulk / bulk_cast, the rings' 1-D bulk copies; e4m3_map (link with -lcuda).
 #pragma once
 
@@ -37,33 +38,43 @@ __device__ __forceinline__ void bulk_cast(uint32_t dst, const void* src, uint32_
       std::exit(1);                                                                         \
     }                                                                                       \
   } while (0)
+#define CKD(x)                                                                          \
+  do {                                                                                  \
+    const CUresult r_ = (x);                                                            \
+    if (r_ != CUDA_SUCCESS) {                                                           \
+      std::fprintf(stderr, "%s:%d %s: CUresult %d\n", __FILE__, __LINE__, #x, int(r_)); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
 
-// The copy rate (read + write, GB/s) of cudaMemcpy from `src` to `dst` (`bytes` each): the
-// median of 5 timed copies after a warm-up, with events.
-inline double copy_rate_gbs(void* dst, const void* src, unsigned long long bytes) {
+// The median time in ms (events) of `runs` calls of work() after one warm-up call.
+template <typename Work>
+double median_ms(Work work, int runs) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  float ms[5];
-  for (int r = 0; r < 6; ++r) {
+  std::vector<float> ms;
+  for (int r = 0; r <= runs; ++r) {
     CK(cudaEventRecord(e0));
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    work();
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
     float t = 0.f;
     CK(cudaEventElapsedTime(&t, e0, e1));
-    if (r > 0) ms[r - 1] = t;
+    if (r > 0) ms.push_back(t);
   }
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
-  for (int i = 0; i < 5; ++i)  // the median of five: sort them
-    for (int j = i + 1; j < 5; ++j)
-      if (ms[j] < ms[i]) {
-        const float t = ms[i];
-        ms[i] = ms[j];
-        ms[j] = t;
-      }
-  return 2.0 * bytes / (ms[2] * 1e-3) / 1e9;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// The copy rate (read + write, GB/s) of cudaMemcpy from `src` to `dst` (`bytes` each): the
+// median of 5 timed copies after a warm-up.
+inline double copy_rate_gbs(void* dst, const void* src, unsigned long long bytes) {
+  const double ms = median_ms([&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }, 5);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
 // Runs launch() 6 times (the first a warm-up). Each launch's kernel writes its CTAs' clock64
@@ -145,12 +156,8 @@ inline CUtensorMap e4m3_map(void* base, std::initializer_list<cuuint64_t> dims, 
     stride *= n;
     ++r;
   }
-  const CUresult e = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, r, base, d, strides, box, estr,
-                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (e != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(e));
-    std::exit(1);
-  }
+  CKD(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, r, base, d, strides, box, estr,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return m;
 }
