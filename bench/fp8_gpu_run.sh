@@ -59,12 +59,14 @@ for w in $what; do
         timeout 100 "$H" bench moe --device cuda:0 --tokens "$T" --dtype fp8 $v --json "$OUT/bench_fp8_${b}_$T.json" 2>&1 \
           | grep -E "fp8|quantize|experts|layer|rows" | tee -a "$log"
       done ;;
-    racecheck)  # the SwiGLU GEMM builds (where racecheck reported the scale-ring hazards before)
-      echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_fp8_tests -tc='*swiglu*'" | tee -a "$log"
-      timeout 150 compute-sanitizer --tool racecheck --print-limit 5 "$B/tests/cuda/halcyon_ptx_fp8_tests" -tc='*swiglu*' \
-        > "$OUT/fp8_racecheck.log" 2>&1
-      echo "rc=$?" | tee -a "$log"
-      grep -E "RACECHECK SUMMARY|hazard|Error|test cases|assertions" "$OUT/fp8_racecheck.log" | tail -12 | tee -a "$log" ;;
+    racecheck)  # the SwiGLU and down GEMM builds (where racecheck reported the scale-ring hazards before)
+      for tc in swiglu down; do
+        echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_fp8_tests -tc='*$tc*'" | tee -a "$log"
+        timeout 200 compute-sanitizer --tool racecheck --print-limit 5 "$B/tests/cuda/halcyon_ptx_fp8_tests" -tc="*$tc*" \
+          > "$OUT/fp8_racecheck_$tc.log" 2>&1
+        echo "rc=$?" | tee -a "$log"
+        grep -E "RACECHECK SUMMARY|hazard|Error|test cases|assertions" "$OUT/fp8_racecheck_$tc.log" | tail -12 | tee -a "$log"
+      done ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"
       timeout 150 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_fp8.json" 2>&1 | tee -a "$log" ;;

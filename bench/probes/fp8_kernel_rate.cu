@@ -23,6 +23,7 @@
 #include "probe_check.cuh"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -56,9 +57,10 @@ int shared_of(long long EL, int tn = 256, int slots = 4) {
 }
 int g_tn = 256, g_slots = 4;  // the build run() times (tall128 mode sets them)
 
-// Runs the SwiGLU GEMM over rows.size() experts of K = kH (the weights' first EL x 2I x kH bytes).
-double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
-           unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
+// The median of 10 launches (1 warm-up) of the SwiGLU GEMM over rows.size() experts of K = kH
+// (the weights' first EL x 2I x kH bytes), in ms.
+double time_gemm(Entry k, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a,
+                 float* a_scale, unsigned short* out, int* offsets) {
   const long long kEL = (long long)rows.size();
   const int kShared = shared_of(kEL, g_tn, g_slots);
   std::vector<int> off{0};
@@ -74,8 +76,14 @@ double run(Entry k, const char* name, long long kH, const std::vector<int>& rows
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const unsigned grid = unsigned(sms) & ~1u;  // whole clusters for the clustered build
-  const double m =
-      median_ms([&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, kH, kI, kEL); }, 10);
+  return median_ms([&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, kH, kI, kEL); },
+                   10);
+}
+// time_gemm, printed with the weights' rate against the copy rate.
+double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
+           unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
+  const long long kEL = (long long)rows.size();
+  const double m = time_gemm(k, kH, rows, w, w_scale, a, a_scale, out, offsets);
   const double gbs = double(kEL) * 2 * kI * kH / (m * 1e-3) / 1e9;
   const auto [lo, hi] = std::minmax_element(rows.begin(), rows.end());
   std::printf("  %-20s %3lld experts, K %5lld (%3lld k-steps a tile), rows %3d-%3d: %7.1f us, weights %5.0f GB/s = %3.0f%% "
@@ -126,6 +134,20 @@ int main(int argc, char** argv) {
     return 0;
   }
 #endif
+  if (argc > 1 && std::string(argv[1]) == "sustain") {
+    // The kernel back to back for ~3 s (128 rows an expert), every 20th median printed with the
+    // seconds since the start: how far the rate falls once the clock settles under the power
+    // cap (sample `nvidia-smi --query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active`
+    // beside it).
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int round = 0; round < 200; ++round) {
+      const bool show = round % 20 == 0 || round == 199;
+      if (show) std::printf("  [%.2f s] ", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (show) run(tall.first, tall.second, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+      else time_gemm(tall.first, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets);
+    }
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "prefetch") {  // tall against its prefetching forms, alternated
     for (int round = 0; round < 2; ++round)
       for (auto [k, name] : {tall, std::pair<Entry, const char*>{probe_swiglu_tallpf4, "sm90.tallpf (4)"},
