@@ -400,33 +400,28 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
   }
 }
 
-// d += t * a_scale[token] * w_scale[row]: sc = the k-step's token scales, sw0/sw1 the scales of
-// this thread's two weight rows (h = 0, 1) of the box.
+// A thread's promotion scales of one box and k-step: the scale ring's values of its tokens
+// 8j + 2 (lane % 4) + {0, 1}, j < NT / 8 (tall tiles: a_scale x the box's w_scale; else a_scale).
 template <int NT>
-__device__ __forceinline__ void promote(float* d, const float* t, const float* sc, float sw0, float sw1) {
-  const int qq = threadIdx.x & 3;
+struct BoxScales {
+  float2 a[NT / 8];
+  __device__ __forceinline__ void load(const float* sc) {
+    const int qq = threadIdx.x & 3;
 #pragma unroll
-  for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const float a = sc[8 * j + 2 * qq + q];
-      d[4 * j + q] = fmaf(t[4 * j + q], a * sw0, d[4 * j + q]);
-      d[4 * j + 2 + q] = fmaf(t[4 * j + 2 + q], a * sw1, d[4 * j + 2 + q]);
-    }
-}
+    for (int j = 0; j < NT / 8; ++j) a[j] = *reinterpret_cast<const float2*>(sc + 8 * j + 2 * qq);
+  }
+};
 
-// Tall tiles: d += t * sc[token], the scale ring's product of both scales (one weight scale a
-// box, so both of this thread's rows take the same factor).
+// d += t * a[token] * sw (h): sw0 / sw1 the weight scales of this thread's two rows (h = 0, 1)
+// of the box; tall tiles pass 1 (their ring holds the products already).
 template <int NT>
-__device__ __forceinline__ void promote_prescaled(float* d, const float* t, const float* sc) {
-  const int qq = threadIdx.x & 3;
+__device__ __forceinline__ void promote(float* d, const float* t, const BoxScales<NT>& s, float sw0, float sw1) {
 #pragma unroll
   for (int j = 0; j < NT / 8; ++j) {
-    const float2 a = *reinterpret_cast<const float2*>(sc + 8 * j + 2 * qq);
-    d[4 * j] = fmaf(t[4 * j], a.x, d[4 * j]);
-    d[4 * j + 1] = fmaf(t[4 * j + 1], a.y, d[4 * j + 1]);
-    d[4 * j + 2] = fmaf(t[4 * j + 2], a.x, d[4 * j + 2]);
-    d[4 * j + 3] = fmaf(t[4 * j + 3], a.y, d[4 * j + 3]);
+    d[4 * j] = fmaf(t[4 * j], s.a[j].x * sw0, d[4 * j]);
+    d[4 * j + 1] = fmaf(t[4 * j + 1], s.a[j].y * sw0, d[4 * j + 1]);
+    d[4 * j + 2] = fmaf(t[4 * j + 2], s.a[j].x * sw1, d[4 * j + 2]);
+    d[4 * j + 3] = fmaf(t[4 * j + 3], s.a[j].y * sw1, d[4 * j + 3]);
   }
 }
 
@@ -478,13 +473,11 @@ __device__ __forceinline__ void wait_full(uint32_t full, uint32_t it, int slots)
   if (GATHER) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// A consumer thread's release of a slot. Every consumer thread gives the slot back itself:
-// mbarrier.arrive releases only the arriving thread's own accesses, so a single lane's arrive
-// (even after __syncwarp) does not order the other lanes' scale reads before the producer's next
-// writes into this slot in the PTX memory model's terms, and compute-sanitizer racecheck
-// reported exactly that pair. MC: each consumer warp also releases the slot on the peer CTA's
-// empty barrier (lane 0, after the warp's wgmmas have read it and __syncwarp): the peer's copies
-// write into this slot too.
+// One tile for a consumer warpgroup (NT = its rows rounded up to 16): the k loop with its
+// promotions, then the stores. `it` counts k-steps over the CTA's walk. TN 64: both boxes'
+// wgmmas into two sets of temporaries at once; wider: one box after the other through one set.
+// MC: each consumer warp also releases the slot on the peer CTA's empty barrier (lane 0, after
+// the warp's wgmmas have read it and __syncwarp): the peer's copies write into this slot too.
 template <bool MC>
 __device__ __forceinline__ void release_slot(uint32_t empty_s) {
   mbar_arrive(empty_s);
@@ -494,8 +487,6 @@ __device__ __forceinline__ void release_slot(uint32_t empty_s) {
   }
 }
 
-// One tile for a consumer warpgroup (NT = its rows rounded up to 16): the k loop with its
-// promotions, then the stores. `it` counts k-steps over the CTA's walk.
 template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED, bool MC>
 __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
                                              int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
@@ -504,67 +495,37 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
   float d0[NA], d1[NA];
 #pragma unroll
   for (int i = 0; i < NA; ++i) d0[i] = d1[i] = 0.f;
-  // Two sets of temporaries, one a box, where the registers allow: 64-token tiles, and tall
-  // tiles' consumers of up to 80 rows.
+  // Both boxes' wgmmas at once (two sets of temporaries, one wait a k-step) where the
+  // registers allow: 64-token tiles, and tall tiles' consumers of up to 80 rows; else one box
+  // after the other through one set.
   constexpr bool BOTH = TN <= 64 || (tall<TN>() && NT <= 80);
-  if constexpr (BOTH) {
-    // Box 0 and box 1 in commit groups of their own, and box 1's promotion deferred: while this
-    // warpgroup promotes box 1 of k-step kt - 1 (then releases its slot), box 0 of kt runs on
-    // the tensor cores, and box 1 of kt while it promotes box 0 of kt. Every group is waited for
-    // within its k-step: ptxas keeps wgmmas asynchronous only where no group's registers are
-    // read across the loop's back edge (else C7514 / C7517: it serializes them or injects waits).
-    float t0[NA], t1[NA];
-    float sw1[2] = {0.f, 0.f};  // box 1's weight scales of the deferred k-step (not tall)
-    uint32_t ps = 0;            // the deferred k-step's slot
-    auto issue = [&](float* tt, uint32_t sa_addr, int b) {
-      fence_n<NA>(tt);
-      wgmma_fence();
-      v.template mma<NT>(tt, sa_addr, b);
-      wgmma_commit();
+  for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+    float sw[2][2] = {{1.f, 1.f}, {1.f, 1.f}};  // tall tiles: in the ring's products already
+    if constexpr (!tall<TN>()) v.weight_scales(g, kt, sw);
+    const uint32_t s = it % SLOTS;
+    wait_full<GATHER>(full, it, SLOTS);
+    const uint32_t sa_addr = ring + s * slot_bytes<TN>();
+    const float* sc = scales + s * ring_scales<TN>() + v.off;
+    // Box b's promotion: tall tiles read the pre-multiplied scales of box b (ring row b).
+    auto promote_box = [&](float* d, const float* tt, int b) {
+      BoxScales<NT> sb;
+      sb.load(tall<TN>() ? sc + b * TN : sc);
+      promote<NT>(d, tt, sb, sw[b][0], sw[b][1]);
     };
-    auto promote_box = [&](float* d, const float* tt, uint32_t s, int b, const float* sw) {
-      const float* sc = scales + s * ring_scales<TN>() + v.off;
-      if constexpr (tall<TN>()) promote_prescaled<NT>(d, tt, sc + b * TN);
-      else promote<NT>(d, tt, sc, sw[0], sw[1]);
-    };
-    auto step = [&](int kt, bool first) {
-      float sw[2][2];
-      if constexpr (!tall<TN>()) v.weight_scales(g, kt, sw);
-      const uint32_t s = it % SLOTS;
-      wait_full<GATHER>(full, it, SLOTS);
-      const uint32_t sa_addr = ring + s * slot_bytes<TN>();
-      issue(t0, sa_addr, 0);
-      if (!first) {
-        fence_n<NA>(t1);
-        promote_box(d1, t1, ps, 1, sw1);
-        release_slot<MC>(empty + 8 * ps);
-      }
-      issue(t1, sa_addr, 1);
-      wgmma_wait<1>();
+    if constexpr (BOTH) {
+      float t0[NA], t1[NA];
       fence_n<NA>(t0);
-      promote_box(d0, t0, s, 0, sw[0]);
-      wgmma_wait<0>();
       fence_n<NA>(t1);
-      ps = s;  // released once box 1 is promoted, in the next step
-      sw1[0] = sw[1][0];
-      sw1[1] = sw[1][1];
-      ++it;
-    };
-    if (k_tiles > 0) {  // (K = 0: no k-step, the totals stay 0)
-      step(0, true);
-      for (int kt = 1; kt < k_tiles; ++kt) step(kt, false);
-      promote_box(d1, t1, ps, 1, sw1);
-      release_slot<MC>(empty + 8 * ps);
-    }
-  } else {
-    // One box after the other through one set of temporaries (the registers hold no second).
-    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      float sw[2][2];
-      if constexpr (!tall<TN>()) v.weight_scales(g, kt, sw);
-      const uint32_t s = it % SLOTS;
-      wait_full<GATHER>(full, it, SLOTS);
-      const uint32_t sa_addr = ring + s * slot_bytes<TN>();
-      const float* sc = scales + s * ring_scales<TN>() + v.off;
+      wgmma_fence();
+      v.template mma<NT>(t0, sa_addr, 0);
+      v.template mma<NT>(t1, sa_addr, 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_n<NA>(t0);
+      fence_n<NA>(t1);
+      promote_box(d0, t0, 0);
+      promote_box(d1, t1, 1);
+    } else {
       float tt[NA];
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
@@ -574,12 +535,14 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
         wgmma_commit();
         wgmma_wait<0>();
         fence_n<NA>(tt);
-        // Box b's promotion: tall tiles read the pre-multiplied scales of box b (ring row b).
-        if constexpr (tall<TN>()) promote_prescaled<NT>(b ? d1 : d0, tt, sc + b * TN);
-        else promote<NT>(b ? d1 : d0, tt, sc, sw[b][0], sw[b][1]);
+        promote_box(b ? d1 : d0, tt, b);
       }
-      release_slot<MC>(empty + 8 * s);
     }
+    // Every consumer thread gives the slot back itself: mbarrier.arrive releases only the
+    // arriving thread's own accesses, so a single lane's arrive (even after __syncwarp) does not
+    // order the other lanes' scale reads before the producer's next writes into this slot in the
+    // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
+    release_slot<MC>(empty + 8 * s);
   }
   if constexpr (STAGED) store_tile_staged<EPI, NT, TN, SLOTS>(g, t, v.off, v.rows, d0, d1, v.cg, scales);
   else store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
@@ -626,8 +589,9 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   const int total = map.first[n_experts];
   const int k_tiles = (int)((g.K + 127) / 128);
   // The warpgroup index through a shuffle from lane 0: ptxas then knows it is warp-uniform and
-  // keeps the consumers' slot addresses and wgmma descriptors in uniform registers (3.5% of the
-  // SwiGLU GEMM's time at 128 rows an expert, H200) instead of rebuilding them per thread.
+  // keeps the consumers' slot addresses and wgmma descriptors in uniform registers instead of
+  // rebuilding them per thread (3-4% of the SwiGLU GEMM's time, 2-3% of the down GEMM's at 128
+  // rows an expert, H200, bench/probes/fp8_kernel_rate.cu).
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 7, 0);
   if (wg == 0) {
     // Register split (128 x producer + 256 x consumer <= the 64512 the launch holds): the
