@@ -280,11 +280,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   }
   TRY_OR_FAIL(ff.fill(t["bias"]));
 
-  // The L2 flush buffer and the copy-rate buffers.
-  const uint64_t l2 = info->l2_cache_bytes ? info->l2_cache_bytes : (64u << 20);
-  // Also long enough (about 100 us) that the host's launch work for the timed stage is done
-  // before the GPU reaches the start event: the events time the GPU, not run_op's host path.
-  const uint64_t flush_bytes = std::max<uint64_t>(2 * l2, 256u << 20);
+  // The cache flush buffer and the copy-rate buffers.
+  const uint64_t flush_bytes = halcyon::bench::flush_bytes(*info);
   auto flush = dev->allocate(flush_bytes);
   if (!flush) return 1;
   auto ev0 = dev->create_event(), ev1 = dev->create_event();

@@ -139,8 +139,7 @@ int bench_attention(const std::vector<std::string>& args) {
   auto stream = dev->create_stream();
   if (!stream) return 1;
   const Stream& st = *stream;
-  const uint64_t l2 = info->l2_cache_bytes ? info->l2_cache_bytes : (64u << 20);
-  const uint64_t flush_bytes = std::max<uint64_t>(2 * l2, 256u << 20);
+  const uint64_t flush_bytes = halcyon::bench::flush_bytes(*info);
   auto flush = dev->allocate(flush_bytes);
   auto ev0 = dev->create_event(), ev1 = dev->create_event();
   if (!flush || !ev0 || !ev1) return 1;

@@ -247,7 +247,7 @@ int bench_overlap(const std::vector<std::string>& args) {
   if (!s0r) return fail("stream", s0r.error());
   const Stream& s0 = *s0r;
   const uint64_t l2 = info->l2_cache_bytes;
-  const uint64_t flush_bytes = cpu ? (32u << 20) : std::max<uint64_t>(2 * (l2 ? l2 : (64u << 20)), 256u << 20);
+  const uint64_t flush_bytes = halcyon::bench::flush_bytes(*info);
   auto flush = dev->allocate(flush_bytes);
   auto ev0 = dev->create_event(), ev1 = dev->create_event(), ev2 = dev->create_event();
   if (!flush) return fail("flush buffer", flush.error());
