@@ -7,7 +7,10 @@
 // count (128: the bench's 4096-token mean; 256: full tiles) and with a spread like the bench's
 // (68-188 rows, mean 128), without the rest of the layer (no routing, no other kernels before
 // it), 128 experts x I = 2048 x H = 7168 (3.76 GB of e4m3 weights). Each: 1 warm-up and 10
-// timed launches (events), the median; the weights' GB/s against the copy rate.
+// timed launches (events), the median; the weights' GB/s against the copy rate. Modes (first
+// argument): none (tall / tallmc at 128, spread and 256 rows, then a K sweep), `down` (the down
+// GEMM's sm90.talls), `sustain` (3 s back to back: the rate under the power cap), `prefetch`,
+// `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens).
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine (or
 // anywhere with the toolkit, then carried) with
@@ -30,6 +33,8 @@
 #include <vector>
 
 HC_FP8_ENTRY(probe_swiglu_tall, hc::kSwigluBf16, 4, 256, 0, false, false, HC_NO_CLUSTER)
+// The down GEMM as the registry takes it at 96+ rows an expert (sm90.talls: 3 slots, staged epilogue).
+HC_FP8_ENTRY(probe_down_talls, hc::kStoreBf16, 3, 256, 0, true, false, HC_NO_CLUSTER)
 HC_FP8_ENTRY(probe_swiglu_tallmc, hc::kSwigluBf16, 4, 256, 0, false, true, HC_CLUSTER_2)
 // sm90.tallpf (the weight boxes of k-step kt + 4 prefetched into L2 when kt is issued) and deeper
 // prefetches: whether L2 can hold what the 4-slot ring cannot across a tile's epilogue.
@@ -51,44 +56,61 @@ using Entry = void (*)(hc::TensorMap, hc::TensorMap, const float*, const float*,
                        long long, long long, long long);
 
 // A tall build's shared memory (ops/ptx/moe_fp8_ops.cpp, fp8_shared): `slots` slots of `tn`
-// token rows + 2 weight boxes, their barriers and scale rings, the tile map of EL experts.
-int shared_of(long long EL, int tn = 256, int slots = 4) {
-  return 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(16 + 2 * (EL + 1)) * 4;
+// token rows + 2 weight boxes, their barriers and scale rings, the tile map of EL experts; a
+// staged build (sm90.talls) then the staging rows of `outs` outputs.
+int shared_of(long long EL, int tn = 256, int slots = 4, bool staged = false, int outs = 64) {
+  const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(16 + 2 * (EL + 1)) * 4;
+  return staged ? (base + 127) / 128 * 128 + 256 * (outs * 2 + 16) : base;
 }
 int g_tn = 256, g_slots = 4;  // the build run() times (tall128 mode sets them)
 
-// The median of 10 launches (1 warm-up) of the SwiGLU GEMM over rows.size() experts of K = kH
-// (the weights' first EL x 2I x kH bytes), in ms.
-double time_gemm(Entry k, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a,
+// The GEMM a timing launches: SwiGLU (K = H, N = I outputs, 2I weight rows) or down (K = I,
+// N = H outputs and weight rows), and the build's shared-memory layout.
+struct Shape {
+  long long K, N, NW;
+  int slots = 4;
+  bool staged = false;
+};
+Shape swiglu_shape(long long kH) { return {kH, kI, 2 * kI}; }
+
+// The median of 10 launches (1 warm-up) of the GEMM over rows.size() experts (the weights' first
+// EL x NW x K bytes), in ms.
+double time_gemm(Entry k, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a,
                  float* a_scale, unsigned short* out, int* offsets) {
   const long long kEL = (long long)rows.size();
-  const int kShared = shared_of(kEL, g_tn, g_slots);
+  const bool swiglu = sh.NW != sh.N;
+  const int kShared = sh.staged ? shared_of(kEL, 256, sh.slots, true, swiglu ? 64 : 128) : shared_of(kEL, g_tn, g_slots);
   std::vector<int> off{0};
   for (int r : rows) off.push_back(off.back() + r);
   const long long R = off.back();
   CK(cudaMemcpy(offsets, off.data(), off.size() * sizeof(int), cudaMemcpyHostToDevice));
   hc::TensorMap ta, tb;
-  const CUtensorMap ma = e4m3_map(a, {cuuint64_t(kH), cuuint64_t(R)}, 16),
-                    mb = e4m3_map(w, {cuuint64_t(kH), 2 * kI, cuuint64_t(kEL)}, 64);
+  const CUtensorMap ma = e4m3_map(a, {cuuint64_t(sh.K), cuuint64_t(R)}, 16),
+                    mb = e4m3_map(w, {cuuint64_t(sh.K), cuuint64_t(sh.NW), cuuint64_t(kEL)}, 64);
   std::memcpy(&ta, &ma, sizeof ta);
   std::memcpy(&tb, &mb, sizeof tb);
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const unsigned grid = unsigned(sms) & ~1u;  // whole clusters for the clustered build
-  return median_ms([&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, kH, kI, kEL); },
-                   10);
+  return median_ms(
+      [&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, sh.K, sh.N, kEL); }, 10);
 }
 // time_gemm, printed with the weights' rate against the copy rate.
-double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
+double run(Entry k, const char* name, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale,
            unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
   const long long kEL = (long long)rows.size();
-  const double m = time_gemm(k, kH, rows, w, w_scale, a, a_scale, out, offsets);
-  const double gbs = double(kEL) * 2 * kI * kH / (m * 1e-3) / 1e9;
+  const double m = time_gemm(k, sh, rows, w, w_scale, a, a_scale, out, offsets);
+  const double gbs = double(kEL) * sh.NW * sh.K / (m * 1e-3) / 1e9;
   const auto [lo, hi] = std::minmax_element(rows.begin(), rows.end());
   std::printf("  %-20s %3lld experts, K %5lld (%3lld k-steps a tile), rows %3d-%3d: %7.1f us, weights %5.0f GB/s = %3.0f%% "
-              "of the copy rate\n", name, kEL, kH, kH / 128, *lo, *hi, m * 1e3, gbs, 100.0 * gbs / copy_gbs);
+              "of the copy rate\n", name, kEL, sh.K, sh.K / 128, *lo, *hi, m * 1e3, gbs, 100.0 * gbs / copy_gbs);
   return m;
+}
+// The SwiGLU GEMM of K = kH.
+double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
+           unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
+  return run(k, name, swiglu_shape(kH), rows, w, w_scale, a, a_scale, out, offsets, copy_gbs);
 }
 
 }  // namespace
@@ -134,6 +156,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 #endif
+  if (argc > 1 && std::string(argv[1]) == "down") {  // the down GEMM (sm90.talls), K = I = 2048, N = H = 7168
+    const Shape down{kI, 7168, 7168, 3, true};
+    for (int round = 0; round < 2; ++round) {
+      run(probe_down_talls, "sm90.talls down", down, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out,
+          offsets, copy);
+      run(probe_down_talls, "sm90.talls down", down, spread, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+    }
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "sustain") {
     // The kernel back to back for ~3 s (128 rows an expert), every 20th median printed with the
     // seconds since the start: how far the rate falls once the clock settles under the power
@@ -144,7 +175,7 @@ int main(int argc, char** argv) {
       const bool show = round % 20 == 0 || round == 199;
       if (show) std::printf("  [%.2f s] ", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (show) run(tall.first, tall.second, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
-      else time_gemm(tall.first, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets);
+      else time_gemm(tall.first, swiglu_shape(7168), std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets);
     }
     return 0;
   }

@@ -77,20 +77,20 @@ inline double copy_rate_gbs(void* dst, const void* src, unsigned long long bytes
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
-// Runs launch() 6 times (the first a warm-up). Each launch's kernel writes its CTAs' clock64
-// spans to cycles[0, ctas); the medians over the 5 timed launches of the slowest CTA's cycles
+// Runs launch() `runs` times (the first a warm-up). Each launch's kernel writes its CTAs' clock64
+// spans to cycles[0, ctas); the medians over the timed launches of the slowest CTA's cycles
 // divided by `iters`, and of the launch's time in ms (events).
 struct LaunchTimes {
   double cycles_per_iter, ms;
 };
 template <typename Launch>
-LaunchTimes time_launches(Launch launch, const long long* cycles, int ctas, int iters) {
+LaunchTimes time_launches(Launch launch, const long long* cycles, int ctas, int iters, int runs = 6) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   std::vector<double> per, ms;
   std::vector<long long> host(ctas);
-  for (int r = 0; r < 6; ++r) {
+  for (int r = 0; r < runs; ++r) {
     CK(cudaEventRecord(e0));
     launch(r);
     CK(cudaEventRecord(e1));

@@ -21,6 +21,10 @@
 // the L2-to-SM traffic (weights + token rows, ~32 B a cycle an SM) bounds it here. (The real
 // kernel's TMA ring did better: 94% of the copy rate with its promotion and stores skipped.)
 //
+// Modes: none (all of the above), `maps` (the rings fed through tensor maps in the kernel's
+// layout), `sustain` (k-step arrangements fed for ~1.5 s each: their rates under the power cap,
+// where the H200 runs these kernels at 1.3-1.5 GHz, 2026-11-30).
+//
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine with
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/probes/wgmma_fp8_rate.cu -o wgmma_fp8_rate
 // 132 CTAs (one an SM: the shared memory asks for it), 4000 k-steps each, clock64 around the
@@ -344,6 +348,9 @@ CUtensorMap g_wmap{}, g_tmap{};
 // Shared memory a ring launch asks for beyond what it uses (0: none): sm90.tall's 203 KB leave
 // the L1 data cache less room than the probe's smaller rings do.
 int g_shared_floor = 0;
+// Launches a measurement makes (the first a warm-up); `sustain` mode makes 700 (~1.5 s), so that
+// the medians are those of the clock the power cap settles at.
+int g_runs = 6;
 
 // Launches k 6 times (the first a warm-up): the median over the others of the slowest CTA's
 // cycles a k-step, and of the launch's time in ms (events).
@@ -376,7 +383,7 @@ void measure(K k, int sms, int threads, int smem, long long* cycles, float* sink
           CK(cudaLaunchKernelEx(&cfg, k, cycles, sink, w, wbytes, tok, kIters, g_wmap, g_tmap));
         }
       },
-      cycles, sms, kIters);
+      cycles, sms, kIters, g_runs);
   *cyc = t.cycles_per_iter;
   *ms = t.ms;
 }
@@ -416,8 +423,9 @@ int main(int argc, char** argv) {
   float* sink;
   CK(cudaMalloc(&cycles, n * sizeof(long long)));
   CK(cudaMalloc(&sink, 512 * sizeof(float)));
-  const bool maps_only = argc > 1 && std::string(argv[1]) == "maps";  // the kTokMap rows only
-  if (!maps_only) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const bool maps_only = mode == "maps";  // the kTokMap rows only
+  if (!maps_only && mode != "sustain") {
   std::printf("operands resident in shared memory (a k-step: 2 weight boxes of 64 rows x 128 of K):\n");
   // Narrow token tiles: the tensor work halves with N, the weight operand's shared-memory reads
   // do not (2 KB a wgmma): if these stay near 512 cycles, shared memory, not the tensor cores,
@@ -461,6 +469,21 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&ascale, h.size() * sizeof(float)));
     CK(cudaMemcpy(ascale, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
     CK(cudaMemcpyToSymbol(d_ascale, &ascale, sizeof ascale));
+  }
+  if (mode == "sustain") {
+    // The k-step arrangements at 128 rows an expert, each 700 launches back to back, alternated
+    // twice: their rates once the power cap has set the clock (sample nvidia-smi beside it).
+    g_runs = 700;
+    for (int round = 0; round < 2; ++round) {
+      run_ringfed<64, kBoth, 2, 4, kTokMapS>("sustained: swap-AB, both boxes, scalers (sm90.tall)", n, cycles, sink, w,
+                                            wbytes, tok);
+      run_ringfed<64, kTokensM, 2, 4, kTokMapS>("sustained: tokens as M, N = 128, scalers", n, cycles, sink, w, wbytes,
+                                               tok);
+      run_ringfed<128, kOwnBox, 2, 4, kTokMap>("sustained: a box each, 128 tokens (tallb)", n, cycles, sink, w, wbytes,
+                                              tok);
+      run_ringfed<64, kBoth, 2, 4, kTokMap, false>("sustained: no math", n, cycles, sink, w, wbytes, tok);
+    }
+    return 0;
   }
   std::printf("tensor maps in sm90.tall's layout (weights [64, 4096, 7168], token rows [64 x 256, 7168]):\n");
   run_ringfed<64, kBoth, 2, 4, kTokMap, false>("maps, no math: 128 rows", n, cycles, sink, w, wbytes, tok);
