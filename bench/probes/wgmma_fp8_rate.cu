@@ -482,6 +482,14 @@ int main(int argc, char** argv) {
       run_ringfed<128, kOwnBox, 2, 4, kTokMap>("sustained: a box each, 128 tokens (tallb)", n, cycles, sink, w, wbytes,
                                               tok);
       run_ringfed<64, kBoth, 2, 4, kTokMap, false>("sustained: no math", n, cycles, sink, w, wbytes, tok);
+      // The weights' layout: the kernel's 64-row boxes (128 bytes of each row a k-step, rows
+      // K bytes apart) against a contiguous stream (each k-step's 16 KB in one piece, as a
+      // pre-tiled weight layout would give), both without the scaler warps, with and without math.
+      run_ringfed<64, kBoth, 2, 4, kTokMap>("sustained: boxes of [E, N, K] rows, no scalers", n, cycles, sink, w, wbytes,
+                                           tok);
+      run_ringfed<64, kBoth, 2, 4, kTokCopy>("sustained: contiguous 16 KB a k-step, no scalers", n, cycles, sink, w,
+                                            wbytes, tok);
+      run_ringfed<64, kBoth, 2, 4, kTokCopy, false>("sustained: contiguous, no math", n, cycles, sink, w, wbytes, tok);
     }
     return 0;
   }
