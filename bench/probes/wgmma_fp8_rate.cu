@@ -64,7 +64,7 @@ __device__ __forceinline__ void box_mma(float* t, uint32_t w, uint32_t tok, int 
 }
 
 // d += t * scale (promotion; sc: this box's token scales in shared memory, read as sm90.tall's
-// promote_prescaled reads them, or none: 1.0001), or without promotion one add that keeps the
+// promotion reads them (BoxScales), or none: 1.0001), or without promotion one add that keeps the
 // wgmmas' results alive.
 template <int NT, bool PROMO>
 __device__ __forceinline__ void fold(float* d, const float* t, uint32_t sc) {
