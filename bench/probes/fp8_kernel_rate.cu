@@ -9,7 +9,8 @@
 // it), 128 experts x I = 2048 x H = 7168 (3.76 GB of e4m3 weights). Each: 1 warm-up and 10
 // timed launches (events), the median; the weights' GB/s against the copy rate. Modes (first
 // argument): none (tall / tallmc at 128, spread and 256 rows, then a K sweep), `down` (the down
-// GEMM's sm90.talls), `sustain` (3 s back to back: the rate under the power cap), `prefetch`,
+// GEMM's sm90.talls), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
+// back to back: the rate under the power cap), `prefetch`,
 // `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens).
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine (or
@@ -113,6 +114,38 @@ double run(Entry k, const char* name, long long kH, const std::vector<int>& rows
   return run(k, name, swiglu_shape(kH), rows, w, w_scale, a, a_scale, out, offsets, copy_gbs);
 }
 
+// Random bf16 words given activation-like magnitudes: sign and mantissa kept, the exponent
+// 120-127 (|x| in [2^-7, 2)). Random exponents would make many quotients x / s subnormal and
+// send the IEEE division to its slow path, which real activations do not (2026-11-30: 2x slower).
+__global__ void activation_like_bf16(unsigned short* x, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    x[i] = (unsigned short)((x[i] & 0x807fu) | ((0x78u + ((x[i] >> 7) & 7u)) << 7));
+}
+
+// moe_quantize_fp8 (hc_moe_quantize_fp8, launched as ops/ptx/moe_fp8_ops.cpp does) over R x K
+// bf16 rows: time, rate against the copy rate, and an FNV-1a hash of q and the scales (equal
+// hashes across builds of different sources: the same bits).
+void run_quantize(long long R, long long K, unsigned short* x, unsigned char* q, float* scale, double copy_gbs) {
+  const long long KG = (K + 127) / 128, groups = R * KG;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const unsigned blocks = unsigned(std::min<long long>((groups + 7) / 8, (long long)sms * 16));
+  const double m = median_ms([&] { hc_moe_quantize_fp8<<<blocks, 256>>>(x, q, scale, R, K); }, 10);
+  const double bytes = double(R) * K * 3 + double(groups) * 4;
+  std::vector<unsigned char> hq(size_t(R * K));
+  std::vector<float> hs(static_cast<size_t>(groups));
+  CK(cudaMemcpy(hq.data(), q, hq.size(), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hs.data(), scale, hs.size() * 4, cudaMemcpyDeviceToHost));
+  unsigned long long h = 1469598103934665603ull;
+  auto mix = [&](const unsigned char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  mix(hq.data(), hq.size());
+  mix(reinterpret_cast<const unsigned char*>(hs.data()), hs.size() * 4);
+  std::printf("  quantize %6lld x %5lld: %7.1f us, %5.0f GB/s = %3.0f%% of the copy rate, hash %016llx\n", R, K, m * 1e3,
+              bytes / (m * 1e-3) / 1e9, 100.0 * bytes / (m * 1e-3) / 1e9 / copy_gbs, h);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +189,17 @@ int main(int argc, char** argv) {
     return 0;
   }
 #endif
+  if (argc > 1 && std::string(argv[1]) == "quantize") {  // the layer's three quantizations at 4096 tokens
+    auto* x = reinterpret_cast<unsigned short*>(buf.w);
+    activation_like_bf16<<<1024, 256>>>(x, 32768ll * 7168);
+    float* scale = nullptr;
+    CK(cudaMalloc(&scale, 32768ull * 56 * 4));
+    for (int round = 0; round < 2; ++round)
+      for (auto [R, K] : {std::pair<long long, long long>{32768, 2048}, {4096, 7168}, {32768, 7168}})
+        run_quantize(R, K, x, buf.w2, scale, copy);
+    CK(cudaFree(scale));
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "down") {  // the down GEMM (sm90.talls), K = I = 2048, N = H = 7168
     const Shape down{kI, 7168, 7168, 3, true};
     for (int round = 0; round < 2; ++round) {
