@@ -335,12 +335,12 @@ __device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int 
 // Tall builds with a staged epilogue (sm90.talls): a consumer writes its outputs as bf16 rows
 // into its own half of a staging buffer in shared memory (128 rows of `pitch` bytes: the tile's
 // OUTS outputs + 16 bytes, so that the 8 rows a warp's store touches fall in distinct banks),
-// and lane 0 of each of its warps copies every fourth row to `out` with one bulk copy
-// (cp.async.bulk, the TMA's 1-D form): the consumers' global stores, 4 bytes a lane into 8 rows
-// an instruction, leave the critical path, and the copies run while the next tile's k-loop does.
-// Before writing, every lane waits until its previous tile's copies (the issuing lanes' only)
-// have read the staging rows; the consumer's 128 threads then meet on named barrier 1 + cg
-// (again once the rows are written, before the copies are issued). Needs
+// and lane l of warp w copies row w + 4 l to `out` with one bulk copy (cp.async.bulk, the TMA's
+// 1-D form; at most 128 rows a consumer, so one a lane): the consumers' global stores, 4 bytes a
+// lane into 8 rows an instruction, leave the critical path, and the copies run while the next
+// tile's k-loop does. Before writing, every lane waits until its previous tile's copies have
+// read the staging rows; the consumer's 128 threads then meet on named barrier 1 + cg (again
+// once the rows are written, before the copies are issued). Needs
 // N % 8 == 0 (rows of 16-byte multiples) and `out` 16-byte aligned: the launcher checks.
 constexpr int kStagePad = 16;
 template <int EPI, int TN>
@@ -365,8 +365,7 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
   constexpr int PITCH = stage_pitch<EPI, TN>();
   const long long tcol = (long long)t.n_tile * OUTS;  // the tile's first output column
   const uint32_t mine = stage + (uint32_t)cg * 128 * PITCH;
-  // Every lane waits (a no-op for the lanes that issued no copies): under `lane == 0` the wait
-  // made ptxas spill the accumulators around it.
+  // Every lane waits for its own copies (a no-op where it issued none).
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
   consumer_sync(cg);
   const int lc0 = 16 * warp + (gq & ~1), tok0 = 2 * qq + (odd ? 1 : 0);
@@ -387,17 +386,15 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the bulk copies
   consumer_sync(cg);
-  if (lane == 0) {
-    const long long left = g.N - tcol;
-    const uint32_t bytes = (uint32_t)(left < OUTS ? left : OUTS) * 2;  // N % 8 == 0: a multiple of 16
-    for (int r = warp; r < rows; r += 4) {
-      unsigned short* dst = g.out + ((long long)t.row0 + off + r) * g.N + tcol;
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(mine + r * PITCH),
-                   "r"(bytes)
-                   : "memory");
-    }
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  const long long left = g.N - tcol;
+  const uint32_t bytes = (uint32_t)(left < OUTS ? left : OUTS) * 2;  // N % 8 == 0: a multiple of 16
+  for (int r = warp + 4 * lane; r < rows; r += 128) {
+    unsigned short* dst = g.out + ((long long)t.row0 + off + r) * g.N + tcol;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(mine + r * PITCH),
+                 "r"(bytes)
+                 : "memory");
   }
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 
 // A thread's promotion scales of one box and k-step: the scale ring's values of its tokens
@@ -641,8 +638,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   }
   // The last tile's bulk copies must have written `out` (and read the staging rows) before the
   // CTA ends.
-  if constexpr (STAGED)
-    if ((threadIdx.x & 31) == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  if constexpr (STAGED) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   if constexpr (MC) cluster_sync();
 }
 
