@@ -358,8 +358,7 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
                                                   const float* d1, int cg, const float* scales) {
   const uint32_t stage =
       (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)g.EL + 1)) + 127) & ~127u;
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, gq = lane >> 2, qq = lane & 3;
-  const bool odd = gq & 1;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
   constexpr int OUTS = EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>();
   constexpr int PITCH = stage_pitch<EPI, TN>();
@@ -368,21 +367,28 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
   // Every lane waits for its own copies (a no-op where it issued none).
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
   consumer_sync(cg);
-  const int lc0 = 16 * warp + (gq & ~1), tok0 = 2 * qq + (odd ? 1 : 0);
+  // stmatrix .trans, four 8x8 b16 matrices an instruction: matrix m = (j BLOCKS + nb) 2 + h holds
+  // output columns 16 warp + 8h + 64nb + (0..7) (the box's weight rows) x tokens 8j + (0..7);
+  // this thread's accumulator pair of it (row gq, tokens 2qq and 2qq + 1) is exactly a
+  // fragment of that matrix, so no shuffle is needed, and transposed, its rows are the tokens'
+  // staging rows. Lane L gives the address of row L % 8 of the instruction's matrix L / 8. Rows
+  // past `rows` and columns past N are written to the staging buffer too (the copies skip them).
+  constexpr int MATS = NT / 8 * BLOCKS * 2;
+  static_assert(MATS % 4 == 0, "whole stmatrix.x4 groups");
 #pragma unroll
-  for (int j = 0; j < NT / 8; ++j) {
-    const int tok = 8 * j + tok0;
+  for (int m0 = 0; m0 < MATS; m0 += 4) {
+    uint32_t r[4];
 #pragma unroll
-    for (int nb = 0; nb < BLOCKS; ++nb) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = 4 * j + 2 * h;
-        const uint32_t v = swap_out_pair<EPI>(d0, d1, i, nb, odd);
-        const int lc = lc0 + 64 * nb + 8 * h;
-        if (tok >= rows || tcol + lc >= g.N) continue;
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(mine + tok * PITCH + lc * 2), "r"(v) : "memory");
-      }
+    for (int k = 0; k < 4; ++k) {
+      const int m = m0 + k, i = 4 * (m / (2 * BLOCKS)) + 2 * (m % 2), nb = (m / 2) % BLOCKS;
+      if constexpr (EPI == kSwigluBf16) r[k] = pack_bf16x2(silu_mul(d0[i], d1[i]), silu_mul(d0[i + 1], d1[i + 1]));
+      else r[k] = pack_bf16x2(nb ? d1[i] : d0[i], nb ? d1[i + 1] : d0[i + 1]);
     }
+    const int m = m0 + (lane >> 3), tok = 8 * (m / (2 * BLOCKS)) + (lane & 7);
+    const int lc = 16 * warp + 8 * (m % 2) + 64 * ((m / 2) % BLOCKS);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(mine + tok * PITCH + lc * 2),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the bulk copies
   consumer_sync(cg);
