@@ -63,16 +63,16 @@ int shared_of(long long EL, int tn = 256, int slots = 4, bool staged = false, in
   const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(16 + 2 * (EL + 1)) * 4;
   return staged ? (base + 127) / 128 * 128 + 256 * (outs * 2 + 16) : base;
 }
-int g_tn = 256, g_slots = 4;  // the build run() times (tall128 mode sets them)
+int g_tn = 256, g_slots = 4;  // the SwiGLU build's tile tokens and slots (tall128 mode sets them)
 
 // The GEMM a timing launches: SwiGLU (K = H, N = I outputs, 2I weight rows) or down (K = I,
 // N = H outputs and weight rows), and the build's shared-memory layout.
 struct Shape {
   long long K, N, NW;
-  int slots = 4;
-  bool staged = false;
+  int tn, slots;
+  bool staged;
 };
-Shape swiglu_shape(long long kH) { return {kH, kI, 2 * kI}; }
+Shape swiglu_shape(long long kH) { return {kH, kI, 2 * kI, g_tn, g_slots, false}; }
 
 // The median of 10 launches (1 warm-up) of the GEMM over rows.size() experts (the weights' first
 // EL x NW x K bytes), in ms.
@@ -80,7 +80,7 @@ double time_gemm(Entry k, const Shape& sh, const std::vector<int>& rows, unsigne
                  float* a_scale, unsigned short* out, int* offsets) {
   const long long kEL = (long long)rows.size();
   const bool swiglu = sh.NW != sh.N;
-  const int kShared = sh.staged ? shared_of(kEL, 256, sh.slots, true, swiglu ? 64 : 128) : shared_of(kEL, g_tn, g_slots);
+  const int kShared = shared_of(kEL, sh.tn, sh.slots, sh.staged, swiglu ? 64 : 128);
   std::vector<int> off{0};
   for (int r : rows) off.push_back(off.back() + r);
   const long long R = off.back();
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "down") {  // the down GEMM (sm90.talls), K = I = 2048, N = H = 7168
-    const Shape down{kI, 7168, 7168, 3, true};
+    const Shape down{kI, 7168, 7168, 256, 3, true};
     for (int round = 0; round < 2; ++round) {
       run(probe_down_talls, "sm90.talls down", down, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out,
           offsets, copy);
