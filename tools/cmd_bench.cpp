@@ -375,10 +375,16 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     return run("moe_grouped_gemm_fp8", {{"a", "hq"}, {"a_scale", "hs"}, {"w", "w_down"}, {"w_scale", "w_down_scale"},
                                         {"expert_offsets", "expert_offsets"}, {"out", "y"}});
   };
-  // What MoeLayer's FP8 copy path runs (MoeLayer::quantizes_first): the T token rows quantized,
-  // then their e4m3 rows and f32 scales permuted as bf16 rows (H / 2 and 2 HG columns), the
-  // same plan twice.
-  auto permute_fp8 = [&]() -> halcyon::Status {
+  // What MoeLayer's FP8 copy path runs: moe_permute_fp8, the rows quantized on the way.
+  auto permute_fp8 = [&] {
+    return run("moe_permute_fp8", {{"x", "x"}, {"topk_ids", "topk_ids"}, {"permuted", "xq"}, {"permuted_scale", "xs"},
+                                   {"expert_counts", "expert_counts"}, {"expert_offsets", "expert_offsets"},
+                                   {"row_to_slot", "row_to_slot"}, {"slot_to_row", "slot_to_row"}, {"num_rows", "num_rows"}},
+               {{"n_experts", std::to_string(E)}, {"expert_begin", "0"}, {"expert_end", std::to_string(E)}});
+  };
+  // What it ran before (for comparison): the T token rows quantized, then their e4m3 rows and
+  // f32 scales permuted as bf16 rows (H / 2 and 2 HG columns), the same plan twice.
+  auto permute_e4m3_views = [&]() -> halcyon::Status {
     auto view = [&](const char* name, int64_t cols) {
       ops::Tensor v = t[name];
       v.dtype = DType::bf16;
@@ -400,7 +406,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     }
     return {};
   };
-  const bool fp8_quant_first = o.fp8 && H % 2 == 0;
+  const bool fp8_views = o.fp8 && H % 2 == 0;
   const char* kFp8Gather = "moe_grouped_gemm_fp8_swiglu_gather";
   const bool fp8_has_gather = o.fp8 && ops::select_impl(*dev, kFp8Gather, o.layer.run_options(kFp8Gather)).ok();
   // One pass first so that every stage has real inputs (routing decides the expert rows).
@@ -422,7 +428,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     TRY_OR_FAIL(swiglu_gather());
   }
   if (o.fp8) TRY_OR_FAIL(quant_tokens());
-  if (fp8_quant_first) TRY_OR_FAIL(permute_fp8());
+  if (fp8_views) TRY_OR_FAIL(permute_e4m3_views());
+  if (o.fp8) TRY_OR_FAIL(permute_fp8());
   if (fp8_has_gather) {
     TRY_OR_FAIL(permute_plan_only());
     TRY_OR_FAIL(fp8_swiglu_gather());
@@ -474,14 +481,22 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     st.push_back({"moe_quantize_fp8 (tokens)", 0, double(T) * H * 3 + double(T) * HG * 4, 0});
     fns.push_back(quant_tokens);
   }
-  if (fp8_quant_first) {
-    // Two permutes of the same plan: e4m3 rows and their scales, read from T and written to R rows.
+  if (fp8_views) {
+    // The earlier copy path, for comparison: two permutes of the same plan, e4m3 rows and their
+    // scales, read from T and written to R rows (after "moe_quantize_fp8 (tokens)").
     st.push_back({"moe_permute (e4m3 rows + scales)", 0,
                   2 * (double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8) + double(T) * (H + HG * 4) +
                       double(R) * (H + HG * 4),
                   0});
+    fns.push_back(permute_e4m3_views);
+  }
+  if (o.fp8) {
+    // The layer's copy path: x read once (bf16), R quantized rows and their scales written.
+    st.push_back({"moe_permute_fp8", 0,
+                  double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8 + double(T) * H * b2 + double(R) * (H + HG * 4),
+                  0});
     fns.push_back(permute_fp8);
-    layer_stages = {0, 1, kQuantTokens, kQuantTokens + 1, 4, 5, 6, 7};
+    layer_stages = {0, 1, st.size() - 1, 4, 5, 6, 7};
   }
   const size_t kPlanOnly = st.size(), kGather = st.size() + 1;
   if (fp8_has_gather) {
@@ -592,9 +607,9 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   const bool gathered = layer_stages[2] == kPlanOnly;
   fmt::print("  layer path{}: {}\n", o.fp8 ? " (fp8)" : "",
              gathered ? "gather (moe_permute write_permuted=false, the gather GEMM)"
-             : fp8_quant_first ? "permuted copy of the quantized tokens (--path gather gathers)"
-             : (o.fp8 ? fp8_has_gather : has_gather) ? "permuted copy (--path gather gathers)"
-                                                     : "permuted copy (no gather GEMM here)");
+             : o.fp8 ? "moe_permute_fp8: the rows quantized on the way (--path gather gathers)"
+             : has_gather ? "permuted copy (--path gather gathers)"
+                          : "permuted copy (no gather GEMM here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);
   fmt::print("  MoeLayer::forward        {:>10.3f} ms (the layer object on the same tensors{})\n", object,
              o.fp8 ? ", FP8 experts" : "");

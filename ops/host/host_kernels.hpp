@@ -58,6 +58,10 @@ inline int64_t rows_per_block(int64_t rows, int64_t cost_per_row) {
   return target < 1 ? 1 : (target > rows ? (rows > 0 ? rows : 1) : target);
 }
 
+// moe_permute's plan (one sequential block: counts, offsets, both maps, num_rows) for a call
+// of moe_permute or moe_permute_fp8, after checking its expert range (moe_ops.cpp).
+Status launch_permute_plan(const ops::OpContext& ctx);
+
 }  // namespace halcyon::host
 
 #define HALCYON_ARG_PTR(S, f) hal_kernel_arg{uint32_t(offsetof(S, f)), 8, HAL_ARG_POINTER}

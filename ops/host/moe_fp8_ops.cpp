@@ -1,6 +1,6 @@
-// Host implementations of the FP8 MoE operators (moe_quantize_fp8, moe_grouped_gemm_fp8*):
-// the references of kernels/reference (moe_fp8.hpp) run on slices of rows, one slice per
-// block, through the CPU backend. Data-dependent errors (bad offsets, row_to_slot) are refused
+// Host implementations of the FP8 MoE operators (moe_quantize_fp8, moe_permute_fp8,
+// moe_grouped_gemm_fp8*): the references of kernels/reference (moe_fp8.hpp) run on slices of
+// rows, one slice per block, through the CPU backend. Data-dependent errors (bad offsets, row_to_slot) are refused
 // by the reference before it writes anything, and the message goes to the log (moe_ops.cpp).
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 
@@ -36,6 +36,39 @@ Status moe_quantize_fp8(ops::OpContext& ctx) {
   const int64_t per = rows_per_block(R, 2 * K);
   QuantArgs a{ctx.tensor("x").address(), ctx.tensor("q").address(), ctx.tensor("scale").address(), R, K, per};
   return launch(ctx, "moe_quantize_fp8", uint64_t((R + per - 1) / per), a);
+}
+
+// ---- moe_permute_fp8 -----------------------------------------------------------------------
+// moe_permute's plan, then blocks of tokens: each token row quantized once and copied to its
+// slots' rows (ref::moe_permute_fp8_scatter).
+struct PermuteFp8Args {
+  uint64_t x, slot_to_row, num_rows, permuted, permuted_scale;
+  int64_t T, H, K, tokens_per_block;
+};
+void permute_fp8_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
+  auto a = args_of<PermuteFp8Args>(blob);
+  const int64_t R = *ptr<const int32_t>(a.num_rows);  // written by the plan launch before this one
+  report("moe_permute_fp8",
+         ref::moe_permute_fp8_scatter(ptr<const bf16>(a.x), a.T, a.H, a.K, ptr<const int32_t>(a.slot_to_row), R,
+                                      ptr<e4m3>(a.permuted), ptr<float>(a.permuted_scale),
+                                      block_rows(ctx, a.T, a.tokens_per_block)));
+}
+HostKernel k_permute_fp8("moe_permute_fp8_scatter", permute_fp8_kernel,
+                         {HALCYON_ARG_PTR(PermuteFp8Args, x), HALCYON_ARG_PTR(PermuteFp8Args, slot_to_row),
+                          HALCYON_ARG_PTR(PermuteFp8Args, num_rows), HALCYON_ARG_PTR(PermuteFp8Args, permuted),
+                          HALCYON_ARG_PTR(PermuteFp8Args, permuted_scale), HALCYON_ARG_VAL(PermuteFp8Args, T),
+                          HALCYON_ARG_VAL(PermuteFp8Args, H), HALCYON_ARG_VAL(PermuteFp8Args, K),
+                          HALCYON_ARG_VAL(PermuteFp8Args, tokens_per_block)},
+                         sizeof(PermuteFp8Args));
+Status moe_permute_fp8(ops::OpContext& ctx) {
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
+  HALCYON_TRY(launch_permute_plan(ctx));
+  if (T == 0 || K == 0) return {};
+  const int64_t per = rows_per_block(T, H * (2 + K));
+  PermuteFp8Args a{ctx.tensor("x").address(),        ctx.tensor("slot_to_row").address(),
+                   ctx.tensor("num_rows").address(), ctx.tensor("permuted").address(),
+                   ctx.tensor("permuted_scale").address(), T, H, K, per};
+  return launch(ctx, "moe_permute_fp8_scatter", uint64_t((T + per - 1) / per), a);
 }
 
 // ---- the block-scaled grouped GEMMs -------------------------------------------------------
@@ -117,6 +150,7 @@ Status moe_grouped_gemm_fp8(ops::OpContext& ctx) {
 bool gather_pays(const ops::ApplyContext&, std::string*) { return true; }
 
 ops::RegisterOpImpl r_quantize({"moe_quantize_fp8", HAL_MODULE_HOST, "host", "", 0, moe_quantize_fp8});
+ops::RegisterOpImpl r_permute_fp8({"moe_permute_fp8", HAL_MODULE_HOST, "host", "", 0, moe_permute_fp8});
 ops::RegisterOpImpl r_fp8_swiglu({"moe_grouped_gemm_fp8_swiglu", HAL_MODULE_HOST, "host", "", 0,
                                   moe_grouped_gemm_fp8_swiglu});
 ops::RegisterOpImpl r_fp8_swiglu_gather({"moe_grouped_gemm_fp8_swiglu_gather", HAL_MODULE_HOST, "host", "", 0,

@@ -104,21 +104,32 @@ HostKernel k_permute_gather("moe_permute_gather", permute_gather_kernel,
                              HALCYON_ARG_VAL(GatherArgs, K), HALCYON_ARG_VAL(GatherArgs, rows_per_block)},
                             sizeof(GatherArgs));
 
-Status moe_permute(ops::OpContext& ctx) {
-  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
-  int64_t begin = ctx.params().i("expert_begin");  // EL = expert_end - expert_begin
-  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
+}  // namespace
+
+Status launch_permute_plan(const ops::OpContext& ctx) {
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), E = ctx.dim("E"), EL = ctx.dim("EL");
+  const int64_t begin = ctx.params().i("expert_begin");  // EL = expert_end - expert_begin
+  const char* op = ctx.contract.op.c_str();
+  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: the expert count E is unknown or {}", op, E));
   if (begin < 0 || EL < 0 || begin + EL > E)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})",
-                                                   begin, begin + EL, E));
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("{}: local experts [{}, {}) do not lie within [0, {})", op, begin, begin + EL, E));
   PermutePlanArgs p{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
                     ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
                     ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
                     T, K, E, begin, begin + EL};
-  HALCYON_TRY(launch(ctx, "moe_permute_plan", 1, p));
+  return launch(ctx, "moe_permute_plan", 1, p);
+}
+
+namespace {
+
+Status moe_permute(ops::OpContext& ctx) {
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
+  HALCYON_TRY(launch_permute_plan(ctx));
   if (!ctx.params().b("write_permuted")) return {};
   int64_t per = rows_per_block(T * K, H);
-  GatherArgs g{ctx.tensor("x").address(), p.row_to_slot, p.num_rows, ctx.tensor("permuted").address(), T, H, K, per};
+  GatherArgs g{ctx.tensor("x").address(), ctx.tensor("row_to_slot").address(), ctx.tensor("num_rows").address(),
+               ctx.tensor("permuted").address(), T, H, K, per};
   return launch(ctx, "moe_permute_gather", uint64_t((T * K + per - 1) / per), g);
 }
 

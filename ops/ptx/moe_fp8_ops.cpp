@@ -1,6 +1,6 @@
-// PTX implementations of the FP8 MoE operators (kernels/ptx/moe/gemm_sm90_fp8.cu): e4m3
-// quantization and the block-scaled grouped GEMMs on Hopper (sm_90a: wgmma with e4m3 operands
-// and the tensor memory accelerator). Before sm_90a there are no FP8 wgmma tensor cores (sm_89's
+// PTX implementations of the FP8 MoE operators (kernels/ptx/moe/gemm_sm90_fp8.cu,
+// permute_fp8.cu): e4m3 quantization, the quantizing permute and the block-scaled grouped GEMMs
+// on Hopper (sm_90a: wgmma with e4m3 operands and the tensor memory accelerator). Before sm_90a there are no FP8 wgmma tensor cores (sm_89's
 // FP8 mma.sync is not implemented here): "sm80.none" implementations say so through their
 // predicate, so that listings, hal_device_can_run-based choices and run_op give that reason.
 #include "ptx_launch.hpp"
@@ -176,6 +176,34 @@ Status quantize(ops::OpContext& ctx) {
   return launch(ctx, *k, {uint32_t(blocks)}, {256}, a);
 }
 
+// ---- moe_permute_fp8 -----------------------------------------------------------------------
+// moe_permute's spread plan (a block an SM, whole tokens a block), then each block quantizes its
+// own tokens' rows into their permuted rows (kernels/ptx/moe/permute_fp8.cu), in one launch.
+struct PermuteFp8Args {
+  PermutePlanArgs plan;
+  uint64_t x, permuted, permuted_scale;
+  int64_t K, H;
+};
+constexpr const char* kPermuteImage = "moe_permute_fp8";
+Status permute_fp8(ops::OpContext& ctx) {
+  auto dev = facts(ctx);
+  if (!dev) return dev.error();
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL");
+  // Without local experts or slots the single-block plan (it writes the counts and num_rows).
+  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false);
+  if (!layout) return layout.error();
+  auto k = kernel(ctx, *dev, kPermuteImage, "hc_moe_permute_fp8");
+  if (!k) return k.error();
+  PermuteFp8Args a{permute_plan_args(ctx, *layout), ctx.tensor("x").address(), ctx.tensor("permuted").address(),
+                   ctx.tensor("permuted_scale").address(), K, ctx.dim("H")};
+  return launch(ctx, *k, {uint32_t(layout->B)}, {uint32_t(32 * layout->W)}, a, layout->shared);
+}
+bool permute_image_built(const ops::ApplyContext&, std::string* why) {
+  if (ptx::find(kPermuteImage, "sm_90a")) return true;
+  if (why) *why = "its PTX image was not built";
+  return false;
+}
+
 // Where there is no FP8 tensor core: never applies, and says why.
 bool no_fp8(const ops::ApplyContext& c, std::string* why) {
   if (why)
@@ -270,6 +298,7 @@ bool fp8_preferred(const ops::ApplyContext& c, std::string* why) {
 #define HC_NO_FP8(op, n) \
   ops::RegisterOpImpl n(impl(op, "sm_80", 1, no_fp8_run, "sm80.none", "none: no FP8 tensor cores before sm_90a", no_fp8));
 HC_NO_FP8("moe_quantize_fp8", r0)
+HC_NO_FP8("moe_permute_fp8", r26)
 HC_NO_FP8("moe_grouped_gemm_fp8_swiglu", r1)
 HC_NO_FP8("moe_grouped_gemm_fp8_swiglu_gather", r2)
 HC_NO_FP8("moe_grouped_gemm_fp8", r3)
@@ -281,6 +310,9 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
   return false;
 }
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
+ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8, "sm90",
+                             "the plan and each block's token rows quantized into their slots' rows, one launch",
+                             permute_image_built));
 // The builds the registry chooses among by rows an expert (fp8_choice).
 #define HC_FP8_CHOSEN(n, op, which, build, prio, nm, summary)                                             \
   ops::RegisterOpImpl n(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary, fp8_applies<which, build>, \

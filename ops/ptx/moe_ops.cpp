@@ -264,12 +264,8 @@ Status moe_gate(ops::OpContext& ctx, bool fast) {
 }
 
 // ---- moe_permute ---------------------------------------------------------------------------
-struct PlanArgs {
-  uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
-  int64_t slots, E, expert_begin, EL, per_block;
-};
 struct FusedPermuteArgs {
-  PlanArgs plan;
+  PermutePlanArgs plan;
   uint64_t x, permuted;
   int64_t K, H;
 };
@@ -301,69 +297,86 @@ bool permute_spread_applies(const ops::ApplyContext& c, std::string* why) {
   return false;
 }
 
+}  // namespace
+
+// The plan: B blocks of W warps, each warp with a histogram of EL counters in shared memory;
+// block b hands out the rows of slots [b * per_block, (b + 1) * per_block). With several blocks
+// each also counts all T*K slots itself, which spares a workspace and a launch.
+//   - spread (the fused kernels' layout and "sm80.spread"): about one block of 16 warps per SM,
+//     per_block a multiple of K, so that a fused kernel's block then copies its own tokens'
+//     rows: one launch, no scatter waiting for the whole plan; faster at 4096 and at 128
+//     tokens (docs/PERFORMANCE.md, "moe_permute in one launch").
+//   - else "sm80.two" (only when named): the earlier layout (up to 2048 slots one block of 32
+//     warps, else blocks of ~1024 slots and 8 warps); "sm80.one" (the default without local
+//     experts): the single-block plan.
+Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two) {
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL"), E = ctx.dim("E");
+  const int64_t begin = ctx.params().i("expert_begin");
+  const char* op = ctx.contract.op.c_str();
+  if (begin < 0 || EL < 0 || begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("{}: local experts [{}, {}) do not lie within [0, {})", op, begin, begin + EL, E));
+  if (T * K > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("{}: T * K = {} exceeds int32", op, T * K));
+  const int64_t slots = T * K;
+  const int64_t limit = std::min<int64_t>(dev.max_shared_per_block ? dev.max_shared_per_block : 48 * 1024, 96 * 1024);
+  const int64_t some_slots = std::max<int64_t>(slots, 1);  // T * K = 0 still runs one plan block
+  PermuteLayout l{1, 1, some_slots, 0};
+  if (spread) {
+    const int64_t unit = std::lcm<int64_t>(32, std::max<int64_t>(K, 1));  // whole tokens, whole warp groups of slots
+    l.per_block = ceil_div(ceil_div(some_slots, std::max<int64_t>(1, dev.compute_units)), unit) * unit;
+    l.B = ceil_div(some_slots, l.per_block);
+  } else if (two && slots > 2048 && EL > 0) {
+    l.B = std::min<int64_t>(128, ceil_div(slots, 1024));
+    l.per_block = ceil_div(ceil_div(slots, l.B), 32) * 32;
+  }
+  const bool multi = l.B > 1;
+  const int64_t counters = multi ? 3 * EL : EL;  // cnt (+ pre, tot with several blocks)
+  // 16 warps in the spread layout, so that a block (about one per SM) has 16 warps copying
+  // rows (the fused kernel's registers allow up to 896 threads); 32-warp blocks were slower than
+  // 8-warp ones in the plan alone (docs/kernels/ptx.md).
+  l.W = std::min<int64_t>(spread ? 16 : multi ? 8 : 32, (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
+  if (l.W < 1) return Error(HAL_UNSUPPORTED, fmt::format("{}: {} local experts do not fit in shared memory", op, EL));
+  if (l.B > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} plan blocks", op, l.B));
+  l.shared = uint32_t(4 * (l.W * EL + counters + 32));
+  return l;
+}
+
+PermutePlanArgs permute_plan_args(const ops::OpContext& ctx, const PermuteLayout& l) {
+  return PermutePlanArgs{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
+                         ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
+                         ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
+                         ctx.dim("T") * ctx.dim("K"),         ctx.dim("E"),
+                         ctx.params().i("expert_begin"),      ctx.dim("EL"),
+                         l.per_block};
+}
+
+namespace {
+
+// kFused ("sm80.fused", the default where it applies): the spread plan and each block's row
+// copies in one launch (hc_moe_permute_fused, where H % 8 == 0 and the rows are written).
+// kSpread ("sm80.spread", the default without the fused kernel: write_permuted=false, H % 8 !=
+// 0): the same plan layout, then the scatter where rows are written. kTwo / kOne: their plans,
+// then hc_moe_permute_scatter, one block per token.
 Status moe_permute(ops::OpContext& ctx, PermutePlan how) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), EL = ctx.dim("EL");
-  const int64_t E = ctx.dim("E");
-  const int64_t begin = ctx.params().i("expert_begin");
-  if (begin < 0 || EL < 0 || begin + EL > E)
-    return Error(HAL_INVALID_ARGUMENT,
-                 fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
-  if (T * K > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("moe_permute: T * K = {} exceeds int32", T * K));
-  // The plan: B blocks of W warps, each warp with a histogram of EL counters in shared memory;
-  // block b hands out the rows of slots [b * per_block, (b + 1) * per_block). With several blocks
-  // each also counts all T*K slots itself, which spares a workspace and a launch.
-  //   - kFused ("sm80.fused", the default where it applies): about one block of 16 warps per
-  //     SM, per_block a multiple of K, so that each block then copies its own tokens' rows
-  //     (hc_moe_permute_fused, where H % 8 == 0 and the rows are written): one launch, no
-  //     scatter waiting for the whole plan; faster at 4096 and at 128 tokens (docs/PERFORMANCE.md,
-  //     "moe_permute in one launch").
-  //   - kSpread ("sm80.spread", the default without the fused kernel: write_permuted=false, H % 8
-  //     != 0): the same plan layout, then the scatter where rows are written.
-  //   - kTwo ("sm80.two", only when named): the earlier layout (up to 2048 slots one block of 32
-  //     warps, else blocks of ~1024 slots and 8 warps), then hc_moe_permute_scatter, one block
-  //     per token; kOne ("sm80.one", the default without local experts): the single-block plan,
-  //     then the scatter.
-  const int64_t slots = T * K;
-  const int64_t limit = std::min<int64_t>(dev->max_shared_per_block ? dev->max_shared_per_block : 48 * 1024, 96 * 1024);
   const bool write = T > 0 && K > 0 && ctx.params().b("write_permuted");
   const bool spread = EL > 0 && (how == PermutePlan::kFused || how == PermutePlan::kSpread);
   const bool fused = how == PermutePlan::kFused;
   if (fused && !(spread && write && H % 8 == 0))
     return Error(HAL_UNSUPPORTED, "moe_permute: the fused plan needs local experts, rows to write and H % 8 == 0");
-  const int64_t some_slots = std::max<int64_t>(slots, 1);  // T * K = 0 still runs one plan block
-  int64_t B = 1, per_block = some_slots;
-  if (spread) {
-    const int64_t unit = std::lcm<int64_t>(32, std::max<int64_t>(K, 1));  // whole tokens, whole warp groups of slots
-    per_block = ceil_div(ceil_div(some_slots, std::max<int64_t>(1, dev->compute_units)), unit) * unit;
-    B = ceil_div(some_slots, per_block);
-  } else if (how == PermutePlan::kTwo && slots > 2048 && EL > 0) {
-    B = std::min<int64_t>(128, ceil_div(slots, 1024));
-    per_block = ceil_div(ceil_div(slots, B), 32) * 32;
-  }
-  const bool multi = B > 1;
-  const int64_t counters = multi ? 3 * EL : EL;  // cnt (+ pre, tot with several blocks)
-  // 16 warps in the default layout, so that a block (about one per SM) has 16 warps copying
-  // rows (the fused kernel's registers allow up to 896 threads); 32-warp blocks were slower than
-  // 8-warp ones in the plan alone (docs/kernels/ptx.md).
-  const int64_t W = std::min<int64_t>(spread ? 16 : multi ? 8 : 32,
-                                      (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
-  if (W < 1)
-    return Error(HAL_UNSUPPORTED, fmt::format("moe_permute: {} local experts do not fit in shared memory", EL));
-  if (B > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("moe_permute: {} plan blocks", B));
+  auto layout = permute_layout(ctx, *dev, spread, how == PermutePlan::kTwo);
+  if (!layout) return layout.error();
   auto plan = kernel(ctx, *dev, "moe_routing", fused ? "hc_moe_permute_fused" : "hc_moe_permute_plan");
   if (!plan) return plan.error();
-  PlanArgs a{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
-             ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
-             ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
-             slots, E, begin, EL, per_block};
-  const uint32_t shared = uint32_t(4 * (W * EL + counters + 32));
+  const PermutePlanArgs a = permute_plan_args(ctx, *layout);
+  const Dim3 grid{uint32_t(layout->B)}, block{uint32_t(32 * layout->W)};
   if (fused) {
     FusedPermuteArgs f{a, ctx.tensor("x").address(), ctx.tensor("permuted").address(), K, H};
-    return launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, f, shared);
+    return launch(ctx, *plan, grid, block, f, layout->shared);
   }
-  HALCYON_TRY(launch(ctx, *plan, {uint32_t(B)}, {uint32_t(32 * W)}, a, shared));
+  HALCYON_TRY(launch(ctx, *plan, grid, block, a, layout->shared));
   // write_permuted = false: the caller reads the rows through row_to_slot (the gather GEMM).
   if (!write) return {};
   auto scatter = kernel(ctx, *dev, "moe_routing", "hc_moe_permute_scatter");

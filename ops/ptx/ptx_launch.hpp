@@ -227,4 +227,21 @@ Status launch_gemm_splitk(ops::OpContext& ctx, const GemmArgs& g, const ops::Ten
 int splitk_choice(const DeviceFacts& dev, const GemmArgs& g, bool required);
 std::string splitk_misfit(const DeviceFacts& dev, const GemmArgs& g, int split);
 
+// moe_permute's plan on the GPU (moe_ops.cpp; kernels/ptx/moe/permute_plan.cuh), for the
+// moe_permute launchers and moe_permute_fp8's: B blocks of W warps, block b planning slots
+// [b * per_block, (b + 1) * per_block) with `shared` bytes of histograms. `spread`: about a
+// block an SM, per_block a multiple of K (whole tokens: the fused kernels' layout); else one
+// block, or with `two` the earlier many-block layout. Errors name the operator of ctx.
+struct PermuteLayout {
+  int64_t B, W, per_block;
+  uint32_t shared;
+};
+Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two);
+// The plan kernels' leading arguments (the contract's names: topk_ids, expert_counts, ...).
+struct PermutePlanArgs {
+  uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
+  int64_t slots, E, expert_begin, EL, per_block;
+};
+PermutePlanArgs permute_plan_args(const ops::OpContext& ctx, const PermuteLayout& l);
+
 }  // namespace halcyon::ptxop

@@ -92,7 +92,7 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   bool fp8 = false;
   if (w.fp8) {
     fp8 = true;
-    for (const char* op : {"moe_quantize_fp8", "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
+    for (const char* op : {"moe_quantize_fp8", "moe_permute_fp8", "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
       auto impl = select_impl(device, op, o.run_options(op), &dev_only);
       if (!impl) {
         fp8 = false;
@@ -108,6 +108,7 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   std::vector<const char*> needed{"gemm_bf16", "moe_gate", "moe_permute", "moe_combine"};
   if (fp8) {
     needed.push_back("moe_quantize_fp8");
+    if (!gather) needed.push_back("moe_permute_fp8");
     needed.push_back("moe_grouped_gemm_fp8");
     needed.push_back(gather ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_fp8_swiglu");
     if (o.path == MoePath::kGather && !gather) needed.back() = "moe_grouped_gemm_fp8_swiglu_gather";
@@ -157,17 +158,12 @@ std::vector<MoeLayer::WorkspaceRegion> MoeLayer::workspace_layout(int64_t T) con
                                  {"num_rows", DType::i32, {1}},
                                  {"hidden", DType::bf16, {T * K, I}},
                                  {"expert_out", DType::bf16, {T * K, H}}};
-  if (!gather_ && !quantizes_first()) r.push_back({"permuted", DType::bf16, {T * K, H}});
+  if (!gather_ && !fp8_) r.push_back({"permuted", DType::bf16, {T * K, H}});
   if (fp8_) {
-    // The quantized up-projection input: the T token rows (gather) or the T*K permuted rows;
-    // quantizing first, the token rows too.
+    // The quantized up-projection input: the T token rows (gather) or the T*K permuted rows.
     const int64_t rows = gather_ ? T : T * K;
     r.push_back({"a_q", DType::e4m3, {rows, H}});
     r.push_back({"a_scale", DType::f32, {rows, (H + 127) / 128}});
-    if (quantizes_first()) {
-      r.push_back({"token_q", DType::e4m3, {T, H}});
-      r.push_back({"token_scale", DType::f32, {T, (H + 127) / 128}});
-    }
     r.push_back({"hidden_q", DType::e4m3, {T * K, I}});
     r.push_back({"hidden_scale", DType::f32, {T * K, (I + 127) / 128}});
   }
@@ -255,40 +251,27 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   HALCYON_TRY(run_op(device_, stream, "moe_gate", gate, moe_gate_params(c), options_.run_options("moe_gate")));
   HALCYON_TRY(mark(&tt->gate));
 
-  // FP8, quantizing first (quantizes_first): the token rows' e4m3 values and scales, which
-  // moe_permute then moves as bf16 rows (it copies bits).
-  const bool qfirst = quantizes_first();
-  const int64_t HG = (c.hidden + 127) / 128;
-  if (qfirst) {
-    TensorMap q{{"x", x}, {"q", w["token_q"]}, {"scale", w["token_scale"]}};
-    HALCYON_TRY(run_op(device_, stream, "moe_quantize_fp8", q, {}, options_.run_options("moe_quantize_fp8")));
-    HALCYON_TRY(mark(&tt->quant));
-  }
-  auto as_bf16 = [](Tensor t, int64_t cols) {
-    t.dtype = DType::bf16;
-    t.shape = {t.shape[0], cols};
-    return t;
-  };
   // On the gather path the contract still wants a `permuted` tensor of [T*K, H] bf16, which
   // write_permuted=false leaves unwritten: expert_out has that shape, and the down projection
   // rewrites every row of it that combine reads, so it stands in without a 2*T*K*H-byte
   // allocation (and stays correct with an implementation that writes permuted anyway).
-  TensorMap permute{{"x", qfirst ? as_bf16(w["token_q"], c.hidden / 2) : x},
+  TensorMap permute{{"x", x},
                     {"topk_ids", w["topk_ids"]},
-                    {"permuted", qfirst ? as_bf16(w["a_q"], c.hidden / 2) : gather_ ? w["expert_out"] : w["permuted"]},
+                    {"permuted", gather_ ? w["expert_out"] : permutes_quantized() ? w["a_q"] : w["permuted"]},
                     {"expert_counts", w["expert_counts"]},
                     {"expert_offsets", w["expert_offsets"]},
                     {"row_to_slot", w["row_to_slot"]},
                     {"slot_to_row", w["slot_to_row"]},
                     {"num_rows", w["num_rows"]}};
-  const std::map<std::string, std::string> permute_params{{"n_experts", std::to_string(c.experts)},
-                                                          {"expert_begin", std::to_string(c.expert_begin)},
-                                                          {"expert_end", std::to_string(c.expert_begin + c.local())},
-                                                          {"write_permuted", gather_ ? "false" : "true"}};
-  HALCYON_TRY(run_op(device_, stream, "moe_permute", permute, permute_params, options_.run_options("moe_permute")));
-  if (qfirst) {  // the scales: the same plan again (the same maps), rows of 2 HG bf16
-    permute["x"] = as_bf16(w["token_scale"], 2 * HG);
-    permute["permuted"] = as_bf16(w["a_scale"], 2 * HG);
+  std::map<std::string, std::string> permute_params{{"n_experts", std::to_string(c.experts)},
+                                                    {"expert_begin", std::to_string(c.expert_begin)},
+                                                    {"expert_end", std::to_string(c.expert_begin + c.local())}};
+  if (permutes_quantized()) {  // FP8 copy path: the rows come out quantized (e4m3 + scales)
+    permute["permuted_scale"] = w["a_scale"];
+    HALCYON_TRY(run_op(device_, stream, "moe_permute_fp8", permute, permute_params,
+                       options_.run_options("moe_permute_fp8")));
+  } else {
+    permute_params["write_permuted"] = gather_ ? "false" : "true";
     HALCYON_TRY(run_op(device_, stream, "moe_permute", permute, permute_params, options_.run_options("moe_permute")));
   }
   HALCYON_TRY(mark(&tt->permute));
@@ -332,8 +315,8 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   return {};
 }
 
-// The FP8 experts: quantize the up projection's input (the tokens on the gather path, the
-// permuted rows on the copy path unless forward() permuted quantized rows), the block-scaled SwiGLU GEMM, quantize its output (all T*K
+// The FP8 experts: quantize the up projection's input (the tokens on the gather path; the
+// copy path's permuted rows came quantized from moe_permute_fp8), the block-scaled SwiGLU GEMM, quantize its output (all T*K
 // rows of capacity: the row count stays on the device), the block-scaled down projection.
 Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                                      MoeStageTimes* tt) {
@@ -345,8 +328,8 @@ Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, cons
     TensorMap call{{"x", in}, {"q", w[q]}, {"scale", w[scale]}};
     return run_op(device_, stream, "moe_quantize_fp8", call, {}, options_.run_options("moe_quantize_fp8"));
   };
-  if (!quantizes_first()) {  // else forward() quantized the token rows before moe_permute
-    HALCYON_TRY(quantize(gather_ ? x : w["permuted"], "a_q", "a_scale"));
+  if (gather_) {  // else forward() permuted quantized rows (moe_permute_fp8)
+    HALCYON_TRY(quantize(x, "a_q", "a_scale"));
     HALCYON_TRY(mark(&tt->quant));
   }
   if (gather_) {

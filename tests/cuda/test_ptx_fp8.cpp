@@ -2,7 +2,8 @@
 // against the CPU reference, at shapes the conformance cases do not reach: DeepSeek-V3's hidden
 // size (K = 7168, 56 scale groups) and experts of 0, 1, 15, 16, 17, 63, 64, 65, 130 and 200 rows
 // (every token-tile width, several tiles per expert), both GEMMs and the gather form, plus
-// moe_quantize_fp8 (bit-exact) over 4096 x 7168. Each op runs on cuda:0 (the registry's
+// moe_quantize_fp8 (bit-exact) over 4096 x 7168, moe_permute_fp8 (bit-exact) at 4096 tokens.
+// Each op runs on cuda:0 (the registry's
 // choice, which must be the sm_90a kernel on an sm_90a device) and on the CPU device with the
 // same inputs; outputs are poisoned first; bf16 outputs compare by ||out - ref|| / ||ref||
 // within the contract's tolerance, and none may be NaN. Exits 77 (skipped) without a device.
@@ -15,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -193,6 +195,57 @@ TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {
   CHECK(sdiff == 0);
 }
 
+// moe_permute_fp8 against the CPU on every output byte (rows past R stay poisoned on both): the
+// DeepSeek-V3 shape (4096 tokens, 8 of 256 experts, H = 7168: the 16-byte form), a local
+// expert range (expert parallelism), and an H that is not a multiple of 8 (the scalar form).
+// Inputs hold zero groups and magnitudes from 2^-100 to 2^100.
+TEST_CASE("moe_permute_fp8 matches the reference bit for bit") {
+  struct Shape {
+    int64_t T, K, H, E, begin, end;
+  };
+  for (const Shape& sh : {Shape{4096, 8, 7168, 256, 0, 256}, Shape{1000, 8, 2048, 256, 64, 128},
+                          Shape{300, 6, 100, 64, 0, 64}, Shape{77, 3, 136, 16, 3, 11}}) {
+    CAPTURE(sh.T);
+    CAPTURE(sh.H);
+    std::mt19937 rng(uint32_t(sh.T + sh.H));
+    std::normal_distribution<float> n(0.f, 1.f);
+    std::vector<uint16_t> x(size_t(sh.T * sh.H));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t g = i / 128;
+      const float mag = g % 11 == 5 ? 0.f : g % 13 == 7 ? 0x1p-100f : g % 17 == 3 ? 0x1p100f : 1.f;
+      x[i] = ref::float_to_bf16(n(rng) * mag).bits;
+    }
+    std::vector<int32_t> ids(size_t(sh.T * sh.K));
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(sh.E - 1));
+    for (int64_t t = 0; t < sh.T; ++t)
+      for (int64_t k = 0; k < sh.K; ++k) {
+        int32_t e;
+        do e = pick(rng);
+        while (std::find(&ids[size_t(t * sh.K)], &ids[size_t(t * sh.K + k)], e) != &ids[size_t(t * sh.K + k)]);
+        ids[size_t(t * sh.K + k)] = e;
+      }
+    HostTensors in{{"x", {ops::DType::bf16, {{sh.T, sh.H}, bytes_of(x)}}},
+                   {"topk_ids", {ops::DType::i32, {{sh.T, sh.K}, bytes_of(ids)}}}};
+    const std::map<std::string, std::string> params{
+        {"n_experts", std::to_string(sh.E)}, {"expert_begin", std::to_string(sh.begin)}, {"expert_end", std::to_string(sh.end)}};
+    std::string impl;
+    auto g = run(gpu(), "moe_permute_fp8", in, params, &impl);
+    auto w = run(cpu(), "moe_permute_fp8", in, params, nullptr);
+    if (is_sm90a()) CHECK(impl == "sm90");
+    int32_t R = 0;
+    std::memcpy(&R, w["num_rows"].data(), 4);
+    CHECK(R > 0);
+    for (auto& [name, want] : w) {
+      size_t diff = 0;
+      REQUIRE(g[name].size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) diff += g[name][i] != want[i];
+      std::printf("  moe_permute_fp8 T=%lld H=%lld (%s) %-14s %zu of %zu bytes differ\n", (long long)sh.T,
+                  (long long)sh.H, impl.c_str(), name.c_str(), diff, want.size());
+      CHECK_MESSAGE(diff == 0, name);
+    }
+  }
+}
+
 // The three GEMMs at K = 7168 (SwiGLU) or N = 7168 (down) with kCounts rows per expert.
 TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
   std::mt19937 rng(11);
@@ -278,8 +331,8 @@ int main(int argc, char** argv) {
   }
   auto info = dev->info();
   if (info) std::printf("testing on %s: %s (%s, %u SMs)\n", info->uri, info->name, info->arch, info->compute_units);
-  for (const char* op : {"moe_quantize_fp8", "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
-                         "moe_grouped_gemm_fp8"}) {
+  for (const char* op : {"moe_quantize_fp8", "moe_permute_fp8", "moe_grouped_gemm_fp8_swiglu",
+                         "moe_grouped_gemm_fp8_swiglu_gather", "moe_grouped_gemm_fp8"}) {
     std::string why;
     const ops::OpImpl* impl = ops::select_impl(*dev, op, &why);
     std::printf("  %-36s -> %s\n", op, impl ? impl->name.c_str() : why.c_str());

@@ -1,12 +1,15 @@
 // The e4m3 conversions (e4m3.hpp) and the FP8 references (moe_fp8.hpp): rounding and
 // saturation rules, block-scale semantics against a plain dequantize-then-multiply, scales of
-// zero and of extreme magnitude, empty experts, argument errors.
+// zero and of extreme magnitude, empty experts, argument errors; moe_permute_fp8 against the
+// composition it stands for (quantize, then permute).
 #include <doctest/doctest.h>
 
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -97,6 +100,57 @@ TEST_CASE("moe_quantize_fp8: amax / 448 scales, zero groups, extreme magnitudes,
       }
     }
   CHECK_FALSE(ref::moe_quantize_fp8(x.data(), R, 0, q.data(), s.data()));
+}
+
+TEST_CASE("moe_permute_fp8: quantize then permute, bit for bit; a local expert range; bad ids refused unwritten") {
+  const int64_t T = 37, K = 3, H = 300, HG = 3, E = 16;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<ref::bf16> x(size_t(T * H));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = ref::float_to_bf16(i / 128 % 5 == 2 ? 0.f : n(rng) * 3.f);
+  std::vector<int32_t> ids(size_t(T * K));
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(E - 1));
+  for (auto& id : ids) id = pick(rng);
+  // The composition it stands for: the token rows quantized, then their rows moved by the plan.
+  std::vector<e4m3> tq(size_t(T * H));
+  std::vector<float> ts(size_t(T * HG));
+  REQUIRE(ref::moe_quantize_fp8(x.data(), T, H, tq.data(), ts.data()));
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, E}, {5, 9}, {15, 16}}) {
+    CAPTURE(begin);
+    const int64_t EL = end - begin;
+    std::vector<int32_t> counts(static_cast<size_t>(EL)), offsets(size_t(EL + 1)), r2s(size_t(T * K), -7), s2r(size_t(T * K)), nr(1);
+    std::vector<e4m3> q(size_t(T * K * H), e4m3{0x55});
+    std::vector<float> sc(size_t(T * K * HG), -1.f);
+    REQUIRE(ref::moe_permute_fp8(x.data(), ids.data(), T, K, H, E, begin, end, q.data(), sc.data(), counts.data(),
+                                 offsets.data(), r2s.data(), s2r.data(), nr.data()));
+    std::vector<int32_t> counts2(static_cast<size_t>(EL)), offsets2(size_t(EL + 1)), r2s2(size_t(T * K), -7), s2r2(size_t(T * K)), nr2(1);
+    REQUIRE(ref::moe_permute_plan(ids.data(), T, K, E, begin, end, counts2.data(), offsets2.data(), r2s2.data(),
+                                  s2r2.data(), nr2.data()));
+    CHECK(counts == counts2);
+    CHECK(offsets == offsets2);
+    CHECK(r2s == r2s2);
+    CHECK(s2r == s2r2);
+    CHECK(nr == nr2);
+    const int64_t R = nr[0];
+    int64_t bad = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t t = r2s[size_t(r)] / K;
+      for (int64_t h = 0; h < H; ++h) bad += q[size_t(r * H + h)].bits != tq[size_t(t * H + h)].bits;
+      for (int64_t g = 0; g < HG; ++g) bad += sc[size_t(r * HG + g)] != ts[size_t(t * HG + g)];
+    }
+    CHECK(bad == 0);
+    for (size_t i = size_t(R * H); i < q.size(); ++i) bad += q[i].bits != 0x55;  // rows past R untouched
+    CHECK(bad == 0);
+  }
+  std::vector<int32_t> wrong = ids;
+  wrong[4] = int32_t(E);  // an id past n_experts
+  std::vector<int32_t> counts(static_cast<size_t>(E)), offsets(size_t(E + 1)), r2s(size_t(T * K)), s2r(size_t(T * K)), nr(1, -3);
+  std::vector<e4m3> q(size_t(T * K * H), e4m3{0x55});
+  std::vector<float> sc(size_t(T * K * HG), -1.f);
+  CHECK_FALSE(ref::moe_permute_fp8(x.data(), wrong.data(), T, K, H, E, 0, E, q.data(), sc.data(), counts.data(),
+                                   offsets.data(), r2s.data(), s2r.data(), nr.data()));
+  CHECK(nr[0] == -3);
+  CHECK(q[0].bits == 0x55);
 }
 
 TEST_CASE("moe_grouped_gemm_fp8 and _swiglu: block scales as dequantize-then-multiply; empty experts") {

@@ -32,6 +32,7 @@
 // the consumers' setmaxnreg 232 (tall builds: 224, their producers 48). It needs the toolkit's cubin (the launcher loads it).
 #include "gemm_common.cuh"
 #include "sm90_common.cuh"
+#include "quantize_fp8.cuh"
 
 namespace hc {
 namespace {
@@ -648,13 +649,6 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   if constexpr (MC) cluster_sync();
 }
 
-// cvt.rn.satfinite: nearest even, saturating to +-448 (NaN stays NaN); the low byte is v's.
-__device__ __forceinline__ unsigned char to_e4m3(float v) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.f), "f"(v));
-  return (unsigned char)(r & 0xff);
-}
-
 }  // namespace
 }  // namespace hc
 
@@ -673,32 +667,12 @@ __device__ __forceinline__ void quantize_groups_x8(const unsigned short* x, unsi
     const long long w = 2 * p + ((threadIdx.x >> 4) & 1);
     const bool live = w < groups;
     const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + 8 * l : K;
-    float v[8];
-    float amax = 0.f;
     uint4 raw = make_uint4(0, 0, 0, 0);
     if (live && k < K) raw = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
-    const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[2 * i] = __uint_as_float(words[i] << 16);
-      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = amax / 448.f;
-    if (live && k < K) {
-      unsigned int packed[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        unsigned short lo, hi;
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(s > 0.f ? v[4 * h + 1] / s : 0.f), "f"(s > 0.f ? v[4 * h] / s : 0.f));
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(s > 0.f ? v[4 * h + 3] / s : 0.f), "f"(s > 0.f ? v[4 * h + 2] / s : 0.f));
-        packed[h] = (unsigned int)lo | ((unsigned int)hi << 16);
-      }
-      *reinterpret_cast<uint2*>(q + r * K + k) = make_uint2(packed[0], packed[1]);
-    }
+    float v[8];
+    bf16x8_to_float(raw, v);
+    const float s = group_scale<8, 16>(v);
+    if (live && k < K) *reinterpret_cast<uint2*>(q + r * K + k) = quantize8(v, s);
     if (live && l == 0) scale[w] = s;
   }
 }
@@ -721,20 +695,16 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
   for (long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < groups; w += warps) {
     const long long r = w / KG, k0 = (w % KG) * 128;
     float v[4];
-    float amax = 0.f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const long long k = k0 + lane + 32 * i;
       v[i] = k < K ? __uint_as_float((unsigned)x[r * K + k] << 16) : 0.f;
-      amax = fmaxf(amax, fabsf(v[i]));
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = amax / 448.f;
+    const float s = hc::group_scale<4, 32>(v);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const long long k = k0 + lane + 32 * i;
-      if (k < K) q[r * K + k] = s > 0.f ? hc::to_e4m3(v[i] / s) : (unsigned char)0;
+      if (k < K) q[r * K + k] = hc::quantize1(v[i], s);
     }
     if (lane == 0) scale[w] = s;
   }

@@ -116,6 +116,56 @@ Status moe_quantize_fp8(const bf16* x, int64_t R, int64_t K, e4m3* q, float* sca
   return {};
 }
 
+Status moe_permute_fp8_scatter(const bf16* x, int64_t T, int64_t H, int64_t K,
+                               const int32_t* slot_to_row, int64_t num_rows, e4m3* permuted,
+                               float* permuted_scale, RowRange tokens) {
+  constexpr const char* kOp = "moe_permute_fp8";
+  HALCYON_TRY(detail::check_size(kOp, "T", T, 0));
+  HALCYON_TRY(detail::check_size(kOp, "H", H, 1));
+  HALCYON_TRY(detail::check_size(kOp, "K", K, 1));
+  if (num_rows < 0 || num_rows > T * K)
+    return detail::invalid("{}: num_rows = {} is not in [0, T * K = {}]", kOp, num_rows, T * K);
+  HALCYON_ASSIGN_OR_RETURN(const RowRange r, detail::resolve_rows(kOp, "tokens", tokens, T));
+  const bool any = r.end > r.begin;
+  HALCYON_TRY(detail::check_ptr(kOp, "x", x, any));
+  HALCYON_TRY(detail::check_ptr(kOp, "slot_to_row", slot_to_row, any));
+  for (int64_t s = r.begin * K; s < r.end * K; ++s)
+    if (slot_to_row[s] < -1 || slot_to_row[s] >= num_rows)
+      return detail::invalid("{}: slot_to_row[{}] = {} is not -1 or in [0, num_rows = {})", kOp, s, slot_to_row[s],
+                             num_rows);
+  HALCYON_TRY(detail::check_ptr(kOp, "permuted", permuted, any && num_rows > 0));
+  HALCYON_TRY(detail::check_ptr(kOp, "permuted_scale", permuted_scale, any && num_rows > 0));
+  const int64_t HG = fp8_groups(H);
+  std::vector<e4m3> q(static_cast<size_t>(H));
+  std::vector<float> scale(static_cast<size_t>(HG));
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    const int32_t* rows = slot_to_row + t * K;
+    if (std::none_of(rows, rows + K, [](int32_t row) { return row >= 0; })) continue;
+    HALCYON_TRY(moe_quantize_fp8(x + t * H, 1, H, q.data(), scale.data()));
+    for (int64_t k = 0; k < K; ++k) {
+      if (rows[k] < 0) continue;
+      std::copy(q.begin(), q.end(), permuted + rows[k] * H);
+      std::copy(scale.begin(), scale.end(), permuted_scale + rows[k] * HG);
+    }
+  }
+  return {};
+}
+
+Status moe_permute_fp8(const bf16* x, const int32_t* topk_ids, int64_t T, int64_t K, int64_t H,
+                       int64_t E, int64_t expert_begin, int64_t expert_end, e4m3* permuted,
+                       float* permuted_scale, int32_t* expert_counts, int32_t* expert_offsets,
+                       int32_t* row_to_slot, int32_t* slot_to_row, int32_t* num_rows) {
+  // What the row pass checks, checked before the plan writes anything.
+  constexpr const char* kOp = "moe_permute_fp8";
+  HALCYON_TRY(detail::check_size(kOp, "H", H, 1));
+  HALCYON_TRY(detail::check_ptr(kOp, "x", x, T * K > 0));
+  HALCYON_TRY(detail::check_ptr(kOp, "permuted", permuted, T * K > 0));
+  HALCYON_TRY(detail::check_ptr(kOp, "permuted_scale", permuted_scale, T * K > 0));
+  HALCYON_TRY(moe_permute_plan(topk_ids, T, K, E, expert_begin, expert_end, expert_counts, expert_offsets,
+                               row_to_slot, slot_to_row, num_rows));
+  return moe_permute_fp8_scatter(x, T, H, K, slot_to_row, *num_rows, permuted, permuted_scale);
+}
+
 Status moe_grouped_gemm_fp8_swiglu(const e4m3* a, const float* a_scale, const e4m3* w_gate_up,
                                    const float* w_scale, const int32_t* expert_offsets,
                                    int64_t offsets_len, int64_t E_local, int64_t R, int64_t H,

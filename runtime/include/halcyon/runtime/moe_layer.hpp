@@ -96,8 +96,9 @@ std::map<std::string, std::string> moe_gate_params(const MoeLayerConfig& config)
 
 // Milliseconds per stage of the last forward() that asked for times. On the gather path,
 // `permute` is moe_permute without the row copy and `up` is moe_grouped_gemm_swiglu_gather.
-// On the FP8 path `quant` is both moe_quantize_fp8 calls (the tokens, or the permuted rows,
-// before `up`; the SwiGLU output before `down`).
+// On the FP8 path `quant` is the moe_quantize_fp8 calls: the SwiGLU output before `down`, and on
+// the gather path the tokens before `up`; the copy path's rows come quantized from `permute`
+// (moe_permute_fp8).
 struct MoeStageTimes {
   float router = 0, gate = 0, permute = 0, up = 0, down = 0, combine = 0, quant = 0;
   float total() const { return router + gate + permute + up + down + combine + quant; }
@@ -141,11 +142,11 @@ class MoeLayer {
   Status ensure_workspace(int64_t tokens);
   Status forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                              MoeStageTimes* times);
-  // The FP8 copy path quantizes the T token rows before moe_permute and permutes their e4m3
-  // rows and scales (as bf16 views: H / 2 and 2 ceil(H / 128) columns), instead of quantizing
-  // the T*K permuted bf16 rows: bit for bit the same rows (quantization is per row), a third of
-  // the bytes. Needs an even H; else the permuted rows are quantized.
-  bool quantizes_first() const { return fp8_ && !gather_ && config_.hidden % 2 == 0; }
+  // The FP8 copy path permutes quantized rows (moe_permute_fp8: each token row read and
+  // quantized once, its e4m3 row and scales written to its slots' rows) instead of permuting
+  // bf16 rows and quantizing the T*K of them: bit for bit the same rows (quantization is per
+  // row), a fraction of the bytes.
+  bool permutes_quantized() const { return fp8_ && !gather_; }
   Device device_;
   MoeLayerConfig config_;
   MoeLayerWeights weights_;

@@ -26,6 +26,22 @@ constexpr int64_t fp8_groups(int64_t k) { return (k + kFp8Group - 1) / kFp8Group
 // Finite input never gives NaN. q [R, K] e4m3, scale [R, KG] f32. rows: rows of x.
 Status moe_quantize_fp8(const bf16* x, int64_t R, int64_t K, e4m3* q, float* scale, RowRange rows = {});
 
+// moe_permute_fp8: moe_permute with the rows quantized on the way. The plan is moe_permute's
+// (moe_permute_plan: counts, offsets, both maps, num_rows); then every token row t is quantized
+// once as moe_quantize_fp8 quantizes a row and written to each of its permuted rows
+// r = slot_to_row[t, k] >= 0: permuted [>= R, H] e4m3, permuted_scale [>= R, HG] f32. So
+// permuted[r] = quantize(x[row_to_slot[r] / K]), bit for bit the composition quantize, then
+// permute. Rows past R = num_rows are not written.
+Status moe_permute_fp8(const bf16* x, const int32_t* topk_ids, int64_t T, int64_t K, int64_t H,
+                       int64_t E, int64_t expert_begin, int64_t expert_end, e4m3* permuted,
+                       float* permuted_scale, int32_t* expert_counts, int32_t* expert_offsets,
+                       int32_t* row_to_slot, int32_t* slot_to_row, int32_t* num_rows);
+// Its row pass over the tokens in `tokens` (default: all T), given the plan's slot_to_row
+// [T, K] (entries -1 or in [0, num_rows)): a thread pool may run disjoint token ranges at once.
+Status moe_permute_fp8_scatter(const bf16* x, int64_t T, int64_t H, int64_t K,
+                               const int32_t* slot_to_row, int64_t num_rows, e4m3* permuted,
+                               float* permuted_scale, RowRange tokens = {});
+
 // The block-scaled grouped GEMMs. For row r of local expert e and output n:
 //   acc = sum over groups g of (a_scale[r, g] * w_scale[e, n / 128, g]) * sum_{k in g} a[r, k] * w[e, n, k]
 // in fp64 (e4m3 products are exact), rounded once to bf16. Implementations accumulate each

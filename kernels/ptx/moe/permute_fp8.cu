@@ -1,0 +1,100 @@
+// moe_permute_fp8 for Hopper (sm_90a, with the FP8 family; the e4m3 conversion needs sm_89+):
+// moe_permute's fused kernel (moe_routing.cu) with the rows quantized on the way. Each block
+// runs the plan for its slots (whole tokens), then each warp takes a token: it reads the bf16
+// row once, quantizes it once (moe_quantize_fp8's arithmetic, quantize_fp8.cuh) and writes the
+// e4m3 row and its scales to each of the token's permuted rows. The FP8 layer did this as
+// quantize (T rows) + two permutes of one plan (e4m3 rows, then scales); here x is read once and
+// the plan computed once. Device code only (compiled with `nvcc -ptx`).
+#include "gemm_common.cuh"
+#include "permute_plan.cuh"
+#include "quantize_fp8.cuh"
+
+namespace {
+
+// Vector form (H % 8 == 0, x 16-byte aligned): half a warp a group, lane l of the half holding
+// elements 8l .. 8l + 7 (one 16-byte load; with H % 8 == 0 a lane's eight all lie inside the
+// row or all past it). A warp takes 2 * U groups a step, their U loads a lane issued first.
+template <int U>
+__device__ __forceinline__ void quantize_row_x8(const unsigned short* __restrict__ src, const int* __restrict__ rows,
+                                                long long K, unsigned char* __restrict__ permuted,
+                                                float* __restrict__ permuted_scale, long long H) {
+  const long long HG = (H + 127) / 128;
+  const int l = threadIdx.x & 15, half = (threadIdx.x >> 4) & 1;
+  for (long long g0 = 0; g0 < HG; g0 += 2 * U) {
+    uint4 raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long g = g0 + 2 * u + half, k = g * 128 + 8 * l;
+      raw[u] = g < HG && k < H ? __ldg(reinterpret_cast<const uint4*>(src + k)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long g = g0 + 2 * u + half, k = g * 128 + 8 * l;
+      float v[8];
+      hc::bf16x8_to_float(raw[u], v);
+      const float s = hc::group_scale<8, 16>(v);  // every lane: the shuffles
+      const uint2 q = hc::quantize8(v, s);
+      if (g >= HG) continue;
+      for (long long j = 0; j < K; ++j) {
+        const int r = rows[j];
+        if (r < 0) continue;
+        if (k < H) *reinterpret_cast<uint2*>(permuted + (long long)r * H + k) = q;
+        if (l == 0) permuted_scale[(long long)r * HG + g] = s;
+      }
+    }
+  }
+}
+
+// Scalar form (any H): a warp a group, lane l holding elements l + 32 i.
+__device__ __forceinline__ void quantize_row_x1(const unsigned short* __restrict__ src, const int* __restrict__ rows,
+                                                long long K, unsigned char* __restrict__ permuted,
+                                                float* __restrict__ permuted_scale, long long H) {
+  const long long HG = (H + 127) / 128;
+  const int lane = threadIdx.x & 31;
+  for (long long g = 0; g < HG; ++g) {
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long k = g * 128 + lane + 32 * i;
+      v[i] = k < H ? __uint_as_float((unsigned)src[k] << 16) : 0.f;
+    }
+    const float s = hc::group_scale<4, 32>(v);
+    unsigned char q[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[i] = hc::quantize1(v[i], s);
+    for (long long j = 0; j < K; ++j) {
+      const int r = rows[j];
+      if (r < 0) continue;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const long long k = g * 128 + lane + 32 * i;
+        if (k < H) permuted[(long long)r * H + k] = q[i];
+      }
+      if (lane == 0) permuted_scale[(long long)r * HG + g] = s;
+    }
+  }
+}
+
+}  // namespace
+
+// The plan (permute_plan_block, per_block a multiple of K so that a block owns whole tokens),
+// then warp w of the block quantizes tokens w, w + W, ... of its slots into their rows.
+extern "C" __global__ void hc_moe_permute_fp8(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                                              int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
+                                              int* __restrict__ slot_to_row, int* __restrict__ num_rows,
+                                              long long slots, long long E, long long expert_begin, long long EL,
+                                              long long per_block, const unsigned short* __restrict__ x,
+                                              unsigned char* __restrict__ permuted, float* __restrict__ permuted_scale,
+                                              long long K, long long H) {
+  permute_plan_block(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E,
+                     expert_begin, EL, per_block);
+  __syncthreads();  // this block's slot_to_row entries are written (and visible to the block)
+  const long long bs0 = blockIdx.x * per_block;
+  const long long bs1 = bs0 + per_block < slots ? bs0 + per_block : slots;
+  const int W = blockDim.x >> 5;
+  const bool vec = (H & 7) == 0 && ((unsigned long long)x & 15) == 0 && ((unsigned long long)permuted & 7) == 0;
+  for (long long t = bs0 / K + (threadIdx.x >> 5); t < bs1 / K; t += W) {
+    if (vec) quantize_row_x8<4>(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
+    else quantize_row_x1(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
+  }
+}
