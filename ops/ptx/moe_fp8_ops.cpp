@@ -185,14 +185,16 @@ struct PermuteFp8Args {
   int64_t K, H;
 };
 constexpr const char* kPermuteImage = "moe_permute_fp8";
+// PER_SM: blocks an SM (hc_moe_permute_fp8: one of 16 warps; _x2: two, registers capped at 64).
+template <int PER_SM>
 Status permute_fp8(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL");
   // Without local experts or slots the single-block plan (it writes the counts and num_rows).
-  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false);
+  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false, PER_SM);
   if (!layout) return layout.error();
-  auto k = kernel(ctx, *dev, kPermuteImage, "hc_moe_permute_fp8");
+  auto k = kernel(ctx, *dev, kPermuteImage, PER_SM == 1 ? "hc_moe_permute_fp8" : "hc_moe_permute_fp8_x2");
   if (!k) return k.error();
   PermuteFp8Args a{permute_plan_args(ctx, *layout), ctx.tensor("x").address(), ctx.tensor("permuted").address(),
                    ctx.tensor("permuted_scale").address(), K, ctx.dim("H")};
@@ -310,9 +312,6 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
   return false;
 }
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
-ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8, "sm90",
-                             "the plan and each block's token rows quantized into their slots' rows, one launch",
-                             permute_image_built));
 // The builds the registry chooses among by rows an expert (fp8_choice).
 #define HC_FP8_CHOSEN(n, op, which, build, prio, nm, summary)                                             \
   ops::RegisterOpImpl n(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary, fp8_applies<which, build>, \
@@ -324,11 +323,18 @@ ops::RegisterOpImpl r6(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 40, 
                             fp8_applies<Fp8Gemm::kSwigluGather, kSwapw>, nullptr, gather_pays));
 HC_FP8_CHOSEN(r7, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kSwapw, 40, "sm90.swapw",
               "wgmma e4m3 swap-AB, warp-specialized, fp32 promotion per 128 of K (TMA; its cubin)")
-// The same kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
+// An implementation taken only when named (RunOptions::impl, `--impl op=name`).
 ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
   return i;
 }
+// moe_permute_fp8 (permute_fp8.cu): a block of 16 warps an SM; two an SM by name.
+ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8<1>, "sm90",
+                             "the plan and each block's token rows quantized into their slots' rows, one launch",
+                             permute_image_built));
+ops::RegisterOpImpl r28(named(impl("moe_permute_fp8", "sm_90a", 9, permute_fp8<2>, "sm90.x2",
+                                   "sm90 with two blocks an SM", permute_image_built)));
+// The GEMM kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw5>,
                                   "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, kSwapw5>)));
 ops::RegisterOpImpl r9(named(impl("moe_grouped_gemm_fp8_swiglu_gather", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwigluGather, kSwapw5>,

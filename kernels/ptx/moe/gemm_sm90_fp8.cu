@@ -671,7 +671,7 @@ __device__ __forceinline__ void quantize_groups_x8(const unsigned short* x, unsi
     if (live && k < K) raw = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
     float v[8];
     bf16x8_to_float(raw, v);
-    const float s = group_scale<8, 16>(v);
+    const float s = group_scale<16>(lane_amax(v));
     if (live && k < K) *reinterpret_cast<uint2*>(q + r * K + k) = quantize8(v, s);
     if (live && l == 0) scale[w] = s;
   }
@@ -700,7 +700,7 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
       const long long k = k0 + lane + 32 * i;
       v[i] = k < K ? __uint_as_float((unsigned)x[r * K + k] << 16) : 0.f;
     }
-    const float s = hc::group_scale<4, 32>(v);
+    const float s = hc::group_scale<32>(hc::lane_amax(v));
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const long long k = k0 + lane + 32 * i;

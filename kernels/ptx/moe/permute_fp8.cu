@@ -11,35 +11,40 @@
 
 namespace {
 
-// Vector form (H % 8 == 0, x 16-byte aligned): half a warp a group, lane l of the half holding
-// elements 8l .. 8l + 7 (one 16-byte load; with H % 8 == 0 a lane's eight all lie inside the
-// row or all past it). A warp takes 2 * U groups a step, their U loads a lane issued first.
+// Vector form (H % 16 == 0, x 16-byte and permuted 16-byte aligned): 8 lanes a group, lane m
+// of the eight holding elements 16m .. 16m + 15 (two 16-byte loads, one 16-byte store a row),
+// so a warp covers 4 groups (512 contiguous bytes of each destination row) a quad; it takes U
+// quads a step, their loads issued first.
 template <int U>
-__device__ __forceinline__ void quantize_row_x8(const unsigned short* __restrict__ src, const int* __restrict__ rows,
-                                                long long K, unsigned char* __restrict__ permuted,
-                                                float* __restrict__ permuted_scale, long long H) {
-  const long long HG = (H + 127) / 128;
-  const int l = threadIdx.x & 15, half = (threadIdx.x >> 4) & 1;
-  for (long long g0 = 0; g0 < HG; g0 += 2 * U) {
-    uint4 raw[U];
+__device__ __forceinline__ void quantize_row_x16(const unsigned short* __restrict__ src, const int* __restrict__ rows,
+                                                 long long K, unsigned char* __restrict__ permuted,
+                                                 float* __restrict__ permuted_scale, long long H) {
+  const long long HG = H / 128 + (H % 128 != 0);
+  const int m = threadIdx.x & 7, q = (threadIdx.x >> 3) & 3;
+  for (long long g0 = 0; g0 < HG; g0 += 4 * U) {
+    uint4 raw[U][2];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const long long g = g0 + 2 * u + half, k = g * 128 + 8 * l;
-      raw[u] = g < HG && k < H ? __ldg(reinterpret_cast<const uint4*>(src + k)) : make_uint4(0, 0, 0, 0);
+      const long long k = (g0 + 4 * u + q) * 128 + 16 * m;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        raw[u][h] = k < H ? __ldg(reinterpret_cast<const uint4*>(src + k) + h) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const long long g = g0 + 2 * u + half, k = g * 128 + 8 * l;
-      float v[8];
-      hc::bf16x8_to_float(raw[u], v);
-      const float s = hc::group_scale<8, 16>(v);  // every lane: the shuffles
-      const uint2 q = hc::quantize8(v, s);
-      if (g >= HG) continue;
+      const long long g = g0 + 4 * u + q, k = g * 128 + 16 * m;
+      float v0[8], v1[8];
+      hc::bf16x8_to_float(raw[u][0], v0);
+      hc::bf16x8_to_float(raw[u][1], v1);
+      const float s = hc::group_scale<8>(fmaxf(hc::lane_amax(v0), hc::lane_amax(v1)));  // every lane: the shuffles
+      const uint2 lo = hc::quantize8(v0, s), hi = hc::quantize8(v1, s);
+      if (k >= H) continue;
+      const uint4 bytes = make_uint4(lo.x, lo.y, hi.x, hi.y);
       for (long long j = 0; j < K; ++j) {
         const int r = rows[j];
         if (r < 0) continue;
-        if (k < H) *reinterpret_cast<uint2*>(permuted + (long long)r * H + k) = q;
-        if (l == 0) permuted_scale[(long long)r * HG + g] = s;
+        *reinterpret_cast<uint4*>(permuted + (long long)r * H + k) = bytes;
+        if (m == 0) permuted_scale[(long long)r * HG + g] = s;
       }
     }
   }
@@ -58,7 +63,7 @@ __device__ __forceinline__ void quantize_row_x1(const unsigned short* __restrict
       const long long k = g * 128 + lane + 32 * i;
       v[i] = k < H ? __uint_as_float((unsigned)src[k] << 16) : 0.f;
     }
-    const float s = hc::group_scale<4, 32>(v);
+    const float s = hc::group_scale<32>(hc::lane_amax(v));
     unsigned char q[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) q[i] = hc::quantize1(v[i], s);
@@ -79,22 +84,36 @@ __device__ __forceinline__ void quantize_row_x1(const unsigned short* __restrict
 
 // The plan (permute_plan_block, per_block a multiple of K so that a block owns whole tokens),
 // then warp w of the block quantizes tokens w, w + W, ... of its slots into their rows.
-extern "C" __global__ void hc_moe_permute_fp8(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
-                                              int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
-                                              int* __restrict__ slot_to_row, int* __restrict__ num_rows,
-                                              long long slots, long long E, long long expert_begin, long long EL,
-                                              long long per_block, const unsigned short* __restrict__ x,
-                                              unsigned char* __restrict__ permuted, float* __restrict__ permuted_scale,
-                                              long long K, long long H) {
+// MIN_BLOCKS: blocks an SM (the launch bounds cap the registers to fit them).
+template <int MIN_BLOCKS>
+__device__ __forceinline__ void permute_fp8(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                                            int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
+                                            int* __restrict__ slot_to_row, int* __restrict__ num_rows, long long slots,
+                                            long long E, long long expert_begin, long long EL, long long per_block,
+                                            const unsigned short* __restrict__ x, unsigned char* __restrict__ permuted,
+                                            float* __restrict__ permuted_scale, long long K, long long H) {
   permute_plan_block(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E,
                      expert_begin, EL, per_block);
   __syncthreads();  // this block's slot_to_row entries are written (and visible to the block)
   const long long bs0 = blockIdx.x * per_block;
   const long long bs1 = bs0 + per_block < slots ? bs0 + per_block : slots;
   const int W = blockDim.x >> 5;
-  const bool vec = (H & 7) == 0 && ((unsigned long long)x & 15) == 0 && ((unsigned long long)permuted & 7) == 0;
+  const bool vec = (H & 15) == 0 && (((unsigned long long)x | (unsigned long long)permuted) & 15) == 0;
   for (long long t = bs0 / K + (threadIdx.x >> 5); t < bs1 / K; t += W) {
-    if (vec) quantize_row_x8<4>(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
+    if (vec) quantize_row_x16<2>(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
     else quantize_row_x1(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
   }
 }
+
+#define HC_PERMUTE_FP8_ENTRY(NAME, MIN_BLOCKS)                                                                        \
+  extern "C" __global__ void __launch_bounds__(512, MIN_BLOCKS)                                                      \
+      NAME(const int* __restrict__ topk_ids, int* __restrict__ expert_counts, int* __restrict__ expert_offsets,        \
+           int* __restrict__ row_to_slot, int* __restrict__ slot_to_row, int* __restrict__ num_rows, long long slots,   \
+           long long E, long long expert_begin, long long EL, long long per_block, const unsigned short* __restrict__ x, \
+           unsigned char* __restrict__ permuted, float* __restrict__ permuted_scale, long long K, long long H) {          \
+    permute_fp8<MIN_BLOCKS>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E,      \
+                            expert_begin, EL, per_block, x, permuted, permuted_scale, K, H);                            \
+  }
+// One block of up to 16 warps an SM, or two (the layout's blocks_per_sm; registers capped at 64).
+HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8, 1)
+HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8_x2, 2)

@@ -24,15 +24,19 @@ __device__ __forceinline__ void bf16x8_to_float(uint4 raw, float (&v)[8]) {
   }
 }
 
-// The scale of a group that LANES consecutive lanes hold N values each of: 16 lanes x 8 (the
-// 16-byte form, half a warp a group) or 32 x 4 (the scalar form, lane l holding elements
-// l + 32 i, 0 past the group's end). The amax by shuffles within those lanes: every lane of
-// the warp must call it (full-mask shuffles).
-template <int N, int LANES>
-__device__ __forceinline__ float group_scale(const float (&v)[N]) {
+// The scale of a group that LANES consecutive lanes hold values of (16 lanes x 8: the 16-byte
+// form, half a warp a group; 8 x 16: two 16-byte loads a lane; 32 x 4: the scalar form, lane l
+// holding elements l + 32 i, 0 past the group's end), from each lane's amax: the group's amax
+// by shuffles within those lanes. Every lane of the warp must call it (full-mask shuffles).
+template <int N>
+__device__ __forceinline__ float lane_amax(const float (&v)[N]) {
   float amax = 0.f;
 #pragma unroll
   for (int i = 0; i < N; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  return amax;
+}
+template <int LANES>
+__device__ __forceinline__ float group_scale(float amax) {
 #pragma unroll
   for (int o = LANES / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   return amax / 448.f;
