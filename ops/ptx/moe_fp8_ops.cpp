@@ -185,16 +185,17 @@ struct PermuteFp8Args {
   int64_t K, H;
 };
 constexpr const char* kPermuteImage = "moe_permute_fp8";
-// PER_SM: blocks an SM (hc_moe_permute_fp8: one of 16 warps; _x2: two, registers capped at 64).
-template <int PER_SM>
+constexpr char kPermuteU2[] = "hc_moe_permute_fp8", kPermuteU4[] = "hc_moe_permute_fp8_u4";
+// `entry`: hc_moe_permute_fp8 (two quads of groups in flight a warp) or _u4 (four).
+template <const char* Entry>
 Status permute_fp8(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL");
   // Without local experts or slots the single-block plan (it writes the counts and num_rows).
-  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false, PER_SM);
+  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false);
   if (!layout) return layout.error();
-  auto k = kernel(ctx, *dev, kPermuteImage, PER_SM == 1 ? "hc_moe_permute_fp8" : "hc_moe_permute_fp8_x2");
+  auto k = kernel(ctx, *dev, kPermuteImage, Entry);
   if (!k) return k.error();
   PermuteFp8Args a{permute_plan_args(ctx, *layout), ctx.tensor("x").address(), ctx.tensor("permuted").address(),
                    ctx.tensor("permuted_scale").address(), K, ctx.dim("H")};
@@ -328,12 +329,12 @@ ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
   return i;
 }
-// moe_permute_fp8 (permute_fp8.cu): a block of 16 warps an SM; two an SM by name.
-ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8<1>, "sm90",
+// moe_permute_fp8 (permute_fp8.cu): a block of 16 warps an SM; four quads in flight by name.
+ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8<kPermuteU2>, "sm90",
                              "the plan and each block's token rows quantized into their slots' rows, one launch",
                              permute_image_built));
-ops::RegisterOpImpl r28(named(impl("moe_permute_fp8", "sm_90a", 9, permute_fp8<2>, "sm90.x2",
-                                   "sm90 with two blocks an SM", permute_image_built)));
+ops::RegisterOpImpl r28(named(impl("moe_permute_fp8", "sm_90a", 9, permute_fp8<kPermuteU4>, "sm90.u4",
+                                   "sm90 with four quads of groups in flight a warp", permute_image_built)));
 // The GEMM kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw5>,
                                   "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, kSwapw5>)));

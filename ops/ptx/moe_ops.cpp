@@ -309,8 +309,7 @@ bool permute_spread_applies(const ops::ApplyContext& c, std::string* why) {
 //   - else "sm80.two" (only when named): the earlier layout (up to 2048 slots one block of 32
 //     warps, else blocks of ~1024 slots and 8 warps); "sm80.one" (the default without local
 //     experts): the single-block plan.
-Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two,
-                                     int per_sm) {
+Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two) {
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL"), E = ctx.dim("E");
   const int64_t begin = ctx.params().i("expert_begin");
   const char* op = ctx.contract.op.c_str();
@@ -324,7 +323,7 @@ Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFact
   PermuteLayout l{1, 1, some_slots, 0};
   if (spread) {
     const int64_t unit = std::lcm<int64_t>(32, std::max<int64_t>(K, 1));  // whole tokens, whole warp groups of slots
-    l.per_block = ceil_div(ceil_div(some_slots, std::max<int64_t>(1, int64_t(dev.compute_units) * per_sm)), unit) * unit;
+    l.per_block = ceil_div(ceil_div(some_slots, std::max<int64_t>(1, dev.compute_units)), unit) * unit;
     l.B = ceil_div(some_slots, l.per_block);
   } else if (two && slots > 2048 && EL > 0) {
     l.B = std::min<int64_t>(128, ceil_div(slots, 1024));

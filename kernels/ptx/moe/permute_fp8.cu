@@ -11,6 +11,10 @@
 
 namespace {
 
+// The destination rows of a token kept in registers (DeepSeek-V3 routes a token to 8 experts);
+// a larger K reads the rest from slot_to_row per use.
+constexpr int kRowsInRegs = 8;
+
 // Vector form (H % 16 == 0, x 16-byte and permuted 16-byte aligned): 8 lanes a group, lane m
 // of the eight holding elements 16m .. 16m + 15 (two 16-byte loads, one 16-byte store a row),
 // so a warp covers 4 groups (512 contiguous bytes of each destination row) a quad; it takes U
@@ -21,6 +25,9 @@ __device__ __forceinline__ void quantize_row_x16(const unsigned short* __restric
                                                  float* __restrict__ permuted_scale, long long H) {
   const long long HG = H / 128 + (H % 128 != 0);
   const int m = threadIdx.x & 7, q = (threadIdx.x >> 3) & 3;
+  int rr[kRowsInRegs];  // the token's first rows (slot_to_row, -1 = not local), read once
+#pragma unroll
+  for (int j = 0; j < kRowsInRegs; ++j) rr[j] = j < K ? rows[j] : -1;
   for (long long g0 = 0; g0 < HG; g0 += 4 * U) {
     uint4 raw[U][2];
 #pragma unroll
@@ -40,12 +47,15 @@ __device__ __forceinline__ void quantize_row_x16(const unsigned short* __restric
       const uint2 lo = hc::quantize8(v0, s), hi = hc::quantize8(v1, s);
       if (k >= H) continue;
       const uint4 bytes = make_uint4(lo.x, lo.y, hi.x, hi.y);
-      for (long long j = 0; j < K; ++j) {
-        const int r = rows[j];
-        if (r < 0) continue;
+      auto put = [&](int r) {
         *reinterpret_cast<uint4*>(permuted + (long long)r * H + k) = bytes;
         if (m == 0) permuted_scale[(long long)r * HG + g] = s;
-      }
+      };
+#pragma unroll
+      for (int j = 0; j < kRowsInRegs; ++j)
+        if (rr[j] >= 0) put(rr[j]);
+      for (long long j = kRowsInRegs; j < K; ++j)
+        if (rows[j] >= 0) put(rows[j]);
     }
   }
 }
@@ -84,8 +94,8 @@ __device__ __forceinline__ void quantize_row_x1(const unsigned short* __restrict
 
 // The plan (permute_plan_block, per_block a multiple of K so that a block owns whole tokens),
 // then warp w of the block quantizes tokens w, w + W, ... of its slots into their rows.
-// MIN_BLOCKS: blocks an SM (the launch bounds cap the registers to fit them).
-template <int MIN_BLOCKS>
+// U: quads of groups a warp loads before quantizing them.
+template <int U>
 __device__ __forceinline__ void permute_fp8(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
                                             int* __restrict__ expert_offsets, int* __restrict__ row_to_slot,
                                             int* __restrict__ slot_to_row, int* __restrict__ num_rows, long long slots,
@@ -100,20 +110,20 @@ __device__ __forceinline__ void permute_fp8(const int* __restrict__ topk_ids, in
   const int W = blockDim.x >> 5;
   const bool vec = (H & 15) == 0 && (((unsigned long long)x | (unsigned long long)permuted) & 15) == 0;
   for (long long t = bs0 / K + (threadIdx.x >> 5); t < bs1 / K; t += W) {
-    if (vec) quantize_row_x16<2>(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
+    if (vec) quantize_row_x16<U>(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
     else quantize_row_x1(x + t * H, slot_to_row + t * K, K, permuted, permuted_scale, H);
   }
 }
 
-#define HC_PERMUTE_FP8_ENTRY(NAME, MIN_BLOCKS)                                                                        \
-  extern "C" __global__ void __launch_bounds__(512, MIN_BLOCKS)                                                      \
+#define HC_PERMUTE_FP8_ENTRY(NAME, U)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(512, 1)                                                               \
       NAME(const int* __restrict__ topk_ids, int* __restrict__ expert_counts, int* __restrict__ expert_offsets,        \
            int* __restrict__ row_to_slot, int* __restrict__ slot_to_row, int* __restrict__ num_rows, long long slots,   \
            long long E, long long expert_begin, long long EL, long long per_block, const unsigned short* __restrict__ x, \
            unsigned char* __restrict__ permuted, float* __restrict__ permuted_scale, long long K, long long H) {          \
-    permute_fp8<MIN_BLOCKS>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E,      \
-                            expert_begin, EL, per_block, x, permuted, permuted_scale, K, H);                            \
+    permute_fp8<U>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E, expert_begin, \
+                   EL, per_block, x, permuted, permuted_scale, K, H);                                                   \
   }
-// One block of up to 16 warps an SM, or two (the layout's blocks_per_sm; registers capped at 64).
-HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8, 1)
-HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8_x2, 2)
+// Two quads (8 groups, 64 bytes a lane) in flight a step, or four (_u4).
+HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8, 2)
+HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8_u4, 4)
