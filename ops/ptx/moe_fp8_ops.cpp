@@ -185,9 +185,6 @@ struct PermuteFp8Args {
   int64_t K, H;
 };
 constexpr const char* kPermuteImage = "moe_permute_fp8";
-constexpr char kPermuteU2[] = "hc_moe_permute_fp8", kPermuteU4[] = "hc_moe_permute_fp8_u4";
-// `entry`: hc_moe_permute_fp8 (two quads of groups in flight a warp) or _u4 (four).
-template <const char* Entry>
 Status permute_fp8(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
@@ -195,7 +192,7 @@ Status permute_fp8(ops::OpContext& ctx) {
   // Without local experts or slots the single-block plan (it writes the counts and num_rows).
   auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false);
   if (!layout) return layout.error();
-  auto k = kernel(ctx, *dev, kPermuteImage, Entry);
+  auto k = kernel(ctx, *dev, kPermuteImage, "hc_moe_permute_fp8");
   if (!k) return k.error();
   PermuteFp8Args a{permute_plan_args(ctx, *layout), ctx.tensor("x").address(), ctx.tensor("permuted").address(),
                    ctx.tensor("permuted_scale").address(), K, ctx.dim("H")};
@@ -313,6 +310,9 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
   return false;
 }
 ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90", "a warp per 1x128 group", image_built));
+ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8, "sm90",
+                             "the plan and each block's token rows quantized into their slots' rows, one launch",
+                             permute_image_built));
 // The builds the registry chooses among by rows an expert (fp8_choice).
 #define HC_FP8_CHOSEN(n, op, which, build, prio, nm, summary)                                             \
   ops::RegisterOpImpl n(impl(op, "sm_90a", prio, fp8_gemm<which, build>, nm, summary, fp8_applies<which, build>, \
@@ -329,12 +329,6 @@ ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
   return i;
 }
-// moe_permute_fp8 (permute_fp8.cu): a block of 16 warps an SM; four quads in flight by name.
-ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8<kPermuteU2>, "sm90",
-                             "the plan and each block's token rows quantized into their slots' rows, one launch",
-                             permute_image_built));
-ops::RegisterOpImpl r28(named(impl("moe_permute_fp8", "sm_90a", 9, permute_fp8<kPermuteU4>, "sm90.u4",
-                                   "sm90 with four quads of groups in flight a warp", permute_image_built)));
 // The GEMM kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw5>,
                                   "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, kSwapw5>)));

@@ -335,8 +335,11 @@ extern "C" __global__ void hc_moe_permute_plan(const int* __restrict__ topk_ids,
 
 // Copies token row `src` (H % 8 == 0) to its K permuted rows `rows` (entries < 0 skipped): this
 // thread's 16-byte chunks are first, first + step, ...; CH of them are loaded before any store.
+// `rows` is not __restrict__: the fused kernel wrote it (slot_to_row) in this launch, and a
+// const __restrict__ pointer lets the compiler read it through the non-coherent path
+// (ld.global.nc), which the PTX memory model leaves undefined for data the kernel writes.
 template <int CH>
-__device__ __forceinline__ void copy_token_row(const unsigned short* __restrict__ src_row, const int* __restrict__ rows,
+__device__ __forceinline__ void copy_token_row(const unsigned short* __restrict__ src_row, const int* rows,
                                                long long K, unsigned short* __restrict__ permuted, long long H,
                                                long long first, long long step) {
   const uint4* src = reinterpret_cast<const uint4*>(src_row);

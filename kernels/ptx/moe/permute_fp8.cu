@@ -12,7 +12,8 @@
 namespace {
 
 // The destination rows of a token kept in registers (DeepSeek-V3 routes a token to 8 experts);
-// a larger K reads the rest from slot_to_row per use.
+// a larger K reads the rest from slot_to_row per use. `rows` points into slot_to_row, which
+// this launch wrote: never __restrict__ (see copy_token_row in moe_routing.cu).
 constexpr int kRowsInRegs = 8;
 
 // Vector form (H % 16 == 0, x 16-byte and permuted 16-byte aligned): 8 lanes a group, lane m
@@ -20,7 +21,7 @@ constexpr int kRowsInRegs = 8;
 // so a warp covers 4 groups (512 contiguous bytes of each destination row) a quad; it takes U
 // quads a step, their loads issued first.
 template <int U>
-__device__ __forceinline__ void quantize_row_x16(const unsigned short* __restrict__ src, const int* __restrict__ rows,
+__device__ __forceinline__ void quantize_row_x16(const unsigned short* __restrict__ src, const int* rows,
                                                  long long K, unsigned char* __restrict__ permuted,
                                                  float* __restrict__ permuted_scale, long long H) {
   const long long HG = H / 128 + (H % 128 != 0);
@@ -61,7 +62,7 @@ __device__ __forceinline__ void quantize_row_x16(const unsigned short* __restric
 }
 
 // Scalar form (any H): a warp a group, lane l holding elements l + 32 i.
-__device__ __forceinline__ void quantize_row_x1(const unsigned short* __restrict__ src, const int* __restrict__ rows,
+__device__ __forceinline__ void quantize_row_x1(const unsigned short* __restrict__ src, const int* rows,
                                                 long long K, unsigned char* __restrict__ permuted,
                                                 float* __restrict__ permuted_scale, long long H) {
   const long long HG = (H + 127) / 128;
@@ -115,15 +116,14 @@ __device__ __forceinline__ void permute_fp8(const int* __restrict__ topk_ids, in
   }
 }
 
-#define HC_PERMUTE_FP8_ENTRY(NAME, U)                                                                                 \
-  extern "C" __global__ void __launch_bounds__(512, 1)                                                               \
-      NAME(const int* __restrict__ topk_ids, int* __restrict__ expert_counts, int* __restrict__ expert_offsets,        \
-           int* __restrict__ row_to_slot, int* __restrict__ slot_to_row, int* __restrict__ num_rows, long long slots,   \
-           long long E, long long expert_begin, long long EL, long long per_block, const unsigned short* __restrict__ x, \
-           unsigned char* __restrict__ permuted, float* __restrict__ permuted_scale, long long K, long long H) {          \
-    permute_fp8<U>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E, expert_begin, \
-                   EL, per_block, x, permuted, permuted_scale, K, H);                                                   \
-  }
-// Two quads (8 groups, 64 bytes a lane) in flight a step, or four (_u4).
-HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8, 2)
-HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8_u4, 4)
+// Two quads (8 groups, 64 bytes a lane) in flight a step: four were level on the H200
+// (docs/PERFORMANCE.md, 2026-11-30 fourth session).
+extern "C" __global__ void __launch_bounds__(512, 1)
+    hc_moe_permute_fp8(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                       int* __restrict__ expert_offsets, int* __restrict__ row_to_slot, int* __restrict__ slot_to_row,
+                       int* __restrict__ num_rows, long long slots, long long E, long long expert_begin, long long EL,
+                       long long per_block, const unsigned short* __restrict__ x, unsigned char* __restrict__ permuted,
+                       float* __restrict__ permuted_scale, long long K, long long H) {
+  permute_fp8<2>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E, expert_begin, EL,
+                 per_block, x, permuted, permuted_scale, K, H);
+}
