@@ -195,6 +195,39 @@ TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {
   CHECK(sdiff == 0);
 }
 
+// Every finite bf16 value below each of several group maxima, quantized on the GPU and the CPU:
+// each row is one group of 128 holding the maximum A and 127 values v with |v| <= A, so that
+// every quotient v / s of the kernels' fast path (a product with 1 / s, quantize_fp8.cuh) and of
+// its fallback (near an e4m3 midpoint, e4m3 subnormals, an s whose inverse overflows) is
+// compared bit for bit with the IEEE division's.
+TEST_CASE("moe_quantize_fp8: every bf16 value under several maxima, bit for bit") {
+  std::vector<uint16_t> x;
+  for (float A : {1.f, 3.f, 448.f, 0.0013f, 0x1p-118f, 0x1.8p-126f, 0x1p100f}) {
+    const uint16_t a = ref::float_to_bf16(A).bits;
+    std::vector<uint16_t> under;
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const float v = ref::bf16_to_float({uint16_t(b)});
+      if (std::isfinite(v) && std::fabs(v) <= ref::bf16_to_float({a})) under.push_back(uint16_t(b));
+    }
+    for (size_t i = 0; i < under.size(); i += 127) {
+      x.push_back(a);
+      for (size_t j = 0; j < 127; ++j) x.push_back(under[(i + j) % under.size()]);
+    }
+  }
+  const int64_t K = 128, R = int64_t(x.size()) / K;
+  HostTensors in{{"x", {ops::DType::bf16, {{R, K}, bytes_of(x)}}}};
+  std::string impl;
+  auto g = run(gpu(), "moe_quantize_fp8", in, {}, &impl);
+  auto w = run(cpu(), "moe_quantize_fp8", in, {}, nullptr);
+  size_t qdiff = 0, sdiff = 0;
+  for (size_t i = 0; i < g["q"].size(); ++i) qdiff += g["q"][i] != w["q"][i];
+  for (size_t i = 0; i < g["scale"].size(); ++i) sdiff += g["scale"][i] != w["scale"][i];
+  std::printf("  moe_quantize_fp8 (%s), %lld groups: %zu q bytes and %zu scale bytes differ\n", impl.c_str(),
+              (long long)R, qdiff, sdiff);
+  CHECK(qdiff == 0);
+  CHECK(sdiff == 0);
+}
+
 // moe_permute_fp8 against the CPU on every output byte (rows past R stay poisoned on both): the
 // DeepSeek-V3 shape (4096 tokens, 8 of 256 experts, H = 7168: the 16-byte form), a local
 // expert range (expert parallelism), and an H that is not a multiple of 8 (the scalar form).
