@@ -197,9 +197,8 @@ TEST_CASE("moe_quantize_fp8 4096 x 7168 matches the reference bit for bit") {
 
 // Every finite bf16 value below each of several group maxima, quantized on the GPU and the CPU:
 // each row is one group of 128 holding the maximum A and 127 values v with |v| <= A, so that
-// every quotient v / s of the kernels' fast path (a product with 1 / s, quantize_fp8.cuh) and of
-// its fallback (near an e4m3 midpoint, e4m3 subnormals, an s whose inverse overflows) is
-// compared bit for bit with the IEEE division's.
+// every quotient v / s (e4m3 normals and subnormals, saturation, an s that is an fp32
+// subnormal) is compared bit for bit.
 TEST_CASE("moe_quantize_fp8: every bf16 value under several maxima, bit for bit") {
   std::vector<uint16_t> x;
   for (float A : {1.f, 3.f, 448.f, 0.0013f, 0x1p-118f, 0x1.8p-126f, 0x1p100f}) {
