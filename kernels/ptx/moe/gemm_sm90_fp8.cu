@@ -1,7 +1,8 @@
 // FP8 (e4m3, block-scaled) MoE kernels for Hopper (sm_90a), DeepSeek-V3's scheme
 // (docs/kernels/fp8.md):
-//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, a half warp per
-//     group of 16-byte loads (K % 8 == 0), else a warp per group.
+//   - hc_moe_quantize_fp8: bf16 rows -> e4m3 + one f32 scale per 1x128 group, 8 lanes per group
+//     with two 16-byte loads and one 16-byte store a lane (K % 16 == 0), half a warp per group
+//     of 16-byte loads (K % 8 == 0), else a warp per group.
 //   - hc_moe_gemm_fp8{,_swiglu}_sm90swapw and hc_moe_gemm_fp8_swiglu_gather_sm90swapw: the
 //     grouped GEMMs, swap-AB and warp-specialized like gemm_sm90.cu's sm90.swapw: the weights
 //     are the wgmma M operand (64 rows of N a block), the tokens its N (16 to F_TN a tile).
@@ -676,15 +677,48 @@ __device__ __forceinline__ void quantize_groups_x8(const unsigned short* x, unsi
     if (live && l == 0) scale[w] = s;
   }
 }
+// The 16-byte form where K % 16 == 0 (x and q 16-byte aligned): 8 lanes a group, lane m of the
+// eight holding elements 16m .. 16m + 15 (two 16-byte loads, one 16-byte store), so a warp
+// takes 4 groups (q = lane / 8) an iteration with twice the bytes a lane in flight of the form
+// above; lanes past a short last group hold zeros and store nothing.
+__device__ __forceinline__ void quantize_groups_x16(const unsigned short* x, unsigned char* q, float* scale, long long R,
+                                                    long long K) {
+  const long long KG = (K + 127) / 128, groups = R * KG;
+  const int m = threadIdx.x & 7;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  for (long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; 4 * p < groups; p += warps) {
+    const long long w = 4 * p + ((threadIdx.x >> 3) & 3);
+    const bool live = w < groups;
+    const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + 16 * m : K;
+    uint4 raw[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (k < K) {
+      raw[0] = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
+      raw[1] = __ldg(reinterpret_cast<const uint4*>(x + r * K + k) + 1);
+    }
+    float v0[8], v1[8];
+    bf16x8_to_float(raw[0], v0);
+    bf16x8_to_float(raw[1], v1);
+    const float s = group_scale<8>(fmaxf(lane_amax(v0), lane_amax(v1)));
+    if (k < K) {
+      const uint2 lo = quantize8(v0, s), hi = quantize8(v1, s);
+      *reinterpret_cast<uint4*>(q + r * K + k) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+    if (live && m == 0) scale[w] = s;
+  }
+}
 }  // namespace
 }  // namespace hc
 
 // moe_quantize_fp8: a warp per (row, 128-group); lane l holds elements l, l + 32, l + 64, l + 96
-// (the vector form above where K % 8 == 0 and the rows are aligned).
+// (the vector forms above where K % 16 or K % 8 == 0 and the rows are aligned).
 // scale = amax / 448 and q = e4m3(x / scale) with IEEE fp32 divisions (nvcc's default
 // -prec-div=true), so the result matches the reference bit for bit.
 extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsigned short* x, unsigned char* q,
                                                                       float* scale, long long R, long long K) {
+  if ((K & 15) == 0 && (((unsigned long long)x | (unsigned long long)q) & 15) == 0) {
+    hc::quantize_groups_x16(x, q, scale, R, K);
+    return;
+  }
   if ((K & 7) == 0 && (((unsigned long long)x & 15) | ((unsigned long long)q & 7)) == 0) {
     hc::quantize_groups_x8(x, q, scale, R, K);
     return;
