@@ -377,9 +377,10 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   };
   // What MoeLayer's FP8 copy path runs: moe_permute_fp8, the rows quantized on the way.
   auto permute_fp8 = [&] {
-    return run("moe_permute_fp8", {{"x", "x"}, {"topk_ids", "topk_ids"}, {"permuted", "xq"}, {"permuted_scale", "xs"},
-                                   {"expert_counts", "expert_counts"}, {"expert_offsets", "expert_offsets"},
-                                   {"row_to_slot", "row_to_slot"}, {"slot_to_row", "slot_to_row"}, {"num_rows", "num_rows"}},
+    return run("moe_permute_fp8",
+               {{"x", "x"}, {"topk_ids", "topk_ids"}, {"permuted", "xq"}, {"permuted_scale", "xs"},
+                {"expert_counts", "expert_counts"}, {"expert_offsets", "expert_offsets"},
+                {"row_to_slot", "row_to_slot"}, {"slot_to_row", "slot_to_row"}, {"num_rows", "num_rows"}},
                {{"n_experts", std::to_string(E)}, {"expert_begin", "0"}, {"expert_end", std::to_string(E)}});
   };
   // What it ran before (for comparison): the T token rows quantized, then their e4m3 rows and
@@ -493,7 +494,8 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   if (o.fp8) {
     // The layer's copy path: x read once (bf16), R quantized rows and their scales written.
     st.push_back({"moe_permute_fp8", 0,
-                  double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8 + double(T) * H * b2 + double(R) * (H + HG * 4),
+                  double(TK) * 4 + double(R) * 4 + double(TK) * 4 + E * 8 + double(T) * H * b2 +
+                      double(R) * (H + HG * 4),
                   0});
     fns.push_back(permute_fp8);
     layer_stages = {0, 1, st.size() - 1, 4, 5, 6, 7};

@@ -1,7 +1,8 @@
 // Host implementations of the FP8 MoE operators (moe_quantize_fp8, moe_permute_fp8,
 // moe_grouped_gemm_fp8*): the references of kernels/reference (moe_fp8.hpp) run on slices of
-// rows, one slice per block, through the CPU backend. Data-dependent errors (bad offsets, row_to_slot) are refused
-// by the reference before it writes anything, and the message goes to the log (moe_ops.cpp).
+// rows, one slice per block, through the CPU backend. Data-dependent errors (bad offsets,
+// row_to_slot) are refused by the reference before it writes anything, and the message goes to
+// the log (moe_ops.cpp).
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 
 #include <fmt/format.h>

@@ -2,11 +2,11 @@
 // against the CPU reference, at shapes the conformance cases do not reach: DeepSeek-V3's hidden
 // size (K = 7168, 56 scale groups) and experts of 0, 1, 15, 16, 17, 63, 64, 65, 130 and 200 rows
 // (every token-tile width, several tiles per expert), both GEMMs and the gather form, plus
-// moe_quantize_fp8 (bit-exact) over 4096 x 7168, moe_permute_fp8 (bit-exact) at 4096 tokens.
-// Each op runs on cuda:0 (the registry's
-// choice, which must be the sm_90a kernel on an sm_90a device) and on the CPU device with the
-// same inputs; outputs are poisoned first; bf16 outputs compare by ||out - ref|| / ||ref||
-// within the contract's tolerance, and none may be NaN. Exits 77 (skipped) without a device.
+// moe_quantize_fp8 (bit-exact) over 4096 x 7168 and over every bf16 value, moe_permute_fp8
+// (bit-exact) at 4096 tokens. Each op runs on cuda:0 (the registry's choice, which must be the
+// sm_90a kernel on an sm_90a device) and on the CPU device with the same inputs; outputs are
+// poisoned first; bf16 outputs compare by ||out - ref|| / ||ref|| within the contract's
+// tolerance, and none may be NaN. Exits 77 (skipped) without a device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -258,8 +258,9 @@ TEST_CASE("moe_permute_fp8 matches the reference bit for bit") {
       }
     HostTensors in{{"x", {ops::DType::bf16, {{sh.T, sh.H}, bytes_of(x)}}},
                    {"topk_ids", {ops::DType::i32, {{sh.T, sh.K}, bytes_of(ids)}}}};
-    const std::map<std::string, std::string> params{
-        {"n_experts", std::to_string(sh.E)}, {"expert_begin", std::to_string(sh.begin)}, {"expert_end", std::to_string(sh.end)}};
+    const std::map<std::string, std::string> params{{"n_experts", std::to_string(sh.E)},
+                                                    {"expert_begin", std::to_string(sh.begin)},
+                                                    {"expert_end", std::to_string(sh.end)}};
     std::string impl;
     auto g = run(gpu(), "moe_permute_fp8", in, params, &impl);
     auto w = run(cpu(), "moe_permute_fp8", in, params, nullptr);

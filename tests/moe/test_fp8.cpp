@@ -118,12 +118,14 @@ TEST_CASE("moe_permute_fp8: quantize then permute, bit for bit; a local expert r
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, E}, {5, 9}, {15, 16}}) {
     CAPTURE(begin);
     const int64_t EL = end - begin;
-    std::vector<int32_t> counts(static_cast<size_t>(EL)), offsets(size_t(EL + 1)), r2s(size_t(T * K), -7), s2r(size_t(T * K)), nr(1);
+    std::vector<int32_t> counts(static_cast<size_t>(EL)), offsets(size_t(EL + 1)), nr(1);
+    std::vector<int32_t> r2s(size_t(T * K), -7), s2r(size_t(T * K));
     std::vector<e4m3> q(size_t(T * K * H), e4m3{0x55});
     std::vector<float> sc(size_t(T * K * HG), -1.f);
     REQUIRE(ref::moe_permute_fp8(x.data(), ids.data(), T, K, H, E, begin, end, q.data(), sc.data(), counts.data(),
                                  offsets.data(), r2s.data(), s2r.data(), nr.data()));
-    std::vector<int32_t> counts2(static_cast<size_t>(EL)), offsets2(size_t(EL + 1)), r2s2(size_t(T * K), -7), s2r2(size_t(T * K)), nr2(1);
+    std::vector<int32_t> counts2(static_cast<size_t>(EL)), offsets2(size_t(EL + 1)), nr2(1);
+    std::vector<int32_t> r2s2(size_t(T * K), -7), s2r2(size_t(T * K));
     REQUIRE(ref::moe_permute_plan(ids.data(), T, K, E, begin, end, counts2.data(), offsets2.data(), r2s2.data(),
                                   s2r2.data(), nr2.data()));
     CHECK(counts == counts2);
@@ -144,7 +146,8 @@ TEST_CASE("moe_permute_fp8: quantize then permute, bit for bit; a local expert r
   }
   std::vector<int32_t> wrong = ids;
   wrong[4] = int32_t(E);  // an id past n_experts
-  std::vector<int32_t> counts(static_cast<size_t>(E)), offsets(size_t(E + 1)), r2s(size_t(T * K)), s2r(size_t(T * K)), nr(1, -3);
+  std::vector<int32_t> counts(static_cast<size_t>(E)), offsets(size_t(E + 1)), nr(1, -3);
+  std::vector<int32_t> r2s(size_t(T * K)), s2r(size_t(T * K));
   std::vector<e4m3> q(size_t(T * K * H), e4m3{0x55});
   std::vector<float> sc(size_t(T * K * HG), -1.f);
   CHECK_FALSE(ref::moe_permute_fp8(x.data(), wrong.data(), T, K, H, E, 0, E, q.data(), sc.data(), counts.data(),

@@ -655,53 +655,41 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
 
 namespace hc {
 namespace {
-// The vector form of moe_quantize_fp8 (K % 8 == 0, x 16-byte and q 8-byte aligned): a half warp
-// per (row, group), each lane 8 consecutive values (one 16-byte load, one 8-byte store), the
-// amax over the 16 lanes by shuffles. The same operations per value as the scalar form.
-__device__ __forceinline__ void quantize_groups_x8(const unsigned short* x, unsigned char* q, float* scale, long long R,
-                                                   long long K) {
-  const long long KG = (K + 127) / 128, groups = R * KG;
-  const int l = threadIdx.x & 15;
-  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
-  // Every lane of a warp runs the same iterations (the shuffles); half h of warp p takes group 2p + h.
-  for (long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; 2 * p < groups; p += warps) {
-    const long long w = 2 * p + ((threadIdx.x >> 4) & 1);
-    const bool live = w < groups;
-    const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + 8 * l : K;
-    uint4 raw = make_uint4(0, 0, 0, 0);
-    if (live && k < K) raw = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
-    float v[8];
-    bf16x8_to_float(raw, v);
-    const float s = group_scale<16>(lane_amax(v));
-    if (live && k < K) *reinterpret_cast<uint2*>(q + r * K + k) = quantize8(v, s);
-    if (live && l == 0) scale[w] = s;
-  }
-}
-// The 16-byte form where K % 16 == 0 (x and q 16-byte aligned): 8 lanes a group, lane m of the
-// eight holding elements 16m .. 16m + 15 (two 16-byte loads, one 16-byte store), so a warp
-// takes 4 groups (q = lane / 8) an iteration with twice the bytes a lane in flight of the form
-// above; lanes past a short last group hold zeros and store nothing.
-__device__ __forceinline__ void quantize_groups_x16(const unsigned short* x, unsigned char* q, float* scale, long long R,
+// The vector forms of moe_quantize_fp8, V consecutive values a lane: V = 16 (K % 16 == 0, x and
+// q 16-byte aligned: 8 lanes a group, two 16-byte loads and one 16-byte store a lane) or V = 8
+// (K % 8 == 0, x 16-byte and q 8-byte aligned: half a warp a group, one 16-byte load and one
+// 8-byte store). A warp takes 32 / (128 / V) groups an iteration; the amax by shuffles within a
+// group's lanes; lanes past a short last group hold zeros and store nothing. The same operations
+// per value as the scalar form. On the H200 V = 16 was 16-22% faster than V = 8 at the layer's
+// shapes (docs/PERFORMANCE.md, 2026-11-30 fourth session).
+template <int V>
+__device__ __forceinline__ void quantize_groups_vec(const unsigned short* x, unsigned char* q, float* scale, long long R,
                                                     long long K) {
+  constexpr int LANES = 128 / V, GROUPS = 32 / LANES;  // lanes a group, groups a warp
   const long long KG = (K + 127) / 128, groups = R * KG;
-  const int m = threadIdx.x & 7;
+  const int m = threadIdx.x & (LANES - 1);
   const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
-  for (long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; 4 * p < groups; p += warps) {
-    const long long w = 4 * p + ((threadIdx.x >> 3) & 3);
+  // Every lane of a warp runs the same iterations (the shuffles).
+  for (long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; GROUPS * p < groups; p += warps) {
+    const long long w = GROUPS * p + ((threadIdx.x & 31) / LANES);
     const bool live = w < groups;
-    const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + 16 * m : K;
-    uint4 raw[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (k < K) {
-      raw[0] = __ldg(reinterpret_cast<const uint4*>(x + r * K + k));
-      raw[1] = __ldg(reinterpret_cast<const uint4*>(x + r * K + k) + 1);
+    const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + V * m : K;
+    float v[V / 8][8];
+    float amax = 0.f;
+#pragma unroll
+    for (int h = 0; h < V / 8; ++h) {
+      const uint4 raw = k < K ? __ldg(reinterpret_cast<const uint4*>(x + r * K + k) + h) : make_uint4(0, 0, 0, 0);
+      bf16x8_to_float(raw, v[h]);
+      amax = fmaxf(amax, lane_amax(v[h]));
     }
-    float v0[8], v1[8];
-    bf16x8_to_float(raw[0], v0);
-    bf16x8_to_float(raw[1], v1);
-    const float s = group_scale<8>(fmaxf(lane_amax(v0), lane_amax(v1)));
+    const float s = group_scale<LANES>(amax);
     if (k < K) {
-      const uint2 lo = quantize8(v0, s), hi = quantize8(v1, s);
-      *reinterpret_cast<uint4*>(q + r * K + k) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+      if constexpr (V == 16) {
+        const uint2 lo = quantize8(v[0], s), hi = quantize8(v[1], s);
+        *reinterpret_cast<uint4*>(q + r * K + k) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+      } else {
+        *reinterpret_cast<uint2*>(q + r * K + k) = quantize8(v[0], s);
+      }
     }
     if (live && m == 0) scale[w] = s;
   }
@@ -716,11 +704,11 @@ __device__ __forceinline__ void quantize_groups_x16(const unsigned short* x, uns
 extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsigned short* x, unsigned char* q,
                                                                       float* scale, long long R, long long K) {
   if ((K & 15) == 0 && (((unsigned long long)x | (unsigned long long)q) & 15) == 0) {
-    hc::quantize_groups_x16(x, q, scale, R, K);
+    hc::quantize_groups_vec<16>(x, q, scale, R, K);
     return;
   }
   if ((K & 7) == 0 && (((unsigned long long)x & 15) | ((unsigned long long)q & 7)) == 0) {
-    hc::quantize_groups_x8(x, q, scale, R, K);
+    hc::quantize_groups_vec<8>(x, q, scale, R, K);
     return;
   }
   const long long KG = (K + 127) / 128, groups = R * KG;
