@@ -164,9 +164,8 @@ struct QuantArgs {
   uint64_t x, q, scale;
   int64_t R, K;
 };
-// PER_SM: resident blocks of 256 threads an SM the grid is capped at (16: two waves of the 8
-// that fit; 8: one wave, "sm90.w1" by name).
-template <int PER_SM>
+// The grid is capped at 16 blocks of 256 threads an SM (two waves of the 8 that fit; one wave
+// was level on the H200, 2026-11-30).
 Status quantize(ops::OpContext& ctx) {
   const int64_t R = ctx.dim("R"), K = ctx.dim("K");
   if (R == 0 || K == 0) return {};
@@ -175,7 +174,7 @@ Status quantize(ops::OpContext& ctx) {
   auto k = kernel(ctx, *dev, kImage, "hc_moe_quantize_fp8");
   if (!k) return k.error();
   const int64_t groups = R * ceil_div(K, 128);
-  const int64_t blocks = std::min<int64_t>(ceil_div(groups, 8), int64_t(dev->compute_units) * PER_SM);
+  const int64_t blocks = std::min<int64_t>(ceil_div(groups, 8), int64_t(dev->compute_units) * 16);
   QuantArgs a{ctx.tensor("x").address(), ctx.tensor("q").address(), ctx.tensor("scale").address(), R, K};
   return launch(ctx, *k, {uint32_t(blocks)}, {256}, a);
 }
@@ -189,16 +188,14 @@ struct PermuteFp8Args {
   int64_t K, H;
 };
 constexpr const char* kPermuteImage = "moe_permute_fp8";
-// WARPS: 16 (hc_moe_permute_fp8) or 32 (hc_moe_permute_fp8_w32) a block.
-template <int WARPS>
 Status permute_fp8(ops::OpContext& ctx) {
   auto dev = facts(ctx);
   if (!dev) return dev.error();
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL");
   // Without local experts or slots the single-block plan (it writes the counts and num_rows).
-  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false, WARPS);
+  auto layout = permute_layout(ctx, *dev, EL > 0 && T * K > 0, false);
   if (!layout) return layout.error();
-  auto k = kernel(ctx, *dev, kPermuteImage, WARPS == 16 ? "hc_moe_permute_fp8" : "hc_moe_permute_fp8_w32");
+  auto k = kernel(ctx, *dev, kPermuteImage, "hc_moe_permute_fp8");
   if (!k) return k.error();
   PermuteFp8Args a{permute_plan_args(ctx, *layout), ctx.tensor("x").address(), ctx.tensor("permuted").address(),
                    ctx.tensor("permuted_scale").address(), K, ctx.dim("H")};
@@ -315,9 +312,9 @@ bool image_built(const ops::ApplyContext&, std::string* why) {
   if (why) *why = "its PTX image was not built";
   return false;
 }
-ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize<16>, "sm90",
+ops::RegisterOpImpl r4(impl("moe_quantize_fp8", "sm_90a", 10, quantize, "sm90",
                             "8 lanes a 1x128 group, 16-byte loads and stores", image_built));
-ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8<16>, "sm90",
+ops::RegisterOpImpl r27(impl("moe_permute_fp8", "sm_90a", 10, permute_fp8, "sm90",
                              "the plan and each block's token rows quantized into their slots' rows, one launch",
                              permute_image_built));
 // The builds the registry chooses among by rows an expert (fp8_choice).
@@ -336,12 +333,6 @@ ops::OpImpl named(ops::OpImpl i) {
   i.automatic = false;
   return i;
 }
-// Variants to compare, by name: the quantize grid in one wave, the quantizing permute with 32
-// warps a block.
-ops::RegisterOpImpl r28(named(impl("moe_quantize_fp8", "sm_90a", 9, quantize<8>, "sm90.w1",
-                                   "sm90 with its grid in one wave (8 blocks an SM)", image_built)));
-ops::RegisterOpImpl r29(named(impl("moe_permute_fp8", "sm_90a", 9, permute_fp8<32>, "sm90.w32",
-                                   "sm90 with 32 warps a block", permute_image_built)));
 // The GEMM kernels with a 5-slot ring, by name only (comparisons: docs/kernels/fp8.md).
 ops::RegisterOpImpl r8(named(impl("moe_grouped_gemm_fp8_swiglu", "sm_90a", 30, fp8_gemm<Fp8Gemm::kSwiglu, kSwapw5>,
                                   "sm90.swapw5", "sm90.swapw with a 5-slot ring", fp8_applies<Fp8Gemm::kSwiglu, kSwapw5>)));

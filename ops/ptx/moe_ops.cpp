@@ -309,8 +309,7 @@ bool permute_spread_applies(const ops::ApplyContext& c, std::string* why) {
 //   - else "sm80.two" (only when named): the earlier layout (up to 2048 slots one block of 32
 //     warps, else blocks of ~1024 slots and 8 warps); "sm80.one" (the default without local
 //     experts): the single-block plan.
-Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two,
-                                     int64_t spread_warps) {
+Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two) {
   const int64_t T = ctx.dim("T"), K = ctx.dim("K"), EL = ctx.dim("EL"), E = ctx.dim("E");
   const int64_t begin = ctx.params().i("expert_begin");
   const char* op = ctx.contract.op.c_str();
@@ -335,8 +334,7 @@ Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFact
   // 16 warps in the spread layout, so that a block (about one per SM) has 16 warps copying
   // rows (the fused kernel's registers allow up to 896 threads); 32-warp blocks were slower than
   // 8-warp ones in the plan alone (docs/kernels/ptx.md).
-  l.W = std::min<int64_t>(spread ? spread_warps : multi ? 8 : 32,
-                          (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
+  l.W = std::min<int64_t>(spread ? 16 : multi ? 8 : 32, (limit - 4 * (counters + 32)) / std::max<int64_t>(4 * EL, 1));
   if (l.W < 1) return Error(HAL_UNSUPPORTED, fmt::format("{}: {} local experts do not fit in shared memory", op, EL));
   if (l.B > INT_MAX) return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} plan blocks", op, l.B));
   l.shared = uint32_t(4 * (l.W * EL + counters + 32));

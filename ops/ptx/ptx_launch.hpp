@@ -231,14 +231,12 @@ std::string splitk_misfit(const DeviceFacts& dev, const GemmArgs& g, int split);
 // moe_permute launchers and moe_permute_fp8's: B blocks of W warps, block b planning slots
 // [b * per_block, (b + 1) * per_block) with `shared` bytes of histograms. `spread`: about a
 // block an SM, per_block a multiple of K (whole tokens: the fused kernels' layout); else one
-// block, or with `two` the earlier many-block layout. `spread_warps`: a spread block's warps.
-// Errors name the operator of ctx.
+// block, or with `two` the earlier many-block layout. Errors name the operator of ctx.
 struct PermuteLayout {
   int64_t B, W, per_block;
   uint32_t shared;
 };
-Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two,
-                                     int64_t spread_warps = 16);
+Result<PermuteLayout> permute_layout(const ops::OpContext& ctx, const DeviceFacts& dev, bool spread, bool two);
 // The plan kernels' leading arguments (the contract's names: topk_ids, expert_counts, ...).
 struct PermutePlanArgs {
   uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;

@@ -116,17 +116,15 @@ __device__ __forceinline__ void permute_fp8(const int* __restrict__ topk_ids, in
   }
 }
 
-// Two quads (8 groups, 64 bytes a lane) in flight a step: four were level on the H200
-// (docs/PERFORMANCE.md, 2026-11-30 fourth session). WARPS: the block's warps (the launcher's
-// plan layout: 16, or 32 in the _w32 build, registers capped at 64).
-#define HC_PERMUTE_FP8_ENTRY(NAME, THREADS)                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                           \
-      NAME(const int* __restrict__ topk_ids, int* __restrict__ expert_counts, int* __restrict__ expert_offsets,        \
-           int* __restrict__ row_to_slot, int* __restrict__ slot_to_row, int* __restrict__ num_rows, long long slots,   \
-           long long E, long long expert_begin, long long EL, long long per_block, const unsigned short* __restrict__ x, \
-           unsigned char* __restrict__ permuted, float* __restrict__ permuted_scale, long long K, long long H) {          \
-    permute_fp8<2>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E, expert_begin, \
-                   EL, per_block, x, permuted, permuted_scale, K, H);                                                   \
-  }
-HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8, 512)
-HC_PERMUTE_FP8_ENTRY(hc_moe_permute_fp8_w32, 1024)
+// Two quads (8 groups, 64 bytes a lane) in flight a step, 16 warps a block (the launcher's plan
+// layout). On the H200 four quads were level and 32 warps a block (registers capped at 64) 5%
+// slower (docs/PERFORMANCE.md, 2026-11-30 fourth session).
+extern "C" __global__ void __launch_bounds__(512, 1)
+    hc_moe_permute_fp8(const int* __restrict__ topk_ids, int* __restrict__ expert_counts,
+                       int* __restrict__ expert_offsets, int* __restrict__ row_to_slot, int* __restrict__ slot_to_row,
+                       int* __restrict__ num_rows, long long slots, long long E, long long expert_begin, long long EL,
+                       long long per_block, const unsigned short* __restrict__ x, unsigned char* __restrict__ permuted,
+                       float* __restrict__ permuted_scale, long long K, long long H) {
+  permute_fp8<2>(topk_ids, expert_counts, expert_offsets, row_to_slot, slot_to_row, num_rows, slots, E, expert_begin, EL,
+                 per_block, x, permuted, permuted_scale, K, H);
+}
