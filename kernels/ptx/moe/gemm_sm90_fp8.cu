@@ -674,24 +674,18 @@ __device__ __forceinline__ void quantize_groups_vec(const unsigned short* x, uns
     const long long w = GROUPS * p + ((threadIdx.x & 31) / LANES);
     const bool live = w < groups;
     const long long r = live ? w / KG : 0, k = live ? (w % KG) * 128 + V * m : K;
-    float v[V / 8][8];
-    float amax = 0.f;
+    uint4 raw[V / 8];
 #pragma unroll
-    for (int h = 0; h < V / 8; ++h) {
-      const uint4 raw = k < K ? __ldg(reinterpret_cast<const uint4*>(x + r * K + k) + h) : make_uint4(0, 0, 0, 0);
-      bf16x8_to_float(raw, v[h]);
-      amax = fmaxf(amax, lane_amax(v[h]));
-    }
-    const float s = group_scale<LANES>(amax);
+    for (int h = 0; h < V / 8; ++h)
+      raw[h] = k < K ? __ldg(reinterpret_cast<const uint4*>(x + r * K + k) + h) : make_uint4(0, 0, 0, 0);
+    const LaneQuant<V> lq = quantize_lane<V>(raw);
     if (k < K) {
-      if constexpr (V == 16) {
-        const uint2 lo = quantize8(v[0], s), hi = quantize8(v[1], s);
-        *reinterpret_cast<uint4*>(q + r * K + k) = make_uint4(lo.x, lo.y, hi.x, hi.y);
-      } else {
-        *reinterpret_cast<uint2*>(q + r * K + k) = quantize8(v[0], s);
-      }
+      if constexpr (V == 16)
+        *reinterpret_cast<uint4*>(q + r * K + k) = make_uint4(lq.bytes[0], lq.bytes[1], lq.bytes[2], lq.bytes[3]);
+      else
+        *reinterpret_cast<uint2*>(q + r * K + k) = make_uint2(lq.bytes[0], lq.bytes[1]);
     }
-    if (live && m == 0) scale[w] = s;
+    if (live && m == 0) scale[w] = lq.s;
   }
 }
 }  // namespace

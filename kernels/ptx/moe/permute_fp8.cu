@@ -41,16 +41,12 @@ __device__ __forceinline__ void quantize_row_x16(const unsigned short* __restric
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const long long g = g0 + 4 * u + q, k = g * 128 + 16 * m;
-      float v0[8], v1[8];
-      hc::bf16x8_to_float(raw[u][0], v0);
-      hc::bf16x8_to_float(raw[u][1], v1);
-      const float s = hc::group_scale<8>(fmaxf(hc::lane_amax(v0), hc::lane_amax(v1)));  // every lane: the shuffles
-      const uint2 lo = hc::quantize8(v0, s), hi = hc::quantize8(v1, s);
+      const hc::LaneQuant<16> lq = hc::quantize_lane<16>(raw[u]);  // every lane: the shuffles
       if (k >= H) continue;
-      const uint4 bytes = make_uint4(lo.x, lo.y, hi.x, hi.y);
+      const uint4 bytes = make_uint4(lq.bytes[0], lq.bytes[1], lq.bytes[2], lq.bytes[3]);
       auto put = [&](int r) {
         *reinterpret_cast<uint4*>(permuted + (long long)r * H + k) = bytes;
-        if (m == 0) permuted_scale[(long long)r * HG + g] = s;
+        if (m == 0) permuted_scale[(long long)r * HG + g] = lq.s;
       };
 #pragma unroll
       for (int j = 0; j < kRowsInRegs; ++j)

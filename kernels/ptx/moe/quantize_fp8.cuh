@@ -55,6 +55,34 @@ __device__ __forceinline__ uint2 quantize8(const float (&v)[8], float s) {
   return make_uint2(packed[0], packed[1]);
 }
 
+// One lane's share of a group that LANES = 128 / V lanes hold V consecutive values each of (V = 8
+// or 16): from its V / 8 16-byte loads `raw` (zeros past the group), the group's scale `s` and the
+// lane's V e4m3 bytes in memory order. Every lane of the warp must call it (the shuffles).
+template <int V>
+struct LaneQuant {
+  uint32_t bytes[V / 4];
+  float s;
+};
+template <int V>
+__device__ __forceinline__ LaneQuant<V> quantize_lane(const uint4 (&raw)[V / 8]) {
+  float v[V / 8][8];
+  float amax = 0.f;
+#pragma unroll
+  for (int h = 0; h < V / 8; ++h) {
+    bf16x8_to_float(raw[h], v[h]);
+    amax = fmaxf(amax, lane_amax(v[h]));
+  }
+  LaneQuant<V> out;
+  out.s = group_scale<128 / V>(amax);
+#pragma unroll
+  for (int h = 0; h < V / 8; ++h) {
+    const uint2 p = quantize8(v[h], out.s);
+    out.bytes[2 * h] = p.x;
+    out.bytes[2 * h + 1] = p.y;
+  }
+  return out;
+}
+
 // e4m3(v / s), or +0 when s == 0 (the scalar form).
 __device__ __forceinline__ unsigned char quantize1(float v, float s) { return s > 0.f ? to_e4m3(v / s) : (unsigned char)0; }
 
