@@ -365,6 +365,12 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                                                {"w_scale", "w_gate_up_scale"}, {"expert_offsets", "expert_offsets"},
                                                {"out", "h"}});
   };
+  // The SwiGLU GEMM with h quantized in its epilogue (the layer's choice where it pays).
+  const std::initializer_list<std::pair<const char*, const char*>> kQuantNames{
+      {"a", "xq"}, {"a_scale", "xs"}, {"w_gate_up", "w_gate_up"}, {"w_scale", "w_gate_up_scale"},
+      {"expert_offsets", "expert_offsets"}, {"q", "hq"}, {"q_scale", "hs"}};
+  const char* kFp8Quant = "moe_grouped_gemm_fp8_swiglu_quant";
+  auto fp8_swiglu_quant = [&] { return run(kFp8Quant, kQuantNames); };
   auto fp8_swiglu_gather = [&] {
     Tensors call{{"x", t["tq"]}, {"x_scale", t["ts"]}, {"w_gate_up", t["w_gate_up"]}, {"w_scale", t["w_gate_up_scale"]},
                  {"expert_offsets", t["expert_offsets"]}, {"row_to_slot", t["row_to_slot"]}, {"out", t["h"]}};
@@ -408,6 +414,14 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     return {};
   };
   const bool fp8_views = o.fp8 && H % 2 == 0;
+  // Whether the quantizing SwiGLU GEMM runs here, and whether MoeLayer takes it for this call.
+  bool fp8_quant = false, layer_quant = false;
+  if (o.fp8) {
+    Tensors call;
+    for (auto& [contract_name, ours] : kQuantNames) call[contract_name] = t[ours];
+    fp8_quant = ops::select_impl_for_call(*dev, kFp8Quant, call, {}, o.layer.run_options(kFp8Quant)).ok();
+    layer_quant = fp8_quant && ops::fused_pays_for_call(*dev, kFp8Quant, call, {}, o.layer.run_options(kFp8Quant));
+  }
   const char* kFp8Gather = "moe_grouped_gemm_fp8_swiglu_gather";
   const bool fp8_has_gather = o.fp8 && ops::select_impl(*dev, kFp8Gather, o.layer.run_options(kFp8Gather)).ok();
   // One pass first so that every stage has real inputs (routing decides the expert rows).
@@ -431,6 +445,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   if (o.fp8) TRY_OR_FAIL(quant_tokens());
   if (fp8_views) TRY_OR_FAIL(permute_e4m3_views());
   if (o.fp8) TRY_OR_FAIL(permute_fp8());
+  if (fp8_quant) TRY_OR_FAIL(fp8_swiglu_quant());
   if (fp8_has_gather) {
     TRY_OR_FAIL(permute_plan_only());
     TRY_OR_FAIL(fp8_swiglu_gather());
@@ -499,6 +514,14 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
                   0});
     fns.push_back(permute_fp8);
     layer_stages = {0, 1, st.size() - 1, 4, 5, 6, 7};
+  }
+  if (fp8_quant) {
+    // h written as e4m3 + scales: the quantize of h's bytes fall away (bf16 h neither written nor read).
+    st.push_back({"moe_grouped_gemm_fp8_swiglu_quant", 0,
+                  active * wgu8 + double(R) * (H + HG * 4) + double(R) * (I + IG * 4), 2.0 * R * H * 2 * I, 'e',
+                  active * wgu8, true});
+    fns.push_back(fp8_swiglu_quant);
+    if (layer_quant) layer_stages = {0, 1, layer_stages[2], st.size() - 1, 6, 7}, expert_stages = {st.size() - 1, 6};
   }
   const size_t kPlanOnly = st.size(), kGather = st.size() + 1;
   if (fp8_has_gather) {
@@ -609,7 +632,9 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   const bool gathered = layer_stages[2] == kPlanOnly;
   fmt::print("  layer path{}: {}\n", o.fp8 ? " (fp8)" : "",
              gathered ? "gather (moe_permute write_permuted=false, the gather GEMM)"
-             : o.fp8 ? "moe_permute_fp8: the rows quantized on the way (--path gather gathers)"
+             : o.fp8 ? (layer_quant ? "moe_permute_fp8: the rows quantized on the way; h quantized in the SwiGLU "
+                                      "GEMM's epilogue (--path gather gathers)"
+                                    : "moe_permute_fp8: the rows quantized on the way (--path gather gathers)")
              : has_gather ? "permuted copy (--path gather gathers)"
                           : "permuted copy (no gather GEMM here)");
   fmt::print("  whole layer              {:>10.3f} ms (stages summed {:.3f} ms)\n", layer, sum);

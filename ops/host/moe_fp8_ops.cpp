@@ -75,13 +75,14 @@ Status moe_permute_fp8(ops::OpContext& ctx) {
 // ---- the block-scaled grouped GEMMs -------------------------------------------------------
 // One argument block for all three: the gather form also uses x's rows T, topk and row_to_slot.
 struct Fp8GemmArgs {
-  uint64_t a, a_scale, w, w_scale, offsets, row_to_slot, out;
+  uint64_t a, a_scale, w, w_scale, offsets, row_to_slot, out, out_scale;  // out_scale: the quantizing form
   int64_t EL, R, in_dim, out_dim, T, topk, rows_per_block;
 };
 #define FP8_GEMM_ARGS                                                                                         \
   {HALCYON_ARG_PTR(Fp8GemmArgs, a), HALCYON_ARG_PTR(Fp8GemmArgs, a_scale), HALCYON_ARG_PTR(Fp8GemmArgs, w),     \
    HALCYON_ARG_PTR(Fp8GemmArgs, w_scale), HALCYON_ARG_PTR(Fp8GemmArgs, offsets),                              \
-   HALCYON_ARG_PTR(Fp8GemmArgs, row_to_slot), HALCYON_ARG_PTR(Fp8GemmArgs, out), HALCYON_ARG_VAL(Fp8GemmArgs, EL), \
+   HALCYON_ARG_PTR(Fp8GemmArgs, row_to_slot), HALCYON_ARG_PTR(Fp8GemmArgs, out),                              \
+   HALCYON_ARG_PTR(Fp8GemmArgs, out_scale), HALCYON_ARG_VAL(Fp8GemmArgs, EL),                                  \
    HALCYON_ARG_VAL(Fp8GemmArgs, R), HALCYON_ARG_VAL(Fp8GemmArgs, in_dim), HALCYON_ARG_VAL(Fp8GemmArgs, out_dim),   \
    HALCYON_ARG_VAL(Fp8GemmArgs, T), HALCYON_ARG_VAL(Fp8GemmArgs, topk), HALCYON_ARG_VAL(Fp8GemmArgs, rows_per_block)}
 
@@ -92,6 +93,14 @@ void fp8_swiglu_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
                                           ptr<const float>(g.w_scale), ptr<const int32_t>(g.offsets), g.EL + 1, g.EL,
                                           g.R, g.in_dim, g.out_dim, ptr<bf16>(g.out),
                                           block_rows(ctx, g.R, g.rows_per_block)));
+}
+void fp8_swiglu_quant_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
+  auto g = args_of<Fp8GemmArgs>(blob);
+  report("moe_grouped_gemm_fp8_swiglu_quant",
+         ref::moe_grouped_gemm_fp8_swiglu_quant(ptr<const e4m3>(g.a), ptr<const float>(g.a_scale), ptr<const e4m3>(g.w),
+                                                ptr<const float>(g.w_scale), ptr<const int32_t>(g.offsets), g.EL + 1,
+                                                g.EL, g.R, g.in_dim, g.out_dim, ptr<e4m3>(g.out), ptr<float>(g.out_scale),
+                                                block_rows(ctx, g.R, g.rows_per_block)));
 }
 void fp8_swiglu_gather_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
   auto g = args_of<Fp8GemmArgs>(blob);
@@ -109,13 +118,15 @@ void fp8_down_kernel(const hal_host_launch_ctx* ctx, const void* blob) {
                                    g.in_dim, g.out_dim, ptr<bf16>(g.out), block_rows(ctx, g.R, g.rows_per_block)));
 }
 HostKernel k_fp8_swiglu("moe_grouped_gemm_fp8_swiglu", fp8_swiglu_kernel, FP8_GEMM_ARGS, sizeof(Fp8GemmArgs));
+HostKernel k_fp8_swiglu_quant("moe_grouped_gemm_fp8_swiglu_quant", fp8_swiglu_quant_kernel, FP8_GEMM_ARGS,
+                              sizeof(Fp8GemmArgs));
 HostKernel k_fp8_swiglu_gather("moe_grouped_gemm_fp8_swiglu_gather", fp8_swiglu_gather_kernel, FP8_GEMM_ARGS,
                                sizeof(Fp8GemmArgs));
 HostKernel k_fp8_down("moe_grouped_gemm_fp8", fp8_down_kernel, FP8_GEMM_ARGS, sizeof(Fp8GemmArgs));
 
 // kernel: the host kernel's name (= the op); a/a_scale/w/w_scale: the contract's names.
 Status fp8_gemm(ops::OpContext& ctx, const char* kernel, const char* a, const char* a_scale, const char* w,
-                int64_t in_dim, int64_t out_dim, int64_t cost, bool gather) {
+                int64_t in_dim, int64_t out_dim, int64_t cost, bool gather, bool quant = false) {
   const int64_t R = ctx.dim("R"), EL = ctx.dim("EL");
   int64_t T = 0, topk = 1;
   uint64_t row_to_slot = 0;
@@ -131,12 +142,17 @@ Status fp8_gemm(ops::OpContext& ctx, const char* kernel, const char* a, const ch
   const int64_t per = rows_per_block(R, cost);
   Fp8GemmArgs g{ctx.tensor(a).address(), ctx.tensor(a_scale).address(), ctx.tensor(w).address(),
                 ctx.tensor("w_scale").address(), ctx.tensor("expert_offsets").address(), row_to_slot,
-                ctx.tensor("out").address(), EL, R, in_dim, out_dim, T, topk, per};
+                ctx.tensor(quant ? "q" : "out").address(), quant ? ctx.tensor("q_scale").address() : 0, EL, R, in_dim,
+                out_dim, T, topk, per};
   return launch(ctx, kernel, uint64_t((R + per - 1) / per), g);
 }
 Status moe_grouped_gemm_fp8_swiglu(ops::OpContext& ctx) {
   const int64_t H = ctx.dim("H"), I = ctx.dim("I");
   return fp8_gemm(ctx, "moe_grouped_gemm_fp8_swiglu", "a", "a_scale", "w_gate_up", H, I, 2 * H * I, false);
+}
+Status moe_grouped_gemm_fp8_swiglu_quant(ops::OpContext& ctx) {
+  const int64_t H = ctx.dim("H"), I = ctx.dim("I");
+  return fp8_gemm(ctx, "moe_grouped_gemm_fp8_swiglu_quant", "a", "a_scale", "w_gate_up", H, I, 2 * H * I, false, true);
 }
 Status moe_grouped_gemm_fp8_swiglu_gather(ops::OpContext& ctx) {
   const int64_t H = ctx.dim("H"), I = ctx.dim("I");
@@ -147,8 +163,9 @@ Status moe_grouped_gemm_fp8(ops::OpContext& ctx) {
   return fp8_gemm(ctx, "moe_grouped_gemm_fp8", "a", "a_scale", "w", I, H, I * H, false);
 }
 
-// On the CPU the gather saves the permuted copy outright (as for the bf16 gather).
-bool gather_pays(const ops::ApplyContext&, std::string*) { return true; }
+// On the CPU the gather saves the permuted copy outright (as for the bf16 gather), and the
+// quantizing SwiGLU the bf16 rows of h written and read again.
+bool fused_pays(const ops::ApplyContext&, std::string*) { return true; }
 
 ops::RegisterOpImpl r_quantize({"moe_quantize_fp8", HAL_MODULE_HOST, "host", "", 0, moe_quantize_fp8});
 ops::RegisterOpImpl r_permute_fp8({"moe_permute_fp8", HAL_MODULE_HOST, "host", "", 0, moe_permute_fp8});
@@ -156,7 +173,9 @@ ops::RegisterOpImpl r_fp8_swiglu({"moe_grouped_gemm_fp8_swiglu", HAL_MODULE_HOST
                                   moe_grouped_gemm_fp8_swiglu});
 ops::RegisterOpImpl r_fp8_swiglu_gather({"moe_grouped_gemm_fp8_swiglu_gather", HAL_MODULE_HOST, "host", "", 0,
                                          moe_grouped_gemm_fp8_swiglu_gather, "host", nullptr, nullptr, true,
-                                         gather_pays});
+                                         fused_pays});
+ops::RegisterOpImpl r_fp8_swiglu_quant({"moe_grouped_gemm_fp8_swiglu_quant", HAL_MODULE_HOST, "host", "", 0,
+                                        moe_grouped_gemm_fp8_swiglu_quant, "host", nullptr, nullptr, true, fused_pays});
 ops::RegisterOpImpl r_fp8_down({"moe_grouped_gemm_fp8", HAL_MODULE_HOST, "host", "", 0, moe_grouped_gemm_fp8});
 
 }  // namespace

@@ -24,6 +24,9 @@ struct Fp8Build {
   // Clusters of 2 CTAs on n-tiles 2j and 2j + 1 of one expert's m-tile, the token rows multicast
   // into both (tall builds; the kernel's __cluster_dims__): needs an even n-tile count.
   bool cluster = false;
+  // The quantizing epilogue (moe_grouped_gemm_fp8_swiglu_quant; clustered SwiGLU build): e4m3 rows
+  // of h staged in shared memory, the cluster's two CTAs exchanging their tokens' maxima.
+  bool quant = false;
   constexpr int64_t boxes() const { return tall() ? 2 : 4; }
   constexpr int64_t bn() const { return 64 * boxes(); }  // weight rows of a tile (SwiGLU: gate + up)
   // Tall builds keep a_scale x w_scale per box in the scale ring (f32 [2][tn] a slot) and need
@@ -33,34 +36,38 @@ struct Fp8Build {
 };
 constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWide{4, 128, "sm90wide"},
     kTall{4, 256, "sm90tall"}, kTallPf{4, 256, "sm90tallpf"}, kTallS{3, 256, "sm90talls", true},
-    kTallMc{4, 256, "sm90tallmc", false, true}, kTallSMc{3, 256, "sm90tallsmc", true, true};
+    kTallMc{4, 256, "sm90tallmc", false, true}, kTallSMc{3, 256, "sm90tallsmc", true, true},
+    kTallMcQ{4, 256, "sm90tallmc", false, true, true};
 constexpr int64_t kThreads = 384;
 // The kernel's layout (grouped_gemm_fp8): 1 KiB of alignment, the slots, their barriers and scale
 // rings, the tile map; staged builds then a staging buffer of 256 rows of the tile's outputs
-// (bf16) + 16 bytes, from a 128-byte boundary.
+// (bf16) + 16 bytes, from a 128-byte boundary; the quantizing build there 256 rows of 64 e4m3,
+// 2 x 2 x 128 f32 maxima and four barriers (quant_smem).
 uint64_t fp8_shared(int64_t EL, const Fp8Build& b, bool swiglu) {
   const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
   const uint64_t base = 1024 + b.slots * (slot + 16 + uint64_t(b.ring_scales()) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
+  if (b.quant) return (base + 127) / 128 * 128 + 256 * 64 + 2 * 2 * 128 * 4 + 4 * 8;
   if (!b.staged) return base;
   const uint64_t outs = swiglu ? uint64_t(b.bn()) / 2 : uint64_t(b.bn());
   return (base + 127) / 128 * 128 + 256 * (outs * 2 + 16);
 }
 
-enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown };
+enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown, kSwigluQuant };
 
-// The GEMM of a call by its contract names: inputs, K (reduction) and N (outputs).
+// The GEMM of a call by its contract names: inputs, output, K (reduction) and N (outputs).
 struct Fp8Call {
-  const char *a, *a_scale, *w;
+  const char *a, *a_scale, *w, *out;
   int64_t K, N;
 };
 template <typename Ctx>
 Fp8Call fp8_call(const Ctx& c, Fp8Gemm which) {
   switch (which) {
-    case Fp8Gemm::kSwiglu: return {"a", "a_scale", "w_gate_up", c.dim("H"), c.dim("I")};
-    case Fp8Gemm::kSwigluGather: return {"x", "x_scale", "w_gate_up", c.dim("H"), c.dim("I")};
+    case Fp8Gemm::kSwiglu: return {"a", "a_scale", "w_gate_up", "out", c.dim("H"), c.dim("I")};
+    case Fp8Gemm::kSwigluGather: return {"x", "x_scale", "w_gate_up", "out", c.dim("H"), c.dim("I")};
+    case Fp8Gemm::kSwigluQuant: return {"a", "a_scale", "w_gate_up", "q", c.dim("H"), c.dim("I")};
     case Fp8Gemm::kDown: break;
   }
-  return {"a", "a_scale", "w", c.dim("I"), c.dim("H")};
+  return {"a", "a_scale", "w", "out", c.dim("I"), c.dim("H")};
 }
 
 // A tile's n-tiles over N outputs (SwiGLU: a tile's weight rows are half gate, half up).
@@ -75,7 +82,10 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, cons
   if (f.K % 16) return fmt::format("K = {} is not a multiple of 16 (the TMA row pitch)", f.K);
   for (const char* t : {f.a, f.w})
     if (address_of(c, t) % 16) return fmt::format("{} is not 16-byte aligned", t);
-  if (address_of(c, "out") % 4) return "out is not 4-byte aligned";
+  if (address_of(c, f.out) % 4) return fmt::format("{} is not 4-byte aligned", f.out);
+  if (build.quant && (f.N % 128 || address_of(c, f.out) % 16))
+    return fmt::format("its epilogue quantizes whole 1x128 groups with 16-byte stores: it needs I % 128 == 0 and q "
+                       "16-byte aligned (I = {})", f.N);
   if (build.staged && (f.N % 8 || address_of(c, "out") % 16))
     return fmt::format("its bulk copies of output rows need N % 8 == 0 and out 16-byte aligned (N = {})", f.N);
   const uint64_t shared = fp8_shared(c.dim("EL"), build, which != Fp8Gemm::kDown);
@@ -136,14 +146,16 @@ Status fp8_gemm(ops::OpContext& ctx) {
   const ops::Tensor& a = ctx.tensor(f.a);
   auto tb = e4m3_map(ctx, ctx.tensor(f.w), {uint64_t(f.K), uint64_t(NW), uint64_t(EL)}, 64);
   if (!tb) return tb.error();
-  const std::string entry = fmt::format("hc_moe_gemm_fp8_{}{}", gather ? "swiglu_gather_" : swiglu ? "swiglu_" : "",
+  const bool quant = Which == Fp8Gemm::kSwigluQuant;
+  const std::string entry = fmt::format("hc_moe_gemm_fp8_{}{}",
+                                        gather ? "swiglu_gather_" : quant ? "swiglu_quant_" : swiglu ? "swiglu_" : "",
                                         Build.suffix);
   auto k = kernel(ctx, *dev, kImage, entry.c_str(), CodeFrom::kCubinIfExact);
   if (!k) return k.error();
   uint32_t grid = uint32_t(std::min<int64_t>(max_tiles, dev->compute_units));
   if (Build.cluster) grid = std::max(grid & ~1u, 2u);  // whole clusters (max_tiles is even there)
   const uint64_t a_scale = address_of(ctx, f.a_scale), w_scale = address_of(ctx, "w_scale");
-  const uint64_t offsets = address_of(ctx, "expert_offsets"), out = address_of(ctx, "out");
+  const uint64_t offsets = address_of(ctx, "expert_offsets"), out = address_of(ctx, f.out);
   if (gather) {
     const int64_t T = ctx.dim("T"), topk = ctx.params().i("topk");
     return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
@@ -155,6 +167,7 @@ Status fp8_gemm(ops::OpContext& ctx) {
   if (!ta16) return ta16.error();
   return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
     p.value(*ta16).value(*tb).value(a_scale).value(w_scale).value(offsets).value(out);
+    if (quant) p.value(address_of(ctx, "q_scale"));
     p.value(R).value(f.K).value(f.N).value(EL);
   });
 }
@@ -305,6 +318,7 @@ HC_NO_FP8("moe_permute_fp8", r26)
 HC_NO_FP8("moe_grouped_gemm_fp8_swiglu", r1)
 HC_NO_FP8("moe_grouped_gemm_fp8_swiglu_gather", r2)
 HC_NO_FP8("moe_grouped_gemm_fp8", r3)
+HC_NO_FP8("moe_grouped_gemm_fp8_swiglu_quant", r28)
 #undef HC_NO_FP8
 
 bool image_built(const ops::ApplyContext&, std::string* why) {
@@ -387,6 +401,24 @@ HC_FP8_CHOSEN(r23, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallMc, 38, "sm90.ta
               "sm90.tall in 2-CTA clusters on neighbouring n-tiles, the token rows multicast (where the staged builds "
               "cannot run)")
 #undef HC_FP8_CHOSEN
+
+// The quantizing SwiGLU GEMM: sm90.tallmc with h written as e4m3 + 1x128 scales from its
+// epilogue (a group's 128 outputs are the cluster's two tiles). It runs any call the clustered
+// build runs with I % 128 == 0; the layer takes it instead of sm90.tallmc + moe_quantize_fp8
+// where the registry's SwiGLU choice would be sm90.tallmc (experts averaging kClusterRows rows
+// or more).
+bool quant_pays(const ops::ApplyContext& c, std::string* why) {
+  if (c.has_call() && c.dim("R") >= kClusterRows * std::max<int64_t>(c.dim("EL"), 1)) return true;
+  if (why)
+    *why = fmt::format("the unfused pair takes other tiles where experts average under {} rows ({} here)", kClusterRows,
+                       c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0);
+  return false;
+}
+ops::RegisterOpImpl r29(impl("moe_grouped_gemm_fp8_swiglu_quant", "sm_90a", 38, fp8_gemm<Fp8Gemm::kSwigluQuant, kTallMcQ>,
+                             "sm90.tallmc",
+                             "sm90.tallmc with h quantized in the epilogue (the cluster's two CTAs exchange each "
+                             "token's maxima)",
+                             fp8_applies<Fp8Gemm::kSwigluQuant, kTallMcQ>, nullptr, quant_pays));
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -318,6 +318,28 @@ Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_vie
   return select_bound(device, op, *b, tensors, options);
 }
 
+bool fused_pays_for_call(const Device& device, std::string_view op,
+                         const std::map<std::string, Tensor, std::less<>>& tensors,
+                         const std::map<std::string, std::string>& params, const RunOptions& options,
+                         std::string* why) {
+  auto say = [&](std::string text) {
+    if (why) *why = std::move(text);
+    return false;
+  };
+  const Contract* c = find_contract(op);
+  if (!c) return say(fmt::format("unknown operator '{}'", op));
+  auto b = bind_checked(*c, op, tensors, params);
+  if (!b) return say(b.error().message());
+  auto facts = device_facts(device);
+  if (!facts) return say(facts.error().message());
+  const ApplyContext call{*facts, &device, &*b, &tensors, options.code};
+  auto impl = select_impl(device, op, options, &call);
+  if (!impl) return say(impl.error().message());
+  if (!options.impl.empty()) return true;
+  if (!(*impl)->fused_pays) return say(fmt::format("{} has not been shown to beat the sequence it fuses", (*impl)->name));
+  return (*impl)->fused_pays(call, why);
+}
+
 Status run_op(const Device& device, const Stream& stream, std::string_view op,
               std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
               const RunOptions& options) {

@@ -317,7 +317,8 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
 
 // The FP8 experts: quantize the up projection's input (the tokens on the gather path; the
 // copy path's permuted rows came quantized from moe_permute_fp8), the block-scaled SwiGLU GEMM, quantize its output (all T*K
-// rows of capacity: the row count stays on the device), the block-scaled down projection.
+// rows of capacity: the row count stays on the device; or in the GEMM's epilogue where that
+// pays), the block-scaled down projection.
 Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                                      MoeStageTimes* tt) {
   const auto& c = config_;
@@ -328,6 +329,7 @@ Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, cons
     TensorMap call{{"x", in}, {"q", w[q]}, {"scale", w[scale]}};
     return run_op(device_, stream, "moe_quantize_fp8", call, {}, options_.run_options("moe_quantize_fp8"));
   };
+  quant_fused_ = false;
   if (gather_) {  // else forward() permuted quantized rows (moe_permute_fp8)
     HALCYON_TRY(quantize(x, "a_q", "a_scale"));
     HALCYON_TRY(mark(&tt->quant));
@@ -339,6 +341,20 @@ Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, cons
                  {"out", w["hidden"]}};
     HALCYON_TRY(run_op(device_, stream, op, up, {{"topk", std::to_string(c.topk)}}, options_.run_options(op)));
   } else {
+    // Where the implementation the registry takes for this call quantizes in its epilogue and
+    // beats the GEMM + moe_quantize_fp8 pair (fused_pays), h goes straight to e4m3: the up stage
+    // then includes the quantization and the quant stage is empty.
+    const char* fused = "moe_grouped_gemm_fp8_swiglu_quant";
+    TensorMap up_q{{"a", w["a_q"]},         {"a_scale", w["a_scale"]},
+                   {"w_gate_up", f.w_gate_up}, {"w_scale", f.w_gate_up_scale},
+                   {"expert_offsets", w["expert_offsets"]}, {"q", w["hidden_q"]}, {"q_scale", w["hidden_scale"]}};
+    quant_fused_ = fused_pays_for_call(device_, fused, up_q, {}, options_.run_options(fused));
+    if (quant_fused_) {
+      HALCYON_TRY(run_op(device_, stream, fused, up_q, {}, options_.run_options(fused)));
+      HALCYON_TRY(mark(&tt->up));
+      HALCYON_TRY(mark(&tt->quant));
+      return forward_fp8_down(stream, mark, tt);
+    }
     const char* op = "moe_grouped_gemm_fp8_swiglu";
     TensorMap up{{"a", w["a_q"]},      {"a_scale", w["a_scale"]}, {"w_gate_up", f.w_gate_up}, {"w_scale", f.w_gate_up_scale},
                  {"expert_offsets", w["expert_offsets"]}, {"out", w["hidden"]}};
@@ -347,6 +363,14 @@ Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, cons
   HALCYON_TRY(mark(&tt->up));
   HALCYON_TRY(quantize(w["hidden"], "hidden_q", "hidden_scale"));
   HALCYON_TRY(mark(&tt->quant));
+  return forward_fp8_down(stream, mark, tt);
+}
+
+// The block-scaled down projection of the quantized h.
+Status MoeLayer::forward_fp8_down(const Stream& stream, const std::function<Status(float*)>& mark, MoeStageTimes* tt) {
+  auto& w = ws_;
+  const MoeFp8Weights& f = *weights_.fp8;
+  using TensorMap = std::map<std::string, Tensor, std::less<>>;
   TensorMap down{{"a", w["hidden_q"]}, {"a_scale", w["hidden_scale"]}, {"w", f.w_down}, {"w_scale", f.w_down_scale},
                  {"expert_offsets", w["expert_offsets"]}, {"out", w["expert_out"]}};
   HALCYON_TRY(run_op(device_, stream, "moe_grouped_gemm_fp8", down, {}, options_.run_options("moe_grouped_gemm_fp8")));

@@ -154,6 +154,16 @@ double rel_error(const std::vector<uint16_t>& got, const std::vector<uint16_t>& 
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// ||got - want|| / ||want|| of two value lists (both finite).
+double rel_error_of(const std::vector<double>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
 // A bf16 stage output against the reference at the contract's tolerance for `op`'s `out`.
 void check_stage(const char* op, const std::vector<uint16_t>& got, const std::vector<ref::bf16>& want,
                  const std::string& what) {
@@ -208,15 +218,36 @@ void check_stages(const MoeLayer& layer, const halcyon::Stream& s, const MoeLaye
   else
     REQUIRE(ref::moe_grouped_gemm_fp8_swiglu(e4(aq), as.data(), e4(h.fp8.w_gate_up), h.fp8.w_gate_up_scale.data(), offsets.data(), E + 1, E, R, H,
                                              I, want_h.data()));
-  const std::vector<uint16_t> hidden = rows_of<uint16_t>(s, ws.at("hidden"), R);
-  check_stage(gather ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_fp8_swiglu", hidden, want_h,
-              tag + ": SwiGLU GEMM");
-  // 4. The SwiGLU output quantized, from the GPU's hidden rows.
   std::vector<uint8_t> hq(size_t(R * I));
   std::vector<float> hs(size_t(R * IG));
-  REQUIRE(ref::moe_quantize_fp8(bf(hidden).data(), R, I, e4(hq), hs.data()));
-  CHECK_MESSAGE(rows_of<uint8_t>(s, ws.at("hidden_q"), R) == hq, tag, ": hidden_q differs from the reference");
-  CHECK_MESSAGE(rows_of<float>(s, ws.at("hidden_scale"), R) == hs, tag, ": hidden_scale differs from the reference");
+  if (!layer.quantized_in_up_gemm()) {
+    const std::vector<uint16_t> hidden = rows_of<uint16_t>(s, ws.at("hidden"), R);
+    check_stage(gather ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_fp8_swiglu", hidden, want_h,
+                tag + ": SwiGLU GEMM");
+    // 4. The SwiGLU output quantized, from the GPU's hidden rows.
+    REQUIRE(ref::moe_quantize_fp8(bf(hidden).data(), R, I, e4(hq), hs.data()));
+    CHECK_MESSAGE(rows_of<uint8_t>(s, ws.at("hidden_q"), R) == hq, tag, ": hidden_q differs from the reference");
+    CHECK_MESSAGE(rows_of<float>(s, ws.at("hidden_scale"), R) == hs, tag, ": hidden_scale differs from the reference");
+  } else {
+    // 3-4 fused (moe_grouped_gemm_fp8_swiglu_quant): h quantized in the GEMM's epilogue, against
+    // the reference quantization of the reference h at the contract's tolerances.
+    std::vector<uint8_t> want_q(size_t(R * I));
+    std::vector<float> want_s(size_t(R * IG));
+    REQUIRE(ref::moe_quantize_fp8(want_h.data(), R, I, e4(want_q), want_s.data()));
+    hq = rows_of<uint8_t>(s, ws.at("hidden_q"), R);
+    hs = rows_of<float>(s, ws.at("hidden_scale"), R);
+    const auto* contract = halcyon::ops::find_contract("moe_grouped_gemm_fp8_swiglu_quant");
+    std::vector<double> gq(hq.size()), wq(hq.size());
+    for (size_t i = 0; i < hq.size(); ++i) {
+      gq[i] = ref::e4m3_to_float({hq[i]});
+      wq[i] = ref::e4m3_to_float({want_q[i]});
+    }
+    const double eq = rel_error_of(gq, wq), es = rel_error_of(std::vector<double>(hs.begin(), hs.end()),
+                                                              std::vector<double>(want_s.begin(), want_s.end()));
+    std::printf("  %-52s rel err q %.3g, scales %.3g\n", (tag + ": SwiGLU GEMM, quantized").c_str(), eq, es);
+    CHECK_MESSAGE(eq <= contract->find_tensor("q")->tolerance.rel, tag, ": hidden_q");
+    CHECK_MESSAGE(es <= contract->find_tensor("q_scale")->tolerance.rel, tag, ": hidden_scale");
+  }
   // 5. The down GEMM from the GPU's quantized hidden rows.
   std::vector<ref::bf16> want_y(size_t(R * H));
   REQUIRE(ref::moe_grouped_gemm_fp8(e4(hq), hs.data(), e4(h.fp8.w_down), h.fp8.w_down_scale.data(), offsets.data(), E + 1, E, R, I, H,
@@ -231,8 +262,9 @@ TEST_CASE("MoeLayer with FP8 experts on cuda:0: every stage against the referenc
   const MoeLayerConfig c = config();
   auto gpu = unwrap(Device::open("cuda:0"));
   auto cpu = unwrap(Device::open("cpu"));
-  // 40 tokens: ~10 rows an expert (64-token tiles); 300: ~75 (128-token tiles); 500: ~125 (tall).
-  for (int64_t T : {40, 300, 500}) {
+  // 40 tokens: ~10 rows an expert (64-token tiles); 300: ~75 (128-token tiles); 500: ~125 (tall);
+  // 640: 160 (the copy path's SwiGLU GEMM quantizes in its epilogue: 2-CTA clusters).
+  for (int64_t T : {40, 300, 500, 640}) {
     std::mt19937 rng(uint32_t(11 + T));
     const HostLayer h = random_layer(c, T, rng);
     for (MoePath path : {MoePath::kCopy, MoePath::kGather}) {
@@ -240,6 +272,7 @@ TEST_CASE("MoeLayer with FP8 experts on cuda:0: every stage against the referenc
       CAPTURE(tag);
       std::vector<ref::bf16> want_out;
       LayerRun g = run_layer(gpu, c, h, T, path, [&](const MoeLayer& layer, const halcyon::Stream& s) {
+        CHECK(layer.quantized_in_up_gemm() == (T == 640 && path == MoePath::kCopy));
         check_stages(layer, s, c, h, T, tag);
         // 6. The combine, from the GPU's expert rows and routing (compared below with the output).
         const auto& ws = layer.workspace();

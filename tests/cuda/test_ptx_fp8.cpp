@@ -3,7 +3,8 @@
 // size (K = 7168, 56 scale groups) and experts of 0, 1, 15, 16, 17, 63, 64, 65, 130 and 200 rows
 // (every token-tile width, several tiles per expert), both GEMMs and the gather form, plus
 // moe_quantize_fp8 (bit-exact) over 4096 x 7168 and over every bf16 value, moe_permute_fp8
-// (bit-exact) at 4096 tokens. Each op runs on cuda:0 (the registry's choice, which must be the
+// (bit-exact) at 4096 tokens, and moe_grouped_gemm_fp8_swiglu_quant (bit-exact against the
+// GPU's own SwiGLU GEMM + moe_quantize_fp8). Each op runs on cuda:0 (the registry's choice, which must be the
 // sm_90a kernel on an sm_90a device) and on the CPU device with the same inputs; outputs are
 // poisoned first; bf16 outputs compare by ||out - ref|| / ||ref|| within the contract's
 // tolerance, and none may be NaN. Exits 77 (skipped) without a device.
@@ -332,6 +333,85 @@ TEST_CASE("moe_grouped_gemm_fp8_swiglu and its gather form, H = 7168") {
   }
 }
 
+// The quantizing SwiGLU GEMM: on sm_90a bit for bit sm90.tallmc followed by moe_quantize_fp8 (the
+// same h, rounded to bf16 the same way; the group maxima exchanged between the cluster's CTAs),
+// rows past the experts' untouched; against the CPU reference within the contract's tolerances.
+// I = 2048 (DeepSeek-V3's) with several tiles a cluster, so that the exchange runs more than once
+// per consumer; experts of 0, 1, 15-17 rows give consumers with no rows.
+TEST_CASE("moe_grouped_gemm_fp8_swiglu_quant: sm90.tallmc + moe_quantize_fp8 bit for bit, H = 7168") {
+  std::mt19937 rng(17);
+  const int64_t H = 7168, HG = 56;
+  for (auto [I, counts] : {std::pair<int64_t, std::vector<int32_t>>{256, kCounts}, {128, kCounts},
+                           {2048, {0, 17, 130, 300, 256, 1}}}) {
+    const auto off = offsets_of(counts);
+    const int64_t EL = int64_t(counts.size()), R = off.back() + 5, NB = (2 * I + 127) / 128, IG = I / 128;
+    CAPTURE(I);
+    HostTensors in{{"w_gate_up", {ops::DType::e4m3, {{EL, 2 * I, H}, random_e4m3(size_t(EL * 2 * I * H), rng)}}},
+                   {"w_scale", {ops::DType::f32, {{EL, NB, HG}, bytes_of(random_scales(size_t(EL * NB * HG), rng))}}},
+                   {"expert_offsets", {ops::DType::i32, {{EL + 1}, bytes_of(off)}}},
+                   {"a", {ops::DType::e4m3, {{R, H}, random_e4m3(size_t(R * H), rng)}}},
+                   {"a_scale", {ops::DType::f32, {{R, HG}, bytes_of(random_scales(size_t(R * HG), rng))}}}};
+    std::string impl;
+    auto g = run(gpu(), "moe_grouped_gemm_fp8_swiglu_quant", in, {}, &impl);
+    if (!is_sm90a()) {
+      CHECK(impl == "sm80.none");
+      continue;
+    }
+    CHECK(impl == "sm90.tallmc");
+    const size_t used = size_t(off.back());
+    // The composition on the GPU: the plain clustered build's bf16 h, then moe_quantize_fp8.
+    auto h = run(gpu(), "moe_grouped_gemm_fp8_swiglu", in, {}, nullptr, "sm90.tallmc");
+    h["out"].resize(used * size_t(I) * 2);
+    auto q = run(gpu(), "moe_quantize_fp8", {{"x", {ops::DType::bf16, {{int64_t(used), I}, h["out"]}}}}, {}, nullptr);
+    size_t qdiff = 0, sdiff = 0, touched = 0;
+    for (size_t i = 0; i < used * size_t(I); ++i) qdiff += g["q"][i] != q["q"][i];
+    for (size_t i = 0; i < used * size_t(IG) * 4; ++i) sdiff += g["q_scale"][i] != q["scale"][i];
+    for (size_t i = used * size_t(I); i < g["q"].size(); ++i) touched += g["q"][i] != 0xff;
+    for (size_t i = used * size_t(IG) * 4; i < g["q_scale"].size(); ++i) touched += g["q_scale"][i] != 0xff;
+    std::printf("  fp8_swiglu_quant I=%lld (%s): %zu q bytes and %zu scale bytes differ from sm90.tallmc + "
+                "moe_quantize_fp8; %zu bytes past the experts' rows written\n",
+                (long long)I, impl.c_str(), qdiff, sdiff, touched);
+    CHECK(qdiff == 0);
+    CHECK(sdiff == 0);
+    CHECK(touched == 0);
+    if (I > 256) continue;  // the CPU reference at I = 2048 would take minutes
+    auto r = run(cpu(), "moe_grouped_gemm_fp8_swiglu_quant", in, {}, nullptr);
+    const ops::Contract* c = ops::find_contract("moe_grouped_gemm_fp8_swiglu_quant");
+    double num[2] = {0, 0}, den[2] = {0, 0};
+    for (size_t i = 0; i < used * size_t(I); ++i) {
+      const double gv = ref::e4m3_to_float({g["q"][i]}), wv = ref::e4m3_to_float({r["q"][i]});
+      num[0] += (gv - wv) * (gv - wv);
+      den[0] += wv * wv;
+    }
+    for (size_t i = 0; i < used * size_t(IG); ++i) {
+      float gv, wv;
+      std::memcpy(&gv, &g["q_scale"][4 * i], 4);
+      std::memcpy(&wv, &r["q_scale"][4 * i], 4);
+      num[1] += double(gv - wv) * double(gv - wv);
+      den[1] += double(wv) * double(wv);
+    }
+    const double eq = std::sqrt(num[0] / den[0]), es = std::sqrt(num[1] / den[1]);
+    std::printf("  fp8_swiglu_quant I=%lld against the CPU: rel err q %.3g (tolerance %.3g), scales %.3g (%.3g)\n",
+                (long long)I, eq, c->find_tensor("q")->tolerance.rel, es, c->find_tensor("q_scale")->tolerance.rel);
+    CHECK(eq <= c->find_tensor("q")->tolerance.rel);
+    CHECK(es <= c->find_tensor("q_scale")->tolerance.rel);
+  }
+  // I % 128 != 0: the quantizing build refuses, and says why.
+  if (is_sm90a()) {
+    const int64_t I = 192, EL = 2, R = 64;
+    const std::vector<int32_t> off{0, 30, 64};
+    HostTensors in{{"w_gate_up", {ops::DType::e4m3, {{EL, 2 * I, H}, random_e4m3(size_t(EL * 2 * I * H), rng)}}},
+                   {"w_scale", {ops::DType::f32, {{EL, 3, HG}, bytes_of(random_scales(size_t(EL * 3 * HG), rng))}}},
+                   {"expert_offsets", {ops::DType::i32, {{EL + 1}, bytes_of(off)}}},
+                   {"a", {ops::DType::e4m3, {{R, H}, random_e4m3(size_t(R * H), rng)}}},
+                   {"a_scale", {ops::DType::f32, {{R, HG}, bytes_of(random_scales(size_t(R * HG), rng))}}}};
+    std::string why;
+    run(gpu(), "moe_grouped_gemm_fp8_swiglu_quant", in, {}, nullptr, "", &why);
+    std::printf("  fp8_swiglu_quant I=192: %s\n", why.c_str());
+    CHECK(why.find("I % 128 == 0") != std::string::npos);
+  }
+}
+
 TEST_CASE("moe_grouped_gemm_fp8 (down), H = 7168 and odd sizes") {
   std::mt19937 rng(13);
   const auto off = offsets_of(kCounts);
@@ -365,7 +445,8 @@ int main(int argc, char** argv) {
   auto info = dev->info();
   if (info) std::printf("testing on %s: %s (%s, %u SMs)\n", info->uri, info->name, info->arch, info->compute_units);
   for (const char* op : {"moe_quantize_fp8", "moe_permute_fp8", "moe_grouped_gemm_fp8_swiglu",
-                         "moe_grouped_gemm_fp8_swiglu_gather", "moe_grouped_gemm_fp8"}) {
+                         "moe_grouped_gemm_fp8_swiglu_gather", "moe_grouped_gemm_fp8_swiglu_quant",
+                         "moe_grouped_gemm_fp8"}) {
     std::string why;
     const ops::OpImpl* impl = ops::select_impl(*dev, op, &why);
     std::printf("  %-36s -> %s\n", op, impl ? impl->name.c_str() : why.c_str());

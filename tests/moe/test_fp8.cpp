@@ -1,7 +1,8 @@
 // The e4m3 conversions (e4m3.hpp) and the FP8 references (moe_fp8.hpp): rounding and
 // saturation rules, block-scale semantics against a plain dequantize-then-multiply, scales of
 // zero and of extreme magnitude, empty experts, argument errors; moe_permute_fp8 against the
-// composition it stands for (quantize, then permute).
+// composition it stands for (quantize, then permute); moe_grouped_gemm_fp8_swiglu_quant against
+// its composition (the SwiGLU GEMM, then moe_quantize_fp8).
 #include <doctest/doctest.h>
 
 #include <halcyon/kernels/reference/moe_fp8.hpp>
@@ -208,4 +209,45 @@ TEST_CASE("moe_grouped_gemm_fp8 and _swiglu: block scales as dequantize-then-mul
   CHECK_FALSE(ref::moe_grouped_gemm_fp8(a.data(), as.data(), w.data(), ws.data(), bad.data(), 3, EL, R, K, N,
                                         untouched.data()));
   CHECK(untouched[0].bits == 0x1234);
+}
+
+TEST_CASE("moe_grouped_gemm_fp8_swiglu_quant: the SwiGLU rows quantized, bit for bit; rows past the experts untouched") {
+  // 3 experts (the second empty), H = 300 (groups of 128, 128, 44), I = 200 (groups of 128, 72).
+  const int64_t EL = 3, R = 9, H = 300, I = 200, HG = 3, NB = 4, IG = 2;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-448.f, 448.f), sc(0.0005f, 0.004f);
+  std::vector<e4m3> a(size_t(R * H)), w(size_t(EL * 2 * I * H));
+  for (auto& v : a) v = ref::float_to_e4m3(u(rng));
+  for (auto& v : w) v = ref::float_to_e4m3(u(rng));
+  std::vector<float> as(size_t(R * HG)), ws(size_t(EL * NB * HG));
+  for (auto& v : as) v = sc(rng);
+  for (auto& v : ws) v = sc(rng);
+  as[0] = 0.f;  // a group of row 0 scaled to nothing
+  const std::vector<int32_t> off{0, 3, 3, 7};  // rows 7 and 8 are capacity
+  std::vector<ref::bf16> h(size_t(R * I));
+  REQUIRE(ref::moe_grouped_gemm_fp8_swiglu(a.data(), as.data(), w.data(), ws.data(), off.data(), EL + 1, EL, R, H, I,
+                                           h.data()));
+  std::vector<e4m3> want_q(size_t(7 * I));
+  std::vector<float> want_s(size_t(7 * IG));
+  REQUIRE(ref::moe_quantize_fp8(h.data(), 7, I, want_q.data(), want_s.data()));
+  std::vector<e4m3> q(size_t(R * I), e4m3{0x55});
+  std::vector<float> s(size_t(R * IG), -1.f);
+  REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_quant(a.data(), as.data(), w.data(), ws.data(), off.data(), EL + 1, EL, R, H,
+                                                 I, q.data(), s.data()));
+  for (int64_t i = 0; i < 7 * I; ++i) CHECK(q[size_t(i)].bits == want_q[size_t(i)].bits);
+  for (int64_t i = 0; i < 7 * IG; ++i) CHECK(s[size_t(i)] == want_s[size_t(i)]);
+  for (int64_t i = 7 * I; i < R * I; ++i) CHECK(q[size_t(i)].bits == 0x55);
+  for (int64_t i = 7 * IG; i < R * IG; ++i) CHECK(s[size_t(i)] == -1.f);
+  // A slice of rows writes only those rows; a missing q_scale is refused before anything is written.
+  std::vector<e4m3> q2(size_t(R * I), e4m3{0x55});
+  std::vector<float> s2(size_t(R * IG), -1.f);
+  REQUIRE(ref::moe_grouped_gemm_fp8_swiglu_quant(a.data(), as.data(), w.data(), ws.data(), off.data(), EL + 1, EL, R, H,
+                                                 I, q2.data(), s2.data(), ref::RowRange{2, 5}));
+  CHECK(q2[size_t(1 * I)].bits == 0x55);
+  CHECK(q2[size_t(2 * I)].bits == want_q[size_t(2 * I)].bits);
+  CHECK(q2[size_t(5 * I)].bits == 0x55);
+  std::vector<e4m3> q3(size_t(R * I), e4m3{0x55});
+  CHECK_FALSE(ref::moe_grouped_gemm_fp8_swiglu_quant(a.data(), as.data(), w.data(), ws.data(), off.data(), EL + 1, EL, R,
+                                                     H, I, q3.data(), nullptr));
+  CHECK(q3[0].bits == 0x55);
 }

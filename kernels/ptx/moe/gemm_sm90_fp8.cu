@@ -84,6 +84,7 @@ struct Fp8Args {
   const unsigned char* x;   // gather: token rows [T, K] e4m3
   const int* row_to_slot;   // gather
   int topk, T;              // gather
+  float* out_scale;         // the quantizing build: [R, N / 128] f32 (`out` then holds e4m3 [R, N])
 };
 
 // The weight row of box b in n-tile j: 4 boxes, consumer b / 2, half b % 2 (SwiGLU: gate rows
@@ -405,6 +406,140 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 
+// The quantizing epilogue (sm90.tallmcq, moe_grouped_gemm_fp8_swiglu_quant): the SwiGLU output
+// h, rounded to bf16 as the plain build stores it, is written as e4m3 with one f32 scale per
+// 1x128 group, moe_quantize_fp8's arithmetic, so the result is bit for bit that of the plain
+// build followed by moe_quantize_fp8. A group is 128 outputs of one token and a tile makes 64:
+// the two CTAs of a cluster (n-tiles 2j and 2j + 1, the same tokens split the same way between
+// their consumers) make one group together, so each consumer sends its tokens' maxima over its
+// 64 outputs to the same consumer of the peer CTA (DSMEM) and takes the larger of the two.
+// Shared memory after the tile map, from the next 128 bytes: per consumer 128 staging rows of 64
+// e4m3 (16-byte chunk c of row r at c ^ ((r >> 1) & 3), so that the four token rows a warp's
+// byte stores touch fall in distinct banks; the four warps' per-token maxima pass through its
+// first 2 KB before the rows are written), then own[2][128] and peer[2][128] f32 (the peer CTA
+// writes `peer`), then per consumer the barriers xfull (128 local + 128 remote arrivals: both
+// CTAs' maxima are in) and xfree (128 remote arrivals: the peer has read what this CTA wrote).
+struct QuantSmem {
+  uint32_t stage, own, peer, xfull, xfree;
+};
+constexpr int kQuantStageRow = 64;
+template <int TN, int SLOTS>
+__device__ __forceinline__ QuantSmem quant_smem(const float* scales, long long EL) {
+  QuantSmem q;
+  q.stage = (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)EL + 1)) + 127) & ~127u;
+  q.own = q.stage + 2 * 128 * kQuantStageRow;
+  q.peer = q.own + 2 * 128 * 4;
+  q.xfull = q.peer + 2 * 128 * 4;
+  q.xfree = q.xfull + 16;
+  return q;
+}
+__device__ __forceinline__ float round_bf16(float v) { return __uint_as_float(pack_bf16x2(v, 0.f) << 16); }
+__device__ __forceinline__ float lds_f32(uint32_t a) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 lds_f32x2(uint32_t a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t quant_stage_byte(uint32_t stage, int tok, int col) {
+  return stage + tok * kQuantStageRow + ((((col >> 4) ^ (tok >> 1)) & 3) << 4) + (col & 15);
+}
+// `xphase` counts the consumer's exchanges so far (the same count in both CTAs: both see the
+// same tiles with the same rows a consumer). The peer writes this consumer's `peer` row for its
+// next tile only after xfree says it was read; and the staging rows are rewritten only after
+// every lane of the consumer has passed the first consumer_sync (its previous copies done).
+template <int NT, int TN, int SLOTS>
+__device__ __forceinline__ void store_tile_quant(const Fp8Args& g, const Tile& t, int off, int rows, float* d0,
+                                                 const float* d1, int cg, const float* scales, uint32_t& xphase) {
+  const QuantSmem sm = quant_smem<TN, SLOTS>(scales, g.EL);
+  const int tid = threadIdx.x & 127, lane = threadIdx.x & 31, warp = tid >> 5, gq = lane >> 2, qq = lane & 3;
+  const uint32_t peer = cluster_rank() ^ 1u, stage = sm.stage + (uint32_t)cg * 128 * kQuantStageRow;
+  // h, and per token (8j + 2qq + q: m[2j + q]) the maximum over this thread's two outputs, then
+  // over the warp's 16 (lanes 4, 8, 16 apart hold the other outputs of the same tokens).
+  float m[NT / 4];
+#pragma unroll
+  for (int i = 0; i < NT / 2; ++i) d0[i] = round_bf16(silu_mul(d0[i], d1[i]));
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) m[2 * j + q] = fmaxf(fabsf(d0[4 * j + q]), fabsf(d0[4 * j + 2 + q]));
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1)
+#pragma unroll
+    for (int i = 0; i < NT / 4; ++i) m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], o));
+  consumer_sync(cg);  // every lane's previous copies out of the staging rows are done
+  const uint32_t part = stage;  // f32 [4 warps][128 tokens]
+  if (gq == 0) {
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(part + (warp * 128 + 8 * j + 2 * qq) * 4),
+                   "f"(m[2 * j]), "f"(m[2 * j + 1])
+                   : "memory");
+  }
+  consumer_sync(cg);
+  // Token `tid`: the maximum over this CTA's 64 outputs, into own[] and the peer's peer[].
+  float a = 0.f;
+  if (tid < NT)
+    a = fmaxf(fmaxf(lds_f32(part + tid * 4), lds_f32(part + (128 + tid) * 4)),
+              fmaxf(lds_f32(part + (256 + tid) * 4), lds_f32(part + (384 + tid) * 4)));
+  if (xphase > 0) mbar_wait_acquire_cluster(sm.xfree + 8 * cg, (xphase - 1) & 1);
+  const uint32_t slot = (uint32_t)(cg * 128 + tid) * 4;
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(sm.own + slot), "f"(a) : "memory");
+  st_cluster_f32(sm.peer + slot, peer, a);
+  mbar_arrive(sm.xfull + 8 * cg);
+  mbar_arrive_release_cluster(sm.xfull + 8 * cg, peer);
+  mbar_wait_acquire_cluster(sm.xfull + 8 * cg, xphase & 1);
+  // The group's scale of each of this thread's tokens (moe_quantize_fp8: amax / 448).
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j) {
+    const uint32_t at = (uint32_t)(cg * 128 + 8 * j + 2 * qq) * 4;
+    const float2 x = lds_f32x2(sm.own + at), y = lds_f32x2(sm.peer + at);
+    m[2 * j] = fmaxf(x.x, y.x) / 448.f;
+    m[2 * j + 1] = fmaxf(x.y, y.y) / 448.f;
+  }
+  mbar_arrive_release_cluster(sm.xfree + 8 * cg, peer);  // this CTA's peer[] row is read
+  ++xphase;
+  const long long row0 = (long long)t.row0 + off;
+  if (peer == 1u && warp == 0 && gq == 0) {  // rank 0 writes the scales of group n_tile / 2
+    const long long IG = g.N / 128;
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int tok = 8 * j + 2 * qq + q;
+        if (tok < rows) g.out_scale[(row0 + tok) * IG + (t.n_tile >> 1)] = m[2 * j + q];
+      }
+  }
+  // The e4m3 bytes into the staging rows (the maxima there were read before xfull completed:
+  // every local thread arrived after reading them), then 16-byte stores of whole rows.
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int tok = 8 * j + 2 * qq + q;
+        const unsigned char b = quantize1(d0[4 * j + 2 * h + q], m[2 * j + q]);
+        asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(quant_stage_byte(stage, tok, 16 * warp + gq + 8 * h)),
+                     "h"((unsigned short)b)
+                     : "memory");
+      }
+  consumer_sync(cg);
+  unsigned char* out = reinterpret_cast<unsigned char*>(g.out) + t.n_tile * 64;
+  for (int i = tid; i < 4 * rows; i += 128) {
+    const int r = i >> 2, c = i & 3;
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(quant_stage_byte(stage, r, 16 * c))
+                 : "memory");
+    *reinterpret_cast<uint4*>(out + (row0 + r) * g.N + 16 * c) = v;
+  }
+}
+
 // A thread's promotion scales of one box and k-step: the scale ring's values of its tokens
 // 8j + 2 (lane % 4) + {0, 1}, j < NT / 8 (tall tiles: a_scale x the box's w_scale; else a_scale).
 template <int NT>
@@ -492,10 +627,10 @@ __device__ __forceinline__ void release_slot(uint32_t empty_s) {
   }
 }
 
-template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED, bool MC>
+template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED, bool MC, bool QUANT>
 __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
                                              int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
-                                             const float* scales) {
+                                             const float* scales, uint32_t& xphase) {
   constexpr int NA = NT / 2;  // accumulators per thread per box
   float d0[NA], d1[NA];
 #pragma unroll
@@ -549,7 +684,8 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
     // PTX memory model's terms, and compute-sanitizer racecheck reported exactly that pair.
     release_slot<MC>(empty + 8 * s);
   }
-  if constexpr (STAGED) store_tile_staged<EPI, NT, TN, SLOTS>(g, t, v.off, v.rows, d0, d1, v.cg, scales);
+  if constexpr (QUANT) store_tile_quant<NT, TN, SLOTS>(g, t, v.off, v.rows, d0, d1, v.cg, scales, xphase);
+  else if constexpr (STAGED) store_tile_staged<EPI, NT, TN, SLOTS>(g, t, v.off, v.rows, d0, d1, v.cg, scales);
   else store_tile<EPI, NT, TN>(g, t, t.row0 + v.off, v.rows, d0, d1, v.cg);
 }
 
@@ -568,9 +704,11 @@ __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slot
 // from the next 128 bytes, the staging buffer (2 x 128 rows of stage_pitch bytes; store_tile_staged).
 // MC: a cluster of two CTAs (the entry's __cluster_dims__) on pairs of n-tiles (TileWalk), the
 // token rows multicast; a slot is refilled once both CTAs' consumers have released it.
-template <int EPI, bool GATHER, int SLOTS, int TN, int PF, bool STAGED = false, bool MC = false>
+// QUANT: the quantizing epilogue (store_tile_quant), clustered SwiGLU builds only.
+template <int EPI, bool GATHER, int SLOTS, int TN, int PF, bool STAGED = false, bool MC = false, bool QUANT = false>
 __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const TensorMap* tb, const Fp8Args& g) {
   static_assert(!(GATHER && tall<TN>()), "the gather build has 4-box tiles");
+  static_assert(!QUANT || (MC && !STAGED && EPI == kSwigluBf16), "the quantizing epilogue is the clustered SwiGLU build's");
   static_assert(!MC || (tall<TN>() && PF == 0), "the multicast builds are tall, without prefetch");
   static_assert(!STAGED || tall<TN>(), "the staged epilogue is the tall builds'");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -586,6 +724,13 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       mbar_init(full + 8 * i, GATHER ? 1 + 2 * 32 * F_GATHER_WARPS : 1 + 32);
       // One arrival per consumer thread (2 warpgroups); MC: and one per consumer warp of the peer.
       mbar_init(empty + 8 * i, MC ? 256 + 8 : 256);
+    }
+    if constexpr (QUANT) {
+      const QuantSmem q = quant_smem<TN, SLOTS>(scales, g.EL);
+      for (int c = 0; c < 2; ++c) {
+        mbar_init(q.xfull + 8 * c, 256);
+        mbar_init(q.xfree + 8 * c, 128);
+      }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
@@ -616,7 +761,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   if (GATHER || tall<TN>()) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int cg = wg - 1;
-  uint32_t it = 0;
+  uint32_t it = 0, xphase = 0;
   const TileWalk<TN, MC> walk(total);
   for (int wi = walk.first; wi < walk.count; wi += walk.step) {
     const Tile t = walk.tile(map, wi);
@@ -635,8 +780,8 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
 #define HC_FP8_CASE(K16)                                                                                 \
   case K16:                                                                                             \
     if constexpr (16 * K16 <= (TN < 128 ? TN : 128))                                                    \
-      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER, STAGED, MC>(g, t, v, k_tiles, it, ring, full, empty, \
-                                                                 scales);                                 \
+      consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER, STAGED, MC, QUANT>(g, t, v, k_tiles, it, ring, full,  \
+                                                                        empty, scales, xphase);           \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -740,7 +885,7 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
     hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF, STAGED, MC>(                                            \
-        &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0});                   \
+        &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0, nullptr});          \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
 #define HC_FP8_GATHER_ENTRY(NAME, SLOTS, TN)                                                                    \
@@ -749,7 +894,19 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
            const float* w_scale, const int* row_to_slot, const int* offsets, unsigned short* out, long long R,  \
            long long K, long long N, long long EL, long long topk, long long T) {                              \
     hc::grouped_gemm_fp8<hc::kSwigluBf16, true, SLOTS, TN, 0>(                                            \
-        nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T});       \
+        nullptr, &tb, {x_scale, w_scale, offsets, out, R, K, N, EL, x, row_to_slot, (int)topk, (int)T, nullptr}); \
+  }
+// The quantizing build (moe_grouped_gemm_fp8_swiglu_quant): sm90tallmc writing e4m3 q [R, N] and
+// q_scale [R, N / 128] (store_tile_quant).
+#define HC_FP8_QUANT_ENTRY(NAME, SLOTS)                                                                        \
+  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(hc::F_THREADS, 1)                      \
+      NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,               \
+           const float* a_scale, const float* w_scale, const int* offsets, unsigned char* q, float* q_scale,    \
+           long long R, long long K, long long N, long long EL) {                                              \
+    hc::grouped_gemm_fp8<hc::kSwigluBf16, false, SLOTS, 256, 0, false, true, true>(                           \
+        &ta16, &tb,                                                                                             \
+        {a_scale, w_scale, offsets, reinterpret_cast<unsigned short*>(q), R, K, N, EL, nullptr, nullptr, 1, 0,  \
+         q_scale});                                                                                             \
   }
 #define HC_NO_CLUSTER
 #define HC_CLUSTER_2 __cluster_dims__(2, 1, 1)
@@ -767,6 +924,7 @@ HC_FP8_BUILD(sm90tallpf, 4, 256, 4, false, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90talls, 3, 256, 0, true, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90tallmc, 4, 256, 0, false, true, HC_CLUSTER_2)
 HC_FP8_BUILD(sm90tallsmc, 3, 256, 0, true, true, HC_CLUSTER_2)
+HC_FP8_QUANT_ENTRY(hc_moe_gemm_fp8_swiglu_quant_sm90tallmc, 4)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90wide, 4, 128)

@@ -129,6 +129,23 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank) {
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_map(bar, rank)) : "memory");
 }
+// For hand-offs once a tile (not a k-step's ring), where the peer reads data written with plain
+// stores: an arrival that releases this thread's prior accesses at cluster scope, and a wait
+// that acquires at cluster scope, plus a 4-byte store into the peer's shared memory.
+__device__ __forceinline__ void mbar_arrive_release_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_map(bar, rank)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_acquire_cluster(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void st_cluster_f32(uint32_t saddr, uint32_t rank, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(cluster_map(saddr, rank)), "f"(v) : "memory");
+}
 __device__ __forceinline__ void tma_3d(uint32_t dst, const TensorMap* map, int c0, int c1, int c2, uint32_t bar,
                                        uint64_t policy) {
   asm volatile(

@@ -177,6 +177,28 @@ Status moe_grouped_gemm_fp8_swiglu(const e4m3* a, const float* a_scale, const e4
   return {};
 }
 
+Status moe_grouped_gemm_fp8_swiglu_quant(const e4m3* a, const float* a_scale, const e4m3* w_gate_up,
+                                         const float* w_scale, const int32_t* expert_offsets,
+                                         int64_t offsets_len, int64_t E_local, int64_t R, int64_t H,
+                                         int64_t I, e4m3* q, float* q_scale, RowRange rows) {
+  constexpr const char* kOp = "moe_grouped_gemm_fp8_swiglu_quant";
+  HALCYON_ASSIGN_OR_RETURN(const RowRange r, check_fp8(kOp, "a", a, a_scale, w_gate_up, w_scale, expert_offsets,
+                                                       offsets_len, E_local, R, "H", H, "I", I, q, rows));
+  HALCYON_TRY(detail::check_ptr(kOp, "q_scale", q_scale, r.end > r.begin));
+  // Row by row through one bf16 row of h: the same two steps as the composition.
+  const int64_t used_end = std::min<int64_t>(r.end, expert_offsets[E_local]), IG = fp8_groups(I);
+  std::vector<bf16> h(static_cast<size_t>(I));
+  for (int64_t row = r.begin; row < used_end; ++row) {
+    // h of row `row` alone: swiglu_rows with h as a one-row output whose row 0 is `row`.
+    const int32_t one_row[2] = {0, 1};
+    const int64_t e = owner(expert_offsets, E_local, row);
+    swiglu_rows([row](int64_t) { return row; }, a, a_scale, w_gate_up + e * 2 * I * H,
+                w_scale + e * fp8_groups(2 * I) * fp8_groups(H), one_row, 1, H, I, h.data(), RowRange{0, 1});
+    HALCYON_TRY(moe_quantize_fp8(h.data(), 1, I, q + row * I, q_scale + row * IG));
+  }
+  return {};
+}
+
 Status moe_grouped_gemm_fp8_swiglu_gather(const e4m3* x, const float* x_scale, int64_t T,
                                           int64_t topk, const int32_t* row_to_slot,
                                           const e4m3* w_gate_up, const float* w_scale,

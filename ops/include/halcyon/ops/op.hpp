@@ -178,6 +178,15 @@ Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_vie
                                            const std::map<std::string, std::string>& params = {},
                                            const RunOptions& options = {});
 
+// For an operator that fuses a sequence of others: whether the implementation run_op would take
+// for this call beats that sequence here (its fused_pays, asked with the call; one named in
+// `options` counts as chosen). False, with why, when it is not shown to, when none can run the
+// call, or when the call is malformed; nothing runs. (MoeLayer: the quantizing SwiGLU GEMM.)
+bool fused_pays_for_call(const Device& device, std::string_view op,
+                         const std::map<std::string, Tensor, std::less<>>& tensors,
+                         const std::map<std::string, std::string>& params = {}, const RunOptions& options = {},
+                         std::string* why = nullptr);
+
 // Runs `op` on `stream`: tensors holds inputs and pre-allocated outputs by name; params are
 // text values ("8", "sigmoid", "true") checked against the contract; options may name the
 // implementation (an unknown name, or one that cannot run this call, is an error that lists

@@ -57,7 +57,9 @@ struct MoeLayerWeights {
   // FP8 experts. Where the device implements the FP8 operators (their implementations'
   // predicates decide: Hopper sm_90a and the CPU, not sm_80) the layer runs its experts on
   // these: activations quantized per 1x128 group (moe_quantize_fp8), then
-  // moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8. Elsewhere it runs the bf16
+  // moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8 (the copy path takes
+  // moe_grouped_gemm_fp8_swiglu_quant, h quantized in the GEMM's epilogue, where that pays for
+  // the call: ops::fused_pays_for_call). Elsewhere it runs the bf16
   // experts above if they are given (no buffer: not given), else create() fails with the reason.
   std::optional<MoeFp8Weights> fp8 = std::nullopt;
 };
@@ -119,6 +121,9 @@ class MoeLayer {
   bool gathers_rows() const { return gather_; }
   // True when forward() runs the experts in FP8 (MoeLayerWeights::fp8).
   bool runs_fp8() const { return fp8_; }
+  // True when the last forward() quantized h in the SwiGLU GEMM's epilogue
+  // (moe_grouped_gemm_fp8_swiglu_quant, chosen per call): its workspace then holds no bf16 h.
+  bool quantized_in_up_gemm() const { return quant_fused_; }
   // Workspace of the last forward (logits, ids, weights, permuted rows...), by op output name:
   // views, shaped for that call's tokens, into one buffer. On the gather path, and on the FP8
   // copy path that permutes quantized rows, there is no "permuted" entry.
@@ -142,6 +147,7 @@ class MoeLayer {
   Status ensure_workspace(int64_t tokens);
   Status forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                              MoeStageTimes* times);
+  Status forward_fp8_down(const Stream& stream, const std::function<Status(float*)>& mark, MoeStageTimes* times);
   // The FP8 copy path permutes quantized rows (moe_permute_fp8: each token row read and
   // quantized once, its e4m3 row and scales written to its slots' rows) instead of permuting
   // bf16 rows and quantizing the T*K of them: bit for bit the same rows (quantization is per
@@ -153,6 +159,7 @@ class MoeLayer {
   MoeLayerOptions options_;
   bool gather_ = false;
   bool fp8_ = false;
+  bool quant_fused_ = false;  // the last forward's (quantized_in_up_gemm)
   Buffer ws_buffer_;
   std::vector<WorkspaceRegion> ws_regions_;  // laid out for ws_capacity_ tokens
   int64_t ws_capacity_ = -1;

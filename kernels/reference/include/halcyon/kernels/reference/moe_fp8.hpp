@@ -53,6 +53,14 @@ Status moe_grouped_gemm_fp8_swiglu(const e4m3* a, const float* a_scale, const e4
                                    const float* w_scale, const int32_t* expert_offsets,
                                    int64_t offsets_len, int64_t E_local, int64_t R, int64_t H,
                                    int64_t I, bf16* out, RowRange rows = {});
+// The same with the output re-quantized for the down projection: per row r < expert_offsets[EL],
+// h = moe_grouped_gemm_fp8_swiglu's bf16 row, then q[r] / q_scale[r] = moe_quantize_fp8 of h
+// (1x128 groups along I: q [R, I] e4m3, q_scale [R, IG] f32). So the result is bit for bit the
+// composition of the two, and what an implementation may differ in is only h's bf16 rounding.
+Status moe_grouped_gemm_fp8_swiglu_quant(const e4m3* a, const float* a_scale, const e4m3* w_gate_up,
+                                         const float* w_scale, const int32_t* expert_offsets,
+                                         int64_t offsets_len, int64_t E_local, int64_t R, int64_t H,
+                                         int64_t I, e4m3* q, float* q_scale, RowRange rows = {});
 // The same with row r read from the tokens: x [T, H], x_scale [T, HG], row r's input is token
 // row_to_slot[r] / topk.
 Status moe_grouped_gemm_fp8_swiglu_gather(const e4m3* x, const float* x_scale, int64_t T,
