@@ -8,7 +8,8 @@
 // (68-188 rows, mean 128), without the rest of the layer (no routing, no other kernels before
 // it), 128 experts x I = 2048 x H = 7168 (3.76 GB of e4m3 weights). Each: 1 warm-up and 10
 // timed launches (events), the median; the weights' GB/s against the copy rate. Modes (first
-// argument): none (tall / tallmc at 128, spread and 256 rows, then a K sweep), `down` (the down
+// argument): none (tall / tallmc at 128, spread and 256 rows, then a K sweep), `quant` (the
+// quantizing SwiGLU build against sm90.tallmc + moe_quantize_fp8), `down` (the down
 // GEMM's sm90.talls), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
 // back to back: the rate under the power cap), `prefetch`,
 // `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens).
@@ -37,6 +38,8 @@ HC_FP8_ENTRY(probe_swiglu_tall, hc::kSwigluBf16, 4, 256, 0, false, false, HC_NO_
 // The down GEMM as the registry takes it at 96+ rows an expert (sm90.talls: 3 slots, staged epilogue).
 HC_FP8_ENTRY(probe_down_talls, hc::kStoreBf16, 3, 256, 0, true, false, HC_NO_CLUSTER)
 HC_FP8_ENTRY(probe_swiglu_tallmc, hc::kSwigluBf16, 4, 256, 0, false, true, HC_CLUSTER_2)
+// The quantizing build (moe_grouped_gemm_fp8_swiglu_quant's sm90.tallmc; `./fp8_kernel_rate quant`).
+HC_FP8_QUANT_ENTRY(probe_swiglu_tallmcq, 4)
 // sm90.tallpf (the weight boxes of k-step kt + 4 prefetched into L2 when kt is issued) and deeper
 // prefetches: whether L2 can hold what the 4-slot ring cannot across a tile's epilogue.
 HC_FP8_ENTRY(probe_swiglu_tallpf4, hc::kSwigluBf16, 4, 256, 4, false, false, HC_NO_CLUSTER)
@@ -112,6 +115,29 @@ double run(Entry k, const char* name, const Shape& sh, const std::vector<int>& r
 double run(Entry k, const char* name, long long kH, const std::vector<int>& rows, unsigned char* w, float* w_scale,
            unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
   return run(k, name, swiglu_shape(kH), rows, w, w_scale, a, a_scale, out, offsets, copy_gbs);
+}
+
+// The quantizing build over `rows`: e4m3 q [R, kI] and scales, the median of 10 launches, in ms.
+double time_quant(const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a, float* a_scale,
+                  unsigned char* q, float* q_scale, int* offsets) {
+  const long long kEL = (long long)rows.size(), K = 7168;
+  const int kShared = (shared_of(kEL) + 127) / 128 * 128 + 256 * 64 + 2 * 2 * 128 * 4 + 32;
+  std::vector<int> off{0};
+  for (int r : rows) off.push_back(off.back() + r);
+  const long long R = off.back();
+  CK(cudaMemcpy(offsets, off.data(), off.size() * sizeof(int), cudaMemcpyHostToDevice));
+  hc::TensorMap ta, tb;
+  const CUtensorMap ma = e4m3_map(a, {cuuint64_t(K), cuuint64_t(R)}, 16),
+                    mb = e4m3_map(w, {cuuint64_t(K), cuuint64_t(2 * kI), cuuint64_t(kEL)}, 64);
+  std::memcpy(&ta, &ma, sizeof ta);
+  std::memcpy(&tb, &mb, sizeof tb);
+  CK(cudaFuncSetAttribute(probe_swiglu_tallmcq, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const unsigned grid = unsigned(sms) & ~1u;
+  return median_ms([&] {
+    probe_swiglu_tallmcq<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, q, q_scale, R, K, kI, kEL);
+  }, 10);
 }
 
 // Random bf16 words given activation-like magnitudes: sign and mantissa kept, the exponent
@@ -198,6 +224,33 @@ int main(int argc, char** argv) {
       for (auto [R, K] : {std::pair<long long, long long>{32768, 2048}, {4096, 7168}, {32768, 7168}})
         run_quantize(R, K, x, buf.w2, scale, copy);
     CK(cudaFree(scale));
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "quant") {
+    // sm90.tallmc + moe_quantize_fp8 of its h against the quantizing build, alternated, at 128
+    // rows an expert and the spread; the quantizing build's q / scales hashed (variants built
+    // from other sources: equal hashes, the same bits).
+    unsigned char* q = buf.w2;
+    float* q_scale = nullptr;
+    CK(cudaMalloc(&q_scale, size_t(max_rows) * (kI / 128) * 4));
+    const int sms_ = [] { int n = 0; CK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0)); return n; }();
+    for (int round = 0; round < 2; ++round)
+      for (const std::vector<int>& rows : {std::vector<int>(128, 128), spread}) {
+        const double plain = run(tallmc.first, tallmc.second, 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        long long R = 0;
+        for (int r : rows) R += r;
+        const long long groups = R * (kI / 128);
+        const unsigned blocks = unsigned(std::min<long long>((groups + 7) / 8, (long long)sms_ * 16));
+        const double qh = median_ms([&] { hc_moe_quantize_fp8<<<blocks, 256>>>(out, q, q_scale, R, kI); }, 10);
+        const double fused = time_quant(rows, buf.w, w_scale, buf.tok, a_scale, q, q_scale, offsets);
+        std::vector<unsigned char> hq(size_t(R * kI));
+        CK(cudaMemcpy(hq.data(), q, hq.size(), cudaMemcpyDeviceToHost));
+        unsigned long long h = 1469598103934665603ull;
+        for (unsigned char c : hq) h = (h ^ c) * 1099511628211ull;
+        std::printf("  quantize of h %.1f us (plain + quantize %.1f us); quantizing build %.1f us = %.3fx, q hash %016llx\n",
+                    qh * 1e3, (plain + qh) * 1e3, fused * 1e3, fused / (plain + qh), h);
+      }
+    CK(cudaFree(q_scale));
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "down") {  // the down GEMM (sm90.talls), K = I = 2048, N = H = 7168

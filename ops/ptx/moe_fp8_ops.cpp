@@ -404,14 +404,18 @@ HC_FP8_CHOSEN(r23, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallMc, 38, "sm90.ta
 
 // The quantizing SwiGLU GEMM: sm90.tallmc with h written as e4m3 + 1x128 scales from its
 // epilogue (a group's 128 outputs are the cluster's two tiles). It runs any call the clustered
-// build runs with I % 128 == 0; the layer takes it instead of sm90.tallmc + moe_quantize_fp8
-// where the registry's SwiGLU choice would be sm90.tallmc (experts averaging kClusterRows rows
-// or more).
-bool quant_pays(const ops::ApplyContext& c, std::string* why) {
-  if (c.has_call() && c.dim("R") >= kClusterRows * std::max<int64_t>(c.dim("EL"), 1)) return true;
+// build runs with I % 128 == 0, and is chosen when the op is called; but it does not beat the
+// pair it fuses, so the layer does not call it unless named (fused_pays). H200, 2026-11-30
+// (docs/PERFORMANCE.md, fifth session): in `halcyon bench moe --dtype fp8` at 4096 tokens it took
+// 2961-3113 us against sm90.tallmc's 2571-2636 + moe_quantize_fp8's 90-91; in
+// bench/probes/fp8_kernel_rate.cu (128 experts of 128 rows) 1307-1311 against 1217 + 38 us
+// (1.043x). Its epilogue runs with both consumers out of the k-loop, and the quantization there
+// (the maxima exchange, an IEEE division a value, the staged byte rows) costs more than the
+// separate kernel's pass over h; cutting all three left it 1.006-1.011x the pair.
+bool quant_pays(const ops::ApplyContext&, std::string* why) {
   if (why)
-    *why = fmt::format("the unfused pair takes other tiles where experts average under {} rows ({} here)", kClusterRows,
-                       c.has_call() ? c.dim("R") / std::max<int64_t>(c.dim("EL"), 1) : 0);
+    *why = "measured slower than sm90.tallmc + moe_quantize_fp8 (H200: 1.04x in the kernel harness, 1.09-1.17x in "
+           "halcyon bench moe at 4096 tokens)";
   return false;
 }
 ops::RegisterOpImpl r29(impl("moe_grouped_gemm_fp8_swiglu_quant", "sm_90a", 38, fp8_gemm<Fp8Gemm::kSwigluQuant, kTallMcQ>,

@@ -99,10 +99,14 @@ struct LayerRun {
 // One forward() of a fresh layer on `d` (output poisoned with NaN first); `check` sees the layer
 // and its stream after the call.
 template <typename Check>
-LayerRun run_layer(const Device& d, const MoeLayerConfig& c, const HostLayer& h, int64_t T, MoePath path, Check check) {
+// quant_impl: an implementation of moe_grouped_gemm_fp8_swiglu_quant to name (the copy path then
+// quantizes h in the SwiGLU GEMM's epilogue; unnamed, the layer takes it only where it pays).
+LayerRun run_layer(const Device& d, const MoeLayerConfig& c, const HostLayer& h, int64_t T, MoePath path, Check check,
+                   const std::string& quant_impl = "") {
   auto s = unwrap(d.create_stream());
   MoeLayerOptions o;
   o.path = path;
+  if (!quant_impl.empty()) o.impl["moe_grouped_gemm_fp8_swiglu_quant"] = quant_impl;
   auto layer = unwrap(MoeLayer::create(d, c, upload_weights(d, s, c, h), o));
   REQUIRE(layer.runs_fp8());
   CHECK(layer.gathers_rows() == (path == MoePath::kGather));
@@ -113,7 +117,8 @@ LayerRun run_layer(const Device& d, const MoeLayerConfig& c, const HostLayer& h,
   unwrap(layer.forward(s, x, out, &times));
   CHECK(times.up > 0);
   CHECK(times.down > 0);
-  CHECK(times.quant > 0);
+  CHECK(times.quant >= 0);
+  CHECK(layer.quantized_in_up_gemm() == (!quant_impl.empty() && path == MoePath::kCopy));
   check(layer, s);
   return {download<uint16_t>(s, out), download<int32_t>(s, layer.workspace().at("topk_ids"))};
 }
@@ -263,16 +268,19 @@ TEST_CASE("MoeLayer with FP8 experts on cuda:0: every stage against the referenc
   auto gpu = unwrap(Device::open("cuda:0"));
   auto cpu = unwrap(Device::open("cpu"));
   // 40 tokens: ~10 rows an expert (64-token tiles); 300: ~75 (128-token tiles); 500: ~125 (tall);
-  // 640: 160 (the copy path's SwiGLU GEMM quantizes in its epilogue: 2-CTA clusters).
-  for (int64_t T : {40, 300, 500, 640}) {
+  // 640: 160 (2-CTA clusters), run again with the quantizing SwiGLU GEMM named.
+  for (int64_t T : {40, 300, 500, 640, -640}) {
+    const bool named_quant = T < 0;
+    T = std::abs(T);
     std::mt19937 rng(uint32_t(11 + T));
     const HostLayer h = random_layer(c, T, rng);
     for (MoePath path : {MoePath::kCopy, MoePath::kGather}) {
-      const std::string tag = fmt::format("T={} {}", T, path == MoePath::kCopy ? "copy" : "gather");
+      if (named_quant && path != MoePath::kCopy) continue;
+      const std::string tag = fmt::format("T={} {}{}", T, path == MoePath::kCopy ? "copy" : "gather",
+                                          named_quant ? " (quantizing SwiGLU GEMM)" : "");
       CAPTURE(tag);
       std::vector<ref::bf16> want_out;
       LayerRun g = run_layer(gpu, c, h, T, path, [&](const MoeLayer& layer, const halcyon::Stream& s) {
-        CHECK(layer.quantized_in_up_gemm() == (T == 640 && path == MoePath::kCopy));
         check_stages(layer, s, c, h, T, tag);
         // 6. The combine, from the GPU's expert rows and routing (compared below with the output).
         const auto& ws = layer.workspace();
@@ -282,7 +290,7 @@ TEST_CASE("MoeLayer with FP8 experts on cuda:0: every stage against the referenc
         const auto s2r = download<int32_t>(s, ws.at("slot_to_row"));
         want_out.resize(size_t(T * c.hidden));
         REQUIRE(ref::moe_combine(bf(y).data(), R, tw.data(), s2r.data(), T, c.topk, c.hidden, want_out.data()));
-      });
+      }, named_quant ? "sm90.tallmc" : "");
       check_stage("moe_combine", g.out, want_out, tag + ": combine");
       // 7. The whole layer against the CPU device's, where both routed a token alike. The two
       // SwiGLU outputs differ within a bf16 rounding, which can move an e4m3 code of hidden_q by
