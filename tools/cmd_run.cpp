@@ -34,7 +34,9 @@ void print_contract(const Contract& c) {
   fmt::print("outputs:\n");
   for (auto& t : c.outputs)
     fmt::print("  {:<16} {:<5} {:<16} {}\n", t.name, dtype_name(t.dtype), dims(t),
-               t.tolerance.exact ? "exact" : fmt::format("rel error <= {}", t.tolerance.rel));
+               t.tolerance.exact        ? std::string("exact")
+               : t.tolerance.steps >= 0 ? fmt::format("within {} e4m3 step(s) of the reference", t.tolerance.steps)
+                                        : fmt::format("rel error <= {}", t.tolerance.rel));
   if (!c.params.empty()) fmt::print("parameters (--set NAME=VALUE):\n");
   for (auto& p : c.params) {
     const char* type = p.type == ParamType::Int ? "int" : p.type == ParamType::F32 ? "f32" : p.type == ParamType::Bool ? "bool" : "enum";

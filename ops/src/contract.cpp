@@ -302,8 +302,15 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
           if (!parse_double(tok[i + 1], &t.tolerance.rel) || t.tolerance.rel <= 0)
             return fail(fmt::format("bad tolerance '{}'", tok[i + 1]));
           i += 2;
+        } else if (i + 1 < tok.size() && tok[i] == "steps") {
+          double n = -1;
+          if (!parse_double(tok[i + 1], &n) || n < 0 || n > 255 || n != double(int(n)))
+            return fail(fmt::format("bad step count '{}'", tok[i + 1]));
+          if (t.dtype != DType::e4m3) return fail("a tolerance in steps is for e4m3 outputs");
+          t.tolerance.steps = int(n);
+          i += 2;
         } else {
-          return fail("an output needs a tolerance: 'exact' or 'rel <value>'");
+          return fail("an output needs a tolerance: 'exact', 'rel <value>' or (e4m3) 'steps <n>'");
         }
         if (i != tok.size()) return fail(fmt::format("unexpected '{}'", tok[i]));
         c.outputs.push_back(std::move(t));

@@ -106,6 +106,17 @@ TEST_CASE("contract: malformed contracts are rejected with file and line") {
   r = parse_contract("op x\nfrobnicate\n", "x.contract");
   REQUIRE(!r.ok());
   CHECK(r.error().message().find("unknown statement 'frobnicate'") != std::string::npos);
+  // A tolerance in e4m3 steps: only for e4m3 outputs, a whole count.
+  r = parse_contract("op x\noutput y f32 [N] steps 1\n", "x.contract");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("x.contract:2: a tolerance in steps is for e4m3 outputs") != std::string::npos);
+  r = parse_contract("op x\noutput y e4m3 [N] steps 1.5\n", "x.contract");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("bad step count '1.5'") != std::string::npos);
+  auto ok = parse_contract("op x\noutput y e4m3 [N] steps 1\n", "x.contract");
+  REQUIRE(ok.ok());
+  CHECK(ok->outputs[0].tolerance.steps == 1);
+  CHECK_FALSE(ok->outputs[0].tolerance.exact);
 }
 
 TEST_CASE("contract: every embedded contract parses and binds its cases") {

@@ -179,7 +179,7 @@ void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index)
       w.resize(std::min(w.size(), size_t(rows) * row_bytes));
       t.note(fmt::format("{}: first {} row(s) compared", out.name, rows));
     }
-    Comparison cmp = compare_output(out.dtype, out.tolerance.exact, out.tolerance.rel, g, w);
+    Comparison cmp = compare_output(out.dtype, out.tolerance, g, w);
     t.note(fmt::format("{}: {}", out.name, cmp.summary));
     if (!cmp.ok) t.fail(fmt::format("case '{}' output {}: {} (test seed {})", cs.text, out.name, cmp.failure, t.seed));
   }

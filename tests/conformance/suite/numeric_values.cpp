@@ -131,8 +131,15 @@ bool is_poison(const std::vector<uint8_t>& bytes, size_t size, size_t i) {
 }
 }  // namespace
 
-Comparison compare_output(DType t, bool exact, double rel, const std::vector<uint8_t>& got,
+namespace {
+// An e4m3 code's place among the format's values in increasing order (+0 and -0 both 0).
+int e4m3_rank(uint8_t code) { return code < 0x80 ? int(code) : -int(code - 0x80); }
+}  // namespace
+
+Comparison compare_output(DType t, const ops::Tolerance& tol, const std::vector<uint8_t>& got,
                           const std::vector<uint8_t>& want) {
+  const bool exact = tol.exact;
+  const double rel = tol.rel;
   Comparison c;
   size_t size = ops::dtype_size(t);
   if (got.size() != want.size()) {
@@ -187,6 +194,24 @@ Comparison compare_output(DType t, bool exact, double rel, const std::vector<uin
     c.ok = false;
     c.failure = fmt::format("{} of {} elements are NaN or Inf ({} still poisoned); first: {}", nonfinite, n, poisoned,
                             describe(first_bad));
+    return c;
+  }
+  if (tol.steps >= 0 && t == DType::e4m3) {
+    size_t far = 0, first_far = n;
+    int most = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int d = std::abs(e4m3_rank(got[i]) - e4m3_rank(want[i]));
+      most = std::max(most, d);
+      if (d > tol.steps && far++ == 0) first_far = i;
+    }
+    c.error = double(most);
+    c.summary = fmt::format("at most {} e4m3 step(s) off, <= {}", most, tol.steps);
+    if (far) {
+      c.ok = false;
+      c.summary = fmt::format("{} e4m3 step(s) off > {}", most, tol.steps);
+      c.failure = fmt::format("{} of {} elements differ by more than {} e4m3 step(s): exceeds the tolerance; first: {}",
+                              far, n, tol.steps, describe(first_far));
+    }
     return c;
   }
   if (exact || !ops::dtype_is_float(t)) {

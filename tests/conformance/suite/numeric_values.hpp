@@ -2,6 +2,7 @@
 // of an output against the reference.
 #pragma once
 
+#include <halcyon/ops/contract.hpp>
 #include <halcyon/ops/tensor.hpp>
 
 #include <cstdint>
@@ -41,9 +42,9 @@ struct Comparison {
   std::string failure;  // why it failed, naming the first bad element
 };
 
-// Compares `got` with `want`: NaN/Inf in got fails; exact (integers always) or
-// ||got - want|| / ||want|| <= rel.
-Comparison compare_output(ops::DType t, bool exact, double rel, const std::vector<uint8_t>& got,
+// Compares `got` with `want`: NaN/Inf in got fails; exact (integers always), each e4m3 element
+// within `tol.steps` codes (steps >= 0), or ||got - want|| / ||want|| <= tol.rel.
+Comparison compare_output(ops::DType t, const ops::Tolerance& tol, const std::vector<uint8_t>& got,
                           const std::vector<uint8_t>& want);
 
 }  // namespace halcyon::cts

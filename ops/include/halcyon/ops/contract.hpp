@@ -5,7 +5,7 @@
 //   op <name>
 //   summary <text>
 //   input  <name> <dtype> [<dims>] [optional]
-//   output <name> <dtype> [<dims>] exact | rel <tolerance>
+//   output <name> <dtype> [<dims>] exact | rel <tolerance> | steps <n>   (steps: e4m3 only)
 //   param  <name> int|f32|bool|enum <default> [<choice>|<choice>...]
 //   dim    <symbol> = <expression over params, dims and integers: + - * / ( )>
 //   range  <input> <lo> <hi>          value domain of random test inputs
@@ -45,6 +45,11 @@ namespace halcyon::ops {
 struct Tolerance {
   bool exact = false;
   double rel = 0;  // ||out - ref|| / ||ref|| must not exceed this
+  // >= 0 (e4m3 outputs): every element within this many representable values of the
+  // reference's (+0 and -0 one value). For quantized outputs, where a norm over the whole output
+  // would let single wrong elements pass: each element may move one code when the value it
+  // quantizes was rounded differently, never more.
+  int steps = -1;
 };
 
 struct TensorSpec {
