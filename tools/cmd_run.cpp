@@ -35,7 +35,8 @@ void print_contract(const Contract& c) {
   for (auto& t : c.outputs)
     fmt::print("  {:<16} {:<5} {:<16} {}\n", t.name, dtype_name(t.dtype), dims(t),
                t.tolerance.exact        ? std::string("exact")
-               : t.tolerance.steps >= 0 ? fmt::format("within {} e4m3 step(s) of the reference", t.tolerance.steps)
+               : t.tolerance.steps >= 0 ? fmt::format("within {} e4m3 step(s) of the reference{}", t.tolerance.steps,
+                                                      t.tolerance.abs >= 0 ? fmt::format(" or within {}", t.tolerance.abs) : "")
                                         : fmt::format("rel error <= {}", t.tolerance.rel));
   if (!c.params.empty()) fmt::print("parameters (--set NAME=VALUE):\n");
   for (auto& p : c.params) {

@@ -309,6 +309,11 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
           if (t.dtype != DType::e4m3) return fail("a tolerance in steps is for e4m3 outputs");
           t.tolerance.steps = int(n);
           i += 2;
+          if (i + 1 < tok.size() && tok[i] == "abs") {
+            if (!parse_double(tok[i + 1], &t.tolerance.abs) || t.tolerance.abs < 0)
+              return fail(fmt::format("bad tolerance '{}'", tok[i + 1]));
+            i += 2;
+          }
         } else {
           return fail("an output needs a tolerance: 'exact', 'rel <value>' or (e4m3) 'steps <n>'");
         }

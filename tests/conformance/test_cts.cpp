@@ -94,7 +94,9 @@ halcyon::Result<size_t> defined_elements(ops::OpContext& ctx, const ops::TensorS
 }
 
 // The reference, then one defined element of the first output that has one changed: by 1
-// for integers, by 1 + 2 ||output|| for floats (so the relative error exceeds 2).
+// for integers, by 1 + 2 ||output|| for floats (so the relative error exceeds 2); e4m3, which
+// saturates at 448, to 448 where it is below 224 in magnitude, else to its negative (at least
+// 224 away either way).
 halcyon::Status flip_one_element(ops::OpContext& ctx) {
   const ops::OpImpl* ref = reference_impl(ctx.contract.op);
   if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
@@ -111,6 +113,7 @@ halcyon::Status flip_one_element(ops::OpContext& ctx) {
     double v = halcyon::cts::element(t.dtype, bytes.data(), i), norm = 0;
     for (size_t k = 0; k < n; ++k) norm += std::pow(halcyon::cts::element(t.dtype, bytes.data(), k), 2);
     double changed = ops::dtype_is_float(t.dtype) ? v + 1 + 2 * std::sqrt(norm) : v + 1;
+    if (t.dtype == ops::DType::e4m3) changed = std::fabs(v) < 224 ? 448 : -v;
     uint8_t enc[8];
     store(t.dtype, changed, enc);
     HALCYON_TRY(ctx.stream.write(t.buffer, t.offset + i * size, enc, size));

@@ -116,7 +116,11 @@ TEST_CASE("contract: malformed contracts are rejected with file and line") {
   auto ok = parse_contract("op x\noutput y e4m3 [N] steps 1\n", "x.contract");
   REQUIRE(ok.ok());
   CHECK(ok->outputs[0].tolerance.steps == 1);
+  CHECK(ok->outputs[0].tolerance.abs < 0);
   CHECK_FALSE(ok->outputs[0].tolerance.exact);
+  ok = parse_contract("op x\noutput y e4m3 [N] steps 1 abs 9\n", "x.contract");
+  REQUIRE(ok.ok());
+  CHECK(ok->outputs[0].tolerance.abs == 9);
 }
 
 TEST_CASE("contract: every embedded contract parses and binds its cases") {

@@ -5,7 +5,7 @@
 //   op <name>
 //   summary <text>
 //   input  <name> <dtype> [<dims>] [optional]
-//   output <name> <dtype> [<dims>] exact | rel <tolerance> | steps <n>   (steps: e4m3 only)
+//   output <name> <dtype> [<dims>] exact | rel <tolerance> | steps <n> [abs <a>]   (steps: e4m3 only)
 //   param  <name> int|f32|bool|enum <default> [<choice>|<choice>...]
 //   dim    <symbol> = <expression over params, dims and integers: + - * / ( )>
 //   range  <input> <lo> <hi>          value domain of random test inputs
@@ -46,10 +46,13 @@ struct Tolerance {
   bool exact = false;
   double rel = 0;  // ||out - ref|| / ||ref|| must not exceed this
   // >= 0 (e4m3 outputs): every element within this many representable values of the
-  // reference's (+0 and -0 one value). For quantized outputs, where a norm over the whole output
-  // would let single wrong elements pass: each element may move one code when the value it
-  // quantizes was rounded differently, never more.
+  // reference's (+0 and -0 one value), or within `abs` of it (in e4m3 values: 448 is a group's
+  // maximum; -1: no such allowance). For quantized outputs, where a norm over the whole output
+  // would let single wrong elements pass: a large value may move one code when the value it
+  // quantizes was rounded differently; a small one, the result of cancellation in a sum, may
+  // move further by an amount that is small against its group's maximum.
   int steps = -1;
+  double abs = -1;
 };
 
 struct TensorSpec {
