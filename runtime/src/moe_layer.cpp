@@ -348,7 +348,10 @@ Status MoeLayer::forward_fp8_experts(const Stream& stream, const Tensor& x, cons
     TensorMap up_q{{"a", w["a_q"]},         {"a_scale", w["a_scale"]},
                    {"w_gate_up", f.w_gate_up}, {"w_scale", f.w_gate_up_scale},
                    {"expert_offsets", w["expert_offsets"]}, {"q", w["hidden_q"]}, {"q_scale", w["hidden_scale"]}};
-    quant_fused_ = fused_pays_for_call(device_, fused, up_q, {}, options_.run_options(fused));
+    // Named in the options: taken, and run_op reports it if it cannot run this call (never a
+    // silent fallback from an explicit choice).
+    quant_fused_ = options_.impl.count(std::string_view(fused)) > 0 ||
+                   fused_pays_for_call(device_, fused, up_q, {}, options_.run_options(fused));
     if (quant_fused_) {
       HALCYON_TRY(run_op(device_, stream, fused, up_q, {}, options_.run_options(fused)));
       HALCYON_TRY(mark(&tt->up));

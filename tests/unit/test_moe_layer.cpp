@@ -323,7 +323,8 @@ MoeFp8Weights upload_fp8(const halcyon::Device& dev, const halcyon::Stream& s, c
 }
 }  // namespace
 
-TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on both paths") {
+TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on both paths and with h quantized in "
+          "the up GEMM") {
   Setup su(160, 72, 32, 6, 29);  // H = 160: a short last scale group; I = 72: 2I = 144 rows span two scale blocks
   namespace ref = halcyon::ref;
   std::mt19937 rng(21);
@@ -332,10 +333,13 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
   const MoeHostFp8Weights f = random_fp8(c, E, rng);
   auto dev = unwrap(halcyon::Device::open("cpu"));
   auto s = unwrap(dev.create_stream());
-  std::vector<uint16_t> outs[2];
-  for (int path = 0; path < 2; ++path) {
+  std::vector<uint16_t> outs[3];
+  // 0: gather, 1: copy, 2: copy with moe_grouped_gemm_fp8_swiglu_quant named (the GEMM and the
+  // quantize of h as one operator).
+  for (int path = 0; path < 3; ++path) {
     MoeLayerOptions o;
     o.path = path ? MoePath::kCopy : MoePath::kGather;
+    if (path == 2) o.impl["moe_grouped_gemm_fp8_swiglu_quant"] = "host";
     MoeLayerWeights lw;
     lw.w_router = upload(dev, s, DType::bf16, {H, E}, su.w.w_router);
     lw.bias = upload(dev, s, DType::f32, {E}, su.w.bias);
@@ -347,7 +351,8 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
     auto out = unwrap(make_tensor(dev, DType::bf16, {T, H}));
     MoeStageTimes times;
     unwrap(layer.forward(s, tx, out, &times));
-    CHECK(times.quant > 0);
+    CHECK(layer.quantized_in_up_gemm() == (path == 2));
+    if (path < 2) CHECK(times.quant > 0);
     outs[path] = test::download<uint16_t>(s, out);
     // The reference composition from the layer's own routing (its workspace after the call).
     const auto& ws = layer.workspace();
@@ -377,6 +382,7 @@ TEST_CASE("moe layer: FP8 experts on the cpu equal the reference composition, on
     CHECK(nonzero > want.size() / 2);
   }
   CHECK(outs[0] == outs[1]);
+  CHECK(outs[0] == outs[2]);
   // The runtime's oracle (its own routing, the gather-form composition) gives the same bits.
   std::vector<uint16_t> oracle;
   unwrap(moe_layer_reference_fp8(c, su.w, f, su.x, T, &oracle));

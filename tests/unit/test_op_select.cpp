@@ -384,4 +384,44 @@ TEST_CASE("select: the FP8 grouped GEMMs take swapw, wide or tall tiles by rows 
                                                                                 {"I", 2048}, {"EL", 256}},
                   {{"topk", "8"}})
                   .impl->automatic);
+  // The quantizing SwiGLU GEMM (sm90.tallmc with h quantized in its epilogue): it runs what the
+  // clustered build runs with I % 128 == 0, and its fused_pays says no (measured slower than
+  // the GEMM + moe_quantize_fp8 on the H200), so the layer runs it only where named.
+  const std::map<std::string, int64_t> ds{{"R", 128 * 256}, {"H", 7168}, {"I", 2048}, {"EL", 256}};
+  const Ask q("moe_grouped_gemm_fp8_swiglu_quant", "sm90.tallmc", hopper(), ds);
+  CHECK(q.applies());
+  REQUIRE(bool(q.get().fused_pays));
+  CHECK_FALSE(q.get().fused_pays(q.ctx(), &why));
+  CHECK(why.find("measured slower") != std::string::npos);
+  CHECK_FALSE(Ask("moe_grouped_gemm_fp8_swiglu_quant", "sm90.tallmc", hopper(),
+                  {{"R", 128 * 256}, {"H", 7168}, {"I", 2112}, {"EL", 256}})
+                  .applies(&why));
+  CHECK(why.find("I % 128 == 0") != std::string::npos);
+}
+
+TEST_CASE("select: fused_pays_for_call asks the chosen implementation with the call's shapes") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  const int64_t R = 8, H = 128, I = 128, EL = 2;
+  std::map<std::string, Tensor, std::less<>> t;
+  t["a"] = unwrap(make_tensor(dev, DType::e4m3, {R, H}));
+  t["a_scale"] = unwrap(make_tensor(dev, DType::f32, {R, 1}));
+  t["w_gate_up"] = unwrap(make_tensor(dev, DType::e4m3, {EL, 2 * I, H}));
+  t["w_scale"] = unwrap(make_tensor(dev, DType::f32, {EL, 2, 1}));
+  t["expert_offsets"] = unwrap(make_tensor(dev, DType::i32, {EL + 1}));
+  t["q"] = unwrap(make_tensor(dev, DType::e4m3, {R, I}));
+  t["q_scale"] = unwrap(make_tensor(dev, DType::f32, {R, 1}));
+  std::string why;
+  // The host form has no fused_pays (measured level with the pair on the CPU).
+  CHECK_FALSE(fused_pays_for_call(dev, "moe_grouped_gemm_fp8_swiglu_quant", t, {}, {}, &why));
+  CHECK(why.find("has not been shown") != std::string::npos);
+  // Named: chosen.
+  RunOptions named;
+  named.impl = "host";
+  CHECK(fused_pays_for_call(dev, "moe_grouped_gemm_fp8_swiglu_quant", t, {}, named));
+  // A malformed call: no, and why.
+  t["q"] = unwrap(make_tensor(dev, DType::e4m3, {R, I + 1}));
+  CHECK_FALSE(fused_pays_for_call(dev, "moe_grouped_gemm_fp8_swiglu_quant", t, {}, {}, &why));
+  CHECK(why.find("output 'q' has shape [8, 129], expected [8, 128]") != std::string::npos);
+  CHECK_FALSE(fused_pays_for_call(dev, "no_such_op", t, {}, {}, &why));
+  CHECK(why.find("unknown operator") != std::string::npos);
 }
