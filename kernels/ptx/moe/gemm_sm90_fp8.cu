@@ -136,12 +136,6 @@ struct TileWalk {
   }
 };
 
-// Where token t's scale sits in a ring row: in each block of 16 tokens, the four a consumer thread
-// promotes with over two 8-token groups j, j + 1 (tokens 8j + 2 qq + {0, 1} and the same + 8) are
-// adjacent, so that it reads them with one 16-byte load (BoxScales::load); blocks of 16 stay in
-// place, so a consumer's token offset (a multiple of 16) still starts its scales.
-__device__ __forceinline__ int scale_slot(int t) { return (t & ~15) | (((t >> 1) & 3) << 2) | (((t >> 3) & 1) << 1) | (t & 1); }
-
 // Tall tiles: one lane's share of k-step kt's scale ring entries, a_scale[token] times the
 // weight scale of each box's 128-row block: all loads first (one round trip), then the stores.
 template <int EPI, int TN>
@@ -167,8 +161,8 @@ __device__ __forceinline__ void write_box_scales(const Fp8Args& g, const Tile& t
   for (int i = 0; i < TN / 32; ++i) a[i] = lane + 32 * i < rows ? __ldg(p + i * stride) : 0.f;
 #pragma unroll
   for (int i = 0; i < TN / 32; ++i) {
-    sc[scale_slot(lane + 32 * i)] = a[i] * sw[0];
-    sc[TN + scale_slot(lane + 32 * i)] = a[i] * sw[1];
+    sc[lane + 32 * i] = a[i] * sw[0];
+    sc[TN + lane + 32 * i] = a[i] * sw[1];
   }
 }
 
@@ -277,8 +271,7 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
       }
       if (scaler && !GATHER) {
 #pragma unroll
-        for (int q = lane; q < TN; q += 32)
-          sc[scale_slot(q)] = q < rows ? __ldg(g.a_scale + (long long)(t.row0 + q) * KG + kt) : 0.f;
+        for (int q = lane; q < TN; q += 32) sc[q] = q < rows ? __ldg(g.a_scale + (long long)(t.row0 + q) * KG + kt) : 0.f;
         mbar_arrive(bar);
       }
       if (tokens && GATHER) {
@@ -295,7 +288,7 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
                              sa + q * 128 + ((chunk ^ (q & 7)) << 4)),
                          "l"(p), "r"(ok ? 16 : 0), "l"(keep)
                          : "memory");
-            if (chunk == 0) sc[scale_slot(q)] = row >= 0 ? __ldg(g.a_scale + (long long)row * KG + kt) : 0.f;
+            if (chunk == 0) sc[q] = row >= 0 ? __ldg(g.a_scale + (long long)row * KG + kt) : 0.f;
           }
         }
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
@@ -548,19 +541,14 @@ __device__ __forceinline__ void store_tile_quant(const Fp8Args& g, const Tile& t
 }
 
 // A thread's promotion scales of one box and k-step: the scale ring's values of its tokens
-// 8j + 2 (lane % 4) + {0, 1}, j < NT / 8 (tall tiles: a_scale x the box's w_scale; else a_scale),
-// two groups j a 16-byte load (scale_slot's layout; NT is a multiple of 16).
+// 8j + 2 (lane % 4) + {0, 1}, j < NT / 8 (tall tiles: a_scale x the box's w_scale; else a_scale).
 template <int NT>
 struct BoxScales {
   float2 a[NT / 8];
   __device__ __forceinline__ void load(const float* sc) {
     const int qq = threadIdx.x & 3;
 #pragma unroll
-    for (int j = 0; j < NT / 8; j += 2) {
-      const float4 v = *reinterpret_cast<const float4*>(sc + 8 * j + 4 * qq);
-      a[j] = make_float2(v.x, v.y);
-      a[j + 1] = make_float2(v.z, v.w);
-    }
+    for (int j = 0; j < NT / 8; ++j) a[j] = *reinterpret_cast<const float2*>(sc + 8 * j + 2 * qq);
   }
 };
 
