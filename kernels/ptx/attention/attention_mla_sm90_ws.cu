@@ -65,16 +65,6 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Whether `bar`'s phase of this parity has completed (does not wait).
-__device__ __forceinline__ bool mbar_done(uint32_t bar, uint32_t parity) {
-  uint32_t r;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(r)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return r != 0;
-}
 // True in every thread of a warpgroup when it is true in all of them (named barrier `id`, 128
 // threads): a choice the warpgroup's wgmma sequence can depend on.
 __device__ __forceinline__ bool wg_all(bool v, int id) {
@@ -250,7 +240,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     // t - 1 to be published; tile t - 1's P V follows the softmax (which must not read S's
     // registers while a wgmma is in flight: ptxas would serialise every wgmma, C7514). Else tile
     // t - 1's P V goes first (its stage is freed sooner for the next copy), then S.
-    const bool s_first = t == 0 || !ADAPT || wg_all(mbar_done(full(w), par), 4 + w);
+    const bool s_first = t == 0 || !ADAPT || wg_all(mbar_test(full(w), par), 4 + w);
     if (s_first) {
       queue_s(par, t);
       wgmma_wait<0>();

@@ -444,16 +444,6 @@ __device__ __forceinline__ void cp_async16_hint(uint32_t dst, const void* src, i
                : "memory");
 }
 
-__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // The copies. A producer walks the CTA's (tile, k-step) sequence on its own cursor and keeps up
 // to S_A_SLOTS / S_B_SLOTS k-steps loaded ahead of the consumers: a slot is refilled once all 8 consumer warps
 // have released it. fill(): thread 0 of the 256-thread kernel, between its own k-steps; it

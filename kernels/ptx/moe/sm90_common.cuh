@@ -77,13 +77,25 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// The spin on one phase of a barrier, with the wait's memory semantics SEM ("": the default,
+// acquire at CTA scope). One text for every wait below.
+#define HC_MBAR_WAIT_ASM(SEM)                                               \
+  "{\n.reg .pred p;\nWAIT_%=:\n"                                            \
+  "mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%0], %1;\n" \
+  "@!p bra WAIT_%=;\n}\n"
+// Returns once the phase of `bar` with this parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(HC_MBAR_WAIT_ASM("") ::"r"(bar), "r"(parity) : "memory");
+}
+// Whether that phase has completed, without waiting.
+__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
+  uint32_t done;
   asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
       : "memory");
+  return done != 0;
 }
 __device__ __forceinline__ void tma_2d(uint32_t dst, const TensorMap* map, int c0, int c1, uint32_t bar,
                                        uint64_t policy) {
@@ -136,12 +148,7 @@ __device__ __forceinline__ void mbar_arrive_release_cluster(uint32_t bar, uint32
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_map(bar, rank)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait_acquire_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  asm volatile(HC_MBAR_WAIT_ASM(".acquire.cluster") ::"r"(bar), "r"(parity) : "memory");
 }
 __device__ __forceinline__ void st_cluster_f32(uint32_t saddr, uint32_t rank, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(cluster_map(saddr, rank)), "f"(v) : "memory");

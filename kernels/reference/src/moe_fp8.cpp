@@ -59,7 +59,7 @@ Result<RowRange> check_fp8(const char* op, const char* a_name, const void* a, co
                            const void* w, const void* w_scale, const int32_t* offsets,
                            int64_t offsets_len, int64_t E_local, int64_t R, const char* k_name,
                            int64_t K, const char* n_name, int64_t N, const void* out,
-                           RowRange rows) {
+                           RowRange rows, const char* out_name = "out") {
   HALCYON_TRY(detail::check_size(op, "R", R, 0));
   HALCYON_TRY(detail::check_size(op, k_name, K, 1));
   HALCYON_TRY(detail::check_size(op, n_name, N, 1));
@@ -70,7 +70,7 @@ Result<RowRange> check_fp8(const char* op, const char* a_name, const void* a, co
   HALCYON_TRY(detail::check_ptr(op, "a_scale", a_scale, any));
   HALCYON_TRY(detail::check_ptr(op, "w", w, any));
   HALCYON_TRY(detail::check_ptr(op, "w_scale", w_scale, any));
-  HALCYON_TRY(detail::check_ptr(op, "out", out, any));
+  HALCYON_TRY(detail::check_ptr(op, out_name, out, any));
   return r;
 }
 
@@ -183,7 +183,7 @@ Status moe_grouped_gemm_fp8_swiglu_quant(const e4m3* a, const float* a_scale, co
                                          int64_t I, e4m3* q, float* q_scale, RowRange rows) {
   constexpr const char* kOp = "moe_grouped_gemm_fp8_swiglu_quant";
   HALCYON_ASSIGN_OR_RETURN(const RowRange r, check_fp8(kOp, "a", a, a_scale, w_gate_up, w_scale, expert_offsets,
-                                                       offsets_len, E_local, R, "H", H, "I", I, q, rows));
+                                                       offsets_len, E_local, R, "H", H, "I", I, q, rows, "q"));
   HALCYON_TRY(detail::check_ptr(kOp, "q_scale", q_scale, r.end > r.begin));
   // Row by row through one bf16 row of h: the same two steps as the composition.
   const int64_t used_end = std::min<int64_t>(r.end, expert_offsets[E_local]), IG = fp8_groups(I);
