@@ -12,7 +12,8 @@
 // quantizing SwiGLU build against sm90.tallmc + moe_quantize_fp8), `down` (the down
 // GEMM's sm90.talls), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
 // back to back: the rate under the power cap), `prefetch`,
-// `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens).
+// `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens), `inst`
+// (with -DHC_FP8_INST and a source copy that times its loops' parts into g_inst).
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine (or
 // anywhere with the toolkit, then carried) with
@@ -77,10 +78,10 @@ struct Shape {
 };
 Shape swiglu_shape(long long kH) { return {kH, kI, 2 * kI, g_tn, g_slots, false}; }
 
-// The median of 10 launches (1 warm-up) of the GEMM over rows.size() experts (the weights' first
+// The median of `launches` launches (1 warm-up) of the GEMM over rows.size() experts (the weights' first
 // EL x NW x K bytes), in ms.
 double time_gemm(Entry k, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a,
-                 float* a_scale, unsigned short* out, int* offsets) {
+                 float* a_scale, unsigned short* out, int* offsets, int launches = 10) {
   const long long kEL = (long long)rows.size();
   const bool swiglu = sh.NW != sh.N;
   const int kShared = shared_of(kEL, sh.tn, sh.slots, sh.staged, swiglu ? 64 : 128);
@@ -98,7 +99,7 @@ double time_gemm(Entry k, const Shape& sh, const std::vector<int>& rows, unsigne
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const unsigned grid = unsigned(sms) & ~1u;  // whole clusters for the clustered build
   return median_ms(
-      [&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, sh.K, sh.N, kEL); }, 10);
+      [&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, sh.K, sh.N, kEL); }, launches);
 }
 // time_gemm, printed with the weights' rate against the copy rate.
 double run(Entry k, const char* name, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale,
@@ -211,6 +212,59 @@ int main(int argc, char** argv) {
       run(probe_swiglu_t128s6, "tall128, 6 slots", 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale,
           out, offsets, copy);
       run(probe_swiglu_t128s6, "tall128, 6 slots", 7168, spread, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+    }
+    return 0;
+  }
+#endif
+#ifdef HC_FP8_INST
+  if (argc > 1 && std::string(argv[1]) == "inst") {
+    // With -DHC_FP8_INST and the copy bench/probes/fp8_inst_source.py writes (its header says
+    // what it times): one launch after a warm-up, a k-step's and a tile's cycles by part,
+    // averaged over the CTAs' tiles, and the clock the launch ran at.
+    auto inst = [&](const char* name, long long K, const std::vector<int>& rows) {
+      using Rec = unsigned long long[6];
+      static Rec zero[264 * 2 * kInstTiles], h[264 * 2 * kInstTiles];
+      static unsigned long long pz[264 * 4], ph[264 * 4];
+      time_gemm(tall.first, swiglu_shape(K), rows, buf.w, w_scale, buf.tok, a_scale, out, offsets);  // warm-up
+      CK(cudaMemcpyToSymbol(g_tile, zero, sizeof zero));
+      CK(cudaMemcpyToSymbol(g_prod, pz, sizeof pz));
+      const double ms = time_gemm(tall.first, swiglu_shape(K), rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, 1);
+      CK(cudaMemcpyFromSymbol(h, g_tile, sizeof h));
+      CK(cudaMemcpyFromSymbol(ph, g_prod, sizeof ph));
+      int sms = 0;
+      CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+      const Shape sh = swiglu_shape(K);
+      const double gbs = double(rows.size()) * sh.NW * K / (ms * 1e-3) / 1e9;
+      const double kt = double(K / 128);
+      double run = 0;
+      for (int b = 0; b < sms; ++b) run += double(ph[b * 4 + 3] - ph[b * 4 + 2]) / sms;
+      std::printf("  %s, K %lld: %.1f us (%.0f%% of the copy rate); the producer's run %.0f cycles = %.2f GHz\n", name, K,
+                  ms * 1e3, 100 * gbs / copy, run, run / (ms * 1e6));
+      for (int c = 0; c < 2; ++c) {
+        double n = 0, loop = 0, epi = 0, setup = 0, wait = 0, mma = 0, prom = 0;
+        for (int b = 0; b < sms; ++b)
+          for (int t = 0; t < kInstTiles; ++t) {
+            const unsigned long long* r = h[(b * 2 + c) * kInstTiles + t];
+            if (r[0] == 0) continue;
+            n += 1, loop += double(r[1] - r[0]), epi += double(r[2] - r[1]), wait += r[3], mma += r[4], prom += r[5];
+            const unsigned long long* nx = t + 1 < kInstTiles ? h[(b * 2 + c) * kInstTiles + t + 1] : nullptr;
+            if (nx && nx[0] != 0) setup += double(nx[0] - r[2]);
+          }
+        const double ks = n * kt;
+        std::printf("    consumer %d (%.0f tiles): a k-step %.0f cycles = wait for the slot %.0f + wgmmas %.0f + promotion "
+                    "%.0f + rest %.0f; a tile: epilogue %.0f, to the next tile %.0f cycles (%.1f k-steps together)\n", c, n,
+                    loop / ks, wait / ks, mma / ks, prom / ks, (loop - wait - mma - prom) / ks, epi / n, setup / n,
+                    (epi + setup) / n / (loop / ks));
+      }
+      double pw = 0, pk = 0;
+      for (int b = 0; b < sms; ++b) pw += double(ph[b * 4]), pk += double(ph[b * 4 + 1]);
+      std::printf("    producer: waiting for a free slot %.0f cycles a k-step\n", pw / pk);
+    };
+    for (int round = 0; round < 2; ++round) {
+      inst("128 rows", 7168, std::vector<int>(128, 128));
+      inst("spread", 7168, spread);
+      inst("256 rows", 7168, std::vector<int>(128, 256));
+      inst("128 rows, short tiles", 1792, std::vector<int>(512, 128));
     }
     return 0;
   }

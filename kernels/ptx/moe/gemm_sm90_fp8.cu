@@ -629,10 +629,25 @@ __device__ __forceinline__ void release_slot(uint32_t empty_s) {
   }
 }
 
+// Turns (tall tiles of up to kTurnRows rows, where both consumers take the two-box path below):
+// the two consumer warpgroups take turns at issuing their k-steps' wgmmas (named barriers 3 and
+// 4, as FlashAttention-3's warp-scheduler barriers). Both wait for the same slot, so without
+// turns they issue together, share the tensor cores until both are done, and then promote
+// together while the tensor cores idle; in turns, the tensor cores run one consumer's wgmmas
+// while the other promotes (from registers: its scales are read before its wgmmas are issued,
+// since shared memory is then busy with the other's operands). On the H200 (docs/kernels/fp8.md,
+// 2026-11-30 sixth session) 6-11% off the SwiGLU GEMM and 3% off the down GEMM at 128 rows an
+// expert. turn_wait(cg): the other consumer has issued its previous k-step (consumer 1 passes
+// once before its first tile, and consumer 0 takes that pass back after its last, so every
+// barrier phase completes); turn_pass(cg): this consumer has issued.
+constexpr int kTurnRows = 160;  // consumer 0 takes <= 80 rows, consumer 1 the rest (<= 80)
+__device__ __forceinline__ void turn_wait(int cg) { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cg) : "memory"); }
+__device__ __forceinline__ void turn_pass(int cg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - cg) : "memory"); }
+
 template <int EPI, int NT, int SLOTS, int TN, bool GATHER, bool STAGED, bool MC, bool QUANT>
 __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, const ConsumerView<EPI, TN>& v,
                                              int k_tiles, uint32_t& it, uint32_t ring, uint32_t full, uint32_t empty,
-                                             const float* scales, uint32_t& xphase) {
+                                             const float* scales, uint32_t& xphase, bool turns) {
   constexpr int NA = NT / 2;  // accumulators per thread per box
   float d0[NA], d1[NA];
 #pragma unroll
@@ -654,7 +669,25 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
       sb.load(tall<TN>() ? sc + b * TN : sc);
       promote<NT>(d, tt, sb, sw[b][0], sw[b][1]);
     };
-    if constexpr (BOTH) {
+    if constexpr (BOTH && tall<TN>()) {  // (turns: see turn_wait)
+      float t0[NA], t1[NA];
+      BoxScales<NT> s0, s1;
+      s0.load(sc);
+      s1.load(sc + TN);
+      fence_n<NA>(t0);
+      fence_n<NA>(t1);
+      if (turns) turn_wait(v.cg);
+      wgmma_fence();
+      v.template mma<NT>(t0, sa_addr, 0);
+      v.template mma<NT>(t1, sa_addr, 1);
+      wgmma_commit();
+      if (turns) turn_pass(v.cg);
+      wgmma_wait<0>();
+      fence_n<NA>(t0);
+      fence_n<NA>(t1);
+      promote<NT>(d0, t0, s0, 1.f, 1.f);
+      promote<NT>(d1, t1, s1, 1.f, 1.f);
+    } else if constexpr (BOTH) {
       float t0[NA], t1[NA];
       fence_n<NA>(t0);
       fence_n<NA>(t1);
@@ -694,10 +727,13 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
 // A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
 // for the slot (so that its arrivals never run ahead into a later phase of the empty barrier)
 // and releases it.
+// It keeps the turns too, where the tile has them.
 template <bool MC>
-__device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slots, uint32_t full, uint32_t empty) {
+__device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slots, uint32_t full, uint32_t empty,
+                                             int cg, bool turns) {
   for (int kt = 0; kt < k_tiles; ++kt, ++it) {
     mbar_wait(full + 8 * (it % slots), (it / slots) & 1);
+    if (turns) turn_wait(cg), turn_pass(cg);
     release_slot<MC>(empty + 8 * (it % slots));
   }
 }
@@ -764,6 +800,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int cg = wg - 1;
   uint32_t it = 0, xphase = 0;
+  if (tall<TN>() && cg == 1) turn_pass(cg);  // consumer 0 issues first
   const TileWalk<TN, MC> walk(total);
   for (int wi = walk.first; wi < walk.count; wi += walk.step) {
     const Tile t = walk.tile(map, wi);
@@ -777,13 +814,14 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       mine = cg ? max(rows - half, 0) : min(rows, half);
     }
     const ConsumerView<EPI, TN> v(g, t, off, mine, cg);
+    const bool turns = tall<TN>() && rows <= kTurnRows;  // the same in both consumers
     switch ((mine + 15) >> 4) {
-      case 0: consume_idle<MC>(k_tiles, it, SLOTS, full, empty); break;
+      case 0: consume_idle<MC>(k_tiles, it, SLOTS, full, empty, cg, turns); break;
 #define HC_FP8_CASE(K16)                                                                                 \
   case K16:                                                                                             \
     if constexpr (16 * K16 <= (TN < 128 ? TN : 128))                                                    \
       consume_tile<EPI, 16 * K16, SLOTS, TN, GATHER, STAGED, MC, QUANT>(g, t, v, k_tiles, it, ring, full,  \
-                                                                        empty, scales, xphase);           \
+                                                                        empty, scales, xphase, turns);    \
     break;
       HC_FP8_CASE(1) HC_FP8_CASE(2) HC_FP8_CASE(3) HC_FP8_CASE(4) HC_FP8_CASE(5) HC_FP8_CASE(6) HC_FP8_CASE(7)
       HC_FP8_CASE(8)
@@ -791,6 +829,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
       default: break;
     }
   }
+  if (tall<TN>() && cg == 0) turn_wait(cg);  // consumer 1's last pass (every barrier phase completes)
   // The last tile's bulk copies must have written `out` (and read the staging rows) before the
   // CTA ends.
   if constexpr (STAGED) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
