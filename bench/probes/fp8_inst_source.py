@@ -10,6 +10,9 @@ k-step's cycles go?) and writes them with plain stores (no loads on the timed pa
                                   of each consumer warpgroup; register sums)
   g_prod[cta][4]                  the TMA thread's sum of free-slot waits, its k-steps, its start
                                   and end
+  g_walk[cta][consumer][tile][2]  the consumer's walk: the clock before the tile's lookup (the
+                                  wait for its first slot and the published tile) and after its
+                                  ConsumerView
 Scaler warps are not timed. Usage (then build as bench/probes/fp8_kernel_rate.cu says, with
 -DHC_FP8_INST -DHC_FP8_SOURCE='"<out>"' and -I kernels/ptx/moe -I <out's folder>):
   python3 bench/probes/fp8_inst_source.py <out.cu>
@@ -123,6 +126,17 @@ namespace hc {""", first=True)
     r[0] = p_wait, r[1] = it, r[2] = p_start, r[3] = clk();
   }
 }""")
+    s = edit(s, """__device__ unsigned long long g_prod[264][4];""", """__device__ unsigned long long g_prod[264][4];
+__device__ unsigned long long g_walk[264][2][kInstTiles][2];""")
+    s = edit(s, """    Tile t;
+    if constexpr (tall<TN>()) {  // the producer published it""", """    const unsigned long long w0 = clk();
+    Tile t;
+    if constexpr (tall<TN>()) {  // the producer published it""")
+    s = edit(s, """    const bool turns = tall<TN>() && rows <= kTurnRows;  // the same in both consumers""",
+             """    const bool turns = tall<TN>() && rows <= kTurnRows;  // the same in both consumers
+    const unsigned long long w1 = clk();
+    if ((threadIdx.x & 127) == 0 && it / (uint32_t)k_tiles < (uint32_t)kInstTiles)
+      g_walk[blockIdx.x][cg][it / (uint32_t)k_tiles][0] = w0, g_walk[blockIdx.x][cg][it / (uint32_t)k_tiles][1] = w1;""")
     pathlib.Path(out).write_text(s)
 
 

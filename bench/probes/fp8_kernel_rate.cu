@@ -221,19 +221,24 @@ int main(int argc, char** argv) {
     // With -DHC_FP8_INST and the copy bench/probes/fp8_inst_source.py writes (its header says
     // what it times): one launch after a warm-up, a k-step's and a tile's cycles by part,
     // averaged over the CTAs' tiles, and the clock the launch ran at.
-    auto inst = [&](const char* name, long long K, const std::vector<int>& rows) {
+    auto inst = [&](const char* name, const Shape& sh, const std::vector<int>& rows, Entry k = nullptr) {
       using Rec = unsigned long long[6];
+      using Walk = unsigned long long[2];
       static Rec zero[264 * 2 * kInstTiles], h[264 * 2 * kInstTiles];
+      static Walk wz[264 * 2 * kInstTiles], wh[264 * 2 * kInstTiles];
       static unsigned long long pz[264 * 4], ph[264 * 4];
-      time_gemm(tall.first, swiglu_shape(K), rows, buf.w, w_scale, buf.tok, a_scale, out, offsets);  // warm-up
+      if (!k) k = tall.first;
+      const long long K = sh.K;
+      time_gemm(k, sh, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets);  // warm-up
       CK(cudaMemcpyToSymbol(g_tile, zero, sizeof zero));
+      CK(cudaMemcpyToSymbol(g_walk, wz, sizeof wz));
       CK(cudaMemcpyToSymbol(g_prod, pz, sizeof pz));
-      const double ms = time_gemm(tall.first, swiglu_shape(K), rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, 1);
+      const double ms = time_gemm(k, sh, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, 1);
       CK(cudaMemcpyFromSymbol(h, g_tile, sizeof h));
+      CK(cudaMemcpyFromSymbol(wh, g_walk, sizeof wh));
       CK(cudaMemcpyFromSymbol(ph, g_prod, sizeof ph));
       int sms = 0;
       CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-      const Shape sh = swiglu_shape(K);
       const double gbs = double(rows.size()) * sh.NW * K / (ms * 1e-3) / 1e9;
       const double kt = double(K / 128);
       double run = 0;
@@ -241,30 +246,39 @@ int main(int argc, char** argv) {
       std::printf("  %s, K %lld: %.1f us (%.0f%% of the copy rate); the producer's run %.0f cycles = %.2f GHz\n", name, K,
                   ms * 1e3, 100 * gbs / copy, run, run / (ms * 1e6));
       for (int c = 0; c < 2; ++c) {
-        double n = 0, loop = 0, epi = 0, setup = 0, wait = 0, mma = 0, prom = 0;
+        double n = 0, loop = 0, epi = 0, setup = 0, wait = 0, mma = 0, prom = 0, ns = 0, ret = 0, look = 0, entry = 0;
         for (int b = 0; b < sms; ++b)
           for (int t = 0; t < kInstTiles; ++t) {
-            const unsigned long long* r = h[(b * 2 + c) * kInstTiles + t];
+            const size_t i = size_t(b * 2 + c) * kInstTiles + t;
+            const unsigned long long* r = h[i];
             if (r[0] == 0) continue;
             n += 1, loop += double(r[1] - r[0]), epi += double(r[2] - r[1]), wait += r[3], mma += r[4], prom += r[5];
-            const unsigned long long* nx = t + 1 < kInstTiles ? h[(b * 2 + c) * kInstTiles + t + 1] : nullptr;
-            if (nx && nx[0] != 0) setup += double(nx[0] - r[2]);
+            const unsigned long long* nx = t + 1 < kInstTiles ? h[i + 1] : nullptr;
+            if (nx && nx[0] != 0 && wh[i + 1][0] != 0) {  // the next tile: return, lookup + view, entry
+              ns += 1, setup += double(nx[0] - r[2]);
+              ret += double(wh[i + 1][0] - r[2]), look += double(wh[i + 1][1] - wh[i + 1][0]);
+              entry += double(nx[0] - wh[i + 1][1]);
+            }
           }
         const double ks = n * kt;
         std::printf("    consumer %d (%.0f tiles): a k-step %.0f cycles = wait for the slot %.0f + wgmmas %.0f + promotion "
-                    "%.0f + rest %.0f; a tile: epilogue %.0f, to the next tile %.0f cycles (%.1f k-steps together)\n", c, n,
-                    loop / ks, wait / ks, mma / ks, prom / ks, (loop - wait - mma - prom) / ks, epi / n, setup / n,
-                    (epi + setup) / n / (loop / ks));
+                    "%.0f + rest %.0f; a tile: epilogue %.0f, to the next tile %.0f cycles (%.1f k-steps together) = "
+                    "back to the walk %.0f + lookup and view %.0f + into the k-loop %.0f\n", c, n, loop / ks, wait / ks,
+                    mma / ks, prom / ks, (loop - wait - mma - prom) / ks, epi / n, setup / ns,
+                    (epi / n + setup / ns) / (loop / ks), ret / ns, look / ns, entry / ns);
       }
       double pw = 0, pk = 0;
       for (int b = 0; b < sms; ++b) pw += double(ph[b * 4]), pk += double(ph[b * 4 + 1]);
       std::printf("    producer: waiting for a free slot %.0f cycles a k-step\n", pw / pk);
     };
+    const Shape down{kI, 7168, 7168, 256, 3, true};
     for (int round = 0; round < 2; ++round) {
-      inst("128 rows", 7168, std::vector<int>(128, 128));
-      inst("spread", 7168, spread);
-      inst("256 rows", 7168, std::vector<int>(128, 256));
-      inst("128 rows, short tiles", 1792, std::vector<int>(512, 128));
+      inst("128 rows", swiglu_shape(7168), std::vector<int>(128, 128));
+      inst("spread", swiglu_shape(7168), spread);
+      inst("256 rows", swiglu_shape(7168), std::vector<int>(128, 256));
+      inst("128 rows, short tiles", swiglu_shape(1792), std::vector<int>(512, 128));
+      inst("down (sm90.talls), 128 rows", down, std::vector<int>(128, 128), probe_down_talls);
+      inst("down (sm90.talls), spread", down, spread, probe_down_talls);
     }
     return 0;
   }
