@@ -642,8 +642,8 @@ __device__ __forceinline__ void release_slot(uint32_t empty_s) {
 // together while the tensor cores idle; in turns, the tensor cores run one consumer's wgmmas
 // while the other promotes (from registers: its scales are read before its wgmmas are issued,
 // since shared memory is then busy with the other's operands). On the H200 (docs/kernels/fp8.md,
-// 2026-11-30 sixth session) 6-11% off the SwiGLU GEMM and 3% off the down GEMM at 128 rows an
-// expert. turn_wait(cg): the other consumer has issued its previous k-step (consumer 1 passes
+// 2026-11-30 sixth session; bench/probes/fp8_kernel_rate.cu) 4-10% off the SwiGLU GEMM's time
+// and 3% off the down GEMM's at 128 rows an expert. turn_wait(cg): the other consumer has issued its previous k-step (consumer 1 passes
 // once before its first tile, and consumer 0 takes that pass back after its last, so every
 // barrier phase completes); turn_pass(cg): this consumer has issued.
 constexpr int kTurnRows = 160;  // consumer 0 takes <= 80 rows, consumer 1 the rest (<= 80)
