@@ -12,7 +12,8 @@
 // quantizing SwiGLU build against sm90.tallmc + moe_quantize_fp8), `down` (the down
 // GEMM's sm90.talls), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
 // back to back: the rate under the power cap), `prefetch`,
-// `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens), `inst`
+// `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens), `tall5`
+// (with -DHC_FP8_TALL5 and a copy whose published tiles allow 5 slots), `inst`
 // (with -DHC_FP8_INST and a source copy that times its loops' parts into g_inst).
 //
 // Not part of the library: a standalone CUDA runtime program, built on the GPU machine (or
@@ -46,6 +47,13 @@ HC_FP8_QUANT_ENTRY(probe_swiglu_tallmcq, 4)
 HC_FP8_ENTRY(probe_swiglu_tallpf4, hc::kSwigluBf16, 4, 256, 4, false, false, HC_NO_CLUSTER)
 HC_FP8_ENTRY(probe_swiglu_tallpf8, hc::kSwigluBf16, 4, 256, 8, false, false, HC_NO_CLUSTER)
 HC_FP8_ENTRY(probe_swiglu_tallpf16, hc::kSwigluBf16, 4, 256, 16, false, false, HC_NO_CLUSTER)
+#ifdef HC_FP8_TALL5
+// With a source copy whose published tiles take 20 scratch ints (ints + 20 for the tile map, and
+// SLOTS <= 5 allowed): tall tiles of up to 192 tokens in 5 slots of 40 KB, a ring a fifth deeper
+// than sm90.tall's 4 x 48 KB in about the same shared memory (`./fp8_kernel_rate tall5`).
+HC_FP8_ENTRY(probe_swiglu_t192s5, hc::kSwigluBf16, 5, 192, 0, false, false, HC_NO_CLUSTER)
+HC_FP8_ENTRY(probe_swiglu_t192s4, hc::kSwigluBf16, 4, 192, 0, false, false, HC_NO_CLUSTER)
+#endif
 #ifdef HC_FP8_TALL128
 // With a source copy whose tall() also takes TN = 128: tall tiles of up to 128 tokens, whose
 // 32 KB slots let the producer run 6 k-steps ahead instead of 4 (`./fp8_kernel_rate tall128`).
@@ -63,8 +71,9 @@ using Entry = void (*)(hc::TensorMap, hc::TensorMap, const float*, const float*,
 // A tall build's shared memory (ops/ptx/moe_fp8_ops.cpp, fp8_shared): `slots` slots of `tn`
 // token rows + 2 weight boxes, their barriers and scale rings, the tile map of EL experts; a
 // staged build (sm90.talls) then the staging rows of `outs` outputs.
+int g_scratch = 16;  // the scratch ints before the tile map (tall5 mode: 20)
 int shared_of(long long EL, int tn = 256, int slots = 4, bool staged = false, int outs = 64) {
-  const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(16 + 2 * (EL + 1)) * 4;
+  const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(g_scratch + 2 * (EL + 1)) * 4;
   return staged ? (base + 127) / 128 * 128 + 256 * (outs * 2 + 16) : base;
 }
 int g_tn = 256, g_slots = 4;  // the SwiGLU build's tile tokens and slots (tall128 mode sets them)
@@ -199,6 +208,21 @@ int main(int argc, char** argv) {
   for (int e = 0; e < 128; ++e) spread[e] = 68 + (e * 53) % 121;  // 68-188, mean ~128
   const std::pair<Entry, const char*> tall{probe_swiglu_tall, "sm90.tall SwiGLU"},
       tallmc{probe_swiglu_tallmc, "sm90.tallmc SwiGLU"};
+#ifdef HC_FP8_TALL5
+  if (argc > 1 && std::string(argv[1]) == "tall5") {  // 256-token tiles in 4 slots against 192 in 5 (and 4)
+    g_scratch = 20;
+    for (int round = 0; round < 2; ++round)
+      for (const std::vector<int>& rows : {std::vector<int>(128, 128), spread}) {
+        g_tn = 256, g_slots = 4;
+        run(tall.first, "tall, 4 x 48 KB", 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        g_tn = 192, g_slots = 5;
+        run(probe_swiglu_t192s5, "tall192, 5 x 40 KB", 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        g_tn = 192, g_slots = 4;
+        run(probe_swiglu_t192s4, "tall192, 4 x 40 KB", 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+      }
+    return 0;
+  }
+#endif
 #ifdef HC_FP8_TALL128
   if (argc > 1 && std::string(argv[1]) == "tall128") {  // 256-token tiles, 4 slots / 128, 4 / 128, 6
     for (int round = 0; round < 2; ++round) {
