@@ -63,14 +63,14 @@ namespace hc {""", first=True)
     const unsigned long long k1 = clk();
     c_wait += (uint32_t)(k1 - k0);
 """)
-    s = edit(s, """      promote<NT>(d0, t0, s0, 1.f, 1.f);
-      promote<NT>(d1, t1, s1, 1.f, 1.f);""", """      const unsigned long long k2 = clk();
-      c_mma += (uint32_t)(k2 - k1);
-      promote<NT>(d0, t0, s0, 1.f, 1.f);
-      promote<NT>(d1, t1, s1, 1.f, 1.f);
-      fence_n<NA>(d0);
-      fence_n<NA>(d1);
-      c_prom += (uint32_t)(clk() - k2);""")
+    s = edit(s, """        promote<NT>(d0, t0, s0, 1.f, 1.f);
+        promote<NT>(d1, t1, s1, 1.f, 1.f);""", """        const unsigned long long k2 = clk();
+        c_mma += (uint32_t)(k2 - k1);
+        promote<NT>(d0, t0, s0, 1.f, 1.f);
+        promote<NT>(d1, t1, s1, 1.f, 1.f);
+        fence_n<NA>(d0);
+        fence_n<NA>(d1);
+        c_prom += (uint32_t)(clk() - k2);""")
     s = edit(s, """        wgmma_fence();
         v.template mma<NT>(tt, sa_addr, b);""", """        const unsigned long long u0 = clk();
         wgmma_fence();

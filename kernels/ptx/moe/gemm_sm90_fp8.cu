@@ -643,9 +643,10 @@ __device__ __forceinline__ void release_slot(uint32_t empty_s) {
 // while the other promotes (from registers: its scales are read before its wgmmas are issued,
 // since shared memory is then busy with the other's operands). On the H200 (docs/kernels/fp8.md,
 // 2026-11-30 sixth session; bench/probes/fp8_kernel_rate.cu) 4-10% off the SwiGLU GEMM's time
-// and 3% off the down GEMM's at 128 rows an expert. turn_wait(cg): the other consumer has issued its previous k-step (consumer 1 passes
-// once before its first tile, and consumer 0 takes that pass back after its last, so every
-// barrier phase completes); turn_pass(cg): this consumer has issued.
+// and 3% off the down GEMM's at 128 rows an expert. turn_wait(cg): the other consumer has
+// issued its previous k-step (consumer 1 passes once before its first tile, and consumer 0
+// takes that pass back after its last, so every barrier phase completes); turn_pass(cg): this
+// consumer has issued. Non-tall builds never take turns (`turns` is false there).
 constexpr int kTurnRows = 160;  // consumer 0 takes <= 80 rows, consumer 1 the rest (<= 80)
 __device__ __forceinline__ void turn_wait(int cg) { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cg) : "memory"); }
 __device__ __forceinline__ void turn_pass(int cg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - cg) : "memory"); }
@@ -675,11 +676,10 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
       sb.load(tall<TN>() ? sc + b * TN : sc);
       promote<NT>(d, tt, sb, sw[b][0], sw[b][1]);
     };
-    if constexpr (BOTH && tall<TN>()) {  // (turns: see turn_wait)
+    if constexpr (BOTH) {
       float t0[NA], t1[NA];
-      BoxScales<NT> s0, s1;
-      s0.load(sc);
-      s1.load(sc + TN);
+      BoxScales<NT> s0, s1;  // tall tiles: read before the issue (see turn_wait)
+      if constexpr (tall<TN>()) s0.load(sc), s1.load(sc + TN);
       fence_n<NA>(t0);
       fence_n<NA>(t1);
       if (turns) turn_wait(v.cg);
@@ -691,21 +691,13 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
       wgmma_wait<0>();
       fence_n<NA>(t0);
       fence_n<NA>(t1);
-      promote<NT>(d0, t0, s0, 1.f, 1.f);
-      promote<NT>(d1, t1, s1, 1.f, 1.f);
-    } else if constexpr (BOTH) {
-      float t0[NA], t1[NA];
-      fence_n<NA>(t0);
-      fence_n<NA>(t1);
-      wgmma_fence();
-      v.template mma<NT>(t0, sa_addr, 0);
-      v.template mma<NT>(t1, sa_addr, 1);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_n<NA>(t0);
-      fence_n<NA>(t1);
-      promote_box(d0, t0, 0);
-      promote_box(d1, t1, 1);
+      if constexpr (tall<TN>()) {
+        promote<NT>(d0, t0, s0, 1.f, 1.f);
+        promote<NT>(d1, t1, s1, 1.f, 1.f);
+      } else {
+        promote_box(d0, t0, 0);
+        promote_box(d1, t1, 1);
+      }
     } else {
       float tt[NA];
 #pragma unroll
@@ -732,8 +724,7 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
 
 // A consumer with no rows in a tall tile still takes part in every k-step's hand-off: it waits
 // for the slot (so that its arrivals never run ahead into a later phase of the empty barrier)
-// and releases it.
-// It keeps the turns too, where the tile has them.
+// and releases it, and keeps the turns where the tile has them.
 template <bool MC>
 __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slots, uint32_t full, uint32_t empty,
                                              int cg, bool turns) {
