@@ -73,7 +73,7 @@ using Entry = void (*)(hc::TensorMap, hc::TensorMap, const float*, const float*,
 // staged build (sm90.talls) then the staging rows of `outs` outputs.
 int g_scratch = 16;  // the scratch ints before the tile map (tall5 mode: 20)
 int shared_of(long long EL, int tn = 256, int slots = 4, bool staged = false, int outs = 64) {
-  const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(g_scratch + 3 * EL + 2) * 4;
+  const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(g_scratch + 2 * (EL + 1)) * 4;
   return staged ? (base + 127) / 128 * 128 + 256 * (outs * 2 + 16) : base;
 }
 int g_tn = 256, g_slots = 4;  // the SwiGLU build's tile tokens and slots (tall128 mode sets them)

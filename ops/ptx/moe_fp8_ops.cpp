@@ -40,13 +40,12 @@ constexpr Fp8Build kSwapw{4, 64, "sm90swapw"}, kSwapw5{5, 64, "sm90swapw5"}, kWi
     kTallMcQ{4, 256, "sm90tallmc", false, true, true};
 constexpr int64_t kThreads = 384;
 // The kernel's layout (grouped_gemm_fp8): 1 KiB of alignment, the slots, their barriers and scale
-// rings, the tile map (seg and first, EL + 1 ints each, then the tall builds' longest-first
-// order, EL ints: the kernel's map_ints); staged builds then a staging buffer of 256 rows of the tile's outputs
+// rings, the tile map; staged builds then a staging buffer of 256 rows of the tile's outputs
 // (bf16) + 16 bytes, from a 128-byte boundary; the quantizing build there 256 rows of 64 e4m3,
 // 2 x 2 x 128 f32 maxima and four barriers (quant_smem).
 uint64_t fp8_shared(int64_t EL, const Fp8Build& b, bool swiglu) {
   const uint64_t slot = uint64_t(b.tn) * 128 + uint64_t(b.boxes()) * 64 * 128;
-  const uint64_t base = 1024 + b.slots * (slot + 16 + uint64_t(b.ring_scales()) * 4) + uint64_t(16 + 3 * EL + 2) * 4;
+  const uint64_t base = 1024 + b.slots * (slot + 16 + uint64_t(b.ring_scales()) * 4) + uint64_t(16 + 2 * (EL + 1)) * 4;
   if (b.quant) return (base + 127) / 128 * 128 + 256 * 64 + 2 * 2 * 128 * 4 + 4 * 8;
   if (!b.staged) return base;
   const uint64_t outs = swiglu ? uint64_t(b.bn()) / 2 : uint64_t(b.bn());

@@ -110,103 +110,28 @@ __device__ __forceinline__ int token_source(const Fp8Args& g, const Tile& t, int
   return slot >= 0 && slot / g.topk < g.T ? slot / g.topk : -1;
 }
 
-// The tile map's shared ints after the 16 of scratch: seg [EL + 1] and first [EL + 1] (TileMap),
-// then the tall builds' order [EL] (build_tile_map_longest_first). The launcher
-// (ops/ptx/moe_fp8_ops.cpp, fp8_shared) counts the same.
-__device__ __forceinline__ int map_ints(long long EL) { return 16 + 3 * (int)EL + 2; }
-
-// Tall builds number their tiles by expert, the experts longest first (rows descending, ties by
-// index; order[p] is the expert at position p, first[p] its first tile), and every CTA walks a
-// snake over them (TileWalk::at): in round j of the persistent grid CTA c takes position-order
-// tile jG + c when j is even and jG + G - 1 - c when odd. A tile's time grows with its rows, so
-// the CTA that took a long tile in one round takes a short one in the next, and the last round,
-// which may leave CTAs idle, holds the shortest tiles. In index order a CTA's tiles were of random
-// lengths (at 4096 tokens experts of 68-228 rows, ~62 tiles a CTA in the SwiGLU GEMM): the
-// slowest CTA, which the kernel waits for, ran ~2-3% over the mean (a model of the walk,
-// docs/kernels/fp8.md). Tiles of one expert stay consecutive, so CTAs running at once still share
-// its token rows through L2. Every CTA builds the same order from the offsets.
-template <int THREADS, int TN>
-__device__ __forceinline__ TileMap build_tile_map_longest_first(const int* offsets, long long R, int EL, int n_tiles,
-                                                                int* smem, int* scratch) {
-  TileMap m;
-  m.seg = smem;
-  m.first = smem + EL + 1;
-  m.EL = EL;
-  int* order = m.first + EL + 1;
-  for (int i = threadIdx.x; i <= EL; i += THREADS) {
-    const long long o = offsets[i];
-    m.seg[i] = (int)(o < 0 ? 0 : (o > R ? R : o));
-  }
-  __syncthreads();
-  // An expert's position: how many experts have more rows, or as many and a lower index.
-  for (int e = threadIdx.x; e < EL; e += THREADS) {
-    const int r = max(m.seg[e + 1] - m.seg[e], 0);
-    int rank = 0, lo = m.seg[0];
-    for (int f = 0; f < EL; ++f) {
-      const int hi = m.seg[f + 1], rf = max(hi - lo, 0);
-      lo = hi;
-      rank += (rf > r || (rf == r && f < e)) ? 1 : 0;
-    }
-    order[rank] = e;
-  }
-  __syncthreads();
-  auto tiles_at = [&](int p) {
-    const int e = order[p], rows = m.seg[e + 1] - m.seg[e];
-    return rows > 0 ? (rows + TN - 1) / TN * n_tiles : 0;
-  };
-  const int per = (EL + THREADS - 1) / THREADS, p0 = threadIdx.x * per;
-  int sum = 0;
-  for (int p = p0; p < p0 + per && p < EL; ++p) sum += tiles_at(p);
-  int total = 0;
-  int run = block_exclusive_scan<THREADS>(sum, scratch, &total);
-  for (int p = p0; p < p0 + per && p < EL; ++p) {
-    m.first[p] = run;
-    run += tiles_at(p);
-  }
-  if (threadIdx.x == 0) m.first[EL] = total;
-  __syncthreads();
-  return m;
-}
-
-// The tiles a CTA takes, in order: its j-th is walk index at(j), while below count; every
-// gridDim.x-th from blockIdx.x (tall builds: the snake above). Clusters of two (MC, the multicast
-// builds) walk pairs instead: pair i is one expert's m-tile at n-tiles 2j and 2j + 1 (the
-// launcher asks for an even n-tile count, so every expert's first tile index is even and tiles
-// 2i, 2i + 1 are such a pair), and cluster rank r takes n-tile 2j + r. Both CTAs of a cluster
-// then hold the same token rows, which each copies half of into both.
+// The tiles a CTA takes, in order: every gridDim.x-th from blockIdx.x. Clusters of two (MC, the
+// multicast builds) walk pairs instead: pair i is one expert's m-tile at n-tiles 2j and 2j + 1
+// (the launcher asks for an even n-tile count, so every expert's first tile index is even and
+// tiles 2i, 2i + 1 are such a pair), and cluster rank r takes n-tile 2j + r. Both CTAs of a
+// cluster then hold the same token rows, which each copies half of into both.
 template <int TN, bool MC>
 struct TileWalk {
-  int first, step, count;
+  int first, step, count;  // walk indices first, first + step, ... below count
   __device__ __forceinline__ explicit TileWalk(int total)
       : first(MC ? (int)blockIdx.x >> 1 : (int)blockIdx.x),
         step(MC ? (int)gridDim.x >> 1 : (int)gridDim.x),
         count(MC ? total >> 1 : total) {}
-  // Tall builds: the snake over the longest-first order (build_tile_map_longest_first).
-  __device__ __forceinline__ int at(int j) const {
-    return j * step + (tall<TN>() && (j & 1) ? step - 1 - first : first);
-  }
   __device__ __forceinline__ Tile tile(const TileMap& m, int i) const {
-    if constexpr (!tall<TN>()) {
-      static_assert(!MC, "clusters are the tall builds'");
+    if constexpr (!MC) {
       return decode_tile<TN>(m, i);
     } else {
-      const int t = MC ? 2 * i : i;  // MC: the pair's first tile
-      const int* order = m.first + m.EL + 1;
-      int lo = 0, hi = m.EL - 1;  // the last position whose first tile is <= t
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (m.first[mid] <= t) lo = mid;
-        else hi = mid - 1;
-      }
-      const int e = order[lo];
-      const int m_tiles = (m.seg[e + 1] - m.seg[e] + TN - 1) / TN;
-      const int q = (t - m.first[lo]) >> (MC ? 1 : 0);  // the tile (MC: pair) within the expert
-      Tile tile;
-      tile.expert = e;
-      tile.n_tile = MC ? 2 * (q / m_tiles) + (int)cluster_rank() : q / m_tiles;
-      tile.row0 = m.seg[e] + (q % m_tiles) * TN;
-      tile.row_end = m.seg[e + 1];
-      return tile;
+      Tile t = decode_tile<TN>(m, 2 * i);  // the pair's expert
+      const int m_tiles = (t.row_end - m.seg[t.expert] + TN - 1) / TN;
+      const int q = (2 * i - m.first[t.expert]) >> 1;  // the pair within the expert
+      t.n_tile = 2 * (q / m_tiles) + (int)cluster_rank();
+      t.row0 = m.seg[t.expert] + (q % m_tiles) * TN;
+      return t;
     }
   }
 };
@@ -251,7 +176,7 @@ __device__ __forceinline__ void produce_box_scales(const Fp8Args& g, const TileM
   const int w = (threadIdx.x >> 5) - 1;
   uint32_t it = 0;
   const TileWalk<TN, MC> walk(total);
-  for (int j = 0, i = walk.at(0); i < walk.count; i = walk.at(++j)) {
+  for (int i = walk.first; i < walk.count; i += walk.step) {
     const Tile t = walk.tile(map, i);
     const int rows = min(t.row_end - t.row0, TN);
     // The first k-step of this tile that is this warp's, then every kTallScalers-th.
@@ -304,7 +229,7 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
   uint32_t it = 0;
   const TileWalk<TN, MC> walk(total);
   const uint32_t rank = MC ? cluster_rank() : 0u;
-  for (int j = 0, wi = walk.at(0); wi < walk.count; wi = walk.at(++j)) {
+  for (int wi = walk.first; wi < walk.count; wi += walk.step) {
     const Tile t = walk.tile(map, wi);
     const int rows = min(t.row_end - t.row0, TN);
     const int n16 = (rows + 15) & ~15;
@@ -312,8 +237,8 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
     // prefetched into L2 when k-step kt is issued, so that PF more k-steps of weights are in
     // flight from HBM than the ring holds.
     Tile next = t;
-    const bool has_next = PF > 0 && walk.at(j + 1) < walk.count;
-    if (PF > 0 && weights && has_next) next = walk.tile(map, walk.at(j + 1));
+    const bool has_next = PF > 0 && wi + walk.step < walk.count;
+    if (PF > 0 && weights && has_next) next = walk.tile(map, wi + walk.step);
     // Gather: this lane's rows q = q0 + i * 4 * F_GATHER_WARPS and their token rows.
     const int q0 = (32 * warp + lane) >> 3;
     int src[MR];
@@ -441,7 +366,7 @@ template <int EPI, int NT, int TN, int SLOTS>
 __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& t, int off, int rows, const float* d0,
                                                   const float* d1, int cg, const float* scales) {
   const uint32_t stage =
-      (smem_addr(scales + SLOTS * ring_scales<TN>() + map_ints(g.EL)) + 127) & ~127u;
+      (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)g.EL + 1)) + 127) & ~127u;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
   constexpr int OUTS = EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>();
@@ -509,7 +434,7 @@ constexpr int kQuantStageRow = 64;
 template <int TN, int SLOTS>
 __device__ __forceinline__ QuantSmem quant_smem(const float* scales, long long EL) {
   QuantSmem q;
-  q.stage = (smem_addr(scales + SLOTS * ring_scales<TN>() + map_ints(EL)) + 127) & ~127u;
+  q.stage = (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)EL + 1)) + 127) & ~127u;
   q.own = q.stage + 2 * 128 * kQuantStageRow;
   q.peer = q.own + 2 * 128 * 4;
   q.xfull = q.peer + 2 * 128 * 4;
@@ -810,7 +735,7 @@ __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slot
   }
 }
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
-// (SLOTS x ring_scales f32), the tile scan's scratch (16 ints) and the tile map (map_ints); STAGED: then,
+// (SLOTS x ring_scales f32), the tile scan's scratch (16 ints) and the tile map; STAGED: then,
 // from the next 128 bytes, the staging buffer (2 x 128 rows of stage_pitch bytes; store_tile_staged).
 // MC: a cluster of two CTAs (the entry's __cluster_dims__) on pairs of n-tiles (TileWalk), the
 // token rows multicast; a slot is refilled once both CTAs' consumers have released it.
@@ -844,9 +769,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
     }
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  // syncs
-  const TileMap map = tall<TN>() ? build_tile_map_longest_first<F_THREADS, TN>(g.offsets, g.R, n_experts, n_tiles, ints + 16, ints)
-                                 : build_tile_map<F_THREADS, TN>(g.offsets, g.R, n_experts, n_tiles, ints + 16, ints);
+  TileMap map = build_tile_map<F_THREADS, TN>(g.offsets, g.R, n_experts, n_tiles, ints + 16, ints);  // syncs
   // Once the map is built its scan's scratch (ints[0..15]) holds the tiles the tall builds'
   // producer publishes, an int4 a slot (SLOTS <= 4 there).
   static_assert(!tall<TN>() || SLOTS <= 4, "the published tiles take ints[0..15]");
@@ -880,7 +803,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
   uint32_t it = 0, xphase = 0;
   if (tall<TN>() && cg == 1) turn_pass(cg);  // consumer 0 issues first
   const TileWalk<TN, MC> walk(total);
-  for (int j = 0, wi = walk.at(0); wi < walk.count; wi = walk.at(++j)) {
+  for (int wi = walk.first; wi < walk.count; wi += walk.step) {
     Tile t;
     if constexpr (tall<TN>()) {  // the producer published it with the tile's first k-step
       wait_full<GATHER>(full, it, SLOTS);
