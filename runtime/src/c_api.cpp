@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 using namespace halcyon;
 using namespace halcyon::rt;
@@ -61,6 +64,44 @@ Result<T> element(const T* array, uint32_t i, size_t min_size, const char* type,
   T t{};
   std::memcpy(&t, bytes, std::min(stride, sizeof(T)));
   return t;
+}
+
+// The FP8 expert weights of an hrt_moe_layer_desc's extension chain (hrt_moe_fp8_weights), or
+// none; extension types this runtime does not know are skipped (hal.h's rule).
+Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, int64_t EL, int64_t H, int64_t I) {
+  constexpr size_t kHeader = offsetof(hrt_moe_fp8_weights, type) + sizeof(uint32_t);
+  int depth = 0;
+  for (auto* e = static_cast<const hal_extension*>(chain); e; e = e->next) {
+    if (++depth > 64) return Error(HAL_INVALID_ARGUMENT, "hrt_moe_layer_create: the desc's extension chain is longer than 64 (a cycle?)");
+    if (e->struct_size < kHeader)
+      return Error(HAL_VERSION_MISMATCH, fmt::format("hrt_moe_layer_create: an extension's struct_size is {}, smaller "
+                                                     "than the {} bytes of its header", e->struct_size, kHeader));
+    if (e->type != HRT_EXTENSION_MOE_FP8_WEIGHTS) continue;
+    if (e->struct_size < HRT_MOE_FP8_WEIGHTS_MIN_SIZE)
+      return Error(HAL_VERSION_MISMATCH, fmt::format("hrt_moe_layer_create: hrt_moe_fp8_weights.struct_size is {}, "
+                                                     "smaller than {}", e->struct_size, HRT_MOE_FP8_WEIGHTS_MIN_SIZE));
+    hrt_moe_fp8_weights d{};
+    std::memcpy(&d, e, std::min(e->struct_size, sizeof d));
+    const int64_t HG = (H + 127) / 128, IG = (I + 127) / 128;
+    MoeFp8Weights f;
+    struct Part {
+      hal_buffer b;
+      uint32_t dtype;
+      std::vector<int64_t> shape;
+      const char* name;
+      Tensor* to;
+    };
+    for (Part& p : std::vector<Part>{{d.w_gate_up, HRT_E4M3, {EL, 2 * I, H}, "fp8.w_gate_up", &f.w_gate_up},
+                                     {d.w_gate_up_scale, HRT_F32, {EL, (2 * I + 127) / 128, HG}, "fp8.w_gate_up_scale", &f.w_gate_up_scale},
+                                     {d.w_down, HRT_E4M3, {EL, H, I}, "fp8.w_down", &f.w_down},
+                                     {d.w_down_scale, HRT_F32, {EL, HG, IG}, "fp8.w_down_scale", &f.w_down_scale}}) {
+      auto t = tensor_of(p.b, 0, p.dtype, p.shape, p.name);
+      if (!t) return t.error();
+      *p.to = std::move(t).value();
+    }
+    return std::optional<MoeFp8Weights>(std::move(f));
+  }
+  return std::optional<MoeFp8Weights>();
 }
 
 }  // namespace
@@ -142,13 +183,25 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
       if (!b) return to_c(b.error());
       w.bias = *b;
     }
-    auto gu = tensor_of(desc->w_gate_up, 0, HRT_BF16, {EL, H, 2 * I}, "w_gate_up");
-    if (!gu) return to_c(gu.error());
-    w.w_gate_up = *gu;
-    auto dn = tensor_of(desc->w_down, 0, HRT_BF16, {EL, I, H}, "w_down");
-    if (!dn) return to_c(dn.error());
-    w.w_down = *dn;
-    for (auto* t : {&w.w_router, &w.w_gate_up, &w.w_down})
+    auto fp8 = fp8_weights(desc->next, EL, H, I);
+    if (!fp8) return to_c(fp8.error());
+    w.fp8 = std::move(fp8).value();
+    std::vector<Tensor*> check{&w.w_router};
+    // The bf16 experts: required without FP8 weights, optional (both or neither) with them.
+    if (!w.fp8 || desc->w_gate_up || desc->w_down) {
+      auto gu = tensor_of(desc->w_gate_up, 0, HRT_BF16, {EL, H, 2 * I}, "w_gate_up");
+      if (!gu) return to_c(gu.error());
+      w.w_gate_up = *gu;
+      auto dn = tensor_of(desc->w_down, 0, HRT_BF16, {EL, I, H}, "w_down");
+      if (!dn) return to_c(dn.error());
+      w.w_down = *dn;
+      check.push_back(&w.w_gate_up);
+      check.push_back(&w.w_down);
+    }
+    if (w.fp8)
+      for (Tensor* t : {&w.fp8->w_gate_up, &w.fp8->w_gate_up_scale, &w.fp8->w_down, &w.fp8->w_down_scale})
+        check.push_back(t);
+    for (const Tensor* t : check)
       if (t->buffer.size() < t->bytes())
         return hal_error_new(HAL_OUT_OF_RANGE, fmt::format("hrt_moe_layer_create: a weight buffer of {} bytes is smaller than its {} {}",
                                                            t->buffer.size(), dtype_name(t->dtype), t->shape_string()).c_str());
@@ -185,5 +238,20 @@ HAL_API hal_error* hrt_moe_layer_forward(hrt_moe_layer layer, hal_stream stream,
 }
 
 HAL_API void hrt_moe_layer_destroy(hrt_moe_layer layer) { delete layer; }
+
+HAL_API hal_error* hrt_moe_layer_get_info(hrt_moe_layer layer, hrt_moe_layer_info* info) {
+  if (!layer) return hal_error_new(HAL_INVALID_HANDLE, "hrt_moe_layer_get_info: layer is NULL");
+  if (!info) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_moe_layer_get_info: info is NULL");
+  if (info->struct_size < HRT_MOE_LAYER_INFO_MIN_SIZE)
+    return hal_error_new(HAL_VERSION_MISMATCH, fmt::format("hrt_moe_layer_get_info: hrt_moe_layer_info.struct_size is {}, "
+                                                           "smaller than {}", info->struct_size, HRT_MOE_LAYER_INFO_MIN_SIZE).c_str());
+  hrt_moe_layer_info r{};
+  r.struct_size = info->struct_size;
+  r.next = info->next;
+  r.fp8_experts = layer->layer.runs_fp8() ? 1u : 0u;
+  r.gather = layer->layer.gathers_rows() ? 1u : 0u;
+  std::memcpy(info, &r, std::min(info->struct_size, sizeof r));  // never past the caller's struct
+  return nullptr;
+}
 
 }  // extern "C"

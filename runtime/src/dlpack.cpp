@@ -13,7 +13,9 @@ namespace {
 
 using ops::DType;
 
-// hrt_dtype / ops::DType <-> DLPack's (code, bits), lanes 1.
+// hrt_dtype / ops::DType <-> DLPack's (code, bits), lanes 1. DLPack 0.6-0.8 has no FP8 type, so
+// e4m3 exports as its bits, uint8 (the row after u8's: an import without an override takes the
+// first row that matches, u8), and imports with an override (halcyon/dlpack.h).
 struct DTypeRow {
   DType dtype;
   uint8_t code;
@@ -21,7 +23,7 @@ struct DTypeRow {
 };
 constexpr DTypeRow kDTypes[] = {
     {DType::f32, kDLFloat, 32}, {DType::f16, kDLFloat, 16}, {DType::bf16, kDLBfloat, 16}, {DType::i32, kDLInt, 32},
-    {DType::i64, kDLInt, 64},   {DType::u8, kDLUInt, 8},    {DType::f64, kDLFloat, 64},
+    {DType::i64, kDLInt, 64},   {DType::u8, kDLUInt, 8},    {DType::f64, kDLFloat, 64},   {DType::e4m3, kDLUInt, 8},
 };
 
 // hal URI scheme <-> DLPack device type.
@@ -134,7 +136,7 @@ Result<ops::Tensor> from_dlpack(const Device& device, DLManagedTensor* managed, 
                                    ops::dtype_name(*as), int(d.dtype.bits), int(d.dtype.lanes), 8 * ops::dtype_size(*as)));
   } else {
     for (const DTypeRow& r : kDTypes)
-      if (d.dtype.code == r.code && d.dtype.bits == r.bits && d.dtype.lanes == 1) dtype = r.dtype;
+      if (!dtype && d.dtype.code == r.code && d.dtype.bits == r.bits && d.dtype.lanes == 1) dtype = r.dtype;
   }
   if (!dtype)
     return bad(name, fmt::format("dtype (code {}, {} bits, {} lanes) has no halcyon dtype", int(d.dtype.code),
@@ -199,7 +201,7 @@ HAL_API hal_error* hrt_dlpack_export(hal_device device, const hrt_tensor* tensor
     return hal_error_new(HAL_VERSION_MISMATCH, fmt::format("hrt_dlpack_export: hrt_tensor.struct_size is {}, this "
                                                            "runtime takes {} or more", tensor->struct_size,
                                                            HRT_TENSOR_MIN_SIZE).c_str());
-  if (tensor->dtype > HRT_F64 || tensor->rank > HRT_MAX_RANK)
+  if (tensor->dtype > HRT_E4M3 || tensor->rank > HRT_MAX_RANK)
     return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_dlpack_export: dtype {} or rank {} out of range",
                                                            tensor->dtype, tensor->rank).c_str());
   if (hal_error* e = hal_device_retain(device)) return e;
@@ -219,7 +221,7 @@ HAL_API hal_error* hrt_dlpack_export(hal_device device, const hrt_tensor* tensor
 HAL_API hal_error* hrt_dlpack_import(hal_device device, DLManagedTensor* managed, const char* name,
                                      uint32_t dtype_override, hrt_tensor* out) {
   if (!out) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_dlpack_import: out is NULL");
-  if (dtype_override != HRT_DTYPE_FROM_DLPACK && dtype_override > HRT_F64)
+  if (dtype_override != HRT_DTYPE_FROM_DLPACK && dtype_override > HRT_E4M3)
     return hal_error_new(HAL_INVALID_ARGUMENT,
                          fmt::format("hrt_dlpack_import: dtype_override {} is not an hrt_dtype", dtype_override).c_str());
   if (hal_error* e = hal_device_retain(device)) return e;

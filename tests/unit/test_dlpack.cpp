@@ -148,3 +148,40 @@ TEST_CASE("dlpack: the C ABI") {
   out->deleter(out);
   CHECK(x.deleted == 1);
 }
+
+TEST_CASE("dlpack: e4m3 crosses as its uint8 bits, and comes back as e4m3 only when asked") {
+  Device dev = cpu();
+  auto t = unwrap(ops::make_tensor(dev, ops::DType::e4m3, {4, 16}));
+  DLManagedTensor* m = unwrap(rt::to_dlpack(dev, t));
+  CHECK(m->dl_tensor.dtype.code == kDLUInt);
+  CHECK(m->dl_tensor.dtype.bits == 8);
+  CHECK(m->dl_tensor.dtype.lanes == 1);
+  // Without an override the bits are u8; with HRT_E4M3 (the C ABI's override) they are e4m3 again.
+  hrt_tensor c{};
+  test::expect_ok(hrt_dlpack_import(dev.get(), m, "q", HRT_E4M3, &c));
+  CHECK(c.dtype == HRT_E4M3);
+  CHECK(c.rank == 2);
+  hal_error_free(hal_buffer_release(c.buffer));  // calls the export's deleter
+  m = unwrap(rt::to_dlpack(dev, t));
+  auto plain = unwrap(rt::from_dlpack(dev, m, "q"));
+  CHECK(plain.dtype == ops::DType::u8);
+  CHECK(plain.address() == t.address());
+  // The C ABI's export takes an e4m3 hrt_tensor; an override past the last hrt_dtype is refused.
+  hrt_tensor e{};
+  e.struct_size = HRT_TENSOR_SIZE;
+  e.buffer = t.buffer.get();
+  e.dtype = HRT_E4M3;
+  e.rank = 2;
+  e.shape[0] = 4;
+  e.shape[1] = 16;
+  DLManagedTensor* out = nullptr;
+  test::expect_ok(hrt_dlpack_export(dev.get(), &e, &out));
+  REQUIRE(out != nullptr);
+  CHECK(out->dl_tensor.dtype.code == kDLUInt);
+  out->deleter(out);
+  HostArray x({8}, 1.0f);
+  hrt_tensor r{};
+  test::expect_error(hrt_dlpack_import(dev.get(), &x.managed, "x", HRT_E4M3 + 1, &r), HAL_INVALID_ARGUMENT,
+                     "dtype_override");
+  CHECK(x.deleted == 0);
+}

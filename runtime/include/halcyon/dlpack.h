@@ -4,7 +4,8 @@
  *
  * Rules:
  * - Export: a DLManagedTensor viewing an hrt_tensor (a region of a hal buffer; a whole hal
- *   buffer exports as `u8 [size]`). It holds a reference on the buffer until its deleter is
+ *   buffer exports as `u8 [size]`; an e4m3 tensor as uint8, its bits: DLPack 0.6-0.8 has no FP8
+ *   type). It holds a reference on the buffer until its deleter is
  *   called; shape and strides (compact row-major, in elements) live in the same allocation.
  * - Import: wraps the memory a DLManagedTensor describes as a hal buffer (hal_buffer_import),
  *   no copy. Checked first: the DLPack device is the hal device (kDLCPU for "cpu", kDLCUDA n
@@ -35,8 +36,9 @@ extern "C" {
 HAL_API hal_error* hrt_dlpack_export(hal_device device, const hrt_tensor* tensor, DLManagedTensor** out);
 
 /* `name`: the tensor's name in error messages and out->name (not copied). dtype_override: an
- * hrt_dtype of the same element size to read the memory as (uint16 from NumPy as bf16), or
- * HRT_DTYPE_FROM_DLPACK. out->buffer is a new reference the caller releases. */
+ * hrt_dtype of the same element size to read the memory as (uint16 from NumPy as bf16, uint8
+ * or torch.float8_e4m3fn's bits as HRT_E4M3), or HRT_DTYPE_FROM_DLPACK. out->buffer is a new
+ * reference the caller releases. */
 HAL_API hal_error* hrt_dlpack_import(hal_device device, DLManagedTensor* managed, const char* name,
                                      uint32_t dtype_override, hrt_tensor* out);
 

@@ -82,11 +82,32 @@ typedef struct hrt_moe_layer_desc {
   double routed_scale;
   hal_buffer w_router;    /* [hidden, experts] bf16 */
   hal_buffer bias;        /* [experts] f32, or NULL */
-  hal_buffer w_gate_up;   /* [local, hidden, 2*inter] bf16 */
-  hal_buffer w_down;      /* [local, inter, hidden] bf16 */
+  hal_buffer w_gate_up;   /* [local, hidden, 2*inter] bf16; NULL allowed with FP8 weights (below) */
+  hal_buffer w_down;      /* [local, inter, hidden] bf16; NULL allowed with FP8 weights (below) */
 } hrt_moe_layer_desc;
 #define HRT_MOE_LAYER_DESC_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_desc, w_down)
 #define HRT_MOE_LAYER_DESC_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_desc, w_down)
+
+/* FP8 experts, an extension in hrt_moe_layer_desc's `next` chain (it starts like hal.h's
+ * hal_extension; hrt_moe_layer_create ignores extension types it does not know): the experts as
+ * DeepSeek-V3 stores them, e4m3 (OCP, max 448) with one f32 scale per 128 x 128 block of each
+ * expert's [rows, K] matrix (docs/kernels/fp8.md). The layer then runs FP8 experts where the
+ * device implements every FP8 operator, its activations quantized per 1 x 128 group on the way;
+ * elsewhere (no FP8 tensor cores) the desc's bf16 w_gate_up / w_down, and where those are NULL
+ * hrt_moe_layer_create fails with the reason. hrt_moe_layer_get_info says which runs. Each
+ * buffer holds its tensor from byte 0, row-major; the layer keeps a reference on each. */
+#define HRT_EXTENSION_MOE_FP8_WEIGHTS 0x48520001u
+typedef struct hrt_moe_fp8_weights {
+  size_t struct_size;          /* HRT_MOE_FP8_WEIGHTS_SIZE */
+  const void* next;            /* further extensions; NULL */
+  uint32_t type;               /* HRT_EXTENSION_MOE_FP8_WEIGHTS */
+  hal_buffer w_gate_up;        /* [local, 2*inter, hidden] e4m3: rows [0, inter) gate, then up */
+  hal_buffer w_gate_up_scale;  /* [local, ceil(2*inter / 128), ceil(hidden / 128)] f32 */
+  hal_buffer w_down;           /* [local, hidden, inter] e4m3 */
+  hal_buffer w_down_scale;     /* [local, ceil(hidden / 128), ceil(inter / 128)] f32 */
+} hrt_moe_fp8_weights;
+#define HRT_MOE_FP8_WEIGHTS_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, w_down_scale)
+#define HRT_MOE_FP8_WEIGHTS_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, w_down_scale)
 
 HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc,
                                         hrt_moe_layer* out);
@@ -94,6 +115,17 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
 HAL_API hal_error* hrt_moe_layer_forward(hrt_moe_layer layer, hal_stream stream, hal_buffer x,
                                          hal_buffer out, int64_t tokens);
 HAL_API void hrt_moe_layer_destroy(hrt_moe_layer layer);
+
+/* What a layer runs, chosen at create (an output: filled up to info->struct_size). */
+typedef struct hrt_moe_layer_info {
+  size_t struct_size;    /* HRT_MOE_LAYER_INFO_SIZE */
+  const void* next;      /* NULL */
+  uint32_t fp8_experts;  /* 1: FP8 experts (hrt_moe_fp8_weights given, and the device runs them) */
+  uint32_t gather;       /* 1: the up projection reads each expert's token rows in place (no copy) */
+} hrt_moe_layer_info;
+#define HRT_MOE_LAYER_INFO_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_info, next)
+#define HRT_MOE_LAYER_INFO_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_info, gather)
+HAL_API hal_error* hrt_moe_layer_get_info(hrt_moe_layer layer, hrt_moe_layer_info* info);
 
 #ifdef __cplusplus
 }
