@@ -1,5 +1,6 @@
 // MoeLayer on the CPU against the layer computed directly with the reference code, and
 // expert parallelism: two ranks' partial outputs add up to the whole layer.
+#include <halcyon/runtime.h>
 #include <halcyon/runtime/moe_layer.hpp>
 #include <halcyon/runtime/moe_reference.hpp>
 #include <halcyon/kernels/reference/moe_fp8.hpp>
@@ -402,4 +403,66 @@ TEST_CASE("moe layer: FP8 weights of the wrong shape or dtype are refused, namin
   auto bad = MoeLayer::create(dev, c, lw);
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message().find("fp8.w_down_scale") != std::string::npos);
+}
+
+TEST_CASE("moe layer: FP8 weights through the C ABI (an hrt_moe_layer_desc extension) give the C++ layer's bits") {
+  Setup su(160, 72, 32, 6, 29);
+  const auto& c = su.c;
+  const int64_t H = c.hidden, E = c.experts, T = su.T;
+  std::mt19937 rng(8);
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  MoeLayerWeights lw;
+  lw.w_router = upload(dev, s, DType::bf16, {H, E}, su.w.w_router);
+  lw.bias = upload(dev, s, DType::f32, {E}, su.w.bias);
+  lw.fp8 = upload_fp8(dev, s, c, E, random_fp8(c, E, rng));
+  auto tx = upload(dev, s, DType::bf16, {T, H}, su.x);
+  auto want = unwrap(make_tensor(dev, DType::bf16, {T, H}));
+  auto layer = unwrap(MoeLayer::create(dev, c, lw));
+  unwrap(layer.forward(s, tx, want));
+
+  // An extension type this runtime does not know comes first in the chain: it is skipped.
+  hrt_moe_fp8_weights f8{HRT_MOE_FP8_WEIGHTS_SIZE, nullptr, HRT_EXTENSION_MOE_FP8_WEIGHTS, lw.fp8->w_gate_up.buffer.get(),
+                         lw.fp8->w_gate_up_scale.buffer.get(), lw.fp8->w_down.buffer.get(),
+                         lw.fp8->w_down_scale.buffer.get()};
+  hal_extension other{sizeof(hal_extension), reinterpret_cast<const hal_extension*>(&f8), 0x7fff0001u};
+  hrt_moe_layer_desc d{};
+  d.struct_size = HRT_MOE_LAYER_DESC_SIZE;
+  d.next = &other;
+  d.hidden = H, d.inter = c.inter, d.experts = E, d.topk = c.topk, d.n_groups = c.n_groups;
+  d.topk_groups = c.topk_groups, d.local_experts = -1, d.normalize = c.normalize, d.routed_scale = c.routed_scale;
+  d.softmax = c.score == "softmax";
+  d.w_router = lw.w_router.buffer.get();
+  d.bias = lw.bias->buffer.get();  // no bf16 experts: w_gate_up = w_down = NULL
+  hrt_moe_layer cl = nullptr;
+  test::expect_ok(hrt_moe_layer_create(dev.get(), &d, &cl));
+  REQUIRE(cl != nullptr);
+  hrt_moe_layer_info info{};
+  info.struct_size = HRT_MOE_LAYER_INFO_SIZE;
+  test::expect_ok(hrt_moe_layer_get_info(cl, &info));
+  CHECK(info.fp8_experts == 1);
+  CHECK(info.gather == (layer.gathers_rows() ? 1u : 0u));
+  auto got = unwrap(make_tensor(dev, DType::bf16, {T, H}));
+  test::expect_ok(hrt_moe_layer_forward(cl, s.get(), tx.buffer.get(), got.buffer.get(), T));
+  CHECK(test::download<uint16_t>(s, got) == test::download<uint16_t>(s, want));
+  // An older caller's info struct (header only) gets nothing written past it.
+  hrt_moe_layer_info old{};
+  old.struct_size = HRT_MOE_LAYER_INFO_MIN_SIZE;
+  old.fp8_experts = 7;
+  test::expect_ok(hrt_moe_layer_get_info(cl, &old));
+  CHECK(old.fp8_experts == 7);
+  hrt_moe_layer_destroy(cl);
+
+  // Refusals, each naming what is wrong: no bf16 experts and no FP8 extension; an FP8 buffer
+  // too small for its shape; an extension shorter than its struct.
+  d.next = nullptr;
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_INVALID_HANDLE, "w_gate_up");
+  d.next = &f8;
+  REQUIRE(lw.fp8->w_down_scale.bytes() < lw.fp8->w_gate_up_scale.bytes());  // [32, 2, 1] and [32, 2, 2] f32
+  f8.w_gate_up_scale = lw.fp8->w_down_scale.buffer.get();
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_OUT_OF_RANGE, "smaller than its f32 [32, 2, 2]");
+  f8.w_gate_up_scale = lw.fp8->w_gate_up_scale.buffer.get();
+  f8.struct_size = HRT_MOE_FP8_WEIGHTS_MIN_SIZE - 8;
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_VERSION_MISMATCH, "hrt_moe_fp8_weights.struct_size");
+  CHECK(cl == nullptr);
 }

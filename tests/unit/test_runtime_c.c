@@ -11,6 +11,8 @@
 TRACKS_LAST_FIELD(hrt_tensor, HRT_TENSOR_SIZE);
 TRACKS_LAST_FIELD(hrt_param, HRT_PARAM_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_layer_desc, HRT_MOE_LAYER_DESC_SIZE);
+TRACKS_LAST_FIELD(hrt_moe_fp8_weights, HRT_MOE_FP8_WEIGHTS_SIZE);
+TRACKS_LAST_FIELD(hrt_moe_layer_info, HRT_MOE_LAYER_INFO_SIZE);
 
 #include "c_check.h"
 
