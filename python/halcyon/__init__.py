@@ -6,6 +6,9 @@ or anything with ``__dlpack__``) without copying them.
     halcyon.run("vector_add", a=x, b=y, c=z)           # z = x + y, written in place
     out = halcyon.moe_layer(x_bf16, w_router, w_gate_up, w_down, bias=b, topk=8,
                             n_groups=8, topk_groups=4)
+    layer = halcyon.MoeLayer(w_router, bias=b, fp8=dict(w_gate_up=..., w_gate_up_scale=...,
+                             w_down=..., w_down_scale=...))  # FP8 experts, kept for many calls
+    out = layer(x_bf16)
 
 How it works: each tensor is handed over through DLPack (``__dlpack__``) and wrapped as a hal
 buffer (halcyon/dlpack.h, ``hrt_dlpack_import``): the same memory, checked for device, dtype
@@ -30,7 +33,7 @@ import ctypes
 import os
 import threading
 
-__all__ = ["load", "run", "moe_layer", "bf16", "empty", "device_address", "HalcyonError"]
+__all__ = ["load", "run", "moe_layer", "MoeLayer", "bf16", "e4m3", "empty", "device_address", "HalcyonError"]
 
 
 class HalcyonError(RuntimeError):
@@ -44,7 +47,9 @@ class HalcyonError(RuntimeError):
 # ---- the C ABI -------------------------------------------------------------------------------
 
 _MAX_RANK = 8
-_DTYPES = ["f32", "f16", "bf16", "i32", "i64", "u8", "f64"]  # hrt_dtype order
+_DTYPES = ["f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3"]  # hrt_dtype order
+_EXT_MOE_FP8_WEIGHTS = 0x48520001  # HRT_EXTENSION_MOE_FP8_WEIGHTS
+_FP8_PARTS = ("w_gate_up", "w_gate_up_scale", "w_down", "w_down_scale")
 _FROM_DLPACK = 0xFFFFFFFF
 _DL_DEVICES = {1: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDA, kDLROCM
 
@@ -66,6 +71,16 @@ class _MoeDesc(ctypes.Structure):  # hrt_moe_layer_desc
                                               "expert_begin", "local_experts")] + \
                [("softmax", ctypes.c_uint32), ("normalize", ctypes.c_uint32), ("routed_scale", ctypes.c_double)] + \
                [(n, ctypes.c_void_p) for n in ("w_router", "bias", "w_gate_up", "w_down")]
+
+
+class _MoeFp8(ctypes.Structure):  # hrt_moe_fp8_weights, in hrt_moe_layer_desc's next chain
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("type", ctypes.c_uint32)] + \
+               [(n, ctypes.c_void_p) for n in _FP8_PARTS]
+
+
+class _MoeInfo(ctypes.Structure):  # hrt_moe_layer_info
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("fp8_experts", ctypes.c_uint32),
+                ("gather", ctypes.c_uint32)]
 
 
 class _DLDevice(ctypes.Structure):
@@ -139,6 +154,7 @@ _SIGNATURES = {
     "hrt_moe_layer_forward": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                    ctypes.c_int64]),
     "hrt_moe_layer_destroy": (None, [ctypes.c_void_p]),
+    "hrt_moe_layer_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_MoeInfo)]),
     "hrt_dlpack_import": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32,
                                ctypes.POINTER(_Tensor)]),
     "hrt_dlpack_export": (_E, [ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.POINTER(ctypes.c_void_p)]),
@@ -225,8 +241,9 @@ _raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
 _DLTENSOR, _USED = b"dltensor", b"used_dltensor"  # module-lifetime: capsules keep the pointers
 
 
-class bf16:
-    """Marks a 16-bit integer array (NumPy has no bfloat16) as bf16 bits for halcyon."""
+class _Bits:
+    """An array whose elements halcyon reads as `dtype` (an hrt_dtype name) of the same size."""
+    dtype = None
 
     def __init__(self, array):
         self.array = array
@@ -238,9 +255,26 @@ class bf16:
         return self.array.__dlpack_device__()
 
 
+class bf16(_Bits):
+    """Marks a 16-bit integer array (NumPy has no bfloat16) as bf16 bits for halcyon."""
+    dtype = "bf16"
+
+
+class e4m3(_Bits):
+    """Marks an 8-bit array as e4m3 (OCP FP8, max 448) bits for halcyon: a NumPy uint8 array, or
+    a torch.float8_e4m3fn tensor (passed as its uint8 view: DLPack before 1.0 has no FP8 type)."""
+    dtype = "e4m3"
+
+    def __init__(self, array):
+        if type(array).__module__.startswith("torch") and str(array.dtype) == "torch.float8_e4m3fn":
+            import torch
+            array = array.view(torch.uint8)
+        super().__init__(array)
+
+
 def _wait_for_producer(obj):
     """PyTorch's CUDA work on a tensor runs on its current stream: let it finish first."""
-    base = obj.array if isinstance(obj, bf16) else obj
+    base = obj.array if isinstance(obj, _Bits) else obj
     if type(base).__module__.startswith("torch") and getattr(base, "is_cuda", False):
         import torch
         torch.cuda.current_stream(base.device).synchronize()
@@ -265,7 +299,7 @@ class _Imported:
         capsule = obj.__dlpack__()
         managed = _api.PyCapsule_GetPointer(capsule, _DLTENSOR)
         t = _Tensor()
-        override = _DTYPES.index("bf16") if isinstance(obj, bf16) else _FROM_DLPACK
+        override = _DTYPES.index(obj.dtype) if isinstance(obj, _Bits) else _FROM_DLPACK
         name_b = name.encode()
         _check(load().hrt_dlpack_import(_device(self.uri), managed, name_b, override, ctypes.byref(t)))
         _api.PyCapsule_SetName(capsule, _USED)  # the hal buffer owns it now; its release calls the deleter
@@ -328,8 +362,8 @@ def _text(v):
 
 
 def _empty_like(x):
-    if isinstance(x, bf16):
-        return bf16(_empty_like(x.array))
+    if isinstance(x, _Bits):
+        return type(x)(_empty_like(x.array))
     module = type(x).__module__
     if module.startswith("torch"):
         import torch
@@ -340,50 +374,124 @@ def _empty_like(x):
     raise TypeError(f"moe_layer: pass out= for a {type(x).__name__}")
 
 
-def moe_layer(x, w_router, w_gate_up, w_down, bias=None, out=None, *, topk=8, n_groups=8, topk_groups=4,
-              score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None):
-    """The MoE layer (DeepSeek-V3 style; halcyon::rt::MoeLayer): x [T, H] bf16 -> out [T, H] bf16.
-    w_router [H, E] bf16, w_gate_up [EL, H, 2I] bf16 (gate columns first), w_down [EL, I, H]
-    bf16, bias [E] f32 (selection only) or None. EL < E (expert parallelism) needs experts=E and
-    expert_begin. Returns out."""
-    if score not in ("sigmoid", "softmax"):
-        raise ValueError(f"moe_layer: score must be 'sigmoid' or 'softmax', not {score!r}")
-    out = _empty_like(x) if out is None else out
-    uri = _uri_of(x)
-    with _Imported(uri) as imported:
-        named = {"x": x, "out": out, "w_router": w_router, "w_gate_up": w_gate_up, "w_down": w_down}
+class MoeLayer:
+    """The MoE layer (DeepSeek-V3 style; halcyon::rt::MoeLayer, through runtime.h), created once
+    for many calls: ``layer(x)`` maps x [T, H] bf16 to [T, H] bf16 (``out=`` to write into yours).
+
+    w_router [H, E] bf16, bias [E] f32 (selection only) or None; bf16 experts w_gate_up
+    [EL, H, 2I] (gate columns first) and w_down [EL, I, H]; and/or FP8 experts, ``fp8=`` a dict
+    of w_gate_up [EL, 2I, H] and w_down [EL, H, I] e4m3 (``halcyon.e4m3``-marked, uint8 or
+    torch.float8_e4m3fn) with their 128x128-block scales w_gate_up_scale [EL, ceil(2I/128),
+    ceil(H/128)] and w_down_scale [EL, ceil(H/128), ceil(I/128)] f32. With FP8 weights the layer
+    runs FP8 experts where the device can (``fp8_experts``), else the bf16 ones (then required).
+    EL < E (expert parallelism) needs experts=E and expert_begin. The layer holds the weights'
+    memory (no copy) until ``close()``."""
+
+    def __init__(self, w_router, w_gate_up=None, w_down=None, bias=None, *, fp8=None, topk=8, n_groups=8,
+                 topk_groups=4, score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None):
+        if score not in ("sigmoid", "softmax"):
+            raise ValueError(f"MoeLayer: score must be 'sigmoid' or 'softmax', not {score!r}")
+        if (w_gate_up is None) != (w_down is None):
+            raise ValueError("MoeLayer: give both bf16 expert weights (w_gate_up and w_down) or neither")
+        if w_gate_up is None and fp8 is None:
+            raise ValueError("MoeLayer: no expert weights (bf16 w_gate_up / w_down, or fp8=)")
+        if fp8 is not None and set(fp8) != set(_FP8_PARTS):
+            raise ValueError(f"MoeLayer: fp8 takes exactly {', '.join(_FP8_PARTS)}; got {', '.join(sorted(fp8))}")
+        self.uri = _uri_of(w_router)
+        self._layer = ctypes.c_void_p()
+        named = {"w_router": w_router}
         if bias is not None:
             named["bias"] = bias
-        t = {name: imported.add(name, obj) for name, obj in named.items()}
-        for name, tensor in t.items():
-            want = "f32" if name == "bias" else "bf16"
-            if _DTYPES[tensor.dtype] != want:
-                raise HalcyonError("HAL_INVALID_ARGUMENT", f"moe_layer: '{name}' is {_DTYPES[tensor.dtype]}, "
-                                                           f"{want} is expected")
-        (T, H), (H2, E) = _shape(t["x"]), _shape(t["w_router"])
-        EL, H3, I2 = _shape(t["w_gate_up"])
-        I = I2 // 2
-        E = experts or E
-        want = {"out": (T, H), "w_router": (H, E), "w_gate_up": (EL, H, 2 * I), "w_down": (EL, I, H)}
-        if bias is not None:
-            want["bias"] = (E,)
-        for name, shape in want.items():
-            if _shape(t[name]) != shape:
-                raise HalcyonError("HAL_INVALID_ARGUMENT", f"moe_layer: '{name}' has shape {list(_shape(t[name]))}, "
-                                                           f"{list(shape)} is expected (x is {[T, H]})")
-        desc = _MoeDesc(ctypes.sizeof(_MoeDesc), None, H, I, E, topk, n_groups, topk_groups, expert_begin,
-                        EL if EL != E else -1, score == "softmax", bool(normalize), routed_scale,
-                        t["w_router"].buffer, t["bias"].buffer if bias is not None else None,
-                        t["w_gate_up"].buffer, t["w_down"].buffer)
-        layer = ctypes.c_void_p()
-        _check(load().hrt_moe_layer_create(_device(uri), ctypes.byref(desc), ctypes.byref(layer)))
-        try:
-            stream = _stream(uri)
-            _check(load().hrt_moe_layer_forward(layer, stream, t["x"].buffer, t["out"].buffer, T))
+        if w_gate_up is not None:
+            named.update(w_gate_up=w_gate_up, w_down=w_down)
+        for part, obj in (fp8 or {}).items():
+            e8 = part in ("w_gate_up", "w_down") and not isinstance(obj, _Bits)
+            named["fp8." + part] = e4m3(obj) if e8 else obj
+        with _Imported(self.uri) as imported:
+            t = {name: imported.add(name, obj) for name, obj in named.items()}
+            want = {"bias": "f32", "fp8.w_gate_up": "e4m3", "fp8.w_down": "e4m3", "fp8.w_gate_up_scale": "f32",
+                    "fp8.w_down_scale": "f32"}
+            for name, tensor in t.items():
+                if _DTYPES[tensor.dtype] != want.get(name, "bf16"):
+                    raise HalcyonError("HAL_INVALID_ARGUMENT", f"MoeLayer: '{name}' is {_DTYPES[tensor.dtype]}, "
+                                                               f"{want.get(name, 'bf16')} is expected")
+            H, E = _shape(t["w_router"])
+            if "w_gate_up" in t:
+                EL, _, I2 = _shape(t["w_gate_up"])
+                I = I2 // 2
+            else:
+                EL, I2, _ = _shape(t["fp8.w_gate_up"])
+                I = I2 // 2
+            E = experts or E
+            g = lambda n: -(-n // 128)  # noqa: E731
+            shapes = {"w_router": (H, E), "bias": (E,), "w_gate_up": (EL, H, 2 * I), "w_down": (EL, I, H),
+                      "fp8.w_gate_up": (EL, 2 * I, H), "fp8.w_gate_up_scale": (EL, g(2 * I), g(H)),
+                      "fp8.w_down": (EL, H, I), "fp8.w_down_scale": (EL, g(H), g(I))}
+            for name in t:
+                if _shape(t[name]) != shapes[name]:
+                    raise HalcyonError("HAL_INVALID_ARGUMENT", f"MoeLayer: '{name}' has shape {list(_shape(t[name]))}, "
+                                                               f"{list(shapes[name])} is expected (hidden {H}, inter {I}, "
+                                                               f"{EL} local experts)")
+            ext = None
+            if fp8 is not None:
+                ext = _MoeFp8(ctypes.sizeof(_MoeFp8), None, _EXT_MOE_FP8_WEIGHTS,
+                              *(t["fp8." + part].buffer for part in _FP8_PARTS))
+            buf = lambda name: t[name].buffer if name in t else None  # noqa: E731
+            desc = _MoeDesc(ctypes.sizeof(_MoeDesc), ctypes.addressof(ext) if ext is not None else None,
+                            H, I, E, topk, n_groups, topk_groups, expert_begin, EL if EL != E else -1,
+                            score == "softmax", bool(normalize), routed_scale, buf("w_router"), buf("bias"),
+                            buf("w_gate_up"), buf("w_down"))
+            # The layer takes its own references on the weights' buffers (whose release returns the
+            # memory to its producer), so this call's may go when the import context closes.
+            _check(load().hrt_moe_layer_create(_device(self.uri), ctypes.byref(desc), ctypes.byref(self._layer)))
+        self.hidden = H
+        info = _MoeInfo()
+        info.struct_size = ctypes.sizeof(_MoeInfo)
+        _check(load().hrt_moe_layer_get_info(self._layer, ctypes.byref(info)))
+        self.fp8_experts, self.gathers_rows = bool(info.fp8_experts), bool(info.gather)
+
+    def __call__(self, x, out=None):
+        if not self._layer:
+            raise HalcyonError("HAL_INVALID_HANDLE", "MoeLayer: called after close()")
+        out = _empty_like(x) if out is None else out
+        with _Imported(self.uri) as imported:
+            tx, to = imported.add("x", x), imported.add("out", out)
+            for name, tensor in (("x", tx), ("out", to)):
+                if _DTYPES[tensor.dtype] != "bf16":
+                    raise HalcyonError("HAL_INVALID_ARGUMENT", f"MoeLayer: '{name}' is {_DTYPES[tensor.dtype]}, bf16 "
+                                                               f"is expected")
+            T = _shape(tx)[0] if tx.rank == 2 else -1
+            for name, tensor in (("x", tx), ("out", to)):
+                if _shape(tensor) != (T, self.hidden):
+                    raise HalcyonError("HAL_INVALID_ARGUMENT", f"MoeLayer: '{name}' has shape {list(_shape(tensor))}, "
+                                                               f"[T, {self.hidden}] is expected (x is {list(_shape(tx))})")
+            stream = _stream(self.uri)
+            _check(load().hrt_moe_layer_forward(self._layer, stream, tx.buffer, to.buffer, T))
             _check(load().hal_stream_synchronize(stream))
-        finally:
-            load().hrt_moe_layer_destroy(layer)
-    return out
+        return out
+
+    def close(self):
+        """Destroys the layer (its workspace and its references on the weights)."""
+        if self._layer:
+            load().hrt_moe_layer_destroy(self._layer)
+            self._layer = ctypes.c_void_p()
+
+    def __del__(self):
+        if getattr(self, "_layer", None):
+            self.close()
+
+
+def moe_layer(x, w_router, w_gate_up=None, w_down=None, bias=None, out=None, *, fp8=None, topk=8, n_groups=8,
+              topk_groups=4, score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None):
+    """One call of the MoE layer (MoeLayer, created and destroyed around it): x [T, H] bf16 ->
+    out [T, H] bf16. Arguments as MoeLayer's; for many calls create a MoeLayer once."""
+    layer = MoeLayer(w_router, w_gate_up, w_down, bias, fp8=fp8, topk=topk, n_groups=n_groups,
+                     topk_groups=topk_groups, score=score, normalize=normalize, routed_scale=routed_scale,
+                     expert_begin=expert_begin, experts=experts)
+    try:
+        return layer(x, out)
+    finally:
+        layer.close()
 
 
 # ---- export: memory halcyon allocated, seen by NumPy / PyTorch -------------------------------

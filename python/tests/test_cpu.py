@@ -49,6 +49,52 @@ want = moe_layer(*(bf16_to_f32(v) for v in (xs, wr, wgu, wd)), bias, K, G, TG)
 err = rel_error(bf16_to_f32(out.array), want)
 check(err < 2e-2, f"moe_layer against NumPy: relative error {err:.2e}")
 
+# The FP8 layer (MoeLayer, created once, called twice): e4m3 expert weights as uint8 codes with
+# 128x128-block scales, against the NumPy layer on the weights they stand for. The FP8 path
+# also quantizes x and h per 1x128 group (3 mantissa bits), hence the looser bound.
+H8, I8 = 256, 160  # two scale blocks along H, two along I (the second one short)
+
+
+def e4m3_codes(shape):
+    c = rng.integers(0, 256, shape).astype(np.uint8)
+    return np.where((c & 0x7F) == 0x7F, c & 0xF0, c).astype(np.uint8)  # no NaN codes
+
+
+def e4m3_value(c):
+    c = c.astype(np.int32)
+    e, m = (c >> 3) & 0xF, (c & 7).astype(np.float32)
+    v = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e - 7))
+    return np.where(c & 0x80, -v, v).astype(np.float32)
+
+
+def dequantize(codes, scales):  # [E, N, K] codes, [E, ceil(N/128), ceil(K/128)] scales
+    full = np.repeat(np.repeat(scales, 128, axis=1), 128, axis=2)[:, :codes.shape[1], :codes.shape[2]]
+    return e4m3_value(codes) * full
+
+
+xs8 = f32_to_bf16(rng.uniform(-1, 1, (T, H8)))
+wr8 = f32_to_bf16(rng.uniform(-0.05, 0.05, (H8, E)))
+fp8 = {"w_gate_up": e4m3_codes((E, 2 * I8, H8)), "w_down": e4m3_codes((E, H8, I8)),
+       "w_gate_up_scale": rng.uniform(1e-4, 3e-4, (E, 3, 2)).astype(np.float32),
+       "w_down_scale": rng.uniform(1e-4, 3e-4, (E, 2, 2)).astype(np.float32)}
+layer = halcyon.MoeLayer(halcyon.bf16(wr8), bias=bias, fp8=fp8, topk=K, n_groups=G, topk_groups=TG)
+check(layer.fp8_experts, "MoeLayer with FP8 weights runs FP8 experts on the cpu")
+wgu8 = dequantize(fp8["w_gate_up"], fp8["w_gate_up_scale"]).transpose(0, 2, 1)  # [E, H, 2I] as moe_layer takes
+wd8 = dequantize(fp8["w_down"], fp8["w_down_scale"]).transpose(0, 2, 1)  # [E, I, H]
+want8 = moe_layer(bf16_to_f32(xs8), bf16_to_f32(wr8), wgu8, wd8, bias, K, G, TG)
+out8 = layer(halcyon.bf16(xs8))
+err = rel_error(bf16_to_f32(out8.array), want8)
+check(err < 6e-2, f"FP8 MoeLayer against NumPy on the weights it stands for: relative error {err:.2e}")
+again = halcyon.bf16(np.zeros_like(xs8))
+layer(halcyon.bf16(xs8), out=again)
+check(np.array_equal(again.array, out8.array), "a second call of the same layer into out= gives the same bits")
+layer.close()
+expect_error(lambda: layer(halcyon.bf16(xs8)), "called after close()", "a closed MoeLayer")
+expect_error(lambda: halcyon.MoeLayer(halcyon.bf16(wr8), fp8=dict(fp8, w_down=e4m3_codes((E, H8, I8 + 8))),
+                                      topk=K, n_groups=G, topk_groups=TG),
+             "'fp8.w_down' has shape", "FP8 weights of mismatched shapes")
+expect_error(lambda: halcyon.MoeLayer(halcyon.bf16(wr8), topk=K), "no expert weights", "a layer without experts")
+
 # Export: halcyon memory written by an operator (exported and imported back: the same buffer)
 # and viewed by NumPy without a copy (NumPy 1.x marks DLPack views read-only).
 e = halcyon.empty((4099,), "f32")
