@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 
+from moe_torch_layer import Model, by_expert, rowwise
+
 p = argparse.ArgumentParser()
 p.add_argument("--tokens", default="4096,512,128")
 p.add_argument("--experts", type=int, default=256)
@@ -47,76 +49,24 @@ res["copy_TBps"] = 2 * n * 2 / (t * 1e-3) / 1e12
 del src, dst
 print(f"torch copy: {res['copy_TBps']:.2f} TB/s (read+write)", flush=True)
 
-torch.manual_seed(0)
-W1 = torch.randn(E, 2 * I, H, dtype=bf16, device=dev).mul_(0.02)  # nn.Linear layout
-W2 = torch.randn(E, H, I, dtype=bf16, device=dev).mul_(0.02)
-W1t, W2t = W1.transpose(1, 2), W2.transpose(1, 2)
-Wg = torch.randn(E, H, dtype=bf16, device=dev).mul_(H ** -0.5)
-bias = torch.randn(E, dtype=torch.float32, device=dev).mul_(0.01)
+m = Model(E, K, H, I, G, TG, dev)
+W1, W2 = m.W1, m.W2
 res["runs"] = []
 fp8 = args.dtype == "fp8"
 if fp8:
-    e4m3 = torch.float8_e4m3fn
-
-    def rowwise(w):  # one scale per row of the last dim: amax / 448
-        s = w.float().abs().amax(-1, keepdim=True).clamp(min=1e-12) / 448.0
-        return (w.float() / s).to(e4m3), s.squeeze(-1)
-
-    def by_expert(fn, w, chunk=16):  # fn over experts in chunks: fp32 temporaries stay small
-        parts = [fn(w[i:i + chunk]) for i in range(0, w.shape[0], chunk)]
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-
     W1q, W1s = by_expert(rowwise, W1)  # [E, 2I, H], [E, 2I]
     W2q, W2s = by_expert(rowwise, W2)  # [E, H, I], [E, H]
-
     # DeepSeek's 128 x 128 block scales of the same weights, for the dequantizing composition.
-    def blockwise(w):
-        e, n, k = w.shape
-        b = w.float().view(e, n // 128, 128, k // 128, 128)
-        s = b.abs().amax(dim=(2, 4), keepdim=True).clamp(min=1e-12) / 448.0
-        return (b / s).to(e4m3).view(e, n, k), s
-
-    W1b, W1bs = by_expert(blockwise, W1)
-    W2b, W2bs = by_expert(blockwise, W2)
+    W1b, W1bs, W2b, W2bs = m.fp8_blocks()
     fp8_method = "torch._scaled_grouped_mm (rowwise scales)" if hasattr(torch, "_scaled_grouped_mm") else None
     res["fp8_method"] = fp8_method
 for T in [int(v) for v in args.tokens.split(",")]:
     M = T * K
     x = torch.randn(T, H, dtype=bf16, device=dev)
-
-    def gate(x):
-        return torch.matmul(x, Wg.t()).float()
-
-    def route(logits):
-        s = logits.sigmoid()
-        sel = s + bias
-        gs = sel.view(T, G, E // G).topk(2, dim=-1).values.sum(-1)
-        keep = torch.zeros_like(gs).scatter_(1, gs.topk(TG, dim=-1).indices, 1.0)
-        sel = sel.masked_fill(keep.repeat_interleave(E // G, dim=1) == 0, float("-inf"))
-        ids = sel.topk(K, dim=-1).indices
-        w = s.gather(1, ids)
-        return ids, w / w.sum(-1, keepdim=True) * 2.5
-
-    def permute(x, ids):
-        flat = ids.reshape(-1)
-        order = torch.argsort(flat, stable=True)
-        xs = x.index_select(0, order // K)
-        counts = torch.bincount(flat, minlength=E)
-        return xs, order, counts.cumsum(0).to(torch.int32)
-
-    def experts(xs, offs):
-        h = torch._grouped_mm(xs, W1t, offs=offs)
-        return torch._grouped_mm(F.silu(h[:, :I]) * h[:, I:], W2t, offs=offs)
-
-    def combine(y, order, w):
-        inv = torch.empty_like(order)
-        inv[order] = torch.arange(M, device=dev)
-        return torch.bmm(w.to(bf16).unsqueeze(1), y.index_select(0, inv).view(T, K, H)).squeeze(1)
+    gate, route, permute, experts, combine = m.gate, m.route, m.permute, m.experts, m.combine
 
     def layer():
-        ids, w = route(gate(x))
-        xs, order, offs = permute(x, ids)
-        return combine(experts(xs, offs), order, w)
+        return m.layer(x)
 
     def experts_fp8_scaled(xs, offs):
         qa, sa = rowwise(xs)
@@ -124,18 +74,16 @@ for T in [int(v) for v in args.tokens.split(",")]:
         qh, sh = rowwise(F.silu(h[:, :I]) * h[:, I:])
         return torch._scaled_grouped_mm(qh, W2q.transpose(1, 2), sh, W2s, offs=offs, out_dtype=bf16)
 
-    def dequant(q, s):
+    def dequant(q, s):  # s: [e, n / 128, k / 128]
         e, n, k = q.shape
-        return q.to(bf16).view(e, n // 128, 128, k // 128, 128).mul_(s.to(bf16)).view(e, n, k)
+        return q.to(bf16).view(e, n // 128, 128, k // 128, 128).mul_(s.to(bf16).view(e, n // 128, 1, k // 128, 1)).view(e, n, k)
 
     def experts_fp8_dequant(xs, offs):
         h = torch._grouped_mm(xs, dequant(W1b, W1bs).transpose(1, 2), offs=offs)
         return torch._grouped_mm(F.silu(h[:, :I]) * h[:, I:], dequant(W2b, W2bs).transpose(1, 2), offs=offs)
 
     def layer_fp8():
-        ids, w = route(gate(x))
-        xs, order, offs = permute(x, ids)
-        return combine(experts_fp8(xs, offs), order, w)
+        return m.layer(x, experts_fp8)
 
     logits = gate(x)
     ids, w = route(logits)

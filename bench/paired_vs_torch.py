@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""halcyon's attention kernels and torch's (SDPA cuDNN; the torch composition for MLA) timed in
-one process, call against call, in the same power state (issue 15's comparisons).
+"""halcyon's attention kernels and torch's (SDPA cuDNN; the torch composition for MLA), and
+halcyon's FP8 MoE layer and torch eager's bf16 layer, timed in one process, call against call,
+in the same power state (issues 15 and 19's comparisons).
 
 Why: on the H200 the compute-bound kernels (prefill, the FP8 GEMMs) run at the full 1980 MHz
 for their first ~50-100 ms of back-to-back work and then at a lower clock under the software
@@ -16,7 +17,13 @@ kernel's end, so host work between calls does not count). Two regimes per shape:
 Per regime: each side's median span and the median of the per-round ratios halcyon / peer.
 
   HALCYON_LIBRARY=build-gpu/lib/libhalcyon_runtime.so python3 bench/paired_vs_torch.py \
-      [--only prefill decode mla] [--rounds 30] [--preheat 2.0] [--json FILE]
+      [--only prefill decode mla moe] [--rounds 30] [--preheat 2.0] [--json FILE]
+
+moe (not in the default set): the DeepSeek-V3 layer at --moe-tokens (4096) tokens, 256 experts,
+top-8 in 4 of 8 groups, H 7168, I 2048: halcyon.MoeLayer with FP8 experts (e4m3, 128 x 128
+block scales of the same weights) against bench/moe_vs_torch.py's eager bf16 layer (issue 19's
+2.5x target). Its calls are told apart by a flush kernel of their own (a bitwise NOT over the
+256 MB): torch's layer launches fill kernels of its own.
 """
 import argparse
 import json
@@ -34,13 +41,19 @@ import halcyon  # noqa: E402
 from torch_peers import mla_composition, paged_decode, split_calls, trace_kernels  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla"])
+p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla", "moe"])
+p.add_argument("--moe-tokens", type=int, default=4096)
 p.add_argument("--rounds", type=int, default=30)
 p.add_argument("--preheat", type=float, default=2.0, help="seconds of rounds before the sustained regime")
 p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "paired.json"))
 args = p.parse_args()
 dev, bf16 = torch.device("cuda:0"), torch.bfloat16
 flush = torch.empty(2**26, dtype=torch.float32, device=dev)  # 256 MB, written before every call
+# The flush kernel that separates calls in the trace: torch's fill (zero_) unless a peer launches
+# fills itself (the MoE layer), then a bitwise NOT over the same bytes.
+FLUSHES = {"fill": (lambda: flush.zero_(), "FillFunctor"),
+           "not": (lambda: flush.view(torch.int32).bitwise_not_(), "bitwise_not")}
+flush_kind = "fill"
 torch.manual_seed(0)
 res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rounds": args.rounds,
        "preheat_s": args.preheat, "shapes": []}
@@ -49,7 +62,7 @@ res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rou
 def one_round(i, hal, peer):
     """One call of each side, after a flush each, halcyon first in even rounds."""
     for side in ((hal, peer) if i % 2 == 0 else (peer, hal)):
-        flush.zero_()
+        FLUSHES[flush_kind][0]()
         torch.cuda.synchronize()  # halcyon's stream is not ordered after torch's
         side()
         torch.cuda.synchronize()
@@ -58,7 +71,7 @@ def one_round(i, hal, peer):
 def spans(prof):
     """(halcyon spans, peer spans) in us: the kernels between two flushes form a call."""
     ks = trace_kernels(prof, os.path.join(os.environ.get("TMPDIR", "/tmp"), "paired_trace.json"))
-    calls = split_calls(ks, lambda name: "FillFunctor" in name)
+    calls = split_calls(ks, lambda name: FLUSHES[flush_kind][1] in name)
     hal = [c[-1][2] - c[0][1] for c in calls if c[0][0].startswith("hc_")]
     peer = [c[-1][2] - c[0][1] for c in calls if not c[0][0].startswith("hc_")]
     return hal, peer
@@ -145,6 +158,24 @@ for Sq in (1, 2) if "mla" in args.only else ():
     compare(f"mla Hq128 Sq{Sq}", "torch", hal, mla_composition(q, kv),
             2.0 * B * Hq * (Sq * L - Sq * (Sq - 1) // 2) * (576 + 512))
     del kv, q
+
+if "moe" in args.only:
+    import moe_torch_layer  # noqa: E402  (bench/: the torch layer and weights of moe_vs_torch.py)
+    T, E, K, H, I, G, TG = args.moe_tokens, 256, 8, 7168, 2048, 8, 4
+    m = moe_torch_layer.Model(E, K, H, I, G, TG, dev)
+    x = torch.randn(T, H, dtype=bf16, device=dev)
+    w1q, w1s, w2q, w2s = m.fp8_blocks()
+    layer = halcyon.MoeLayer(m.Wg.t().contiguous(), bias=m.bias, topk=K, n_groups=G, topk_groups=TG, routed_scale=2.5,
+                             fp8=dict(w_gate_up=w1q, w_gate_up_scale=w1s, w_down=w2q, w_down_scale=w2s))
+    if not layer.fp8_experts:
+        sys.exit("halcyon.MoeLayer runs bf16 experts on this device: no FP8 comparison")
+    out = torch.empty(T, H, dtype=bf16, device=dev)
+    flush_kind = "not"
+    compare(f"moe fp8 T{T} (halcyon)", "torch bf16 eager", lambda: layer(x, out), lambda: m.layer(x),
+            2.0 * T * K * 3 * H * I)
+    flush_kind = "fill"
+    layer.close()
+    del m, x, w1q, w1s, w2q, w2s, out
 
 with open(args.json, "w") as f:
     json.dump(res, f, indent=1)
