@@ -79,6 +79,37 @@ check(out.data_ptr() != xs.data_ptr() and out.dtype == bf and out.is_cuda, "moe_
 check(close >= 0.99, f"moe_layer matches torch on {close:.1%} of {T} tokens (median relative error "
                      f"{row_err.median().item():.2e})")
 
+# The FP8 layer (MoeLayer with fp8=): the same experts as e4m3 with 128 x 128 block scales
+# (torch.float8_e4m3fn), on the weights they stand for. Activations are quantized per 1 x 128
+# group on the FP8 path (3 mantissa bits), hence the wider per-token bound.
+def blocks(w):  # [e, n, k] -> e4m3 [e, n, k], scales [e, n/128, k/128]
+    e, n, k = w.shape
+    b = w.float().view(e, n // 128, 128, k // 128, 128)
+    sc = b.abs().amax(dim=(2, 4), keepdim=True).clamp(min=1e-12) / 448.0
+    return (b / sc).to(torch.float8_e4m3fn).view(e, n, k), sc.view(e, n // 128, k // 128).contiguous()
+
+
+w1q, w1s = blocks(wgu.transpose(1, 2).contiguous())  # [E, 2I, H]: gate rows first
+w2q, w2s = blocks(wd.transpose(1, 2).contiguous())  # [E, H, I]
+layer = halcyon.MoeLayer(wr, bias=bias, topk=K, n_groups=G, topk_groups=TG,
+                         fp8=dict(w_gate_up=w1q, w_gate_up_scale=w1s, w_down=w2q, w_down_scale=w2s))
+check(layer.fp8_experts, "MoeLayer with FP8 weights runs FP8 experts on cuda:0")
+deq = lambda q, sc: (q.float().view(E, q.shape[1] // 128, 128, q.shape[2] // 128, 128) *  # noqa: E731
+                     sc.view(E, q.shape[1] // 128, 1, q.shape[2] // 128, 1)).view(q.shape)
+wgu8, wd8 = deq(w1q, w1s).transpose(1, 2), deq(w2q, w2s).transpose(1, 2)
+ref8 = torch.zeros(T, H, device=dev)
+for k in range(E):
+    rows, slot = (ids == k).nonzero(as_tuple=True)
+    if rows.numel():
+        h = xs[rows].float() @ wgu8[k]
+        ref8.index_add_(0, rows, w[rows, slot, None] * ((F.silu(h[:, :I]) * h[:, I:]) @ wd8[k]))
+out8 = layer(xs)
+row_err8 = (out8.float() - ref8).norm(dim=1) / ref8.norm(dim=1)
+close8 = (row_err8 < 8e-2).float().mean().item()
+check(close8 >= 0.99, f"FP8 MoeLayer matches torch on the weights it stands for on {close8:.1%} of {T} tokens "
+                      f"(median relative error {row_err8.median().item():.2e})")
+layer.close()
+
 # Errors: a non-contiguous tensor, and one on the CPU for a CUDA call.
 expect_error(lambda: halcyon.run("row_softmax", x=x.t(), y=y.t()), "not contiguous", "a transposed tensor")
 expect_error(lambda: halcyon.run("vector_add", a=a, b=b.cpu(), c=c), "tensor 'b' is on cpu:0, the call's device is cuda:0",
