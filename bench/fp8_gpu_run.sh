@@ -3,16 +3,17 @@
 # the targets it needs, the machine code check (HGMMA present, no local-memory spills), the GPU
 # tests against the CPU reference (halcyon_ptx_fp8_tests), the numeric CTS's FP8 cases on
 # cuda:0, `halcyon bench moe --dtype fp8` at 4096, 512 and 128 tokens beside the bf16 layer, and
-# the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call. Logs and JSON go to $OUT.
+# the torch side (bench/moe_vs_torch.py --dtype fp8) in the same call, and the FP8 layer against
+# torch eager bf16 call against call (paired_vs_torch.py --only moe). Logs and JSON go to $OUT.
 #   run(command="bash bench/fp8_gpu_run.sh", carry=[".devdeps"], kind="nvidia-h100-x1")
-#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare-NAME[:T,T]|torch ...]
+#   bash bench/fp8_gpu_run.sh [build dir, default build-gpu] [build|sass|tests|cts|bench|compare-NAME[:T,T]|torch|paired ...]
 # compare-NAME times the FP8 GEMMs built as sm90.NAME (swapw, swapw5, wide, tall, tallpf, talls) by name
 # at 4096, 512 and 128 tokens, or at the sizes after the colon (compare-wide:4096).
 # Needs .devdeps (fmt, doctest) made by /work/shared/device/pack-deps.sh, as scripts/gpu_check.sh.
 set -u -o pipefail
 B=${1:-build-gpu}
 shift || true
-what=${*:-build sass tests cts bench compare-wide:4096 compare-tallpf:4096 torch}
+what=${*:-build sass tests cts bench compare-wide:4096 compare-tallpf:4096 torch paired}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/fp8.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
@@ -67,6 +68,10 @@ for w in $what; do
         echo "rc=$?" | tee -a "$log"
         grep -E "RACECHECK SUMMARY|hazard|Error|test cases|assertions" "$OUT/fp8_racecheck_$tc.log" | tail -12 | tee -a "$log"
       done ;;
+    paired)  # the FP8 layer (Python MoeLayer) against torch eager's bf16 layer, call against call
+      echo "\$ python3 bench/paired_vs_torch.py --only moe" | tee -a "$log"
+      HALCYON_LIBRARY=$PWD/$B/lib/libhalcyon_runtime.so timeout 200 python3 bench/paired_vs_torch.py --only moe \
+        --json "$OUT/paired_moe.json" 2>&1 | grep -v -i "warn" | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"
       timeout 150 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_fp8.json" 2>&1 | tee -a "$log" ;;
