@@ -158,24 +158,54 @@ struct BenchTimer {
   double preheat_ms = 0;  // --preheat-ms
   template <typename Fn>
   halcyon::Status time(Fn&& fn, int iters, std::vector<double>* ms) {
-
     for (int i = 0; i < 2; ++i) HALCYON_TRY(fn());  // warm-up (module load, JIT)
+    HALCYON_TRY(preheat([&] { return fn(); }));
+    for (int i = 0; i < iters; ++i) HALCYON_TRY(one(fn, i, ms));
+    return {};
+  }
+  // Two functions in alternating runs (a, b, a, b, ...), each run as time() runs one: both then
+  // see the same clock and power state. (Timed one after the other, the second ran deeper under
+  // the power cap: the MoE layer object 4.71-4.88 ms after its stage sequence's 4.25-4.27 ms
+  // fell to 4.70-4.78 halfway, H200, docs/PERFORMANCE.md 2026-11-30 seventh session.)
+  template <typename FnA, typename FnB>
+  halcyon::Status time_alternating(FnA&& a, FnB&& b, int iters, std::vector<double>* ms_a, std::vector<double>* ms_b) {
+    for (int i = 0; i < 2; ++i) {
+      HALCYON_TRY(a());
+      HALCYON_TRY(b());
+    }
+    HALCYON_TRY(preheat([&]() -> halcyon::Status {
+      HALCYON_TRY(a());
+      return b();
+    }));
+    for (int i = 0; i < iters; ++i) {
+      HALCYON_TRY(one(a, i, ms_a));
+      HALCYON_TRY(one(b, i, ms_b));
+    }
+    return {};
+  }
+
+ private:
+  template <typename Fn>
+  halcyon::Status preheat(Fn&& fn) {
     const auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < preheat_ms) {
       HALCYON_TRY(s.fill<uint32_t>(flush, 0, flush_bytes, 0x3f803f80u));
       HALCYON_TRY(fn());
       HALCYON_TRY(s.synchronize());
     }
-    for (int i = 0; i < iters; ++i) {
-      HALCYON_TRY(s.fill<uint32_t>(flush, 0, flush_bytes, 0x3f803f80u + uint32_t(i)));
-      HALCYON_TRY(s.record(ev0));
-      HALCYON_TRY(fn());
-      HALCYON_TRY(s.record(ev1));
-      HALCYON_TRY(ev1.synchronize());
-      auto e = ev1.elapsed_since(ev0);
-      if (!e) return e.error();
-      ms->push_back(*e);
-    }
+    return {};
+  }
+  // Run i: the flush, then fn() between the two events; its time appended to *ms.
+  template <typename Fn>
+  halcyon::Status one(Fn&& fn, int i, std::vector<double>* ms) {
+    HALCYON_TRY(s.fill<uint32_t>(flush, 0, flush_bytes, 0x3f803f80u + uint32_t(i)));
+    HALCYON_TRY(s.record(ev0));
+    HALCYON_TRY(fn());
+    HALCYON_TRY(s.record(ev1));
+    HALCYON_TRY(ev1.synchronize());
+    auto e = ev1.elapsed_since(ev0);
+    if (!e) return e.error();
+    ms->push_back(*e);
     return {};
   }
 };

@@ -3,7 +3,8 @@
 //   router logits (gemm_bf16 [T,H] x [H,E] -> f32), moe_gate, moe_permute,
 //   moe_grouped_gemm_swiglu, moe_grouped_gemm (down), moe_combine, and, where the device
 //   implements moe_grouped_gemm_swiglu_gather, moe_permute without its row copy and the gather
-//   GEMM; then the whole layer as MoeLayer runs it (the gather path where it takes it).
+//   GEMM; then the whole layer as MoeLayer runs it (the gather path where it takes it), as
+//   that stage sequence and as the MoeLayer object, in alternating runs (the same power state).
 // Each stage: warm-up, then --iters timed runs between events, each after a write of twice
 // the L2 size so that no stage is timed out of a warm cache; the median is reported with the
 // bytes it must move and its FLOPs, and the fraction of the byte floor (bytes / the
@@ -553,35 +554,34 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     TRY_OR_FAIL(timed(fns[i], o.iters, &each_ms[i]));
     st[i].ms = median(each_ms[i]);
   }
-  std::vector<double> layer_ms;
-  TRY_OR_FAIL(timed([&]() -> halcyon::Status {
-    for (size_t i : layer_stages) HALCYON_TRY(fns[i]());
-    return {};
-  }, o.iters, &layer_ms));
-  const double layer = median(layer_ms);
-  // The MoeLayer object on the same tensors: what the stage sequence above stands for, with the
-  // layer's own workspace and forward()'s host work between launches.
-  std::vector<double> object_ms;
-  {
-    rt::MoeLayerConfig lc;
-    lc.hidden = H, lc.inter = I, lc.experts = E, lc.topk = K, lc.n_groups = o.groups, lc.topk_groups = o.topk_groups;
-    lc.score = gate_params.at("score"), lc.normalize = true, lc.routed_scale = 2.5;
-    rt::MoeLayerWeights lw;
-    lw.w_router = t["w_router"];
-    lw.bias = t["bias"];
-    if (o.fp8)
-      lw.fp8 = rt::MoeFp8Weights{t["w_gate_up"], t["w_gate_up_scale"], t["w_down"], t["w_down_scale"]};
-    else
-      lw.w_gate_up = t["w_gate_up"], lw.w_down = t["w_down"];
-    auto obj = rt::MoeLayer::create(*dev, lc, lw, o.layer);
-    if (!obj) {
-      fmt::print(stderr, "halcyon bench: MoeLayer::create: {}\n", obj.error().to_string());
-      return 1;
-    }
-    TRY_OR_FAIL(obj->reserve(T));
-    TRY_OR_FAIL(obj->forward(s, t["x"], t["out"]));  // the workspace's first use outside the timing
-    TRY_OR_FAIL(timed([&] { return obj->forward(s, t["x"], t["out"]); }, o.iters, &object_ms));
+  // The whole layer twice: as the stage sequence above and as the MoeLayer object on the same
+  // tensors (the layer's own workspace and forward()'s host work between launches), in
+  // alternating runs so that both meet the same clock and power state.
+  rt::MoeLayerConfig lc;
+  lc.hidden = H, lc.inter = I, lc.experts = E, lc.topk = K, lc.n_groups = o.groups, lc.topk_groups = o.topk_groups;
+  lc.score = gate_params.at("score"), lc.normalize = true, lc.routed_scale = 2.5;
+  rt::MoeLayerWeights lw;
+  lw.w_router = t["w_router"];
+  lw.bias = t["bias"];
+  if (o.fp8)
+    lw.fp8 = rt::MoeFp8Weights{t["w_gate_up"], t["w_gate_up_scale"], t["w_down"], t["w_down_scale"]};
+  else
+    lw.w_gate_up = t["w_gate_up"], lw.w_down = t["w_down"];
+  auto obj = rt::MoeLayer::create(*dev, lc, lw, o.layer);
+  if (!obj) {
+    fmt::print(stderr, "halcyon bench: MoeLayer::create: {}\n", obj.error().to_string());
+    return 1;
   }
+  TRY_OR_FAIL(obj->reserve(T));
+  TRY_OR_FAIL(obj->forward(s, t["x"], t["out"]));  // the workspace's first use outside the timing
+  std::vector<double> layer_ms, object_ms;
+  TRY_OR_FAIL(timer.time_alternating(
+      [&]() -> halcyon::Status {
+        for (size_t i : layer_stages) HALCYON_TRY(fns[i]());
+        return {};
+      },
+      [&] { return obj->forward(s, t["x"], t["out"]); }, o.iters, &layer_ms, &object_ms));
+  const double layer = median(layer_ms);
   const double object = median(object_ms);
   size_t name_width = 26;
   for (auto& x : st) name_width = std::max(name_width, x.name.size());
