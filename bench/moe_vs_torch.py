@@ -61,7 +61,6 @@ if fp8:
     fp8_method = "torch._scaled_grouped_mm (rowwise scales)" if hasattr(torch, "_scaled_grouped_mm") else None
     res["fp8_method"] = fp8_method
 for T in [int(v) for v in args.tokens.split(",")]:
-    M = T * K
     x = torch.randn(T, H, dtype=bf16, device=dev)
     gate, route, permute, experts, combine = m.gate, m.route, m.permute, m.experts, m.combine
 
