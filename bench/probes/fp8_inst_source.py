@@ -13,6 +13,9 @@ k-step's cycles go?) and writes them with plain stores (no loads on the timed pa
   g_walk[cta][consumer][tile][2]  the consumer's walk: the clock before the tile's lookup (the
                                   wait for its first slot and the published tile) and after its
                                   ConsumerView
+  g_epi[cta][consumer][5]         the staged epilogue's parts (sm90.talls), summed over the tiles:
+                                  previous copies' wait + sync, stmatrix, fence + sync, copies;
+                                  and the tile count
 Scaler warps are not timed. Usage (then build as bench/probes/fp8_kernel_rate.cu says, with
 -DHC_FP8_INST -DHC_FP8_SOURCE='"<out>"' and -I kernels/ptx/moe -I <out's folder>):
   python3 bench/probes/fp8_inst_source.py <out.cu>
@@ -127,7 +130,30 @@ namespace hc {""", first=True)
   }
 }""")
     s = edit(s, """__device__ unsigned long long g_prod[264][4];""", """__device__ unsigned long long g_prod[264][4];
-__device__ unsigned long long g_walk[264][2][kInstTiles][2];""")
+__device__ unsigned long long g_walk[264][2][kInstTiles][2];
+__device__ unsigned long long g_epi[264][2][5];""")
+    # The staged epilogue's parts (sm90.talls), summed over a consumer's tiles with reductions
+    # (no loads): the wait for its previous copies and the first sync, the stmatrix stores, the
+    # fence and second sync, the copies' issue; [4] counts the tiles.
+    s = edit(s, """  asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");
+  consumer_sync(cg);""", """  const unsigned long long e0 = clk();
+  asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");
+  consumer_sync(cg);
+  const unsigned long long e1 = clk();""")
+    s = edit(s, """  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");  // the writes, visible to the bulk copies
+  consumer_sync(cg);""", """  const unsigned long long e2 = clk();
+  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");  // the writes, visible to the bulk copies
+  consumer_sync(cg);
+  const unsigned long long e3 = clk();""")
+    s = edit(s, """  asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");
+}""", """  asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");
+  const unsigned long long e4 = clk();
+  if ((threadIdx.x & 127) == 0) {
+    unsigned long long* r = g_epi[blockIdx.x][cg];
+    atomicAdd(r, e1 - e0), atomicAdd(r + 1, e2 - e1), atomicAdd(r + 2, e3 - e2), atomicAdd(r + 3, e4 - e3);
+    atomicAdd(r + 4, 1ull);
+  }
+}""")
     s = edit(s, """    Tile t;
     if constexpr (tall<TN>()) {  // the producer published it""", """    const unsigned long long w0 = clk();
     Tile t;

@@ -250,17 +250,19 @@ int main(int argc, char** argv) {
       using Walk = unsigned long long[2];
       static Rec zero[264 * 2 * kInstTiles], h[264 * 2 * kInstTiles];
       static Walk wz[264 * 2 * kInstTiles], wh[264 * 2 * kInstTiles];
-      static unsigned long long pz[264 * 4], ph[264 * 4];
+      static unsigned long long pz[264 * 4], ph[264 * 4], ez[264 * 2 * 5], eh[264 * 2 * 5];
       if (!k) k = tall.first;
       const long long K = sh.K;
       time_gemm(k, sh, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets);  // warm-up
       CK(cudaMemcpyToSymbol(g_tile, zero, sizeof zero));
       CK(cudaMemcpyToSymbol(g_walk, wz, sizeof wz));
       CK(cudaMemcpyToSymbol(g_prod, pz, sizeof pz));
+      CK(cudaMemcpyToSymbol(g_epi, ez, sizeof ez));
       const double ms = time_gemm(k, sh, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, 1);
       CK(cudaMemcpyFromSymbol(h, g_tile, sizeof h));
       CK(cudaMemcpyFromSymbol(wh, g_walk, sizeof wh));
       CK(cudaMemcpyFromSymbol(ph, g_prod, sizeof ph));
+      CK(cudaMemcpyFromSymbol(eh, g_epi, sizeof eh));
       int sms = 0;
       CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
       const double gbs = double(rows.size()) * sh.NW * K / (ms * 1e-3) / 1e9;
@@ -300,6 +302,15 @@ int main(int argc, char** argv) {
       // issues its last k-step a few k-steps before the CTA ends.
       std::printf("    producer: waiting for a free slot %.0f cycles a k-step; its run %.0f cycles on average, %.0f in the "
                   "longest CTA (%.1f%% over the mean)\n", pw / pk, run, longest, 100 * (longest / run - 1));
+      for (int c = 0; c < 2; ++c) {  // the staged epilogue's parts (sm90.talls only)
+        double part[5] = {};
+        for (int b = 0; b < sms; ++b)
+          for (int q = 0; q < 5; ++q) part[q] += double(eh[(b * 2 + c) * 5 + q]);
+        if (part[4] > 0)
+          std::printf("    consumer %d's staged epilogue a tile: previous copies' wait + sync %.0f, stmatrix %.0f, fence + "
+                      "sync %.0f, copies' issue %.0f cycles\n", c, part[0] / part[4], part[1] / part[4], part[2] / part[4],
+                      part[3] / part[4]);
+      }
     };
     const Shape down{kI, 7168, 7168, 256, 3, true};
     // 256 experts like the layer's at 4096 tokens (mean 128, a spread of ~30 rows, 68-228; 32768
