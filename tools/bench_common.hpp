@@ -159,7 +159,7 @@ struct BenchTimer {
   template <typename Fn>
   halcyon::Status time(Fn&& fn, int iters, std::vector<double>* ms) {
     for (int i = 0; i < 2; ++i) HALCYON_TRY(fn());  // warm-up (module load, JIT)
-    HALCYON_TRY(preheat([&] { return fn(); }));
+    HALCYON_TRY(preheat(fn));
     for (int i = 0; i < iters; ++i) HALCYON_TRY(one(fn, i, ms));
     return {};
   }

@@ -418,10 +418,9 @@ class MoeLayer:
             H, E = _shape(t["w_router"])
             if "w_gate_up" in t:
                 EL, _, I2 = _shape(t["w_gate_up"])
-                I = I2 // 2
             else:
                 EL, I2, _ = _shape(t["fp8.w_gate_up"])
-                I = I2 // 2
+            I = I2 // 2
             E = experts or E
             g = lambda n: -(-n // 128)  # noqa: E731
             shapes = {"w_router": (H, E), "bias": (E,), "w_gate_up": (EL, H, 2 * I), "w_down": (EL, I, H),

@@ -68,7 +68,7 @@ Result<T> element(const T* array, uint32_t i, size_t min_size, const char* type,
 
 // The FP8 expert weights of an hrt_moe_layer_desc's extension chain (hrt_moe_fp8_weights), or
 // none; extension types this runtime does not know are skipped (hal.h's rule).
-Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, int64_t EL, int64_t H, int64_t I) {
+Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLayerConfig& c) {
   constexpr size_t kHeader = offsetof(hrt_moe_fp8_weights, type) + sizeof(uint32_t);
   int depth = 0;
   for (auto* e = static_cast<const hal_extension*>(chain); e; e = e->next) {
@@ -82,22 +82,16 @@ Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, int64_t EL, 
                                                      "smaller than {}", e->struct_size, HRT_MOE_FP8_WEIGHTS_MIN_SIZE));
     hrt_moe_fp8_weights d{};
     std::memcpy(&d, e, std::min(e->struct_size, sizeof d));
-    const int64_t HG = (H + 127) / 128, IG = (I + 127) / 128;
+    const auto shapes = moe_fp8_weight_shapes(c);
     MoeFp8Weights f;
-    struct Part {
-      hal_buffer b;
-      uint32_t dtype;
-      std::vector<int64_t> shape;
-      const char* name;
-      Tensor* to;
-    };
-    for (Part& p : std::vector<Part>{{d.w_gate_up, HRT_E4M3, {EL, 2 * I, H}, "fp8.w_gate_up", &f.w_gate_up},
-                                     {d.w_gate_up_scale, HRT_F32, {EL, (2 * I + 127) / 128, HG}, "fp8.w_gate_up_scale", &f.w_gate_up_scale},
-                                     {d.w_down, HRT_E4M3, {EL, H, I}, "fp8.w_down", &f.w_down},
-                                     {d.w_down_scale, HRT_F32, {EL, HG, IG}, "fp8.w_down_scale", &f.w_down_scale}}) {
-      auto t = tensor_of(p.b, 0, p.dtype, p.shape, p.name);
+    const hal_buffer bufs[4] = {d.w_gate_up, d.w_gate_up_scale, d.w_down, d.w_down_scale};
+    const uint32_t dtypes[4] = {HRT_E4M3, HRT_F32, HRT_E4M3, HRT_F32};
+    const char* names[4] = {"fp8.w_gate_up", "fp8.w_gate_up_scale", "fp8.w_down", "fp8.w_down_scale"};
+    Tensor* to[4] = {&f.w_gate_up, &f.w_gate_up_scale, &f.w_down, &f.w_down_scale};
+    for (int i = 0; i < 4; ++i) {
+      auto t = tensor_of(bufs[i], 0, dtypes[i], shapes[size_t(i)], names[i]);
       if (!t) return t.error();
-      *p.to = std::move(t).value();
+      *to[i] = std::move(t).value();
     }
     return std::optional<MoeFp8Weights>(std::move(f));
   }
@@ -183,7 +177,7 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
       if (!b) return to_c(b.error());
       w.bias = *b;
     }
-    auto fp8 = fp8_weights(desc->next, EL, H, I);
+    auto fp8 = fp8_weights(desc->next, c);
     if (!fp8) return to_c(fp8.error());
     w.fp8 = std::move(fp8).value();
     std::vector<Tensor*> check{&w.w_router};

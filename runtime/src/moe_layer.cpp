@@ -61,6 +61,11 @@ bool moe_gather_path(const Device& device, const MoeLayerOptions& options, std::
   return moe_gather_pays(**impl, *facts);
 }
 
+std::array<std::vector<int64_t>, 4> moe_fp8_weight_shapes(const MoeLayerConfig& c) {
+  const int64_t H = c.hidden, I = c.inter, EL = c.local(), HG = (H + 127) / 128, IG = (I + 127) / 128;
+  return {std::vector<int64_t>{EL, 2 * I, H}, {EL, (2 * I + 127) / 128, HG}, {EL, H, I}, {EL, HG, IG}};
+}
+
 Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w, MoeLayerOptions o) {
   const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
   if (H < 1 || I < 1 || E < 1 || c.topk < 1)
@@ -77,11 +82,11 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
     HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}));
   }
   if (w.fp8) {
-    const int64_t HG = (H + 127) / 128, IG = (I + 127) / 128;
-    HALCYON_TRY(expect_shape("fp8.w_gate_up", w.fp8->w_gate_up, DType::e4m3, {EL, 2 * I, H}));
-    HALCYON_TRY(expect_shape("fp8.w_gate_up_scale", w.fp8->w_gate_up_scale, DType::f32, {EL, (2 * I + 127) / 128, HG}));
-    HALCYON_TRY(expect_shape("fp8.w_down", w.fp8->w_down, DType::e4m3, {EL, H, I}));
-    HALCYON_TRY(expect_shape("fp8.w_down_scale", w.fp8->w_down_scale, DType::f32, {EL, HG, IG}));
+    const auto shapes = moe_fp8_weight_shapes(c);
+    HALCYON_TRY(expect_shape("fp8.w_gate_up", w.fp8->w_gate_up, DType::e4m3, shapes[0]));
+    HALCYON_TRY(expect_shape("fp8.w_gate_up_scale", w.fp8->w_gate_up_scale, DType::f32, shapes[1]));
+    HALCYON_TRY(expect_shape("fp8.w_down", w.fp8->w_down, DType::e4m3, shapes[2]));
+    HALCYON_TRY(expect_shape("fp8.w_down_scale", w.fp8->w_down_scale, DType::f32, shapes[3]));
   }
   auto facts = device_facts(device);
   if (!facts) return facts.error();

@@ -13,6 +13,7 @@
 
 #include <halcyon/ops/op.hpp>
 
+#include <array>
 #include <functional>
 #include <optional>
 
@@ -48,6 +49,10 @@ struct MoeFp8Weights {
   Tensor w_down;           // [EL, H, I] e4m3
   Tensor w_down_scale;     // [EL, ceil(H / 128), ceil(I / 128)] f32
 };
+
+// The shapes of a config's FP8 weights, in MoeFp8Weights' order (w_gate_up, w_gate_up_scale,
+// w_down, w_down_scale): what create() checks, and what the C ABI builds its tensors with.
+std::array<std::vector<int64_t>, 4> moe_fp8_weight_shapes(const MoeLayerConfig& c);
 
 struct MoeLayerWeights {
   Tensor w_router;                // [H, E] bf16
