@@ -397,6 +397,7 @@ const hal_backend_api kApi = {
     nullptr,  // partition_caps: no split; the core's soft partitions
     nullptr,  // buffer_import: simulated memory only
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator
+    nullptr,  // stream_import: simulated streams have no native handle
 };
 
 }  // namespace

@@ -121,6 +121,7 @@ hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc
     auto b = std::make_unique<CudaBuffer>();
     b->device = dv;
     b->imported = true;
+    b->owner_ordered = (desc->flags & HAL_BUFFER_IMPORT_OWNER_ORDERED) != 0;
     b->address = desc->device_address;
     *out = b.release();
     return nullptr;
@@ -131,8 +132,9 @@ void cuda_buffer_destroy(CudaBuffer* b) {
   CudaDevice* dv = b->device;
   const Driver* d = dv->d;
   if (b->imported) {
-    // Not ours to free, but the owner may free it once this returns: queued work first.
-    if (b->address) dv->synchronize_all("releasing imported memory");
+    // Not ours to free, but the owner may free it once this returns: queued work first,
+    // unless the owner orders its reuse after that work itself.
+    if (b->address && !b->owner_ordered) dv->synchronize_all("releasing imported memory");
   } else if (b->from_pool) {
     ContextScope scope(d, dv->ctx);
     if (free_after_queued_work(dv, b->base) != CUDA_SUCCESS) {  // not expected; never leak

@@ -87,6 +87,7 @@ struct CudaBuffer {
   void* host_base = nullptr;  // pinned allocations
   bool from_pool = false;
   bool imported = false;      // hal_buffer_import: someone else's memory, never freed here
+  bool owner_ordered = false; // HAL_BUFFER_IMPORT_OWNER_ORDERED: its release does not wait
   CUdeviceptr address = 0;    // aligned start
   // Peer-mappable memory (cuda_comm.cpp): cuMemCreate'd (or imported) and mapped at `address`.
   CUmemGenericAllocationHandle vmm = 0;
@@ -103,6 +104,7 @@ struct CudaStream {
   // Recorded when a buffer is released while this stream has work queued: the buffer's free
   // waits for it (cuda_buffer.cpp). Guarded by the device's mu; null if it could not be made.
   CUevent release_mark = nullptr;
+  bool imported = false;  // hal_stream_import: the owner's stream, never destroyed or waited for here
 };
 
 struct CudaEvent {
@@ -201,6 +203,7 @@ void cuda_buffer_destroy(CudaBuffer* b);
 
 // cuda_stream.cpp
 hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_stream_desc*, CudaStream** out);
+hal_error* cuda_stream_import(CudaDevice* dv, const hal_stream_import_desc* desc, CudaStream** out);
 void cuda_stream_destroy(CudaStream* s);
 hal_error* cuda_stream_synchronize(CudaStream* s);
 hal_error* cuda_stream_write(CudaStream* s, CudaBuffer* dst, uint64_t off, const void* src, uint64_t size);

@@ -47,15 +47,52 @@ hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_str
   })
 }
 
+hal_error* cuda_stream_import(CudaDevice* dv, const hal_stream_import_desc* desc, CudaStream** out) {
+  HAL_BACKEND_GUARD({
+    const Driver* d = dv->d;
+    if (!d->cuStreamGetCtx)
+      return error(HAL_UNSUPPORTED, fmt::format("{}: this driver lacks cuStreamGetCtx, so an imported stream's "
+                                                "context cannot be checked", dv->uri));
+    auto s = std::make_unique<CudaStream>();
+    s->device = dv;
+    s->imported = true;
+    s->stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(desc->native));
+    s->ctx = dv->ctx;
+    ContextScope scope(d, dv->ctx);  // the legacy (0) and per-thread (2) streams are the current context's
+    CUcontext ctx = nullptr;
+    CU_TRY(d, d->cuStreamGetCtx(s->stream, &ctx),
+           fmt::format("{}: importing stream 0x{:x}: not a stream the CUDA driver knows", dv->uri, desc->native));
+    if (ctx != dv->ctx)
+      return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing stream 0x{:x}: it belongs to another CUDA context "
+                                                     "(not this device's primary context)", dv->uri, desc->native));
+    if (d->cuEventCreate(&s->release_mark, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) s->release_mark = nullptr;
+    {
+      std::lock_guard lock(dv->mu);
+      dv->streams.insert(s.get());
+    }
+    *out = s.release();
+    return nullptr;
+  })
+}
+
 void cuda_stream_destroy(CudaStream* s) {
-  const Driver* d = s->device->d;
-  d->cuStreamSynchronize(s->stream);
+  CudaDevice* dv = s->device;
+  const Driver* d = dv->d;
+  if (!s->imported) d->cuStreamSynchronize(s->stream);
   {
     // A buffer release marks the streams under this lock: once erased, none uses it.
-    std::lock_guard lock(s->device->mu);
-    s->device->streams.erase(s);
+    std::lock_guard lock(dv->mu);
+    dv->streams.erase(s);
+    // The owner's stream is not waited for, and buffer releases no longer see it: later frees
+    // (all queued on the free stream, in order) wait for the work queued on it so far.
+    if (s->imported && d->cuStreamQuery(s->stream) != CUDA_SUCCESS) {
+      ContextScope scope(d, dv->ctx);
+      if (!s->release_mark || !dv->free_stream || d->cuEventRecord(s->release_mark, s->stream) != CUDA_SUCCESS ||
+          d->cuStreamWaitEvent(dv->free_stream, s->release_mark, 0) != CUDA_SUCCESS)
+        d->cuStreamSynchronize(s->stream);  // no free stream (no pool) or no event: wait here instead
+    }
   }
-  d->cuStreamDestroy(s->stream);
+  if (!s->imported) d->cuStreamDestroy(s->stream);
   if (s->release_mark) d->cuEventDestroy(s->release_mark);  // frees queued behind it keep their wait
   delete s;
 }

@@ -634,6 +634,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_comm_buffer_export),
     HAL_BACKEND_FN(hip_comm_buffer_import),
     HAL_BACKEND_FN(hip_comm_all_to_all),
+    nullptr,  // stream_import: not yet (a hipStream_t, checked as cuda_stream.cpp checks a CUstream)
 };
 
 }  // namespace

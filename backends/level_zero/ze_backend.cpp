@@ -50,6 +50,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(ze::partition_caps),
     nullptr,  // buffer_import: not yet (zeMemGetAllocProperties would check the pointer's device)
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator yet
+    nullptr,  // stream_import: not yet (a ze_command_list_handle_t, an immediate list)
 };
 
 }  // namespace

@@ -137,6 +137,7 @@ const hal_backend_api kApi = {
     // communicator (optional, ABI 1.4): all eight comm_* entries or none; the CPU backend's
     // (backends/cpu, over backends/comm_common/shm_group) is the model
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    nullptr,  // stream_import (optional, ABI 1.5): wrap a stream the caller owns (PyTorch's current one)
 };
 
 }  // namespace

@@ -51,7 +51,9 @@ HAL_API hal_error* hal_buffer_import(hal_device d, const hal_buffer_import_desc*
     if ((e = read_struct(desc, HAL_BUFFER_IMPORT_DESC_MIN_SIZE, &id, fn, "hal_buffer_import_desc"))) return e;
     if (id.kind != HAL_MEMORY_DEVICE)
       return err(HAL_INVALID_ARGUMENT, "{}: memory kind {} cannot be imported (HAL_MEMORY_DEVICE only)", fn, int(id.kind));
-    if (id.flags != 0) return err(HAL_INVALID_ARGUMENT, "{}: flags 0x{:x} are reserved and must be 0", fn, id.flags);
+    if (id.flags & ~uint32_t(HAL_BUFFER_IMPORT_OWNER_ORDERED))
+      return err(HAL_INVALID_ARGUMENT, "{}: flags 0x{:x}: bits 0x{:x} are reserved and must be 0", fn, id.flags,
+                 id.flags & ~uint32_t(HAL_BUFFER_IMPORT_OWNER_ORDERED));
     if (id.size > 0 && id.device_address == 0)
       return err(HAL_INVALID_ARGUMENT, "{}: address 0 for {} bytes", fn, id.size);
     if (id.device_address + id.size < id.device_address)

@@ -62,6 +62,26 @@ HAL_API hal_error* hal_stream_create(hal_device d, const hal_stream_desc* desc, 
   })
 }
 
+HAL_API hal_error* hal_stream_import(hal_device d, const hal_stream_import_desc* desc, hal_stream* out) {
+  constexpr const char* fn = "hal_stream_import";
+  HAL_CORE_GUARD(fn, {
+    if (!out) return err(HAL_INVALID_ARGUMENT, "{}: out is NULL", fn);
+    *out = nullptr;
+    LOOKUP(dev, DeviceObj, d, "device");
+    hal_stream_import_desc id{};
+    if (hal_error* e = read_struct(desc, HAL_STREAM_IMPORT_DESC_MIN_SIZE, &id, fn, "hal_stream_import_desc")) return e;
+    if (id.flags != 0 || id.reserved0 != 0)
+      return err(HAL_INVALID_ARGUMENT, "{}: flags 0x{:x} and reserved0 0x{:x} are reserved and must be 0", fn, id.flags,
+                 id.reserved0);
+    if (!dev->backend->has_stream_import())
+      return err(HAL_UNSUPPORTED, "{}: the {} backend cannot import a native stream", fn, dev->backend->api->name);
+    auto s = std::make_shared<StreamObj>(dev);
+    if (hal_error* e = dev->api().stream_import(dev->be, &id, &s->be)) return e;
+    *out = reinterpret_cast<hal_stream>(handle_insert(s));
+    return nullptr;
+  })
+}
+
 HAL_API hal_error* hal_stream_get_info(hal_stream h, hal_stream_info* out) {
   constexpr const char* fn = "hal_stream_get_info";
   HAL_CORE_GUARD(fn, {

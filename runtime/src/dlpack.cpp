@@ -120,7 +120,7 @@ Result<DLManagedTensor*> to_dlpack(const Device& device, const ops::Tensor& t) {
 }
 
 Result<ops::Tensor> from_dlpack(const Device& device, DLManagedTensor* managed, std::string_view name,
-                                std::optional<DType> as) {
+                                std::optional<DType> as, uint32_t import_flags) {
   if (!managed) return bad(name, "the DLManagedTensor is NULL");
   const DLTensor& d = managed->dl_tensor;
   auto want = dlpack_device(device);
@@ -168,6 +168,7 @@ Result<ops::Tensor> from_dlpack(const Device& device, DLManagedTensor* managed, 
   hal_buffer_import_desc desc{};
   desc.struct_size = HAL_BUFFER_IMPORT_DESC_SIZE;
   desc.kind = HAL_MEMORY_DEVICE;
+  desc.flags = import_flags;
   desc.device_address = bytes > 0 ? address : 0;
   desc.size = bytes;
   desc.release = release_managed;
@@ -220,6 +221,11 @@ HAL_API hal_error* hrt_dlpack_export(hal_device device, const hrt_tensor* tensor
 
 HAL_API hal_error* hrt_dlpack_import(hal_device device, DLManagedTensor* managed, const char* name,
                                      uint32_t dtype_override, hrt_tensor* out) {
+  return hrt_dlpack_import_flags(device, managed, name, dtype_override, 0, out);
+}
+
+HAL_API hal_error* hrt_dlpack_import_flags(hal_device device, DLManagedTensor* managed, const char* name,
+                                           uint32_t dtype_override, uint32_t import_flags, hrt_tensor* out) {
   if (!out) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_dlpack_import: out is NULL");
   if (dtype_override != HRT_DTYPE_FROM_DLPACK && dtype_override > HRT_E4M3)
     return hal_error_new(HAL_INVALID_ARGUMENT,
@@ -228,7 +234,7 @@ HAL_API hal_error* hrt_dlpack_import(hal_device device, DLManagedTensor* managed
   Device dev(device);
   std::optional<ops::DType> as;
   if (dtype_override != HRT_DTYPE_FROM_DLPACK) as = static_cast<ops::DType>(dtype_override);
-  auto t = rt::from_dlpack(dev, managed, name ? name : "?", as);
+  auto t = rt::from_dlpack(dev, managed, name ? name : "?", as, import_flags);
   if (!t) return to_c(t.error());
   hrt_tensor r{};
   r.struct_size = HRT_TENSOR_SIZE;

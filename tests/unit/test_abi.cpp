@@ -24,6 +24,8 @@ CHECK_TRACKS_LAST_FIELD(hal_backend_api, HAL_BACKEND_API_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_tensor_map_desc, HAL_TENSOR_MAP_DESC_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_comm_desc, HAL_COMM_DESC_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_comm_info, HAL_COMM_INFO_SIZE);
+CHECK_TRACKS_LAST_FIELD(hal_stream_import_desc, HAL_STREAM_IMPORT_DESC_SIZE);
+CHECK_TRACKS_LAST_FIELD(hal_buffer_import_desc, HAL_BUFFER_IMPORT_DESC_SIZE);
 // Sizes of earlier versions never change: ABI 1.1 appended tensor_map_encode to the table.
 static_assert(HAL_BACKEND_API_1_0_SIZE == offsetof(hal_backend_api, tensor_map_encode));
 static_assert(HAL_BACKEND_API_1_2_SIZE == offsetof(hal_backend_api, device_can_run));
@@ -31,6 +33,9 @@ static_assert(HAL_BACKEND_API_1_2_SIZE == offsetof(hal_backend_api, device_can_r
 static_assert(HAL_BACKEND_API_1_3_SIZE == offsetof(hal_backend_api, buffer_import));
 static_assert(offsetof(hal_backend_api, comm_create) == HAL_BACKEND_API_1_3_SIZE + sizeof(void*));
 static_assert(HAL_BACKEND_API_1_3_SIZE < HAL_BACKEND_API_SIZE);
+// ABI 1.5 appended stream_import after comm_all_to_all.
+static_assert(HAL_BACKEND_API_1_4_SIZE == offsetof(hal_backend_api, stream_import));
+static_assert(HAL_BACKEND_API_1_4_SIZE + sizeof(void*) == HAL_BACKEND_API_SIZE);
 static_assert(sizeof(hal_comm_handle) == HAL_COMM_HANDLE_BYTES);
 static_assert(HAL_BACKEND_API_MIN_SIZE < HAL_BACKEND_API_1_0_SIZE && HAL_BACKEND_API_1_0_SIZE < HAL_BACKEND_API_1_2_SIZE &&
               HAL_BACKEND_API_1_2_SIZE < HAL_BACKEND_API_SIZE);

@@ -155,6 +155,16 @@ TEST_CASE_FIXTURE(Fixture, "memory: imported memory is used in place and release
   CHECK(owner.released == 0);
   buf.reset();
   CHECK(owner.released == 1);
+  // HAL_BUFFER_IMPORT_OWNER_ORDERED (ABI 1.5): the owner orders reuse after the work itself, so
+  // the release may call `release` without waiting (CUDA does; a backend may still wait).
+  id.flags = HAL_BUFFER_IMPORT_OWNER_ORDERED;
+  expect_ok(hal_buffer_import(dev.get(), &id, &b));
+  halcyon::Buffer ordered(b);
+  unwrap(stream.fill(ordered, 0, 4, uint32_t(0x05050505)));
+  unwrap(stream.synchronize());
+  ordered.reset();
+  CHECK(owner.released == 2);
+  id.flags = 0;
 
   id.kind = HAL_MEMORY_HOST_PINNED;
   expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "HAL_MEMORY_DEVICE only");
@@ -169,7 +179,7 @@ TEST_CASE_FIXTURE(Fixture, "memory: imported memory is used in place and release
   id.struct_size = 8;
   expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_VERSION_MISMATCH);
   expect_error(hal_buffer_import(dev.get(), nullptr, &b), HAL_INVALID_ARGUMENT);
-  CHECK(owner.released == 1);  // no refusal called it
+  CHECK(owner.released == 2);  // no refusal called it
 }
 
 TEST_CASE_FIXTURE(Fixture, "memory: aligned allocations honour the alignment") {

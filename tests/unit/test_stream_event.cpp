@@ -1,6 +1,7 @@
 // Streams execute in order; events order work across streams and time it.
 #include "test_support.hpp"
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +18,56 @@ TEST_CASE("streams: operations on one stream run in order") {
   unwrap(s.read(buf, 0, out.data(), 4000));
   unwrap(s.synchronize());
   for (uint32_t v : out) CHECK(v == 19u);
+}
+
+// hal_stream_import (ABI 1.5): a stream the caller owns as a hal stream. Arguments are checked
+// before the backend is asked; the CUDA backend imports (here the primary context's legacy
+// default stream, 0, which is PyTorch's default stream, and the per-thread one, 2), every
+// other backend refuses with HAL_UNSUPPORTED and the reason.
+TEST_CASE("streams: a native stream is imported where the backend can, refused with the reason elsewhere") {
+  auto dev = unwrap(halcyon::Device::open(test::device_uri()));
+  hal_stream_import_desc id{};
+  id.struct_size = HAL_STREAM_IMPORT_DESC_SIZE;
+  hal_stream s = nullptr;
+  expect_error(hal_stream_import(dev.get(), nullptr, &s), HAL_INVALID_ARGUMENT, "hal_stream_import_desc pointer is NULL");
+  expect_error(hal_stream_import(dev.get(), &id, nullptr), HAL_INVALID_ARGUMENT, "out is NULL");
+  expect_error(hal_stream_import(nullptr, &id, &s), HAL_INVALID_HANDLE);
+  id.flags = 1;
+  expect_error(hal_stream_import(dev.get(), &id, &s), HAL_INVALID_ARGUMENT, "flags 0x1 and reserved0 0x0 are reserved");
+  id.flags = 0;
+  id.struct_size = 8;
+  expect_error(hal_stream_import(dev.get(), &id, &s), HAL_VERSION_MISMATCH);
+  id.struct_size = HAL_STREAM_IMPORT_DESC_SIZE;
+  CHECK(s == nullptr);
+  const std::string uri = test::device_uri();
+  if (uri.rfind("cuda:", 0) != 0) {
+    expect_error(hal_stream_import(dev.get(), &id, &s), HAL_UNSUPPORTED, "cannot import a native stream");
+    CHECK(s == nullptr);
+    return;
+  }
+  auto buf = unwrap(dev.allocate(4 * 1000));
+  std::vector<uint32_t> out(1000);
+  for (uint64_t native : {uint64_t(0), uint64_t(2)}) {
+    auto imported = unwrap(dev.import_stream(native));
+    auto info = unwrap(imported.info());
+    CHECK(info.partition == nullptr);
+    CHECK(info.units == unwrap(dev.info()).compute_units);
+    for (uint32_t round = 0; round < 20; ++round) unwrap(imported.fill<uint32_t>(buf, 0, 4000, round + uint32_t(native)));
+    unwrap(imported.read(buf, 0, out.data(), 4000));  // waits for the imported stream
+    for (uint32_t v : out) CHECK(v == 19u + uint32_t(native));
+    // Work queued on a created stream after an event on the imported one sees its result.
+    auto ev = unwrap(dev.create_event(false));
+    unwrap(imported.fill<uint32_t>(buf, 0, 4000, 7u));
+    unwrap(imported.record(ev));
+    auto other = unwrap(dev.create_stream());
+    unwrap(other.wait(ev));
+    unwrap(other.read(buf, 0, out.data(), 4000));
+    for (uint32_t v : out) CHECK(v == 7u);
+  }  // released: the native streams are neither destroyed nor waited for (they still work below)
+  auto again = unwrap(dev.import_stream(0));
+  unwrap(again.fill<uint32_t>(buf, 0, 4000, 9u));
+  unwrap(again.read(buf, 0, out.data(), 4000));
+  CHECK(out[999] == 9u);
 }
 
 TEST_CASE("events: a stream waits for an event recorded on another") {

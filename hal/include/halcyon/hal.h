@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 4
+#define HAL_ABI_MINOR 5
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -396,11 +396,20 @@ HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
  * device where its driver can tell (CUDA: cuPointerGetAttribute); a backend that cannot
  * import returns HAL_UNSUPPORTED. */
 typedef void (*hal_release_fn)(void* user);
+/* ABI 1.5, hal_buffer_import_desc.flags. */
+typedef enum hal_buffer_import_flags {
+  /* The owner orders its own reuse of the memory after the device work that uses it, as
+   * PyTorch's caching allocator does for work queued on the tensor's stream (the stream a
+   * caller then queues halcyon's work on, through hal_stream_import): the buffer's last
+   * release calls `release` at once, with no wait for queued work. Without it the release
+   * waits (CUDA: for every stream of the device) before calling `release`. */
+  HAL_BUFFER_IMPORT_OWNER_ORDERED = 1u << 0
+} hal_buffer_import_flags;
 typedef struct hal_buffer_import_desc {
   size_t struct_size;      /* HAL_BUFFER_IMPORT_DESC_SIZE */
   const void* next;        /* extension chain; NULL */
   uint32_t kind;           /* hal_memory_kind: HAL_MEMORY_DEVICE only, for now */
-  uint32_t flags;          /* reserved, 0 */
+  uint32_t flags;          /* hal_buffer_import_flags (ABI 1.5); other bits reserved, 0 */
   uint64_t device_address; /* the memory's address on the device (the CPU's: a host pointer);
                               0 only when size is 0 */
   uint64_t size;           /* bytes */
@@ -504,7 +513,7 @@ typedef struct hal_stream_desc {
 HAL_API hal_error* hal_stream_create(hal_device device, const hal_stream_desc* desc,
                                      hal_stream* out);
 HAL_API hal_error* hal_stream_retain(hal_stream stream);
-HAL_API hal_error* hal_stream_release(hal_stream stream);  /* waits for its work */
+HAL_API hal_error* hal_stream_release(hal_stream stream);  /* waits for its work (an imported stream: see hal_stream_import) */
 HAL_API hal_error* hal_stream_synchronize(hal_stream stream);
 
 /* ABI 1.3: where a stream's work runs. Kernels that size a persistent grid from the compute
@@ -521,6 +530,27 @@ typedef struct hal_stream_info {
 #define HAL_STREAM_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_stream_info, mechanism)
 #define HAL_STREAM_INFO_SIZE HAL_SIZE_THROUGH(hal_stream_info, reserved0)
 HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
+
+/* ABI 1.5: a stream someone else owns (PyTorch's current CUDA stream, a serving framework's
+ * CUstream) as a hal stream: work queued through it runs in order with the owner's work on
+ * that stream, with no host wait between the two. `native` is the stream in the backend's
+ * own type (CUDA: a CUstream of the device's primary context; 0 is the context's legacy
+ * default stream, PyTorch's default stream, and 2 the per-thread one); the backend checks it
+ * where its driver can (CUDA: cuStreamGetCtx). The hal stream does not own it: its last
+ * release neither destroys it nor waits for its work (unlike hal_stream_release of a created
+ * stream), and the owner keeps it alive until then. A backend that cannot import streams
+ * returns HAL_UNSUPPORTED (the CPU's streams are host queues with no native handle). */
+typedef struct hal_stream_import_desc {
+  size_t struct_size;  /* HAL_STREAM_IMPORT_DESC_SIZE */
+  const void* next;    /* extension chain; NULL */
+  uint64_t native;     /* the backend's stream handle, as an integer */
+  uint32_t flags;      /* reserved, 0 */
+  uint32_t reserved0;  /* 0 */
+} hal_stream_import_desc;
+#define HAL_STREAM_IMPORT_DESC_MIN_SIZE HAL_SIZE_THROUGH(hal_stream_import_desc, flags)
+#define HAL_STREAM_IMPORT_DESC_SIZE HAL_SIZE_THROUGH(hal_stream_import_desc, reserved0)
+HAL_API hal_error* hal_stream_import(hal_device device, const hal_stream_import_desc* desc,
+                                     hal_stream* out);
 
 /* Stream-ordered transfers. Host memory passed to write/read must stay valid until the
  * stream has reached the operation (synchronize, or an event recorded after it). Every
@@ -938,6 +968,14 @@ typedef struct hal_backend_api {
                                 const uint64_t* send_offsets, const uint64_t* send_sizes,
                                 hal_be_buffer* recv, const uint64_t* recv_offsets,
                                 const uint64_t* recv_sizes);
+
+  /* ---- ABI 1.5 (a smaller table still loads: this counts as NULL) ---- */
+
+  /* Optional (NULL: hal_stream_import returns HAL_UNSUPPORTED). Wraps the owner's stream
+   * `desc->native` (flags checked by the core); stream_destroy of it must neither destroy the
+   * native stream nor wait for it. */
+  hal_error* (*stream_import)(hal_be_device* device, const hal_stream_import_desc* desc,
+                              hal_be_stream** out);
 } hal_backend_api;
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
 /* ABI 1.0's table ended at partition_destroy. */
@@ -946,7 +984,9 @@ typedef struct hal_backend_api {
 #define HAL_BACKEND_API_1_2_SIZE HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode)
 /* ABI 1.3's table ended at partition_caps. */
 #define HAL_BACKEND_API_1_3_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
-#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, comm_all_to_all)
+/* ABI 1.4's table ended at comm_all_to_all. */
+#define HAL_BACKEND_API_1_4_SIZE HAL_SIZE_THROUGH(hal_backend_api, comm_all_to_all)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, stream_import)
 
 typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
 

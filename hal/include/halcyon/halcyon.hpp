@@ -282,6 +282,16 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
     if (hal_error* e = hal_stream_create(get(), &d, &s)) return Error::adopt(e);
     return Stream(s);
   }
+  // A stream the caller owns (CUDA: a CUstream as an integer; 0 the legacy default stream):
+  // hal_stream_import. Releasing it neither destroys it nor waits for it.
+  Result<Stream> import_stream(uint64_t native) const {
+    hal_stream_import_desc d{};
+    d.struct_size = sizeof d;
+    d.native = native;
+    hal_stream s = nullptr;
+    if (hal_error* e = hal_stream_import(get(), &d, &s)) return Error::adopt(e);
+    return Stream(s);
+  }
   Result<Event> create_event(bool timing = true) const {
     hal_event_desc d{};
     d.struct_size = sizeof d;

@@ -17,7 +17,9 @@
  *   called once the buffer's last reference goes, after the device's queued work. On an
  *   error nothing is taken: the caller still owns it (and calls its deleter).
  * - Synchronisation is the caller's: DLPack's producer stream is not known here. Make the
- *   producer's work on the memory complete (or ordered before) the hal stream's work.
+ *   producer's work on the memory complete (or ordered before) the hal stream's work, or
+ *   queue halcyon's work on the producer's own stream (hal_stream_import) and import with
+ *   HAL_BUFFER_IMPORT_OWNER_ORDERED (hrt_dlpack_import_flags): no host wait either way round.
  */
 #ifndef HALCYON_DLPACK_H_
 #define HALCYON_DLPACK_H_
@@ -41,6 +43,12 @@ HAL_API hal_error* hrt_dlpack_export(hal_device device, const hrt_tensor* tensor
  * reference the caller releases. */
 HAL_API hal_error* hrt_dlpack_import(hal_device device, DLManagedTensor* managed, const char* name,
                                      uint32_t dtype_override, hrt_tensor* out);
+/* As hrt_dlpack_import, with hal_buffer_import_flags for the buffer (ABI 1.5): a producer whose
+ * allocator orders reuse after the work on its stream (PyTorch's, with halcyon's work queued
+ * on that stream through hal_stream_import) passes HAL_BUFFER_IMPORT_OWNER_ORDERED, so that
+ * releasing the buffer calls the deleter at once instead of waiting for the device. */
+HAL_API hal_error* hrt_dlpack_import_flags(hal_device device, DLManagedTensor* managed, const char* name,
+                                           uint32_t dtype_override, uint32_t import_flags, hrt_tensor* out);
 
 #ifdef __cplusplus
 }
