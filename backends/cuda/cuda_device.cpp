@@ -12,7 +12,10 @@ void CudaDevice::synchronize_all(const char* why) {
   halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: {}: device-wide synchronization #{} ({})", uri, n, why));
   {
     std::lock_guard lock(mu);  // held: a stream being destroyed stays valid until erased
-    for (auto* s : streams) d->cuStreamSynchronize(s->stream);
+    for (auto* s : streams) {
+      ImportedStreamScope scope(s);
+      d->cuStreamSynchronize(s->stream);
+    }
   }
   if (alloc_stream) d->cuStreamSynchronize(alloc_stream);
   if (free_stream) d->cuStreamSynchronize(free_stream);

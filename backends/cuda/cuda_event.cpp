@@ -27,6 +27,7 @@ void cuda_event_destroy(CudaEvent* ev) {
 hal_error* cuda_event_record(CudaEvent* ev, CudaStream* s) {
   const Driver* d = s->device->d;
   std::lock_guard lock(ev->mu);
+  ImportedStreamScope scope(s);
   CUresult r = d->cuEventRecord(ev->event, s->stream);
   if (r != CUDA_SUCCESS && s->ctx && s->ctx != ev->ctx) {
     // An event records only streams of its own context: remake it in the stream's (green)

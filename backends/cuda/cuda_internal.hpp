@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -174,6 +175,19 @@ class ContextScope {
  private:
   const Driver* d_;
   bool pushed_ = false;
+};
+
+// An imported stream may be 0 or 2, the legacy and per-thread default streams, which name the
+// *current* context's: calls on an imported stream run with the device's primary context
+// current (the handles of created streams carry their context).
+class ImportedStreamScope {
+ public:
+  explicit ImportedStreamScope(const CudaStream* s) {
+    if (s->imported) scope_.emplace(s->device->d, s->device->ctx);
+  }
+
+ private:
+  std::optional<ContextScope> scope_;
 };
 
 inline int attr(CudaDevice* dv, CUdevice_attribute a) {

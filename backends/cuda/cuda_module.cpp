@@ -233,6 +233,7 @@ void cuda_kernel_destroy(CudaKernel* k) { delete k; }
 
 hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_desc* desc) {
   const Driver* d = s->device->d;
+  ImportedStreamScope scope(s);
   if (desc->shared_bytes > k->dynamic_shared_limit.load(std::memory_order_relaxed)) {
     std::string what = fmt::format("{}: raising the kernel's dynamic shared memory to {} bytes", s->device->uri,
                                    desc->shared_bytes);

@@ -85,8 +85,8 @@ void cuda_stream_destroy(CudaStream* s) {
     dv->streams.erase(s);
     // The owner's stream is not waited for, and buffer releases no longer see it: later frees
     // (all queued on the free stream, in order) wait for the work queued on it so far.
+    ImportedStreamScope scope(s);
     if (s->imported && d->cuStreamQuery(s->stream) != CUDA_SUCCESS) {
-      ContextScope scope(d, dv->ctx);
       if (!s->release_mark || !dv->free_stream || d->cuEventRecord(s->release_mark, s->stream) != CUDA_SUCCESS ||
           d->cuStreamWaitEvent(dv->free_stream, s->release_mark, 0) != CUDA_SUCCESS)
         d->cuStreamSynchronize(s->stream);  // no free stream (no pool) or no event: wait here instead
@@ -98,6 +98,7 @@ void cuda_stream_destroy(CudaStream* s) {
 }
 
 hal_error* cuda_stream_synchronize(CudaStream* s) {
+  ImportedStreamScope scope(s);
   CU_TRY(s->device->d, s->device->d->cuStreamSynchronize(s->stream), s->device->uri + ": cuStreamSynchronize");
   return nullptr;
 }
@@ -133,6 +134,7 @@ hal_error* cuda_stream_fill(CudaStream* s, CudaBuffer* dst, uint64_t off, uint64
 
 hal_error* cuda_stream_wait_event(CudaStream* s, CudaEvent* ev) {
   std::lock_guard lock(ev->mu);
+  ImportedStreamScope scope(s);
   CU_TRY(s->device->d, s->device->d->cuStreamWaitEvent(s->stream, ev->event, 0), s->device->uri + ": cuStreamWaitEvent");
   return nullptr;
 }

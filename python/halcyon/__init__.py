@@ -11,10 +11,15 @@ or anything with ``__dlpack__``) without copying them.
     out = layer(x_bf16)
 
 How it works: each tensor is handed over through DLPack (``__dlpack__``) and wrapped as a hal
-buffer (halcyon/dlpack.h, ``hrt_dlpack_import``): the same memory, checked for device, dtype
+buffer (halcyon/dlpack.h, ``hrt_dlpack_import_flags``): the same memory, checked for device, dtype
 and contiguity. Outputs are tensors you allocate (``moe_layer`` allocates ``out`` like ``x``
-when you do not). Each call runs on a halcyon stream of the tensors' device and waits for it;
-the producer's pending work (PyTorch's current CUDA stream) is waited for first.
+when you do not). When every tensor of a call is a torch CUDA tensor, the call is queued on
+PyTorch's current stream (imported through hal_stream_import), in order with torch's work
+before and after it, and returns without waiting, as a torch operator does: read the result
+on that stream, or synchronize before reading it on the host or on another stream. Otherwise
+(NumPy, CPU tensors) a call runs on a halcyon stream of the tensors' device after the
+producer's pending work and waits for it. Calls of one MoeLayer share its workspace: queue them
+on one stream (or order them).
 
 Bindings: ctypes over the C ABI (hal.h, runtime.h, dlpack.h) — nothing to compile, one file
 that works with any CPython 3, and the C ABI is what halcyon versions and keeps stable.
@@ -51,6 +56,7 @@ _DTYPES = ["f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3"]  # hrt_dtype
 _EXT_MOE_FP8_WEIGHTS = 0x48520001  # HRT_EXTENSION_MOE_FP8_WEIGHTS
 _FP8_PARTS = ("w_gate_up", "w_gate_up_scale", "w_down", "w_down_scale")
 _FROM_DLPACK = 0xFFFFFFFF
+_OWNER_ORDERED = 1  # HAL_BUFFER_IMPORT_OWNER_ORDERED (ABI 1.5)
 _DL_DEVICES = {1: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDA, kDLROCM
 
 
@@ -102,6 +108,11 @@ class _BufferDesc(ctypes.Structure):  # hal_buffer_desc
                 ("flags", ctypes.c_uint32), ("size", ctypes.c_uint64), ("alignment", ctypes.c_uint64)]
 
 
+class _StreamImportDesc(ctypes.Structure):  # hal_stream_import_desc (ABI 1.5)
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("native", ctypes.c_uint64),
+                ("flags", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)]
+
+
 class _BufferInfo(ctypes.Structure):  # hal_buffer_info
     _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("kind", ctypes.c_uint32),
                 ("reserved0", ctypes.c_uint32), ("size", ctypes.c_uint64), ("device_address", ctypes.c_uint64),
@@ -145,6 +156,8 @@ _SIGNATURES = {
     "hal_device_open": (_E, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "hal_stream_create": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
     "hal_stream_synchronize": (_E, [ctypes.c_void_p]),
+    "hal_stream_import": (_E, [ctypes.c_void_p, ctypes.POINTER(_StreamImportDesc), ctypes.POINTER(ctypes.c_void_p)]),
+    "hal_stream_release": (_E, [ctypes.c_void_p]),
     "hal_buffer_create": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferDesc), ctypes.POINTER(ctypes.c_void_p)]),
     "hal_buffer_release": (_E, [ctypes.c_void_p]),
     "hal_buffer_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferInfo)]),
@@ -155,8 +168,8 @@ _SIGNATURES = {
                                    ctypes.c_int64]),
     "hrt_moe_layer_destroy": (None, [ctypes.c_void_p]),
     "hrt_moe_layer_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_MoeInfo)]),
-    "hrt_dlpack_import": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32,
-                               ctypes.POINTER(_Tensor)]),
+    "hrt_dlpack_import_flags": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32,
+                                     ctypes.c_uint32, ctypes.POINTER(_Tensor)]),
     "hrt_dlpack_export": (_E, [ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.POINTER(ctypes.c_void_p)]),
 }
 
@@ -272,21 +285,43 @@ class e4m3(_Bits):
         super().__init__(array)
 
 
+def _is_torch_cuda(obj):
+    base = obj.array if isinstance(obj, _Bits) else obj
+    return type(base).__module__.startswith("torch") and bool(getattr(base, "is_cuda", False))
+
+
 def _wait_for_producer(obj):
     """PyTorch's CUDA work on a tensor runs on its current stream: let it finish first."""
-    base = obj.array if isinstance(obj, _Bits) else obj
-    if type(base).__module__.startswith("torch") and getattr(base, "is_cuda", False):
+    if _is_torch_cuda(obj):
         import torch
+        base = obj.array if isinstance(obj, _Bits) else obj
         torch.cuda.current_stream(base.device).synchronize()
 
 
-class _Imported:
-    """The hal buffers of one call's tensors; released (and the producers' deleters called)
-    when the call is done."""
+def _torch_stream(uri, objs):
+    """PyTorch's current stream on `uri` (its CUstream as an integer) when every tensor of the
+    call is a torch CUDA tensor, else None."""
+    if not uri.startswith("cuda:") or not objs or not all(_is_torch_cuda(o) for o in objs):
+        return None
+    import torch
+    return int(torch.cuda.current_stream(int(uri[5:])).cuda_stream)
 
-    def __init__(self, uri):
+
+class _Imported:
+    """The hal buffers of one call's tensors, and the stream it runs on; released (and the
+    producers' deleters called) when the call is done.
+
+    native=None: the call runs on this thread's halcyon stream, after the producers' pending
+    work (a host wait), and `finish` waits for it. native=<CUstream>: PyTorch's current stream,
+    imported (hal_stream_import): the call is queued on it in order with torch's work, with no
+    host wait before or after, and the buffers are imported HAL_BUFFER_IMPORT_OWNER_ORDERED
+    (torch's caching allocator reuses a block only after the work queued on its stream)."""
+
+    def __init__(self, uri, native=None):
         self.uri = uri
+        self.native = native
         self.tensors = []
+        self._stream = None  # the imported hal stream, when native is given
 
     def add(self, name, obj):
         if not hasattr(obj, "__dlpack__"):
@@ -295,24 +330,45 @@ class _Imported:
         uri = _uri_of(obj)
         if uri != self.uri:
             raise HalcyonError("HAL_INVALID_ARGUMENT", f"tensor '{name}' is on {uri}, the call's device is {self.uri}")
-        _wait_for_producer(obj)
+        if self.native is None:
+            _wait_for_producer(obj)
         capsule = obj.__dlpack__()
         managed = _api.PyCapsule_GetPointer(capsule, _DLTENSOR)
         t = _Tensor()
         override = _DTYPES.index(obj.dtype) if isinstance(obj, _Bits) else _FROM_DLPACK
         name_b = name.encode()
-        _check(load().hrt_dlpack_import(_device(self.uri), managed, name_b, override, ctypes.byref(t)))
+        flags = 0 if self.native is None else _OWNER_ORDERED
+        _check(load().hrt_dlpack_import_flags(_device(self.uri), managed, name_b, override, flags, ctypes.byref(t)))
         _api.PyCapsule_SetName(capsule, _USED)  # the hal buffer owns it now; its release calls the deleter
         t.name = name_b  # the struct keeps the bytes alive
         self.tensors.append(t)
         return t
 
+    def stream(self):
+        """The hal stream to queue the call on."""
+        if self.native is None:
+            return _stream(self.uri)
+        if self._stream is None:
+            h = ctypes.c_void_p()
+            desc = _StreamImportDesc(ctypes.sizeof(_StreamImportDesc), None, self.native, 0, 0)
+            _check(load().hal_stream_import(_device(self.uri), ctypes.byref(desc), ctypes.byref(h)))
+            self._stream = h
+        return self._stream
+
+    def finish(self):
+        """After the call is queued: wait for it on a halcyon stream; on torch's stream, nothing."""
+        if self.native is None:
+            _check(load().hal_stream_synchronize(_stream(self.uri)))
+
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        for t in self.tensors:
-            _check(load().hal_buffer_release(t.buffer))
+        errors = [load().hal_buffer_release(t.buffer) for t in self.tensors]
+        if self._stream is not None:  # neither waited for nor destroyed: torch's stream
+            errors.append(load().hal_stream_release(self._stream))
+        for e in errors:
+            _check(e)
 
 
 def device_address(obj):
@@ -342,7 +398,7 @@ def run(op, device=None, **arguments):
     if not tensors:
         raise ValueError(f"halcyon.run('{op}'): no tensor arguments")
     uri = device or _uri_of(next(iter(tensors.values())))
-    with _Imported(uri) as imported:
+    with _Imported(uri, _torch_stream(uri, list(tensors.values()))) as imported:
         for name, obj in tensors.items():
             imported.add(name, obj)
         arr = (_Tensor * len(imported.tensors))(*imported.tensors)
@@ -350,9 +406,8 @@ def run(op, device=None, **arguments):
         pars = (_Param * max(len(keep), 1))()
         for i, (k, v) in enumerate(keep):
             pars[i] = _Param(ctypes.sizeof(_Param), None, k, v)
-        stream = _stream(uri)
-        _check(load().hrt_run_op(_device(uri), stream, op.encode(), arr, len(arr), pars, len(keep)))
-        _check(load().hal_stream_synchronize(stream))
+        _check(load().hrt_run_op(_device(uri), imported.stream(), op.encode(), arr, len(arr), pars, len(keep)))
+        imported.finish()
 
 
 def _text(v):
@@ -453,7 +508,7 @@ class MoeLayer:
         if not self._layer:
             raise HalcyonError("HAL_INVALID_HANDLE", "MoeLayer: called after close()")
         out = _empty_like(x) if out is None else out
-        with _Imported(self.uri) as imported:
+        with _Imported(self.uri, _torch_stream(self.uri, [x, out])) as imported:
             tx, to = imported.add("x", x), imported.add("out", out)
             for name, tensor in (("x", tx), ("out", to)):
                 if _DTYPES[tensor.dtype] != "bf16":
@@ -464,9 +519,8 @@ class MoeLayer:
                 if _shape(tensor) != (T, self.hidden):
                     raise HalcyonError("HAL_INVALID_ARGUMENT", f"MoeLayer: '{name}' has shape {list(_shape(tensor))}, "
                                                                f"[T, {self.hidden}] is expected (x is {list(_shape(tx))})")
-            stream = _stream(self.uri)
-            _check(load().hrt_moe_layer_forward(self._layer, stream, tx.buffer, to.buffer, T))
-            _check(load().hal_stream_synchronize(stream))
+            _check(load().hrt_moe_layer_forward(self._layer, imported.stream(), tx.buffer, to.buffer, T))
+            imported.finish()
         return out
 
     def close(self):

@@ -7,6 +7,7 @@ halcyon used, and nothing is copied back), and results that match torch's.
 """
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -108,6 +109,49 @@ row_err8 = (out8.float() - ref8).norm(dim=1) / ref8.norm(dim=1)
 close8 = (row_err8 < 8e-2).float().mean().item()
 check(close8 >= 0.99, f"FP8 MoeLayer matches torch on the weights it stands for on {close8:.1%} of {T} tokens "
                       f"(median relative error {row_err8.median().item():.2e})")
+layer.close()
+
+# Stream order: a call on torch CUDA tensors is queued on torch's current stream and returns
+# without waiting, as a torch operator does. torch.cuda._sleep keeps the stream busy for about
+# half a second ahead of the call's input; the call must come back long before that, and torch's
+# next operator on the stream must see its result. On the default stream (the legacy one, 0)
+# and on a side stream; then the FP8 MoeLayer the same way.
+n = 1 << 22
+a1 = torch.randn(n, device=dev)
+b1 = torch.randn_like(a1)
+c1 = torch.empty_like(a1)
+halcyon.run("vector_add", a=a1, b=b1, c=c1)  # its module loaded before the timing below
+torch.cuda.synchronize()
+for label, stream in (("the default stream", torch.cuda.default_stream(dev)), ("a side stream", torch.cuda.Stream(dev))):
+    with torch.cuda.stream(stream):
+        c1.zero_()
+        torch.cuda._sleep(int(1e9))  # clock cycles: ~0.5 s
+        a2 = a1 * 2
+        t0 = time.perf_counter()
+        halcyon.run("vector_add", a=a2, b=b1, c=c1)
+        dt = time.perf_counter() - t0
+        busy = not stream.query()
+        d1 = c1 + 1
+    torch.cuda.synchronize()
+    check(busy and dt < 0.2, f"on {label}, halcyon.run returned after {dt * 1e3:.1f} ms while torch's stream was "
+                             f"still busy (no host wait)")
+    check(torch.equal(d1, a1 * 2 + b1 + 1), f"on {label}, torch's next operator saw halcyon's result (stream order)")
+layer = halcyon.MoeLayer(wr, bias=bias, topk=K, n_groups=G, topk_groups=TG,
+                         fp8=dict(w_gate_up=w1q, w_gate_up_scale=w1s, w_down=w2q, w_down_scale=w2s))
+side = torch.cuda.Stream(dev)
+side.wait_stream(torch.cuda.current_stream(dev))
+with torch.cuda.stream(side):
+    torch.cuda._sleep(int(1e9))
+    x2 = xs * 1  # written after the sleep
+    t0 = time.perf_counter()
+    out9 = layer(x2)
+    dt = time.perf_counter() - t0
+    busy = not side.query()
+torch.cuda.synchronize()
+check(busy and dt < 0.2, f"MoeLayer on a side stream returned after {dt * 1e3:.1f} ms while the stream was still "
+                         f"busy (no host wait)")
+close9 = ((out9.float() - ref8).norm(dim=1) / ref8.norm(dim=1) < 8e-2).float().mean().item()
+check(close9 >= 0.99, f"MoeLayer on a side stream, queued behind torch's work, matches torch on {close9:.1%} of tokens")
 layer.close()
 
 # Errors: a non-contiguous tensor, and one on the CPU for a CUDA call.
