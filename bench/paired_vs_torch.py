@@ -63,7 +63,7 @@ def one_round(i, hal, peer):
     """One call of each side, after a flush each, halcyon first in even rounds."""
     for side in ((hal, peer) if i % 2 == 0 else (peer, hal)):
         FLUSHES[flush_kind][0]()
-        torch.cuda.synchronize()  # halcyon's stream is not ordered after torch's
+        torch.cuda.synchronize()  # each call starts on an idle GPU, after its flush
         side()
         torch.cuda.synchronize()
 

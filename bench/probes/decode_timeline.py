@@ -64,7 +64,7 @@ for (Hkv, how) in ((16, "write"), (2, "write"), (16, "read"), (2, "read")):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(REPS):
             flush_l2()
-            torch.cuda.synchronize()  # halcyon's stream is not ordered after torch's
+            torch.cuda.synchronize()  # as the paired rounds: the call starts on an idle GPU
             run()
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
             for _ in range(REPS):
