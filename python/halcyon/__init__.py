@@ -174,12 +174,29 @@ _SIGNATURES = {
 }
 
 
+_ABI = (1, 5)  # hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED, which calls on torch tensors use
+
+
+def _check_abi(major, minor, where):
+    """A library of another ABI major, or an older minor, than this module binds: say so by name
+    (rather than failing on the first missing symbol)."""
+    if major != _ABI[0] or minor < _ABI[1]:
+        raise HalcyonError("HAL_VERSION_MISMATCH", f"{where} is halcyon ABI {major}.{minor}; this module needs "
+                                                   f"{_ABI[0]}.{_ABI[1]} or a later {_ABI[0]}.x (build the "
+                                                   f"library from the same tree, or point HALCYON_LIBRARY at it)")
+
+
 def load(path=None):
     """Opens libhalcyon_runtime (see the module's doc for where it is looked for)."""
     global _lib
     if _lib is not None and path is None:
         return _lib
-    lib = ctypes.CDLL(path or os.environ.get("HALCYON_LIBRARY") or "libhalcyon_runtime.so.0")
+    where = path or os.environ.get("HALCYON_LIBRARY") or "libhalcyon_runtime.so.0"
+    lib = ctypes.CDLL(where)
+    major, minor = ctypes.c_uint32(), ctypes.c_uint32()
+    lib.hal_abi_version.restype = None
+    lib.hal_abi_version(ctypes.byref(major), ctypes.byref(minor))
+    _check_abi(major.value, minor.value, where)
     for name, (res, args) in _SIGNATURES.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args

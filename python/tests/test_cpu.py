@@ -28,6 +28,14 @@ halcyon.run("vector_add", a=a, b=b, c=c)
 check(np.array_equal(c, a + b), "vector_add on NumPy arrays, written in place")
 check(halcyon.device_address(c) == c.ctypes.data, "zero copy: halcyon's buffer for c is c's own memory")
 
+# The library's ABI: an older minor, or another major, is refused by name before any symbol is
+# bound (this library passed the same check when it loaded above).
+expect_error(lambda: halcyon._check_abi(1, 4, "old.so"), "old.so is halcyon ABI 1.4; this module needs 1.5",
+             "a library of ABI 1.4")
+expect_error(lambda: halcyon._check_abi(2, 0, "new.so"), "new.so is halcyon ABI 2.0", "a library of ABI 2.0")
+halcyon._check_abi(1, 5, "this.so")
+halcyon._check_abi(1, 9, "later.so")
+
 # A parameterised operator: row_softmax.
 x = rng.standard_normal((7, 33)).astype(np.float32)
 y = np.zeros_like(x)
