@@ -401,7 +401,8 @@ typedef enum hal_buffer_import_flags {
   /* The owner orders its own reuse of the memory after the device work that uses it, as
    * PyTorch's caching allocator does for work queued on the tensor's stream (the stream a
    * caller then queues halcyon's work on, through hal_stream_import): the buffer's last
-   * release calls `release` at once, with no wait for queued work. Without it the release
+   * release need not wait for queued work before calling `release` (CUDA calls it at once;
+   * the CPU backend, whose streams are host threads, still waits). Without it the release
    * waits (CUDA: for every stream of the device) before calling `release`. */
   HAL_BUFFER_IMPORT_OWNER_ORDERED = 1u << 0
 } hal_buffer_import_flags;
@@ -537,8 +538,9 @@ HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
  * own type (CUDA: a CUstream of the device's primary context; 0 is the context's legacy
  * default stream, PyTorch's default stream, and 2 the per-thread one); the backend checks it
  * where its driver can (CUDA: cuStreamGetCtx). The hal stream does not own it: its last
- * release neither destroys it nor waits for its work (unlike hal_stream_release of a created
- * stream), and the owner keeps it alive until then. A backend that cannot import streams
+ * release does not destroy it and does not wait for its work (unlike hal_stream_release of a
+ * created stream; CUDA without a memory pool waits, as it cannot otherwise order later frees
+ * after that work), and the owner keeps it alive until then. A backend that cannot import streams
  * returns HAL_UNSUPPORTED (the CPU's streams are host queues with no native handle). */
 typedef struct hal_stream_import_desc {
   size_t struct_size;  /* HAL_STREAM_IMPORT_DESC_SIZE */
@@ -972,8 +974,8 @@ typedef struct hal_backend_api {
   /* ---- ABI 1.5 (a smaller table still loads: this counts as NULL) ---- */
 
   /* Optional (NULL: hal_stream_import returns HAL_UNSUPPORTED). Wraps the owner's stream
-   * `desc->native` (flags checked by the core); stream_destroy of it must neither destroy the
-   * native stream nor wait for it. */
+   * `desc->native` (flags checked by the core); stream_destroy of it must not destroy the
+   * native stream, and waits for it only where later frees cannot be ordered after its work. */
   hal_error* (*stream_import)(hal_be_device* device, const hal_stream_import_desc* desc,
                               hal_be_stream** out);
 } hal_backend_api;
