@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Host time of one halcyon.run call on torch CUDA tensors (queued on torch's stream, no wait),
+and where it goes: the whole call, then its parts timed on their own (torch's __dlpack__, the
+import of the three tensors, the stream import and release), and cProfile's top entries.
+    HALCYON_LIBRARY=build-gpu/lib/libhalcyon_runtime.so python3 bench/probes/python_call_cost.py"""
+import cProfile
+import ctypes
+import os
+import pstats
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import halcyon  # noqa: E402
+
+dev = torch.device("cuda:0")
+a = torch.randn(4096, device=dev)
+b, c = torch.randn_like(a), torch.empty_like(a)
+N = 2000
+
+
+def per_call_us(fn, n=N):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    dt = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return dt / n * 1e6
+
+
+print(f"halcyon.run('vector_add', 4096 floats): {per_call_us(lambda: halcyon.run('vector_add', a=a, b=b, c=c)):.1f} us a call")
+print(f"torch a + b (out=c), for scale:          {per_call_us(lambda: torch.add(a, b, out=c)):.1f} us a call")
+print(f"torch __dlpack__ of one tensor:          {per_call_us(lambda: a.__dlpack__()):.1f} us")
+print(f"torch.cuda.current_stream():             {per_call_us(lambda: torch.cuda.current_stream(0).cuda_stream):.1f} us")
+
+
+def imports_only():
+    with halcyon._Imported("cuda:0", int(torch.cuda.current_stream(0).cuda_stream)) as imp:
+        for name, t in (("a", a), ("b", b), ("c", c)):
+            imp.add(name, t)
+
+
+def stream_only():
+    with halcyon._Imported("cuda:0", int(torch.cuda.current_stream(0).cuda_stream)) as imp:
+        imp.stream()
+
+
+print(f"three tensors imported and released:     {per_call_us(imports_only):.1f} us")
+print(f"torch's stream imported and released:    {per_call_us(stream_only):.1f} us")
+prof = cProfile.Profile()
+prof.enable()
+for _ in range(500):
+    halcyon.run("vector_add", a=a, b=b, c=c)
+prof.disable()
+torch.cuda.synchronize()
+pstats.Stats(prof).sort_stats("tottime").print_stats(12)
