@@ -107,10 +107,19 @@ hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc
       const CUdeviceptr p = desc->device_address;
       unsigned int type = 0;
       int ordinal = -1;
-      CU_TRY(d, d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p),
-             fmt::format("{}: importing 0x{:x}: not memory the CUDA driver knows", dv->uri, p));
-      CU_TRY(d, d->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p),
-             fmt::format("{}: importing 0x{:x}: its device", dv->uri, p));
+      const auto unknown = [&] { return fmt::format("{}: importing 0x{:x}: not memory the CUDA driver knows", dv->uri, p); };
+      if (d->cuPointerGetAttributes) {  // one driver query for both (an import a tensor a call, from Python)
+        CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        void* data[2] = {&type, &ordinal};
+        CU_TRY(d, d->cuPointerGetAttributes(2, attrs, data, p), unknown());
+        // Unlike cuPointerGetAttribute, an address the driver does not know is no error here:
+        // its type reads 0. Refused as the single query refuses it.
+        if (type == 0) return cu_error(d, CUDA_ERROR_INVALID_VALUE, unknown());
+      } else {
+        CU_TRY(d, d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), unknown());
+        CU_TRY(d, d->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p),
+               fmt::format("{}: importing 0x{:x}: its device", dv->uri, p));
+      }
       if (type != CU_MEMORYTYPE_DEVICE)
         return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing 0x{:x}: it is not device memory "
                                                                         "(CUmemorytype {})", dv->uri, p, type));

@@ -324,6 +324,17 @@ def _torch_stream(uri, objs):
     return int(torch.cuda.current_stream(int(uri[5:])).cuda_stream)
 
 
+# CUDA's legacy (0, PyTorch's default stream) and per-thread (2) default streams: never destroyed.
+_LASTING = (0, 2)
+
+
+def _import_stream(uri, native):
+    h = ctypes.c_void_p()
+    desc = _StreamImportDesc(ctypes.sizeof(_StreamImportDesc), None, native, 0, 0)
+    _check(load().hal_stream_import(_device(uri), ctypes.byref(desc), ctypes.byref(h)))
+    return h
+
+
 class _Imported:
     """The hal buffers of one call's tensors, and the stream it runs on; released (and the
     producers' deleters called) when the call is done.
@@ -365,11 +376,13 @@ class _Imported:
         """The hal stream to queue the call on."""
         if self.native is None:
             return _stream(self.uri)
-        if self._stream is None:
-            h = ctypes.c_void_p()
-            desc = _StreamImportDesc(ctypes.sizeof(_StreamImportDesc), None, self.native, 0, 0)
-            _check(load().hal_stream_import(_device(self.uri), ctypes.byref(desc), ctypes.byref(h)))
-            self._stream = h
+        if self.native in _LASTING:  # imported once a thread: these streams are never destroyed
+            kept = _local.__dict__.setdefault("imported", {})
+            if (self.uri, self.native) not in kept:
+                kept[(self.uri, self.native)] = _import_stream(self.uri, self.native)
+            return kept[(self.uri, self.native)]
+        if self._stream is None:  # any other stream may be destroyed by its owner: imported a call
+            self._stream = _import_stream(self.uri, self.native)
         return self._stream
 
     def finish(self):
