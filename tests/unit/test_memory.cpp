@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 using test::expect_error;
@@ -176,6 +177,18 @@ TEST_CASE_FIXTURE(Fixture, "memory: imported memory is used in place and release
   expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "address 0 for 256 bytes");
   id.device_address = UINT64_MAX - 8;
   expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_OUT_OF_RANGE, "wraps around");
+  if (std::string(test::device_uri()).rfind("cuda:", 0) == 0) {
+    // An address the driver does not know (a host stack address) is refused by name, also
+    // through the one-query path (cuPointerGetAttributes answers it with type 0, no error).
+    int on_stack = 0;
+    id.device_address = reinterpret_cast<uint64_t>(&on_stack);
+    expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "not memory the CUDA driver knows");
+    // Device memory that is not this device's own is refused too; pinned host memory is not
+    // device memory.
+    auto pinned = unwrap(dev.allocate(256, HAL_MEMORY_HOST_PINNED));
+    id.device_address = pinned.address();
+    expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_INVALID_ARGUMENT, "it is not device memory");
+  }
   id.struct_size = 8;
   expect_error(hal_buffer_import(dev.get(), &id, &b), HAL_VERSION_MISMATCH);
   expect_error(hal_buffer_import(dev.get(), nullptr, &b), HAL_INVALID_ARGUMENT);
