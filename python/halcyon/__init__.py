@@ -397,8 +397,10 @@ class _Imported:
         errors = [load().hal_buffer_release(t.buffer) for t in self.tensors]
         if self._stream is not None:  # neither waited for nor destroyed: torch's stream
             errors.append(load().hal_stream_release(self._stream))
-        for e in errors:
-            _check(e)
+        errors = [e for e in errors if e]
+        for e in errors[1:]:  # every release was tried; the first error is raised, the rest freed
+            load().hal_error_free(e)
+        _check(errors[0] if errors else None)
 
 
 def device_address(obj):
