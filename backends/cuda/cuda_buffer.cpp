@@ -100,26 +100,20 @@ hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc
     const Driver* d = dv->d;
     *host = nullptr;
     if (desc->size > 0) {
-      if (!d->cuPointerGetAttribute)
-        return error(HAL_UNSUPPORTED, fmt::format("{}: this driver lacks cuPointerGetAttribute, so "
-                                                                   "imported memory cannot be checked", dv->uri));
+      if (!d->cuPointerGetAttributes)
+        return error(HAL_UNSUPPORTED, fmt::format("{}: this driver lacks cuPointerGetAttributes, so "
+                                                  "imported memory cannot be checked", dv->uri));
       ContextScope scope(d, dv->ctx);
       const CUdeviceptr p = desc->device_address;
       unsigned int type = 0;
       int ordinal = -1;
       const auto unknown = [&] { return fmt::format("{}: importing 0x{:x}: not memory the CUDA driver knows", dv->uri, p); };
-      if (d->cuPointerGetAttributes) {  // one driver query for both (an import a tensor a call, from Python)
-        CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-        void* data[2] = {&type, &ordinal};
-        CU_TRY(d, d->cuPointerGetAttributes(2, attrs, data, p), unknown());
-        // Unlike cuPointerGetAttribute, an address the driver does not know is no error here:
-        // its type reads 0. Refused as the single query refuses it.
-        if (type == 0) return cu_error(d, CUDA_ERROR_INVALID_VALUE, unknown());
-      } else {
-        CU_TRY(d, d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), unknown());
-        CU_TRY(d, d->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p),
-               fmt::format("{}: importing 0x{:x}: its device", dv->uri, p));
-      }
+      // One driver query for both (an import a tensor a call, from Python). An address the
+      // driver does not know is no error here (its type reads 0): refused by name.
+      CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+      void* data[2] = {&type, &ordinal};
+      CU_TRY(d, d->cuPointerGetAttributes(2, attrs, data, p), unknown());
+      if (type == 0) return cu_error(d, CUDA_ERROR_INVALID_VALUE, unknown());
       if (type != CU_MEMORYTYPE_DEVICE)
         return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing 0x{:x}: it is not device memory "
                                                                         "(CUmemorytype {})", dv->uri, p, type));

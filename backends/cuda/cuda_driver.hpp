@@ -44,8 +44,7 @@ constexpr int kMinDriverVersion = 12000;
   X(cuGreenCtxGetDevResource, 12040)                                                   \
   X(cuGreenCtxStreamCreate, 12050) X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) \
   X(cuLibraryGetKernel, 12000) X(cuKernelSetAttribute, 12000)                          \
-  X(cuTensorMapEncodeTiled, 12000) X(cuPointerGetAttribute, 4000) X(cuStreamGetCtx, 9020) \
-  X(cuPointerGetAttributes, 7000)                                                      \
+  X(cuTensorMapEncodeTiled, 12000) X(cuPointerGetAttributes, 7000) X(cuStreamGetCtx, 9020) \
   X(cuMemCreate, 10020) X(cuMemRelease, 10020) X(cuMemMap, 10020) X(cuMemUnmap, 10020) \
   X(cuMemSetAccess, 10020) X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020)    \
   X(cuMemExportToShareableHandle, 10020) X(cuMemImportFromShareableHandle, 10020)      \

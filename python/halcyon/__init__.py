@@ -302,8 +302,12 @@ class e4m3(_Bits):
         super().__init__(array)
 
 
+def _base(obj):
+    return obj.array if isinstance(obj, _Bits) else obj
+
+
 def _is_torch_cuda(obj):
-    base = obj.array if isinstance(obj, _Bits) else obj
+    base = _base(obj)
     return type(base).__module__.startswith("torch") and bool(getattr(base, "is_cuda", False))
 
 
@@ -311,8 +315,7 @@ def _wait_for_producer(obj):
     """PyTorch's CUDA work on a tensor runs on its current stream: let it finish first."""
     if _is_torch_cuda(obj):
         import torch
-        base = obj.array if isinstance(obj, _Bits) else obj
-        torch.cuda.current_stream(base.device).synchronize()
+        torch.cuda.current_stream(_base(obj).device).synchronize()
 
 
 def _torch_stream(uri, objs):
