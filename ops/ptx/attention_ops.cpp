@@ -284,6 +284,11 @@ constexpr MlaKernel kMlaSm90WsPs{kMlaWsImage, "hc_attn_mla_sm90ws_ps", 64, 64, 3
                                  CodeFrom::kCubinIfExact};
 constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64, 64, 384, kMlaSm90WsShared, true,
                                     CodeFrom::kCubinIfExact, true};
+// attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, row data, 14 mbarriers.
+constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 28 + 14 * 8;
+constexpr const char* kMlaPairImage = "attention_mla_sm90_pair";
+constexpr MlaKernel kMlaSm90Pair{kMlaPairImage, "hc_attn_mla_sm90_pair", 64, 64, 384, kMlaSm90PairShared, true,
+                                 CodeFrom::kCubinIfExact, true};
 
 Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
@@ -337,6 +342,7 @@ Status mla_decode_sm90_ws_sfirst(ops::OpContext& ctx) { return mla_with(ctx, kMl
 Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTma); }
 Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
 Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
+Status mla_decode_sm90_pair(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Pair); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -583,15 +589,18 @@ ops::RegisterOpImpl r_mla_sm90_ov({"attention_mla_decode", HAL_MODULE_PTX, "sm_9
 // its cubin loads (setmaxnreg: runs 1 and 2 on the H100 went through the driver's JIT and took
 // 666 / 973 us at Sq 1; run 3, the cubin and the fixed copy order, 301 us). sm90.ws.tma (below)
 // goes before it where the block size allows TMA.
-bool mla_ws_cubin(const ops::ApplyContext& ctx, std::string* why) {
-  if (cubin_applies(ctx, kMlaWsImage)) return true;
+template <const char* const* IMAGE>
+bool mla_cubin(const ops::ApplyContext& ctx, std::string* why) {
+  if (cubin_applies(ctx, *IMAGE)) return true;
   if (why) *why = "its cubin does not load here (the JIT-compiled PTX is not the measured code)";
   return false;
 }
+constexpr auto mla_ws_cubin = mla_cubin<&kMlaWsImage>;
 // The TMA build: cache blocks of a multiple of 64 rows (a tile in one block), tensor maps, rows
 // addressable by a 32-bit coordinate.
+template <uint32_t SHARED = kMlaSm90WsShared>
 bool mla_ws_tma_applies(const ops::ApplyContext& ctx, std::string* why) {
-  if (!mla_sm90_applies<kMlaSm90WsShared>(ctx, why)) return false;
+  if (!mla_sm90_applies<SHARED>(ctx, why)) return false;
   auto no = [&](std::string w) {
     if (why) *why = std::move(w);
     return false;
@@ -614,7 +623,7 @@ ops::RegisterOpImpl r_mla_sm90_ws_sfirst({"attention_mla_decode", HAL_MODULE_PTX
 // copy rate) against sm90.ws's 301.0, and 527.2 against 547.3 us at Sq 2. Run 4: the CTS passed
 // with it chosen for the BS 64 cases, racecheck 0 hazards and memcheck 0 errors there.
 ops::RegisterOpImpl r_mla_sm90_ws_tma({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 24, mla_decode_sm90_ws_tma,
-                                      "sm90.ws.tma", mla_ws_tma_applies, mla_ws_cubin, true, nullptr,
+                                      "sm90.ws.tma", mla_ws_tma_applies<>, mla_ws_cubin, true, nullptr,
                                       "as sm90.ws, the tiles copied by TMA (BS a multiple of 64)"});
 // P in the stages (a P buffer a stage: a tile's P is published before the other tile's P V):
 // named only until measured.
@@ -622,9 +631,16 @@ ops::RegisterOpImpl r_mla_sm90_ws_ps({"attention_mla_decode", HAL_MODULE_PTX, "s
                                      "sm90.ws.ps", mla_sm90_applies<kMlaSm90WsShared>, mla_ws_cubin, false, nullptr,
                                      "as sm90.ws, each tile's P in its own stage's rope block (named only)"});
 ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 19,
-                                         mla_decode_sm90_ws_tma_ps, "sm90.ws.tma.ps", mla_ws_tma_applies,
+                                         mla_decode_sm90_ws_tma_ps, "sm90.ws.tma.ps", mla_ws_tma_applies<>,
                                          mla_ws_cubin, false, nullptr,
                                          "as sm90.ws.tma, each tile's P in its own stage's rope block (named only)"});
+// Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule):
+// named only until measured beside sm90.ws.tma.
+ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 21, mla_decode_sm90_pair,
+                                    "sm90.pair", mla_ws_tma_applies<kMlaSm90PairShared>, mla_cubin<&kMlaPairImage>,
+                                    false, nullptr,
+                                    "wgmma, TMA, pairs of key tiles: both S at once, the softmaxes chained (BS a "
+                                    "multiple of 64; named only)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -419,8 +419,25 @@ __device__ __forceinline__ void keep(float* d) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// ---- MLA decode (attention_sm80.cu, attention_mla_sm90.cu) ------------------------------------
+// ---- MLA decode (attention_sm80.cu, attention_mla_sm90*.cu) -----------------------------------
 constexpr int kMlaQk = 576, kMlaV = 512, kMlaCpr = kMlaQk / 8;  // 16-byte chunks a cache row
+// The Hopper kernels hold a [64][576] tile as 9 SW128 blocks of 64 rows x 128 bytes (64 dims).
+constexpr uint32_t kMlaBlk = 64 * 128;
+
+// Completes one arrival on `bar` when this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Row `row` of a swizzled [64][576] tile from src (its 576 elements; null: zeros): this
+// thread's chunk c8 of each of the 9 blocks. A warp takes 4 rows (lanes 8r .. 8r + 7 one row), so
+// each copy instruction reads 4 whole 128-byte lines.
+__device__ __forceinline__ void mla_copy_row(uint32_t dst, const unsigned short* src, int row, int c8,
+                                             const unsigned short* any) {
+  const uint32_t base = dst + row * 128 + ((c8 ^ (row & 7)) << 4);
+#pragma unroll
+  for (int b = 0; b < kMlaQk / 64; ++b) cp_async16(base + b * kMlaBlk, src ? src + b * 64 + c8 * 8 : any, src ? 16 : 0);
+}
 
 // The CTA's sequence (blockIdx.y), split (blockIdx.z) and ROWS rows (blockIdx.x-th block of the
 // sequence's Sq x Hq): fills p and the rows' indices in [B, Sq, Hq] (-1: no such row) and

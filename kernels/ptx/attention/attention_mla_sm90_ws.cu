@@ -52,7 +52,7 @@ namespace hc {
 namespace {
 
 constexpr int kMwsThreads = 384;
-constexpr uint32_t kMwsBlk = 64 * 128;                  // one SW128 block: 64 rows x 128 bytes
+constexpr uint32_t kMwsBlk = kMlaBlk;                   // one SW128 block: 64 rows x 128 bytes
 constexpr uint32_t kMwsTile = (kMlaQk / 64) * kMwsBlk;  // 73728: Q or one KV stage
 // After P: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 10 mbarriers.
 constexpr uint32_t kMwsSmall = 64 * (8 + 4 + 8 + 8) + 10 * 8;
@@ -60,11 +60,6 @@ constexpr uint32_t kMwsSmall = 64 * (8 + 4 + 8 + 8) + 10 * 8;
 constexpr uint32_t kMwsShared = 1024 + 3 * kMwsTile + kMwsBlk + kMwsSmall;
 static_assert(kMwsShared == 232272 && kMwsShared <= 232448, "more shared memory than a block may take on the H100");
 
-// Completes one arrival on `bar` when this thread's earlier cp.async copies have landed.
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // True in every thread of a warpgroup when it is true in all of them (named barrier `id`, 128
 // threads): a choice the warpgroup's wgmma sequence can depend on.
 __device__ __forceinline__ bool wg_all(bool v, int id) {
@@ -75,16 +70,6 @@ __device__ __forceinline__ bool wg_all(bool v, int id) {
       : "r"((uint32_t)v), "r"(id)
       : "memory");
   return r != 0;
-}
-
-// Row `row` of a swizzled [64][576] tile from src (its 576 elements; null: zeros): this
-// thread's chunk c8 of each of the 9 blocks. A warp takes 4 rows (lanes 8r .. 8r + 7 one row), so
-// each copy instruction reads 4 whole 128-byte lines.
-__device__ __forceinline__ void mws_copy_row(uint32_t dst, const unsigned short* src, int row, int c8,
-                                             const unsigned short* any) {
-  const uint32_t base = dst + row * 128 + ((c8 ^ (row & 7)) << 4);
-#pragma unroll
-  for (int b = 0; b < kMlaQk / 64; ++b) cp_async16(base + b * kMwsBlk, src ? src + b * 64 + c8 * 8 : any, src ? 16 : 0);
 }
 
 // ADAPT: choose per tile between S first and the other warpgroup's tile first (below); false:
@@ -138,7 +123,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const long long qr = row_q[row0 + 4 * i];
-      mws_copy_row(sq, qr >= 0 ? q + qr * kMlaQk : nullptr, row0 + 4 * i, c8, q);
+      mla_copy_row(sq, qr >= 0 ? q + qr * kMlaQk : nullptr, row0 + 4 * i, c8, q);
     }
     cp_async_arrive(q_full);
     if (TMA && threadIdx.x == 0) {
@@ -161,7 +146,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int j = p.kbeg + t * 64 + row0 + 4 * i;
-        mws_copy_row(skv + s * kMwsTile, j < p.kend ? kv + (long long)key_index(p, j) * kMlaQk : nullptr, row0 + 4 * i,
+        mla_copy_row(skv + s * kMwsTile, j < p.kend ? kv + (long long)key_index(p, j) * kMlaQk : nullptr, row0 + 4 * i,
                      c8, kv);
       }
       cp_async_arrive(full(s));

@@ -1,0 +1,321 @@
+// MLA decode for Hopper (sm_90a) by pairs of key tiles ("sm90.pair"): the schedule FlashMLA's
+// authors describe for their 2025-04 kernel ("seesaw"), written here from that description.
+// attention_mla_sm90_ws.cu passes the running maxima from tile to tile, and between two hand-offs
+// one warpgroup runs the other's P V, its own S and its softmax: the chain of maxima holds ~40%
+// of a warpgroup's time (docs/PERFORMANCE.md, 2026-12-01). Here both warpgroups start the S of
+// a pair of tiles at once; only the two softmaxes chain.
+//
+//   CTA      384 threads: warpgroup 0 the producer, 1 and 2 the consumers (setmaxnreg 40 / 232),
+//            as sm90.ws.tma; owns (64-row block, sequence b, split of the keys).
+//   smem     Q [64][576] and two slots of the same shape (9 SW128 blocks of [64 rows][128 B]),
+//            row data, 14 mbarriers: 224112 bytes. Pair j holds tile 2j in slot 0 and 2j + 1 in
+//            slot 1. Consumer w (0, 1) owns slot w's tile (its S and softmax) and the output dims
+//            [256 w, +256) of every tile (O_w, 64 x 256 f32 in registers).
+//   groups   each slot is copied in two groups, each with its full / empty mbarrier: "own" =
+//            the V half its owner reads (blocks 4w .. 4w + 3), "other" = the V half the other
+//            warpgroup reads plus the rope block 8 (which holds the owner's P once its S is
+//            done). A group is refilled as soon as its last reader is done; S reads the own
+//            group first.
+//   producer 128 threads copy Q (cp.async, the rows gathered); thread 0 then issues the pairs'
+//            groups by TMA (9 boxes of 64 columns x 64 rows a tile), each when its "empty"
+//            barrier has completed, whichever comes first.
+//   pair j   with a = 2j (consumer 0) and b = 2j + 1 (consumer 1), M_t the reference maxima after
+//            tile t (advance_max<true>: they move only by more than kMaxSlack):
+//            [0] S_a = Q K_a^T;  [1] S_b = Q K_b^T  (both at once)
+//            [0] M_a from M_(a-1) and S_a; publish M_a; P_a = exp2(S_a - M_a);
+//                O_0 = O_0 * 2^(M_(a-1) - M_a) + P_a V_a[0]
+//            [1] waits for M_a; M_b from M_a and S_b; publish M_b; P_b to shared memory;
+//                O_1 = O_1 * 2^(M_(a-1) - M_b) + P_b V_b[1]
+//            [0] waits for M_b; P_a 2^(M_a - M_b) to shared memory;
+//                O_0 = O_0 * 2^(M_a - M_b) + P_b V_b[0]  (P_b from shared memory)
+//            [1] O_1 += P_a V_a[1]  (P_a from shared memory)
+//            Both end the pair on M_b, where consumer 0's next pair starts. Each warpgroup's
+//            registers are touched only while none of its wgmma is in flight (ptxas otherwise
+//            serialises every wgmma, C7514); the overlap is between the two warpgroups.
+//   order    every hand-off is an mbarrier at which the publishing threads arrive after their
+//            own accesses: maxpub(w) (smax[w], 128 arrivals), ppub(w) (P in slot w's block 8, 128
+//            arrivals, after fence.proxy.async), the slots' empty barriers (a group read only by
+//            wgmma: lane 0 of each reading warp after its wait; the "other" group also all 128
+//            owner threads after their P stores). Each barrier completes once a pair, and no
+//            warpgroup gets a phase ahead of its waiter: consumer 0 publishes M_a of pair j + 1
+//            only after it waited for M_b of pair j, which consumer 1 published after reading
+//            M_a of pair j (likewise for P and the slots), so parity waits are exact.
+//   end      an odd last tile is consumer 0's alone (consumer 1 adds its P V on O_1); the row
+//            sums (each warpgroup's own tiles, both on the final maxima) are added through
+//            shared memory after the mbarrier `sums` (256 consumer arrivals).
+//
+// Semantics are hc_attn_mla_sm90's (attention_mla_sm90.cu): rows that see no key write zeros
+// and lse = -inf; split-KV partials (normalised O and lse, f32) go to hc_attn_combine_sm80. The
+// rows of the last tile past the split's keys are cache rows (TMA copies whole tiles): the owner
+// zeroes their V dims before any P V reads them (their P is 0, and 0 * NaN is not).
+#include "attention_common.cuh"
+#include "../moe/sm90_common.cuh"
+
+namespace hc {
+namespace {
+
+constexpr int kMpThreads = 384;
+constexpr uint32_t kMpTile = (kMlaQk / 64) * kMlaBlk;  // 73728: Q or one slot
+// After the slots: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 14
+// mbarriers.
+constexpr uint32_t kMpSmall = 64 * (8 + 4 + 8 + 8) + 14 * 8;
+// ops/ptx/attention_ops.cpp's kMlaSm90PairShared.
+constexpr uint32_t kMpShared = 1024 + 3 * kMpTile + kMpSmall;
+static_assert(kMpShared == 224112 && kMpShared <= 232448, "more shared memory than a block may take on the H100");
+
+// The blocks of slot s's group g (0: own, s's V half; 1: other, the other half and block 8).
+__device__ __forceinline__ int group_blocks(int g) { return g ? 5 : 4; }
+__device__ __forceinline__ int group_block(int s, int g, int i) { return i == 4 ? 8 : 4 * (s ^ g) + i; }
+
+__device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, unsigned short* out, float* lse,
+                              const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
+                              long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                              float scale_log2) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
+  const auto slot = [&](int s) { return sq + (1 + s) * kMpTile; };
+  unsigned char* small = smem_raw + (sq + 3 * kMpTile - smem_addr(smem_raw));
+  long long* row_q = reinterpret_cast<long long*>(small);
+  int* row_vis = reinterpret_cast<int*>(small + 64 * 8);
+  float(*smax)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 12);  // M of a warpgroup's last tile
+  float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 20);   // row sums at the end
+  const uint32_t bars = sq + 3 * kMpTile + 64 * 28;
+  const uint32_t q_full = bars;
+  const auto full = [&](int s, int g) { return bars + 8 * (1 + 2 * s + g); };
+  const auto empty = [&](int s, int g) { return bars + 8 * (5 + 2 * s + g); };
+  const auto maxpub = [&](int v) { return bars + 8 * (9 + v); };
+  const auto ppub = [&](int v) { return bars + 8 * (11 + v); };
+  const uint32_t sums = bars + 8 * 13;
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 128);
+    for (int s = 0; s < 2; ++s)
+      for (int g = 0; g < 2; ++g) mbar_init(full(s, g), 1), mbar_init(empty(s, g), g ? 128 + 4 : 4);
+    for (int v = 0; v < 2; ++v) mbar_init(maxpub(v), 128), mbar_init(ppub(v), 128);
+    mbar_init(sums, 256);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  Problem p;
+  mla_rows<64>(p, row_q, row_vis, q, table, seq_lens, Sq, Hq, NB, BS, MB, split_len);  // ends with a barrier
+  const int n = p.kend > p.kbeg ? (p.kend - p.kbeg + 63) / 64 : 0;
+  const int pairs = (n + 1) / 2;
+
+  if (threadIdx.x < 128) {  // the producer warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    const int row0 = (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 3), c8 = threadIdx.x & 7;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long qr = row_q[row0 + 4 * i];
+      mla_copy_row(sq, qr >= 0 ? q + qr * kMlaQk : nullptr, row0 + 4 * i, c8, q);
+    }
+    cp_async_arrive(q_full);
+    if (threadIdx.x == 0) {
+      uint64_t policy;  // as sm90.ws.tma (measured there on the H200)
+      asm volatile("createpolicy.fractional.L2::evict_unchanged.b64 %0, 1.0;\n" : "=l"(policy));
+      for (int j = 0; j < pairs; ++j) {
+        const int tiles = min(2, n - 2 * j);
+        int row[2];
+        for (int s = 0; s < tiles; ++s) row[s] = key_index(p, p.kbeg + (2 * j + s) * 64);
+        // Bit 2s + g: group g of slot s still to copy; each goes when its readers of pair j - 1
+        // are done, whichever first (the two slots' groups free in an order the consumers set).
+        uint32_t todo = tiles == 2 ? 0xFu : 0x3u;
+        while (todo) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int s = k >> 1, g = k & 1;
+            if (!(todo >> k & 1) || (j > 0 && !mbar_test(empty(s, g), (j - 1) & 1))) continue;
+            todo &= ~(1u << k);
+            mbar_expect_tx(full(s, g), group_blocks(g) * kMlaBlk);
+            for (int i = 0; i < group_blocks(g); ++i) {
+              const int blk = group_block(s, g, i);
+              tma_2d(slot(s) + blk * kMlaBlk, tkv, blk * 64, row[s], full(s, g), policy);
+            }
+          }
+        }
+      }
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int w = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7) - 1, 0);  // consumer 0 or 1 (warp-uniform)
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int vis0 = min(row_vis[r0], p.kend), vis1 = min(row_vis[r1], p.kend);
+  const uint32_t mine = slot(w), theirs = slot(1 - w);
+  float o[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float s[8][4] = {};
+  uint32_t pf[4][4];
+  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // m: the maxima O and l are scaled to
+
+  // Moves the reference to the other warpgroup's published maxima (phase `par` of maxpub(v)):
+  // returns the factors O must be scaled by; l is scaled here.
+  auto take_max = [&](int v, uint32_t par, float* f0, float* f1) {
+    mbar_wait(maxpub(v), par);
+    const float m0 = smax[v][r0], m1 = smax[v][r1];
+    *f0 = m0 == st.m0 ? 1.f : exp2f(st.m0 - (m0 == neg_inf() ? 0.f : m0));
+    *f1 = m1 == st.m1 ? 1.f : exp2f(st.m1 - (m1 == neg_inf() ? 0.f : m1));
+    st.m0 = m0, st.m1 = m1, st.l0 *= *f0, st.l1 *= *f1;
+  };
+  // Lane 0 of each warp, after its wgmma reading the group completed (the other lanes' reads
+  // are the same instruction's).
+  const auto release = [&](int sl, int gr) {
+    if (lane == 0) mbar_arrive(empty(sl, gr));
+  };
+  // P (the probabilities in s, times f0 / f1 a row) as bf16 into slot w's block 8, swizzled as
+  // wgmma's A operand (keys 8 nn .. 8 nn + 7 of rows r0, r1); then published, and this
+  // warpgroup's use of the "other" group is over.
+  auto publish_p = [&](float f0, float f1) {
+    const uint32_t pb = mine + 8 * kMlaBlk;
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
+                   "r"(pack_bf16x2(s[nn][0] * f0, s[nn][1] * f0)) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4),
+                   "r"(pack_bf16x2(s[nn][2] * f1, s[nn][3] * f1)) : "memory");
+    }
+    fence_async_smem();  // the stores -> the other warpgroup's wgmma reads, and the next TMA copy
+    mbar_arrive(ppub(w));
+    mbar_arrive(empty(w, 1));
+  };
+  // O += P V over this warpgroup's dims [256 w, +256) of slot `sl`'s tile, P from registers
+  // (pf) or from slot `sl`'s block 8; one commit group.
+  auto queue_pv = [&](uint32_t sl, bool from_regs) {
+    keep<128>(&o[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t vd = make_desc(sl + w * 4 * kMlaBlk + kk * 2048, kMlaBlk, 1024);
+      if (from_regs) wgmma_m64n256k16_rs(&o[0][0], pf[kk], vd);
+      else wgmma_m64n256k16(&o[0][0], make_desc(sl + 8 * kMlaBlk + kk * 32, 16, 1024), vd, 1);
+    }
+    wgmma_commit();
+  };
+  // S = Q K^T over the blocks of slot w's group `gr` (4 steps of 16 dims a block).
+  auto queue_s = [&](int gr, bool first) {
+#pragma unroll
+    for (int i = 0; i < 5; ++i) {
+      if (i == group_blocks(gr)) break;
+      const uint32_t off = group_block(w, gr, i) * kMlaBlk;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n64k16_ss(&s[0][0], make_desc(sq + off + kk * 32, 16, 1024), make_desc(mine + off + kk * 32, 16, 1024),
+                           first && i == 0 && kk == 0 ? 0 : 1);
+    }
+    wgmma_commit();
+  };
+
+  if (n > 0) mbar_wait(q_full, 0);
+  bool other_in_flight = false;  // the previous pair's last P V (the other slot's "other" group)
+  for (int j = 0; j < pairs; ++j) {
+    const uint32_t par = j & 1;
+    const bool has_b = 2 * j + 1 < n;
+    if (w == 1 && !has_b) {  // an odd last tile: consumer 0's; O_1 moves to M_a and takes P_a V_a
+      float f0, f1;
+      take_max(0, par, &f0, &f1);
+      wgmma_wait<0>();
+      keep<128>(&o[0][0]);
+      if (any_moved(f0, f1)) scale_rows<32>(o, f0, f1);
+      mbar_wait(ppub(0), par);
+      queue_pv(theirs, false);
+      other_in_flight = true;
+      break;
+    }
+    const int t = 2 * j + w;
+    // This warpgroup's S: the own group first (freed earlier), then the rest. Between the
+    // two, the previous pair's last P V completes and its group is released.
+    mbar_wait(full(w, 0), par);
+    keep<32>(&s[0][0]);
+    wgmma_fence();
+    queue_s(0, true);
+    if (other_in_flight) {
+      wgmma_wait<1>();
+      release(1 - w, 1);
+    }
+    mbar_wait(full(w, 1), par);
+    queue_s(1, false);
+    wgmma_wait<0>();
+    keep<32>(&s[0][0]);
+    keep<128>(&o[0][0]);
+    const int valid = p.kend - (p.kbeg + t * 64);
+    if (valid < 64) {  // V rows past the split's keys: zeros, before any P V reads them
+      const uint4 z = make_uint4(0, 0, 0, 0);
+      for (int c = (int)(threadIdx.x & 127) + valid * 64; c < 64 * 64; c += 128) {
+        const int row = c >> 6, blk = (c >> 3) & 7, ch = c & 7;
+        *reinterpret_cast<uint4*>(smem_raw + (mine + blk * kMlaBlk + row * 128 + ((ch ^ (row & 7)) << 4) -
+                                              smem_addr(smem_raw))) = z;
+      }
+      fence_async_smem();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(6 + w) : "memory");  // the warpgroup's zeros before its wgmma
+    }
+    // Softmax of tile t from M_(t-1): consumer 0 holds M_(a-1) (it moved to M_b of the last
+    // pair); consumer 1 first moves to M_a.
+    float mx0, mx1, base0, base1, a0, a1, fa0 = 1.f, fa1 = 1.f;
+    mask_max<8>(s, p.kbeg + t * 64, vis0, vis1, scale_log2, &mx0, &mx1);
+    if (w == 1) take_max(0, par, &fa0, &fa1);
+    advance_max<true>(st, mx0, mx1, &base0, &base1, &a0, &a1);
+    if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
+    mbar_arrive(maxpub(w));
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {
+      s[nn][0] = exp2f(s[nn][0] - base0), s[nn][1] = exp2f(s[nn][1] - base0);
+      s[nn][2] = exp2f(s[nn][2] - base1), s[nn][3] = exp2f(s[nn][3] - base1);
+      sum0 += s[nn][0] + s[nn][1];
+      sum1 += s[nn][2] + s[nn][3];
+      pf[nn >> 1][(nn & 1) * 2] = pack_bf16x2(s[nn][0], s[nn][1]);
+      pf[nn >> 1][(nn & 1) * 2 + 1] = pack_bf16x2(s[nn][2], s[nn][3]);
+    }
+    st.l0 = st.l0 * a0 + sum0;
+    st.l1 = st.l1 * a1 + sum1;
+    if (w == 1) publish_p(1.f, 1.f);  // P_b at M_b, for consumer 0's P_b V_b[0]
+    a0 *= fa0, a1 *= fa1;
+    if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);
+    queue_pv(mine, true);  // O_w += P_t V_t[w]
+    if (w == 0) {
+      float fb0 = 1.f, fb1 = 1.f;
+      if (has_b) take_max(1, par, &fb0, &fb1);
+      wgmma_wait<0>();
+      keep<128>(&o[0][0]);
+      release(0, 0);
+      publish_p(fb0, fb1);  // P_a at M_b, for consumer 1's P_a V_a[1]
+      if (has_b) {
+        if (any_moved(fb0, fb1)) scale_rows<32>(o, fb0, fb1);
+        mbar_wait(ppub(1), par);
+        queue_pv(theirs, false);  // O_0 += P_b V_b[0]
+      }
+      other_in_flight = has_b;
+    } else {
+      mbar_wait(ppub(0), par);
+      queue_pv(theirs, false);  // O_1 += P_a V_a[1]
+      wgmma_wait<1>();
+      release(1, 0);
+      other_in_flight = true;
+    }
+  }
+  wgmma_wait<0>();
+  keep<128>(&o[0][0]);
+
+  // Row sums: the quad's, then the two warpgroups' (both on the final maxima).
+  mla_store_2wg(o, st, red, row_q, w, [&] { mbar_arrive(sums), mbar_wait(sums, 0); }, out, lse, part_o, part_lse,
+                B * Sq * Hq);
+}
+
+}  // namespace
+}  // namespace hc
+
+// The tensor map (64 bytes, __grid_constant__), then hc_attn_mla_sm90's parameters (8 bytes
+// each; ops/ptx/attention_ops.cpp's MlaArgs): q kv out lse block_table seq_lens part_o part_lse
+// B Sq Hq NB BS MB split_len scale_log2. Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads;
+// kMpShared = 224112 bytes of dynamic shared memory. BS a multiple of 64 (a tile in one block).
+extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
+    hc_attn_mla_sm90_pair(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q, const unsigned short* kv,
+                          unsigned short* out, float* lse, const int* block_table, const int* seq_lens, float* part_o,
+                          float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
+                          long long MB, long long split_len, double scale_log2) {
+  (void)kv;  // read through the tensor map
+  hc::mla_sm90_pair(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
+                    (float)scale_log2);
+}
