@@ -429,6 +429,17 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// True in every thread of a warpgroup when it is true in all of them (named barrier `id`, 128
+// threads): a choice the warpgroup's wgmma sequence can depend on.
+__device__ __forceinline__ bool wg_all(bool v, int id) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.eq.u32 q, %1, 0;\nbar.red.or.pred p, %2, 128, q;\nselp.u32 %0, 0, 1, p;\n}\n"
+      : "=r"(r)
+      : "r"((uint32_t)v), "r"(id)
+      : "memory");
+  return r != 0;
+}
 // Row `row` of a swizzled [64][576] tile from src (its 576 elements; null: zeros): this
 // thread's chunk c8 of each of the 9 blocks. A warp takes 4 rows (lanes 8r .. 8r + 7 one row), so
 // each copy instruction reads 4 whole 128-byte lines.

@@ -14,21 +14,21 @@
 //   groups   each slot is copied in two groups, each with its full / empty mbarrier: "own" =
 //            the V half its owner reads (blocks 4w .. 4w + 3), "other" = the V half the other
 //            warpgroup reads plus the rope block 8 (which holds the owner's P once its S is
-//            done). A group is refilled as soon as its last reader is done; S reads the own
-//            group first.
+//            done). A group is refilled as soon as its last reader is done; S reads first the
+//            group that is refilled first.
 //   producer 128 threads copy Q (cp.async, the rows gathered); thread 0 then issues the pairs'
 //            groups by TMA (9 boxes of 64 columns x 64 rows a tile), each when its "empty"
 //            barrier has completed, whichever comes first.
 //   pair j   with a = 2j (consumer 0) and b = 2j + 1 (consumer 1), M_t the reference maxima after
 //            tile t (advance_max<true>: they move only by more than kMaxSlack):
 //            [0] S_a = Q K_a^T;  [1] S_b = Q K_b^T  (both at once)
-//            [0] M_a from M_(a-1) and S_a; publish M_a; P_a = exp2(S_a - M_a);
+//            [0] M_a from M_(a-1) and S_a; publish M_a; P_a = exp2(S_a - M_a) to shared memory;
 //                O_0 = O_0 * 2^(M_(a-1) - M_a) + P_a V_a[0]
 //            [1] waits for M_a; M_b from M_a and S_b; publish M_b; P_b to shared memory;
-//                O_1 = O_1 * 2^(M_(a-1) - M_b) + P_b V_b[1]
-//            [0] waits for M_b; P_a 2^(M_a - M_b) to shared memory;
-//                O_0 = O_0 * 2^(M_a - M_b) + P_b V_b[0]  (P_b from shared memory)
-//            [1] O_1 += P_a V_a[1]  (P_a from shared memory)
+//                O_1 = O_1 * 2^(M_(a-1) - M_a) + P_a V_a[1]  (P_a from shared memory: slot 0 is
+//                free for the next pair's copy while P_b V_b[1] runs), O_1 = O_1 * 2^(M_a - M_b)
+//                (rarely other than 1: only then does it wait for the first product) + P_b V_b[1]
+//            [0] waits for M_b; O_0 = O_0 * 2^(M_a - M_b) + P_b V_b[0]  (P_b from shared memory)
 //            Both end the pair on M_b, where consumer 0's next pair starts. Each warpgroup's
 //            registers are touched only while none of its wgmma is in flight (ptxas otherwise
 //            serialises every wgmma, C7514); the overlap is between the two warpgroups.
@@ -164,17 +164,16 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   const auto release = [&](int sl, int gr) {
     if (lane == 0) mbar_arrive(empty(sl, gr));
   };
-  // P (the probabilities in s, times f0 / f1 a row) as bf16 into slot w's block 8, swizzled as
-  // wgmma's A operand (keys 8 nn .. 8 nn + 7 of rows r0, r1); then published, and this
-  // warpgroup's use of the "other" group is over.
-  auto publish_p = [&](float f0, float f1) {
+  // P (pf) into slot w's block 8, swizzled as wgmma's A operand (keys 8 nn .. 8 nn + 7 of rows
+  // r0, r1); then published, and the owner's use of its "other" group is over.
+  auto publish_p = [&]() {
     const uint32_t pb = mine + 8 * kMlaBlk;
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
-                   "r"(pack_bf16x2(s[nn][0] * f0, s[nn][1] * f0)) : "memory");
+                   "r"(pf[nn >> 1][(nn & 1) * 2]) : "memory");
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + r1 * 128 + ((nn ^ (r1 & 7)) << 4) + 4 * t4),
-                   "r"(pack_bf16x2(s[nn][2] * f1, s[nn][3] * f1)) : "memory");
+                   "r"(pf[nn >> 1][(nn & 1) * 2 + 1]) : "memory");
     }
     fence_async_smem();  // the stores -> the other warpgroup's wgmma reads, and the next TMA copy
     mbar_arrive(ppub(w));
@@ -208,34 +207,34 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   };
 
   if (n > 0) mbar_wait(q_full, 0);
-  bool other_in_flight = false;  // the previous pair's last P V (the other slot's "other" group)
+  bool other_in_flight = false;  // consumer 0: the previous pair's P_b V_b[0] (slot 1's "other" group)
   for (int j = 0; j < pairs; ++j) {
     const uint32_t par = j & 1;
     const bool has_b = 2 * j + 1 < n;
-    if (w == 1 && !has_b) {  // an odd last tile: consumer 0's; O_1 moves to M_a and takes P_a V_a
+    if (w == 1 && !has_b) {  // an odd last tile: consumer 0's; O_1 moves to M_a and takes P_a V_a[1]
       float f0, f1;
       take_max(0, par, &f0, &f1);
-      wgmma_wait<0>();
+      wgmma_wait<0>();  // none in flight here; ptxas sees consumer 0's path into the loop's top
       keep<128>(&o[0][0]);
       if (any_moved(f0, f1)) scale_rows<32>(o, f0, f1);
       mbar_wait(ppub(0), par);
       queue_pv(theirs, false);
-      other_in_flight = true;
       break;
     }
     const int t = 2 * j + w;
-    // This warpgroup's S: the own group first (freed earlier), then the rest. Between the
-    // two, the previous pair's last P V completes and its group is released.
-    mbar_wait(full(w, 0), par);
+    // This warpgroup's S, the group that lands first first: consumer 0's own group was freed in
+    // the middle of the last pair, consumer 1's "other" group before its own. Between the two,
+    // consumer 0's P_b V_b[0] of the last pair completes and its group is released.
+    mbar_wait(full(w, w), par);
     keep<32>(&s[0][0]);
     wgmma_fence();
-    queue_s(0, true);
+    queue_s(w, true);
     if (other_in_flight) {
       wgmma_wait<1>();
-      release(1 - w, 1);
+      release(1, 1);
     }
-    mbar_wait(full(w, 1), par);
-    queue_s(1, false);
+    mbar_wait(full(w, 1 - w), par);
+    queue_s(1 - w, false);
     wgmma_wait<0>();
     keep<32>(&s[0][0]);
     keep<128>(&o[0][0]);
@@ -251,7 +250,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
       asm volatile("bar.sync %0, 128;\n" ::"r"(6 + w) : "memory");  // the warpgroup's zeros before its wgmma
     }
     // Softmax of tile t from M_(t-1): consumer 0 holds M_(a-1) (it moved to M_b of the last
-    // pair); consumer 1 first moves to M_a.
+    // pair); consumer 1 first moves to M_a (factors fa for O).
     float mx0, mx1, base0, base1, a0, a1, fa0 = 1.f, fa1 = 1.f;
     mask_max<8>(s, p.kbeg + t * 64, vis0, vis1, scale_log2, &mx0, &mx1);
     if (w == 1) take_max(0, par, &fa0, &fa1);
@@ -261,38 +260,45 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {
-      s[nn][0] = exp2f(s[nn][0] - base0), s[nn][1] = exp2f(s[nn][1] - base0);
-      s[nn][2] = exp2f(s[nn][2] - base1), s[nn][3] = exp2f(s[nn][3] - base1);
-      sum0 += s[nn][0] + s[nn][1];
-      sum1 += s[nn][2] + s[nn][3];
-      pf[nn >> 1][(nn & 1) * 2] = pack_bf16x2(s[nn][0], s[nn][1]);
-      pf[nn >> 1][(nn & 1) * 2 + 1] = pack_bf16x2(s[nn][2], s[nn][3]);
+      const float p0 = exp2f(s[nn][0] - base0), p1 = exp2f(s[nn][1] - base0);
+      const float p2 = exp2f(s[nn][2] - base1), p3 = exp2f(s[nn][3] - base1);
+      sum0 += p0 + p1;
+      sum1 += p2 + p3;
+      pf[nn >> 1][(nn & 1) * 2] = pack_bf16x2(p0, p1);
+      pf[nn >> 1][(nn & 1) * 2 + 1] = pack_bf16x2(p2, p3);
     }
     st.l0 = st.l0 * a0 + sum0;
     st.l1 = st.l1 * a1 + sum1;
-    if (w == 1) publish_p(1.f, 1.f);  // P_b at M_b, for consumer 0's P_b V_b[0]
-    a0 *= fa0, a1 *= fa1;
-    if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);
-    queue_pv(mine, true);  // O_w += P_t V_t[w]
+    publish_p();  // P_t at M_t, for the other warpgroup's P_t V_t
     if (w == 0) {
+      if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);
+      queue_pv(mine, true);  // O_0 = O_0 2^(M_(a-1) - M_a) + P_a V_a[0]
       float fb0 = 1.f, fb1 = 1.f;
       if (has_b) take_max(1, par, &fb0, &fb1);
       wgmma_wait<0>();
       keep<128>(&o[0][0]);
       release(0, 0);
-      publish_p(fb0, fb1);  // P_a at M_b, for consumer 1's P_a V_a[1]
       if (has_b) {
         if (any_moved(fb0, fb1)) scale_rows<32>(o, fb0, fb1);
         mbar_wait(ppub(1), par);
-        queue_pv(theirs, false);  // O_0 += P_b V_b[0]
+        queue_pv(theirs, false);  // O_0 = O_0 2^(M_a - M_b) + P_b V_b[0]
       }
       other_in_flight = has_b;
     } else {
+      if (any_moved(fa0, fa1)) scale_rows<32>(o, fa0, fa1);
       mbar_wait(ppub(0), par);
-      queue_pv(theirs, false);  // O_1 += P_a V_a[1]
+      queue_pv(theirs, false);  // O_1 = O_1 2^(M_(a-1) - M_a) + P_a V_a[1]
+      if (!wg_all(a0 == 1.f && a1 == 1.f, 4)) {  // rare: a row's reference moved at b
+        wgmma_wait<0>();
+        keep<128>(&o[0][0]);
+        scale_rows<32>(o, a0, a1);
+      }
+      queue_pv(mine, true);  // O_1 = O_1 2^(M_a - M_b) + P_b V_b[1]
       wgmma_wait<1>();
+      release(0, 1);  // slot 0 refills while P_b V_b[1] runs
+      wgmma_wait<0>();
+      keep<128>(&o[0][0]);
       release(1, 0);
-      other_in_flight = true;
     }
   }
   wgmma_wait<0>();

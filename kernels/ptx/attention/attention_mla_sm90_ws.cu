@@ -60,18 +60,6 @@ constexpr uint32_t kMwsSmall = 64 * (8 + 4 + 8 + 8) + 10 * 8;
 constexpr uint32_t kMwsShared = 1024 + 3 * kMwsTile + kMwsBlk + kMwsSmall;
 static_assert(kMwsShared == 232272 && kMwsShared <= 232448, "more shared memory than a block may take on the H100");
 
-// True in every thread of a warpgroup when it is true in all of them (named barrier `id`, 128
-// threads): a choice the warpgroup's wgmma sequence can depend on.
-__device__ __forceinline__ bool wg_all(bool v, int id) {
-  uint32_t r;
-  asm volatile(
-      "{\n.reg .pred p, q;\nsetp.eq.u32 q, %1, 0;\nbar.red.or.pred p, %2, 128, q;\nselp.u32 %0, 0, 1, p;\n}\n"
-      : "=r"(r)
-      : "r"((uint32_t)v), "r"(id)
-      : "memory");
-  return r != 0;
-}
-
 // ADAPT: choose per tile between S first and the other warpgroup's tile first (below); false:
 // S first always (the comparison build, "sm90.ws.sfirst"). TMA (tkv: a 2-d tensor map over the
 // cache's [NB * BS][576] rows, boxes of 64 columns x 64 rows, 128-byte swizzle; BS a multiple
