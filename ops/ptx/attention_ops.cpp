@@ -282,8 +282,6 @@ constexpr MlaKernel kMlaSm90WsTma{kMlaWsImage, "hc_attn_mla_sm90ws_tma", 64, 64,
 // P in each tile's own stage (the kernel's PST builds): a buffer a stage.
 constexpr MlaKernel kMlaSm90WsPs{kMlaWsImage, "hc_attn_mla_sm90ws_ps", 64, 64, 384, kMlaSm90WsShared, true,
                                  CodeFrom::kCubinIfExact};
-constexpr MlaKernel kMlaSm90WsTmaPf{kMlaWsImage, "hc_attn_mla_sm90ws_tma_pf", 64, 64, 384, kMlaSm90WsShared, true,
-                                    CodeFrom::kCubinIfExact, true};
 constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64, 64, 384, kMlaSm90WsShared, true,
                                     CodeFrom::kCubinIfExact, true};
 // attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, row data, 14 mbarriers.
@@ -291,8 +289,6 @@ constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 28 + 14 *
 constexpr const char* kMlaPairImage = "attention_mla_sm90_pair";
 constexpr MlaKernel kMlaSm90Pair{kMlaPairImage, "hc_attn_mla_sm90_pair", 64, 64, 384, kMlaSm90PairShared, true,
                                  CodeFrom::kCubinIfExact, true};
-constexpr MlaKernel kMlaSm90PairPf{kMlaPairImage, "hc_attn_mla_sm90_pair_pf", 64, 64, 384, kMlaSm90PairShared, true,
-                                   CodeFrom::kCubinIfExact, true};
 
 Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
@@ -346,9 +342,7 @@ Status mla_decode_sm90_ws_sfirst(ops::OpContext& ctx) { return mla_with(ctx, kMl
 Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTma); }
 Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
 Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
-Status mla_decode_sm90_ws_tma_pf(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPf); }
 Status mla_decode_sm90_pair(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Pair); }
-Status mla_decode_sm90_pair_pf(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90PairPf); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -647,14 +641,6 @@ ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm
                                     false, nullptr,
                                     "wgmma, TMA, pairs of key tiles: both S at once, the softmaxes chained (BS a "
                                     "multiple of 64; named only)"});
-ops::RegisterOpImpl r_mla_sm90_pair_pf({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 14, mla_decode_sm90_pair_pf,
-                                       "sm90.pair.pf", mla_ws_tma_applies<kMlaSm90PairShared>,
-                                       mla_cubin<&kMlaPairImage>, false, nullptr,
-                                       "as sm90.pair, each pair's tiles prefetched into L2 a pair ahead (named only)"});
-ops::RegisterOpImpl r_mla_sm90_ws_tma_pf({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 13,
-                                         mla_decode_sm90_ws_tma_pf, "sm90.ws.tma.pf", mla_ws_tma_applies<>,
-                                         mla_ws_cubin, false, nullptr,
-                                         "as sm90.ws.tma, each tile prefetched into L2 two tiles ahead (named only)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

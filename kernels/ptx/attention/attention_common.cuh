@@ -440,14 +440,6 @@ __device__ __forceinline__ bool wg_all(bool v, int id) {
       : "memory");
   return r != 0;
 }
-// Asks for the [64][576] tile at cache row `row` in L2 (the 9 boxes of a tensor map of 64 columns x
-// 64 rows), without waiting: a later copy of it then waits for L2, not DRAM.
-__device__ __forceinline__ void tma_prefetch_tile(const void* map, int row) {
-#pragma unroll
-  for (int b = 0; b < kMlaQk / 64; ++b)
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(map), "r"(b * 64), "r"(row)
-                 : "memory");
-}
 // Row `row` of a swizzled [64][576] tile from src (its 576 elements; null: zeros): this
 // thread's chunk c8 of each of the 9 blocks. A warp takes 4 rows (lanes 8r .. 8r + 7 one row), so
 // each copy instruction reads 4 whole 128-byte lines.

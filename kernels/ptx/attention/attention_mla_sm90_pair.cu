@@ -18,7 +18,7 @@
 //            group that is refilled first.
 //   producer 128 threads copy Q (cp.async, the rows gathered); thread 0 then issues the pairs'
 //            groups by TMA (9 boxes of 64 columns x 64 rows a tile), each when its "empty"
-//            barrier has completed, whichever comes first.
+//            barrier has completed, in the order the consumers free them.
 //   pair j   with a = 2j (consumer 0) and b = 2j + 1 (consumer 1), M_t the reference maxima after
 //            tile t (advance_max<true>: they move only by more than kMaxSlack):
 //            [0] S_a = Q K_a^T;  [1] S_b = Q K_b^T  (both at once)
@@ -67,7 +67,6 @@ static_assert(kMpShared == 224112 && kMpShared <= 232448, "more shared memory th
 __device__ __forceinline__ int group_blocks(int g) { return g ? 5 : 4; }
 __device__ __forceinline__ int group_block(int s, int g, int i) { return i == 4 ? 8 : 4 * (s ^ g) + i; }
 
-template <bool PREFETCH>
 __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, unsigned short* out, float* lse,
                               const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
                               long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
@@ -116,23 +115,19 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
         const int tiles = min(2, n - 2 * j);
         int row[2];
         for (int s = 0; s < tiles; ++s) row[s] = key_index(p, p.kbeg + (2 * j + s) * 64);
-        // PREFETCH: the next pair's tiles into L2 now, so that its copies, issued only when a
-        // group's readers are done, wait for L2 rather than for DRAM.
-        for (int t = 2 * j + 2; PREFETCH && t < min(2 * j + 4, n); ++t) tma_prefetch_tile(tkv, key_index(p, p.kbeg + t * 64));
-        // Bit 2s + g: group g of slot s still to copy; each goes when its readers of pair j - 1
-        // are done, whichever first (the two slots' groups free in an order the consumers set).
-        uint32_t todo = tiles == 2 ? 0xFu : 0x3u;
-        while (todo) {
+        // In the order the consumers free the groups of pair j - 1: slot 0's own (consumer 0's
+        // P_a V_a[0]), slot 0's other (consumer 1's P_a V_a[1]), slot 1's other (consumer 0's
+        // P_b V_b[0]), slot 1's own (consumer 1's P_b V_b[1], its last). Blocking waits: a thread
+        // polling the barriers would take issue slots from the consumer warps of its SM quarter.
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int s = k >> 1, g = k & 1;
-            if (!(todo >> k & 1) || (j > 0 && !mbar_test(empty(s, g), (j - 1) & 1))) continue;
-            todo &= ~(1u << k);
-            mbar_expect_tx(full(s, g), group_blocks(g) * kMlaBlk);
-            for (int i = 0; i < group_blocks(g); ++i) {
-              const int blk = group_block(s, g, i);
-              tma_2d(slot(s) + blk * kMlaBlk, tkv, blk * 64, row[s], full(s, g), policy);
-            }
+        for (int k = 0; k < 4; ++k) {
+          const int s = k >> 1, g = (k & 1) ^ s;
+          if (s >= tiles) break;
+          if (j > 0) mbar_wait(empty(s, g), (j - 1) & 1);
+          mbar_expect_tx(full(s, g), group_blocks(g) * kMlaBlk);
+          for (int i = 0; i < group_blocks(g); ++i) {
+            const int blk = group_block(s, g, i);
+            tma_2d(slot(s) + blk * kMlaBlk, tkv, blk * 64, row[s], full(s, g), policy);
           }
         }
       }
@@ -326,17 +321,6 @@ extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
                           float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
                           long long MB, long long split_len, double scale_log2) {
   (void)kv;  // read through the tensor map
-  hc::mla_sm90_pair<false>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
-                           split_len, (float)scale_log2);
-}
-// As hc_attn_mla_sm90_pair, each pair's tiles prefetched into L2 one pair ahead.
-extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
-    hc_attn_mla_sm90_pair_pf(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
-                             const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
-                             const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
-                             long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                             double scale_log2) {
-  (void)kv;
-  hc::mla_sm90_pair<true>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
-                          split_len, (float)scale_log2);
+  hc::mla_sm90_pair(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
+                    (float)scale_log2);
 }

@@ -71,7 +71,7 @@ static_assert(kMwsShared == 232272 && kMwsShared <= 232448, "more shared memory 
 // publishes P(t) before the other's P V of tile t - 1, so P has a buffer a stage. The stage's
 // "empty" barrier then takes all 256 consumer threads' arrivals (their P stores precede the next
 // copy into it).
-template <bool ADAPT, bool TMA, bool PST = false, bool PREFETCH = false>
+template <bool ADAPT, bool TMA, bool PST = false>
 __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const unsigned short* kv,
                             unsigned short* out, float* lse, const int* table, const int* seq_lens, float* part_o,
                             float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
@@ -123,7 +123,6 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
         const int s = t & 1;
         if (t >= 2) mbar_wait(empty(s), ((t >> 1) - 1) & 1);
         const int row = key_index(p, p.kbeg + t * 64);  // the tile's first row; the other 63 follow it
-        if (PREFETCH && t + 2 < n) tma_prefetch_tile(tkv, key_index(p, p.kbeg + (t + 2) * 64));
         mbar_expect_tx(full(s), kMwsTile);
 #pragma unroll
         for (int b = 0; b < kMlaQk / 64; ++b) tma_2d(skv + s * kMwsTile + b * kMwsBlk, tkv, b * 64, row, full(s), policy);
@@ -340,14 +339,4 @@ extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
                               double scale_log2) {
   hc::mla_sm90_ws<true, true, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS,
                                     MB, split_len, (float)scale_log2);
-}
-// As hc_attn_mla_sm90ws_tma, each tile prefetched into L2 when the copy two tiles before it is issued.
-extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
-    hc_attn_mla_sm90ws_tma_pf(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
-                              const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
-                              const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
-                              long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                              double scale_log2) {
-  hc::mla_sm90_ws<true, true, false, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq,
-                                           NB, BS, MB, split_len, (float)scale_log2);
 }
