@@ -284,8 +284,9 @@ constexpr MlaKernel kMlaSm90WsPs{kMlaWsImage, "hc_attn_mla_sm90ws_ps", 64, 64, 3
                                  CodeFrom::kCubinIfExact};
 constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64, 64, 384, kMlaSm90WsShared, true,
                                     CodeFrom::kCubinIfExact, true};
-// attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, row data, 14 mbarriers.
-constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 28 + 14 * 8;
+// attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, P_a's buffer, row data, 14
+// mbarriers.
+constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 14 * 8;
 constexpr const char* kMlaPairImage = "attention_mla_sm90_pair";
 constexpr MlaKernel kMlaSm90Pair{kMlaPairImage, "hc_attn_mla_sm90_pair", 64, 64, 384, kMlaSm90PairShared, true,
                                  CodeFrom::kCubinIfExact, true};

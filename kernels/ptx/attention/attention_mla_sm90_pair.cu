@@ -8,14 +8,15 @@
 //   CTA      384 threads: warpgroup 0 the producer, 1 and 2 the consumers (setmaxnreg 40 / 232),
 //            as sm90.ws.tma; owns (64-row block, sequence b, split of the keys).
 //   smem     Q [64][576] and two slots of the same shape (9 SW128 blocks of [64 rows][128 B]),
-//            row data, 14 mbarriers: 224112 bytes. Pair j holds tile 2j in slot 0 and 2j + 1 in
-//            slot 1. Consumer w (0, 1) owns slot w's tile (its S and softmax) and the output dims
+//            P_a's buffer (one block), row data, 14 mbarriers: 232304 bytes. Pair j holds tile 2j
+//            in slot 0 and 2j + 1 in slot 1. Consumer w (0, 1) owns slot w's tile (its S and softmax) and the output dims
 //            [256 w, +256) of every tile (O_w, 64 x 256 f32 in registers).
 //   groups   each slot is copied in two groups, each with its full / empty mbarrier: "own" =
 //            the V half its owner reads (blocks 4w .. 4w + 3), "other" = the V half the other
-//            warpgroup reads plus the rope block 8 (which holds the owner's P once its S is
-//            done). A group is refilled as soon as its last reader is done; S reads first the
-//            group that is refilled first.
+//            warpgroup reads; the rope block 8 goes with dims 0..255 (slot 0: its own group,
+//            free once S_a is done; slot 1: its other group, where P_b waits for consumer 0's
+//            P_b V_b[0]). A group is refilled as soon as its last reader is done; S reads first
+//            the group that is refilled first.
 //   producer 128 threads copy Q (cp.async, the rows gathered); thread 0 then issues the pairs'
 //            groups by TMA (9 boxes of 64 columns x 64 rows a tile), each when its "empty"
 //            barrier has completed, in the order the consumers free them.
@@ -33,10 +34,11 @@
 //            registers are touched only while none of its wgmma is in flight (ptxas otherwise
 //            serialises every wgmma, C7514); the overlap is between the two warpgroups.
 //   order    every hand-off is an mbarrier at which the publishing threads arrive after their
-//            own accesses: maxpub(w) (smax[w], 128 arrivals), ppub(w) (P in slot w's block 8, 128
-//            arrivals, after fence.proxy.async), the slots' empty barriers (a group read only by
-//            wgmma: lane 0 of each reading warp after its wait; the "other" group also all 128
-//            owner threads after their P stores). Each barrier completes once a pair, and no
+//            own accesses: maxpub(w) (smax[w], 128 arrivals), ppub(w) (P_a in its buffer, P_b in slot 1's
+//            block 8; 128 arrivals, after fence.proxy.async), the slots' empty barriers (a group
+//            read only by wgmma: lane 0 of each reading warp after its wait; slot 1's "other"
+//            group also all 128 threads of consumer 1 after their P_b stores; P_a's buffer is
+//            rewritten only after slot 0 was refilled, which waited for P_a V_a[1]). Each barrier completes once a pair, and no
 //            warpgroup gets a phase ahead of its waiter: consumer 0 publishes M_a of pair j + 1
 //            only after it waited for M_b of pair j, which consumer 1 published after reading
 //            M_a of pair j (likewise for P and the slots), so parity waits are exact.
@@ -59,12 +61,16 @@ constexpr uint32_t kMpTile = (kMlaQk / 64) * kMlaBlk;  // 73728: Q or one slot
 // After the slots: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 14
 // mbarriers.
 constexpr uint32_t kMpSmall = 64 * (8 + 4 + 8 + 8) + 14 * 8;
-// ops/ptx/attention_ops.cpp's kMlaSm90PairShared.
-constexpr uint32_t kMpShared = 1024 + 3 * kMpTile + kMpSmall;
-static_assert(kMpShared == 224112 && kMpShared <= 232448, "more shared memory than a block may take on the H100");
+// Q, the two slots, P_a's buffer (one SW128 block), the row data: ops/ptx/attention_ops.cpp's
+// kMlaSm90PairShared.
+constexpr uint32_t kMpShared = 1024 + 3 * kMpTile + kMlaBlk + kMpSmall;
+static_assert(kMpShared == 232304 && kMpShared <= 232448, "more shared memory than a block may take on the H100");
 
-// The blocks of slot s's group g (0: own, s's V half; 1: other, the other half and block 8).
-__device__ __forceinline__ int group_blocks(int g) { return g ? 5 : 4; }
+// The blocks of slot s's group g (0: own, the V half of s's owner; 1: other, the other half):
+// the V half, and block 8 with the half of dims 0..255 (slot 0: consumer 0's own group, free
+// once S_a is done, P_a having a buffer of its own; slot 1: the other group, where P_b lives
+// until consumer 0's P_b V_b[0]).
+__device__ __forceinline__ int group_blocks(int s, int g) { return (s ^ g) == 0 ? 5 : 4; }
 __device__ __forceinline__ int group_block(int s, int g, int i) { return i == 4 ? 8 : 4 * (s ^ g) + i; }
 
 __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, unsigned short* out, float* lse,
@@ -74,12 +80,14 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
   const auto slot = [&](int s) { return sq + (1 + s) * kMpTile; };
-  unsigned char* small = smem_raw + (sq + 3 * kMpTile - smem_addr(smem_raw));
+  const uint32_t pa_buf = sq + 3 * kMpTile;  // P_a (consumer 0's P); P_b lives in slot 1's block 8
+  const auto p_of = [&](int v) { return v ? slot(1) + 8 * kMlaBlk : pa_buf; };
+  unsigned char* small = smem_raw + (pa_buf + kMlaBlk - smem_addr(smem_raw));
   long long* row_q = reinterpret_cast<long long*>(small);
   int* row_vis = reinterpret_cast<int*>(small + 64 * 8);
   float(*smax)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 12);  // M of a warpgroup's last tile
   float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 20);   // row sums at the end
-  const uint32_t bars = sq + 3 * kMpTile + 64 * 28;
+  const uint32_t bars = pa_buf + kMlaBlk + 64 * 28;
   const uint32_t q_full = bars;
   const auto full = [&](int s, int g) { return bars + 8 * (1 + 2 * s + g); };
   const auto empty = [&](int s, int g) { return bars + 8 * (5 + 2 * s + g); };
@@ -89,7 +97,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   if (threadIdx.x == 0) {
     mbar_init(q_full, 128);
     for (int s = 0; s < 2; ++s)
-      for (int g = 0; g < 2; ++g) mbar_init(full(s, g), 1), mbar_init(empty(s, g), g ? 128 + 4 : 4);
+      for (int g = 0; g < 2; ++g) mbar_init(full(s, g), 1), mbar_init(empty(s, g), s && g ? 128 + 4 : 4);
     for (int v = 0; v < 2; ++v) mbar_init(maxpub(v), 128), mbar_init(ppub(v), 128);
     mbar_init(sums, 256);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -124,8 +132,8 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
           const int s = k >> 1, g = (k & 1) ^ s;
           if (s >= tiles) break;
           if (j > 0) mbar_wait(empty(s, g), (j - 1) & 1);
-          mbar_expect_tx(full(s, g), group_blocks(g) * kMlaBlk);
-          for (int i = 0; i < group_blocks(g); ++i) {
+          mbar_expect_tx(full(s, g), group_blocks(s, g) * kMlaBlk);
+          for (int i = 0; i < group_blocks(s, g); ++i) {
             const int blk = group_block(s, g, i);
             tma_2d(slot(s) + blk * kMlaBlk, tkv, blk * 64, row[s], full(s, g), policy);
           }
@@ -166,7 +174,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   // P (pf) into slot w's block 8, swizzled as wgmma's A operand (keys 8 nn .. 8 nn + 7 of rows
   // r0, r1); then published, and the owner's use of its "other" group is over.
   auto publish_p = [&]() {
-    const uint32_t pb = mine + 8 * kMlaBlk;
+    const uint32_t pb = p_of(w);
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + r0 * 128 + ((nn ^ (r0 & 7)) << 4) + 4 * t4),
@@ -176,7 +184,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     }
     fence_async_smem();  // the stores -> the other warpgroup's wgmma reads, and the next TMA copy
     mbar_arrive(ppub(w));
-    mbar_arrive(empty(w, 1));
+    if (w == 1) mbar_arrive(empty(1, 1));  // P_b's stores before the next copy into block 8
   };
   // O += P V over this warpgroup's dims [256 w, +256) of slot `sl`'s tile, P from registers
   // (pf) or from slot `sl`'s block 8; one commit group.
@@ -187,7 +195,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     for (int kk = 0; kk < 4; ++kk) {
       const uint64_t vd = make_desc(sl + w * 4 * kMlaBlk + kk * 2048, kMlaBlk, 1024);
       if (from_regs) wgmma_m64n256k16_rs(&o[0][0], pf[kk], vd);
-      else wgmma_m64n256k16(&o[0][0], make_desc(sl + 8 * kMlaBlk + kk * 32, 16, 1024), vd, 1);
+      else wgmma_m64n256k16(&o[0][0], make_desc(p_of(sl == slot(1)) + kk * 32, 16, 1024), vd, 1);
     }
     wgmma_commit();
   };
@@ -195,7 +203,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   auto queue_s = [&](int gr, bool first) {
 #pragma unroll
     for (int i = 0; i < 5; ++i) {
-      if (i == group_blocks(gr)) break;
+      if (i == group_blocks(w, gr)) break;
       const uint32_t off = group_block(w, gr, i) * kMlaBlk;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -268,8 +276,8 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     }
     st.l0 = st.l0 * a0 + sum0;
     st.l1 = st.l1 * a1 + sum1;
-    publish_p();  // P_t at M_t, for the other warpgroup's P_t V_t
     if (w == 0) {
+      publish_p();  // P_a at M_a, for consumer 1's P_a V_a[1] (on the chain: it frees slot 0)
       if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);
       queue_pv(mine, true);  // O_0 = O_0 2^(M_(a-1) - M_a) + P_a V_a[0]
       float fb0 = 1.f, fb1 = 1.f;
@@ -287,6 +295,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
       if (any_moved(fa0, fa1)) scale_rows<32>(o, fa0, fa1);
       mbar_wait(ppub(0), par);
       queue_pv(theirs, false);  // O_1 = O_1 2^(M_(a-1) - M_a) + P_a V_a[1]
+      publish_p();               // P_b at M_b, for consumer 0's P_b V_b[0], while P_a V_a[1] runs
       if (!wg_all(a0 == 1.f && a1 == 1.f, 4)) {  // rare: a row's reference moved at b
         wgmma_wait<0>();
         keep<128>(&o[0][0]);
@@ -314,7 +323,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
 // The tensor map (64 bytes, __grid_constant__), then hc_attn_mla_sm90's parameters (8 bytes
 // each; ops/ptx/attention_ops.cpp's MlaArgs): q kv out lse block_table seq_lens part_o part_lse
 // B Sq Hq NB BS MB split_len scale_log2. Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads;
-// kMpShared = 224112 bytes of dynamic shared memory. BS a multiple of 64 (a tile in one block).
+// kMpShared = 232304 bytes of dynamic shared memory. BS a multiple of 64 (a tile in one block).
 extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
     hc_attn_mla_sm90_pair(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q, const unsigned short* kv,
                           unsigned short* out, float* lse, const int* block_table, const int* seq_lens, float* part_o,
