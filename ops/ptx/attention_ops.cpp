@@ -636,7 +636,9 @@ ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX
                                          mla_ws_cubin, false, nullptr,
                                          "as sm90.ws.tma, each tile's P in its own stage's rope block (named only)"});
 // Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule):
-// named only until measured beside sm90.ws.tma.
+// named only. H200, beside sm90.ws.tma in one process (docs/PERFORMANCE.md, 2026-12-01 second
+// session): 265.5-266.4 us against 264.7-264.9 at Sq 1, 493.0-509.8 against 503.5-505.8 at Sq 2:
+// level with it, not faster; not measured on an H100.
 ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 21, mla_decode_sm90_pair,
                                     "sm90.pair", mla_ws_tma_applies<kMlaSm90PairShared>, mla_cubin<&kMlaPairImage>,
                                     false, nullptr,

@@ -238,6 +238,25 @@ __device__ __forceinline__ bool any_moved(float a0, float a1) {
   return !__all_sync(0xffffffffu, a0 == 1.f && a1 == 1.f);
 }
 
+// P = 2^(s - base) a row as bf16 A fragments (pf[kk] = keys 16kk .. 16kk + 15), and the row
+// sums: l = l a + the tile's.
+template <int NT>
+__device__ __forceinline__ void exp_to_p(const float (&s)[NT][4], uint32_t (&pf)[NT / 2][4], RowState& st,
+                                         float base0, float base1, float a0, float a1) {
+  float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
+    const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
+    sum0 += p0 + p1;
+    sum1 += p2 + p3;
+    pf[n >> 1][(n & 1) * 2] = pack_bf16x2(p0, p1);
+    pf[n >> 1][(n & 1) * 2 + 1] = pack_bf16x2(p2, p3);
+  }
+  st.l0 = st.l0 * a0 + sum0;
+  st.l1 = st.l1 * a1 + sum1;
+}
+
 // One key tile's step: masks s (mask_max), updates the running max, returns in a0/a1 the
 // factors the output rows must be scaled by, adds the tile's sums and writes P as bf16 A
 // fragments (pf[kk] = keys 16kk .. 16kk + 15). A row that has seen no key keeps m = -inf:
@@ -250,18 +269,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[NT][4], uint32_t (&pf)[N
   float mx0, mx1, base0, base1;
   mask_max<NT>(s, k0, vis0, vis1, scale_log2, &mx0, &mx1);
   advance_max<SLACK>(st, mx0, mx1, &base0, &base1, a0, a1);
-  float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
-    const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
-    sum0 += p0 + p1;
-    sum1 += p2 + p3;
-    pf[n >> 1][(n & 1) * 2] = pack_bf16x2(p0, p1);
-    pf[n >> 1][(n & 1) * 2 + 1] = pack_bf16x2(p2, p3);
-  }
-  st.l0 = st.l0 * *a0 + sum0;
-  st.l1 = st.l1 * *a1 + sum1;
+  exp_to_p<NT>(s, pf, st, base0, base1, *a0, *a1);
 }
 
 template <int DT>

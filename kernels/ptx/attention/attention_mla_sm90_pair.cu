@@ -264,25 +264,11 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     advance_max<true>(st, mx0, mx1, &base0, &base1, &a0, &a1);
     if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
     mbar_arrive(maxpub(w));
-    // P = exp2(S - M_t) as bf16 A fragments, and the row sums (inlined into each warpgroup's
-    // branch below: ptxas follows both paths through code they share, and consumer 0 reads O
-    // there while consumer 1 has a product on O in flight).
-    const auto exps = [&]() {
-      float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-      for (int nn = 0; nn < 8; ++nn) {
-        const float p0 = exp2f(s[nn][0] - base0), p1 = exp2f(s[nn][1] - base0);
-        const float p2 = exp2f(s[nn][2] - base1), p3 = exp2f(s[nn][3] - base1);
-        sum0 += p0 + p1;
-        sum1 += p2 + p3;
-        pf[nn >> 1][(nn & 1) * 2] = pack_bf16x2(p0, p1);
-        pf[nn >> 1][(nn & 1) * 2 + 1] = pack_bf16x2(p2, p3);
-      }
-      st.l0 = st.l0 * a0 + sum0;
-      st.l1 = st.l1 * a1 + sum1;
-    };
+    // (exp_to_p, P = exp2(S - M_t) and the row sums, is called in each consumer's branch below:
+    // ptxas follows both paths through code they share, and consumer 0 reads O there while
+    // consumer 1 has a product on O in flight.)
     if (w == 0) {
-      exps();
+      exp_to_p<8>(s, pf, st, base0, base1, a0, a1);
       publish_p();  // P_a at M_a, for consumer 1's P_a V_a[1] (on the chain: it frees slot 0)
       if (any_moved(a0, a1)) scale_rows<32>(o, a0, a1);
       queue_pv(mine, true);  // O_0 = O_0 2^(M_(a-1) - M_a) + P_a V_a[0]
@@ -301,7 +287,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
       if (any_moved(fa0, fa1)) scale_rows<32>(o, fa0, fa1);
       mbar_wait(ppub(0), par);
       queue_pv(theirs, false);  // O_1 = O_1 2^(M_(a-1) - M_a) + P_a V_a[1]
-      exps();
+      exp_to_p<8>(s, pf, st, base0, base1, a0, a1);
       publish_p();  // P_b at M_b, for consumer 0's P_b V_b[0]
       if (!wg_all(a0 == 1.f && a1 == 1.f, 4)) {  // rare: a row's reference moved at b
         wgmma_wait<0>();

@@ -242,18 +242,7 @@ __device__ void mla_sm90_ws(const TensorMap* tkv, const unsigned short* q, const
     // its maxima of tile t - 1, which rescale waited for.
     if (t4 == 0) smax[w][r0] = st.m0, smax[w][r1] = st.m1;
     mbar_arrive(maxpub(w));
-    float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-    for (int nn = 0; nn < 8; ++nn) {
-      const float p0 = exp2f(s[nn][0] - base0), p1 = exp2f(s[nn][1] - base0);
-      const float p2 = exp2f(s[nn][2] - base1), p3 = exp2f(s[nn][3] - base1);
-      sum0 += p0 + p1;
-      sum1 += p2 + p3;
-      pf[nn >> 1][(nn & 1) * 2] = pack_bf16x2(p0, p1);
-      pf[nn >> 1][(nn & 1) * 2 + 1] = pack_bf16x2(p2, p3);
-    }
-    st.l0 = st.l0 * a0 + sum0;
-    st.l1 = st.l1 * a1 + sum1;
+    exp_to_p<8>(s, pf, st, base0, base1, a0, a1);
     if (!PST && s_first && t >= 1) {  // tile t - 1's P V, then P in shared memory is free
       queue_theirs(t - 1);
       wgmma_wait<0>();
