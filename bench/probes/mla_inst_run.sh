@@ -17,9 +17,9 @@ log=$OUT/mla_inst.txt
 LD_LIBRARY_PATH=$PWD/build-inst/lib:$LD_LIBRARY_PATH timeout 120 build-gpu/bin/halcyon bench attention mla \
   --device cuda:0 --iters 2 > "$OUT/inst_raw.txt" 2>&1
 echo "inst rc=$?" | tee -a "$log"
-grep -v MLAINST "$OUT/inst_raw.txt" | tee -a "$log"
+grep -vE "MLAINST|MLAPAIR" "$OUT/inst_raw.txt" | tee -a "$log"
 # The launches print in order (selected implementation first); the TMA builds' blocks start
 # with a producer line.
-grep MLAINST "$OUT/inst_raw.txt" | head -40 | tee -a "$log"
+grep -E "MLAINST|MLAPAIR" "$OUT/inst_raw.txt" | head -60 | tee -a "$log"
 gzip "$OUT/inst_raw.txt"
 date -u | tee -a "$log"
