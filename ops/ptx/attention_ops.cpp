@@ -344,6 +344,9 @@ Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm
 Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
 Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
 Status mla_decode_sm90_pair(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Pair); }
+constexpr MlaKernel kMlaSm90PairOwn{kMlaPairImage, "hc_attn_mla_sm90_pair_own", 64, 64, 384, kMlaSm90PairShared, true,
+                                    CodeFrom::kCubinIfExact, true};
+Status mla_decode_sm90_pair_own(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90PairOwn); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -644,6 +647,9 @@ ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm
                                     false, nullptr,
                                     "wgmma, TMA, pairs of key tiles: both S at once, the softmaxes chained (BS a "
                                     "multiple of 64; named only)"});
+ops::RegisterOpImpl r_mla_sm90_pair_own({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 14, mla_decode_sm90_pair_own,
+                                        "sm90.pair.own", mla_ws_tma_applies<kMlaSm90PairShared>,
+                                        mla_cubin<&kMlaPairImage>, false, nullptr, "trial"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

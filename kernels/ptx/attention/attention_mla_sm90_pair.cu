@@ -73,6 +73,7 @@ static_assert(kMpShared == 232304 && kMpShared <= 232448, "more shared memory th
 __device__ __forceinline__ int group_blocks(int s, int g) { return (s ^ g) == 0 ? 5 : 4; }
 __device__ __forceinline__ int group_block(int s, int g, int i) { return i == 4 ? 8 : 4 * (s ^ g) + i; }
 
+template <bool OWN_FIRST>
 __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, unsigned short* out, float* lse,
                               const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
                               long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
@@ -214,7 +215,6 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   };
 
   if (n > 0) mbar_wait(q_full, 0);
-  bool other_in_flight = false;  // consumer 0: the previous pair's P_b V_b[0] (slot 1's "other" group)
   for (int j = 0; j < pairs; ++j) {
     const uint32_t par = j & 1;
     const bool has_b = 2 * j + 1 < n;
@@ -230,18 +230,14 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     }
     const int t = 2 * j + w;
     // This warpgroup's S, the group that lands first first: consumer 0's own group was freed in
-    // the middle of the last pair, consumer 1's "other" group before its own. Between the two,
-    // consumer 0's P_b V_b[0] of the last pair completes and its group is released.
-    mbar_wait(full(w, w), par);
+    // the middle of the last pair, consumer 1's "other" group before its own.
+    const int g1 = OWN_FIRST ? 0 : w;
+    mbar_wait(full(w, g1), par);
     keep<32>(&s[0][0]);
     wgmma_fence();
-    queue_s(w, true);
-    if (other_in_flight) {
-      wgmma_wait<1>();
-      release(1, 1);
-    }
-    mbar_wait(full(w, 1 - w), par);
-    queue_s(1 - w, false);
+    queue_s(g1, true);
+    mbar_wait(full(w, 1 - g1), par);
+    queue_s(1 - g1, false);
     wgmma_wait<0>();
     keep<32>(&s[0][0]);
     keep<128>(&o[0][0]);
@@ -281,8 +277,12 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
         if (any_moved(fb0, fb1)) scale_rows<32>(o, fb0, fb1);
         mbar_wait(ppub(1), par);
         queue_pv(theirs, false);  // O_0 = O_0 2^(M_a - M_b) + P_b V_b[0]
+        // Released at once: consumer 1's next S waits for this group's copy (the wait
+        // accounting: 32% of its loop when the release came after consumer 0's next S was queued).
+        wgmma_wait<0>();
+        keep<128>(&o[0][0]);
+        release(1, 1);
       }
-      other_in_flight = has_b;
     } else {  // P_a V_a[1] at once (it frees slot 0 for the next pair), the exponentials under it
       if (any_moved(fa0, fa1)) scale_rows<32>(o, fa0, fa1);
       mbar_wait(ppub(0), par);
@@ -323,6 +323,16 @@ extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
                           float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
                           long long MB, long long split_len, double scale_log2) {
   (void)kv;  // read through the tensor map
-  hc::mla_sm90_pair(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
-                    (float)scale_log2);
+  hc::mla_sm90_pair<false>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+                           split_len, (float)scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
+    hc_attn_mla_sm90_pair_own(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
+                              const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
+                              const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
+                              long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                              double scale_log2) {
+  (void)kv;
+  hc::mla_sm90_pair<true>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+                          split_len, (float)scale_log2);
 }
