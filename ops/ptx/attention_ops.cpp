@@ -344,9 +344,6 @@ Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm
 Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
 Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
 Status mla_decode_sm90_pair(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Pair); }
-constexpr MlaKernel kMlaSm90PairOwn{kMlaPairImage, "hc_attn_mla_sm90_pair_own", 64, 64, 384, kMlaSm90PairShared, true,
-                                    CodeFrom::kCubinIfExact, true};
-Status mla_decode_sm90_pair_own(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90PairOwn); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -638,18 +635,26 @@ ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX
                                          mla_decode_sm90_ws_tma_ps, "sm90.ws.tma.ps", mla_ws_tma_applies<>,
                                          mla_ws_cubin, false, nullptr,
                                          "as sm90.ws.tma, each tile's P in its own stage's rope block (named only)"});
-// Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule):
-// named only. H200, beside sm90.ws.tma in one process (docs/PERFORMANCE.md, 2026-12-01 second
-// session): 265.5-266.4 us against 264.7-264.9 at Sq 1, 493.0-509.8 against 503.5-505.8 at Sq 2:
-// level with it, not faster; not measured on an H100.
-ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 21, mla_decode_sm90_pair,
-                                    "sm90.pair", mla_ws_tma_applies<kMlaSm90PairShared>, mla_cubin<&kMlaPairImage>,
-                                    false, nullptr,
+// Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule).
+// H200, beside sm90.ws.tma in one process (docs/PERFORMANCE.md, 2026-12-01 second session):
+// Sq 2 x Hq 128 467.0-469.1 us against 503.1-504.8 (7% faster), Sq 1 x Hq 128 263.3-264.4 against
+// 260.1-262.0 (1% slower: its copies' latency is on the chain of the pairs, and with 2 CTAs
+// reading a sequence's cache instead of 4 fewer copies hit L2). So the registry takes it where
+// a sequence has at least 256 query rows; not measured on an H100.
+bool mla_pair_preferred(const ops::ApplyContext& ctx, std::string* why) {
+  if (ctx.has_call() && ctx.dim("Sq") * ctx.dim("Hq") < 256) {
+    if (why)
+      *why = fmt::format("Sq x Hq = {} query rows a sequence, below 256 (sm90.ws.tma is faster there)",
+                         ctx.dim("Sq") * ctx.dim("Hq"));
+    return false;
+  }
+  return mla_cubin<&kMlaPairImage>(ctx, why);
+}
+ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 25, mla_decode_sm90_pair,
+                                    "sm90.pair", mla_ws_tma_applies<kMlaSm90PairShared>, mla_pair_preferred, true,
+                                    nullptr,
                                     "wgmma, TMA, pairs of key tiles: both S at once, the softmaxes chained (BS a "
-                                    "multiple of 64; named only)"});
-ops::RegisterOpImpl r_mla_sm90_pair_own({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 14, mla_decode_sm90_pair_own,
-                                        "sm90.pair.own", mla_ws_tma_applies<kMlaSm90PairShared>,
-                                        mla_cubin<&kMlaPairImage>, false, nullptr, "trial"});
+                                    "multiple of 64; chosen from 256 query rows a sequence)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -272,6 +272,16 @@ TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch 
   auto no_maps = hopper();
   no_maps.capabilities = "module.ptx module.cubin";
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.ws.tma", no_maps, dims).applies());
+  // By pairs of tiles: as sm90.ws.tma, and the registry's choice from 256 query rows a sequence.
+  CHECK(Ask("attention_mla_decode", "sm90.pair", hopper(), dims).applies());
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.pair", hopper(), small_blocks).applies());
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.pair", hopper(), dims).preferred(&why));
+  CHECK(why == "Sq x Hq = 128 query rows a sequence, below 256 (sm90.ws.tma is faster there)");
+  auto mtp = dims;
+  mtp["Sq"] = 2;
+  why.clear();
+  Ask("attention_mla_decode", "sm90.pair", hopper(), mtp).preferred(&why);  // no cubin without a GPU
+  CHECK(why.find("query rows") == std::string::npos);
 }
 
 TEST_CASE("select: paged decode takes 128-key tiles at d128, head pairs or the 64-key kernel at d64 (no GPU needed)") {
