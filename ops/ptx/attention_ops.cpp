@@ -286,7 +286,7 @@ constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64
                                     CodeFrom::kCubinIfExact, true};
 // attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, P_a's buffer, row data, 14
 // mbarriers.
-constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 14 * 8;
+constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 28 * 8;
 constexpr const char* kMlaPairImage = "attention_mla_sm90_pair";
 constexpr MlaKernel kMlaSm90Pair{kMlaPairImage, "hc_attn_mla_sm90_pair", 64, 64, 384, kMlaSm90PairShared, true,
                                  CodeFrom::kCubinIfExact, true};
@@ -344,6 +344,9 @@ Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm
 Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
 Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
 Status mla_decode_sm90_pair(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Pair); }
+constexpr MlaKernel kMlaSm90PairBlk{kMlaPairImage, "hc_attn_mla_sm90_pair_blk", 64, 64, 384, kMlaSm90PairShared, true,
+                                    CodeFrom::kCubinIfExact, true};
+Status mla_decode_sm90_pair_blk(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90PairBlk); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
 template <uint32_t need = kMlaSm90Shared>
@@ -655,6 +658,9 @@ ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm
                                     nullptr,
                                     "wgmma, TMA, pairs of key tiles: both S at once, the softmaxes chained (BS a "
                                     "multiple of 64; chosen from 256 query rows a sequence)"});
+ops::RegisterOpImpl r_mla_sm90_pair_blk({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 14, mla_decode_sm90_pair_blk,
+                                        "sm90.pair.blk", mla_ws_tma_applies<kMlaSm90PairShared>,
+                                        mla_cubin<&kMlaPairImage>, false, nullptr, "trial: per-block copies"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

@@ -60,11 +60,11 @@ constexpr int kMpThreads = 384;
 constexpr uint32_t kMpTile = (kMlaQk / 64) * kMlaBlk;  // 73728: Q or one slot
 // After the slots: row_q (8 B a row), row_vis (4), smax[2] (4 each), red[2] (4 each), then 14
 // mbarriers.
-constexpr uint32_t kMpSmall = 64 * (8 + 4 + 8 + 8) + 14 * 8;
+constexpr uint32_t kMpSmall = 64 * (8 + 4 + 8 + 8) + 28 * 8;
 // Q, the two slots, P_a's buffer (one SW128 block), the row data: ops/ptx/attention_ops.cpp's
 // kMlaSm90PairShared.
 constexpr uint32_t kMpShared = 1024 + 3 * kMpTile + kMlaBlk + kMpSmall;
-static_assert(kMpShared == 232304 && kMpShared <= 232448, "more shared memory than a block may take on the H100");
+static_assert(kMpShared == 232416 && kMpShared <= 232448, "more shared memory than a block may take on the H100");
 
 // The blocks of slot s's group g (0: own, the V half of s's owner; 1: other, the other half):
 // the V half, and block 8 with the half of dims 0..255 (slot 0: consumer 0's own group, free
@@ -73,6 +73,7 @@ static_assert(kMpShared == 232304 && kMpShared <= 232448, "more shared memory th
 __device__ __forceinline__ int group_blocks(int s, int g) { return (s ^ g) == 0 ? 5 : 4; }
 __device__ __forceinline__ int group_block(int s, int g, int i) { return i == 4 ? 8 : 4 * (s ^ g) + i; }
 
+template <bool PER_BLOCK>
 __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, unsigned short* out, float* lse,
                               const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
                               long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
@@ -89,15 +90,18 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   float(*red)[64] = reinterpret_cast<float(*)[64]>(small + 64 * 20);   // row sums at the end
   const uint32_t bars = pa_buf + kMlaBlk + 64 * 28;
   const uint32_t q_full = bars;
-  const auto full = [&](int s, int g) { return bars + 8 * (1 + 2 * s + g); };
-  const auto empty = [&](int s, int g) { return bars + 8 * (5 + 2 * s + g); };
-  const auto maxpub = [&](int v) { return bars + 8 * (9 + v); };
-  const auto ppub = [&](int v) { return bars + 8 * (11 + v); };
-  const uint32_t sums = bars + 8 * 13;
+  // full(s, g, blk): block blk of slot s has landed (PER_BLOCK), or all of group g.
+  const auto full = [&](int s, int g, int blk) { return bars + 8 * (1 + 9 * s + (PER_BLOCK ? blk : g)); };
+  const auto empty = [&](int s, int g) { return bars + 8 * (19 + 2 * s + g); };
+  const auto maxpub = [&](int v) { return bars + 8 * (23 + v); };
+  const auto ppub = [&](int v) { return bars + 8 * (25 + v); };
+  const uint32_t sums = bars + 8 * 27;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 128);
-    for (int s = 0; s < 2; ++s)
-      for (int g = 0; g < 2; ++g) mbar_init(full(s, g), 1), mbar_init(empty(s, g), s && g ? 128 + 4 : 4);
+    for (int s = 0; s < 2; ++s) {
+      for (int b = 0; b < 9; ++b) mbar_init(full(s, b & 1, b), 1);
+      for (int g = 0; g < 2; ++g) mbar_init(empty(s, g), s && g ? 128 + 4 : 4);
+    }
     for (int v = 0; v < 2; ++v) mbar_init(maxpub(v), 128), mbar_init(ppub(v), 128);
     mbar_init(sums, 256);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -132,10 +136,11 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
           const int s = k >> 1, g = (k & 1) ^ s;
           if (s >= tiles) break;
           if (j > 0) mbar_wait(empty(s, g), (j - 1) & 1);
-          mbar_expect_tx(full(s, g), group_blocks(s, g) * kMlaBlk);
+          if (!PER_BLOCK) mbar_expect_tx(full(s, g, 0), group_blocks(s, g) * kMlaBlk);
           for (int i = 0; i < group_blocks(s, g); ++i) {
             const int blk = group_block(s, g, i);
-            tma_2d(slot(s) + blk * kMlaBlk, tkv, blk * 64, row[s], full(s, g), policy);
+            if (PER_BLOCK) mbar_expect_tx(full(s, g, blk), kMlaBlk);
+            tma_2d(slot(s) + blk * kMlaBlk, tkv, blk * 64, row[s], full(s, g, blk), policy);
           }
         }
       }
@@ -199,12 +204,16 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     }
     wgmma_commit();
   };
-  // S = Q K^T over the blocks of slot w's group `gr` (4 steps of 16 dims a block).
-  auto queue_s = [&](int gr, bool first) {
+  // S = Q K^T over the blocks of slot w's group `gr` (4 steps of 16 dims a block), each block as
+  // soon as it has landed (PER_BLOCK) or the group.
+  auto queue_s = [&](int gr, bool first, uint32_t par) {
+    if (!PER_BLOCK) mbar_wait(full(w, gr, 0), par);
 #pragma unroll
     for (int i = 0; i < 5; ++i) {
       if (i == group_blocks(w, gr)) break;
-      const uint32_t off = group_block(w, gr, i) * kMlaBlk;
+      const int blk = group_block(w, gr, i);
+      if (PER_BLOCK) mbar_wait(full(w, gr, blk), par);
+      const uint32_t off = blk * kMlaBlk;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
         wgmma_m64n64k16_ss(&s[0][0], make_desc(sq + off + kk * 32, 16, 1024), make_desc(mine + off + kk * 32, 16, 1024),
@@ -231,12 +240,10 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     // This warpgroup's S, the group that lands first first: consumer 0's own group was freed in
     // the middle of the last pair, consumer 1's "other" group before its own (own first: 275 us
     // against 264 at Sq 1 on the H200).
-    mbar_wait(full(w, w), par);
     keep<32>(&s[0][0]);
     wgmma_fence();
-    queue_s(w, true);
-    mbar_wait(full(w, 1 - w), par);
-    queue_s(1 - w, false);
+    queue_s(w, true, par);
+    queue_s(1 - w, false, par);
     wgmma_wait<0>();
     keep<32>(&s[0][0]);
     keep<128>(&o[0][0]);
@@ -322,6 +329,16 @@ extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
                           float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
                           long long MB, long long split_len, double scale_log2) {
   (void)kv;  // read through the tensor map
-  hc::mla_sm90_pair(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,
-                    (float)scale_log2);
+  hc::mla_sm90_pair<false>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+                           split_len, (float)scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
+    hc_attn_mla_sm90_pair_blk(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
+                              const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
+                              const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
+                              long long Hq, long long NB, long long BS, long long MB, long long split_len,
+                              double scale_log2) {
+  (void)kv;
+  hc::mla_sm90_pair<true>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
+                          split_len, (float)scale_log2);
 }
