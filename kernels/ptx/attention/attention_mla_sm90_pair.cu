@@ -208,11 +208,13 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   // soon as it has landed (PER_BLOCK) or the group.
   auto queue_s = [&](int gr, bool first, uint32_t par) {
     if (!PER_BLOCK) mbar_wait(full(w, gr, 0), par);
+    if (PER_BLOCK && w == 0)  // trial: consumer 0 (whose copies land early) takes the group at once
+      for (int i = 0; i < group_blocks(w, gr); ++i) mbar_wait(full(w, gr, group_block(w, gr, i)), par);
 #pragma unroll
     for (int i = 0; i < 5; ++i) {
       if (i == group_blocks(w, gr)) break;
       const int blk = group_block(w, gr, i);
-      if (PER_BLOCK) mbar_wait(full(w, gr, blk), par);
+      if (PER_BLOCK && w == 1) mbar_wait(full(w, gr, blk), par);
       const uint32_t off = blk * kMlaBlk;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
