@@ -638,29 +638,34 @@ ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX
                                          mla_decode_sm90_ws_tma_ps, "sm90.ws.tma.ps", mla_ws_tma_applies<>,
                                          mla_ws_cubin, false, nullptr,
                                          "as sm90.ws.tma, each tile's P in its own stage's rope block (named only)"});
-// Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule).
-// H200, beside sm90.ws.tma in one process (docs/PERFORMANCE.md, 2026-12-01 second session):
-// Sq 2 x Hq 128 467.0-469.1 us against 503.1-504.8 (7% faster), Sq 1 x Hq 128 263.3-264.4 against
-// 260.1-262.0 (1% slower: its copies' latency is on the chain of the pairs, and with 2 CTAs
-// reading a sequence's cache instead of 4 fewer copies hit L2). So the registry takes it where
-// a sequence has at least 256 query rows; not measured on an H100.
-bool mla_pair_preferred(const ops::ApplyContext& ctx, std::string* why) {
-  if (ctx.has_call() && ctx.dim("Sq") * ctx.dim("Hq") < 256) {
-    if (why)
-      *why = fmt::format("Sq x Hq = {} query rows a sequence, below 256 (sm90.ws.tma is faster there)",
-                         ctx.dim("Sq") * ctx.dim("Hq"));
-    return false;
-  }
-  return mla_cubin<&kMlaPairImage>(ctx, why);
+// Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule),
+// each slot's copy completing in two groups (sm90.pair) or block by block (sm90.pair.blk). H200,
+// beside sm90.ws.tma in one process, three runs each (docs/PERFORMANCE.md, 2026-12-01 second
+// session): Sq 2 x Hq 128 sm90.pair 469.0-471.2 us, sm90.pair.blk 473.5-474.2, sm90.ws.tma
+// 501.0-505.7; Sq 1 x Hq 128 sm90.pair.blk 259.2-261.2, sm90.ws.tma 261.7-262.1, sm90.pair
+// 263.6-264.1. At Sq 1 a sequence's cache is read by 2 CTAs instead of 4, fewer copies hit L2 and
+// their latency is on the chain of the pairs (the wait accounting: consumer 1 waits 22-25% of its
+// loop for its tile), which the block-by-block copies shorten. So the registry takes sm90.pair
+// from 256 query rows a sequence and sm90.pair.blk below; not measured on an H100.
+bool mla_pair_rows(const ops::ApplyContext& ctx, bool many, std::string* why) {
+  if (!ctx.has_call() || (ctx.dim("Sq") * ctx.dim("Hq") >= 256) == many) return mla_cubin<&kMlaPairImage>(ctx, why);
+  if (why)
+    *why = fmt::format("Sq x Hq = {} query rows a sequence: {} 256 the other build is faster",
+                       ctx.dim("Sq") * ctx.dim("Hq"), many ? "below" : "from");
+  return false;
 }
+bool mla_pair_preferred(const ops::ApplyContext& ctx, std::string* why) { return mla_pair_rows(ctx, true, why); }
+bool mla_pair_blk_preferred(const ops::ApplyContext& ctx, std::string* why) { return mla_pair_rows(ctx, false, why); }
 ops::RegisterOpImpl r_mla_sm90_pair({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 25, mla_decode_sm90_pair,
                                     "sm90.pair", mla_ws_tma_applies<kMlaSm90PairShared>, mla_pair_preferred, true,
                                     nullptr,
                                     "wgmma, TMA, pairs of key tiles: both S at once, the softmaxes chained (BS a "
                                     "multiple of 64; chosen from 256 query rows a sequence)"});
-ops::RegisterOpImpl r_mla_sm90_pair_blk({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 14, mla_decode_sm90_pair_blk,
-                                        "sm90.pair.blk", mla_ws_tma_applies<kMlaSm90PairShared>,
-                                        mla_cubin<&kMlaPairImage>, false, nullptr, "trial: per-block copies"});
+ops::RegisterOpImpl r_mla_sm90_pair_blk({"attention_mla_decode", HAL_MODULE_PTX, "sm_90a", "", 26,
+                                        mla_decode_sm90_pair_blk, "sm90.pair.blk",
+                                        mla_ws_tma_applies<kMlaSm90PairShared>, mla_pair_blk_preferred, true, nullptr,
+                                        "as sm90.pair, the copies completing block by block (chosen below 256 query "
+                                        "rows a sequence)"});
 
 }  // namespace
 }  // namespace halcyon::ptxop

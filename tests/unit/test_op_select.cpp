@@ -276,9 +276,11 @@ TEST_CASE("select: the sm_90a MLA kernels ask for the shared memory they launch 
   CHECK(Ask("attention_mla_decode", "sm90.pair", hopper(), dims).applies());
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.pair", hopper(), small_blocks).applies());
   CHECK_FALSE(Ask("attention_mla_decode", "sm90.pair", hopper(), dims).preferred(&why));
-  CHECK(why == "Sq x Hq = 128 query rows a sequence, below 256 (sm90.ws.tma is faster there)");
+  CHECK(why == "Sq x Hq = 128 query rows a sequence: below 256 the other build is faster");
   auto mtp = dims;
   mtp["Sq"] = 2;
+  CHECK_FALSE(Ask("attention_mla_decode", "sm90.pair.blk", hopper(), mtp).preferred(&why));
+  CHECK(why == "Sq x Hq = 256 query rows a sequence: from 256 the other build is faster");
   why.clear();
   Ask("attention_mla_decode", "sm90.pair", hopper(), mtp).preferred(&why);  // no cubin without a GPU
   CHECK(why.find("query rows") == std::string::npos);

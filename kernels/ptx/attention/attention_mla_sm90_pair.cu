@@ -8,7 +8,7 @@
 //   CTA      384 threads: warpgroup 0 the producer, 1 and 2 the consumers (setmaxnreg 40 / 232),
 //            as sm90.ws.tma; owns (64-row block, sequence b, split of the keys).
 //   smem     Q [64][576] and two slots of the same shape (9 SW128 blocks of [64 rows][128 B]),
-//            P_a's buffer (one block), row data, 14 mbarriers: 232304 bytes. Pair j holds tile 2j
+//            P_a's buffer (one block), row data, 28 mbarriers: 232416 bytes. Pair j holds tile 2j
 //            in slot 0 and 2j + 1 in slot 1. Consumer w (0, 1) owns slot w's tile (its S and softmax) and the output dims
 //            [256 w, +256) of every tile (O_w, 64 x 256 f32 in registers).
 //   groups   each slot is copied in two groups, each with its full / empty mbarrier: "own" =
@@ -16,7 +16,8 @@
 //            warpgroup reads; the rope block 8 goes with dims 0..255 (slot 0: its own group,
 //            free once S_a is done; slot 1: its other group, where P_b waits for consumer 0's
 //            P_b V_b[0]). A group is refilled as soon as its last reader is done; S reads first
-//            the group that is refilled first.
+//            the group that is refilled first. PER_BLOCK ("sm90.pair.blk"): each block of a group
+//            completes its own full barrier, and S takes the blocks as they land.
 //   producer 128 threads copy Q (cp.async, the rows gathered); thread 0 then issues the pairs'
 //            groups by TMA (9 boxes of 64 columns x 64 rows a tile), each when its "empty"
 //            barrier has completed, in the order the consumers free them.
@@ -208,13 +209,11 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   // soon as it has landed (PER_BLOCK) or the group.
   auto queue_s = [&](int gr, bool first, uint32_t par) {
     if (!PER_BLOCK) mbar_wait(full(w, gr, 0), par);
-    if (PER_BLOCK && w == 0)  // trial: consumer 0 (whose copies land early) takes the group at once
-      for (int i = 0; i < group_blocks(w, gr); ++i) mbar_wait(full(w, gr, group_block(w, gr, i)), par);
 #pragma unroll
     for (int i = 0; i < 5; ++i) {
       if (i == group_blocks(w, gr)) break;
       const int blk = group_block(w, gr, i);
-      if (PER_BLOCK && w == 1) mbar_wait(full(w, gr, blk), par);
+      if (PER_BLOCK) mbar_wait(full(w, gr, blk), par);
       const uint32_t off = blk * kMlaBlk;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -324,7 +323,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
 // The tensor map (64 bytes, __grid_constant__), then hc_attn_mla_sm90's parameters (8 bytes
 // each; ops/ptx/attention_ops.cpp's MlaArgs): q kv out lse block_table seq_lens part_o part_lse
 // B Sq Hq NB BS MB split_len scale_log2. Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads;
-// kMpShared = 232304 bytes of dynamic shared memory. BS a multiple of 64 (a tile in one block).
+// kMpShared = 232416 bytes of dynamic shared memory. BS a multiple of 64 (a tile in one block).
 extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
     hc_attn_mla_sm90_pair(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q, const unsigned short* kv,
                           unsigned short* out, float* lse, const int* block_table, const int* seq_lens, float* part_o,
@@ -334,6 +333,8 @@ extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
   hc::mla_sm90_pair<false>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
                            split_len, (float)scale_log2);
 }
+// As hc_attn_mla_sm90_pair, each 64-column block's copy with a barrier of its own: S takes the
+// blocks as they land.
 extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
     hc_attn_mla_sm90_pair_blk(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
                               const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
