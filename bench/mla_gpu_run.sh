@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call for attention_mla_decode's warp-specialised Hopper kernel ("sm90.ws",
-# kernels/ptx/attention/attention_mla_sm90_ws.cu), from a clean tree, under 8 minutes: build
+# One device call for attention_mla_decode's Hopper kernels (kernels/ptx/attention/attention_mla_sm90*.cu:
+# "sm90.pair.blk" / "sm90.pair" chosen where BS % 64 = 0, "sm90.ws" elsewhere), under 8 minutes: build
 # halcyon_cli and halcyon_ptx_attention_tests into build-gpu, the kernels' register counts, the
 # GPU tests (every PTX implementation by name against the CPU reference), the CTS's attention
 # cases on cuda:0, `halcyon bench attention mla`, the torch composition (bench/attention_vs_torch.py
@@ -16,9 +16,8 @@ what=${*:-build sass tests cts bench torch ncu sanitize}
 . "$(dirname "$0")/gpu_run_env.sh"  # OUT, deps, LD_LIBRARY_PATH, HALCYON_CACHE_DIR
 log=$OUT/mla.txt
 t0=$SECONDS
-# The commit only when this folder is a checkout (a `git archive` inside another tree would print
-# that tree's).
-{ date -u; [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] && git log -1 --format=%H; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
+# TREE: the commit this copy was made from (gpu_run_env.sh: .commit, or this checkout's HEAD).
+{ date -u; echo "tree $TREE"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } | tee "$log"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for w in $what; do
@@ -52,15 +51,15 @@ for w in $what; do
       echo "\$ python3 bench/attention_vs_torch.py --only mla" | tee -a "$log"
       timeout 100 python3 bench/attention_vs_torch.py --only mla --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
     ncu)
-      echo "\$ ncu -k regex:hc_attn_mla_sm90ws -c 1 halcyon bench attention mla --iters 1" | tee -a "$log"
-      timeout 100 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws' --launch-count 1 \
+      echo "\$ ncu -k regex:hc_attn_mla_sm90 -c 1 halcyon bench attention mla --iters 1" | tee -a "$log"
+      timeout 100 "$ncu" --kernel-name regex:'hc_attn_mla_sm90' --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
         --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
         "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 > "$OUT/ncu.txt" 2>&1
       echo "rc=$?" >> "$OUT/ncu.txt"
-      # The first launch above is the selected implementation's (sm90.ws.tma since run 3); then
-      # sm90.ws.tma.ps by name (P in the stages), with the same sections.
-      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws_tma_ps' --launch-count 1 \
+      # The first launch above is the selected implementation's (sm90.pair.blk at Sq 1 since
+      # 2026-12-01); then sm90.ws.tma by name, with the same sections.
+      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws_tma$' --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
         --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
         "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 >> "$OUT/ncu.txt" 2>&1
@@ -70,7 +69,8 @@ for w in $what; do
       grep -iE "barrier|stall|warp cycles" "$OUT/ncu.txt" | head -16 | tee -a "$log" ;;
     sanitize)
       # One file, $OUT/sanitize.txt (8 files at most). The CTS's MLA cases run the chosen
-      # implementation: sm90.ws.tma where BS is a multiple of 64 (cases 1 and 2), sm90.ws elsewhere.
+      # implementation: sm90.pair.blk / sm90.pair where BS is a multiple of 64 (cases 1 and 2),
+      # sm90.ws elsewhere.
       : > "$OUT/sanitize.txt"
       for tool in racecheck memcheck; do
         echo "\$ compute-sanitizer --tool $tool halcyon cts --device cuda:0 --filter 'numeric.attention_mla*'" | tee -a "$log" "$OUT/sanitize.txt"
@@ -81,7 +81,7 @@ for w in $what; do
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Race reported|Invalid|PASSED|FAILED|rc=" "$OUT/$tool.tmp" | sort | uniq -c | head -30 | tee -a "$log"
         head -c 100000 "$OUT/$tool.tmp" >> "$OUT/sanitize.txt"; rm -f "$OUT/$tool.tmp"
       done
-      # Every MLA implementation by name (the GPU test's MLA cases), sm90.ws.tma included.
+      # Every MLA implementation by name (the GPU test's MLA cases).
       echo "\$ compute-sanitizer --tool racecheck halcyon_ptx_attention_tests -tc='attention_mla*'" | tee -a "$log" "$OUT/sanitize.txt"
       timeout 180 "$san" --tool racecheck --report-api-errors no "$B/tests/cuda/halcyon_ptx_attention_tests" -tc='attention_mla*' \
         > "$OUT/rt.tmp" 2>&1

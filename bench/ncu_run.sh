@@ -3,7 +3,8 @@
 # throughput, memory, compute and warp-state (stall) sections; runs carried binaries
 # (build-gpu/bin/halcyon); full reports in $OUT.
 #   attention: paged decode `sm90.tma` (launches 1-3 of hc_attn_decode_d128_s3: Hkv 16; launch
-#              4: Hkv 2) and MLA decode `sm90.ws.tma` (its first launch: Sq 1), issue 15;
+#              4: Hkv 2) and MLA decode `sm90.ws.tma` (its first launch: Sq 1; the registry has
+#              chosen `sm90.pair.blk` / `sm90.pair` there since 2026-12-01), issue 15;
 #   moe:       the FP8 `sm90.tall` SwiGLU and down GEMMs at 4096 tokens (issue 19) and the bf16
 #              `sm90.swapw` GEMMs beside them, with the L2 and DRAM counters.
 #   run(command="bash bench/ncu_run.sh moe", carry=[".devdeps", ".commit", "build-gpu/bin/halcyon", "build-gpu/lib"])
