@@ -284,12 +284,14 @@ constexpr MlaKernel kMlaSm90WsPs{kMlaWsImage, "hc_attn_mla_sm90ws_ps", 64, 64, 3
                                  CodeFrom::kCubinIfExact};
 constexpr MlaKernel kMlaSm90WsTmaPs{kMlaWsImage, "hc_attn_mla_sm90ws_tma_ps", 64, 64, 384, kMlaSm90WsShared, true,
                                     CodeFrom::kCubinIfExact, true};
-// attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, P_a's buffer, row data, 14
+// attention_mla_sm90_pair.cu (kMpShared there): Q and two slots, P_a's buffer, row data, 28
 // mbarriers.
 constexpr uint32_t kMlaSm90PairShared = 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 64 * 28 + 28 * 8;
 constexpr const char* kMlaPairImage = "attention_mla_sm90_pair";
 constexpr MlaKernel kMlaSm90Pair{kMlaPairImage, "hc_attn_mla_sm90_pair", 64, 64, 384, kMlaSm90PairShared, true,
                                  CodeFrom::kCubinIfExact, true};
+constexpr MlaKernel kMlaSm90PairBlk{kMlaPairImage, "hc_attn_mla_sm90_pair_blk", 64, 64, 384, kMlaSm90PairShared, true,
+                                    CodeFrom::kCubinIfExact, true};
 
 Status mla_with(ops::OpContext& ctx, const MlaKernel& mk) {
   ref::AttentionMlaShape s{ctx.dim("B"), ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"),
@@ -344,8 +346,6 @@ Status mla_decode_sm90_ws_tma(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm
 Status mla_decode_sm90_ws_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsPs); }
 Status mla_decode_sm90_ws_tma_ps(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90WsTmaPs); }
 Status mla_decode_sm90_pair(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90Pair); }
-constexpr MlaKernel kMlaSm90PairBlk{kMlaPairImage, "hc_attn_mla_sm90_pair_blk", 64, 64, 384, kMlaSm90PairShared, true,
-                                    CodeFrom::kCubinIfExact, true};
 Status mla_decode_sm90_pair_blk(ops::OpContext& ctx) { return mla_with(ctx, kMlaSm90PairBlk); }
 
 // The sm_90a MLA kernels take 227 KiB of shared memory: H100/H200 class, not every sm_90 part.
@@ -641,9 +641,9 @@ ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX
 // Pairs of tiles, both S of a pair at once and only the softmaxes chained (FlashMLA's schedule),
 // each slot's copy completing in two groups (sm90.pair) or block by block (sm90.pair.blk). H200,
 // beside sm90.ws.tma in one process, three runs each (docs/PERFORMANCE.md, 2026-12-01 second
-// session): Sq 2 x Hq 128 sm90.pair 469.0-471.2 us, sm90.pair.blk 473.5-474.2, sm90.ws.tma
-// 501.0-505.7; Sq 1 x Hq 128 sm90.pair.blk 259.2-261.2, sm90.ws.tma 261.7-262.1, sm90.pair
-// 263.6-264.1. At Sq 1 a sequence's cache is read by 2 CTAs instead of 4, fewer copies hit L2 and
+// session, calls 12 and 14): Sq 2 x Hq 128 sm90.pair 467.2-471.2 us, sm90.pair.blk 470.9-474.2,
+// sm90.ws.tma 501.0-506.0; Sq 1 x Hq 128 sm90.pair.blk 258.5-261.2, sm90.ws.tma 261.7-262.1,
+// sm90.pair 263.5-264.3. At Sq 1 a sequence's cache is read by 2 CTAs instead of 4, fewer copies hit L2 and
 // their latency is on the chain of the pairs (the wait accounting: consumer 1 waits 22-25% of its
 // loop for its tile), which the block-by-block copies shorten. So the registry takes sm90.pair
 // from 256 query rows a sequence and sm90.pair.blk below; not measured on an H100.

@@ -100,7 +100,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   if (threadIdx.x == 0) {
     mbar_init(q_full, 128);
     for (int s = 0; s < 2; ++s) {
-      for (int b = 0; b < 9; ++b) mbar_init(full(s, b & 1, b), 1);
+      for (int b = 0; b < (PER_BLOCK ? 9 : 2); ++b) mbar_init(bars + 8 * (1 + 9 * s + b), 1);  // full(s, ...)
       for (int g = 0; g < 2; ++g) mbar_init(empty(s, g), s && g ? 128 + 4 : 4);
     }
     for (int v = 0; v < 2; ++v) mbar_init(maxpub(v), 128), mbar_init(ppub(v), 128);
@@ -177,8 +177,8 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
   const auto release = [&](int sl, int gr) {
     if (lane == 0) mbar_arrive(empty(sl, gr));
   };
-  // P (pf) into slot w's block 8, swizzled as wgmma's A operand (keys 8 nn .. 8 nn + 7 of rows
-  // r0, r1); then published, and the owner's use of its "other" group is over.
+  // P (pf) into p_of(w) (P_a's buffer, or slot 1's block 8 for P_b), swizzled as wgmma's A
+  // operand (keys 8 nn .. 8 nn + 7 of rows r0, r1); then published.
   auto publish_p = [&]() {
     const uint32_t pb = p_of(w);
 #pragma unroll
@@ -193,7 +193,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     if (w == 1) mbar_arrive(empty(1, 1));  // P_b's stores before the next copy into block 8
   };
   // O += P V over this warpgroup's dims [256 w, +256) of slot `sl`'s tile, P from registers
-  // (pf) or from slot `sl`'s block 8; one commit group.
+  // (pf) or from shared memory (p_of); one commit group.
   auto queue_pv = [&](uint32_t sl, bool from_regs) {
     keep<128>(&o[0][0]);
     wgmma_fence();
@@ -230,8 +230,6 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
     if (w == 1 && !has_b) {  // an odd last tile: consumer 0's; O_1 moves to M_a and takes P_a V_a[1]
       float f0, f1;
       take_max(0, par, &f0, &f1);
-      wgmma_wait<0>();  // none in flight here; ptxas sees consumer 0's path into the loop's top
-      keep<128>(&o[0][0]);
       if (any_moved(f0, f1)) scale_rows<32>(o, f0, f1);
       mbar_wait(ppub(0), par);
       queue_pv(theirs, false);
