@@ -9,17 +9,10 @@ waits are what it tells, not the time):
 then rebuild the library and run it (bench/probes/mla_inst_run.sh)."""
 import sys
 
-path = sys.argv[1]
-src = open(path).read()
+from source_edit import SourceEdit
 
-
-def sub(old, new, count=1):
-    global src
-    n = src.count(old)
-    if n != count:
-        sys.exit(f"mla_inst_source: {old!r} found {n} times, expected {count}")
-    src = src.replace(old, new)
-
+edit = SourceEdit(sys.argv[1], "mla_inst_source")
+sub = edit.sub
 
 T = "const long long t0_ = clock64(); {s} inst[{k}] += (unsigned)(clock64() - t0_);"
 # Consumer counters: 0 full, 1 maxpub, 2 ppub, 3 S wgmma, 4 theirs wgmma, 5 own wgmma, 6 S-first tiles, 7 loop.
@@ -54,4 +47,4 @@ sub("        for (int b = 0; b < kMlaQk / 64; ++b) tma_2d(skv + s * kMwsTile + b
     "        for (int b = 0; b < kMlaQk / 64; ++b) tma_2d(skv + s * kMwsTile + b * kMwsBlk, tkv, b * 64, row, full(s), policy);\n      }\n"
     "      if ((blockIdx.x == 0 && blockIdx.y == 0) && blockIdx.z == 0)\n"
     "        printf(\"MLAINST cta %d %d producer empty %u loop %u\\n\", blockIdx.x, blockIdx.y, inst[0], (unsigned)(clock64() - p0_));\n")
-open(path, "w").write(src)
+edit.write()

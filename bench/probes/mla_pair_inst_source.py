@@ -10,16 +10,10 @@ then rebuild the library and run it as bench/probes/mla_inst_run.sh says (it gre
 MLAPAIR lines)."""
 import sys
 
-path = sys.argv[1]
-src = open(path).read()
+from source_edit import SourceEdit
 
-
-def sub(old, new, count=1):
-    global src
-    n = src.count(old)
-    if n != count:
-        sys.exit(f"mla_pair_inst_source: {old!r} found {n} times, expected {count}")
-    src = src.replace(old, new)
+edit = SourceEdit(sys.argv[1], "mla_pair_inst_source")
+sub = edit.sub
 
 
 def timed(stmt, k):
@@ -33,8 +27,9 @@ sub("  RowState st{neg_inf(), neg_inf(), 0.f, 0.f};  // m: the maxima O and l ar
 sub("    mbar_wait(maxpub(v), par);\n", "    " + timed("mbar_wait(maxpub(v), par);", 2) + "\n")
 sub("mbar_wait(ppub(0), par);", timed("mbar_wait(ppub(0), par);", 3), 2)
 sub("mbar_wait(ppub(1), par);", timed("mbar_wait(ppub(1), par);", 3))
-sub("    mbar_wait(full(w, w), par);\n", "    " + timed("mbar_wait(full(w, w), par);", 0) + "\n")
-sub("    mbar_wait(full(w, 1 - w), par);\n", "    " + timed("mbar_wait(full(w, 1 - w), par);", 1) + "\n")
+# The copies' waits sit in queue_s (a group, or each block of it): 0 the first group, 1 the second.
+sub("if (!PER_BLOCK) mbar_wait(full(w, gr, 0), par);", "if (!PER_BLOCK) " + timed("mbar_wait(full(w, gr, 0), par);", "gr == w ? 0 : 1"))
+sub("if (PER_BLOCK) mbar_wait(full(w, gr, blk), par);", "if (PER_BLOCK) " + timed("mbar_wait(full(w, gr, blk), par);", "gr == w ? 0 : 1"))
 sub("  // Row sums: the quad's, then the two warpgroups' (both on the final maxima).\n",
     "  inst[4] = (unsigned)(clock64() - loop0_);\n"
     "  if ((threadIdx.x & 127) == 0 && ((blockIdx.x == 0 && blockIdx.y == 0) || (blockIdx.x == 1 && blockIdx.y == 0) ||\n"
@@ -54,4 +49,4 @@ sub("        }\n      }\n    }\n    asm volatile(\"cp.async.wait_all;\\n\" ::: \
     "        printf(\"MLAPAIR cta 0 0 producer s0own %u s0other %u s1other %u s1own %u loop %u\\n\", inst[0], inst[1],\n"
     "               inst[2], inst[3], (unsigned)(clock64() - p0_));\n"
     "    }\n    asm volatile(\"cp.async.wait_all;\\n\" ::: \"memory\");\n    return;\n")
-open(path, "w").write(src)
+edit.write()

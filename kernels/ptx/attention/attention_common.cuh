@@ -548,3 +548,14 @@ __device__ __forceinline__ void mla_store_2wg(const float (&o)[32][4], RowState 
     FN(q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,            \
        (float)scale_log2);                                                                                    \
   }
+// The same for a TMA build: the tensor map over the cache first (64 bytes, __grid_constant__),
+// then the parameters above; FN takes its address first.
+#define HC_ATTN_MLA_TMA_ENTRY(NAME, THREADS, FN)                                                              \
+  extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                    \
+      NAME(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q, const unsigned short* kv,      \
+           unsigned short* out, float* lse, const int* block_table, const int* seq_lens, float* part_o,       \
+           float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS, long long MB, \
+           long long split_len, double scale_log2) {                                                          \
+    FN(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB, split_len,      \
+       (float)scale_log2);                                                                                    \
+  }

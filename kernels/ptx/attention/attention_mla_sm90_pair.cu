@@ -75,10 +75,11 @@ __device__ __forceinline__ int group_blocks(int s, int g) { return (s ^ g) == 0 
 __device__ __forceinline__ int group_block(int s, int g, int i) { return i == 4 ? 8 : 4 * (s ^ g) + i; }
 
 template <bool PER_BLOCK>
-__device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, unsigned short* out, float* lse,
-                              const int* table, const int* seq_lens, float* part_o, float* part_lse, long long B,
-                              long long Sq, long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                              float scale_log2) {
+__device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, const unsigned short* kv,
+                              unsigned short* out, float* lse, const int* table, const int* seq_lens, float* part_o,
+                              float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
+                              long long MB, long long split_len, float scale_log2) {
+  (void)kv;  // read through the tensor map
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t sq = (smem_addr(smem_raw) + 1023) & ~1023u;
   const auto slot = [&](int s) { return sq + (1 + s) * kMpTile; };
@@ -322,24 +323,7 @@ __device__ void mla_sm90_pair(const TensorMap* tkv, const unsigned short* q, uns
 // each; ops/ptx/attention_ops.cpp's MlaArgs): q kv out lse block_table seq_lens part_o part_lse
 // B Sq Hq NB BS MB split_len scale_log2. Grid: (ceil(Sq * Hq / 64), B, splits); 384 threads;
 // kMpShared = 232416 bytes of dynamic shared memory. BS a multiple of 64 (a tile in one block).
-extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
-    hc_attn_mla_sm90_pair(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q, const unsigned short* kv,
-                          unsigned short* out, float* lse, const int* block_table, const int* seq_lens, float* part_o,
-                          float* part_lse, long long B, long long Sq, long long Hq, long long NB, long long BS,
-                          long long MB, long long split_len, double scale_log2) {
-  (void)kv;  // read through the tensor map
-  hc::mla_sm90_pair<false>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
-                           split_len, (float)scale_log2);
-}
+HC_ATTN_MLA_TMA_ENTRY(hc_attn_mla_sm90_pair, hc::kMpThreads, hc::mla_sm90_pair<false>)
 // As hc_attn_mla_sm90_pair, each 64-column block's copy with a barrier of its own: S takes the
 // blocks as they land.
-extern "C" __global__ void __launch_bounds__(hc::kMpThreads, 1)
-    hc_attn_mla_sm90_pair_blk(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
-                              const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
-                              const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
-                              long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                              double scale_log2) {
-  (void)kv;
-  hc::mla_sm90_pair<true>(&tkv, q, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
-                          split_len, (float)scale_log2);
-}
+HC_ATTN_MLA_TMA_ENTRY(hc_attn_mla_sm90_pair_blk, hc::kMpThreads, hc::mla_sm90_pair<true>)

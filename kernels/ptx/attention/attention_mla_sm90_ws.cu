@@ -309,23 +309,7 @@ __device__ void mla_sm90_ws_cp(const unsigned short* q, const unsigned short* kv
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws, hc::kMwsThreads, hc::mla_sm90_ws_cp<true>)
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_sfirst, hc::kMwsThreads, hc::mla_sm90_ws_cp<false>)
 HC_ATTN_MLA_ENTRY(hc_attn_mla_sm90ws_ps, hc::kMwsThreads, (hc::mla_sm90_ws_cp<true, true>))
-// The TMA build: the tensor map first (64 bytes, __grid_constant__), then the parameters above.
-// Grid, threads and shared memory as hc_attn_mla_sm90ws.
-extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
-    hc_attn_mla_sm90ws_tma(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
-                           const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
-                           const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq, long long Hq,
-                           long long NB, long long BS, long long MB, long long split_len, double scale_log2) {
-  hc::mla_sm90_ws<true, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS, MB,
-                              split_len, (float)scale_log2);
-}
-// As hc_attn_mla_sm90ws_tma, P in the stages (PST).
-extern "C" __global__ void __launch_bounds__(hc::kMwsThreads, 1)
-    hc_attn_mla_sm90ws_tma_ps(const __grid_constant__ hc::TensorMap tkv, const unsigned short* q,
-                              const unsigned short* kv, unsigned short* out, float* lse, const int* block_table,
-                              const int* seq_lens, float* part_o, float* part_lse, long long B, long long Sq,
-                              long long Hq, long long NB, long long BS, long long MB, long long split_len,
-                              double scale_log2) {
-  hc::mla_sm90_ws<true, true, true>(&tkv, q, kv, out, lse, block_table, seq_lens, part_o, part_lse, B, Sq, Hq, NB, BS,
-                                    MB, split_len, (float)scale_log2);
-}
+// The TMA builds: the tensor map first (64 bytes, __grid_constant__), then the parameters above.
+// Grid, threads and shared memory as hc_attn_mla_sm90ws; _ps: P in the stages (PST).
+HC_ATTN_MLA_TMA_ENTRY(hc_attn_mla_sm90ws_tma, hc::kMwsThreads, (hc::mla_sm90_ws<true, true>))
+HC_ATTN_MLA_TMA_ENTRY(hc_attn_mla_sm90ws_tma_ps, hc::kMwsThreads, (hc::mla_sm90_ws<true, true, true>))
