@@ -51,22 +51,23 @@ for w in $what; do
       echo "\$ python3 bench/attention_vs_torch.py --only mla" | tee -a "$log"
       timeout 100 python3 bench/attention_vs_torch.py --only mla --json "$OUT/torch.json" 2>&1 | tee -a "$log" ;;
     ncu)
-      echo "\$ ncu -k regex:hc_attn_mla_sm90 -c 1 halcyon bench attention mla --iters 1" | tee -a "$log"
-      timeout 100 "$ncu" --kernel-name regex:'hc_attn_mla_sm90' --launch-count 1 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-        --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
-        "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 > "$OUT/ncu.txt" 2>&1
-      echo "rc=$?" >> "$OUT/ncu.txt"
-      # The first launch above is the selected implementation's (sm90.pair.blk at Sq 1 since
-      # 2026-12-01); then sm90.ws.tma by name, with the same sections.
-      timeout 60 "$ncu" --kernel-name regex:'hc_attn_mla_sm90ws_tma$' --launch-count 1 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-        --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
-        "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 >> "$OUT/ncu.txt" 2>&1
-      echo "rc=$?" >> "$OUT/ncu.txt"
-      grep -E "hc_attn|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|hmma|==ERR|rc=" \
-        "$OUT/ncu.txt" | head -40 | tee -a "$log"
-      grep -iE "barrier|stall|warp cycles" "$OUT/ncu.txt" | head -16 | tee -a "$log" ;;
+      # The chosen kernels at their shapes: sm90.pair.blk's first launch (Sq 1, where it is the
+      # selected implementation and runs first) and every sm90.pair launch up to 8 (its Sq 1 runs
+      # by name, then Sq 2, where it is selected: the Grid Size line tells them apart, 128 CTAs a
+      # launch at Sq 1 and 256 at Sq 2); then sm90.ws.tma by name (its first launch, Sq 1).
+      : > "$OUT/ncu.txt"
+      for job in 'hc_attn_mla_sm90_pair_blk$|1' 'hc_attn_mla_sm90_pair$|8' 'hc_attn_mla_sm90ws_tma$|1'; do
+        IFS='|' read -r k c <<< "$job"
+        echo "\$ ncu -k regex:$k -c $c halcyon bench attention mla --iters 1" | tee -a "$log" "$OUT/ncu.txt"
+        timeout 150 "$ncu" --kernel-name regex:"$k" --launch-count "$c" \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
+          --metrics 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active' \
+          "$B/bin/halcyon" bench attention mla --device cuda:0 --iters 1 >> "$OUT/ncu.txt" 2>&1
+        echo "rc=$?" >> "$OUT/ncu.txt"
+      done
+      grep -E "hc_attn|Grid Size|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Registers Per|Warp Cycles Per Issued|mma|==ERR|rc=" \
+        "$OUT/ncu.txt" | head -120 | tee -a "$log"
+      grep -iE "barrier|stall" "$OUT/ncu.txt" | head -16 | tee -a "$log" ;;
     sanitize)
       # One file, $OUT/sanitize.txt (8 files at most). The CTS's MLA cases run the chosen
       # implementation: sm90.pair.blk / sm90.pair where BS is a multiple of 64 (cases 1 and 2),

@@ -31,13 +31,16 @@ def mla_composition(q, kv):
     return run
 
 
-def paged_decode(B, Hq, Hkv, L, D, BS, dev):
+def paged_decode(B, Hq, Hkv, L, D, BS, dev, ordered=False):
     """(args, dense): halcyon.run("attention_decode", **args, scale=0.0) reads a cache of L keys a
-    sequence in blocks of BS in scrambled order; dense = (q [B, Hq, 1, D], k, v [B, Hkv, L, D])."""
+    sequence in blocks of BS in scrambled order (ordered: each sequence's blocks consecutive, so
+    its cache is one [L, Hkv, D] stretch, as a dense cache); dense = (q [B, Hq, 1, D], k, v
+    [B, Hkv, L, D])."""
     NB, MB = B * L // BS, L // BS
     q = torch.randn(B, 1, Hq, D, dtype=bf16, device=dev)
     kc, vc = (torch.randn(NB, BS, Hkv, D, dtype=bf16, device=dev) for _ in range(2))
-    table = torch.randperm(NB, device=dev, dtype=torch.int64).to(torch.int32).reshape(B, MB).contiguous()
+    order = torch.arange(NB, device=dev) if ordered else torch.randperm(NB, device=dev, dtype=torch.int64)
+    table = order.to(torch.int32).reshape(B, MB).contiguous()
     args = {"q": q, "k_cache": kc, "v_cache": vc, "block_table": table,
             "seq_lens": torch.full((B,), L, dtype=torch.int32, device=dev),
             "out": torch.empty(B, 1, Hq, D, dtype=bf16, device=dev),
