@@ -33,9 +33,10 @@ def mla_composition(q, kv):
 
 def paged_decode(B, Hq, Hkv, L, D, BS, dev, ordered=False):
     """(args, dense): halcyon.run("attention_decode", **args, scale=0.0) reads a cache of L keys a
-    sequence in blocks of BS in scrambled order (ordered: each sequence's blocks consecutive, so
-    its cache is one [L, Hkv, D] stretch, as a dense cache); dense = (q [B, Hq, 1, D], k, v
-    [B, Hkv, L, D])."""
+    sequence in blocks of BS in scrambled order; dense = (q [B, Hq, 1, D], k, v [B, Hkv, L, D]),
+    k and v contiguous (the peer's own layout). ordered: each sequence's blocks consecutive, and
+    dense's k and v are views of the same cache ([B, L, Hkv, D] seen as [B, Hkv, L, D]), so both
+    sides read the same bytes."""
     NB, MB = B * L // BS, L // BS
     q = torch.randn(B, 1, Hq, D, dtype=bf16, device=dev)
     kc, vc = (torch.randn(NB, BS, Hkv, D, dtype=bf16, device=dev) for _ in range(2))
@@ -46,7 +47,10 @@ def paged_decode(B, Hq, Hkv, L, D, BS, dev, ordered=False):
             "out": torch.empty(B, 1, Hq, D, dtype=bf16, device=dev),
             "lse": torch.empty(B, 1, Hq, dtype=torch.float32, device=dev)}
     qd = q.transpose(1, 2).contiguous()
-    kd, vd = (torch.randn(B, Hkv, L, D, dtype=bf16, device=dev) for _ in range(2))
+    if ordered:
+        kd, vd = (c.view(B, L, Hkv, D).transpose(1, 2) for c in (kc, vc))
+    else:
+        kd, vd = (torch.randn(B, Hkv, L, D, dtype=bf16, device=dev) for _ in range(2))
     return args, (qd, kd, vd)
 
 
