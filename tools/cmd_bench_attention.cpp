@@ -38,11 +38,13 @@ void usage() {
   fmt::print(
       "usage: halcyon bench attention [prefill] [decode] [mla] [--device URI] [--iters N] [--seqlen N]\n"
       "                               [--batch N] [--ordered-blocks] [--peak-tflops F] [--preheat-ms MS]\n"
-      "                               [--json FILE]\n"
+      "                               [--mla-shapes HQxSQ[,HQxSQ...]] [--json FILE]\n"
       "  Times attention_prefill (b4 h16 s4096 d128, causal and not; b1 h128 causal; d64),\n"
       "  attention_decode (b64 Hq16 Hkv16/2 kv8192 d128 and d64, block 64) and attention_mla_decode\n"
       "  (b64 Hq128 kv8192 Sq 1 and 2, block 64): time, TFLOP/s, GB/s of KV read, and each\n"
       "  figure's floor (bytes / measured copy rate, FLOPs / peak). All three by default.\n"
+      "  --mla-shapes sets MLA's query heads and tokens a sequence (default 128x1,128x2; Hq 1-128,\n"
+      "  Sq 1-16): where the registry's rules between the MLA kernels are measured.\n"
       "  The paged caches' blocks are in scrambled order unless --ordered-blocks (each sequence's\n"
       "  blocks consecutive, as a dense cache would be). --preheat-ms MS runs each call for MS ms\n"
       "  before timing it (the clock a compute-bound kernel keeps under the GPU's power cap); to\n"
@@ -56,6 +58,27 @@ int64_t pairs(int64_t q, int64_t k, bool causal) {  // (query, key) pairs a sequ
   return n;
 }
 
+// "HQxSQ[,HQxSQ...]" -> (Hq, Sq) pairs; empty on error (err says why).
+std::vector<std::pair<int64_t, int64_t>> parse_mla_shapes(const std::string& text, std::string* err) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    const size_t x = item.find('x');
+    if (x == std::string::npos) {
+      *err = fmt::format("--mla-shapes: '{}' is not HQxSQ (e.g. 64x2)", item);
+      return {};
+    }
+    auto hq = cli::parse_int("--mla-shapes Hq", item.substr(0, x), 1, 128, err);
+    auto sq = hq ? cli::parse_int("--mla-shapes Sq", item.substr(x + 1), 1, 16, err) : std::nullopt;
+    if (!hq || !sq) return {};
+    shapes.emplace_back(*hq, *sq);
+    at = end + 1;
+  }
+  return shapes;
+}
+
 }  // namespace
 
 int bench_attention(const std::vector<std::string>& args) {
@@ -66,6 +89,7 @@ int bench_attention(const std::vector<std::string>& args) {
   double peak_tflops = 989;  // H100 SXM bf16 dense (shared/BASELINES.md)
   double preheat_ms = 0;     // BenchTimer::preheat_ms
   std::vector<std::string> families;
+  std::vector<std::pair<int64_t, int64_t>> mla_shapes = {{128, 1}, {128, 2}};  // (Hq, Sq)
   std::string err;
   for (size_t i = 0; i < args.size() && err.empty(); ++i) {
     const std::string& a = args[i];
@@ -82,7 +106,7 @@ int bench_attention(const std::vector<std::string>& args) {
       return 0;
     }
     const bool valued = a == "--device" || a == "--iters" || a == "--seqlen" || a == "--batch" ||
-                        a == "--peak-tflops" || a == "--preheat-ms" || a == "--json";
+                        a == "--peak-tflops" || a == "--preheat-ms" || a == "--json" || a == "--mla-shapes";
     if (!valued) {
       fmt::print(stderr, "halcyon bench attention: unknown argument '{}' (--help lists them)\n", a);
       return 2;
@@ -94,6 +118,7 @@ int bench_attention(const std::vector<std::string>& args) {
     const std::string& v = args[++i];
     if (a == "--device") device = v;
     else if (a == "--json") json_path = v;
+    else if (a == "--mla-shapes") mla_shapes = parse_mla_shapes(v, &err);
     else if (a == "--iters") {
       if (auto n = cli::parse_int(a, v, 1, 1 << 20, &err)) iters = int(*n);
     } else if (a == "--seqlen" || a == "--batch") {
@@ -132,8 +157,7 @@ int bench_attention(const std::vector<std::string>& args) {
       configs.push_back({f, "decode d64 Hq16 Hkv16", b(64), 1, 16, 16, 64, kv});
       configs.push_back({f, "decode d64 Hq16 Hkv2", b(64), 1, 16, 2, 64, kv});
     } else {
-      configs.push_back({f, "mla Hq128 Sq1", b(64), 1, 128, 1, 576, kv});
-      configs.push_back({f, "mla Hq128 Sq2", b(64), 2, 128, 1, 576, kv});
+      for (auto [hq, sq] : mla_shapes) configs.push_back({f, fmt::format("mla Hq{} Sq{}", hq, sq), b(64), sq, hq, 1, 576, kv});
     }
   }
   auto stream = dev->create_stream();

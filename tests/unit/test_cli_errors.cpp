@@ -82,6 +82,9 @@ TEST_CASE("cli: numeric options are parsed whole and range-checked") {
   expect_error("bench attention --seqlen -5", 2, "--seqlen: '-5'");
   expect_error("bench attention --preheat-ms 0", 2, "--preheat-ms: '0'");
   expect_error("bench attention --batch", 2, "--batch needs a value");
+  expect_error("bench attention mla --mla-shapes 64", 2, "'64' is not HQxSQ");
+  expect_error("bench attention mla --mla-shapes 64x2,256x1", 2, "--mla-shapes Hq: '256'");
+  expect_error("bench attention mla --mla-shapes 64x0", 2, "--mla-shapes Sq: '0'");
   expect_error("run vector_add --in a=x.npy --set N=12abc --out " + tmp("o"), 2, "'12abc'");
 }
 
