@@ -646,7 +646,10 @@ ops::RegisterOpImpl r_mla_sm90_ws_tma_ps({"attention_mla_decode", HAL_MODULE_PTX
 // sm90.pair 263.5-264.3. At Sq 1 a sequence's cache is read by 2 CTAs instead of 4, fewer copies hit L2 and
 // their latency is on the chain of the pairs (the wait accounting: consumer 1 waits 22-25% of its
 // loop for its tile), which the block-by-block copies shorten. So the registry takes sm90.pair
-// from 256 query rows a sequence and sm90.pair.blk below; not measured on an H100.
+// from 256 query rows a sequence and sm90.pair.blk below; not measured on an H100. Over other
+// Hq (2026-12-01 third session, `--mla-shapes`, calls 5-6): at 128 rows (Hq 64 x Sq 2, Hq 128 x
+// Sq 1) sm90.pair.blk 2.5-3% faster than sm90.pair, at 16-64 rows 0.3-1.3%, at 256 rows (Hq
+// 16-128) the two within 1% either way and at 512 level: the rule holds where it matters.
 bool mla_pair_rows(const ops::ApplyContext& ctx, bool many, std::string* why) {
   if (!ctx.has_call() || (ctx.dim("Sq") * ctx.dim("Hq") >= 256) == many) return mla_cubin<&kMlaPairImage>(ctx, why);
   if (why)
