@@ -3,8 +3,9 @@
 # throughput, memory, compute and warp-state (stall) sections; runs carried binaries
 # (build-gpu/bin/halcyon); full reports in $OUT.
 #   attention: paged decode `sm90.tma` (launches 1-3 of hc_attn_decode_d128_s3: Hkv 16; launch
-#              4: Hkv 2) and MLA decode `sm90.ws.tma` (its first launch: Sq 1; the registry has
-#              chosen `sm90.pair.blk` / `sm90.pair` there since 2026-12-01), issue 15;
+#              4: Hkv 2) and MLA decode `sm90.pair.blk` (its first launch: Sq 1, where the registry
+#              chooses it; bench/mla_gpu_run.sh's ncu step also profiles `sm90.pair` at Sq 2 and
+#              `sm90.ws.tma`), issue 15;
 #   moe:       the FP8 `sm90.tall` SwiGLU and down GEMMs at 4096 tokens (issue 19) and the bf16
 #              `sm90.swapw` GEMMs beside them, with the L2 and DRAM counters.
 #   run(command="bash bench/ncu_run.sh moe", carry=[".devdeps", ".commit", "build-gpu/bin/halcyon", "build-gpu/lib"])
@@ -23,7 +24,7 @@ metrics=()
 case $family in
   attention)
     jobs=("decode|regex:hc_attn_decode_d128_s3_sm90|4|bench attention decode --device cuda:0 --iters 1"
-          "mla|regex:hc_attn_mla_sm90ws_tma\$|1|bench attention mla --device cuda:0 --iters 1") ;;
+          "mla|regex:hc_attn_mla_sm90_pair_blk\$|1|bench attention mla --device cuda:0 --iters 1") ;;
   moe)
     metrics=(--metrics lts__t_sectors_op_read.sum,lts__t_bytes.sum.per_second,dram__bytes_read.sum.per_second,lts__t_sector_hit_rate.pct,sm__cycles_elapsed.avg.per_second,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active)
     jobs=("fp8|regex:hc_moe_gemm_fp8_(swiglu_)?sm90|2|bench moe --device cuda:0 --tokens 4096 --dtype fp8 --iters 1"
