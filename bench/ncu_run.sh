@@ -2,7 +2,7 @@
 # One device call: Nsight Compute on chosen Hopper kernels at their issues' shapes, with the
 # throughput, memory, compute and warp-state (stall) sections; runs carried binaries
 # (build-gpu/bin/halcyon); full reports in $OUT.
-#   attention: paged decode `sm90.tma` (launches 1-3 of hc_attn_decode_d128_s3: Hkv 16; launch
+#   attention: paged decode `sm90.tma.k128` (the d128 choice; launches 1-3 of hc_attn_decode_d128_s3_k128: Hkv 16; launch
 #              4: Hkv 2) and MLA decode `sm90.pair.blk` (its first launch: Sq 1, where the registry
 #              chooses it; bench/mla_gpu_run.sh's ncu step also profiles `sm90.pair` at Sq 2 and
 #              `sm90.ws.tma`), issue 15;
@@ -23,7 +23,7 @@ metrics=()
 # Each job: name|kernel regex|launches|halcyon arguments.
 case $family in
   attention)
-    jobs=("decode|regex:hc_attn_decode_d128_s3_sm90|4|bench attention decode --device cuda:0 --iters 1"
+    jobs=("decode|regex:hc_attn_decode_d128_s3_k128_sm90|4|bench attention decode --device cuda:0 --iters 1"
           "mla|regex:hc_attn_mla_sm90_pair_blk\$|1|bench attention mla --device cuda:0 --iters 1") ;;
   moe)
     metrics=(--metrics lts__t_sectors_op_read.sum,lts__t_bytes.sum.per_second,dram__bytes_read.sum.per_second,lts__t_sector_hit_rate.pct,sm__cycles_elapsed.avg.per_second,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active)
