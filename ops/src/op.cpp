@@ -340,27 +340,66 @@ bool fused_pays_for_call(const Device& device, std::string_view op,
   return (*impl)->fused_pays(call, why);
 }
 
-Status run_op(const Device& device, const Stream& stream, std::string_view op,
-              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
-              const RunOptions& options) {
+PreparedOp::PreparedOp(Device device, const Contract* contract, Binding binding,
+                       std::map<std::string, Tensor, std::less<>> tensors, const OpImpl* impl, CodeSource code)
+    : device_(std::move(device)), contract_(contract), binding_(std::move(binding)), tensors_(std::move(tensors)),
+      impl_(impl), code_(code) {}
+
+namespace {
+
+// A call checked against its contract, and the implementation that takes it (run_op, prepare_op).
+struct CheckedCall {
+  const Contract* contract;
+  Binding binding;
+  const OpImpl* impl;
+};
+Result<CheckedCall> check_call(const Device& device, std::string_view op,
+                               const std::map<std::string, Tensor, std::less<>>& tensors,
+                               const std::map<std::string, std::string>& params, const RunOptions& options) {
   const Contract* c = find_contract(op);
   if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
   auto b = bind_checked(*c, op, tensors, params);
   if (!b) return b.error();
   auto impl = select_bound(device, op, *b, tensors, options);
   if (!impl) return impl.error();
+  return CheckedCall{c, std::move(b).value(), *impl};
+}
+
+}  // namespace
+
+Result<PreparedOp> prepare_op(const Device& device, std::string_view op, std::map<std::string, Tensor, std::less<>> tensors,
+                              const std::map<std::string, std::string>& params, const RunOptions& options) {
+  if (options.sm_trace || options.ep_peers)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: a prepared call takes no RunOptions::sm_trace or ep_peers "
+                                                   "(run_op does)", op));
+  auto call = check_call(device, op, tensors, params, options);
+  if (!call) return call.error();
+  return PreparedOp(device, call->contract, std::move(call->binding), std::move(tensors), call->impl, options.code);
+}
+
+Status PreparedOp::run(const Stream& stream) {
+  OpContext ctx{device_, stream, *contract_, binding_, tensors_, code_};
+  return impl_->fn(ctx);
+}
+
+Status run_op(const Device& device, const Stream& stream, std::string_view op,
+              std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
+              const RunOptions& options) {
+  auto call = check_call(device, op, tensors, params, options);
+  if (!call) return call.error();
+  const OpImpl& impl = *call->impl;
   if (const Tensor* t = options.sm_trace) {
-    if (!(*impl)->records_sm)
+    if (!impl.records_sm)
       return Error(HAL_UNSUPPORTED, fmt::format("{}: implementation '{}' does not record the units it runs on "
-                                                "(RunOptions::sm_trace)", op, (*impl)->name));
+                                                "(RunOptions::sm_trace)", op, impl.name));
     if (t->dtype != DType::i32 || t->shape.size() != 1 || t->buffer.get() == nullptr)
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: sm_trace must be a 1-d i32 tensor, not {} {}", op,
                                                      dtype_name(t->dtype), t->shape_string()));
   }
-  if (options.ep_peers && !c->op.starts_with("ep_"))
+  if (options.ep_peers && !call->contract->op.starts_with("ep_"))
     return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: RunOptions::ep_peers is for the expert-parallel operators", op));
-  OpContext ctx{device, stream, *c, *b, tensors, options.code, options.sm_trace, options.ep_peers};
-  return (*impl)->fn(ctx);
+  OpContext ctx{device, stream, *call->contract, call->binding, tensors, options.code, options.sm_trace, options.ep_peers};
+  return impl.fn(ctx);
 }
 
 }  // namespace halcyon::ops

@@ -38,7 +38,7 @@ import ctypes
 import os
 import threading
 
-__all__ = ["load", "run", "moe_layer", "MoeLayer", "bf16", "e4m3", "empty", "device_address", "HalcyonError"]
+__all__ = ["load", "run", "prepare", "Prepared", "moe_layer", "MoeLayer", "bf16", "e4m3", "empty", "device_address", "HalcyonError"]
 
 
 class HalcyonError(RuntimeError):
@@ -163,6 +163,11 @@ _SIGNATURES = {
     "hal_buffer_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferInfo)]),
     "hrt_run_op": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_uint32,
                         ctypes.POINTER(_Param), ctypes.c_uint32]),
+    "hrt_op_create": (_E, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_uint32,
+                           ctypes.POINTER(_Param), ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
+    "hrt_op_run": (_E, [ctypes.c_void_p, ctypes.c_void_p]),
+    "hrt_op_impl_name": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "hrt_op_release": (None, [ctypes.c_void_p]),
     "hrt_moe_layer_create": (_E, [ctypes.c_void_p, ctypes.POINTER(_MoeDesc), ctypes.POINTER(ctypes.c_void_p)]),
     "hrt_moe_layer_forward": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                    ctypes.c_int64]),
@@ -421,28 +426,102 @@ def _shape(t):
     return tuple(t.shape[i] for i in range(t.rank))
 
 
-def run(op, device=None, **arguments):
-    """Runs operator `op`: tensors (inputs, and the outputs you allocated) and scalar params
-    by their contract names. halcyon.run("vector_add", a=x, b=y, c=z)."""
+def _call_arguments(fn, op, arguments):
+    """An operator call's keyword arguments as (tensors, params): tensors have __dlpack__,
+    params are bool / int / float / str."""
     tensors = {k: v for k, v in arguments.items() if hasattr(v, "__dlpack__")}
     params = {k: v for k, v in arguments.items() if k not in tensors}
     for k, v in params.items():
         if not isinstance(v, (bool, int, float, str)):
-            raise TypeError(f"halcyon.run('{op}'): '{k}' is a {type(v).__name__}: a tensor needs __dlpack__ (a torch "
+            raise TypeError(f"halcyon.{fn}('{op}'): '{k}' is a {type(v).__name__}: a tensor needs __dlpack__ (a torch "
                             f"tensor or a NumPy array), a parameter is a bool, int, float or str")
     if not tensors:
-        raise ValueError(f"halcyon.run('{op}'): no tensor arguments")
+        raise ValueError(f"halcyon.{fn}('{op}'): no tensor arguments")
+    return tensors, params
+
+
+def _c_arguments(imported, tensors, params):
+    """The hrt_tensor and hrt_param arrays of a call (imported: an _Imported to take the tensors)."""
+    for name, obj in tensors.items():
+        imported.add(name, obj)
+    arr = (_Tensor * len(imported.tensors))(*imported.tensors)
+    keep = [(k.encode(), _text(v).encode()) for k, v in params.items()]
+    pars = (_Param * max(len(keep), 1))()
+    for i, (k, v) in enumerate(keep):
+        pars[i] = _Param(ctypes.sizeof(_Param), None, k, v)
+    pars._keep = keep  # the bytes the params point at, alive as long as the array
+    return arr, pars, len(keep)
+
+
+def run(op, device=None, **arguments):
+    """Runs operator `op`: tensors (inputs, and the outputs you allocated) and scalar params
+    by their contract names. halcyon.run("vector_add", a=x, b=y, c=z)."""
+    tensors, params = _call_arguments("run", op, arguments)
     uri = device or _uri_of(next(iter(tensors.values())))
     with _Imported(uri, _torch_stream(uri, list(tensors.values()))) as imported:
-        for name, obj in tensors.items():
-            imported.add(name, obj)
-        arr = (_Tensor * len(imported.tensors))(*imported.tensors)
-        keep = [(k.encode(), _text(v).encode()) for k, v in params.items()]
-        pars = (_Param * max(len(keep), 1))()
-        for i, (k, v) in enumerate(keep):
-            pars[i] = _Param(ctypes.sizeof(_Param), None, k, v)
-        _check(load().hrt_run_op(_device(uri), imported.stream(), op.encode(), arr, len(arr), pars, len(keep)))
+        arr, pars, n = _c_arguments(imported, tensors, params)
+        _check(load().hrt_run_op(_device(uri), imported.stream(), op.encode(), arr, len(arr), pars, n))
         imported.finish()
+
+
+class Prepared:
+    """One call of operator `op`, checked against its contract and its implementation chosen
+    once (runtime.h's hrt_op_create), then run as often as asked with ``p()``: each run reads and
+    writes the tensors' memory as it is then. For a loop that repeats one call on fixed buffers
+    whose contents change (a server's decode step over preallocated caches, with the block table
+    and lengths rewritten in place): a run repeats no check, no choice and no DLPack import, so
+    what it costs on the host is the implementation's launch work. Shapes, dtypes and params are
+    those given here; the tensors' memory is held until ``close()``. Streams as ``run``: when
+    every tensor is a torch CUDA tensor a run is queued on torch's current stream at that moment,
+    without a host wait; otherwise on a halcyon stream after the producers' pending work, and
+    waited for. ``impl`` names the implementation chosen."""
+
+    def __init__(self, op, device=None, **arguments):
+        tensors, params = _call_arguments("prepare", op, arguments)
+        self.uri = device or _uri_of(next(iter(tensors.values())))
+        self._objs = list(tensors.values())
+        native = _torch_stream(self.uri, self._objs)
+        self._native = native is not None
+        self._op = ctypes.c_void_p()
+        # The op takes its own references on the buffers (whose release returns the memory to its
+        # producer), so the import's may go when the context closes.
+        with _Imported(self.uri, native) as imported:
+            arr, pars, n = _c_arguments(imported, tensors, params)
+            _check(load().hrt_op_create(_device(self.uri), op.encode(), arr, len(arr), pars, n, ctypes.byref(self._op)))
+        self.op = op
+        self.impl = load().hrt_op_impl_name(self._op).decode()
+
+    def __call__(self):
+        if not self._op:
+            raise HalcyonError("HAL_INVALID_HANDLE", f"Prepared '{self.op}': called after close()")
+        if self._native:  # torch's current stream now (imported once a thread for its default streams)
+            with _Imported(self.uri, _torch_stream(self.uri, self._objs)) as imported:
+                _check(load().hrt_op_run(self._op, imported.stream()))
+            return
+        for obj in self._objs:
+            _wait_for_producer(obj)
+        stream = _stream(self.uri)
+        _check(load().hrt_op_run(self._op, stream))
+        _check(load().hal_stream_synchronize(stream))
+
+    def close(self):
+        """Releases the op (and its references on the tensors' memory)."""
+        if self._op:
+            load().hrt_op_release(self._op)
+            self._op = ctypes.c_void_p()
+
+    def __del__(self):
+        if getattr(self, "_op", None):
+            self.close()
+
+
+def prepare(op, device=None, **arguments):
+    """``halcyon.Prepared(op, device, **arguments)``: a call checked once and run by ``p()``.
+
+        step = halcyon.prepare("attention_decode", q=q, k_cache=k, v_cache=v, block_table=table,
+                               seq_lens=lens, out=out, lse=lse, scale=0.0)
+        for _ in range(tokens): ...; step()   # table, lens, q rewritten in place between steps"""
+    return Prepared(op, device, **arguments)
 
 
 def _text(v):

@@ -28,6 +28,23 @@ halcyon.run("vector_add", a=a, b=b, c=c)
 check(np.array_equal(c, a + b), "vector_add on NumPy arrays, written in place")
 check(halcyon.device_address(c) == c.ctypes.data, "zero copy: halcyon's buffer for c is c's own memory")
 
+# A prepared call (halcyon.prepare: checked and its implementation chosen once, then run as often
+# as asked): each run reads the arrays as they are then, in place.
+step = halcyon.prepare("vector_add", a=a, b=b, c=c)
+check(step.impl == "host", f"the prepared call's implementation: {step.impl}")
+for k in range(3):
+    a[:] = rng.standard_normal(a.shape).astype(np.float32)  # new contents, same memory
+    c[:] = np.nan
+    step()
+    check(np.array_equal(c, a + b), f"prepared vector_add, run {k}: c = a + b of the arrays' current contents")
+step.close()
+expect_error(step, "called after close()", "a closed prepared call")
+expect_error(lambda: halcyon.prepare("vector_add", a=a, b=b, c=c[:-1]), "output 'c' has shape",
+             "a prepared call with a wrong output shape (checked at prepare)")
+expect_error(lambda: halcyon.prepare("vector_add", a=a, b=b, c=c, alpha=2), "unknown parameter 'alpha'",
+             "a prepared call with an unknown param")
+expect_error(lambda: halcyon.prepare("vector_add", a=a, b=[1.0], c=c), "'b' is a list", "a Python list, prepared")
+
 # The library's ABI: an older minor, or another major, is refused by name before any symbol is
 # bound (this library passed the same check when it loaded above).
 expect_error(lambda: halcyon._check_abi(1, 4, "old.so"), "old.so is halcyon ABI 1.4; this module needs 1.5",

@@ -154,6 +154,43 @@ close9 = ((out9.float() - ref8).norm(dim=1) / ref8.norm(dim=1) < 8e-2).float().m
 check(close9 >= 0.99, f"MoeLayer on a side stream, queued behind torch's work, matches torch on {close9:.1%} of tokens")
 layer.close()
 
+# A prepared paged decode (halcyon.prepare): run on torch's stream, then again after the block
+# table and the lengths are rewritten in place (the next decode step), each time equal bit for
+# bit to halcyon.run on the same tensors; and without a host wait, as halcyon.run.
+Bd, Hq, Hkv, D, BS, MB = 8, 16, 2, 128, 64, 12
+NB = Bd * MB
+qd = torch.randn(Bd, 1, Hq, D, dtype=bf, device=dev)
+kc, vc = (torch.randn(NB, BS, Hkv, D, dtype=bf, device=dev) for _ in range(2))
+table = torch.randperm(NB, device=dev).to(torch.int32).reshape(Bd, MB).contiguous()
+lens = torch.randint(1, MB * BS + 1, (Bd,), dtype=torch.int32, device=dev)
+outp, lsep = torch.empty(Bd, 1, Hq, D, dtype=bf, device=dev), torch.empty(Bd, 1, Hq, dtype=torch.float32, device=dev)
+outr, lser = torch.empty_like(outp), torch.empty_like(lsep)
+step = halcyon.prepare("attention_decode", q=qd, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens, out=outp,
+                       lse=lsep, scale=0.0)
+for k in range(2):
+    if k == 1:
+        table.copy_(torch.randperm(NB, device=dev).to(torch.int32).reshape(Bd, MB))
+        lens.copy_(torch.randint(1, MB * BS + 1, (Bd,), dtype=torch.int32, device=dev))
+    step()
+    halcyon.run("attention_decode", q=qd, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens, out=outr, lse=lser,
+                scale=0.0)
+    torch.cuda.synchronize()
+    check(torch.equal(outp, outr) and torch.equal(lsep, lser),
+          f"prepared attention_decode ({step.impl}), step {k}: equal to halcyon.run on the tensors' current contents")
+side = torch.cuda.Stream(dev)
+side.wait_stream(torch.cuda.current_stream(dev))
+with torch.cuda.stream(side):
+    torch.cuda._sleep(int(1e9))
+    t0 = time.perf_counter()
+    step()
+    dt = time.perf_counter() - t0
+    busy = not side.query()
+torch.cuda.synchronize()
+check(busy and dt < 0.2, f"a prepared call on a side stream returned after {dt * 1e3:.1f} ms while the stream was "
+                         f"still busy (no host wait)")
+check(torch.equal(outp, outr), "the prepared call queued on the side stream wrote the same result")
+step.close()
+
 # Errors: a non-contiguous tensor, and one on the CPU for a CUDA call.
 expect_error(lambda: halcyon.run("row_softmax", x=x.t(), y=y.t()), "not contiguous", "a transposed tensor")
 expect_error(lambda: halcyon.run("vector_add", a=a, b=b.cpu(), c=c), "tensor 'b' is on cpu:0, the call's device is cuda:0",

@@ -1,5 +1,6 @@
 // runtime.h: the C ABI over the runtime's C++ API.
 #include <halcyon/runtime.h>
+#include <halcyon/ops/op.hpp>
 #include <halcyon/runtime/moe_layer.hpp>
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -98,7 +100,43 @@ Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLay
   return std::optional<MoeFp8Weights>();
 }
 
+// An operator call's C arguments as run_op takes them (hrt_run_op, hrt_op_create); `fn` names
+// the entry point in errors.
+struct CallArgs {
+  std::map<std::string, Tensor, std::less<>> tensors;
+  std::map<std::string, std::string> params;
+};
+Result<CallArgs> call_args(const hrt_tensor* tensors, uint32_t tensor_count, const hrt_param* params,
+                           uint32_t param_count, const char* fn) {
+  if ((tensor_count && !tensors) || (param_count && !params))
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensors or params is NULL", fn));
+  CallArgs a;
+  for (uint32_t i = 0; i < tensor_count; ++i) {
+    auto read = element(tensors, i, HRT_TENSOR_MIN_SIZE, "hrt_tensor", fn);
+    if (!read) return read.error();
+    const hrt_tensor& t = *read;
+    if (!t.name) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensor #{} has no name", fn, i));
+    if (t.rank > HRT_MAX_RANK)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensor '{}' has rank {} > {}", fn, t.name, t.rank, HRT_MAX_RANK));
+    auto tt = tensor_of(t.buffer, t.offset, t.dtype, std::vector<int64_t>(t.shape, t.shape + t.rank), t.name);
+    if (!tt) return tt.error();
+    a.tensors[t.name] = std::move(tt).value();
+  }
+  for (uint32_t i = 0; i < param_count; ++i) {
+    auto p = element(params, i, HRT_PARAM_MIN_SIZE, "hrt_param", fn);
+    if (!p) return p.error();
+    if (!p->name || !p->value)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: param #{} has a NULL name or value", fn, i));
+    a.params[p->name] = p->value;
+  }
+  return a;
+}
+
 }  // namespace
+
+struct hrt_op_s {
+  ops::PreparedOp call;
+};
 
 struct hrt_moe_layer_s {
   Device device;
@@ -111,38 +149,53 @@ HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* 
                               uint32_t tensor_count, const hrt_param* params, uint32_t param_count) {
   try {
     if (!op) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_run_op: op is NULL");
-    if ((tensor_count && !tensors) || (param_count && !params))
-      return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_run_op: tensors or params is NULL");
+    auto args = call_args(tensors, tensor_count, params, param_count, "hrt_run_op");
+    if (!args) return to_c(args.error());
     auto dev = borrow<Device, hal_device, hal_device_retain>(device, "hrt_run_op: device");
     if (!dev) return to_c(dev.error());
     auto st = borrow<Stream, hal_stream, hal_stream_retain>(stream, "hrt_run_op: stream");
     if (!st) return to_c(st.error());
-    std::map<std::string, Tensor, std::less<>> ts;
-    for (uint32_t i = 0; i < tensor_count; ++i) {
-      auto read = element(tensors, i, HRT_TENSOR_MIN_SIZE, "hrt_tensor", "hrt_run_op");
-      if (!read) return to_c(read.error());
-      const hrt_tensor& t = *read;
-      if (!t.name) return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_run_op: tensor #{} has no name", i).c_str());
-      if (t.rank > HRT_MAX_RANK)
-        return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_run_op: tensor '{}' has rank {} > {}", t.name, t.rank, HRT_MAX_RANK).c_str());
-      auto tt = tensor_of(t.buffer, t.offset, t.dtype, std::vector<int64_t>(t.shape, t.shape + t.rank), t.name);
-      if (!tt) return to_c(tt.error());
-      ts[t.name] = std::move(tt).value();
-    }
-    std::map<std::string, std::string> ps;
-    for (uint32_t i = 0; i < param_count; ++i) {
-      auto p = element(params, i, HRT_PARAM_MIN_SIZE, "hrt_param", "hrt_run_op");
-      if (!p) return to_c(p.error());
-      if (!p->name || !p->value)
-        return hal_error_new(HAL_INVALID_ARGUMENT, fmt::format("hrt_run_op: param #{} has a NULL name or value", i).c_str());
-      ps[p->name] = p->value;
-    }
-    auto s = run_op(*dev, *st, op, ts, ps);
+    auto s = ops::run_op(*dev, *st, op, args->tensors, args->params);
     return s ? nullptr : to_c(s.error());
   } catch (const std::exception& ex) {
     return hal_error_new(HAL_INTERNAL, fmt::format("hrt_run_op: {}", ex.what()).c_str());
   }
 }
+
+HAL_API hal_error* hrt_op_create(hal_device device, const char* op, const hrt_tensor* tensors, uint32_t tensor_count,
+                                 const hrt_param* params, uint32_t param_count, hrt_op* out) {
+  try {
+    if (!out) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_op_create: out is NULL");
+    *out = nullptr;
+    if (!op) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_op_create: op is NULL");
+    auto args = call_args(tensors, tensor_count, params, param_count, "hrt_op_create");
+    if (!args) return to_c(args.error());
+    auto dev = borrow<Device, hal_device, hal_device_retain>(device, "hrt_op_create: device");
+    if (!dev) return to_c(dev.error());
+    auto prepared = ops::prepare_op(*dev, op, std::move(args->tensors), args->params);
+    if (!prepared) return to_c(prepared.error());
+    *out = new hrt_op_s{std::move(prepared).value()};
+    return nullptr;
+  } catch (const std::exception& ex) {
+    return hal_error_new(HAL_INTERNAL, fmt::format("hrt_op_create: {}", ex.what()).c_str());
+  }
+}
+
+HAL_API hal_error* hrt_op_run(hrt_op op, hal_stream stream) {
+  try {
+    if (!op) return hal_error_new(HAL_INVALID_HANDLE, "hrt_op_run: op is NULL");
+    auto st = borrow<Stream, hal_stream, hal_stream_retain>(stream, "hrt_op_run: stream");
+    if (!st) return to_c(st.error());
+    auto s = op->call.run(*st);
+    return s ? nullptr : to_c(s.error());
+  } catch (const std::exception& ex) {
+    return hal_error_new(HAL_INTERNAL, fmt::format("hrt_op_run: {}", ex.what()).c_str());
+  }
+}
+
+HAL_API const char* hrt_op_impl_name(hrt_op op) { return op ? op->call.impl().name.c_str() : nullptr; }
+
+HAL_API void hrt_op_release(hrt_op op) { delete op; }
 
 HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc, hrt_moe_layer* out) {
   try {

@@ -67,6 +67,54 @@ TEST_CASE("attention_decode over a scrambled paged cache = attention_prefill on 
   CHECK(download<float>(s, d["lse"]) == download<float>(s, p["lse"]));
 }
 
+TEST_CASE("a prepared attention_decode reads each run's lengths and table, as run_op does") {
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  std::mt19937 rng(11);
+  const int64_t B = 2, Sq = 1, Hq = 4, Hkv = 2, D = 64, BS = 16, MB = 4, NB = B * MB;
+  std::vector<int32_t> table(static_cast<size_t>(NB)), lens{50, 9};
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  Tensors d{{"q", upload(dev, s, DType::bf16, {B, Sq, Hq, D}, random_bf16(size_t(B * Sq * Hq * D), 2.f, rng))},
+            {"k_cache", upload(dev, s, DType::bf16, {NB, BS, Hkv, D}, random_bf16(size_t(NB * BS * Hkv * D), 2.f, rng))},
+            {"v_cache", upload(dev, s, DType::bf16, {NB, BS, Hkv, D}, random_bf16(size_t(NB * BS * Hkv * D), 2.f, rng))},
+            {"block_table", upload(dev, s, DType::i32, {B, MB}, table)},
+            {"seq_lens", upload(dev, s, DType::i32, {B}, lens)}};
+  unwrap(allocate_outputs(dev, "attention_decode", d));
+  auto prepared = unwrap(prepare_op(dev, "attention_decode", d, {{"scale", "0.125"}}));
+  CHECK(prepared.impl().name == "host");
+  Tensors fresh = d;  // run_op's outputs apart from the prepared call's
+  fresh["out"] = unwrap(make_tensor(dev, DType::bf16, {B, Sq, Hq, D}));
+  fresh["lse"] = unwrap(make_tensor(dev, DType::f32, {B, Sq, Hq}));
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {  // the next decode step: longer sequences, another block order
+      lens = {64, 30};
+      std::shuffle(table.begin(), table.end(), rng);
+      unwrap(s.write(d["seq_lens"].buffer, 0, lens.data(), lens.size() * 4));
+      unwrap(s.write(d["block_table"].buffer, 0, table.data(), table.size() * 4));
+    }
+    unwrap(prepared.run(s));
+    unwrap(run_op(dev, s, "attention_decode", fresh, {{"scale", "0.125"}}));
+    CHECK(download<uint16_t>(s, d["out"]) == download<uint16_t>(s, fresh["out"]));
+    CHECK(download<float>(s, d["lse"]) == download<float>(s, fresh["lse"]));
+  }
+  // Checked at prepare, with run_op's messages; RunOptions that point at the caller's objects refused.
+  Tensors bad = d;
+  bad["out"] = unwrap(make_tensor(dev, DType::bf16, {B, Sq, Hq, D - 1}));
+  auto e = prepare_op(dev, "attention_decode", bad);
+  REQUIRE_FALSE(e);
+  CHECK(e.error().message().find("output 'out' has shape") != std::string::npos);
+  const Tensor trace = unwrap(make_tensor(dev, DType::i32, {4}));
+  RunOptions traced;
+  traced.sm_trace = &trace;
+  auto t = prepare_op(dev, "attention_decode", d, {}, traced);
+  REQUIRE_FALSE(t);
+  CHECK(t.error().message().find("sm_trace") != std::string::npos);
+  auto n = prepare_op(dev, "attention_decode", d, {}, RunOptions{"sm80"});
+  REQUIRE_FALSE(n);
+  CHECK(n.error().status() == HAL_UNSUPPORTED);
+}
+
 TEST_CASE("attention_mla_decode: one visible key returns its latent row and lse = the scaled score") {
   auto dev = unwrap(halcyon::Device::open("cpu"));
   auto s = unwrap(dev.create_stream());

@@ -1,4 +1,5 @@
-/* The runtime's C ABI, used from C: an operator through hrt_run_op and the MoE layer. */
+/* The runtime's C ABI, used from C: an operator through hrt_run_op and as a prepared call
+ * (hrt_op_create / hrt_op_run), and the MoE layer. */
 #include <halcyon/hal.h>
 #include <halcyon/runtime.h>
 
@@ -50,6 +51,59 @@ int main(void) {
   e = hrt_run_op(dev, s, "no_such_op", t, 3, NULL, 0);
   EXPECT(hal_error_status(e) == HAL_NOT_FOUND, "unknown op");
   hal_error_free(e);
+
+  /* The same call prepared once (hrt_op_create) and run three times: each run reads the
+   * buffers' contents anew, and the op keeps its buffers alive after the caller releases them. */
+  hrt_op prepared = NULL;
+  hal_buffer pa = alloc(dev, sizeof a), pb = alloc(dev, sizeof b), pc = alloc(dev, sizeof c);
+  hrt_tensor pt[3] = {{sizeof(hrt_tensor), NULL, "a", pa, 0, HRT_F32, 1, {N}},
+                      {sizeof(hrt_tensor), NULL, "b", pb, 0, HRT_F32, 1, {N}},
+                      {sizeof(hrt_tensor), NULL, "c", pc, 0, HRT_F32, 1, {N}}};
+  if (ok(hrt_op_create(dev, "vector_add", pt, 3, NULL, 0, &prepared), "hrt_op_create")) {
+    EXPECT(hrt_op_impl_name(prepared) && strcmp(hrt_op_impl_name(prepared), "host") == 0, "impl name: %s",
+           hrt_op_impl_name(prepared) ? hrt_op_impl_name(prepared) : "(null)");
+    float av[N], cv[N];
+    for (int round = 0; round < 3; ++round) {
+      if (round < 2) { /* new contents */
+        for (int i = 0; i < N; ++i) av[i] = (float)(round * 1000 + i);
+        ok(hal_stream_write(s, pa, 0, av, sizeof av), "write a");
+        ok(hal_stream_write(s, pb, 0, b, sizeof b), "write b");
+      } else { /* the caller's references gone: the op's keep a and b */
+        hal_buffer_release(pa), hal_buffer_release(pb);
+      }
+      for (int i = 0; i < N; ++i) cv[i] = NAN;
+      ok(hal_stream_write(s, pc, 0, cv, sizeof cv), "poison c");
+      ok(hrt_op_run(prepared, s), "hrt_op_run");
+      ok(hal_stream_read(s, pc, 0, cv, sizeof cv), "read c");
+      ok(hal_stream_synchronize(s), "sync");
+      for (int i = 0; i < N; ++i) EXPECT(cv[i] == av[i] + b[i], "prepared run %d: c[%d] = %f", round, i, cv[i]);
+    }
+    hrt_op_release(prepared);
+  }
+  hal_buffer_release(pc);
+  /* Checked at create, with hrt_run_op's messages: nothing is made. */
+  prepared = (hrt_op)&bad;
+  e = hrt_op_create(dev, "vector_add", t, 3, &bad, 1, &prepared);
+  EXPECT(e && hal_error_status(e) == HAL_INVALID_ARGUMENT && strstr(hal_error_message(e), "unknown parameter 'alpha'") &&
+             prepared == NULL, "prepared, unknown param: %s", e ? hal_error_message(e) : "no error");
+  hal_error_free(e);
+  t[2].shape[0] = N - 1;
+  e = hrt_op_create(dev, "vector_add", t, 3, NULL, 0, &prepared);
+  EXPECT(e && hal_error_status(e) == HAL_INVALID_ARGUMENT && prepared == NULL, "prepared, c of N - 1: %s",
+         e ? hal_error_message(e) : "no error");
+  hal_error_free(e);
+  t[2].shape[0] = N;
+  e = hrt_op_create(dev, "no_such_op", t, 3, NULL, 0, &prepared);
+  EXPECT(hal_error_status(e) == HAL_NOT_FOUND, "prepared, unknown op");
+  hal_error_free(e);
+  e = hrt_op_create(dev, "vector_add", t, 3, NULL, 0, NULL);
+  EXPECT(hal_error_status(e) == HAL_INVALID_ARGUMENT, "prepared, out NULL");
+  hal_error_free(e);
+  e = hrt_op_run(NULL, s);
+  EXPECT(hal_error_status(e) == HAL_INVALID_HANDLE, "hrt_op_run(NULL)");
+  hal_error_free(e);
+  EXPECT(hrt_op_impl_name(NULL) == NULL, "hrt_op_impl_name(NULL)");
+  hrt_op_release(NULL);
 
   /* struct_size of the array structs (runtime.h). The oldest size a reader accepts: */
   for (int i = 0; i < 3; ++i) t[i].struct_size = HRT_TENSOR_MIN_SIZE;

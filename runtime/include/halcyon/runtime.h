@@ -64,6 +64,25 @@ HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* 
                               const hrt_tensor* tensors, uint32_t tensor_count,
                               const hrt_param* params, uint32_t param_count);
 
+/* A prepared call: operator `op` with its tensors and params checked against its contract and
+ * its implementation chosen once, by hrt_op_create (which takes what hrt_run_op takes, less the
+ * stream: nothing runs), then queued by hrt_op_run as often as asked, each time reading and
+ * writing the memory its tensors name. For a caller that repeats one call on fixed buffers whose
+ * contents change (an inference server's decode step): a run repeats no check and no choice, so
+ * its host cost is the implementation's launch work alone. Shapes, dtypes and params are fixed
+ * at create; device-side values (block tables, lengths) are read at each run. The op holds a
+ * reference on every tensor's buffer until hrt_op_release. A NULL op is HAL_INVALID_HANDLE. */
+typedef struct hrt_op_s* hrt_op;
+HAL_API hal_error* hrt_op_create(hal_device device, const char* op, const hrt_tensor* tensors,
+                                 uint32_t tensor_count, const hrt_param* params, uint32_t param_count,
+                                 hrt_op* out);
+/* Queues the prepared call on `stream` (a stream of the device it was created on). */
+HAL_API hal_error* hrt_op_run(hrt_op op, hal_stream stream);
+/* The name of the implementation chosen at create ("sm90.tma.k128", "host"), owned by the op;
+ * NULL for a NULL op. */
+HAL_API const char* hrt_op_impl_name(hrt_op op);
+HAL_API void hrt_op_release(hrt_op op);
+
 typedef struct hrt_moe_layer_s* hrt_moe_layer;
 
 typedef struct hrt_moe_layer_desc {

@@ -195,6 +195,45 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
               std::map<std::string, Tensor, std::less<>>& tensors,
               const std::map<std::string, std::string>& params = {}, const RunOptions& options = {});
 
+// A call of `op` checked against its contract and its implementation chosen once
+// (prepare_op), then queued as often as asked (run), each time reading and writing the memory
+// its tensors name: for a caller that repeats one call on fixed buffers whose contents change
+// (an inference server's decode step, the way a CUDA graph is replayed). A run repeats none of
+// run_op's checks and not the choice, so what it costs on the host is the implementation's own
+// launch work. Rules:
+//   - Shapes, dtypes and params are those given to prepare_op; only the memory's contents may
+//     change between runs. Device-side values (block tables, lengths, offsets) are read at run
+//     time as in run_op, with the same device-side bounds the kernels apply.
+//   - The tensors' buffers are held (each Tensor keeps its buffer's reference) until the
+//     PreparedOp is destroyed; it may be moved, not copied.
+//   - A run on one stream after another is ordered as run_op calls are: by the streams.
+//   - RunOptions::impl and code apply at prepare; sm_trace and ep_peers (pointers the caller
+//     owns) are refused.
+class PreparedOp {
+ public:
+  PreparedOp(PreparedOp&&) = default;
+  PreparedOp& operator=(PreparedOp&&) = default;
+  // Queues the call on `stream` (a stream of the device it was prepared for).
+  Status run(const Stream& stream);
+  const OpImpl& impl() const { return *impl_; }  // the implementation chosen at prepare
+  const Contract& contract() const { return *contract_; }
+
+ private:
+  friend Result<PreparedOp> prepare_op(const Device&, std::string_view, std::map<std::string, Tensor, std::less<>>,
+                                       const std::map<std::string, std::string>&, const RunOptions&);
+  PreparedOp(Device device, const Contract* contract, Binding binding,
+             std::map<std::string, Tensor, std::less<>> tensors, const OpImpl* impl, CodeSource code);
+  Device device_;
+  const Contract* contract_;  // the embedded contracts live for the process
+  Binding binding_;
+  std::map<std::string, Tensor, std::less<>> tensors_;
+  const OpImpl* impl_;  // the registry keeps its entries' addresses
+  CodeSource code_;
+};
+Result<PreparedOp> prepare_op(const Device& device, std::string_view op,
+                              std::map<std::string, Tensor, std::less<>> tensors,
+                              const std::map<std::string, std::string>& params = {}, const RunOptions& options = {});
+
 // Allocates every output of `op` for the given inputs and params (shapes from the contract).
 Status allocate_outputs(const Device& device, std::string_view op,
                         std::map<std::string, Tensor, std::less<>>& tensors,
