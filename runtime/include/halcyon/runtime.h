@@ -71,7 +71,8 @@ HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* 
  * contents change (an inference server's decode step): a run repeats no check and no choice, so
  * its host cost is the implementation's launch work alone. Shapes, dtypes and params are fixed
  * at create; device-side values (block tables, lengths) are read at each run. The op holds a
- * reference on every tensor's buffer until hrt_op_release. A NULL op is HAL_INVALID_HANDLE. */
+ * reference on every tensor's buffer until hrt_op_release. One thread runs an op at a time (its
+ * runs write the same outputs). A NULL op is HAL_INVALID_HANDLE. */
 typedef struct hrt_op_s* hrt_op;
 HAL_API hal_error* hrt_op_create(hal_device device, const char* op, const hrt_tensor* tensors,
                                  uint32_t tensor_count, const hrt_param* params, uint32_t param_count,

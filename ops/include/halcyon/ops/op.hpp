@@ -206,7 +206,8 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
 //     time as in run_op, with the same device-side bounds the kernels apply.
 //   - The tensors' buffers are held (each Tensor keeps its buffer's reference) until the
 //     PreparedOp is destroyed; it may be moved, not copied.
-//   - A run on one stream after another is ordered as run_op calls are: by the streams.
+//   - A run on one stream after another is ordered as run_op calls are: by the streams. Runs of
+//     one PreparedOp from several threads at once are not supported (they write the same outputs).
 //   - RunOptions::impl and code apply at prepare; sm_trace and ep_peers (pointers the caller
 //     owns) are refused.
 class PreparedOp {
