@@ -1,6 +1,7 @@
 /* examples/c_abi.c — halcyon from C, on the C ABI alone (hal.h + runtime.h):
- * open the best device, allocate, copy, run an operator (vector_add), check the result, and
- * read the error that a deliberate mistake returns. Exit status 0 when everything held.
+ * open the best device, allocate, copy, run an operator (vector_add), check the result, run it
+ * again as a prepared call (hrt_op_create / hrt_op_run) on new contents, and read the error that
+ * a deliberate mistake returns. Exit status 0 when everything held.
  *
  *   cc -std=c11 c_abi.c $(pkg-config --cflags --libs halcyon) -o c_abi && ./c_abi [device-uri]
  */
@@ -95,6 +96,24 @@ int main(int argc, char** argv) {
     }
   }
   printf("vector_add: %d elements correct\n", N);
+
+  /* The same call prepared once (checked, its implementation chosen) and run again on new
+   * contents of the same buffers: what a server does for a step it repeats. */
+  hrt_op step = NULL;
+  if (failed(hrt_op_create(dev, "vector_add", t, 3, NULL, 0, &step), "hrt_op_create")) goto out;
+  for (int i = 0; i < N; ++i) a[i] = 2.0f * (float)i;
+  int wrong = failed(hal_stream_write(stream, buf[0], 0, a, sizeof a), "write a") ||
+              failed(hrt_op_run(step, stream), "hrt_op_run") ||
+              failed(hal_stream_read(stream, buf[2], 0, c, sizeof c), "read c") ||
+              failed(hal_stream_synchronize(stream), "synchronize");
+  for (int i = 0; i < N && !wrong; ++i)
+    if (fabsf(c[i] - (a[i] + b[i])) > 1e-6f * (1.0f + fabsf(a[i] + b[i]))) {
+      fprintf(stderr, "c_abi: prepared: c[%d] = %g, expected %g\n", i, c[i], a[i] + b[i]);
+      wrong = 1;
+    }
+  printf("prepared vector_add (%s): %s\n", hrt_op_impl_name(step), wrong ? "wrong" : "correct");
+  hrt_op_release(step);
+  if (wrong) goto out;
 
   /* A deliberate mistake: read 16 bytes past the end of a buffer. It is an error value, not
    * a crash; its status and message say what was wrong. */
