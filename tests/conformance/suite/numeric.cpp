@@ -102,9 +102,10 @@ const Device* reference_device(std::string* why) {
   return dev;
 }
 
-// Runs one case on `device`: uploads inputs, poisons the outputs, runs, reads them back.
+// Runs one case on `device`: uploads inputs, poisons the outputs, runs (through run_op, or
+// `prepared`: as a prepared call, ops::prepare_op then PreparedOp::run), reads them back.
 HostTensors run_case(TestContext& t, const Device& device, const ops::Contract& c, const ops::ContractCase& cs,
-                     const HostTensors& inputs, std::string_view role) {
+                     const HostTensors& inputs, std::string_view role, bool prepared = false) {
   Stream s = t.must(device.create_stream(), fmt::format("{}: create a stream", role));
   std::map<std::string, ops::Tensor, std::less<>> tensors;
   ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("{}: bind", role));
@@ -119,7 +120,12 @@ HostTensors run_case(TestContext& t, const Device& device, const ops::Contract& 
     const ops::Tensor& o = tensors.at(out.name);
     if (o.bytes()) t.must(s.fill(o.buffer, o.offset, o.bytes(), uint8_t(0xFF)), fmt::format("{}: poison {}", role, out.name));
   }
-  t.must(ops::run_op(device, s, c.op, tensors, cs.params), fmt::format("{}: run {}", role, c.op));
+  if (prepared) {
+    auto call = t.must(ops::prepare_op(device, c.op, tensors, cs.params), fmt::format("{}: prepare {}", role, c.op));
+    t.must(call.run(s), fmt::format("{}: run {}", role, c.op));
+  } else {
+    t.must(ops::run_op(device, s, c.op, tensors, cs.params), fmt::format("{}: run {}", role, c.op));
+  }
   HostTensors result;
   for (auto& out : c.outputs) {
     const ops::Tensor& o = tensors.at(out.name);
@@ -145,20 +151,13 @@ int64_t defined_row_count(TestContext& t, const ops::DefinedRows& d, const HostT
   return v;
 }
 
-void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index) {
-  const ops::ContractCase& cs = c.cases[case_index];
-  std::string why;
-  if (!ops::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
-  const Device* ref = reference_device(&why);
-  if (!ref) t.require_failed(fmt::format("the CPU reference device cannot be opened: {}", why));
-  ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("bind case '{}'", cs.text));
-  HostTensors inputs = random_inputs(t, c, b);
-  HostTensors got = run_case(t, t.device, c, cs, inputs, "device");
-  HostTensors want = run_case(t, *ref, c, cs, inputs, "reference");
+// Holds one device answer to the reference: near ties first, then every defined output.
+void compare_case(TestContext& t, const ops::Contract& c, const ops::ContractCase& cs, const ops::Binding& b,
+                  const HostTensors& inputs, HostTensors& got, HostTensors want, std::string_view how) {
   if (int64_t n = accept_near_ties(c, b, inputs, got, want))
-    t.note(fmt::format("{} row(s) near-tied: the device's answer is correct when scores within {} fp32 ulps rank "
+    t.note(fmt::format("{} row(s) near-tied{}: the device's answer is correct when scores within {} fp32 ulps rank "
                        "either way (near_ties.hpp); compared against what it implies",
-                       n, kTieUlps));
+                       n, how, kTieUlps));
   for (auto& out : c.outputs) {
     std::vector<uint8_t>& g = got.at(out.name);
     std::vector<uint8_t>& w = want.at(out.name);
@@ -180,9 +179,27 @@ void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index)
       t.note(fmt::format("{}: first {} row(s) compared", out.name, rows));
     }
     Comparison cmp = compare_output(out.dtype, out.tolerance, g, w);
-    t.note(fmt::format("{}: {}", out.name, cmp.summary));
-    if (!cmp.ok) t.fail(fmt::format("case '{}' output {}: {} (test seed {})", cs.text, out.name, cmp.failure, t.seed));
+    t.note(fmt::format("{}{}: {}", out.name, how, cmp.summary));
+    if (!cmp.ok)
+      t.fail(fmt::format("case '{}' output {}{}: {} (test seed {})", cs.text, out.name, how, cmp.failure, t.seed));
   }
+}
+
+void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index) {
+  const ops::ContractCase& cs = c.cases[case_index];
+  std::string why;
+  if (!ops::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
+  const Device* ref = reference_device(&why);
+  if (!ref) t.require_failed(fmt::format("the CPU reference device cannot be opened: {}", why));
+  ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("bind case '{}'", cs.text));
+  HostTensors inputs = random_inputs(t, c, b);
+  // The device runs the case twice, through run_op and as a prepared call (what an embedder
+  // repeating a call uses); each answer is held to the reference on its own.
+  HostTensors got = run_case(t, t.device, c, cs, inputs, "device");
+  HostTensors got_prepared = run_case(t, t.device, c, cs, inputs, "device (prepared)", true);
+  const HostTensors reference = run_case(t, *ref, c, cs, inputs, "reference");
+  compare_case(t, c, cs, b, inputs, got, reference, "");
+  compare_case(t, c, cs, b, inputs, got_prepared, reference, " (prepared call)");
 }
 
 bool is_prime(int64_t n) {
