@@ -179,7 +179,7 @@ _SIGNATURES = {
 }
 
 
-_ABI = (1, 5)  # hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED, which calls on torch tensors use
+_ABI = (1, 6)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare)
 
 
 def _check_abi(major, minor, where):

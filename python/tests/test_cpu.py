@@ -47,10 +47,10 @@ expect_error(lambda: halcyon.prepare("vector_add", a=a, b=[1.0], c=c), "'b' is a
 
 # The library's ABI: an older minor, or another major, is refused by name before any symbol is
 # bound (this library passed the same check when it loaded above).
-expect_error(lambda: halcyon._check_abi(1, 4, "old.so"), "old.so is halcyon ABI 1.4; this module needs 1.5",
-             "a library of ABI 1.4")
+expect_error(lambda: halcyon._check_abi(1, 5, "old.so"), "old.so is halcyon ABI 1.5; this module needs 1.6",
+             "a library of ABI 1.5 (no prepared calls)")
 expect_error(lambda: halcyon._check_abi(2, 0, "new.so"), "new.so is halcyon ABI 2.0", "a library of ABI 2.0")
-halcyon._check_abi(1, 5, "this.so")
+halcyon._check_abi(1, 6, "this.so")
 halcyon._check_abi(1, 9, "later.so")
 
 # A parameterised operator: row_softmax.

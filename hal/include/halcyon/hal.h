@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 5
+#define HAL_ABI_MINOR 6  /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); hal.h unchanged */
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
