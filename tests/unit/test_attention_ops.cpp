@@ -110,9 +110,10 @@ TEST_CASE("a prepared attention_decode reads each run's lengths and table, as ru
   auto t = prepare_op(dev, "attention_decode", d, {}, traced);
   REQUIRE_FALSE(t);
   CHECK(t.error().message().find("sm_trace") != std::string::npos);
-  auto n = prepare_op(dev, "attention_decode", d, {}, RunOptions{"sm80"});
+  auto n = prepare_op(dev, "attention_decode", d, {}, RunOptions{"no_such_impl"});  // (builds without PTX too)
   REQUIRE_FALSE(n);
-  CHECK(n.error().status() == HAL_UNSUPPORTED);
+  CHECK(n.error().status() == HAL_NOT_FOUND);
+  CHECK(n.error().message().find("no implementation named 'no_such_impl'") != std::string::npos);
 }
 
 TEST_CASE("attention_mla_decode: one visible key returns its latent row and lse = the scaled score") {
