@@ -18,6 +18,16 @@ std::optional<int64_t> parse_int(std::string_view option, std::string_view text,
   return std::nullopt;
 }
 
+std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> pieces;
+  for (size_t at = 0;;) {
+    const size_t comma = text.find(',', at);
+    pieces.push_back(text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+    if (comma == std::string_view::npos) return pieces;
+    at = comma + 1;
+  }
+}
+
 bool parse_impl(std::string_view text, std::map<std::string, std::string, std::less<>>* impl, std::string* err) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace halcyon::cli {
 
@@ -17,6 +18,10 @@ namespace halcyon::cli {
 std::optional<int64_t> parse_int(std::string_view option, std::string_view text, int64_t lo, int64_t hi, std::string* err);
 // The whole of `text` as a finite number greater than zero.
 std::optional<double> parse_positive(std::string_view option, std::string_view text, std::string* err);
+
+// The pieces of a comma-separated list, empty ones included ("a,,b" -> a, "", b; "" -> one
+// empty piece), for the list options to check one by one.
+std::vector<std::string_view> split_commas(std::string_view text);
 
 // `text` as OP=NAME (--impl: run implementation NAME of operator OP) into impl[OP]; false, with
 // *err saying why ("--impl 'x' is not OP=NAME"), when it is not of that form.

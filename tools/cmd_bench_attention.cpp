@@ -61,12 +61,9 @@ int64_t pairs(int64_t q, int64_t k, bool causal) {  // (query, key) pairs a sequ
 // "HQxSQ[,HQxSQ...]" -> (Hq, Sq) pairs; empty on error (err says why).
 std::vector<std::pair<int64_t, int64_t>> parse_mla_shapes(const std::string& text, std::string* err) {
   std::vector<std::pair<int64_t, int64_t>> shapes;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
+  for (std::string_view item : cli::split_commas(text)) {
     const size_t x = item.find('x');
-    if (x == std::string::npos) {
+    if (x == std::string_view::npos) {
       *err = fmt::format("--mla-shapes: '{}' is not HQxSQ (e.g. 64x2)", item);
       return {};
     }
@@ -74,7 +71,6 @@ std::vector<std::pair<int64_t, int64_t>> parse_mla_shapes(const std::string& tex
     auto sq = hq ? cli::parse_int("--mla-shapes Sq", item.substr(x + 1), 1, 16, err) : std::nullopt;
     if (!hq || !sq) return {};
     shapes.emplace_back(*hq, *sq);
-    at = end + 1;
   }
   return shapes;
 }

@@ -49,15 +49,10 @@ int usage(int rc) {
 std::optional<std::vector<int64_t>> parse_list(std::string_view option, const std::string& text, int64_t lo,
                                                int64_t hi, std::string* err) {
   std::vector<int64_t> out;
-  size_t pos = 0;
-  while (true) {
-    size_t comma = text.find(',', pos);
-    auto v = cli::parse_int(option, std::string_view(text).substr(pos, comma == std::string::npos ? comma : comma - pos),
-                            lo, hi, err);
+  for (std::string_view piece : cli::split_commas(text)) {
+    auto v = cli::parse_int(option, piece, lo, hi, err);
     if (!v) return std::nullopt;
     out.push_back(*v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
   }
   return out;
 }

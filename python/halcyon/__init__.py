@@ -328,6 +328,10 @@ def _torch_stream(uri, objs):
     call is a torch CUDA tensor, else None."""
     if not uri.startswith("cuda:") or not objs or not all(_is_torch_cuda(o) for o in objs):
         return None
+    return _torch_current_stream(uri)
+
+
+def _torch_current_stream(uri):
     import torch
     return int(torch.cuda.current_stream(int(uri[5:])).cuda_stream)
 
@@ -495,7 +499,7 @@ class Prepared:
         if not self._op:
             raise HalcyonError("HAL_INVALID_HANDLE", f"Prepared '{self.op}': called after close()")
         if self._native:  # torch's current stream now (imported once a thread for its default streams)
-            with _Imported(self.uri, _torch_stream(self.uri, self._objs)) as imported:
+            with _Imported(self.uri, _torch_current_stream(self.uri)) as imported:
                 _check(load().hrt_op_run(self._op, imported.stream()))
             return
         for obj in self._objs:

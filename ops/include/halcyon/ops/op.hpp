@@ -217,7 +217,6 @@ class PreparedOp {
   // Queues the call on `stream` (a stream of the device it was prepared for).
   Status run(const Stream& stream);
   const OpImpl& impl() const { return *impl_; }  // the implementation chosen at prepare
-  const Contract& contract() const { return *contract_; }
 
  private:
   friend Result<PreparedOp> prepare_op(const Device&, std::string_view, std::map<std::string, Tensor, std::less<>>,
