@@ -72,6 +72,11 @@ for w in $what; do
       echo "\$ python3 bench/paired_vs_torch.py --only moe" | tee -a "$log"
       HALCYON_LIBRARY=$PWD/$B/lib/libhalcyon_runtime.so timeout 200 python3 bench/paired_vs_torch.py --only moe \
         --json "$OUT/paired_moe.json" 2>&1 | grep -v -i "warn" | tee -a "$log" ;;
+    deepgemm)  # the two FP8 GEMMs against DeepGEMM's on the same rows (a checkout in .cache/deepgemm: bench/README.md)
+      echo "\$ python3 bench/paired_vs_torch.py --only deepgemm" | tee -a "$log"
+      PYTHONPATH=$PWD/.cache/deepgemm DG_JIT_CACHE_DIR=$(mktemp -d) HALCYON_LIBRARY=$PWD/$B/lib/libhalcyon_runtime.so \
+        timeout 400 python3 bench/paired_vs_torch.py --only deepgemm --json "$OUT/paired_deepgemm.json" 2>&1 \
+        | grep -v -i "warn" | tee -a "$log" ;;
     torch)
       echo "\$ python3 bench/moe_vs_torch.py --dtype fp8" | tee -a "$log"
       timeout 150 python3 bench/moe_vs_torch.py --dtype fp8 --json "$OUT/torch_fp8.json" 2>&1 | tee -a "$log" ;;

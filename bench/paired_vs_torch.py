@@ -24,6 +24,17 @@ top-8 in 4 of 8 groups, H 7168, I 2048: halcyon.MoeLayer with FP8 experts (e4m3,
 block scales of the same weights) against bench/moe_vs_torch.py's eager bf16 layer (issue 19's
 2.5x target). Its calls are told apart by a flush kernel of their own (a bitwise NOT over the
 256 MB): torch's layer launches fill kernels of its own.
+
+deepgemm (not in the default set): halcyon's two FP8 grouped GEMMs against DeepGEMM's
+(deepseek-ai/DeepGEMM, the block-scaled FP8 GEMMs DeepSeek-V3 runs; not part of halcyon: a
+checkout of its Python JIT form, with CUTLASS's include/cute and include/cutlass under
+deep_gemm/include, on PYTHONPATH; bench/README.md says which) on the same experts' rows at
+--deepgemm-tokens (DeepSeek-V3's routing of random tokens, as the moe mode), the same e4m3 weights
+and scales and the same quantized activations, in both of DeepGEMM's grouped layouts:
+"contiguous" (each expert's rows padded to 128, as for prefill) and "masked" ([E, m_max, K] with
+the row counts and expected_m = R / E, as for decode). halcyon's SwiGLU GEMM writes silu(g) * u
+(I columns); DeepGEMM's gate/up GEMM writes g and u (2I columns) and has no SwiGLU. TFLOP/s count
+the experts' rows, not DeepGEMM's padding.
 """
 import argparse
 import itertools
@@ -42,8 +53,9 @@ import halcyon  # noqa: E402
 from torch_peers import mla_composition, paged_decode, split_calls, trace_kernels  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla", "moe"])
+p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla", "moe", "deepgemm"])
 p.add_argument("--moe-tokens", type=int, default=4096)
+p.add_argument("--deepgemm-tokens", default="4096,512,128")
 p.add_argument("--rounds", type=int, default=30)
 p.add_argument("--preheat", type=float, default=2.0, help="seconds of rounds before the sustained regime")
 p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "paired.json"))
@@ -89,7 +101,9 @@ def regime(hal, peer, rounds):
             "halcyon_us_each": [round(x, 1) for x in h], "peer_us_each": [round(x, 1) for x in q]}
 
 
-def compare(name, peer_name, hal, peer, flops):
+def compare(name, peer_name, hal, peer, flops, weight_bytes=None):
+    """Both regimes of one pair of calls, printed and kept in the JSON; with weight_bytes (the
+    FP8 GEMMs) also the rate each side streams its weights at."""
     hal(), peer()
     torch.cuda.synchronize()
     time.sleep(3.0)  # idle: the power state resets
@@ -99,13 +113,17 @@ def compare(name, peer_name, hal, peer, flops):
         one_round(i, hal, peer)
         i += 1
     sustained = regime(hal, peer, args.rounds)
-    r = {"config": name, "peer": peer_name, "flops": flops, "burst": burst, "sustained": sustained,
-         "preheat_rounds": i}
+    r = {"config": name, "peer": peer_name, "flops": flops, "weight_bytes": weight_bytes, "burst": burst,
+         "sustained": sustained, "preheat_rounds": i}
     res["shapes"].append(r)
     for tag, g in (("burst", burst), ("sustained", sustained)):
-        tf = lambda us: f"{flops / (us * 1e-6) / 1e12:6.1f}" if us else "   -  "
-        print(f"  {name:<26} {tag:<9} halcyon {g['halcyon_us']:9.1f} us ({tf(g['halcyon_us'])} TFLOP/s)  "
-              f"{peer_name} {g['peer_us']:9.1f} us ({tf(g['peer_us'])})  halcyon/peer {g['ratio']:.3f}  "
+        def rate(us):
+            if not us:
+                return "-"
+            tb = f", weights {weight_bytes / (us * 1e-6) / 1e12:.2f} TB/s" if weight_bytes else ""
+            return f"{flops / (us * 1e-6) / 1e12:.1f} TFLOP/s{tb}"
+        print(f"  {name:<26} {tag:<9} halcyon {g['halcyon_us']:9.1f} us ({rate(g['halcyon_us'])})  "
+              f"{peer_name} {g['peer_us']:9.1f} us ({rate(g['peer_us'])})  halcyon/peer {g['ratio']:.3f}  "
               f"calls {g['calls']}", flush=True)
 
 
@@ -181,6 +199,18 @@ if "moe" in args.only:
     flush_kind = "fill"
     layer.close()
     del m, x, w1q, w1s, w2q, w2s, out
+
+if "deepgemm" in args.only:
+    import deepgemm_peer  # noqa: E402  (bench/: DeepGEMM's calls on halcyon's rows)
+    src = torch.randn(2**30, dtype=bf16, device=dev)  # the copy rate of this call: 2 GiB copied
+    dst = torch.empty_like(src)
+    res["copy_TBps"] = deepgemm_peer.copy_rate(src, dst)
+    print(f"  device-to-device copy: {res['copy_TBps']:.3f} TB/s (read + write)", flush=True)
+    del src, dst
+    for T in (int(v) for v in args.deepgemm_tokens.split(",")):
+        for pair in deepgemm_peer.pairs(T, dev):
+            compare(*pair)
+        deepgemm_peer.release()
 
 with open(args.json, "w") as f:
     json.dump(res, f, indent=1)
