@@ -133,20 +133,25 @@ namespace hc {""", first=True)
 __device__ unsigned long long g_walk[264][2][kInstTiles][2];
 __device__ unsigned long long g_epi[264][2][5];""")
     # The staged epilogue's parts (sm90.talls), summed over a consumer's tiles with reductions
-    # (no loads): the wait for its previous copies and the first sync, the stmatrix stores, the
-    # fence and second sync, the copies' issue; [4] counts the tiles.
-    s = edit(s, """  asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");
+    # (no loads): the wait for its previous stores and the first sync, the stmatrix stores, the
+    # fence and second sync, the tensor stores' issue and the last rows' plain stores; [4] counts
+    # the tiles.
+    s = edit(s, """  asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");  // a no-op in threads that issued none
   consumer_sync(cg);""", """  const unsigned long long e0 = clk();
   asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");
   consumer_sync(cg);
   const unsigned long long e1 = clk();""")
-    s = edit(s, """  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");  // the writes, visible to the bulk copies
+    s = edit(s, """  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");  // the writes, visible to the tensor stores
   consumer_sync(cg);""", """  const unsigned long long e2 = clk();
-  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");  // the writes, visible to the bulk copies
+  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");  // the writes, visible to the tensor stores
   consumer_sync(cg);
   const unsigned long long e3 = clk();""")
-    s = edit(s, """  asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");
-}""", """  asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");
+    s = edit(s, """      *reinterpret_cast<uint4*>(g.out + (long long)(row0 + r) * g.N + col) = v;
+    }
+  }
+}""", """      *reinterpret_cast<uint4*>(g.out + (long long)(row0 + r) * g.N + col) = v;
+    }
+  }
   const unsigned long long e4 = clk();
   if ((threadIdx.x & 127) == 0) {
     unsigned long long* r = g_epi[blockIdx.x][cg];

@@ -34,11 +34,16 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 HC_FP8_ENTRY(probe_swiglu_tall, hc::kSwigluBf16, 4, 256, 0, false, false, HC_NO_CLUSTER)
 // The down GEMM as the registry takes it at 96+ rows an expert (sm90.talls: 3 slots, staged epilogue).
+#ifdef HC_FP8_STAGED_ENTRY  // sources from 2026-12-01 on: the staged builds take a map of `out`
+HC_FP8_STAGED_ENTRY(probe_down_talls, hc::kStoreBf16, false, HC_NO_CLUSTER)
+#else
 HC_FP8_ENTRY(probe_down_talls, hc::kStoreBf16, 3, 256, 0, true, false, HC_NO_CLUSTER)
+#endif
 HC_FP8_ENTRY(probe_swiglu_tallmc, hc::kSwigluBf16, 4, 256, 0, false, true, HC_CLUSTER_2)
 // The quantizing build (moe_grouped_gemm_fp8_swiglu_quant's sm90.tallmc; `./fp8_kernel_rate quant`).
 HC_FP8_QUANT_ENTRY(probe_swiglu_tallmcq, 4)
@@ -67,14 +72,20 @@ namespace {
 constexpr long long kI = 2048, kBytes = 128ll * 2 * kI * 7168;  // the weights: 128 experts x 4096 x 7168 at most
 using Entry = void (*)(hc::TensorMap, hc::TensorMap, const float*, const float*, const int*, unsigned short*, long long,
                        long long, long long, long long);
+// A staged build's entry (sources from 2026-12-01 on): a map of `out` after the operands'.
+using StagedEntry = void (*)(hc::TensorMap, hc::TensorMap, hc::TensorMap, const float*, const float*, const int*,
+                             unsigned short*, long long, long long, long long, long long);
 
 // A tall build's shared memory (ops/ptx/moe_fp8_ops.cpp, fp8_shared): `slots` slots of `tn`
 // token rows + 2 weight boxes, their barriers and scale rings, the tile map of EL experts; a
 // staged build (sm90.talls) then the staging rows of `outs` outputs.
 int g_scratch = 16;  // the scratch ints before the tile map (tall5 mode: 20)
+// (Staged: enough for either staging layout, the padded rows of sources before 2026-12-01 or the
+// swizzled halves after.)
 int shared_of(long long EL, int tn = 256, int slots = 4, bool staged = false, int outs = 64) {
   const int base = 1024 + slots * (tn * 128 + 2 * 64 * 128 + 16 + 2 * tn * 4) + int(g_scratch + 2 * (EL + 1)) * 4;
-  return staged ? (base + 127) / 128 * 128 + 256 * (outs * 2 + 16) : base;
+  if (!staged) return base;
+  return std::max((base + 127) / 128 * 128 + 256 * (outs * 2 + 16), (base + 1023) / 1024 * 1024 + 2 * (outs / 64) * 16384);
 }
 int g_tn = 256, g_slots = 4;  // the SwiGLU build's tile tokens and slots (tall128 mode sets them)
 
@@ -89,7 +100,8 @@ Shape swiglu_shape(long long kH) { return {kH, kI, 2 * kI, g_tn, g_slots, false}
 
 // The median of `launches` launches (1 warm-up) of the GEMM over rows.size() experts (the weights' first
 // EL x NW x K bytes), in ms.
-double time_gemm(Entry k, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a,
+template <typename EntryT>
+double time_gemm(EntryT k, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale, unsigned char* a,
                  float* a_scale, unsigned short* out, int* offsets, int launches = 10) {
   const long long kEL = (long long)rows.size();
   const bool swiglu = sh.NW != sh.N;
@@ -107,11 +119,21 @@ double time_gemm(Entry k, const Shape& sh, const std::vector<int>& rows, unsigne
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const unsigned grid = unsigned(sms) & ~1u;  // whole clusters for the clustered build
-  return median_ms(
-      [&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, sh.K, sh.N, kEL); }, launches);
+  if constexpr (std::is_same_v<EntryT, StagedEntry>) {
+    hc::TensorMap to;
+    const CUtensorMap mo = bf16_out_map(out, cuuint64_t(sh.N), cuuint64_t(R));
+    std::memcpy(&to, &mo, sizeof to);
+    return median_ms(
+        [&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, to, a_scale, w_scale, offsets, out, R, sh.K, sh.N, kEL); },
+        launches);
+  } else {
+    return median_ms(
+        [&] { k<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, out, R, sh.K, sh.N, kEL); }, launches);
+  }
 }
 // time_gemm, printed with the weights' rate against the copy rate.
-double run(Entry k, const char* name, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale,
+template <typename EntryT>
+double run(EntryT k, const char* name, const Shape& sh, const std::vector<int>& rows, unsigned char* w, float* w_scale,
            unsigned char* a, float* a_scale, unsigned short* out, int* offsets, double copy_gbs) {
   const long long kEL = (long long)rows.size();
   const double m = time_gemm(k, sh, rows, w, w_scale, a, a_scale, out, offsets);
@@ -245,13 +267,12 @@ int main(int argc, char** argv) {
     // With -DHC_FP8_INST and the copy bench/probes/fp8_inst_source.py writes (its header says
     // what it times): one launch after a warm-up, a k-step's and a tile's cycles by part,
     // averaged over the CTAs' tiles, and the clock the launch ran at.
-    auto inst = [&](const char* name, const Shape& sh, const std::vector<int>& rows, Entry k = nullptr) {
+    auto inst = [&](const char* name, const Shape& sh, const std::vector<int>& rows, auto k) {
       using Rec = unsigned long long[6];
       using Walk = unsigned long long[2];
       static Rec zero[264 * 2 * kInstTiles], h[264 * 2 * kInstTiles];
       static Walk wz[264 * 2 * kInstTiles], wh[264 * 2 * kInstTiles];
       static unsigned long long pz[264 * 4], ph[264 * 4], ez[264 * 2 * 5], eh[264 * 2 * 5];
-      if (!k) k = tall.first;
       const long long K = sh.K;
       time_gemm(k, sh, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets);  // warm-up
       CK(cudaMemcpyToSymbol(g_tile, zero, sizeof zero));
@@ -333,10 +354,10 @@ int main(int argc, char** argv) {
     }
     for (int round = 0; round < 2; ++round) {
       inst("down (sm90.talls), 256 experts like the layer's", down, layer_like, probe_down_talls);
-      inst("128 rows", swiglu_shape(7168), std::vector<int>(128, 128));
-      inst("spread", swiglu_shape(7168), spread);
-      inst("256 rows", swiglu_shape(7168), std::vector<int>(128, 256));
-      inst("128 rows, short tiles", swiglu_shape(1792), std::vector<int>(512, 128));
+      inst("128 rows", swiglu_shape(7168), std::vector<int>(128, 128), tall.first);
+      inst("spread", swiglu_shape(7168), spread, tall.first);
+      inst("256 rows", swiglu_shape(7168), std::vector<int>(128, 256), tall.first);
+      inst("128 rows, short tiles", swiglu_shape(1792), std::vector<int>(512, 128), tall.first);
       inst("down (sm90.talls), 128 rows", down, std::vector<int>(128, 128), probe_down_talls);
       inst("down (sm90.talls), spread", down, spread, probe_down_talls);
     }

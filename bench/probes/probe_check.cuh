@@ -1,7 +1,7 @@
 // What the standalone probes in bench/probes share: CK(call) stops the probe with the call, its
 // place and the CUDA runtime's message when a runtime call fails (CKD: a driver API call, by its
 // CUresult); RingBuffers; median_ms; copy_rate_gbs;
-// time_launches; bulk / bulk_cast, the rings' 1-D bulk copies; e4m3_map (link with -lcuda).
+// time_launches; bulk / bulk_cast, the rings' 1-D bulk copies; e4m3_map, bf16_out_map (link with -lcuda).
 #pragma once
 
 #include <cuda.h>
@@ -144,6 +144,16 @@ struct RingBuffers {
 
 // A tensor map over e4m3 bytes (dims innermost first, dense), boxes of 128 bytes x `rows` (x 1),
 // 128-byte swizzle and 256-byte L2 promotion: the maps sm90.tall's launcher makes.
+// A bf16 [rows, n] map in boxes of 64 x 16, 128B swizzle: the staged FP8 GEMMs' tensor stores.
+inline CUtensorMap bf16_out_map(void* base, cuuint64_t n, cuuint64_t rows) {
+  CUtensorMap m{};
+  cuuint64_t d[2] = {n, rows}, strides[1] = {n * 2};
+  cuuint32_t box[2] = {64, 16}, estr[2] = {1, 1};
+  CKD(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d, strides, box, estr,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return m;
+}
 inline CUtensorMap e4m3_map(void* base, std::initializer_list<cuuint64_t> dims, cuuint32_t rows) {
   CUtensorMap m{};
   cuuint64_t d[3], strides[2];

@@ -20,7 +20,7 @@ constexpr const char* kImage = "moe_gemm_sm90_fp8";
 struct Fp8Build {
   int slots, tn;
   const char* suffix;  // of the entry names
-  bool staged = false;  // the staged epilogue (tall builds: output rows by bulk copies)
+  bool staged = false;  // the staged epilogue (tall builds: output rows by tensor stores, a map of `out`)
   // Clusters of 2 CTAs on n-tiles 2j and 2j + 1 of one expert's m-tile, the token rows multicast
   // into both (tall builds; the kernel's __cluster_dims__): needs an even n-tile count.
   bool cluster = false;
@@ -49,7 +49,7 @@ uint64_t fp8_shared(int64_t EL, const Fp8Build& b, bool swiglu) {
   if (b.quant) return (base + 127) / 128 * 128 + 256 * 64 + 2 * 2 * 128 * 4 + 4 * 8;
   if (!b.staged) return base;
   const uint64_t outs = swiglu ? uint64_t(b.bn()) / 2 : uint64_t(b.bn());
-  return (base + 127) / 128 * 128 + 256 * (outs * 2 + 16);
+  return (base + 1023) / 1024 * 1024 + 2 * (outs / 64) * 128 * 128;  // 2 consumers x halves of 128 rows x 64 bf16
 }
 
 enum class Fp8Gemm { kSwiglu, kSwigluGather, kDown, kSwigluQuant };
@@ -87,7 +87,7 @@ std::string fp8_misfit(const DeviceFacts& dev, const Ctx& c, Fp8Gemm which, cons
     return fmt::format("its epilogue quantizes whole 1x128 groups with 16-byte stores: it needs I % 128 == 0 and q "
                        "16-byte aligned (I = {})", f.N);
   if (build.staged && (f.N % 8 || address_of(c, "out") % 16))
-    return fmt::format("its bulk copies of output rows need N % 8 == 0 and out 16-byte aligned (N = {})", f.N);
+    return fmt::format("its tensor stores of output rows need N % 8 == 0 and out 16-byte aligned (N = {})", f.N);
   const uint64_t shared = fp8_shared(c.dim("EL"), build, which != Fp8Gemm::kDown);
   if (dev.max_shared_per_block && shared > dev.max_shared_per_block)
     return fmt::format("{} experts need {} bytes of shared memory, {} has {}", c.dim("EL"), shared, dev.uri,
@@ -165,6 +165,14 @@ Status fp8_gemm(ops::OpContext& ctx) {
   }
   auto ta16 = e4m3_map(ctx, a, {uint64_t(f.K), uint64_t(R)}, 16);
   if (!ta16) return ta16.error();
+  if constexpr (Build.staged) {  // `out` in boxes of 64 outputs x 16 rows for the tensor stores
+    auto tout = dense_map(ctx, ctx.tensor(f.out), HAL_TENSOR_MAP_BF16, 2, {uint64_t(f.N), uint64_t(R)}, 64, 16);
+    if (!tout) return tout.error();
+    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
+      p.value(*ta16).value(*tb).value(*tout).value(a_scale).value(w_scale).value(offsets).value(out);
+      p.value(R).value(f.K).value(f.N).value(EL);
+    });
+  }
   return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
     p.value(*ta16).value(*tb).value(a_scale).value(w_scale).value(offsets).value(out);
     if (quant) p.value(address_of(ctx, "q_scale"));
@@ -373,11 +381,11 @@ HC_FP8_NAMED(r18, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallPf, 37, 
              "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
 HC_FP8_NAMED(r19, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallPf, 37, "sm90.tallpf",
              "sm90.tall with the weights of 4 more k-steps prefetched into L2", nullptr)
-// sm90.tall with 3 slots and its outputs staged in shared memory, then written by bulk copies
-// (one a row) while the next tile runs: the down GEMM's choice for tall tiles (fp8_choice), the
+// sm90.tall with 3 slots and its outputs staged in shared memory, then written by tensor stores
+// (16-row groups) while the next tile runs: the down GEMM's choice for tall tiles (fp8_choice), the
 // SwiGLU GEMM's by name.
 HC_FP8_NAMED(r20, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallS, 37, "sm90.talls",
-             "sm90.tall with 3 slots and the output rows written by bulk copies", nullptr)
+             "sm90.tall with 3 slots and the output rows written by tensor stores", nullptr)
 // The staged clustered build for SwiGLU (as sm90.talls), by name.
 HC_FP8_NAMED(r24, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallSMc, 38, "sm90.tallsmc",
              "sm90.talls in 2-CTA clusters on neighbouring n-tiles, the token rows multicast", nullptr)
@@ -390,7 +398,7 @@ HC_FP8_CHOSEN(r16, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTall, 36, "
 HC_FP8_CHOSEN(r17, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTall, 36, "sm90.tall",
               "256-token tiles, the consumers split the tokens (where sm90.talls cannot run)")
 HC_FP8_CHOSEN(r21, "moe_grouped_gemm_fp8", Fp8Gemm::kDown, kTallS, 37, "sm90.talls",
-              "sm90.tall with 3 slots and the output rows written by bulk copies (where sm90.tallsmc cannot run)")
+              "sm90.tall with 3 slots and the output rows written by tensor stores (where sm90.tallsmc cannot run)")
 // Tall tiles in clusters of 2 CTAs on n-tiles 2j and 2j + 1 of one expert, each copying half of
 // the token rows into both (TMA multicast): the tall choice where the n-tile count is even.
 HC_FP8_CHOSEN(r22, "moe_grouped_gemm_fp8_swiglu", Fp8Gemm::kSwiglu, kTallMc, 38, "sm90.tallmc",

@@ -85,6 +85,7 @@ struct Fp8Args {
   const int* row_to_slot;   // gather
   int topk, T;              // gather
   float* out_scale;         // the quantizing build: [R, N / 128] f32 (`out` then holds e4m3 [R, N])
+  const TensorMap* tout = nullptr;  // staged builds: `out` as bf16 boxes of 64 outputs x 16 rows, 128B swizzle
 };
 
 // The weight row of box b in n-tile j: 4 boxes, consumer b / 2, half b % 2 (SwiGLU: gate rows
@@ -341,47 +342,49 @@ __device__ __forceinline__ void store_tile(const Fp8Args& g, const Tile& t, int 
   }
 }
 
-// Tall builds with a staged epilogue (sm90.talls): a consumer writes its outputs as bf16 rows
-// into its own half of a staging buffer in shared memory (128 rows of `pitch` bytes: the tile's
-// OUTS outputs + 16 bytes, so that the 8 rows a warp's store touches fall in distinct banks),
-// and lane l of warp w copies row w + 4 l to `out` with one bulk copy (cp.async.bulk, the TMA's
-// 1-D form; at most 128 rows a consumer, so one a lane): the consumers' global stores, 4 bytes a
-// lane into 8 rows an instruction, leave the critical path, and the copies run while the next
-// tile's k-loop does. Before writing, every lane waits until its previous tile's copies have
-// read the staging rows; the consumer's 128 threads then meet on named barrier 1 + cg (again
-// once the rows are written, before the copies are issued). Needs
-// N % 8 == 0 (rows of 16-byte multiples) and `out` 16-byte aligned: the launcher checks.
-constexpr int kStagePad = 16;
+// Tall builds with a staged epilogue (sm90.talls, sm90.tallsmc): a consumer writes its outputs as
+// bf16 rows into its own part of a staging buffer in shared memory, and they leave by tensor
+// stores (cp.async.bulk.tensor through `tout`, `out` in boxes of 64 outputs x 16 rows) while the
+// next tile's k-loop runs. The consumer's 128 staging rows are OUTS / 64 halves of 16 KB, 64
+// outputs (128 bytes) a row, 16-byte chunk c of row r at chunk c ^ (r % 8): the map's 128B
+// swizzle, which also puts the eight rows of each stmatrix matrix in distinct banks. One thread
+// a consumer sends every whole 16-row group out with one tensor store a half (at most 16 a
+// tile); the rows past the last whole group (at most 15) go out by 16-byte stores from all the
+// consumer's threads, since a 16-row box there would write into the next expert's rows. Columns
+// past N: the map clips the tensor stores, the plain stores check. Before writing, the issuing
+// thread waits until its previous tile's stores have read the rows, and the consumer's 128
+// threads meet on named barrier 1 + cg (again once the rows are written, before the stores).
+// H200 (docs/PERFORMANCE.md, 2026-12-01 fourth session): 1-3% faster in the down GEMM at 4096
+// tokens than one bulk copy a row (64-128 a tile, whose issue took ~1700-2100 cycles a tile).
+// Needs N % 8 == 0 (rows of 16-byte multiples) and `out` 16-byte aligned: the launcher checks.
+constexpr int kStageHalf = 128 * 128;  // 128 rows x 64 bf16
 template <int EPI, int TN>
-__host__ __device__ constexpr int stage_pitch() {
-  return (EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>()) * 2 + kStagePad;
+__host__ __device__ constexpr int stage_halves() {
+  return (EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>()) / 64;
 }
 __device__ __forceinline__ void consumer_sync(int cg) {
   if (cg == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
   else asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
-// The staging buffer lies after the scale ring (`scales`, SLOTS rings) and the tile map: derived
-// here rather than kept in a register across the k-loop (the consumers' 224 are spoken for).
+// The staging buffer lies after the scale ring (`scales`, SLOTS rings) and the tile map, from the
+// next 1024 bytes (the swizzle's span): derived here rather than kept in a register across the
+// k-loop (the consumers' 224 are spoken for).
 template <int EPI, int NT, int TN, int SLOTS>
 __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& t, int off, int rows, const float* d0,
                                                   const float* d1, int cg, const float* scales) {
+  constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2, HALVES = stage_halves<EPI, TN>();
   const uint32_t stage =
-      (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)g.EL + 1)) + 127) & ~127u;
+      (smem_addr(scales + SLOTS * ring_scales<TN>() + 16 + 2 * ((int)g.EL + 1)) + 1023) & ~1023u;
+  const uint32_t mine = stage + (uint32_t)cg * HALVES * kStageHalf;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  constexpr int BLOCKS = EPI == kSwigluBf16 ? 1 : 2;
-  constexpr int OUTS = EPI == kSwigluBf16 ? tile_bn<EPI, TN>() / 2 : tile_bn<EPI, TN>();
-  constexpr int PITCH = stage_pitch<EPI, TN>();
-  const long long tcol = (long long)t.n_tile * OUTS;  // the tile's first output column
-  const uint32_t mine = stage + (uint32_t)cg * 128 * PITCH;
-  // Every lane waits for its own copies (a no-op where it issued none).
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // a no-op in threads that issued none
   consumer_sync(cg);
   // stmatrix .trans, four 8x8 b16 matrices an instruction: matrix m = (j BLOCKS + nb) 2 + h holds
   // output columns 16 warp + 8h + 64nb + (0..7) (the box's weight rows) x tokens 8j + (0..7);
   // this thread's accumulator pair of it (row gq, tokens 2qq and 2qq + 1) is exactly a
   // fragment of that matrix, so no shuffle is needed, and transposed, its rows are the tokens'
   // staging rows. Lane L gives the address of row L % 8 of the instruction's matrix L / 8. Rows
-  // past `rows` and columns past N are written to the staging buffer too (the copies skip them).
+  // past `rows` are written to the staging buffer too (the stores skip them).
   constexpr int MATS = NT / 8 * BLOCKS * 2;
   static_assert(MATS % 4 == 0, "whole stmatrix.x4 groups");
 #pragma unroll
@@ -394,22 +397,37 @@ __device__ __forceinline__ void store_tile_staged(const Fp8Args& g, const Tile& 
       else r[k] = pack_bf16x2(nb ? d1[i] : d0[i], nb ? d1[i + 1] : d0[i + 1]);
     }
     const int m = m0 + (lane >> 3), tok = 8 * (m / (2 * BLOCKS)) + (lane & 7);
-    const int lc = 16 * warp + 8 * (m % 2) + 64 * ((m / 2) % BLOCKS);
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(mine + tok * PITCH + lc * 2),
+    const int chunk = 2 * warp + (m % 2), half = (m / 2) % BLOCKS;  // output column 64 half + 8 chunk
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                     mine + half * kStageHalf + tok * 128 + ((chunk ^ (tok & 7)) << 4)),
                  "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
   }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the bulk copies
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the tensor stores
   consumer_sync(cg);
-  const long long left = g.N - tcol;
-  const uint32_t bytes = (uint32_t)(left < OUTS ? left : OUTS) * 2;  // N % 8 == 0: a multiple of 16
-  for (int r = warp + 4 * lane; r < rows; r += 128) {
-    unsigned short* dst = g.out + ((long long)t.row0 + off + r) * g.N + tcol;
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(mine + r * PITCH),
-                 "r"(bytes)
-                 : "memory");
+  const int col0 = t.n_tile * 64 * HALVES, row0 = (int)t.row0 + off, groups = rows >> 4;
+  if ((threadIdx.x & 127) == 0) {
+    for (int q = 0; q < groups; ++q)
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h)
+        if (col0 + 64 * h < g.N)
+          asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(g.tout),
+                       "r"(col0 + 64 * h), "r"(row0 + 16 * q), "r"(mine + h * kStageHalf + q * 2048)
+                       : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
   }
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  constexpr int CHUNKS = 8 * HALVES;  // 16-byte chunks a row
+  for (int p = threadIdx.x & 127; p < CHUNKS * (rows - 16 * groups); p += 128) {  // the last rows
+    const int r = 16 * groups + p / CHUNKS, c = p % CHUNKS;
+    const long long col = col0 + 8 * c;
+    if (col < g.N) {
+      uint4 v;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(mine + (c >> 3) * kStageHalf + r * 128 + (((c & 7) ^ (r & 7)) << 4)));
+      *reinterpret_cast<uint4*>(g.out + (long long)(row0 + r) * g.N + col) = v;
+    }
+  }
 }
 
 // The quantizing epilogue (moe_grouped_gemm_fp8_swiglu_quant's "sm90.tallmc"; measured slower
@@ -736,7 +754,7 @@ __device__ __forceinline__ void consume_idle(int k_tiles, uint32_t& it, int slot
 }
 // Shared memory: the ring (SLOTS slots), full[SLOTS] and empty[SLOTS] barriers, the scale ring
 // (SLOTS x ring_scales f32), the tile scan's scratch (16 ints) and the tile map; STAGED: then,
-// from the next 128 bytes, the staging buffer (2 x 128 rows of stage_pitch bytes; store_tile_staged).
+// from the next 1024 bytes, the staging buffer (2 consumers x stage_halves x 16 KB; store_tile_staged).
 // MC: a cluster of two CTAs (the entry's __cluster_dims__) on pairs of n-tiles (TileWalk), the
 // token rows multicast; a slot is refilled once both CTAs' consumers have released it.
 // QUANT: the quantizing epilogue (store_tile_quant), clustered SwiGLU builds only.
@@ -838,7 +856,7 @@ __device__ __forceinline__ void grouped_gemm_fp8(const TensorMap* ta16, const Te
     }
   }
   if (tall<TN>() && cg == 0) turn_wait(cg);  // consumer 1's last pass (every barrier phase completes)
-  // The last tile's bulk copies must have written `out` (and read the staging rows) before the
+  // The last tile's tensor stores must have written `out` (and read the staging rows) before the
   // CTA ends.
   if constexpr (STAGED) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   if constexpr (MC) cluster_sync();
@@ -925,7 +943,7 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
 // *_sm90tall: 4 x 256 tokens x 2 weight boxes (203 KB), the consumers splitting the tokens (no
 // gather form);
 // *_sm90tallpf: sm90tall with the weights of 4 more k-steps prefetched into L2;
-// *_sm90talls: sm90tall with 3 slots and the staged epilogue (bulk copies of the output rows);
+// *_sm90talls: sm90tall with 3 slots and the staged epilogue (tensor stores of the output rows);
 // *_sm90tallmc, *_sm90tallsmc: sm90tall and sm90talls in clusters of 2 CTAs on neighbouring
 // n-tiles of one expert, each copying half of the token rows into both (TMA multicast).
 #define HC_FP8_ENTRY(NAME, EPI, SLOTS, TN, PF, STAGED, MC, ATTRS)                                            \
@@ -935,6 +953,15 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
            long long K, long long N, long long EL) {                                                          \
     hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF, STAGED, MC>(                                            \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0, nullptr});          \
+  }
+// The staged builds (store_tile_staged): `tout` maps `out` in boxes of 64 outputs x 16 rows.
+#define HC_FP8_STAGED_ENTRY(NAME, EPI, MC, ATTRS)                                                                \
+  extern "C" __global__ void ATTRS __launch_bounds__(hc::F_THREADS, 1)                                          \
+      NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,                 \
+           const __grid_constant__ hc::TensorMap tout, const float* a_scale, const float* w_scale,                \
+           const int* offsets, unsigned short* out, long long R, long long K, long long N, long long EL) {        \
+    hc::grouped_gemm_fp8<EPI, false, 3, 256, 0, true, MC>(                                                        \
+        &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0, nullptr, &tout});        \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
 #define HC_FP8_GATHER_ENTRY(NAME, SLOTS, TN)                                                                    \
@@ -970,9 +997,11 @@ HC_FP8_BUILD(sm90swapw5, 5, 64, 0, false, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90wide, 4, 128, 0, false, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90tall, 4, 256, 0, false, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90tallpf, 4, 256, 4, false, false, HC_NO_CLUSTER)
-HC_FP8_BUILD(sm90talls, 3, 256, 0, true, false, HC_NO_CLUSTER)
+HC_FP8_STAGED_ENTRY(hc_moe_gemm_fp8_swiglu_sm90talls, hc::kSwigluBf16, false, HC_NO_CLUSTER)
+HC_FP8_STAGED_ENTRY(hc_moe_gemm_fp8_sm90talls, hc::kStoreBf16, false, HC_NO_CLUSTER)
 HC_FP8_BUILD(sm90tallmc, 4, 256, 0, false, true, HC_CLUSTER_2)
-HC_FP8_BUILD(sm90tallsmc, 3, 256, 0, true, true, HC_CLUSTER_2)
+HC_FP8_STAGED_ENTRY(hc_moe_gemm_fp8_swiglu_sm90tallsmc, hc::kSwigluBf16, true, HC_CLUSTER_2)
+HC_FP8_STAGED_ENTRY(hc_moe_gemm_fp8_sm90tallsmc, hc::kStoreBf16, true, HC_CLUSTER_2)
 HC_FP8_QUANT_ENTRY(hc_moe_gemm_fp8_swiglu_quant_sm90tallmc, 4)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw, 4, 64)
 HC_FP8_GATHER_ENTRY(hc_moe_gemm_fp8_swiglu_gather_sm90swapw5, 5, 64)
