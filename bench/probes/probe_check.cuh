@@ -142,8 +142,6 @@ struct RingBuffers {
   RingBuffers& operator=(const RingBuffers&) = delete;
 };
 
-// A tensor map over e4m3 bytes (dims innermost first, dense), boxes of 128 bytes x `rows` (x 1),
-// 128-byte swizzle and 256-byte L2 promotion: the maps sm90.tall's launcher makes.
 // A bf16 [rows, n] map in boxes of 64 x 16, 128B swizzle: the staged FP8 GEMMs' tensor stores.
 inline CUtensorMap bf16_out_map(void* base, cuuint64_t n, cuuint64_t rows) {
   CUtensorMap m{};
@@ -154,6 +152,8 @@ inline CUtensorMap bf16_out_map(void* base, cuuint64_t n, cuuint64_t rows) {
                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return m;
 }
+// A tensor map over e4m3 bytes (dims innermost first, dense), boxes of 128 bytes x `rows` (x 1),
+// 128-byte swizzle and 256-byte L2 promotion: the maps sm90.tall's launcher makes.
 inline CUtensorMap e4m3_map(void* base, std::initializer_list<cuuint64_t> dims, cuuint32_t rows) {
   CUtensorMap m{};
   cuuint64_t d[3], strides[2];

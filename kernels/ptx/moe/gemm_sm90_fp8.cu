@@ -951,6 +951,7 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,              \
            const float* a_scale, const float* w_scale, const int* offsets, unsigned short* out, long long R,   \
            long long K, long long N, long long EL) {                                                          \
+    static_assert(!(STAGED), "the staged builds take a map of out: HC_FP8_STAGED_ENTRY");                   \
     hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, PF, STAGED, MC>(                                            \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0, nullptr});          \
   }
