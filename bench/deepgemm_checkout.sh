@@ -16,11 +16,11 @@ CUTLASS_COMMIT=eefa171318b79cbe2e78514d4cce5cd0fe919d0c
 dest=$PWD/.cache/deepgemm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fetch() {  # fetch REPO COMMIT DIR: a git directory as is, a URL cloned without a work tree
-  if [ -d "$1" ]; then echo "$1"; else git clone -q --bare --filter=blob:none "$1" "$tmp/$3" && echo "$tmp/$3"; fi
+fetch() {  # fetch REPO DIR: a git directory as is, a URL cloned without a work tree into $tmp/DIR
+  if [ -d "$1" ]; then echo "$1"; else git clone -q --bare --filter=blob:none "$1" "$tmp/$2" && echo "$tmp/$2"; fi
 }
-dgit=$(fetch "$dg" $DG_COMMIT dg)
-cgit=$(fetch "$cl" $CUTLASS_COMMIT cutlass)
+dgit=$(fetch "$dg" dg)
+cgit=$(fetch "$cl" cutlass)
 rm -rf "$dest" && mkdir -p "$dest"
 git -C "$dgit" archive $DG_COMMIT deep_gemm LICENSE | tar x -C "$dest"
 git -C "$cgit" archive $CUTLASS_COMMIT include/cute include/cutlass | tar x -C "$tmp"

@@ -24,20 +24,6 @@ bf16, e4m3, u8 = torch.bfloat16, torch.float8_e4m3fn, torch.uint8
 _state = {}  # the model and its FP8 weights, kept across token counts; the calls of the current one
 
 
-def copy_rate(src, dst, runs=20):
-    """Median read + write rate of dst.copy_(src) in TB/s (CUDA events, one copy each)."""
-    times = []
-    for _ in range(runs + 3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        dst.copy_(src)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times = sorted(times[3:])
-    return 2 * src.numel() * src.element_size() / (times[len(times) // 2] * 1e-3) / 1e12
-
-
 def _deep_gemm():
     try:
         import deep_gemm

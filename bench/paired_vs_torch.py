@@ -202,9 +202,11 @@ if "moe" in args.only:
 
 if "deepgemm" in args.only:
     import deepgemm_peer  # noqa: E402  (bench/: DeepGEMM's calls on halcyon's rows)
-    src = torch.randn(2**30, dtype=bf16, device=dev)  # the copy rate of this call: 2 GiB copied
+    from triton.testing import do_bench  # the copy rate of this call, as moe_vs_torch.py measures it
+    src = torch.randn(2**30, dtype=bf16, device=dev)  # 2 GiB copied
     dst = torch.empty_like(src)
-    res["copy_TBps"] = deepgemm_peer.copy_rate(src, dst)
+    copy_ms = do_bench(lambda: dst.copy_(src), warmup=10, rep=100, return_mode="median")
+    res["copy_TBps"] = 2 * src.numel() * 2 / (copy_ms * 1e-3) / 1e12
     print(f"  device-to-device copy: {res['copy_TBps']:.3f} TB/s (read + write)", flush=True)
     del src, dst
     for T in (int(v) for v in args.deepgemm_tokens.split(",")):

@@ -165,16 +165,15 @@ Status fp8_gemm(ops::OpContext& ctx) {
   }
   auto ta16 = e4m3_map(ctx, a, {uint64_t(f.K), uint64_t(R)}, 16);
   if (!ta16) return ta16.error();
-  if constexpr (Build.staged) {  // `out` in boxes of 64 outputs x 16 rows for the tensor stores
-    auto tout = dense_map(ctx, ctx.tensor(f.out), HAL_TENSOR_MAP_BF16, 2, {uint64_t(f.N), uint64_t(R)}, 64, 16);
-    if (!tout) return tout.error();
-    return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
-      p.value(*ta16).value(*tb).value(*tout).value(a_scale).value(w_scale).value(offsets).value(out);
-      p.value(R).value(f.K).value(f.N).value(EL);
-    });
-  }
+  // Staged builds: `out` in boxes of 64 outputs x 16 rows, for the tensor stores of their epilogue.
+  Result<TensorMap> tout = TensorMap{};
+  if constexpr (Build.staged)
+    tout = dense_map(ctx, ctx.tensor(f.out), HAL_TENSOR_MAP_BF16, 2, {uint64_t(f.N), uint64_t(R)}, 64, 16);
+  if (!tout) return tout.error();
   return launch_packed(ctx, *k, {grid}, {uint32_t(kThreads)}, uint32_t(fp8_shared(EL, Build, swiglu)), [&](ArgPack& p) {
-    p.value(*ta16).value(*tb).value(a_scale).value(w_scale).value(offsets).value(out);
+    p.value(*ta16).value(*tb);
+    if (Build.staged) p.value(*tout);
+    p.value(a_scale).value(w_scale).value(offsets).value(out);
     if (quant) p.value(address_of(ctx, "q_scale"));
     p.value(R).value(f.K).value(f.N).value(EL);
   });
