@@ -44,6 +44,12 @@ HC_FP8_STAGED_ENTRY(probe_down_talls, hc::kStoreBf16, false, HC_NO_CLUSTER)
 #else
 HC_FP8_ENTRY(probe_down_talls, hc::kStoreBf16, 3, 256, 0, true, false, HC_NO_CLUSTER)
 #endif
+#ifdef HC_FP8_STAGED_ENTRY_T  // sources that take the staged builds' slots and tile tokens
+// The down GEMM in tiles of up to 160 tokens (4 slots): every tile's consumers take turns and
+// issue both boxes at once; experts over 160 rows split evenly into two tiles (`down`).
+HC_FP8_STAGED_ENTRY_T(probe_down_t160, hc::kStoreBf16, 4, 160, false, HC_NO_CLUSTER)
+HC_FP8_ENTRY(probe_swiglu_t160, hc::kSwigluBf16, 4, 160, 0, false, false, HC_NO_CLUSTER)  // `t160`
+#endif
 HC_FP8_ENTRY(probe_swiglu_tallmc, hc::kSwigluBf16, 4, 256, 0, false, true, HC_CLUSTER_2)
 // The quantizing build (moe_grouped_gemm_fp8_swiglu_quant's sm90.tallmc; `./fp8_kernel_rate quant`).
 HC_FP8_QUANT_ENTRY(probe_swiglu_tallmcq, 4)
@@ -170,6 +176,49 @@ double time_quant(const std::vector<int>& rows, unsigned char* w, float* w_scale
   return median_ms([&] {
     probe_swiglu_tallmcq<<<grid, hc::F_THREADS, kShared>>>(ta, tb, a_scale, w_scale, offsets, q, q_scale, R, K, kI, kEL);
   }, 10);
+}
+
+// n experts with rows drawn about `mean` (a spread of sd, clamped to [lo, hi]) that total
+// n x mean. layer_like_rows: 256 experts like the layer's at 4096 tokens (mean 128, 68-228;
+// 32768 rows: the down GEMM's weights of 256 experts are the 3.76 GB the buffers hold);
+// rows_8k: 128 like 8192 tokens' (mean 256, 160-352), so that experts over 256 rows split.
+std::vector<int> spread_rows(int n, int mean, double sd, int lo, int hi) {
+  std::vector<int> rows(n);
+  unsigned lcg = 12345u;
+  auto uni = [&] { return double((lcg = lcg * 1664525u + 1013904223u) >> 8) / double(1u << 24); };
+  int total = 0;
+  for (int& r : rows) {
+    double z = -6;
+    for (int i = 0; i < 12; ++i) z += uni();
+    r = std::min(hi, std::max(lo, int(mean + sd * z + 0.5)));
+    total += r;
+  }
+  for (int e = 0; total != n * mean; e = (e + 1) % n) {
+    const int d = total < n * mean ? 1 : -1;
+    if (rows[e] + d >= lo && rows[e] + d <= hi) rows[e] += d, total += d;
+  }
+  return rows;
+}
+std::vector<int> layer_like_rows() { return spread_rows(256, 128, 30, 68, 228); }
+std::vector<int> rows_8k() { return spread_rows(128, 256, 40, 160, 352); }
+
+// A position-weighted checksum of n bf16 words (sum of word_i * (2i + 1) mod 2^64): equal sums
+// across builds and sources say the same bits (`down`).
+__global__ void checksum_words(const unsigned short* x, long long n, unsigned long long* sum) {
+  unsigned long long acc = 0;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    acc += (unsigned long long)x[i] * (unsigned long long)(2 * i + 1);
+  atomicAdd(sum, acc);
+}
+unsigned long long checksum(const unsigned short* x, long long n) {
+  unsigned long long* d = nullptr;
+  CK(cudaMalloc(&d, 8));
+  CK(cudaMemset(d, 0, 8));
+  checksum_words<<<1024, 256>>>(x, n, d);
+  unsigned long long h = 0;
+  CK(cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  return h;
 }
 
 // Random bf16 words given activation-like magnitudes: sign and mantissa kept, the exponent
@@ -334,24 +383,7 @@ int main(int argc, char** argv) {
       }
     };
     const Shape down{kI, 7168, 7168, 256, 3, true};
-    // 256 experts like the layer's at 4096 tokens (mean 128, a spread of ~30 rows, 68-228; 32768
-    // rows): the down GEMM's weights of 256 experts are the 3.76 GB the buffers hold.
-    std::vector<int> layer_like(256);
-    {
-      unsigned lcg = 12345u;
-      auto uni = [&] { return double((lcg = lcg * 1664525u + 1013904223u) >> 8) / double(1u << 24); };
-      int total = 0;
-      for (int& r : layer_like) {
-        double z = -6;
-        for (int i = 0; i < 12; ++i) z += uni();
-        r = std::min(228, std::max(68, int(128 + 30 * z + 0.5)));
-        total += r;
-      }
-      for (int e = 0; total != 32768; e = (e + 1) % 256) {
-        const int d = total < 32768 ? 1 : -1;
-        if (layer_like[e] + d >= 68 && layer_like[e] + d <= 228) layer_like[e] += d, total += d;
-      }
-    }
+    const std::vector<int> layer_like = layer_like_rows();
     for (int round = 0; round < 2; ++round) {
       inst("down (sm90.talls), 256 experts like the layer's", down, layer_like, probe_down_talls);
       inst("128 rows", swiglu_shape(7168), std::vector<int>(128, 128), tall.first);
@@ -402,13 +434,42 @@ int main(int argc, char** argv) {
     CK(cudaFree(q_scale));
     return 0;
   }
+  if (argc > 1 && std::string(argv[1]) == "t160") {  // the SwiGLU GEMM in 256- and 160-token tall tiles
+    std::vector<int> layer_like = layer_like_rows();
+    layer_like.resize(128);  // the buffers hold 128 experts' gate and up weights
+    for (int round = 0; round < 2; ++round)
+      for (const std::vector<int>& rows : {std::vector<int>(128, 128), spread, layer_like, rows_8k()}) {
+        long long R = 0;
+        for (int r : rows) R += r;
+        CK(cudaMemset(out, 0xff, size_t(R) * kI * 2));
+        run(probe_swiglu_tall, "sm90.tall", 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        std::printf("    output checksum %016llx\n", checksum(out, R * kI));
+#ifdef HC_FP8_STAGED_ENTRY_T
+        CK(cudaMemset(out, 0xff, size_t(R) * kI * 2));
+        run(probe_swiglu_t160, "160-token tiles", Shape{7168, kI, 2 * kI, 160, 4, false}, rows, buf.w, w_scale, buf.tok,
+            a_scale, out, offsets, copy);
+        std::printf("    output checksum %016llx\n", checksum(out, R * kI));
+#endif
+      }
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "down") {  // the down GEMM (sm90.talls), K = I = 2048, N = H = 7168
     const Shape down{kI, 7168, 7168, 256, 3, true};
-    for (int round = 0; round < 2; ++round) {
-      run(probe_down_talls, "sm90.talls down", down, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out,
-          offsets, copy);
-      run(probe_down_talls, "sm90.talls down", down, spread, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
-    }
+    const std::vector<int> layer_like = layer_like_rows();
+    for (int round = 0; round < 2; ++round)
+      for (const std::vector<int>& rows : {std::vector<int>(128, 128), spread, layer_like, rows_8k()}) {
+        long long R = 0;
+        for (int r : rows) R += r;
+        CK(cudaMemset(out, 0xff, size_t(R) * 7168 * 2));  // NaNs where a build writes nothing
+        run(probe_down_talls, "sm90.talls down", down, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        std::printf("    output checksum %016llx\n", checksum(out, R * 7168));
+#ifdef HC_FP8_STAGED_ENTRY_T
+        CK(cudaMemset(out, 0xff, size_t(R) * 7168 * 2));
+        run(probe_down_t160, "160-token tiles", Shape{kI, 7168, 7168, 160, 4, true}, rows, buf.w, w_scale, buf.tok,
+            a_scale, out, offsets, copy);
+        std::printf("    output checksum %016llx\n", checksum(out, R * 7168));
+#endif
+      }
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "sustain") {

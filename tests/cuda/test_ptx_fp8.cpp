@@ -113,14 +113,15 @@ std::vector<float> random_scales(size_t n, std::mt19937& rng) {
   for (auto& x : v) x = u(rng);
   return v;
 }
-// Experts of 0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 300 rows (sm90.tall: 300 = a 256-row tile
-// whose consumers take 128 rows each, and a 44-row tile).
+// Experts of 0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 300, 530 rows (the tall builds split an
+// expert of over 256 rows evenly, in multiples of 16: 300 = tiles of 160 and 140 rows, whose
+// consumers take turns; 530 = 192, 192 and 146, the first two on the box-by-box path).
 std::vector<int32_t> offsets_of(const std::vector<int32_t>& counts) {
   std::vector<int32_t> o{0};
   for (int32_t c : counts) o.push_back(o.back() + c);
   return o;
 }
-const std::vector<int32_t> kCounts{0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 300};
+const std::vector<int32_t> kCounts{0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 300, 530};
 
 // Compares bf16 outputs over the first `rows` rows of `cols` columns.
 void check_bf16(const char* what, const Bytes& got, const Bytes& want, size_t n, double tol) {

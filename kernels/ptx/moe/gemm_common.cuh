@@ -107,7 +107,17 @@ struct Tile {
   int expert, n_tile, row0, row_end;
 };
 
-template <int BM>
+// The rows of each of an expert's m-tiles: BM (the last tile the rest), or (EVEN) the rows split
+// evenly in multiples of 16, so that an expert a little over BM rows makes two tiles of about
+// half its rows rather than a full one and a sliver (never more tiles: the span is at most BM).
+template <int BM, bool EVEN>
+__device__ __forceinline__ int m_tile_span(int rows) {
+  const int m = (rows + BM - 1) / BM;
+  return EVEN && m > 1 ? ((rows + m - 1) / m + 15) & ~15 : BM;
+}
+
+// EVEN: m-tiles by m_tile_span, each tile's row_end its own last row + 1 (else the expert's).
+template <int BM, bool EVEN = false>
 __device__ __forceinline__ Tile decode_tile(const TileMap& m, int t) {
   int lo = 0, hi = m.EL - 1;  // the last expert whose first tile is <= t
   while (lo < hi) {
@@ -121,8 +131,9 @@ __device__ __forceinline__ Tile decode_tile(const TileMap& m, int t) {
   Tile tile;
   tile.expert = lo;
   tile.n_tile = local / m_tiles;
-  tile.row0 = m.seg[lo] + (local % m_tiles) * BM;
-  tile.row_end = m.seg[lo + 1];
+  const int span = m_tile_span<BM, EVEN>(rows);
+  tile.row0 = m.seg[lo] + (local % m_tiles) * span;
+  tile.row_end = EVEN ? min(tile.row0 + span, m.seg[lo + 1]) : m.seg[lo + 1];
   return tile;
 }
 

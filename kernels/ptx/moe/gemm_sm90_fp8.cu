@@ -60,6 +60,11 @@ __host__ __device__ constexpr int slot_bytes() { return TN * 128 + n_boxes<TN>()
 // multiply by their rows' weight scales.
 template <int TN>
 __host__ __device__ constexpr int ring_scales() { return tall<TN>() ? 2 * TN : TN; }
+// The down GEMM's tall tiles hold weight rows [128j, +128): both boxes lie in scale block j, so
+// their products are equal and the ring's first row serves both (the producers write only it,
+// the consumers read half the scales).
+template <int EPI, int TN>
+__host__ __device__ constexpr bool one_scale_row() { return tall<TN>() && EPI != kSwigluBf16; }
 // The producer warps that write a tall build's scale ring (warps 1..3), taking k-steps in turn:
 // a k-step's 256 strided token-scale loads are one global round trip a warp, and three warps
 // keep three round trips in flight. Warp 1 alone writes the other builds' rings.
@@ -125,13 +130,15 @@ struct TileWalk {
         count(MC ? total >> 1 : total) {}
   __device__ __forceinline__ Tile tile(const TileMap& m, int i) const {
     if constexpr (!MC) {
-      return decode_tile<TN>(m, i);
+      return decode_tile<TN, tall<TN>()>(m, i);
     } else {
-      Tile t = decode_tile<TN>(m, 2 * i);  // the pair's expert
-      const int m_tiles = (t.row_end - m.seg[t.expert] + TN - 1) / TN;
+      Tile t = decode_tile<TN, tall<TN>()>(m, 2 * i);  // the pair's expert
+      const int rows = m.seg[t.expert + 1] - m.seg[t.expert];
+      const int m_tiles = (rows + TN - 1) / TN, span = m_tile_span<TN, tall<TN>()>(rows);
       const int q = (2 * i - m.first[t.expert]) >> 1;  // the pair within the expert
       t.n_tile = 2 * (q / m_tiles) + (int)cluster_rank();
-      t.row0 = m.seg[t.expert] + (q % m_tiles) * TN;
+      t.row0 = m.seg[t.expert] + (q % m_tiles) * span;
+      t.row_end = tall<TN>() ? min(t.row0 + span, m.seg[t.expert + 1]) : m.seg[t.expert + 1];
       return t;
     }
   }
@@ -145,9 +152,10 @@ __device__ __forceinline__ void write_box_scales(const Fp8Args& g, const Tile& t
   const long long KG = (g.K + 127) / 128;
   const int NW = EPI == kSwigluBf16 ? 2 * (int)g.N : (int)g.N;
   const long long NB = (NW + 127) / 128;
-  float sw[2];
+  constexpr int ROWS = one_scale_row<EPI, TN>() ? 1 : 2;
+  float sw[ROWS];
 #pragma unroll
-  for (int b = 0; b < 2; ++b) {
+  for (int b = 0; b < ROWS; ++b) {
     const int r = box_row<EPI, TN>(b, t.n_tile, g.N);  // a box past NW holds zero-filled rows
     sw[b] = r < NW ? __ldg(g.w_scale + ((long long)t.expert * NB + r / 128) * KG + kt) : 0.f;
   }
@@ -163,7 +171,7 @@ __device__ __forceinline__ void write_box_scales(const Fp8Args& g, const Tile& t
 #pragma unroll
   for (int i = 0; i < TN / 32; ++i) {
     sc[lane + 32 * i] = a[i] * sw[0];
-    sc[TN + lane + 32 * i] = a[i] * sw[1];
+    if constexpr (ROWS == 2) sc[TN + lane + 32 * i] = a[i] * sw[ROWS - 1];
   }
 }
 
@@ -223,6 +231,10 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
   uint64_t keep, stream;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(keep));
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(stream));
+  // The weights of an expert split into several m-tiles are read once a tile, by CTAs that run
+  // those tiles side by side (neighbouring walk indices): kept in L2 at normal priority there.
+  uint64_t shared_w;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(shared_w));
   constexpr int MR = max_rows<TN>();
   // Up to 6 rows a lane keep their token rows in registers (the producers' 56); more (TN 128)
   // read row_to_slot again each k-step (L1 hits).
@@ -234,6 +246,7 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
     const Tile t = walk.tile(map, wi);
     const int rows = min(t.row_end - t.row0, TN);
     const int n16 = (rows + 15) & ~15;
+    const uint64_t w_policy = map.seg[t.expert + 1] - map.seg[t.expert] > TN ? shared_w : stream;
     // PF > 0: the weight boxes of k-step kt + PF (of this tile, or of the CTA's next one) are
     // prefetched into L2 when k-step kt is issued, so that PF more k-steps of weights are in
     // flight from HBM than the ring holds.
@@ -257,7 +270,7 @@ __device__ __forceinline__ void produce(const TensorMap* ta16, const TensorMap* 
         mbar_expect_tx(bar, (GATHER ? 0u : (uint32_t)n16 * 128) + n_boxes<TN>() * F_BOX);
 #pragma unroll
         for (int b = 0; b < n_boxes<TN>(); ++b)
-          tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI, TN>(b, t.n_tile, g.N), t.expert, bar, stream);
+          tma_3d(sb + b * F_BOX, tb, kt * 128, box_row<EPI, TN>(b, t.n_tile, g.N), t.expert, bar, w_policy);
         if constexpr (PF > 0) {
           const bool here = kt + PF < k_tiles;
           const Tile& pt = here ? t : next;
@@ -691,13 +704,16 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
     // Box b's promotion: tall tiles read the pre-multiplied scales of box b (ring row b).
     auto promote_box = [&](float* d, const float* tt, int b) {
       BoxScales<NT> sb;
-      sb.load(tall<TN>() ? sc + b * TN : sc);
+      sb.load(tall<TN>() && !one_scale_row<EPI, TN>() ? sc + b * TN : sc);
       promote<NT>(d, tt, sb, sw[b][0], sw[b][1]);
     };
     if constexpr (BOTH) {
       float t0[NA], t1[NA];
       BoxScales<NT> s0, s1;  // tall tiles: read before the issue (see turn_wait)
-      if constexpr (tall<TN>()) s0.load(sc), s1.load(sc + TN);
+      if constexpr (tall<TN>()) {
+        s0.load(sc);
+        if constexpr (!one_scale_row<EPI, TN>()) s1.load(sc + TN);
+      }
       fence_n<NA>(t0);
       fence_n<NA>(t1);
       if (turns) turn_wait(v.cg);
@@ -711,7 +727,7 @@ __device__ __forceinline__ void consume_tile(const Fp8Args& g, const Tile& t, co
       fence_n<NA>(t1);
       if constexpr (tall<TN>()) {
         promote<NT>(d0, t0, s0, 1.f, 1.f);
-        promote<NT>(d1, t1, s1, 1.f, 1.f);
+        promote<NT>(d1, t1, one_scale_row<EPI, TN>() ? s0 : s1, 1.f, 1.f);
       } else {
         promote_box(d0, t0, 0);
         promote_box(d1, t1, 1);
@@ -956,12 +972,13 @@ extern "C" __global__ void __launch_bounds__(256) hc_moe_quantize_fp8(const unsi
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0, nullptr});          \
   }
 // The staged builds (store_tile_staged): `tout` maps `out` in boxes of 64 outputs x 16 rows.
-#define HC_FP8_STAGED_ENTRY(NAME, EPI, MC, ATTRS)                                                                \
+#define HC_FP8_STAGED_ENTRY(NAME, EPI, MC, ATTRS) HC_FP8_STAGED_ENTRY_T(NAME, EPI, 3, 256, MC, ATTRS)
+#define HC_FP8_STAGED_ENTRY_T(NAME, EPI, SLOTS, TN, MC, ATTRS)                                                  \
   extern "C" __global__ void ATTRS __launch_bounds__(hc::F_THREADS, 1)                                          \
       NAME(const __grid_constant__ hc::TensorMap ta16, const __grid_constant__ hc::TensorMap tb,                 \
            const __grid_constant__ hc::TensorMap tout, const float* a_scale, const float* w_scale,                \
            const int* offsets, unsigned short* out, long long R, long long K, long long N, long long EL) {        \
-    hc::grouped_gemm_fp8<EPI, false, 3, 256, 0, true, MC>(                                                        \
+    hc::grouped_gemm_fp8<EPI, false, SLOTS, TN, 0, true, MC>(                                                     \
         &ta16, &tb, {a_scale, w_scale, offsets, out, R, K, N, EL, nullptr, nullptr, 1, 0, nullptr, &tout});        \
   }
 // The gather build: token rows x[row_to_slot[r] / topk] copied by the producer warps.
