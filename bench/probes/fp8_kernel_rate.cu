@@ -10,7 +10,9 @@
 // timed launches (events), the median; the weights' GB/s against the copy rate. Modes (first
 // argument): none (tall / tallmc at 128, spread and 256 rows, then a K sweep), `quant` (the
 // quantizing SwiGLU build against sm90.tallmc + moe_quantize_fp8), `down` (the down
-// GEMM's sm90.talls), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
+// GEMM's sm90.talls at 128 rows, the spread, layer-like and 8192-like rows, each output's
+// checksum printed; beside it 160-token tiles where the source has HC_FP8_STAGED_ENTRY_T),
+// `t160` (the SwiGLU GEMM's sm90.tall beside 160-token tiles, the same way), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
 // back to back: the rate under the power cap), `prefetch`,
 // `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens), `tall5`
 // (with -DHC_FP8_TALL5 and a copy whose published tiles allow 5 slots), `inst`
