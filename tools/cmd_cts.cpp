@@ -20,7 +20,7 @@ void usage(std::FILE* out) {
   fmt::print(out,
              "usage: halcyon cts [--backend B] [--device URI] [--filter GLOB] [--seed N]\n"
              "                   [--junit FILE] [--report FILE.md] [--progress live|plain|quiet] [--list]\n"
-             "                   [--expectations FILE]...\n"
+             "                   [--expectations FILE]... [--impls chosen|all]\n"
              "\n"
              "Runs the conformance suite: the API suite and the numeric suite (every operator\n"
              "contract against the CPU reference) on every selected device.\n"
@@ -38,6 +38,10 @@ void usage(std::FILE* out) {
              "                  a backend's declared unsupported tests and expected failures\n"
              "                  (format: docs/conformance.md); searched before the backends' own\n"
              "                  backends/*/cts_expectations.txt; may be repeated\n"
+             "  --impls M       chosen (default): each numeric case runs with the registry's\n"
+             "                  choice; all: also once by name with every implementation the\n"
+             "                  device can run (numeric.OP@IMPL.K; a case an implementation\n"
+             "                  refuses is reported unsupported, with its reason)\n"
              "\n"
              "exit status: 0 all passed; 1 a test failed or passed unexpectedly; 2 bad usage (a\n"
              "--device that does not exist on a backend that has devices, too); {} the selected\n"
@@ -104,6 +108,15 @@ int run(const std::vector<std::string>& args) {
         return 2;
       }
       o.seed_given = true;
+    } else if (a == "--impls") {
+      std::string m;
+      if (!take(&m)) return 2;
+      if (m == "all") o.every_impl = true;
+      else if (m == "chosen") o.every_impl = false;
+      else {
+        fmt::print(stderr, "halcyon cts: --impls '{}' is not chosen or all\n", m);
+        return 2;
+      }
     } else if (a == "--progress") {
       std::string m;
       if (!take(&m)) return 2;

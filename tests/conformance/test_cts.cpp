@@ -147,8 +147,26 @@ halcyon::Status leave_tail_unwritten(ops::OpContext& ctx) {
   return ctx.stream.synchronize();
 }
 
+// A correct implementation of vector_add on cts-flip, only when named ("whole"), whose predicate
+// refuses calls of fewer than 8 elements: what `--impls all` runs beside the broken default.
+halcyon::Status run_reference(ops::OpContext& ctx) {
+  const ops::OpImpl* ref = reference_impl(ctx.contract.op);
+  if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
+  return ref->fn(ctx);
+}
+bool whole_applies(const ops::ApplyContext& ctx, std::string* why) {
+  if (!ctx.has_call() || ctx.dim("N") >= 8) return true;
+  if (why) *why = "test: fewer than 8 elements";
+  return false;
+}
+
 // Ops whose reference exists get a broken implementation on each test-only backend.
 std::vector<std::string> register_broken_impls() {
+  ops::OpImpl whole{"vector_add", HAL_MODULE_HOST, "host", "cts-flip", -1, run_reference};
+  whole.name = "whole";
+  whole.applies = whole_applies;
+  whole.automatic = false;
+  ops::register_op_impl(std::move(whole));
   std::vector<std::string> ops;
   for (const ops::Contract& c : ops::contracts()) {
     if (!reference_impl(c.op)) continue;
@@ -200,6 +218,38 @@ TEST_CASE("a backend that leaves the last output elements unwritten fails the nu
   REQUIRE_FALSE(broken_ops().empty());
   auto rep = run_ok(options("cts-short:0", "numeric.*,-*.cases"));
   expect_caught(rep, {"still the poison", "still poisoned"});
+}
+
+TEST_CASE("--impls all: every implementation the device can run, by name; a case its predicate refuses is unsupported") {
+  auto o = options("cts-flip:0", "numeric.vector_add*,-*.cases");
+  for (auto& r : run_ok(o).results) CHECK(r.name.find('@') == std::string::npos);  // the default: the choice only
+  o.every_impl = true;
+  auto rep = run_ok(o);
+  int plain = 0, broken = 0, passed = 0, refused = 0;
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", std::string(halcyon::cts::outcome_name(r.outcome)), ": ", r.message, " | ", r.detail);
+    if (r.name.starts_with("numeric.vector_add.")) {
+      ++plain;
+      CHECK(r.outcome == Outcome::failed);  // the registry's choice, the broken "host"
+    } else if (r.name.starts_with("numeric.vector_add@host.")) {
+      ++broken;  // cts-flip's own "host" (the CPU's, also runnable here, is not listed twice)
+      CHECK(r.outcome == Outcome::failed);
+    } else {
+      REQUIRE(r.name.starts_with("numeric.vector_add@whole."));
+      if (r.outcome == Outcome::unsupported) {
+        ++refused;
+        CHECK(r.message.find("test: fewer than 8 elements") != std::string::npos);
+      } else {
+        ++passed;
+        CHECK(r.outcome == Outcome::passed);
+        CHECK(r.detail.find("implementation whole") != std::string::npos);
+      }
+    }
+  }
+  CHECK(plain == 6);
+  CHECK(broken == 6);
+  CHECK(passed == 4);   // N = 256, 1000, 4099, 65537
+  CHECK(refused == 2);  // N = 1, 7
 }
 
 TEST_CASE("the same seed reproduces a run, another seed changes the inputs") {
@@ -639,6 +689,7 @@ TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options ar
   CHECK(r.out.find("cts-no-such-backend") != std::string::npos);
   CHECK(run_command("cts --seed banana").status == 2);
   CHECK(run_command("cts --no-such-option").status == 2);
+  CHECK(run_command("cts --impls some").status == 2);
   auto none = run_command("cts --backend cpu --filter 'no.such.test.*'");
   CHECK(none.status == 2);
   CHECK(none.out.find("no.such.test.*") != std::string::npos);

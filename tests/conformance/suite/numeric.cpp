@@ -104,8 +104,11 @@ const Device* reference_device(std::string* why) {
 
 // Runs one case on `device`: uploads inputs, poisons the outputs, runs (through run_op, or
 // `prepared`: as a prepared call, ops::prepare_op then PreparedOp::run), reads them back.
+// `impl`: that implementation by name (RunOptions::impl); one whose predicate refuses this
+// call ends the test as unsupported, with the registry's reason.
 HostTensors run_case(TestContext& t, const Device& device, const ops::Contract& c, const ops::ContractCase& cs,
-                     const HostTensors& inputs, std::string_view role, bool prepared = false) {
+                     const HostTensors& inputs, std::string_view role, bool prepared = false,
+                     const std::string& impl = {}) {
   Stream s = t.must(device.create_stream(), fmt::format("{}: create a stream", role));
   std::map<std::string, ops::Tensor, std::less<>> tensors;
   ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("{}: bind", role));
@@ -120,11 +123,21 @@ HostTensors run_case(TestContext& t, const Device& device, const ops::Contract& 
     const ops::Tensor& o = tensors.at(out.name);
     if (o.bytes()) t.must(s.fill(o.buffer, o.offset, o.bytes(), uint8_t(0xFF)), fmt::format("{}: poison {}", role, out.name));
   }
+  ops::RunOptions options;
+  options.impl = impl;
+  if (!impl.empty()) {  // a refusal (HAL_UNSUPPORTED) is the predicate's; anything else is a failure
+    auto chosen = ops::select_impl_for_call(device, c.op, tensors, cs.params, options);
+    if (!chosen && chosen.error().status() == HAL_UNSUPPORTED) {
+      const std::string& m = chosen.error().message();
+      TestContext::unsupported(m.substr(0, m.find("; the implementations:")));
+    }
+    if (!chosen) t.require_failed(fmt::format("{}: choose {}: {}", role, impl, chosen.error().to_string()));
+  }
   if (prepared) {
-    auto call = t.must(ops::prepare_op(device, c.op, tensors, cs.params), fmt::format("{}: prepare {}", role, c.op));
+    auto call = t.must(ops::prepare_op(device, c.op, tensors, cs.params, options), fmt::format("{}: prepare {}", role, c.op));
     t.must(call.run(s), fmt::format("{}: run {}", role, c.op));
   } else {
-    t.must(ops::run_op(device, s, c.op, tensors, cs.params), fmt::format("{}: run {}", role, c.op));
+    t.must(ops::run_op(device, s, c.op, tensors, cs.params, options), fmt::format("{}: run {}", role, c.op));
   }
   HostTensors result;
   for (auto& out : c.outputs) {
@@ -185,18 +198,21 @@ void compare_case(TestContext& t, const ops::Contract& c, const ops::ContractCas
   }
 }
 
-void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index) {
+// impl: run the device's side with that implementation by name (--impls all); empty: the
+// registry's choice.
+void run_numeric_case(TestContext& t, const ops::Contract& c, size_t case_index, const std::string& impl = {}) {
   const ops::ContractCase& cs = c.cases[case_index];
   std::string why;
-  if (!ops::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
+  if (impl.empty() && !ops::select_impl(t.device, c.op, &why)) TestContext::unsupported(why);
   const Device* ref = reference_device(&why);
   if (!ref) t.require_failed(fmt::format("the CPU reference device cannot be opened: {}", why));
   ops::Binding b = t.must(ops::bind(c, cs.params, cs.dims, {}), fmt::format("bind case '{}'", cs.text));
   HostTensors inputs = random_inputs(t, c, b);
   // The device runs the case twice, through run_op and as a prepared call (what an embedder
   // repeating a call uses); each answer is held to the reference on its own.
-  HostTensors got = run_case(t, t.device, c, cs, inputs, "device");
-  HostTensors got_prepared = run_case(t, t.device, c, cs, inputs, "device (prepared)", true);
+  HostTensors got = run_case(t, t.device, c, cs, inputs, "device", false, impl);
+  HostTensors got_prepared = run_case(t, t.device, c, cs, inputs, "device (prepared)", true, impl);
+  if (!impl.empty()) t.note(fmt::format("implementation {}", impl));
   const HostTensors reference = run_case(t, *ref, c, cs, inputs, "reference");
   compare_case(t, c, cs, b, inputs, got, reference, "");
   compare_case(t, c, cs, b, inputs, got_prepared, reference, " (prepared call)");
@@ -232,13 +248,25 @@ void check_case_coverage(TestContext& t, const ops::Contract& c) {
 
 }  // namespace
 
-std::vector<TestCase> numeric_tests(const Device&, const hal_device_info&) {
+std::vector<TestCase> numeric_tests(const Device& device, const hal_device_info&, bool every_impl) {
   std::vector<TestCase> out;
   for (const ops::Contract& c : ops::contracts()) {
     const ops::Contract* cp = &c;
     out.push_back({fmt::format("numeric.{}.cases", c.op), {}, [cp](TestContext& t) { check_case_coverage(t, *cp); }});
     for (size_t k = 0; k < c.cases.size(); ++k)
       out.push_back({fmt::format("numeric.{}.{}", c.op, k), {}, [cp, k](TestContext& t) { run_numeric_case(t, *cp, k); }});
+    if (!every_impl) continue;
+    // Every implementation that can run on this device (backend, code format and target, its
+    // predicate without a call), in the registry's rank order; shapes are its predicate's to
+    // refuse case by case.
+    std::vector<std::string> names;  // a name the device can run twice: RunOptions::impl takes the first
+    for (const ops::ImplVerdict& v : ops::judge_impls(device, c.op)) {
+      if (!v.usable || std::find(names.begin(), names.end(), v.impl.name) != names.end()) continue;
+      const std::string name = names.emplace_back(v.impl.name);
+      for (size_t k = 0; k < c.cases.size(); ++k)
+        out.push_back({fmt::format("numeric.{}@{}.{}", c.op, name, k), {},
+                       [cp, k, name](TestContext& t) { run_numeric_case(t, *cp, k, name); }});
+    }
   }
   return out;
 }

@@ -63,7 +63,7 @@ uint64_t test_seed(uint64_t run_seed, std::string_view name) {
 }
 
 #ifndef HALCYON_CTS_NUMERIC
-std::vector<TestCase> numeric_tests(const Device&, const hal_device_info&) { return {}; }
+std::vector<TestCase> numeric_tests(const Device&, const hal_device_info&, bool) { return {}; }
 #endif
 
 namespace {
@@ -188,7 +188,7 @@ RunOutcome make_plan(const Options& o, Plan* plan) {
     }
     d.info = *info;
     std::vector<TestCase> all = api_tests();
-    for (auto& t : numeric_tests(d.device, d.info)) all.push_back(std::move(t));
+    for (auto& t : numeric_tests(d.device, d.info, o.every_impl)) all.push_back(std::move(t));
     if (std::none_of(plan->devices.begin(), plan->devices.end(),
                      [&](auto& other) { return scheme_of(other.info.uri) == scheme_of(uri); }))
       check_declarations(o, scheme_of(uri), all, plan);  // once per backend

@@ -86,7 +86,8 @@ std::vector<TestCase> api_tests();
 
 // Tests of every operator contract's cases. `reference` is the CPU device that computes the
 // expected outputs. Empty when the runtime is not built.
-std::vector<TestCase> numeric_tests(const Device& device, const hal_device_info& info);
+// every_impl: also numeric.<op>@<impl>.<k> for every implementation the device can run (Options).
+std::vector<TestCase> numeric_tests(const Device& device, const hal_device_info& info, bool every_impl = false);
 
 // The per-test seed: stable under filtering, so `--seed N --filter X` reproduces one test.
 uint64_t test_seed(uint64_t run_seed, std::string_view test_name);

@@ -106,6 +106,12 @@ struct Options {
   // exercise the expected-failure and unexpected-pass paths.
   std::vector<BackendExpectations> extra_expectations;
   std::string command;          // recorded in the reports
+  // --impls all: each numeric case also runs once by name with every implementation the device
+  // can run (tests numeric.<op>@<impl>.<k>), the named-only variants included, not only with
+  // the registry's choice for the case's shapes; an implementation whose predicate refuses a
+  // case reports that case unsupported, with its reason. For certifying every kernel a backend
+  // ships.
+  bool every_impl = false;
 };
 
 // Why no test was run (the command turns `no_device` into its "skipped" exit status).
