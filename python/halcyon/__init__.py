@@ -71,6 +71,19 @@ class _Param(ctypes.Structure):  # hrt_param
                 ("value", ctypes.c_char_p)]
 
 
+class _CallOptions(ctypes.Structure):  # hrt_call_options (ABI 1.7)
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("impl", ctypes.c_char_p)]
+
+
+def _call_options(impl):
+    """The hrt_call_options of a call: the implementation by name, or None (the registry's choice)."""
+    if impl is None:
+        return None
+    if not isinstance(impl, str):
+        raise TypeError(f"impl is a {type(impl).__name__}: an implementation's name is a str")
+    return ctypes.byref(_CallOptions(ctypes.sizeof(_CallOptions), None, impl.encode()))
+
+
 class _MoeDesc(ctypes.Structure):  # hrt_moe_layer_desc
     _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p)] + \
                [(n, ctypes.c_int64) for n in ("hidden", "inter", "experts", "topk", "n_groups", "topk_groups",
@@ -161,10 +174,11 @@ _SIGNATURES = {
     "hal_buffer_create": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferDesc), ctypes.POINTER(ctypes.c_void_p)]),
     "hal_buffer_release": (_E, [ctypes.c_void_p]),
     "hal_buffer_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_BufferInfo)]),
-    "hrt_run_op": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_uint32,
-                        ctypes.POINTER(_Param), ctypes.c_uint32]),
-    "hrt_op_create": (_E, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_uint32,
-                           ctypes.POINTER(_Param), ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
+    "hrt_run_op_with": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor),
+                             ctypes.c_uint32, ctypes.POINTER(_Param), ctypes.c_uint32, ctypes.POINTER(_CallOptions)]),
+    "hrt_op_create_with": (_E, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Tensor), ctypes.c_uint32,
+                                ctypes.POINTER(_Param), ctypes.c_uint32, ctypes.POINTER(_CallOptions),
+                                ctypes.POINTER(ctypes.c_void_p)]),
     "hrt_op_run": (_E, [ctypes.c_void_p, ctypes.c_void_p]),
     "hrt_op_impl_name": (ctypes.c_char_p, [ctypes.c_void_p]),
     "hrt_op_release": (None, [ctypes.c_void_p]),
@@ -179,7 +193,8 @@ _SIGNATURES = {
 }
 
 
-_ABI = (1, 6)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare)
+_ABI = (1, 7)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare);
+#                1.7: hrt_run_op_with / hrt_op_create_with (impl=)
 
 
 def _check_abi(major, minor, where):
@@ -457,14 +472,17 @@ def _c_arguments(imported, tensors, params):
     return arr, pars, len(keep)
 
 
-def run(op, device=None, **arguments):
+def run(op, device=None, *, impl=None, **arguments):
     """Runs operator `op`: tensors (inputs, and the outputs you allocated) and scalar params
-    by their contract names. halcyon.run("vector_add", a=x, b=y, c=z)."""
+    by their contract names. halcyon.run("vector_add", a=x, b=y, c=z). ``impl`` names the
+    implementation ("sm90.tall", "host"; an unknown name's error lists them); None: the registry's
+    choice."""
     tensors, params = _call_arguments("run", op, arguments)
+    options = _call_options(impl)
     uri = device or _uri_of(next(iter(tensors.values())))
     with _Imported(uri, _torch_stream(uri, list(tensors.values()))) as imported:
         arr, pars, n = _c_arguments(imported, tensors, params)
-        _check(load().hrt_run_op(_device(uri), imported.stream(), op.encode(), arr, len(arr), pars, n))
+        _check(load().hrt_run_op_with(_device(uri), imported.stream(), op.encode(), arr, len(arr), pars, n, options))
         imported.finish()
 
 
@@ -478,10 +496,12 @@ class Prepared:
     those given here; the tensors' memory is held until ``close()``. Streams as ``run``: when
     every tensor is a torch CUDA tensor a run is queued on torch's current stream at that moment,
     without a host wait; otherwise on a halcyon stream after the producers' pending work, and
-    waited for. ``impl`` names the implementation chosen."""
+    waited for. ``impl`` names the implementation chosen; given to the constructor, it names the one
+    to take (as in ``run``)."""
 
-    def __init__(self, op, device=None, **arguments):
+    def __init__(self, op, device=None, *, impl=None, **arguments):
         tensors, params = _call_arguments("prepare", op, arguments)
+        options = _call_options(impl)
         self.uri = device or _uri_of(next(iter(tensors.values())))
         self._objs = list(tensors.values())
         native = _torch_stream(self.uri, self._objs)
@@ -491,7 +511,8 @@ class Prepared:
         # producer), so the import's may go when the context closes.
         with _Imported(self.uri, native) as imported:
             arr, pars, n = _c_arguments(imported, tensors, params)
-            _check(load().hrt_op_create(_device(self.uri), op.encode(), arr, len(arr), pars, n, ctypes.byref(self._op)))
+            _check(load().hrt_op_create_with(_device(self.uri), op.encode(), arr, len(arr), pars, n, options,
+                                             ctypes.byref(self._op)))
         self.op = op
         self.impl = load().hrt_op_impl_name(self._op).decode()
 
@@ -519,13 +540,13 @@ class Prepared:
             self.close()
 
 
-def prepare(op, device=None, **arguments):
-    """``halcyon.Prepared(op, device, **arguments)``: a call checked once and run by ``p()``.
+def prepare(op, device=None, *, impl=None, **arguments):
+    """``halcyon.Prepared(op, device, impl=impl, **arguments)``: a call checked once and run by ``p()``.
 
         step = halcyon.prepare("attention_decode", q=q, k_cache=k, v_cache=v, block_table=table,
                                seq_lens=lens, out=out, lse=lse, scale=0.0)
         for _ in range(tokens): ...; step()   # table, lens, q rewritten in place between steps"""
-    return Prepared(op, device, **arguments)
+    return Prepared(op, device, impl=impl, **arguments)
 
 
 def _text(v):

@@ -45,12 +45,25 @@ expect_error(lambda: halcyon.prepare("vector_add", a=a, b=b, c=c, alpha=2), "unk
              "a prepared call with an unknown param")
 expect_error(lambda: halcyon.prepare("vector_add", a=a, b=[1.0], c=c), "'b' is a list", "a Python list, prepared")
 
+# An implementation by name (impl=): the CPU's "host" runs, others are refused with the list.
+c[:] = np.nan
+halcyon.run("vector_add", a=a, b=b, c=c, impl="host")
+check(np.array_equal(c, a + b), "vector_add with impl='host'")
+step = halcyon.prepare("vector_add", a=a, b=b, c=c, impl="host")
+check(step.impl == "host", f"a prepared call by name: {step.impl}")
+step.close()
+expect_error(lambda: halcyon.run("vector_add", a=a, b=b, c=c, impl="sm80"), "'sm80' cannot run on cpu:0",
+             "impl='sm80' on the CPU")
+expect_error(lambda: halcyon.prepare("vector_add", a=a, b=b, c=c, impl="nope"), "no implementation named 'nope'",
+             "an unknown implementation, prepared")
+expect_error(lambda: halcyon.run("vector_add", a=a, b=b, c=c, impl=3), "impl is a int", "impl not a str")
+
 # The library's ABI: an older minor, or another major, is refused by name before any symbol is
 # bound (this library passed the same check when it loaded above).
-expect_error(lambda: halcyon._check_abi(1, 5, "old.so"), "old.so is halcyon ABI 1.5; this module needs 1.6",
-             "a library of ABI 1.5 (no prepared calls)")
+expect_error(lambda: halcyon._check_abi(1, 6, "old.so"), "old.so is halcyon ABI 1.6; this module needs 1.7",
+             "a library of ABI 1.6 (no call options)")
 expect_error(lambda: halcyon._check_abi(2, 0, "new.so"), "new.so is halcyon ABI 2.0", "a library of ABI 2.0")
-halcyon._check_abi(1, 6, "this.so")
+halcyon._check_abi(1, 7, "this.so")
 halcyon._check_abi(1, 9, "later.so")
 
 # A parameterised operator: row_softmax.

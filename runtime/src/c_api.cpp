@@ -132,6 +132,17 @@ Result<CallArgs> call_args(const hrt_tensor* tensors, uint32_t tensor_count, con
   return a;
 }
 
+// A call's C options as run_op takes them; NULL: the defaults.
+Result<ops::RunOptions> run_options(const hrt_call_options* options, const char* fn) {
+  ops::RunOptions o;
+  if (!options) return o;
+  if (options->struct_size < HRT_CALL_OPTIONS_MIN_SIZE)
+    return Error(HAL_VERSION_MISMATCH, fmt::format("{}: hrt_call_options.struct_size is {}, smaller than {}", fn,
+                                                   options->struct_size, HRT_CALL_OPTIONS_MIN_SIZE));
+  if (options->impl) o.impl = options->impl;
+  return o;
+}
+
 }  // namespace
 
 struct hrt_op_s {
@@ -145,40 +156,56 @@ struct hrt_moe_layer_s {
 
 extern "C" {
 
-HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* op, const hrt_tensor* tensors,
-                              uint32_t tensor_count, const hrt_param* params, uint32_t param_count) {
+HAL_API hal_error* hrt_run_op_with(hal_device device, hal_stream stream, const char* op, const hrt_tensor* tensors,
+                                   uint32_t tensor_count, const hrt_param* params, uint32_t param_count,
+                                   const hrt_call_options* options) {
   try {
     if (!op) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_run_op: op is NULL");
     auto args = call_args(tensors, tensor_count, params, param_count, "hrt_run_op");
     if (!args) return to_c(args.error());
+    auto opts = run_options(options, "hrt_run_op");
+    if (!opts) return to_c(opts.error());
     auto dev = borrow<Device, hal_device, hal_device_retain>(device, "hrt_run_op: device");
     if (!dev) return to_c(dev.error());
     auto st = borrow<Stream, hal_stream, hal_stream_retain>(stream, "hrt_run_op: stream");
     if (!st) return to_c(st.error());
-    auto s = ops::run_op(*dev, *st, op, args->tensors, args->params);
+    auto s = ops::run_op(*dev, *st, op, args->tensors, args->params, *opts);
     return s ? nullptr : to_c(s.error());
   } catch (const std::exception& ex) {
     return hal_error_new(HAL_INTERNAL, fmt::format("hrt_run_op: {}", ex.what()).c_str());
   }
 }
 
-HAL_API hal_error* hrt_op_create(hal_device device, const char* op, const hrt_tensor* tensors, uint32_t tensor_count,
-                                 const hrt_param* params, uint32_t param_count, hrt_op* out) {
+HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* op, const hrt_tensor* tensors,
+                              uint32_t tensor_count, const hrt_param* params, uint32_t param_count) {
+  return hrt_run_op_with(device, stream, op, tensors, tensor_count, params, param_count, nullptr);
+}
+
+HAL_API hal_error* hrt_op_create_with(hal_device device, const char* op, const hrt_tensor* tensors,
+                                      uint32_t tensor_count, const hrt_param* params, uint32_t param_count,
+                                      const hrt_call_options* options, hrt_op* out) {
   try {
     if (!out) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_op_create: out is NULL");
     *out = nullptr;
     if (!op) return hal_error_new(HAL_INVALID_ARGUMENT, "hrt_op_create: op is NULL");
     auto args = call_args(tensors, tensor_count, params, param_count, "hrt_op_create");
     if (!args) return to_c(args.error());
+    auto opts = run_options(options, "hrt_op_create");
+    if (!opts) return to_c(opts.error());
     auto dev = borrow<Device, hal_device, hal_device_retain>(device, "hrt_op_create: device");
     if (!dev) return to_c(dev.error());
-    auto prepared = ops::prepare_op(*dev, op, std::move(args->tensors), args->params);
+    auto prepared = ops::prepare_op(*dev, op, std::move(args->tensors), args->params, *opts);
     if (!prepared) return to_c(prepared.error());
     *out = new hrt_op_s{std::move(prepared).value()};
     return nullptr;
   } catch (const std::exception& ex) {
     return hal_error_new(HAL_INTERNAL, fmt::format("hrt_op_create: {}", ex.what()).c_str());
   }
+}
+
+HAL_API hal_error* hrt_op_create(hal_device device, const char* op, const hrt_tensor* tensors, uint32_t tensor_count,
+                                 const hrt_param* params, uint32_t param_count, hrt_op* out) {
+  return hrt_op_create_with(device, op, tensors, tensor_count, params, param_count, nullptr, out);
 }
 
 HAL_API hal_error* hrt_op_run(hrt_op op, hal_stream stream) {

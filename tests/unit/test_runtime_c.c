@@ -14,6 +14,7 @@ TRACKS_LAST_FIELD(hrt_param, HRT_PARAM_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_layer_desc, HRT_MOE_LAYER_DESC_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_fp8_weights, HRT_MOE_FP8_WEIGHTS_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_layer_info, HRT_MOE_LAYER_INFO_SIZE);
+TRACKS_LAST_FIELD(hrt_call_options, HRT_CALL_OPTIONS_SIZE);
 
 #include "c_check.h"
 
@@ -104,6 +105,41 @@ int main(void) {
   hal_error_free(e);
   EXPECT(hrt_op_impl_name(NULL) == NULL, "hrt_op_impl_name(NULL)");
   hrt_op_release(NULL);
+
+  /* An implementation by name (hrt_call_options): the CPU's "host" runs; a name of another
+   * device's kernel is refused as unable to run here, an unknown name as not found, both with the
+   * list of implementations; NULL options or impl: the registry's choice. */
+  hrt_call_options host = {sizeof(hrt_call_options), NULL, "host"};
+  for (int i = 0; i < N; ++i) c[i] = NAN;
+  ok(hal_stream_write(s, bc, 0, c, sizeof c), "poison c");
+  ok(hrt_run_op_with(dev, s, "vector_add", t, 3, NULL, 0, &host), "hrt_run_op_with host");
+  ok(hal_stream_read(s, bc, 0, c, sizeof c), "read c");
+  ok(hal_stream_synchronize(s), "sync");
+  for (int i = 0; i < N; ++i) EXPECT(c[i] == a[i] + b[i], "by name: c[%d] = %f", i, c[i]);
+  hrt_call_options sm80 = {sizeof(hrt_call_options), NULL, "sm80"}, nope = {sizeof(hrt_call_options), NULL, "nope"};
+  e = hrt_run_op_with(dev, s, "vector_add", t, 3, NULL, 0, &sm80);
+  EXPECT(e && hal_error_status(e) == HAL_UNSUPPORTED && strstr(hal_error_message(e), "'sm80' cannot run") &&
+             strstr(hal_error_message(e), "host"),
+         "sm80 on the CPU: %s", e ? hal_error_message(e) : "no error");
+  hal_error_free(e);
+  e = hrt_op_create_with(dev, "vector_add", t, 3, NULL, 0, &nope, &prepared);
+  EXPECT(e && hal_error_status(e) == HAL_NOT_FOUND && strstr(hal_error_message(e), "no implementation named 'nope'") &&
+             prepared == NULL,
+         "unknown name: %s", e ? hal_error_message(e) : "no error");
+  hal_error_free(e);
+  hrt_call_options old_size = {HRT_CALL_OPTIONS_MIN_SIZE - 1, NULL, "host"};
+  e = hrt_run_op_with(dev, s, "vector_add", t, 3, NULL, 0, &old_size);
+  EXPECT(e && hal_error_status(e) == HAL_VERSION_MISMATCH, "options struct_size too small");
+  hal_error_free(e);
+  hrt_call_options choice = {sizeof(hrt_call_options), NULL, NULL};
+  ok(hrt_run_op_with(dev, s, "vector_add", t, 3, NULL, 0, &choice), "hrt_run_op_with, impl NULL");
+  ok(hrt_run_op_with(dev, s, "vector_add", t, 3, NULL, 0, NULL), "hrt_run_op_with, options NULL");
+  if (ok(hrt_op_create_with(dev, "vector_add", t, 3, NULL, 0, &host, &prepared), "hrt_op_create_with host")) {
+    EXPECT(strcmp(hrt_op_impl_name(prepared), "host") == 0, "prepared by name: %s", hrt_op_impl_name(prepared));
+    ok(hrt_op_run(prepared, s), "hrt_op_run (by name)");
+    ok(hal_stream_synchronize(s), "sync");
+    hrt_op_release(prepared);
+  }
 
   /* struct_size of the array structs (runtime.h). The oldest size a reader accepts: */
   for (int i = 0; i < 3; ++i) t[i].struct_size = HRT_TENSOR_MIN_SIZE;

@@ -35,7 +35,8 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 6  /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); hal.h unchanged */
+#define HAL_ABI_MINOR 7  /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
+                            hrt_call_options (hrt_run_op_with, hrt_op_create_with); hal.h unchanged */
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)

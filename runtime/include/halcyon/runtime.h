@@ -77,6 +77,29 @@ typedef struct hrt_op_s* hrt_op;
 HAL_API hal_error* hrt_op_create(hal_device device, const char* op, const hrt_tensor* tensors,
                                  uint32_t tensor_count, const hrt_param* params, uint32_t param_count,
                                  hrt_op* out);
+/* ABI 1.7: how a call is made (hrt_run_op_with, hrt_op_create_with). `impl` names the
+ * implementation, as `halcyon run --impl` and `halcyon cts --impls all` do ("sm90.tall", "host";
+ * the names are listed by an error for an unknown one): a kernel pinned for reproducibility or a
+ * comparison, or one a vendor certifies. An unknown name is HAL_NOT_FOUND, a name that cannot run
+ * the call (its device, shapes or alignment) HAL_UNSUPPORTED; both errors list the operator's
+ * implementations on the device and why each was refused. NULL options, or a NULL or empty
+ * `impl`: the registry's choice, as hrt_run_op and hrt_op_create make it. */
+typedef struct hrt_call_options {
+  size_t struct_size;  /* HRT_CALL_OPTIONS_SIZE */
+  const void* next;    /* extension chain; NULL */
+  const char* impl;    /* an implementation's name; NULL or "": the registry's choice */
+} hrt_call_options;
+#define HRT_CALL_OPTIONS_MIN_SIZE HAL_SIZE_THROUGH(hrt_call_options, impl)
+#define HRT_CALL_OPTIONS_SIZE HAL_SIZE_THROUGH(hrt_call_options, impl)
+/* hrt_run_op and hrt_op_create with options (NULL: the same as those). */
+HAL_API hal_error* hrt_run_op_with(hal_device device, hal_stream stream, const char* op,
+                                   const hrt_tensor* tensors, uint32_t tensor_count,
+                                   const hrt_param* params, uint32_t param_count,
+                                   const hrt_call_options* options);
+HAL_API hal_error* hrt_op_create_with(hal_device device, const char* op, const hrt_tensor* tensors,
+                                      uint32_t tensor_count, const hrt_param* params,
+                                      uint32_t param_count, const hrt_call_options* options,
+                                      hrt_op* out);
 /* Queues the prepared call on `stream` (a stream of the device it was created on). */
 HAL_API hal_error* hrt_op_run(hrt_op op, hal_stream stream);
 /* The name of the implementation chosen at create ("sm90.tma.k128", "host"), owned by the op;
