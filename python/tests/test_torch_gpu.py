@@ -191,6 +191,22 @@ check(busy and dt < 0.2, f"a prepared call on a side stream returned after {dt *
 check(torch.equal(outp, outr), "the prepared call queued on the side stream wrote the same result")
 step.close()
 
+# Implementations by name (impl=): every decode kernel the device can run, prepared by name, writes
+# what the registry's choice wrote (to the contract's tolerance: the key splits differ); a name
+# that cannot run here (the CPU's "host") is refused with the list.
+for name in ("sm80", "sm80.ksplit", "sm90.tma", "sm90.tma.k128"):
+    outn, lsen = torch.empty_like(outp), torch.empty_like(lsep)
+    by_name = halcyon.prepare("attention_decode", q=qd, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens,
+                              out=outn, lse=lsen, scale=0.0, impl=name)
+    by_name()
+    torch.cuda.synchronize()
+    err = ((outn.float() - outr.float()).norm() / outr.float().norm()).item()
+    check(by_name.impl == name and err < 2e-2, f"attention_decode prepared as {by_name.impl}: rel err {err:.2e} against "
+                                               f"the registry's choice")
+    by_name.close()
+expect_error(lambda: halcyon.run("vector_add", a=a, b=b, c=c, impl="host"), "'host' cannot run on cuda:0",
+             "impl='host' on a CUDA device")
+
 # Errors: a non-contiguous tensor, and one on the CPU for a CUDA call.
 expect_error(lambda: halcyon.run("row_softmax", x=x.t(), y=y.t()), "not contiguous", "a transposed tensor")
 expect_error(lambda: halcyon.run("vector_add", a=a, b=b.cpu(), c=c), "tensor 'b' is on cpu:0, the call's device is cuda:0",
