@@ -116,7 +116,16 @@ __device__ __forceinline__ int m_tile_span(int rows) {
   return EVEN && m > 1 ? ((rows + m - 1) / m + 15) & ~15 : BM;
 }
 
-// EVEN: m-tiles by m_tile_span, each tile's row_end its own last row + 1 (else the expert's).
+// Places t on m-tile q of its expert: row0, and row_end (EVEN: the tile's own last row + 1, the
+// tiles by m_tile_span; else the expert's).
+template <int BM, bool EVEN>
+__device__ __forceinline__ void place_m_tile(const TileMap& m, Tile& t, int q) {
+  const int first = m.seg[t.expert], end = m.seg[t.expert + 1];
+  const int span = m_tile_span<BM, EVEN>(end - first);
+  t.row0 = first + q * span;
+  t.row_end = EVEN ? min(t.row0 + span, end) : end;
+}
+
 template <int BM, bool EVEN = false>
 __device__ __forceinline__ Tile decode_tile(const TileMap& m, int t) {
   int lo = 0, hi = m.EL - 1;  // the last expert whose first tile is <= t
@@ -131,9 +140,7 @@ __device__ __forceinline__ Tile decode_tile(const TileMap& m, int t) {
   Tile tile;
   tile.expert = lo;
   tile.n_tile = local / m_tiles;
-  const int span = m_tile_span<BM, EVEN>(rows);
-  tile.row0 = m.seg[lo] + (local % m_tiles) * span;
-  tile.row_end = EVEN ? min(tile.row0 + span, m.seg[lo + 1]) : m.seg[lo + 1];
+  place_m_tile<BM, EVEN>(m, tile, local % m_tiles);
   return tile;
 }
 

@@ -133,12 +133,10 @@ struct TileWalk {
       return decode_tile<TN, tall<TN>()>(m, i);
     } else {
       Tile t = decode_tile<TN, tall<TN>()>(m, 2 * i);  // the pair's expert
-      const int rows = m.seg[t.expert + 1] - m.seg[t.expert];
-      const int m_tiles = (rows + TN - 1) / TN, span = m_tile_span<TN, tall<TN>()>(rows);
+      const int m_tiles = (m.seg[t.expert + 1] - m.seg[t.expert] + TN - 1) / TN;
       const int q = (2 * i - m.first[t.expert]) >> 1;  // the pair within the expert
       t.n_tile = 2 * (q / m_tiles) + (int)cluster_rank();
-      t.row0 = m.seg[t.expert] + (q % m_tiles) * span;
-      t.row_end = tall<TN>() ? min(t.row0 + span, m.seg[t.expert + 1]) : m.seg[t.expert + 1];
+      place_m_tile<TN, tall<TN>()>(m, t, q % m_tiles);
       return t;
     }
   }
