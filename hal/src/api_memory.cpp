@@ -85,6 +85,7 @@ HAL_API hal_error* hal_buffer_get_info(hal_buffer h, hal_buffer_info* out) {
     i.size = b->size;
     i.device_address = b->address;
     i.host_pointer = b->host;
+    std::snprintf(i.device_uri, sizeof i.device_uri, "%s", b->device->uri.c_str());
     write_struct(i, out);
     return nullptr;
   })

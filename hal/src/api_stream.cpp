@@ -98,6 +98,7 @@ HAL_API hal_error* hal_stream_get_info(hal_stream h, hal_stream_info* out) {
       i.units = s->device->info.compute_units;
       i.mechanism = HAL_PARTITION_WHOLE_DEVICE;
     }
+    std::snprintf(i.device_uri, sizeof i.device_uri, "%s", s->device->uri.c_str());
     write_struct(i, out);
     return nullptr;
   })

@@ -347,6 +347,39 @@ PreparedOp::PreparedOp(Device device, const Contract* contract, Binding binding,
 
 namespace {
 
+// A call's memory and stream belong to its device: a kernel handed another device's address
+// faults (CUDA: a sticky error that ends the context) or, through a peer mapping, reads it
+// over the link, instead of the call failing with the tensor's name.
+Status check_tensor_on(std::string_view op, std::string_view uri, std::string_view name, const Tensor& t) {
+  if (!t.buffer) return {};  // an absent optional input (the binding has judged it)
+  auto b = t.buffer.info();
+  if (!b) return b.error();
+  if (std::string_view(b->device_uri) != uri)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("{}: tensor '{}' is in memory of {}, the call runs on {}", op, name, b->device_uri, uri));
+  return {};
+}
+
+Status check_tensors_on(std::string_view op, const Device& device,
+                        const std::map<std::string, Tensor, std::less<>>& tensors, const Tensor* sm_trace = nullptr) {
+  auto dev = device.info();
+  if (!dev) return dev.error();
+  for (const auto& [name, t] : tensors)
+    if (Status on = check_tensor_on(op, dev->uri, name, t); !on) return on;
+  return sm_trace ? check_tensor_on(op, dev->uri, "RunOptions::sm_trace", *sm_trace) : Status{};
+}
+
+Status check_stream_on(std::string_view op, const Device& device, const Stream& stream) {
+  auto dev = device.info();
+  if (!dev) return dev.error();
+  auto s = stream.info();
+  if (!s) return s.error();
+  if (std::string_view(s->device_uri) != dev->uri)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("{}: the stream is on {}, the call runs on {}", op, s->device_uri, dev->uri));
+  return {};
+}
+
 // A call checked against its contract, and the implementation that takes it (run_op, prepare_op).
 struct CheckedCall {
   const Contract* contract;
@@ -360,6 +393,7 @@ Result<CheckedCall> check_call(const Device& device, std::string_view op,
   if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
   auto b = bind_checked(*c, op, tensors, params);
   if (!b) return b.error();
+  if (Status on = check_tensors_on(op, device, tensors, options.sm_trace); !on) return on.error();
   auto impl = select_bound(device, op, *b, tensors, options);
   if (!impl) return impl.error();
   return CheckedCall{c, std::move(b).value(), *impl};
@@ -378,6 +412,10 @@ Result<PreparedOp> prepare_op(const Device& device, std::string_view op, std::ma
 }
 
 Status PreparedOp::run(const Stream& stream) {
+  if (stream.get() != checked_stream_) {  // a handle's value is not reused (slot generations)
+    if (Status on = check_stream_on(contract_->op, device_, stream); !on) return on;
+    checked_stream_ = stream.get();
+  }
   OpContext ctx{device_, stream, *contract_, binding_, tensors_, code_};
   return impl_->fn(ctx);
 }
@@ -387,6 +425,7 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
               const RunOptions& options) {
   auto call = check_call(device, op, tensors, params, options);
   if (!call) return call.error();
+  if (Status on = check_stream_on(op, device, stream); !on) return on;
   const OpImpl& impl = *call->impl;
   if (const Tensor* t = options.sm_trace) {
     if (!impl.records_sm)

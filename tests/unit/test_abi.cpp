@@ -15,6 +15,7 @@ CHECK_TRACKS_LAST_FIELD(hal_partition_info, HAL_PARTITION_INFO_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_buffer_desc, HAL_BUFFER_DESC_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_buffer_info, HAL_BUFFER_INFO_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_stream_desc, HAL_STREAM_DESC_SIZE);
+CHECK_TRACKS_LAST_FIELD(hal_stream_info, HAL_STREAM_INFO_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_event_desc, HAL_EVENT_DESC_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_module_desc, HAL_MODULE_DESC_SIZE);
 CHECK_TRACKS_LAST_FIELD(hal_kernel_info, HAL_KERNEL_INFO_SIZE);
@@ -128,6 +129,43 @@ TEST_CASE("abi: an output struct is filled only up to the caller's struct_size")
   hal_device_info tiny{};
   tiny.struct_size = 4;  // not even the header
   expect_error(hal_device_get_info(d, &tiny), HAL_VERSION_MISMATCH, "struct_size");
+  expect_ok(hal_device_release(d));
+}
+
+TEST_CASE("abi: a buffer's and a stream's device URI (1.8), not written for a 1.7 caller") {
+  hal_device d = open_device();
+  hal_buffer b = nullptr;
+  hal_buffer_desc desc{};
+  desc.struct_size = sizeof desc;
+  desc.size = 16;
+  expect_ok(hal_buffer_create(d, &desc, &b));
+  hal_stream s = nullptr;
+  expect_ok(hal_stream_create(d, nullptr, &s));
+  hal_buffer_info bi{};
+  bi.struct_size = sizeof bi;
+  expect_ok(hal_buffer_get_info(b, &bi));
+  CHECK(std::string(bi.device_uri) == test::device_uri());
+  hal_stream_info si{};
+  si.struct_size = sizeof si;
+  expect_ok(hal_stream_get_info(s, &si));
+  CHECK(std::string(si.device_uri) == test::device_uri());
+  // A caller built against 1.7 (the structs ended before device_uri).
+  hal_buffer_info old_b;
+  std::memset(&old_b, 0x5A, sizeof old_b);
+  old_b.struct_size = offsetof(hal_buffer_info, device_uri);
+  old_b.next = nullptr;
+  expect_ok(hal_buffer_get_info(b, &old_b));
+  CHECK(old_b.size == 16);
+  for (char c : old_b.device_uri) CHECK(c == 0x5A);
+  hal_stream_info old_s;
+  std::memset(&old_s, 0x5A, sizeof old_s);
+  old_s.struct_size = offsetof(hal_stream_info, device_uri);
+  old_s.next = nullptr;
+  expect_ok(hal_stream_get_info(s, &old_s));
+  CHECK(old_s.units > 0);
+  for (char c : old_s.device_uri) CHECK(c == 0x5A);
+  expect_ok(hal_stream_release(s));
+  expect_ok(hal_buffer_release(b));
   expect_ok(hal_device_release(d));
 }
 

@@ -35,8 +35,9 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 7  /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
-                            hrt_call_options (hrt_run_op_with, hrt_op_create_with); hal.h unchanged */
+#define HAL_ABI_MINOR 8  /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
+                            hrt_call_options (hrt_run_op_with, hrt_op_create_with); 1.8: the device a
+                            buffer or stream belongs to (hal_buffer_info / hal_stream_info.device_uri) */
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -375,9 +376,14 @@ typedef struct hal_buffer_info {
   uint64_t size;
   uint64_t device_address;  /* what a kernel argument holds for this buffer */
   void* host_pointer;       /* HOST_PINNED (and CPU device memory): host-visible; else NULL */
+  /* ABI 1.8: the device the buffer was created on or imported to, as its hal_device_info.uri
+   * ("cuda:0"); a URI, not a handle, because the buffer may outlive every handle of its device.
+   * Callers that take buffers from users (the runtime's operators) compare it with the device
+   * they run on instead of letting a kernel read another device's address. */
+  char device_uri[64];
 } hal_buffer_info;
 #define HAL_BUFFER_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_buffer_info, next)
-#define HAL_BUFFER_INFO_SIZE HAL_SIZE_THROUGH(hal_buffer_info, host_pointer)
+#define HAL_BUFFER_INFO_SIZE HAL_SIZE_THROUGH(hal_buffer_info, device_uri)
 
 HAL_API hal_error* hal_buffer_create(hal_device device, const hal_buffer_desc* desc,
                                      hal_buffer* out);
@@ -528,9 +534,10 @@ typedef struct hal_stream_info {
   uint32_t enforced;        /* 1: an enforced partition; 0: a soft cap or the whole device */
   uint32_t mechanism;       /* hal_partition_mechanism (HAL_PARTITION_WHOLE_DEVICE: none) */
   uint32_t reserved0;
+  char device_uri[64];      /* ABI 1.8: the stream's device, as its hal_device_info.uri */
 } hal_stream_info;
 #define HAL_STREAM_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_stream_info, mechanism)
-#define HAL_STREAM_INFO_SIZE HAL_SIZE_THROUGH(hal_stream_info, reserved0)
+#define HAL_STREAM_INFO_SIZE HAL_SIZE_THROUGH(hal_stream_info, device_uri)
 HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
 
 /* ABI 1.5: a stream someone else owns (PyTorch's current CUDA stream, a serving framework's

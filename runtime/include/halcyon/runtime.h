@@ -59,7 +59,8 @@ typedef struct hrt_param {
 
 /* Runs operator `op` on `stream`: inputs and pre-allocated outputs by contract name.
  * `tensors` and `params` are arrays read at the stride of their first element's struct_size
- * (see above). */
+ * (see above). A tensor in another device's memory, or a stream of another device, is
+ * HAL_INVALID_ARGUMENT naming it (since ABI 1.8; hrt_op_create and hrt_op_run likewise). */
 HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* op,
                               const hrt_tensor* tensors, uint32_t tensor_count,
                               const hrt_param* params, uint32_t param_count);

@@ -190,7 +190,9 @@ bool fused_pays_for_call(const Device& device, std::string_view op,
 // Runs `op` on `stream`: tensors holds inputs and pre-allocated outputs by name; params are
 // text values ("8", "sigmoid", "true") checked against the contract; options may name the
 // implementation (an unknown name, or one that cannot run this call, is an error that lists
-// the implementations and why each was refused) and where machine code comes from.
+// the implementations and why each was refused) and where machine code comes from. Every
+// tensor's memory and the stream must belong to `device` (hal_buffer_info / hal_stream_info
+// .device_uri): another device's are refused with the tensor's name before anything is queued.
 Status run_op(const Device& device, const Stream& stream, std::string_view op,
               std::map<std::string, Tensor, std::less<>>& tensors,
               const std::map<std::string, std::string>& params = {}, const RunOptions& options = {});
@@ -214,7 +216,8 @@ class PreparedOp {
  public:
   PreparedOp(PreparedOp&&) = default;
   PreparedOp& operator=(PreparedOp&&) = default;
-  // Queues the call on `stream` (a stream of the device it was prepared for).
+  // Queues the call on `stream` (a stream of the device it was prepared for; another device's
+  // is refused, checked once per stream handle).
   Status run(const Stream& stream);
   const OpImpl& impl() const { return *impl_; }  // the implementation chosen at prepare
 
@@ -228,6 +231,7 @@ class PreparedOp {
   Binding binding_;
   std::map<std::string, Tensor, std::less<>> tensors_;
   const OpImpl* impl_;  // the registry keeps its entries' addresses
+  hal_stream checked_stream_ = nullptr;  // the last stream run() found on device_
   CodeSource code_;
 };
 Result<PreparedOp> prepare_op(const Device& device, std::string_view op,
