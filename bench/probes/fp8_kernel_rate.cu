@@ -12,7 +12,8 @@
 // quantizing SwiGLU build against sm90.tallmc + moe_quantize_fp8), `down` (the down
 // GEMM's sm90.talls at 128 rows, the spread, layer-like and 8192-like rows, each output's
 // checksum printed; beside it 160-token tiles where the source has HC_FP8_STAGED_ENTRY_T),
-// `t160` (the SwiGLU GEMM's sm90.tall beside 160-token tiles, the same way), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
+// `t160` (the SwiGLU GEMM's sm90.tall beside 160-token tiles, the same way), `mc` (the SwiGLU
+// GEMM's sm90.tallmc, the registry's build, on those four row sets), `quantize` (moe_quantize_fp8 at the layer's three shapes), `sustain` (3 s
 // back to back: the rate under the power cap), `prefetch`,
 // `tall128` (with -DHC_FP8_TALL128 and a source copy whose tall tiles take 128 tokens), `tall5`
 // (with -DHC_FP8_TALL5 and a copy whose published tiles allow 5 slots), `inst`
@@ -486,6 +487,19 @@ int main(int argc, char** argv) {
       if (show) run(tall.first, tall.second, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
       else time_gemm(tall.first, swiglu_shape(7168), std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets);
     }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "mc") {  // the registry's SwiGLU build (sm90.tallmc) on the four row sets
+    std::vector<int> layer_like = layer_like_rows();
+    layer_like.resize(128);  // the buffers hold 128 experts' gate and up weights
+    for (int round = 0; round < 2; ++round)
+      for (const std::vector<int>& rows : {std::vector<int>(128, 128), spread, layer_like, rows_8k()}) {
+        long long R = 0;
+        for (int r : rows) R += r;
+        CK(cudaMemset(out, 0xff, size_t(R) * kI * 2));
+        run(tallmc.first, tallmc.second, 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        std::printf("    output checksum %016llx\n", checksum(out, R * kI));
+      }
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "prefetch") {  // tall against its prefetching forms, alternated
