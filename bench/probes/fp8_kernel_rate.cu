@@ -437,7 +437,10 @@ int main(int argc, char** argv) {
     CK(cudaFree(q_scale));
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "t160") {  // the SwiGLU GEMM in 256- and 160-token tall tiles
+  // `t160`: the SwiGLU GEMM in 256- and 160-token tall tiles; `mc`: the registry's SwiGLU build
+  // (sm90.tallmc) alone, on the same row sets.
+  if (argc > 1 && (std::string(argv[1]) == "t160" || std::string(argv[1]) == "mc")) {
+    const bool mc = std::string(argv[1]) == "mc";
     std::vector<int> layer_like = layer_like_rows();
     layer_like.resize(128);  // the buffers hold 128 experts' gate and up weights
     for (int round = 0; round < 2; ++round)
@@ -445,9 +448,11 @@ int main(int argc, char** argv) {
         long long R = 0;
         for (int r : rows) R += r;
         CK(cudaMemset(out, 0xff, size_t(R) * kI * 2));
-        run(probe_swiglu_tall, "sm90.tall", 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
+        run(mc ? tallmc.first : tall.first, mc ? "sm90.tallmc" : "sm90.tall", 7168, rows, buf.w, w_scale, buf.tok,
+            a_scale, out, offsets, copy);
         std::printf("    output checksum %016llx\n", checksum(out, R * kI));
 #ifdef HC_FP8_STAGED_ENTRY_T
+        if (mc) continue;
         CK(cudaMemset(out, 0xff, size_t(R) * kI * 2));
         run(probe_swiglu_t160, "160-token tiles", Shape{7168, kI, 2 * kI, 160, 4, false}, rows, buf.w, w_scale, buf.tok,
             a_scale, out, offsets, copy);
@@ -487,19 +492,6 @@ int main(int argc, char** argv) {
       if (show) run(tall.first, tall.second, 7168, std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
       else time_gemm(tall.first, swiglu_shape(7168), std::vector<int>(128, 128), buf.w, w_scale, buf.tok, a_scale, out, offsets);
     }
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "mc") {  // the registry's SwiGLU build (sm90.tallmc) on the four row sets
-    std::vector<int> layer_like = layer_like_rows();
-    layer_like.resize(128);  // the buffers hold 128 experts' gate and up weights
-    for (int round = 0; round < 2; ++round)
-      for (const std::vector<int>& rows : {std::vector<int>(128, 128), spread, layer_like, rows_8k()}) {
-        long long R = 0;
-        for (int r : rows) R += r;
-        CK(cudaMemset(out, 0xff, size_t(R) * kI * 2));
-        run(tallmc.first, tallmc.second, 7168, rows, buf.w, w_scale, buf.tok, a_scale, out, offsets, copy);
-        std::printf("    output checksum %016llx\n", checksum(out, R * kI));
-      }
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "prefetch") {  // tall against its prefetching forms, alternated
