@@ -9,8 +9,16 @@ namespace halcyon::rt {
 using namespace halcyon::ops;  // the operator layer the layer runs on
 namespace {
 
-Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<int64_t> shape) {
+// A weight or call tensor: present, of `dtype` and `shape`, in memory of the layer's device
+// (`uri`; the operators would refuse another device's too, but only at the first forward and in
+// the operators' terms, not the layer's).
+Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<int64_t> shape, std::string_view uri) {
   if (!t.buffer) return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: {} has no buffer", what));
+  auto b = t.buffer.info();
+  if (!b) return b.error();
+  if (std::string_view(b->device_uri) != uri)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("MoeLayer: {} is in memory of {}, the layer is on {}", what, b->device_uri, uri));
   if (t.dtype != dtype || t.shape != shape) {
     Tensor want;
     want.shape = shape;
@@ -74,22 +82,23 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   if (c.expert_begin < 0 || EL < 1 || c.expert_begin + EL > E)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: local experts [{}, {}) do not lie within [0, {})",
                                                    c.expert_begin, c.expert_begin + EL, E));
-  HALCYON_TRY(expect_shape("w_router", w.w_router, DType::bf16, {H, E}));
-  if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {E}));
+  auto facts = device_facts(device);
+  if (!facts) return facts.error();
+  const std::string& uri = facts->uri;
+  HALCYON_TRY(expect_shape("w_router", w.w_router, DType::bf16, {H, E}, uri));
+  if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {E}, uri));
   const bool has_bf16 = w.w_gate_up.buffer || w.w_down.buffer || !w.fp8;
   if (has_bf16) {
-    HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}));
-    HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}));
+    HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}, uri));
+    HALCYON_TRY(expect_shape("w_down", w.w_down, DType::bf16, {EL, I, H}, uri));
   }
   if (w.fp8) {
     const auto shapes = moe_fp8_weight_shapes(c);
-    HALCYON_TRY(expect_shape("fp8.w_gate_up", w.fp8->w_gate_up, DType::e4m3, shapes[0]));
-    HALCYON_TRY(expect_shape("fp8.w_gate_up_scale", w.fp8->w_gate_up_scale, DType::f32, shapes[1]));
-    HALCYON_TRY(expect_shape("fp8.w_down", w.fp8->w_down, DType::e4m3, shapes[2]));
-    HALCYON_TRY(expect_shape("fp8.w_down_scale", w.fp8->w_down_scale, DType::f32, shapes[3]));
+    HALCYON_TRY(expect_shape("fp8.w_gate_up", w.fp8->w_gate_up, DType::e4m3, shapes[0], uri));
+    HALCYON_TRY(expect_shape("fp8.w_gate_up_scale", w.fp8->w_gate_up_scale, DType::f32, shapes[1], uri));
+    HALCYON_TRY(expect_shape("fp8.w_down", w.fp8->w_down, DType::e4m3, shapes[2], uri));
+    HALCYON_TRY(expect_shape("fp8.w_down_scale", w.fp8->w_down_scale, DType::f32, shapes[3], uri));
   }
-  auto facts = device_facts(device);
-  if (!facts) return facts.error();
   const ApplyContext dev_only{*facts, &device, nullptr, nullptr, o.code};
   // FP8 where the weights are given and the device implements every FP8 operator (their
   // predicates decide); else bf16, if those weights are given.
@@ -223,8 +232,10 @@ Status MoeLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, Moe
   const auto& c = config_;
   if (x.shape.size() != 2) return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: x is {}, expected [T, {}]", x.shape_string(), c.hidden));
   const int64_t T = x.shape[0];
-  HALCYON_TRY(expect_shape("x", x, DType::bf16, {T, c.hidden}));
-  HALCYON_TRY(expect_shape("out", out, DType::bf16, {T, c.hidden}));
+  auto dev = device_.info();
+  if (!dev) return dev.error();
+  HALCYON_TRY(expect_shape("x", x, DType::bf16, {T, c.hidden}, dev->uri));
+  HALCYON_TRY(expect_shape("out", out, DType::bf16, {T, c.hidden}, dev->uri));
   HALCYON_TRY(ensure_workspace(T));
   auto& w = ws_;
   const std::string s_topk = std::to_string(c.topk);

@@ -1,7 +1,9 @@
 // An operator call whose memory or stream belongs to another device is refused before anything
 // is queued, with the tensor's name and both devices (ops/src/op.cpp, check_tensors_on and
-// check_stream_on). Two devices without a GPU: the simulated gfx942 and gfx90a.
+// check_stream_on; MoeLayer::create for its weights). Two devices without a GPU: the simulated
+// gfx942 and gfx90a.
 #include <halcyon/ops/op.hpp>
+#include <halcyon/runtime/moe_layer.hpp>
 
 #include <string>
 
@@ -68,4 +70,32 @@ TEST_CASE("an operator call refuses tensors and streams of another device, and r
   for (size_t i = 0; i < c.size(); ++i) REQUIRE(c[i] == a[i] + b[i]);
   // And a refusal after a run on the right stream (the prepared call re-checks a new stream).
   expect_refused(prepared.run(mi250.stream), "the stream is on " + uri250);
+}
+
+TEST_CASE("a MoE layer refuses weights in another device's memory when it is made, naming them") {
+  Sim mi300("gfx942"), mi250("gfx90a");
+  const std::string uri300 = must(mi300.dev.info(), "info").uri, uri250 = must(mi250.dev.info(), "info").uri;
+  halcyon::rt::MoeLayerConfig c;
+  c.hidden = 16, c.inter = 8, c.experts = 4, c.topk = 2, c.n_groups = 1, c.topk_groups = 1;
+  auto weight = [](Sim& on, std::vector<int64_t> shape) {
+    return must(make_tensor(on.dev, DType::bf16, std::move(shape)), "weight");
+  };
+  halcyon::rt::MoeLayerWeights w;
+  w.w_router = weight(mi300, {16, 4});
+  w.w_gate_up = weight(mi300, {4, 16, 16});
+  w.w_down = weight(mi250, {4, 8, 16});
+  auto layer = halcyon::rt::MoeLayer::create(mi300.dev, c, w);
+  REQUIRE_FALSE(layer.ok());
+  CHECK(layer.error().status() == HAL_INVALID_ARGUMENT);
+  CHECK_MESSAGE(layer.error().message() == "MoeLayer: w_down is in memory of " + uri250 + ", the layer is on " + uri300,
+                layer.error().message());
+
+  // Made with its own weights, the layer refuses a call's x in the other device's memory.
+  w.w_down = weight(mi300, {4, 8, 16});
+  auto made = must(halcyon::rt::MoeLayer::create(mi300.dev, c, w), "create");
+  Tensor x = weight(mi250, {3, 16}), out = weight(mi300, {3, 16});
+  auto s = made.forward(mi300.stream, x, out);
+  REQUIRE_FALSE(s.ok());
+  CHECK_MESSAGE(s.error().message() == "MoeLayer: x is in memory of " + uri250 + ", the layer is on " + uri300,
+                s.error().message());
 }
