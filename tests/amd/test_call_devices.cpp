@@ -1,7 +1,7 @@
 // An operator call whose memory or stream belongs to another device is refused before anything
 // is queued, with the tensor's name and both devices (ops/src/op.cpp, check_tensors_on and
-// check_stream_on; MoeLayer::create for its weights). Two devices without a GPU: the simulated
-// gfx942 and gfx90a.
+// check_stream_on; MoeLayer: its weights at create, x and out at forward). Two devices without a
+// GPU: the simulated gfx942 and gfx90a.
 #include <halcyon/ops/op.hpp>
 #include <halcyon/runtime/moe_layer.hpp>
 
