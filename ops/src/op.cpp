@@ -296,12 +296,10 @@ Result<Binding> bind_checked(const Contract& c, std::string_view op,
   return b;
 }
 
-Result<const OpImpl*> select_bound(const Device& device, std::string_view op, const Binding& b,
-                                   const std::map<std::string, Tensor, std::less<>>& tensors,
+Result<const OpImpl*> select_bound(const Device& device, const DeviceFacts& facts, std::string_view op,
+                                   const Binding& b, const std::map<std::string, Tensor, std::less<>>& tensors,
                                    const RunOptions& options) {
-  auto facts = device_facts(device);
-  if (!facts) return facts.error();
-  const ApplyContext call{*facts, &device, &b, &tensors, options.code};
+  const ApplyContext call{facts, &device, &b, &tensors, options.code};
   return select_impl(device, op, options, &call);
 }
 
@@ -315,7 +313,9 @@ Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_vie
   if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
   auto b = bind_checked(*c, op, tensors, params);
   if (!b) return b.error();
-  return select_bound(device, op, *b, tensors, options);
+  auto facts = device_facts(device);
+  if (!facts) return facts.error();
+  return select_bound(device, *facts, op, *b, tensors, options);
 }
 
 bool fused_pays_for_call(const Device& device, std::string_view op,
@@ -349,7 +349,7 @@ namespace {
 
 // A call's memory and stream belong to its device: a kernel handed another device's address
 // faults (CUDA: a sticky error that ends the context) or, through a peer mapping, reads it
-// over the link, instead of the call failing with the tensor's name.
+// over the link, instead of the call failing with the tensor's name. `uri`: the device's.
 Status check_tensor_on(std::string_view op, std::string_view uri, std::string_view name, const Tensor& t) {
   if (!t.buffer) return {};  // an absent optional input (the binding has judged it)
   auto b = t.buffer.info();
@@ -360,27 +360,16 @@ Status check_tensor_on(std::string_view op, std::string_view uri, std::string_vi
   return {};
 }
 
-Status check_tensors_on(std::string_view op, const Device& device,
-                        const std::map<std::string, Tensor, std::less<>>& tensors, const Tensor* sm_trace = nullptr) {
-  auto dev = device.info();
-  if (!dev) return dev.error();
-  for (const auto& [name, t] : tensors)
-    if (Status on = check_tensor_on(op, dev->uri, name, t); !on) return on;
-  return sm_trace ? check_tensor_on(op, dev->uri, "RunOptions::sm_trace", *sm_trace) : Status{};
-}
-
-Status check_stream_on(std::string_view op, const Device& device, const Stream& stream) {
-  auto dev = device.info();
-  if (!dev) return dev.error();
+Status check_stream_on(std::string_view op, std::string_view uri, const Stream& stream) {
   auto s = stream.info();
   if (!s) return s.error();
-  if (std::string_view(s->device_uri) != dev->uri)
-    return Error(HAL_INVALID_ARGUMENT,
-                 fmt::format("{}: the stream is on {}, the call runs on {}", op, s->device_uri, dev->uri));
+  if (std::string_view(s->device_uri) != uri)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: the stream is on {}, the call runs on {}", op, s->device_uri, uri));
   return {};
 }
 
-// A call checked against its contract, and the implementation that takes it (run_op, prepare_op).
+// A call checked against its contract, its memory (and `stream`, where given) against its
+// device, and the implementation that takes it (run_op, prepare_op).
 struct CheckedCall {
   const Contract* contract;
   Binding binding;
@@ -388,14 +377,22 @@ struct CheckedCall {
 };
 Result<CheckedCall> check_call(const Device& device, std::string_view op,
                                const std::map<std::string, Tensor, std::less<>>& tensors,
-                               const std::map<std::string, std::string>& params, const RunOptions& options) {
+                               const std::map<std::string, std::string>& params, const RunOptions& options,
+                               const Stream* stream) {
   const Contract* c = find_contract(op);
   if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
   auto b = bind_checked(*c, op, tensors, params);
   if (!b) return b.error();
-  if (Status on = check_tensors_on(op, device, tensors, options.sm_trace); !on) return on.error();
-  auto impl = select_bound(device, op, *b, tensors, options);
+  auto facts = device_facts(device);
+  if (!facts) return facts.error();
+  for (const auto& [name, t] : tensors)
+    if (Status on = check_tensor_on(op, facts->uri, name, t); !on) return on.error();
+  if (options.sm_trace)
+    if (Status on = check_tensor_on(op, facts->uri, "RunOptions::sm_trace", *options.sm_trace); !on) return on.error();
+  auto impl = select_bound(device, *facts, op, *b, tensors, options);
   if (!impl) return impl.error();
+  if (stream)
+    if (Status on = check_stream_on(op, facts->uri, *stream); !on) return on.error();
   return CheckedCall{c, std::move(b).value(), *impl};
 }
 
@@ -406,14 +403,16 @@ Result<PreparedOp> prepare_op(const Device& device, std::string_view op, std::ma
   if (options.sm_trace || options.ep_peers)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: a prepared call takes no RunOptions::sm_trace or ep_peers "
                                                    "(run_op does)", op));
-  auto call = check_call(device, op, tensors, params, options);
+  auto call = check_call(device, op, tensors, params, options, nullptr);
   if (!call) return call.error();
   return PreparedOp(device, call->contract, std::move(call->binding), std::move(tensors), call->impl, options.code);
 }
 
 Status PreparedOp::run(const Stream& stream) {
   if (stream.get() != checked_stream_) {  // a handle's value is not reused (slot generations)
-    if (Status on = check_stream_on(contract_->op, device_, stream); !on) return on;
+    auto dev = device_.info();
+    if (!dev) return dev.error();
+    if (Status on = check_stream_on(contract_->op, dev->uri, stream); !on) return on;
     checked_stream_ = stream.get();
   }
   OpContext ctx{device_, stream, *contract_, binding_, tensors_, code_};
@@ -423,9 +422,8 @@ Status PreparedOp::run(const Stream& stream) {
 Status run_op(const Device& device, const Stream& stream, std::string_view op,
               std::map<std::string, Tensor, std::less<>>& tensors, const std::map<std::string, std::string>& params,
               const RunOptions& options) {
-  auto call = check_call(device, op, tensors, params, options);
+  auto call = check_call(device, op, tensors, params, options, &stream);
   if (!call) return call.error();
-  if (Status on = check_stream_on(op, device, stream); !on) return on;
   const OpImpl& impl = *call->impl;
   if (const Tensor* t = options.sm_trace) {
     if (!impl.records_sm)
