@@ -296,27 +296,7 @@ Result<Binding> bind_checked(const Contract& c, std::string_view op,
   return b;
 }
 
-Result<const OpImpl*> select_bound(const Device& device, const DeviceFacts& facts, std::string_view op,
-                                   const Binding& b, const std::map<std::string, Tensor, std::less<>>& tensors,
-                                   const RunOptions& options) {
-  const ApplyContext call{facts, &device, &b, &tensors, options.code};
-  return select_impl(device, op, options, &call);
-}
-
 }  // namespace
-
-Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_view op,
-                                           const std::map<std::string, Tensor, std::less<>>& tensors,
-                                           const std::map<std::string, std::string>& params,
-                                           const RunOptions& options) {
-  const Contract* c = find_contract(op);
-  if (!c) return Error(HAL_NOT_FOUND, fmt::format("unknown operator '{}'", op));
-  auto b = bind_checked(*c, op, tensors, params);
-  if (!b) return b.error();
-  auto facts = device_facts(device);
-  if (!facts) return facts.error();
-  return select_bound(device, *facts, op, *b, tensors, options);
-}
 
 bool fused_pays_for_call(const Device& device, std::string_view op,
                          const std::map<std::string, Tensor, std::less<>>& tensors,
@@ -389,7 +369,8 @@ Result<CheckedCall> check_call(const Device& device, std::string_view op,
     if (Status on = check_tensor_on(op, facts->uri, name, t); !on) return on.error();
   if (options.sm_trace)
     if (Status on = check_tensor_on(op, facts->uri, "RunOptions::sm_trace", *options.sm_trace); !on) return on.error();
-  auto impl = select_bound(device, *facts, op, *b, tensors, options);
+  const ApplyContext ctx{*facts, &device, &*b, &tensors, options.code};
+  auto impl = select_impl(device, op, options, &ctx);
   if (!impl) return impl.error();
   if (stream)
     if (Status on = check_stream_on(op, facts->uri, *stream); !on) return on.error();
@@ -397,6 +378,16 @@ Result<CheckedCall> check_call(const Device& device, std::string_view op,
 }
 
 }  // namespace
+
+// The choice run_op makes, and the errors it returns before launching: the same checks.
+Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_view op,
+                                           const std::map<std::string, Tensor, std::less<>>& tensors,
+                                           const std::map<std::string, std::string>& params,
+                                           const RunOptions& options) {
+  auto call = check_call(device, op, tensors, params, options, nullptr);
+  if (!call) return call.error();
+  return call->impl;
+}
 
 Result<PreparedOp> prepare_op(const Device& device, std::string_view op, std::map<std::string, Tensor, std::less<>> tensors,
                               const std::map<std::string, std::string>& params, const RunOptions& options) {

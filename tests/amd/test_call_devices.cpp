@@ -52,6 +52,10 @@ TEST_CASE("an operator call refuses tensors and streams of another device, and r
     auto prepared = prepare_op(mi300.dev, "vector_add", t);
     REQUIRE_FALSE(prepared.ok());
     CHECK(prepared.error().message().find("tensor '" + std::string(foreign) + "'") != std::string::npos);
+    // The tools' question (which implementation run_op takes) gets run_op's answer.
+    auto chosen = select_impl_for_call(mi300.dev, "vector_add", t);
+    REQUIRE_FALSE(chosen.ok());
+    CHECK(chosen.error().message().find("tensor '" + std::string(foreign) + "'") != std::string::npos);
   }
 
   // The device's own tensors on the other device's stream.

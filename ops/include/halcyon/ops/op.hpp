@@ -170,7 +170,7 @@ Result<const OpImpl*> select_impl(const Device& device, std::string_view op, con
                                   const ApplyContext* call = nullptr);
 
 // The implementation run_op would take for this call (the tensors and params it would be
-// given: the same binding, device facts and predicates), or the error it would return before
+// given: the same binding, device checks and predicates), or the error it would return before
 // launching; nothing runs. For tools that report or time the choice (`halcyon run`, `halcyon
 // bench attention`).
 Result<const OpImpl*> select_impl_for_call(const Device& device, std::string_view op,
