@@ -34,7 +34,8 @@ namespace {
 struct HipBackend {
   hip::Library lib;
   int device_count = 0;
-  std::string rccl;  // option hip.rccl, read when the backend is created (hal.h: every key then)
+  // Options, read when the backend is created (hal.h: every key then): hip.rccl, hip.library.
+  std::string rccl;
 };
 
 struct HipDevice {
@@ -55,10 +56,13 @@ struct HipPartition {
 
 struct HipBuffer {
   HipDevice* device;
-  void* ptr;
+  void* ptr;             // the buffer's address (rounded up to its alignment)
   bool host;
   uint64_t size = 0;     // comm buffers: what was asked for (travels in the export handle)
   bool ipc_mapped = false;  // a peer's buffer, mapped by hipIpcOpenMemHandle
+  bool imported = false;    // someone else's memory (hal_buffer_import): never freed here
+  bool owner_ordered = false;  // HAL_BUFFER_IMPORT_OWNER_ORDERED: its release need not wait
+  void* base = nullptr;        // what hipMalloc / hipHostMalloc returned, when ptr was rounded up
 };
 
 // A communicator (hal.h "Communicators"): ranks meet in shared memory; peer buffers are HIP
@@ -74,6 +78,7 @@ struct HipComm {
 struct HipStream {
   HipDevice* device;
   hipStream_t stream;
+  bool imported = false;  // the owner's stream (hal_stream_import): never destroyed or waited for here
 };
 
 struct HipEvent {
@@ -129,8 +134,10 @@ hal_error* hip_create(const hal_host_api* host, HipBackend** out) {
   HAL_BACKEND_GUARD({
     auto b = std::make_unique<HipBackend>();
     if (const char* rccl = halcyon::plugin::option("hip", "rccl")) b->rccl = rccl;
+    const char* library = halcyon::plugin::option("hip", "library");
+    if (library && !*library) return error(HAL_INVALID_ARGUMENT, "hip: the backend option hip.library names no file");
     std::string why;
-    if (!b->lib.open(&why)) return error(HAL_UNAVAILABLE, "hip: " + why);
+    if (!b->lib.open(library, &why)) return error(HAL_UNAVAILABLE, "hip: " + why);
     const hip::Symbols& s = b->lib.sym;
     hipError_t rc = s.hipInit(0);
     if (rc != hipSuccess) {
@@ -206,39 +213,88 @@ hal_error* hip_device_info(HipDevice* d, hal_device_info* info) {
   return nullptr;
 }
 
+// hipMalloc returns 256-byte-aligned memory; a larger hal_buffer_desc.alignment gets slack to
+// round the start up. hipHostMalloc promises no alignment: pinned memory always gets the slack.
+constexpr uint64_t kHipMallocAlign = 256;
+
 hal_error* hip_buffer_create(HipDevice* d, const hal_buffer_desc* desc, HipBuffer** out,
                              uint64_t* address, void** host) {
   HAL_BACKEND_GUARD({
     if (hal_error* e = use(d)) return e;
-    void* p = nullptr;
+    void* base = nullptr;
+    uint64_t p = 0;
     bool pinned = desc->kind == HAL_MEMORY_HOST_PINNED;
     if (desc->size > 0) {
-      hipError_t rc = pinned ? d->s().hipHostMalloc(&p, desc->size, 0) : d->s().hipMalloc(&p, desc->size);
+      const uint64_t align = std::max<uint64_t>(desc->alignment, kHipMallocAlign);
+      const uint64_t bytes = desc->size + (pinned ? align - 1 : (align > kHipMallocAlign ? align : 0));
+      hipError_t rc = pinned ? d->s().hipHostMalloc(&base, bytes, 0) : d->s().hipMalloc(&base, bytes);
       if (hal_error* e = check(d->s(), rc, pinned ? "hipHostMalloc" : "hipMalloc",
                                rc == hipErrorOutOfMemory ? HAL_OUT_OF_MEMORY : HAL_DEVICE_ERROR))
         return e;
+      p = (reinterpret_cast<uint64_t>(base) + align - 1) / align * align;
     }
-    *out = new HipBuffer{d, p, pinned};
-    *address = reinterpret_cast<uint64_t>(p);
-    *host = pinned ? p : nullptr;
+    auto b = std::make_unique<HipBuffer>(HipBuffer{d, reinterpret_cast<void*>(p), pinned});
+    b->base = base;
+    *address = p;
+    *host = pinned ? b->ptr : nullptr;
+    *out = b.release();
+    return nullptr;
+  })
+}
+
+// Someone else's device memory (a PyTorch tensor's, through DLPack): checked to be device
+// memory of this GPU, wrapped, never freed here.
+hal_error* hip_buffer_import(HipDevice* d, const hal_buffer_import_desc* desc, HipBuffer** out, void** host) {
+  HAL_BACKEND_GUARD({
+    const hip::Symbols& s = d->s();
+    *host = nullptr;
+    void* p = reinterpret_cast<void*>(uintptr_t(desc->device_address));
+    if (desc->size > 0) {
+      if (!s.hipPointerGetAttributes)
+        return error(HAL_UNSUPPORTED, fmt::format("hip: {} lacks hipPointerGetAttributes, so imported memory "
+                                                  "cannot be checked", d->backend->lib.path));
+      if (hal_error* e = use(d)) return e;
+      hipPointerAttribute_t a{};
+      if (s.hipPointerGetAttributes(&a, p) != hipSuccess)
+        return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing {}: not memory the HIP runtime knows",
+                                                       d->index, p));
+      // HIP 5: Host 0, Device 1, Array 2, Unified 3, Managed 4; ROCm 6: Unregistered 0, Host 1,
+      // Device 2, Managed 3.
+      const int device_type = d->backend->lib.runtime_major() >= 6 ? 2 : 1;
+      if (int(a.memoryType) != device_type)
+        return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing {}: it is not device memory (hipMemoryType "
+                                                       "{} of HIP {})", d->index, p, int(a.memoryType),
+                                                       d->backend->lib.runtime_major()));
+      if (a.device != d->index)
+        return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing {}: it is memory of hip:{}, not of this "
+                                                       "device", d->index, p, a.device));
+    }
+    auto b = std::make_unique<HipBuffer>(HipBuffer{d, p, false});
+    b->imported = true;
+    b->owner_ordered = (desc->flags & HAL_BUFFER_IMPORT_OWNER_ORDERED) != 0;
+    *out = b.release();
     return nullptr;
   })
 }
 
 void hip_buffer_destroy(HipBuffer* b) {
-  if (!b->ptr) {
+  // Not ours to free, but the owner may free it once this returns: queued work first, unless
+  // the owner orders its reuse after that work itself.
+  if (!b->ptr || (b->imported && b->owner_ordered)) {
     delete b;
     return;
   }
   const hip::Symbols& s = b->device->s();
   logged(s.hipSetDevice(b->device->index), "hipSetDevice");
   logged(s.hipDeviceSynchronize(), "hipDeviceSynchronize");  // queued work may still use it
-  if (b->ipc_mapped)
+  if (b->imported) {
+    // the owner frees it
+  } else if (b->ipc_mapped)
     logged(s.hipIpcCloseMemHandle(b->ptr), "hipIpcCloseMemHandle");
   else if (b->host)
-    logged(s.hipHostFree(b->ptr), "hipHostFree");
+    logged(s.hipHostFree(b->base), "hipHostFree");
   else
-    logged(s.hipFree(b->ptr), "hipFree");
+    logged(s.hipFree(b->base ? b->base : b->ptr), "hipFree");
   delete b;
 }
 
@@ -259,9 +315,35 @@ hal_error* hip_stream_create(HipDevice* d, HipPartition* part, const hal_stream_
   })
 }
 
+// The owner's stream (PyTorch's current HIP stream). 0 is the device's null stream. Checked to
+// belong to this device where the runtime can say (hipStreamGetDevice, ROCm 6).
+hal_error* hip_stream_import(HipDevice* d, const hal_stream_import_desc* desc, HipStream** out) {
+  HAL_BACKEND_GUARD({
+    const hip::Symbols& s = d->s();
+    if (!s.hipStreamGetDevice)
+      return error(HAL_UNSUPPORTED, fmt::format("hip: {} lacks hipStreamGetDevice (ROCm 6), so an imported stream's "
+                                                "device cannot be checked", d->backend->lib.path));
+    if (hal_error* e = use(d)) return e;
+    auto st = reinterpret_cast<hipStream_t>(uintptr_t(desc->native));
+    hipDevice_t owner = -1;
+    if (hipError_t rc = s.hipStreamGetDevice(st, &owner); rc != hipSuccess)
+      return check(s, rc, fmt::format("importing stream 0x{:x}: hipStreamGetDevice", desc->native).c_str(),
+                   rc == hipErrorNotSupported ? HAL_UNSUPPORTED : HAL_INVALID_ARGUMENT);
+    if (owner != d->index)
+      return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing stream 0x{:x}: it is a stream of hip:{}, "
+                                                     "not of this device", d->index, desc->native, owner));
+    *out = new HipStream{d, st, true};
+    return nullptr;
+  })
+}
+
+// A created stream is drained and destroyed; an imported one is left to its owner (later frees
+// still wait for its work: hip_buffer_destroy synchronizes the whole device).
 void hip_stream_destroy(HipStream* s) {
-  logged(s->device->s().hipStreamSynchronize(s->stream), "hipStreamSynchronize");
-  logged(s->device->s().hipStreamDestroy(s->stream), "hipStreamDestroy");
+  if (!s->imported) {
+    logged(s->device->s().hipStreamSynchronize(s->stream), "hipStreamSynchronize");
+    logged(s->device->s().hipStreamDestroy(s->stream), "hipStreamDestroy");
+  }
   delete s;
 }
 
@@ -625,7 +707,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: not offered by this backend
     HAL_BACKEND_FN(hip_device_can_run),
     HAL_BACKEND_FN(hip_partition_caps),
-    nullptr,  // buffer_import: not yet (hipPointerGetAttributes would check it, as cuda_buffer.cpp does)
+    HAL_BACKEND_FN(hip_buffer_import),
     HAL_BACKEND_FN(hip_comm_create),
     HAL_BACKEND_FN(halcyon::comm::group_destroy<HipComm>),
     HAL_BACKEND_FN(halcyon::comm::group_barrier<HipComm>),
@@ -634,7 +716,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_comm_buffer_export),
     HAL_BACKEND_FN(hip_comm_buffer_import),
     HAL_BACKEND_FN(hip_comm_all_to_all),
-    nullptr,  // stream_import: not yet (a hipStream_t, checked as cuda_stream.cpp checks a CUstream)
+    HAL_BACKEND_FN(hip_stream_import),
 };
 
 }  // namespace

@@ -11,8 +11,9 @@ Library::~Library() {
   if (handle_) dlclose(handle_);
 }
 
-bool Library::open(std::string* why) {
-  const char* names[] = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
+bool Library::open(const char* file, std::string* why) {
+  std::vector<const char*> names = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
+  if (file && *file) names = {file};
   std::string tried;
   for (const char* n : names) {
     handle_ = dlopen(n, RTLD_NOW | RTLD_LOCAL);
@@ -24,7 +25,8 @@ bool Library::open(std::string* why) {
     tried += std::string(tried.empty() ? "" : "; ") + (err ? err : n);
   }
   if (!handle_) {
-    *why = "libamdhip64 not found (ROCm HIP runtime not installed): " + tried;
+    *why = (file && *file ? std::string(file) + " could not be opened: "
+                          : "libamdhip64 not found (ROCm HIP runtime not installed): ") + tried;
     return false;
   }
 #define HALCYON_HIP_REQ(name, type)                                                   \
@@ -43,6 +45,13 @@ bool Library::open(std::string* why) {
   if (!sym.getDevicePropertiesR0000 && std::strstr(path.c_str(), ".so.6") == nullptr)
     sym.getDevicePropertiesR0000 = reinterpret_cast<PropsFn>(dlsym(handle_, "hipGetDeviceProperties"));
   return true;
+}
+
+int Library::runtime_major() const {
+  int version = 0;
+  if (sym.hipRuntimeGetVersion && sym.hipRuntimeGetVersion(&version) == hipSuccess && version > 0)
+    return version / 10000000;  // HIP_VERSION: major * 10^7 + minor * 10^5 + patch
+  return std::strstr(path.c_str(), ".so.6") ? 6 : 5;
 }
 
 std::string Library::arch_name(int device) const {

@@ -17,6 +17,8 @@ namespace halcyon::hip {
 // signatures are spelled out.
 using MallocFn = hipError_t (*)(void**, size_t);
 using HostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
+// ROCm 6's hipStreamGetDevice, which HIP 5.2's header does not declare.
+using StreamGetDeviceFn = hipError_t (*)(hipStream_t, hipDevice_t*);
 
 // X(name, pointer type).
 #define HALCYON_HIP_REQUIRED(X)                                              \
@@ -57,7 +59,10 @@ using HostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
   X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))                   \
   X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle))                     \
   X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle))                   \
-  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))
+  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))             \
+  X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))             \
+  X(hipPointerGetAttributes, decltype(&::hipPointerGetAttributes))       \
+  X(hipStreamGetDevice, StreamGetDeviceFn)
 
 struct Symbols {
 #define HALCYON_HIP_FIELD(name, type) type name = nullptr;
@@ -75,11 +80,16 @@ class Library {
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
   ~Library();
-  // Opens libamdhip64 (ROCm 6, then 5, then the unversioned name) and resolves the table.
-  // Returns false with the reason: every file tried, or the first missing symbol.
-  bool open(std::string* why);
+  // Opens `file` (the backend option hip.library; NULL or empty: libamdhip64 of ROCm 6, then
+  // 5, then the unversioned name) and resolves the table. Returns false with the reason: every
+  // file tried, or the first missing symbol.
+  bool open(const char* file, std::string* why);
   // "gfx942" for a device (the gcnArchName without ":sramecc+:xnack-" features).
   std::string arch_name(int device) const;
+
+  // The runtime's major version (hipRuntimeGetVersion, else the file's soname): ROCm 6
+  // renumbered hipMemoryType, which hipPointerGetAttributes answers in.
+  int runtime_major() const;
 
   Symbols sym;
   std::string path;
