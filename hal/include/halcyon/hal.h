@@ -146,6 +146,7 @@ typedef struct hal_init_desc {
    *                            the halcyon CLI passes $HALCYON_CACHE_DIR/ptx, else
    *                            $XDG_CACHE_HOME/halcyon/ptx, else ~/.cache/halcyon/ptx)
    *   ze.loader=FILE           the Level Zero loader (default libze_loader.so.1)
+   *   hip.library=FILE         the HIP runtime to dlopen (default libamdhip64.so.6, .so.5, .so)
    *   hip.rccl=FILE            RCCL for the HIP communicator's all-to-all (default librccl.so.1)
    *   amdgpu-sim.max_instructions=N  per-launch instruction budget, 1..2^62 (default 2^34)
    *   amdgpu-sim.coverage=FILE append "<kernel> <mnemonic>" per executed instruction
@@ -400,8 +401,8 @@ HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
  * the device's work queued so far, as hal_buffer_release says), `release(release_user)` is
  * called once, and the owner may free it then. On an error return `release` is not called
  * (the caller still owns the memory). The backend checks that the address is memory of this
- * device where its driver can tell (CUDA: cuPointerGetAttributes); a backend that cannot
- * import returns HAL_UNSUPPORTED. */
+ * device where its driver can tell (CUDA: cuPointerGetAttributes; HIP: hipPointerGetAttributes);
+ * a backend that cannot import returns HAL_UNSUPPORTED. */
 typedef void (*hal_release_fn)(void* user);
 /* ABI 1.5, hal_buffer_import_desc.flags. */
 typedef enum hal_buffer_import_flags {
@@ -544,8 +545,9 @@ HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
  * CUstream) as a hal stream: work queued through it runs in order with the owner's work on
  * that stream, with no host wait between the two. `native` is the stream in the backend's
  * own type (CUDA: a CUstream of the device's primary context; 0 is the context's legacy
- * default stream, PyTorch's default stream, and 2 the per-thread one); the backend checks it
- * where its driver can (CUDA: cuStreamGetCtx). The hal stream does not own it: its last
+ * default stream, PyTorch's default stream, and 2 the per-thread one; HIP: a hipStream_t of
+ * the device, 0 its null stream); the backend checks it where its driver can (CUDA:
+ * cuStreamGetCtx; HIP: hipStreamGetDevice, ROCm 6). The hal stream does not own it: its last
  * release does not destroy it and does not wait for its work (unlike hal_stream_release of a
  * created stream; CUDA without a memory pool waits, as it cannot otherwise order later frees
  * after that work), and the owner keeps it alive until then. A backend that cannot import streams
