@@ -7,6 +7,10 @@
 // backend's argument blobs and grids meet the same checks the simulator backend's do. A kernel
 // fault returns hipErrorLaunchFailure, and hipGetErrorString then gives the simulator's report.
 //
+// Device memory is a memfd mapped shared, so that another process can map it: the IPC entry
+// points (hipIpcGetMemHandle / OpenMemHandle / CloseMemHandle) carry the owner's pid and fd,
+// and the importer maps /proc/<pid>/fd/<fd>, as the HIP communicator's ranks do with real IPC.
+//
 // Simplifications, said plainly: two devices (an MI300X model, gfx942, and an MI250X GCD,
 // gfx90a, with the attributes below); every command runs when it is queued, so events are
 // complete at once and stream waits never wait; timestamps are the host's steady clock. It
@@ -17,6 +21,11 @@
 #endif
 #include <hip/hip_runtime_api.h>
 #include <hip/hip_version.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -81,8 +90,20 @@ constexpr int kLds = 64 * 1024;
 
 struct Alloc {
   size_t size;
-  int device;  // -1: pinned host memory
+  int device;         // -1: pinned host memory
+  size_t mapped = 0;  // device memory: the bytes mapped (a memfd's, or a peer's through IPC)
+  int fd = -1;        // device memory of this process: its memfd (what IPC handles name)
+  bool ipc = false;   // a peer's memory, mapped by hipIpcOpenMemHandle
 };
+
+// What an IPC handle holds.
+struct IpcHandle {
+  uint32_t magic;
+  int32_t pid, fd;
+  uint64_t size;
+};
+static_assert(sizeof(IpcHandle) <= HIP_IPC_HANDLE_SIZE);
+constexpr uint32_t kIpcMagic = 0x50494846;  // "FHIP"
 
 struct Device {
   sim::Memory memory;
@@ -146,32 +167,61 @@ bool known_event(hipEvent_t e) {
   return false;
 }
 
+// Registers [p, p + size) as memory of `device` (-1: pinned, every device's).
+void track(void* p, Alloc a) {
+  std::string name = a.ipc ? "a peer's memory (hipIpcOpenMemHandle)" : a.device < 0 ? "pinned host memory" : "hipMalloc memory";
+  for (int d = 0; d < kDevices; ++d)
+    if (a.device < 0 || d == a.device) st().devices[d].memory.add(reinterpret_cast<uint64_t>(p), std::max<size_t>(a.size, 1), name);
+  if (!a.ipc) st().live += a.size;
+  st().allocs[reinterpret_cast<uintptr_t>(p)] = a;
+}
+
 hipError_t allocate(void** out, size_t size, int device) {
   if (!out) return hipErrorInvalidValue;
   std::lock_guard lock(st().mu);
   if (device >= 0 && st().oom) return hipErrorOutOfMemory;
-  size_t bytes = (std::max<size_t>(size, 1) + 255) / 256 * 256;
-  void* p = std::aligned_alloc(256, bytes);
-  if (!p) return hipErrorOutOfMemory;
-  st().allocs[reinterpret_cast<uintptr_t>(p)] = {size, device};
-  st().live += size;
-  std::string name = device < 0 ? "pinned host memory" : "hipMalloc memory";
-  for (int d = 0; d < kDevices; ++d)
-    if (device < 0 || d == device) st().devices[d].memory.add(reinterpret_cast<uint64_t>(p), std::max<size_t>(size, 1), name);
+  size_t bytes = (std::max<size_t>(size, 1) + 4095) / 4096 * 4096;
+  Alloc a{size, device};
+  void* p = nullptr;
+  if (device >= 0) {  // a memfd, mapped shared: exportable to another process
+    a.fd = memfd_create("fake-hip", MFD_CLOEXEC);
+    if (a.fd < 0 || ftruncate(a.fd, off_t(bytes)) != 0) {
+      if (a.fd >= 0) close(a.fd);
+      return hipErrorOutOfMemory;
+    }
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0);
+    if (p == MAP_FAILED) {
+      close(a.fd);
+      return hipErrorOutOfMemory;
+    }
+    a.mapped = bytes;
+  } else {
+    p = std::aligned_alloc(256, bytes);
+    if (!p) return hipErrorOutOfMemory;
+  }
+  track(p, a);
   *out = p;
   return hipSuccess;
+}
+
+void untrack(std::map<uintptr_t, Alloc>::iterator it) {
+  void* p = reinterpret_cast<void*>(it->first);
+  const Alloc& a = it->second;
+  for (int d = 0; d < kDevices; ++d)
+    if (a.device < 0 || d == a.device) st().devices[d].memory.remove(it->first);
+  if (!a.ipc) st().live -= a.size;
+  if (a.mapped) munmap(p, a.mapped);
+  else std::free(p);
+  if (a.fd >= 0) close(a.fd);
+  st().allocs.erase(it);
 }
 
 hipError_t release(void* p, bool host) {
   if (!p) return hipSuccess;
   std::lock_guard lock(st().mu);
   auto it = st().allocs.find(reinterpret_cast<uintptr_t>(p));
-  if (it == st().allocs.end() || (it->second.device < 0) != host) return hipErrorInvalidValue;
-  for (int d = 0; d < kDevices; ++d)
-    if (host || d == it->second.device) st().devices[d].memory.remove(reinterpret_cast<uint64_t>(p));
-  st().live -= it->second.size;
-  st().allocs.erase(it);
-  std::free(p);
+  if (it == st().allocs.end() || it->second.ipc || (it->second.device < 0) != host) return hipErrorInvalidValue;
+  untrack(it);
   return hipSuccess;
 }
 
@@ -374,6 +424,53 @@ FAKE_API hipError_t hipPointerGetAttributes(hipPointerAttribute_t* a, const void
   a->device = al->device < 0 ? t_device : al->device;
   a->devicePointer = const_cast<void*>(p);
   a->hostPointer = al->device < 0 ? const_cast<void*>(p) : nullptr;
+  return hipSuccess;
+}
+
+// IPC: the handle names the owner's pid and memfd; the importer maps /proc/<pid>/fd/<fd>.
+FAKE_API hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t* h, void* p) {
+  count("hipIpcGetMemHandle");
+  if (!h) return hipErrorInvalidValue;
+  std::lock_guard lock(st().mu);
+  auto it = st().allocs.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st().allocs.end() || it->second.fd < 0) return hipErrorInvalidValue;  // not a hipMalloc base
+  IpcHandle x{kIpcMagic, int32_t(getpid()), it->second.fd, it->second.size};
+  std::memset(h, 0, sizeof *h);
+  std::memcpy(h->reserved, &x, sizeof x);
+  return hipSuccess;
+}
+
+FAKE_API hipError_t hipIpcOpenMemHandle(void** out, hipIpcMemHandle_t h, unsigned int) {
+  count("hipIpcOpenMemHandle");
+  if (!out) return hipErrorInvalidValue;
+  IpcHandle x;
+  std::memcpy(&x, h.reserved, sizeof x);
+  if (x.magic != kIpcMagic) return hipErrorInvalidValue;
+  if (x.pid == int32_t(getpid())) return hipErrorInvalidContext;  // HIP, like CUDA, maps no handle of its own
+  std::string path = "/proc/" + std::to_string(x.pid) + "/fd/" + std::to_string(x.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return hipErrorInvalidValue;  // the owner has freed it, or has gone
+  struct stat sb {};
+  size_t bytes = (std::max<size_t>(x.size, 1) + 4095) / 4096 * 4096;
+  void* p = fstat(fd, &sb) == 0 && size_t(sb.st_size) == bytes
+                ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  close(fd);  // the mapping keeps the memory
+  if (p == MAP_FAILED) return hipErrorInvalidValue;
+  std::lock_guard lock(st().mu);
+  Alloc a{size_t(x.size), t_device, bytes};
+  a.ipc = true;
+  track(p, a);
+  *out = p;
+  return hipSuccess;
+}
+
+FAKE_API hipError_t hipIpcCloseMemHandle(void* p) {
+  count("hipIpcCloseMemHandle");
+  std::lock_guard lock(st().mu);
+  auto it = st().allocs.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st().allocs.end() || !it->second.ipc) return hipErrorInvalidValue;
+  untrack(it);
   return hipSuccess;
 }
 

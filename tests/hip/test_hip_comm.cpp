@@ -1,0 +1,133 @@
+// The HIP communicator against the fake HIP runtime: ranks forked from the test (each its own
+// process, as a multi-process job runs), rank r on hip:(r % 2). Peer buffers travel as HIP IPC
+// handles (the fake's memfds, mapped by the peer), and the all-to-all is staged through host
+// memory (no RCCL here), so every HIP call of backends/hip's communicator runs.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <halcyon/halcyon.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fork_ranks.hpp"
+
+using halcyon::Comm;
+using halcyon::Device;
+
+namespace {
+
+struct Rank {
+  Device dev;
+  Comm comm;
+  halcyon::Stream stream;
+};
+
+// In the rank's own process: hal_init with the fake runtime, its device, the communicator.
+std::string join(uint32_t rank, uint32_t size, const std::string& name, Rank* out) {
+  auto st = halcyon::init(0, nullptr, (std::string("hip.library=") + FAKE_HIP).c_str());
+  RANK_TRY(st);
+  auto dev = Device::open(fmt::format("hip:{}", rank % 2).c_str());
+  RANK_TRY(dev);
+  RANK_CHECK(dev->has("comm"), "hip:{} does not advertise 'comm'", rank % 2);
+  auto comm = Comm::create(*dev, {rank, size, name, 20000});
+  RANK_TRY(comm);
+  auto stream = dev->create_stream();
+  RANK_TRY(stream);
+  out->dev = *dev;
+  out->comm = *comm;
+  out->stream = *stream;
+  return {};
+}
+
+uint8_t pattern(uint32_t from, uint32_t to, uint64_t i) { return uint8_t(from * 71 + to * 13 + i * 7 + (i >> 9)); }
+
+// Uneven bytes from rank `from` to rank `to`, one pair empty.
+uint64_t pair_bytes(uint32_t from, uint32_t to) { return from == 1 && to == 0 ? 0 : 1000 + 337 * from + 91 * to; }
+
+std::string all_to_all(uint32_t rank, uint32_t size, const std::string& name) {
+  Rank r;
+  if (auto e = join(rank, size, name, &r); !e.empty()) return e;
+  auto info = r.comm.info();
+  RANK_TRY(info);
+  RANK_CHECK(std::string(info->transport) == "shm+hipipc", "transport '{}'", info->transport);
+  std::vector<uint64_t> so(size), ss(size), ro(size), rs(size);
+  uint64_t send_total = 0, recv_total = 0;
+  for (uint32_t p = 0; p < size; ++p) {
+    so[p] = send_total + 64;
+    ss[p] = pair_bytes(rank, p);
+    send_total = so[p] + ss[p];
+    ro[p] = recv_total + 32;
+    rs[p] = pair_bytes(p, rank);
+    recv_total = ro[p] + rs[p];
+  }
+  std::vector<uint8_t> send_host(send_total, 0), recv_host(recv_total, 0xEE);
+  for (uint32_t p = 0; p < size; ++p)
+    for (uint64_t i = 0; i < ss[p]; ++i) send_host[so[p] + i] = pattern(rank, p, i);
+  auto send = r.dev.allocate(send_total);
+  auto recv = r.dev.allocate(recv_total);
+  RANK_TRY(send);
+  RANK_TRY(recv);
+  RANK_TRY(r.stream.write(*send, 0, send_host.data(), send_total));
+  RANK_TRY(r.stream.write(*recv, 0, recv_host.data(), recv_total));
+  RANK_TRY(r.comm.all_to_all(r.stream, *send, so, ss, *recv, ro, rs));
+  RANK_TRY(r.stream.read(*recv, 0, recv_host.data(), recv_total));
+  RANK_TRY(r.stream.synchronize());
+  for (uint32_t p = 0; p < size; ++p) {
+    for (uint64_t i = 0; i < rs[p]; ++i)
+      RANK_CHECK(recv_host[ro[p] + i] == pattern(p, rank, i), "byte {} from rank {} is {}", i, p, recv_host[ro[p] + i]);
+    RANK_CHECK(recv_host[ro[p] - 1] == 0xEE, "the byte before rank {}'s range was written", p);
+  }
+  return {};
+}
+
+// Every rank writes its block of every peer's buffer through the peer's IPC mapping (a copy
+// into device memory of another process), then reads its own buffer back.
+std::string peer_buffers(uint32_t rank, uint32_t size, const std::string& name) {
+  Rank r;
+  if (auto e = join(rank, size, name, &r); !e.empty()) return e;
+  const uint64_t words = 512, bytes = words * size * 4;
+  auto local = r.comm.buffer(bytes);
+  RANK_TRY(local);
+  std::vector<uint32_t> zeros(words * size, 0);
+  RANK_TRY(r.stream.write(*local, 0, zeros.data(), bytes));
+  RANK_TRY(r.comm.barrier());  // every buffer cleared before anyone writes into it
+  auto peers = r.comm.share(*local);
+  RANK_TRY(peers);
+  RANK_CHECK(peers->size() == size, "{} buffers", peers->size());
+  std::vector<uint32_t> block(words);
+  for (uint32_t p = 0; p < size; ++p) {
+    RANK_CHECK((*peers)[p].size() == bytes, "peer {}'s buffer has {} bytes", p, (*peers)[p].size());
+    for (uint64_t i = 0; i < words; ++i) block[i] = rank * 100000 + p * 1000 + uint32_t(i);
+    RANK_TRY(r.stream.write((*peers)[p], rank * words * 4, block.data(), words * 4));
+  }
+  RANK_TRY(r.comm.barrier());
+  std::vector<uint32_t> mine(words * size);
+  RANK_TRY(r.stream.read(*local, 0, mine.data(), bytes));
+  RANK_TRY(r.stream.synchronize());
+  for (uint32_t from = 0; from < size; ++from)
+    for (uint64_t i = 0; i < words; ++i)
+      RANK_CHECK(mine[from * words + i] == from * 100000 + rank * 1000 + uint32_t(i), "word {} from rank {} is {}", i,
+                 from, mine[from * words + i]);
+  peers->clear();  // the peers' mappings closed (hipIpcCloseMemHandle) before the owners free
+  RANK_TRY(r.comm.barrier());
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("hip communicator: all-to-all staged through host memory, 1, 2 and 3 processes") {
+  for (uint32_t n : {1u, 2u, 3u}) {
+    CAPTURE(n);
+    CHECK(test::run_ranks(n, "hip-a2a", all_to_all) == "");
+  }
+}
+
+TEST_CASE("hip communicator: peer buffers through HIP IPC, written across processes, 2 and 3 processes") {
+  for (uint32_t n : {2u, 3u}) {
+    CAPTURE(n);
+    CHECK(test::run_ranks(n, "hip-peer", peer_buffers) == "");
+  }
+}
