@@ -1,7 +1,8 @@
 // The HIP communicator against the fake HIP runtime: ranks forked from the test (each its own
 // process, as a multi-process job runs), rank r on hip:(r % 2). Peer buffers travel as HIP IPC
 // handles (the fake's memfds, mapped by the peer), and the all-to-all is staged through host
-// memory (no RCCL here), so every HIP call of backends/hip's communicator runs.
+// memory (no RCCL here), so every HIP call of backends/hip's communicator runs. Then the
+// expert-parallel MoE layer over it, on the GCN kernels, against the single-rank layer.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <halcyon/halcyon.hpp>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "fork_ranks.hpp"
+#include "moe_ep_support.hpp"
 
 using halcyon::Comm;
 using halcyon::Device;
@@ -130,4 +132,19 @@ TEST_CASE("hip communicator: peer buffers through HIP IPC, written across proces
     CAPTURE(n);
     CHECK(test::run_ranks(n, "hip-peer", peer_buffers) == "");
   }
+}
+
+TEST_CASE("the expert-parallel MoE layer on the GCN kernels over the HIP communicator equals the single-rank layer") {
+  using namespace test::ep;
+  const Problem p = make_problem(64, 32, 16, 4, 4, 2);
+  for (EpTransport t : {EpTransport::kAllToAll, EpTransport::kPeerWrite})
+    for (uint32_t n : {2u, 3u}) {
+      CAPTURE(n);
+      CAPTURE(int(t));
+      CHECK(test::run_ranks(n, "hip-ep", [&](uint32_t r, uint32_t size, const std::string& name) -> std::string {
+              auto st = halcyon::init(0, nullptr, (std::string("hip.library=") + FAKE_HIP).c_str());
+              RANK_TRY(st);
+              return ep_rank(p, r, size, name, r % 2 ? "hip:1" : "hip:0", true, 0, t);
+            }) == "");
+    }
 }
