@@ -34,7 +34,8 @@ namespace {
 struct HipBackend {
   hip::Library lib;
   int device_count = 0;
-  // Options, read when the backend is created (hal.h: every key then): hip.rccl, hip.library.
+  // Option hip.rccl, read when the backend is created (hal.h: every key then; hip.library is
+  // read then too, to open the runtime).
   std::string rccl;
 };
 

@@ -59,9 +59,9 @@ using StreamGetDeviceFn = hipError_t (*)(hipStream_t, hipDevice_t*);
   X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))                   \
   X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle))                     \
   X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle))                   \
-  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))             \
-  X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))             \
-  X(hipPointerGetAttributes, decltype(&::hipPointerGetAttributes))       \
+  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))                 \
+  X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))                 \
+  X(hipPointerGetAttributes, decltype(&::hipPointerGetAttributes))           \
   X(hipStreamGetDevice, StreamGetDeviceFn)
 
 struct Symbols {
