@@ -1,5 +1,6 @@
 // The hand-written GCN kernels as implementations of the operator contracts
-// (kernels/elementwise/vector_add, kernels/softmax/row_softmax, kernels/gemm/gemm_bf16) for
+// (kernels/elementwise/vector_add, kernels/softmax/row_softmax, kernels/gemm/gemm_bf16, the MoE
+// operators, kernels/comm/comm_dispatch) for
 // gfx942 and gfx90a. Argument blobs follow each kernel's metadata (checked at build time by
 // gcn_check against contracts/<kernel>.kernel).
 #include <halcyon/gcn/kernels.hpp>
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace halcyon::gcnop {
@@ -199,6 +201,34 @@ Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
   return grouped_gemm(ctx, kSwigluGather, "x", "w_gate_up", H, I, 2 * I, ctx.dim("T"), topk);
 }
 
+// ---- comm_dispatch ------------------------------------------------------------------------
+
+struct DispatchArgs {
+  uint64_t x, src_row, out;
+  uint32_t T, R, H, chunk_rows, step_rows, dwords;
+};
+// Workgroups per compute unit of the stream (its partition's units on a CU-masked stream): as
+// many as the PTX build keeps per SM (ops/ptx/comm_ops.cpp); not measured on AMD hardware.
+constexpr int64_t kDispatchGroupsPerUnit = 4;
+Status comm_dispatch(ops::OpContext& ctx) {
+  const int64_t T = ctx.dim("T"), R = ctx.dim("R"), H = ctx.dim("H"), chunk = ctx.params().i("chunk_rows");
+  if (chunk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("comm_dispatch: chunk_rows = {} must be >= 1", chunk));
+  if (R == 0 || H == 0) return {};
+  if (T * H * 2 > 0xffffffffll || R * H * 2 > 0xffffffffll || R >= (int64_t(1) << 30))
+    return too_large("comm_dispatch", fmt::format("T = {}, R = {}, H = {}", T, R, H));
+  auto info = ctx.stream.info();
+  if (!info) return info.error();
+  auto k = kernel(ctx, "halcyon_comm_dispatch_bf16");
+  if (!k) return k.error();
+  const int64_t rows = std::min(chunk, R), chunks = (R + rows - 1) / rows;
+  const int64_t groups = std::min<int64_t>(chunks, std::max<int64_t>(1, int64_t(info->units)) * kDispatchGroupsPerUnit);
+  const uint64_t x = ctx.tensor("x").address(), out = ctx.tensor("out").address();
+  const bool dwords = H % 2 == 0 && x % 4 == 0 && out % 4 == 0;
+  DispatchArgs a{x, ctx.tensor("src_row").address(), out, uint32_t(T), uint32_t(R), uint32_t(H), uint32_t(rows),
+                 uint32_t(groups * rows), dwords ? 1u : 0u};
+  return ctx.stream.launch(*k, {uint32_t(groups)}, {256}, &a, sizeof a);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
@@ -219,6 +249,8 @@ ops::RegisterOpImpl r17({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gf
                          moe_grouped_gemm_swiglu_gather});
 ops::RegisterOpImpl r18({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx90a", "", 10,
                          moe_grouped_gemm_swiglu_gather});
+ops::RegisterOpImpl r19({"comm_dispatch", HAL_MODULE_HSACO, "gfx942", "", 10, comm_dispatch});
+ops::RegisterOpImpl r20({"comm_dispatch", HAL_MODULE_HSACO, "gfx90a", "", 10, comm_dispatch});
 
 }  // namespace
 }  // namespace halcyon::gcnop

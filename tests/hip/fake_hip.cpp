@@ -121,6 +121,7 @@ struct State {
   std::vector<std::unique_ptr<ihipModule_t>> modules;
   std::map<std::string, int> counts;
   std::vector<uint32_t> last_cu_mask;
+  unsigned last_grid_x = 0;
   bool oom = false, no_stream_device = false, rocm6 = false;
   size_t live = 0;
   State() {
@@ -250,6 +251,7 @@ FAKE_API void fakehip_reset(void) {
   std::lock_guard lock(st().mu);
   st().counts.clear();
   st().last_cu_mask.clear();
+  st().last_grid_x = 0;
   st().oom = st().no_stream_device = st().rocm6 = false;
 }
 
@@ -274,6 +276,11 @@ FAKE_API int fakehip_last_cu_mask(uint32_t* out, int cap) {
   int n = int(st().last_cu_mask.size());
   for (int i = 0; i < std::min(n, cap); ++i) out[i] = st().last_cu_mask[size_t(i)];
   return n;
+}
+
+FAKE_API unsigned fakehip_last_grid_x(void) {
+  std::lock_guard lock(st().mu);
+  return st().last_grid_x;
 }
 
 FAKE_API size_t fakehip_live_bytes(void) {
@@ -691,6 +698,7 @@ FAKE_API hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned
   {
     std::lock_guard lock(st().mu);
     dev = stream_device(s);
+    st().last_grid_x = gx;
   }
   if (dev < 0) return hipErrorInvalidHandle;
   if (dev != f->module->device) return hipErrorInvalidDevice;  // a module of another device

@@ -17,6 +17,8 @@ int fakehip_count(const char* name);
 // The CU mask of the last stream hipExtStreamCreateWithCUMask made: copies up to `cap` words
 // into `out` and returns the mask's length in words (0: none made since the reset).
 int fakehip_last_cu_mask(uint32_t* out, int cap);
+// The grid's x size of the last hipModuleLaunchKernel (0: none since the reset).
+unsigned fakehip_last_grid_x(void);
 // Bytes of device and pinned host memory allocated and not freed.
 size_t fakehip_live_bytes(void);
 }

@@ -1,6 +1,6 @@
 // The HIP backend against the fake HIP runtime (fake_hip.cpp, kernels on amdgpu-sim's core):
 // device discovery and attributes, memory, transfers, launches of the GCN kernels, a kernel
-// fault's report, CU-mask partitions, events, out of device memory, and the imports a
+// fault's report, CU-mask partitions (comm_dispatch on one), events, out of device memory, and the imports a
 // framework needs (its device memory and its streams, checked to be this device's).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -48,6 +48,7 @@ struct Fake {
     return m;
   }
   size_t live_bytes() const { return fn<size_t (*)()>("fakehip_live_bytes")(); }
+  unsigned last_grid_x() const { return fn<unsigned (*)()>("fakehip_last_grid_x")(); }
   // Memory and streams as a framework would make them, outside halcyon.
   void* malloc_on(int device, size_t size) const {
     REQUIRE(fn<hipError_t (*)(int)>("hipSetDevice")(device) == hipSuccess);
@@ -224,6 +225,30 @@ TEST_CASE("a partition is a CU mask spread evenly over the XCDs, and its stream 
   auto t = vector_add_tensors(s, unwrap(d.allocate(1200)), unwrap(d.allocate(1200)), unwrap(d.allocate(1200)), n);
   ok(halcyon::ops::run_op(d, s, "vector_add", t));
   check_sum(s, t["c"].buffer, n);
+  // The communication kernel on the partition: its grid sized from the partition's 24 CUs (4
+  // workgroups a CU), rows whose source is outside [0, T) left untouched.
+  const int64_t T = 9, H = 66, R = 200;
+  std::vector<uint16_t> x(size_t(T * H));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = uint16_t(0x3f80 + i % 97);
+  std::vector<int32_t> src(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) src[size_t(r)] = r % 17 == 3 ? -1 : r % 19 == 5 ? int32_t(T) : int32_t((r * 7) % T);
+  auto xb = unwrap(d.allocate(x.size() * 2)), sb = unwrap(d.allocate(src.size() * 4)), ob = unwrap(d.allocate(R * H * 2));
+  ok(s.write(xb, 0, x.data(), x.size() * 2));
+  ok(s.write(sb, 0, src.data(), src.size() * 4));
+  ok(s.fill(ob, 0, R * H * 2, uint16_t(0x7fc1)));
+  Tensors dt{{"x", Tensor{xb, 0, DType::bf16, {T, H}}}, {"src_row", Tensor{sb, 0, DType::i32, {R}}},
+             {"out", Tensor{ob, 0, DType::bf16, {R, H}}}};
+  ok(halcyon::ops::run_op(d, s, "comm_dispatch", dt, {{"chunk_rows", "1"}}));
+  CHECK(fake().last_grid_x() == 96);
+  std::vector<uint16_t> out(static_cast<size_t>(R * H));
+  ok(s.read(ob, 0, out.data(), out.size() * 2));
+  ok(s.synchronize());
+  for (int64_t r = 0; r < R; ++r) {
+    CAPTURE(r);
+    const int32_t from = src[size_t(r)];
+    for (int64_t h = 0; h < H; ++h)
+      REQUIRE(out[size_t(r * H + h)] == (from >= 0 && from < T ? x[size_t(from * H + h)] : uint16_t(0x7fc1)));
+  }
   // More than what is free is refused, naming the counts.
   auto too_many = d.split(400);
   REQUIRE_FALSE(too_many.ok());
