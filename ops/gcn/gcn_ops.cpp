@@ -1,9 +1,10 @@
 // The hand-written GCN kernels as implementations of the operator contracts
 // (kernels/elementwise/vector_add, kernels/softmax/row_softmax, kernels/gemm/gemm_bf16, the MoE
-// operators, kernels/comm/comm_dispatch) for
+// operators, kernels/comm/comm_dispatch, kernels/attention/attention_decode) for
 // gfx942 and gfx90a. Argument blobs follow each kernel's metadata (checked at build time by
 // gcn_check against contracts/<kernel>.kernel).
 #include <halcyon/gcn/kernels.hpp>
+#include <halcyon/kernels/reference/attention.hpp>
 #include <halcyon/ops/op.hpp>
 
 #include <fmt/format.h>
@@ -229,6 +230,36 @@ Status comm_dispatch(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(groups)}, {256}, &a, sizeof a);
 }
 
+// ---- attention_decode -----------------------------------------------------------------------
+
+struct DecodeArgs {
+  uint64_t q, k, v, table, lens, out, lse;
+  uint32_t Sq, Hq, Hkv, D, BS, MB, group_magic;
+  float q_scale;  // scale * log2 e: the kernel's softmax is in base 2
+  uint32_t NB;
+};
+static_assert(sizeof(DecodeArgs) == 96);  // 92 bytes of arguments, padded
+Status attention_decode(ops::OpContext& ctx) {
+  ref::AttentionDecodeShape sh{ctx.dim("B"),  ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("Hkv"), ctx.dim("D"),
+                               ctx.dim("NB"), ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_decode_check(sh));  // D 64 or 128, Hq % Hkv, BS: refused before any launch
+  if (sh.B == 0 || sh.Sq == 0 || sh.Hq == 0) return {};
+  if (sh.NB * sh.BS * sh.Hkv * sh.D * 2 > 0xffffffffll || sh.B * sh.Sq * sh.Hq * sh.D * 2 > 0xffffffffll ||
+      sh.B * sh.MB > 0x3fffffffll || sh.B > 65535 || sh.Sq > 65535)
+    return too_large("attention_decode", fmt::format("B = {}, Sq = {}, Hq = {}, NB = {}, BS = {}, Hkv = {}", sh.B,
+                                                     sh.Sq, sh.Hq, sh.NB, sh.BS, sh.Hkv));
+  auto k = kernel(ctx, "halcyon_attention_decode_bf16");
+  if (!k) return k.error();
+  const uint64_t group = uint64_t(sh.Hq / sh.Hkv);
+  const uint32_t magic = group > 1 ? uint32_t(((uint64_t(1) << 32) + group - 1) / group) : 0;  // ceil(2^32 / group)
+  DecodeArgs a{ctx.tensor("q").address(), ctx.tensor("k_cache").address(), ctx.tensor("v_cache").address(),
+               ctx.tensor("block_table").address(), ctx.tensor("seq_lens").address(), ctx.tensor("out").address(),
+               ctx.tensor("lse").address(), uint32_t(sh.Sq), uint32_t(sh.Hq), uint32_t(sh.Hkv), uint32_t(sh.D),
+               uint32_t(sh.BS), uint32_t(sh.MB), magic, ref::attention_scale(sh.scale, sh.D) * 1.4426950408889634f,
+               uint32_t(sh.NB)};
+  return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, 92);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
@@ -251,6 +282,8 @@ ops::RegisterOpImpl r18({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gf
                          moe_grouped_gemm_swiglu_gather});
 ops::RegisterOpImpl r19({"comm_dispatch", HAL_MODULE_HSACO, "gfx942", "", 10, comm_dispatch});
 ops::RegisterOpImpl r20({"comm_dispatch", HAL_MODULE_HSACO, "gfx90a", "", 10, comm_dispatch});
+ops::RegisterOpImpl r21({"attention_decode", HAL_MODULE_HSACO, "gfx942", "", 10, attention_decode});
+ops::RegisterOpImpl r22({"attention_decode", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_decode});
 
 }  // namespace
 }  // namespace halcyon::gcnop

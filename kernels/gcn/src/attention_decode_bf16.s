@@ -1,0 +1,210 @@
+// attention_decode (kernels/attention/attention_decode.contract): one wave per query row and
+// head, (h, s, b) = workgroup (x, y, z): out[b, s, h] = softmax(scale q k^T) v over the
+// sequence's keys j <= seq_lens[b] - Sq + s, read from the paged cache through block_table;
+// lse[b, s, h] = log of the softmax's sum. Lane l holds elements l and l + 64 of q, of each key
+// and value row and of the output (D = 128; with D = 64 the second is element l again, its q
+// weight 0, so it changes nothing and its store repeats the first). Per key: one dot product
+// reduced over the wave (WAVE_REDUCE), then the online softmax in base 2 (q carries
+// scale * log2 e), fp32 throughout, one round to bf16 at the end.
+// Never reads outside the tensors: the key count is clamped to [0, MB * BS], a block number
+// outside [0, NB) reads block 0 (such a sequence's result is unspecified, as the contract says).
+// Byte offsets are 32-bit (the launcher checks the cache and q sizes).
+// Launch: block (64,1,1), grid (Hq, Sq, B). Registers in: s[0:1] kernarg, s2 h, s3 s, s4 b, v0 lane.
+#include "gcn_target.inc"
+#include "gcn_wave.inc"
+.amdgcn_target GCN_TARGET_ID
+
+.text
+.globl halcyon_attention_decode_bf16
+.p2align 8
+.type halcyon_attention_decode_bf16,@function
+halcyon_attention_decode_bf16:
+  s_load_dwordx8 s[8:15], s[0:1], 0x0       // q, k_cache, v_cache, block_table
+  s_load_dwordx4 s[16:19], s[0:1], 0x20     // seq_lens, out
+  s_load_dwordx2 s[20:21], s[0:1], 0x30     // lse
+  s_load_dwordx8 s[24:31], s[0:1], 0x38     // Sq, Hq, Hkv, D, BS, MB, group magic, q scale
+  s_load_dword s22, s[0:1], 0x58            // NB
+  s_waitcnt lgkmcnt(0)
+  // The KV head: h / (Hq / Hkv) by the magic ceil(2^32 / group) (0: group 1).
+  s_mul_hi_u32 s32, s2, s30
+  s_cmp_eq_u32 s30, 0
+  s_cselect_b32 s32, s2, s32
+  // Keys: n = seq_lens[b] - Sq + s + 1, clamped to [0, MB * BS].
+  s_lshl_b32 s33, s4, 2
+  s_load_dword s34, s[16:17], s33
+  s_mul_i32 s35, s29, s28                   // MB * BS
+  s_waitcnt lgkmcnt(0)
+  s_sub_i32 s34, s34, s24
+  s_add_i32 s34, s34, s3
+  s_add_i32 s34, s34, 1
+  s_max_i32 s34, s34, 0
+  s_min_u32 s34, s34, s35
+  // The query row: ((b * Sq + s) * Hq + h), its elements at byte (row * D + d) * 2.
+  s_mul_i32 s36, s4, s24
+  s_add_u32 s36, s36, s3
+  s_mul_i32 s36, s36, s25
+  s_add_u32 s36, s36, s2                    // row (also lse's index)
+  s_mul_i32 s37, s36, s27
+  s_lshl_b32 s37, s37, 1                    // the row's byte offset in q and out
+  // Lane elements: v1 = 2 l, v3 = 2 (l + 64) (D = 128) or 2 l (D = 64); second q weight s38.
+  s_cmp_eq_u32 s27, 128
+  s_cselect_b32 s39, 128, 0                 // bytes to the second element
+  s_cselect_b32 s38, s31, 0                 // its q scale
+  v_lshlrev_b32 v1, 1, v0
+  v_add_u32 v3, s39, v1
+  v_add_u32 v4, s37, v1
+  v_add_u32 v5, s37, v3
+  global_load_ushort v6, v4, s[8:9]
+  global_load_ushort v7, v5, s[8:9]
+  s_waitcnt vmcnt(0)
+  v_lshlrev_b32 v6, 16, v6
+  v_lshlrev_b32 v7, 16, v7
+  v_mul_f32 v6, s31, v6                     // q0 * scale * log2 e
+  v_mul_f32 v7, s38, v7                     // q1 * scale * log2 e, or 0
+  // Strides: a cache slot Hkv * D * 2 bytes, a block BS of them; the head at hk * D * 2.
+  s_mul_i32 s40, s26, s27
+  s_lshl_b32 s40, s40, 1
+  s_mul_i32 s41, s40, s28
+  s_mul_i32 s42, s32, s27
+  s_lshl_b32 s42, s42, 1
+  // The sequence's block-table row.
+  s_mul_i32 s43, s4, s29
+  s_lshl_b32 s43, s43, 2
+  s_add_u32 s44, s14, s43
+  s_addc_u32 s45, s15, 0
+  // Softmax state (the same in every lane): m = -inf (v12), sum (v15), out (v16, v17).
+  v_mov_b32 v12, 0xff800000
+  v_mov_b32 v15, 0
+  v_mov_b32 v16, 0
+  v_mov_b32 v17, 0
+  s_mov_b32 s46, 0                          // first key of the block
+  s_mov_b32 s47, 0                          // block index
+.Lblock:
+  s_cmp_ge_u32 s46, s34
+  s_cbranch_scc1 .Lfinish
+  s_lshl_b32 s48, s47, 2
+  s_load_dword s49, s[44:45], s48           // the block's number
+  s_sub_u32 s50, s34, s46
+  s_min_u32 s50, s50, s28                   // keys in this block
+  s_waitcnt lgkmcnt(0)
+  s_cmp_ge_u32 s49, s22                     // outside [0, NB): block 0
+  s_cselect_b32 s49, 0, s49
+  s_mul_i32 s51, s49, s41
+  s_add_u32 s51, s51, s42                   // the block's first slot, this head
+  s_mov_b32 s52, 0                          // slot
+.Lkey:
+  s_cmp_ge_u32 s52, s50
+  s_cbranch_scc1 .Lnext_block
+  s_mul_i32 s53, s52, s40
+  s_add_u32 s53, s53, s51
+  v_add_u32 v4, s53, v1
+  v_add_u32 v5, s53, v3
+  global_load_ushort v8, v4, s[10:11]       // k
+  global_load_ushort v9, v5, s[10:11]
+  global_load_ushort v10, v4, s[12:13]      // v
+  global_load_ushort v11, v5, s[12:13]
+  s_waitcnt vmcnt(0)
+  v_lshlrev_b32 v8, 16, v8
+  v_lshlrev_b32 v9, 16, v9
+  v_lshlrev_b32 v10, 16, v10
+  v_lshlrev_b32 v11, 16, v11
+  v_mul_f32 v13, v6, v8
+  v_fmac_f32 v13, v7, v9
+  WAVE_REDUCE v_add_f32, v13, s54           // the score, base 2, in every lane
+  v_max_f32 v14, v12, v13                   // new max
+  v_sub_f32 v18, v12, v14
+  v_exp_f32 v18, v18                        // rescale of the old state
+  v_sub_f32 v19, v13, v14
+  v_exp_f32 v19, v19                        // this key's weight
+  NOP_TRANS
+  v_mul_f32 v15, v15, v18
+  v_add_f32 v15, v15, v19
+  v_mul_f32 v16, v16, v18
+  v_fmac_f32 v16, v19, v10
+  v_mul_f32 v17, v17, v18
+  v_fmac_f32 v17, v19, v11
+  v_mov_b32 v12, v14
+  s_add_u32 s52, s52, 1
+  s_branch .Lkey
+.Lnext_block:
+  s_add_u32 s46, s46, s28
+  s_add_u32 s47, s47, 1
+  s_branch .Lblock
+.Lfinish:
+  v_rcp_f32 v18, v15
+  v_log_f32 v19, v15                        // log2 of the sum
+  NOP_TRANS
+  v_mul_f32 v16, v16, v18
+  v_mul_f32 v17, v17, v18
+  s_movk_i32 s55, 0x7fff
+  v_bfe_u32 v20, v16, 16, 1                 // round to nearest even
+  v_add3_u32 v20, v16, v20, s55
+  v_lshrrev_b32 v20, 16, v20
+  v_bfe_u32 v21, v17, 16, 1
+  v_add3_u32 v21, v17, v21, s55
+  v_lshrrev_b32 v21, 16, v21
+  v_add_u32 v4, s37, v1
+  v_add_u32 v5, s37, v3
+  global_store_short v4, v20, s[18:19]
+  global_store_short v5, v21, s[18:19]
+  // lse = (m + log2 sum) * ln 2, from lane 0.
+  v_add_f32 v19, v19, v12
+  v_mul_f32 v19, 0x3f317218, v19
+  v_cmp_eq_u32 vcc, 0, v0
+  s_and_saveexec_b64 s[56:57], vcc
+  s_lshl_b32 s58, s36, 2
+  v_mov_b32 v22, s58
+  global_store_dword v22, v19, s[20:21]
+  s_endpgm
+.size halcyon_attention_decode_bf16, .-halcyon_attention_decode_bf16
+
+.rodata
+.p2align 6
+.amdhsa_kernel halcyon_attention_decode_bf16
+  .amdhsa_user_sgpr_kernarg_segment_ptr 1
+  .amdhsa_system_sgpr_workgroup_id_x 1
+  .amdhsa_system_sgpr_workgroup_id_y 1
+  .amdhsa_system_sgpr_workgroup_id_z 1
+  .amdhsa_system_vgpr_workitem_id 0
+  .amdhsa_kernarg_size 92
+  .amdhsa_group_segment_fixed_size 0
+  .amdhsa_next_free_vgpr 23
+  .amdhsa_next_free_sgpr 60
+  .amdhsa_accum_offset 24
+.end_amdhsa_kernel
+
+.amdgpu_metadata
+---
+amdhsa.version: [ 1, 2 ]
+amdhsa.target: GCN_TARGET_YAML
+amdhsa.kernels:
+  - .name: halcyon_attention_decode_bf16
+    .symbol: halcyon_attention_decode_bf16.kd
+    .kernarg_segment_size: 92
+    .kernarg_segment_align: 8
+    .group_segment_fixed_size: 0
+    .private_segment_fixed_size: 0
+    .wavefront_size: 64
+    .sgpr_count: 60
+    .vgpr_count: 23
+    .agpr_count: 0
+    .max_flat_workgroup_size: 64
+    .args:
+      - { .name: q, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: k_cache, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: v_cache, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: block_table, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: seq_lens, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: out, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: lse, .offset: 48, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: query_tokens, .offset: 56, .size: 4, .value_kind: by_value }
+      - { .name: q_heads, .offset: 60, .size: 4, .value_kind: by_value }
+      - { .name: kv_heads, .offset: 64, .size: 4, .value_kind: by_value }
+      - { .name: head_dim, .offset: 68, .size: 4, .value_kind: by_value }
+      - { .name: block_size, .offset: 72, .size: 4, .value_kind: by_value }
+      - { .name: max_blocks, .offset: 76, .size: 4, .value_kind: by_value }
+      - { .name: group_magic, .offset: 80, .size: 4, .value_kind: by_value }
+      - { .name: q_scale, .offset: 84, .size: 4, .value_kind: by_value }
+      - { .name: num_blocks, .offset: 88, .size: 4, .value_kind: by_value }
+...
+.end_amdgpu_metadata
