@@ -1,6 +1,6 @@
 // The hand-written GCN kernels as implementations of the operator contracts
 // (kernels/elementwise/vector_add, kernels/softmax/row_softmax, kernels/gemm/gemm_bf16, the MoE
-// operators, kernels/comm/comm_dispatch, kernels/attention/attention_decode) for
+// operators, kernels/comm/comm_dispatch, kernels/attention/attention_prefill and attention_decode) for
 // gfx942 and gfx90a. Argument blobs follow each kernel's metadata (checked at build time by
 // gcn_check against contracts/<kernel>.kernel).
 #include <halcyon/gcn/kernels.hpp>
@@ -230,6 +230,38 @@ Status comm_dispatch(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(groups)}, {256}, &a, sizeof a);
 }
 
+// ---- attention_prefill ----------------------------------------------------------------------
+
+struct PrefillArgs {
+  uint64_t q, k, v, cu_q, cu_k, out, lse;
+  uint32_t B, Tk, Hq, Hkv, D, causal, group_magic;
+  float q_scale;  // scale * log2 e
+};
+static_assert(sizeof(PrefillArgs) == 88);
+// ceil(2^32 / group) for the kernels' h / group (0: group 1).
+uint32_t group_magic(int64_t Hq, int64_t Hkv) {
+  const uint64_t group = uint64_t(Hq / Hkv);
+  return group > 1 ? uint32_t(((uint64_t(1) << 32) + group - 1) / group) : 0;
+}
+constexpr float kLog2e = 1.4426950408889634f;
+Status attention_prefill(ops::OpContext& ctx) {
+  ref::AttentionPrefillShape sh{ctx.dim("B"), ctx.dim("Tq"), ctx.dim("Tk"), ctx.dim("Hq"), ctx.dim("Hkv"),
+                                ctx.dim("D"), ctx.params().b("causal"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_prefill_check(sh));  // D 64 or 128, Hq % Hkv: refused before any launch
+  if (sh.Tq == 0 || sh.Hq == 0 || sh.B == 0) return {};
+  if (sh.Tq * sh.Hq * sh.D * 2 > 0xffffffffll || sh.Tk * sh.Hkv * sh.D * 2 > 0xffffffffll || sh.Tq > 65535 ||
+      sh.B >= (int64_t(1) << 30))
+    return too_large("attention_prefill", fmt::format("Tq = {}, Tk = {}, Hq = {}, Hkv = {}", sh.Tq, sh.Tk, sh.Hq, sh.Hkv));
+  auto k = kernel(ctx, "halcyon_attention_prefill_bf16");
+  if (!k) return k.error();
+  PrefillArgs a{ctx.tensor("q").address(), ctx.tensor("k").address(), ctx.tensor("v").address(),
+                ctx.tensor("cu_seqlens_q").address(), ctx.tensor("cu_seqlens_k").address(), ctx.tensor("out").address(),
+                ctx.tensor("lse").address(), uint32_t(sh.B), uint32_t(sh.Tk), uint32_t(sh.Hq), uint32_t(sh.Hkv),
+                uint32_t(sh.D), sh.causal ? 1u : 0u, group_magic(sh.Hq, sh.Hkv),
+                ref::attention_scale(sh.scale, sh.D) * kLog2e};
+  return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Tq)}, {64}, &a, sizeof a);
+}
+
 // ---- attention_decode -----------------------------------------------------------------------
 
 struct DecodeArgs {
@@ -250,12 +282,10 @@ Status attention_decode(ops::OpContext& ctx) {
                                                      sh.Sq, sh.Hq, sh.NB, sh.BS, sh.Hkv));
   auto k = kernel(ctx, "halcyon_attention_decode_bf16");
   if (!k) return k.error();
-  const uint64_t group = uint64_t(sh.Hq / sh.Hkv);
-  const uint32_t magic = group > 1 ? uint32_t(((uint64_t(1) << 32) + group - 1) / group) : 0;  // ceil(2^32 / group)
   DecodeArgs a{ctx.tensor("q").address(), ctx.tensor("k_cache").address(), ctx.tensor("v_cache").address(),
                ctx.tensor("block_table").address(), ctx.tensor("seq_lens").address(), ctx.tensor("out").address(),
                ctx.tensor("lse").address(), uint32_t(sh.Sq), uint32_t(sh.Hq), uint32_t(sh.Hkv), uint32_t(sh.D),
-               uint32_t(sh.BS), uint32_t(sh.MB), magic, ref::attention_scale(sh.scale, sh.D) * 1.4426950408889634f,
+               uint32_t(sh.BS), uint32_t(sh.MB), group_magic(sh.Hq, sh.Hkv), ref::attention_scale(sh.scale, sh.D) * kLog2e,
                uint32_t(sh.NB)};
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, 92);
 }
@@ -284,6 +314,8 @@ ops::RegisterOpImpl r19({"comm_dispatch", HAL_MODULE_HSACO, "gfx942", "", 10, co
 ops::RegisterOpImpl r20({"comm_dispatch", HAL_MODULE_HSACO, "gfx90a", "", 10, comm_dispatch});
 ops::RegisterOpImpl r21({"attention_decode", HAL_MODULE_HSACO, "gfx942", "", 10, attention_decode});
 ops::RegisterOpImpl r22({"attention_decode", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_decode});
+ops::RegisterOpImpl r23({"attention_prefill", HAL_MODULE_HSACO, "gfx942", "", 10, attention_prefill});
+ops::RegisterOpImpl r24({"attention_prefill", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_prefill});
 
 }  // namespace
 }  // namespace halcyon::gcnop

@@ -12,6 +12,7 @@
 // Launch: block (64,1,1), grid (Hq, Sq, B). Registers in: s[0:1] kernarg, s2 h, s3 s, s4 b, v0 lane.
 #include "gcn_target.inc"
 #include "gcn_wave.inc"
+#include "gcn_attention.inc"
 .amdgcn_target GCN_TARGET_ID
 
 .text
@@ -46,21 +47,7 @@ halcyon_attention_decode_bf16:
   s_add_u32 s36, s36, s2                    // row (also lse's index)
   s_mul_i32 s37, s36, s27
   s_lshl_b32 s37, s37, 1                    // the row's byte offset in q and out
-  // Lane elements: v1 = 2 l, v3 = 2 (l + 64) (D = 128) or 2 l (D = 64); second q weight s38.
-  s_cmp_eq_u32 s27, 128
-  s_cselect_b32 s39, 128, 0                 // bytes to the second element
-  s_cselect_b32 s38, s31, 0                 // its q scale
-  v_lshlrev_b32 v1, 1, v0
-  v_add_u32 v3, s39, v1
-  v_add_u32 v4, s37, v1
-  v_add_u32 v5, s37, v3
-  global_load_ushort v6, v4, s[8:9]
-  global_load_ushort v7, v5, s[8:9]
-  s_waitcnt vmcnt(0)
-  v_lshlrev_b32 v6, 16, v6
-  v_lshlrev_b32 v7, 16, v7
-  v_mul_f32 v6, s31, v6                     // q0 * scale * log2 e
-  v_mul_f32 v7, s38, v7                     // q1 * scale * log2 e, or 0
+  ATTN_LOAD_Q s37, s[8:9], s27, s31, s39, s38
   // Strides: a cache slot Hkv * D * 2 bytes, a block BS of them; the head at hk * D * 2.
   s_mul_i32 s40, s26, s27
   s_lshl_b32 s40, s40, 1
@@ -72,11 +59,7 @@ halcyon_attention_decode_bf16:
   s_lshl_b32 s43, s43, 2
   s_add_u32 s44, s14, s43
   s_addc_u32 s45, s15, 0
-  // Softmax state (the same in every lane): m = -inf (v12), sum (v15), out (v16, v17).
-  v_mov_b32 v12, 0xff800000
-  v_mov_b32 v15, 0
-  v_mov_b32 v16, 0
-  v_mov_b32 v17, 0
+  ATTN_START
   s_mov_b32 s46, 0                          // first key of the block
   s_mov_b32 s47, 0                          // block index
 .Lblock:
@@ -96,34 +79,8 @@ halcyon_attention_decode_bf16:
   s_cmp_ge_u32 s52, s50
   s_cbranch_scc1 .Lnext_block
   s_mul_i32 s53, s52, s40
-  s_add_u32 s53, s53, s51
-  v_add_u32 v4, s53, v1
-  v_add_u32 v5, s53, v3
-  global_load_ushort v8, v4, s[10:11]       // k
-  global_load_ushort v9, v5, s[10:11]
-  global_load_ushort v10, v4, s[12:13]      // v
-  global_load_ushort v11, v5, s[12:13]
-  s_waitcnt vmcnt(0)
-  v_lshlrev_b32 v8, 16, v8
-  v_lshlrev_b32 v9, 16, v9
-  v_lshlrev_b32 v10, 16, v10
-  v_lshlrev_b32 v11, 16, v11
-  v_mul_f32 v13, v6, v8
-  v_fmac_f32 v13, v7, v9
-  WAVE_REDUCE v_add_f32, v13, s54           // the score, base 2, in every lane
-  v_max_f32 v14, v12, v13                   // new max
-  v_sub_f32 v18, v12, v14
-  v_exp_f32 v18, v18                        // rescale of the old state
-  v_sub_f32 v19, v13, v14
-  v_exp_f32 v19, v19                        // this key's weight
-  NOP_TRANS
-  v_mul_f32 v15, v15, v18
-  v_add_f32 v15, v15, v19
-  v_mul_f32 v16, v16, v18
-  v_fmac_f32 v16, v19, v10
-  v_mul_f32 v17, v17, v18
-  v_fmac_f32 v17, v19, v11
-  v_mov_b32 v12, v14
+  s_add_u32 s53, s53, s51                   // the key's row, this head
+  ATTN_KEY s53, s[10:11], s[12:13]
   s_add_u32 s52, s52, 1
   s_branch .Lkey
 .Lnext_block:
@@ -131,30 +88,8 @@ halcyon_attention_decode_bf16:
   s_add_u32 s47, s47, 1
   s_branch .Lblock
 .Lfinish:
-  v_rcp_f32 v18, v15
-  v_log_f32 v19, v15                        // log2 of the sum
-  NOP_TRANS
-  v_mul_f32 v16, v16, v18
-  v_mul_f32 v17, v17, v18
-  s_movk_i32 s55, 0x7fff
-  v_bfe_u32 v20, v16, 16, 1                 // round to nearest even
-  v_add3_u32 v20, v16, v20, s55
-  v_lshrrev_b32 v20, 16, v20
-  v_bfe_u32 v21, v17, 16, 1
-  v_add3_u32 v21, v17, v21, s55
-  v_lshrrev_b32 v21, 16, v21
-  v_add_u32 v4, s37, v1
-  v_add_u32 v5, s37, v3
-  global_store_short v4, v20, s[18:19]
-  global_store_short v5, v21, s[18:19]
-  // lse = (m + log2 sum) * ln 2, from lane 0.
-  v_add_f32 v19, v19, v12
-  v_mul_f32 v19, 0x3f317218, v19
-  v_cmp_eq_u32 vcc, 0, v0
-  s_and_saveexec_b64 s[56:57], vcc
-  s_lshl_b32 s58, s36, 2
-  v_mov_b32 v22, s58
-  global_store_dword v22, v19, s[20:21]
+  s_lshl_b32 s58, s36, 2                    // lse's byte offset
+  ATTN_FINISH s37, s[18:19], s58, s[20:21]
   s_endpgm
 .size halcyon_attention_decode_bf16, .-halcyon_attention_decode_bf16
 
