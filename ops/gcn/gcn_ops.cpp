@@ -1,8 +1,8 @@
 // The hand-written GCN kernels as implementations of the operator contracts
 // (kernels/elementwise/vector_add, kernels/softmax/row_softmax, kernels/gemm/gemm_bf16, the MoE
-// operators, kernels/comm/comm_dispatch, kernels/attention/attention_prefill and attention_decode) for
-// gfx942 and gfx90a. Argument blobs follow each kernel's metadata (checked at build time by
-// gcn_check against contracts/<kernel>.kernel).
+// operators, kernels/comm/comm_dispatch, the three of kernels/attention) for gfx942 and gfx90a.
+// Argument blobs follow each kernel's metadata (checked at build time by gcn_check against
+// contracts/<kernel>.kernel).
 #include <halcyon/gcn/kernels.hpp>
 #include <halcyon/kernels/reference/attention.hpp>
 #include <halcyon/ops/op.hpp>
@@ -290,6 +290,32 @@ Status attention_decode(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, 92);
 }
 
+// ---- attention_mla_decode -------------------------------------------------------------------
+
+struct MlaArgs {
+  uint64_t q, kv, table, lens, out, lse;
+  uint32_t Sq, Hq, BS, MB, NB;
+  float q_scale;  // scale * log2 e
+};
+static_assert(sizeof(MlaArgs) == 72);
+Status attention_mla_decode(ops::OpContext& ctx) {
+  ref::AttentionMlaShape sh{ctx.dim("B"),  ctx.dim("Sq"), ctx.dim("Hq"), ctx.dim("NB"),
+                            ctx.dim("BS"), ctx.dim("MB"), float(ctx.params().f("scale"))};
+  HALCYON_TRY(ref::attention_mla_decode_check(sh));  // Hq, BS: refused before any launch
+  if (sh.B == 0 || sh.Sq == 0) return {};
+  if (sh.NB * sh.BS * ref::kMlaQkDim * 2 > 0xffffffffll || sh.B * sh.Sq * sh.Hq * ref::kMlaQkDim * 2 > 0xffffffffll ||
+      sh.B * sh.MB > 0x3fffffffll || sh.B > 65535 || sh.Sq > 65535)
+    return too_large("attention_mla_decode", fmt::format("B = {}, Sq = {}, Hq = {}, NB = {}, BS = {}", sh.B, sh.Sq,
+                                                         sh.Hq, sh.NB, sh.BS));
+  auto k = kernel(ctx, "halcyon_attention_mla_decode_bf16");
+  if (!k) return k.error();
+  MlaArgs a{ctx.tensor("q").address(), ctx.tensor("kv_cache").address(), ctx.tensor("block_table").address(),
+            ctx.tensor("seq_lens").address(), ctx.tensor("out").address(), ctx.tensor("lse").address(),
+            uint32_t(sh.Sq), uint32_t(sh.Hq), uint32_t(sh.BS), uint32_t(sh.MB), uint32_t(sh.NB),
+            ref::attention_scale(sh.scale, ref::kMlaQkDim) * kLog2e};
+  return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, sizeof a);
+}
+
 ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
 ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
 ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
@@ -316,6 +342,8 @@ ops::RegisterOpImpl r21({"attention_decode", HAL_MODULE_HSACO, "gfx942", "", 10,
 ops::RegisterOpImpl r22({"attention_decode", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_decode});
 ops::RegisterOpImpl r23({"attention_prefill", HAL_MODULE_HSACO, "gfx942", "", 10, attention_prefill});
 ops::RegisterOpImpl r24({"attention_prefill", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_prefill});
+ops::RegisterOpImpl r25({"attention_mla_decode", HAL_MODULE_HSACO, "gfx942", "", 10, attention_mla_decode});
+ops::RegisterOpImpl r26({"attention_mla_decode", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_mla_decode});
 
 }  // namespace
 }  // namespace halcyon::gcnop

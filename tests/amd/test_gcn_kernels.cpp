@@ -37,7 +37,8 @@ TEST_CASE("the registry holds every hand-written kernel for both targets, with c
   const char* const names[] = {"halcyon_vector_add_f32",   "halcyon_softmax_rows_f32", "halcyon_gemm_bf16_tile",
                                "halcyon_moe_combine_bf16", "halcyon_moe_permute_plan", "halcyon_moe_permute_rows",
                                "halcyon_moe_gate_f32", "halcyon_moe_grouped_gemm_bf16", "halcyon_comm_dispatch_bf16",
-                               "halcyon_attention_decode_bf16", "halcyon_attention_prefill_bf16"};
+                               "halcyon_attention_decode_bf16", "halcyon_attention_prefill_bf16",
+                               "halcyon_attention_mla_decode_bf16"};
   for (const char* name : names)
     for (const char* arch : kArchs) {
       CAPTURE(name);

@@ -31,15 +31,7 @@ halcyon_attention_decode_bf16:
   s_cmp_eq_u32 s30, 0
   s_cselect_b32 s32, s2, s32
   // Keys: n = seq_lens[b] - Sq + s + 1, clamped to [0, MB * BS].
-  s_lshl_b32 s33, s4, 2
-  s_load_dword s34, s[16:17], s33
-  s_mul_i32 s35, s29, s28                   // MB * BS
-  s_waitcnt lgkmcnt(0)
-  s_sub_i32 s34, s34, s24
-  s_add_i32 s34, s34, s3
-  s_add_i32 s34, s34, 1
-  s_max_i32 s34, s34, 0
-  s_min_u32 s34, s34, s35
+  PAGED_KEY_COUNT s34, s[16:17], s4, s3, s24, s29, s28, s33, s35
   // The query row: ((b * Sq + s) * Hq + h), its elements at byte (row * D + d) * 2.
   s_mul_i32 s36, s4, s24
   s_add_u32 s36, s36, s3
@@ -65,13 +57,7 @@ halcyon_attention_decode_bf16:
 .Lblock:
   s_cmp_ge_u32 s46, s34
   s_cbranch_scc1 .Lfinish
-  s_lshl_b32 s48, s47, 2
-  s_load_dword s49, s[44:45], s48           // the block's number
-  s_sub_u32 s50, s34, s46
-  s_min_u32 s50, s50, s28                   // keys in this block
-  s_waitcnt lgkmcnt(0)
-  s_cmp_ge_u32 s49, s22                     // outside [0, NB): block 0
-  s_cselect_b32 s49, 0, s49
+  PAGED_BLOCK s49, s50, s[44:45], s47, s46, s34, s28, s22, s48
   s_mul_i32 s51, s49, s41
   s_add_u32 s51, s51, s42                   // the block's first slot, this head
   s_mov_b32 s52, 0                          // slot
