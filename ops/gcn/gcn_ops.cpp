@@ -249,7 +249,7 @@ Status attention_prefill(ops::OpContext& ctx) {
                                 ctx.dim("D"), ctx.params().b("causal"), float(ctx.params().f("scale"))};
   HALCYON_TRY(ref::attention_prefill_check(sh));  // D 64 or 128, Hq % Hkv: refused before any launch
   if (sh.Tq == 0 || sh.Hq == 0 || sh.B == 0) return {};
-  if (sh.Tq * sh.Hq * sh.D * 2 > 0xffffffffll || sh.Tk * sh.Hkv * sh.D * 2 > 0xffffffffll || sh.Tq > 65535 ||
+  if (sh.Tq * sh.Hq * sh.D * 2 > 0xffffffffll || sh.Tk * sh.Hkv * sh.D * 2 > 0xffffffffll || sh.Hq > 65535 ||
       sh.B >= (int64_t(1) << 30))
     return too_large("attention_prefill", fmt::format("Tq = {}, Tk = {}, Hq = {}, Hkv = {}", sh.Tq, sh.Tk, sh.Hq, sh.Hkv));
   auto k = kernel(ctx, "halcyon_attention_prefill_bf16");
@@ -259,7 +259,7 @@ Status attention_prefill(ops::OpContext& ctx) {
                 ctx.tensor("lse").address(), uint32_t(sh.B), uint32_t(sh.Tk), uint32_t(sh.Hq), uint32_t(sh.Hkv),
                 uint32_t(sh.D), sh.causal ? 1u : 0u, group_magic(sh.Hq, sh.Hkv),
                 ref::attention_scale(sh.scale, sh.D) * kLog2e};
-  return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Tq)}, {64}, &a, sizeof a);
+  return ctx.stream.launch(*k, {uint32_t(sh.Tq), uint32_t(sh.Hq)}, {64}, &a, sizeof a);  // tokens in x
 }
 
 // ---- attention_decode -----------------------------------------------------------------------

@@ -6,7 +6,8 @@
 // wave-reduced scores, online softmax in base 2, fp32, one bf16 rounding; a row with no key
 // writes zeros and lse = -inf. Key offsets are clamped to [0, Tk] so bad offsets never reach
 // outside k and v. Byte offsets are 32-bit (the launcher checks the q and k sizes).
-// Launch: block (64,1,1), grid (Hq, Tq, 1). Registers in: s[0:1] kernarg, s2 h, s3 i, v0 lane.
+// Launch: block (64,1,1), grid (Tq, Hq, 1): tokens in x (up to 2^31 - 1), heads in y.
+// Registers in: s[0:1] kernarg, s2 i, s3 h, v0 lane (swapped on entry: s2 h, s3 i below).
 #include "gcn_target.inc"
 #include "gcn_wave.inc"
 #include "gcn_attention.inc"
@@ -17,6 +18,9 @@
 .p2align 8
 .type halcyon_attention_prefill_bf16,@function
 halcyon_attention_prefill_bf16:
+  s_mov_b32 s5, s2
+  s_mov_b32 s2, s3                          // h
+  s_mov_b32 s3, s5                          // i
   s_load_dwordx8 s[8:15], s[0:1], 0x0       // q, k, v, cu_seqlens_q
   s_load_dwordx4 s[16:19], s[0:1], 0x20     // cu_seqlens_k, out
   s_load_dwordx2 s[20:21], s[0:1], 0x30     // lse
