@@ -13,8 +13,9 @@ or anything with ``__dlpack__``) without copying them.
 How it works: each tensor is handed over through DLPack (``__dlpack__``) and wrapped as a hal
 buffer (halcyon/dlpack.h, ``hrt_dlpack_import_flags``): the same memory, checked for device, dtype
 and contiguity. Outputs are tensors you allocate (``moe_layer`` allocates ``out`` like ``x``
-when you do not). When every tensor of a call is a torch CUDA tensor, the call is queued on
-PyTorch's current stream (imported through hal_stream_import), in order with torch's work
+when you do not). When every tensor of a call is a torch GPU tensor (CUDA, or HIP on a ROCm
+build of PyTorch, whose tensors DLPack gives as ROCm memory: halcyon's hip: devices), the call is
+queued on PyTorch's current stream (imported through hal_stream_import), in order with torch's work
 before and after it, and returns without waiting, as a torch operator does: read the result
 on that stream, or synchronize before reading it on the host or on another stream. Otherwise
 (NumPy, CPU tensors) a call runs on a halcyon stream of the tensors' device after the
@@ -33,6 +34,9 @@ LD_LIBRARY_PATH), or call ``halcyon.load(path)`` first.
 libhalcyon reads no environment variable: ``load`` hands hal_init the choices of the variables
 the ``halcyon`` command documents (HALCYON_BACKEND_PATH, HALCYON_LOG, HALCYON_CACHE_DIR, ...;
 tools/README.md), mapped the same way, so the PTX cache and the log level behave as there.
+Backend options (hal.h lists them: ``cuda.library``, ``hip.library``, ``ze.loader``, ...) go
+through the API: ``halcyon.load(backend_options={"hip.library": "/opt/rocm-6.2/lib/libamdhip64.so"})``
+before any other call; they come after the variables' choices, so a key given here wins.
 """
 import ctypes
 import os
@@ -138,7 +142,7 @@ class _InitDesc(ctypes.Structure):  # hal_init_desc
                 ("log_level", ctypes.c_char_p)]
 
 
-_HAL_FAILED_PRECONDITION = 12
+_HAL_UNSUPPORTED, _HAL_FAILED_PRECONDITION = 7, 12
 # Variable -> backend option, as tools/init_options.hpp maps them (HALCYON_CLI_ENV_OPTIONS).
 _ENV_OPTIONS = (("HALCYON_CUDA_LIBRARY", "cuda.library"), ("HALCYON_SIM_MAX_INSTRUCTIONS", "amdgpu-sim.max_instructions"),
                 ("HALCYON_SIM_COVERAGE", "amdgpu-sim.coverage"))
@@ -206,9 +210,15 @@ def _check_abi(major, minor, where):
                                                    f"library from the same tree, or point HALCYON_LIBRARY at it)")
 
 
-def load(path=None):
-    """Opens libhalcyon_runtime (see the module's doc for where it is looked for)."""
+def load(path=None, backend_options=None):
+    """Opens libhalcyon_runtime (see the module's doc for where it is looked for) and initialises
+    it once. ``backend_options``: a dict of hal.h's backend options ({"hip.library": FILE}),
+    applied after the environment's (a key given here wins); only before the library is
+    initialised, since hal_init takes them once."""
     global _lib
+    if _lib is not None and backend_options:
+        raise HalcyonError("HAL_FAILED_PRECONDITION", "halcyon.load(backend_options=...): the library is initialised "
+                                                      "already; pass the options in the first call, before any other")
     if _lib is not None and path is None:
         return _lib
     where = path or os.environ.get("HALCYON_LIBRARY") or "libhalcyon_runtime.so.0"
@@ -222,6 +232,7 @@ def load(path=None):
         f.restype, f.argtypes = res, args
     _lib = lib
     path_, options, level = _environment_choices(os.environ)
+    options = ";".join([options] + [f"{k}={v}" for k, v in (backend_options or {}).items()])
     desc = _InitDesc(ctypes.sizeof(_InitDesc), None, 0, path_ and path_.encode(), options.encode(),
                      level and level.encode())
     err = lib.hal_init(ctypes.byref(desc))
@@ -327,31 +338,63 @@ def _base(obj):
 
 
 def _is_torch_cuda(obj):
+    """A torch GPU tensor: `is_cuda` holds for CUDA and, in a ROCm build of PyTorch, HIP tensors."""
     base = _base(obj)
     return type(base).__module__.startswith("torch") and bool(getattr(base, "is_cuda", False))
 
 
 def _wait_for_producer(obj):
-    """PyTorch's CUDA work on a tensor runs on its current stream: let it finish first."""
+    """PyTorch's GPU work on a tensor runs on its current stream: let it finish first."""
     if _is_torch_cuda(obj):
         import torch
         torch.cuda.current_stream(_base(obj).device).synchronize()
 
 
+# The halcyon device kinds whose streams are PyTorch's: "cuda" (a CUstream) and "hip" (a ROCm
+# PyTorch's torch.cuda streams are hipStream_t, and DLPack gives its tensors as kDLROCM memory).
+_TORCH_STREAM_KINDS = ("cuda", "hip")
+
+
 def _torch_stream(uri, objs):
-    """PyTorch's current stream on `uri` (its CUstream as an integer) when every tensor of the
-    call is a torch CUDA tensor, else None."""
-    if not uri.startswith("cuda:") or not objs or not all(_is_torch_cuda(o) for o in objs):
+    """PyTorch's current stream on `uri` (its CUstream or hipStream_t as an integer) when every
+    tensor of the call is a torch GPU tensor and the device's backend can import it, else None."""
+    if uri.partition(":")[0] not in _TORCH_STREAM_KINDS or not objs or not all(_is_torch_cuda(o) for o in objs):
         return None
-    return _torch_current_stream(uri)
+    native = _torch_current_stream(uri)
+    return native if _imports_streams(uri, native) else None
+
+
+_stream_import = {}  # uri -> whether its backend imports a native stream (asked once a device)
+
+
+def _imports_streams(uri, native):
+    """Whether `uri` takes PyTorch's streams. A HIP runtime before ROCm 6 has no hipStreamGetDevice
+    to check a stream's device with, and the backend then refuses the import (HAL_UNSUPPORTED):
+    such calls wait for torch's stream on the host instead, as every call did before."""
+    with _lock:
+        known = _stream_import.get(uri)
+    if known is None:
+        h = ctypes.c_void_p()
+        desc = _StreamImportDesc(ctypes.sizeof(_StreamImportDesc), None, native, 0, 0)
+        err = load().hal_stream_import(_device(uri), ctypes.byref(desc), ctypes.byref(h))
+        known = not (err and load().hal_error_status(err) == _HAL_UNSUPPORTED)
+        if known:
+            _check(err)
+            _check(load().hal_stream_release(h))
+        else:
+            load().hal_error_free(err)
+        with _lock:
+            _stream_import[uri] = known
+    return known
 
 
 def _torch_current_stream(uri):
     import torch
-    return int(torch.cuda.current_stream(int(uri[5:])).cuda_stream)
+    return int(torch.cuda.current_stream(int(uri.partition(":")[2] or 0)).cuda_stream)
 
 
-# CUDA's legacy (0, PyTorch's default stream) and per-thread (2) default streams: never destroyed.
+# CUDA's legacy (0, PyTorch's default stream) and per-thread (2) default streams, and HIP's null
+# stream (0) and hipStreamPerThread (2): never destroyed.
 _LASTING = (0, 2)
 
 
@@ -494,7 +537,7 @@ class Prepared:
     and lengths rewritten in place): a run repeats no check, no choice and no DLPack import, so
     what it costs on the host is the implementation's launch work. Shapes, dtypes and params are
     those given here; the tensors' memory is held until ``close()``. Streams as ``run``: when
-    every tensor is a torch CUDA tensor a run is queued on torch's current stream at that moment,
+    every tensor is a torch GPU tensor (CUDA, or HIP under ROCm) a run is queued on torch's current stream at that moment,
     without a host wait; otherwise on a halcyon stream after the producers' pending work, and
     waited for. ``impl`` names the implementation chosen; given to the constructor, it names the one
     to take (as in ``run``)."""

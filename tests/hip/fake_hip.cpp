@@ -122,6 +122,7 @@ struct State {
   std::map<std::string, int> counts;
   std::vector<uint32_t> last_cu_mask;
   unsigned last_grid_x = 0;
+  hipStream_t last_launch_stream = nullptr;
   bool oom = false, no_stream_device = false, rocm6 = false;
   size_t live = 0;
   State() {
@@ -252,6 +253,7 @@ FAKE_API void fakehip_reset(void) {
   st().counts.clear();
   st().last_cu_mask.clear();
   st().last_grid_x = 0;
+  st().last_launch_stream = nullptr;
   st().oom = st().no_stream_device = st().rocm6 = false;
 }
 
@@ -281,6 +283,11 @@ FAKE_API int fakehip_last_cu_mask(uint32_t* out, int cap) {
 FAKE_API unsigned fakehip_last_grid_x(void) {
   std::lock_guard lock(st().mu);
   return st().last_grid_x;
+}
+
+FAKE_API void* fakehip_last_launch_stream(void) {
+  std::lock_guard lock(st().mu);
+  return st().last_launch_stream;
 }
 
 FAKE_API size_t fakehip_live_bytes(void) {
@@ -561,12 +568,20 @@ FAKE_API hipError_t hipStreamDestroy(hipStream_t s) {
   return hipSuccess;
 }
 
-FAKE_API hipError_t hipStreamSynchronize(hipStream_t s) {
+namespace {
+// Launches run when they are made, so a known stream has no pending work.
+hipError_t stream_done(hipStream_t s) {
   std::lock_guard lock(st().mu);
   return stream_device(s) < 0 ? hipErrorInvalidHandle : hipSuccess;
 }
+}  // namespace
 
-FAKE_API hipError_t hipStreamQuery(hipStream_t s) { return hipStreamSynchronize(s); }
+FAKE_API hipError_t hipStreamSynchronize(hipStream_t s) {
+  count("hipStreamSynchronize");  // a host wait: the Python test checks that a queued call makes none
+  return stream_done(s);
+}
+
+FAKE_API hipError_t hipStreamQuery(hipStream_t s) { return stream_done(s); }
 
 // ROCm 6's entry point (not in HIP 5.2's header): the device a stream belongs to.
 FAKE_API hipError_t hipStreamGetDevice(hipStream_t s, hipDevice_t* device) {
@@ -699,6 +714,7 @@ FAKE_API hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned
     std::lock_guard lock(st().mu);
     dev = stream_device(s);
     st().last_grid_x = gx;
+    st().last_launch_stream = s;
   }
   if (dev < 0) return hipErrorInvalidHandle;
   if (dev != f->module->device) return hipErrorInvalidDevice;  // a module of another device

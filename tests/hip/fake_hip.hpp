@@ -19,6 +19,9 @@ int fakehip_count(const char* name);
 int fakehip_last_cu_mask(uint32_t* out, int cap);
 // The grid's x size of the last hipModuleLaunchKernel (0: none since the reset).
 unsigned fakehip_last_grid_x(void);
+// The stream the last hipModuleLaunchKernel was given (null: the null stream, or none since the
+// reset).
+void* fakehip_last_launch_stream(void);
 // Bytes of device and pinned host memory allocated and not freed.
 size_t fakehip_live_bytes(void);
 }
