@@ -18,7 +18,9 @@
 #   scripts/gpu_check.sh --python     build, then python/tests/test_torch_gpu.py (zero copy
 #                                     from/to torch CUDA tensors, results against torch)
 # Needs the fmt/doctest folder made here by `bash /work/shared/device/pack-deps.sh`
-# (.devdeps, carried to the machine). Exit status: 0 only if every step passed.
+# (.devdeps, carried to the machine) with DLPack's header added to it, which pack-deps.sh does
+# not fetch: `apt-get download libdlpack-dev && dpkg -x libdlpack-dev_*.deb .devdeps`.
+# Exit status: 0 only if every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,6 +28,10 @@ out=${OUT:-$root/gpu-check-out}
 mkdir -p "$out"
 deps=$root/.devdeps/usr
 [ -d "$deps" ] || { echo "gpu_check: $deps missing: run pack-deps.sh first and carry .devdeps" >&2; exit 2; }
+[ -f "$deps/include/dlpack/dlpack.h" ] || {
+  echo "gpu_check: $deps/include/dlpack/dlpack.h missing: apt-get download libdlpack-dev && dpkg -x libdlpack-dev_*.deb .devdeps" >&2
+  exit 2
+}
 export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # A fresh PTX JIT cache for this run's halcyon commands, handed over as a backend option (the
 # libraries read no environment; hal.h lists the options). Test programs run without one.
