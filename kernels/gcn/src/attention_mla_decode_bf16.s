@@ -124,49 +124,17 @@ halcyon_attention_mla_decode_bf16:
   s_endpgm
 .size halcyon_attention_mla_decode_bf16, .-halcyon_attention_mla_decode_bf16
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_attention_mla_decode_bf16
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_sgpr_workgroup_id_z 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 72
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 46
-  .amdhsa_next_free_sgpr 48
-  .amdhsa_accum_offset 48
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_attention_mla_decode_bf16
-    .symbol: halcyon_attention_mla_decode_bf16.kd
-    .kernarg_segment_size: 72
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 48
-    .vgpr_count: 46
-    .agpr_count: 0
-    .max_flat_workgroup_size: 64
-    .args:
-      - { .name: q, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: kv_cache, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: block_table, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: seq_lens, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: out, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: lse, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: query_tokens, .offset: 48, .size: 4, .value_kind: by_value }
-      - { .name: q_heads, .offset: 52, .size: 4, .value_kind: by_value }
-      - { .name: block_size, .offset: 56, .size: 4, .value_kind: by_value }
-      - { .name: max_blocks, .offset: 60, .size: 4, .value_kind: by_value }
-      - { .name: num_blocks, .offset: 64, .size: 4, .value_kind: by_value }
-      - { .name: q_scale, .offset: 68, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_attention_mla_decode_bf16,
+  kernarg=72, lds=0, sgprs=48, vgprs=46, agprs=0, workgroup=64, dims=3,
+  { .name: q, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: kv_cache, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: block_table, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: seq_lens, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: out, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: lse, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: query_tokens, .offset: 48, .size: 4, .value_kind: by_value },
+  { .name: q_heads, .offset: 52, .size: 4, .value_kind: by_value },
+  { .name: block_size, .offset: 56, .size: 4, .value_kind: by_value },
+  { .name: max_blocks, .offset: 60, .size: 4, .value_kind: by_value },
+  { .name: num_blocks, .offset: 64, .size: 4, .value_kind: by_value },
+  { .name: q_scale, .offset: 68, .size: 4, .value_kind: by_value })

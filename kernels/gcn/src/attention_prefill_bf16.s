@@ -26,9 +26,7 @@ halcyon_attention_prefill_bf16:
   s_load_dwordx2 s[20:21], s[0:1], 0x30     // lse
   s_load_dwordx8 s[24:31], s[0:1], 0x38     // B, Tk, Hq, Hkv, D, causal, group magic, q scale
   s_waitcnt lgkmcnt(0)
-  s_mul_hi_u32 s32, s2, s30                 // the KV head: h / (Hq / Hkv)
-  s_cmp_eq_u32 s30, 0
-  s_cselect_b32 s32, s2, s32
+  ATTN_KV_HEAD s32, s2, s30                 // the KV head
   // The sequence: the first b with cu_seqlens_q[b + 1] > i.
   s_mov_b32 s33, 0
   s_mov_b32 s34, s24
@@ -96,51 +94,20 @@ halcyon_attention_prefill_bf16:
   s_endpgm
 .size halcyon_attention_prefill_bf16, .-halcyon_attention_prefill_bf16
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_attention_prefill_bf16
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 88
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 23
-  .amdhsa_next_free_sgpr 60
-  .amdhsa_accum_offset 24
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_attention_prefill_bf16
-    .symbol: halcyon_attention_prefill_bf16.kd
-    .kernarg_segment_size: 88
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 60
-    .vgpr_count: 23
-    .agpr_count: 0
-    .max_flat_workgroup_size: 64
-    .args:
-      - { .name: q, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: k, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: v, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: cu_seqlens_q, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: cu_seqlens_k, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: out, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: lse, .offset: 48, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: batch, .offset: 56, .size: 4, .value_kind: by_value }
-      - { .name: key_tokens, .offset: 60, .size: 4, .value_kind: by_value }
-      - { .name: q_heads, .offset: 64, .size: 4, .value_kind: by_value }
-      - { .name: kv_heads, .offset: 68, .size: 4, .value_kind: by_value }
-      - { .name: head_dim, .offset: 72, .size: 4, .value_kind: by_value }
-      - { .name: causal, .offset: 76, .size: 4, .value_kind: by_value }
-      - { .name: group_magic, .offset: 80, .size: 4, .value_kind: by_value }
-      - { .name: q_scale, .offset: 84, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_attention_prefill_bf16,
+  kernarg=88, lds=0, sgprs=60, vgprs=23, agprs=0, workgroup=64, dims=2,
+  { .name: q, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: k, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: v, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: cu_seqlens_q, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: cu_seqlens_k, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: out, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: lse, .offset: 48, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: batch, .offset: 56, .size: 4, .value_kind: by_value },
+  { .name: key_tokens, .offset: 60, .size: 4, .value_kind: by_value },
+  { .name: q_heads, .offset: 64, .size: 4, .value_kind: by_value },
+  { .name: kv_heads, .offset: 68, .size: 4, .value_kind: by_value },
+  { .name: head_dim, .offset: 72, .size: 4, .value_kind: by_value },
+  { .name: causal, .offset: 76, .size: 4, .value_kind: by_value },
+  { .name: group_magic, .offset: 80, .size: 4, .value_kind: by_value },
+  { .name: q_scale, .offset: 84, .size: 4, .value_kind: by_value })

@@ -124,42 +124,11 @@ halcyon_gemm_bf16_tile:
   s_endpgm
 .size halcyon_gemm_bf16_tile, .-halcyon_gemm_bf16_tile
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_gemm_bf16_tile
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 36
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 40
-  .amdhsa_next_free_sgpr 32
-  .amdhsa_accum_offset 24
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_gemm_bf16_tile
-    .symbol: halcyon_gemm_bf16_tile.kd
-    .kernarg_segment_size: 36
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 32
-    .vgpr_count: 23
-    .agpr_count: 16
-    .max_flat_workgroup_size: 64
-    .args:
-      - { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: b, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: c, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: m_rows, .offset: 24, .size: 4, .value_kind: by_value }
-      - { .name: n_cols, .offset: 28, .size: 4, .value_kind: by_value }
-      - { .name: k_depth, .offset: 32, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_gemm_bf16_tile,
+  kernarg=36, lds=0, sgprs=32, vgprs=23, agprs=16, workgroup=64, dims=2,
+  { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: b, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: c, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: m_rows, .offset: 24, .size: 4, .value_kind: by_value },
+  { .name: n_cols, .offset: 28, .size: 4, .value_kind: by_value },
+  { .name: k_depth, .offset: 32, .size: 4, .value_kind: by_value })

@@ -62,44 +62,13 @@ halcyon_moe_combine_bf16:
   s_endpgm
 .size halcyon_moe_combine_bf16, .-halcyon_moe_combine_bf16
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_moe_combine_bf16
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 48
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 6
-  .amdhsa_next_free_sgpr 30
-  .amdhsa_accum_offset 8
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_moe_combine_bf16
-    .symbol: halcyon_moe_combine_bf16.kd
-    .kernarg_segment_size: 48
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 30
-    .vgpr_count: 6
-    .agpr_count: 0
-    .max_flat_workgroup_size: 256
-    .args:
-      - { .name: expert_out, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: topk_weights, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: slot_to_row, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: out, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: tokens, .offset: 32, .size: 4, .value_kind: by_value }
-      - { .name: top_k, .offset: 36, .size: 4, .value_kind: by_value }
-      - { .name: hidden, .offset: 40, .size: 4, .value_kind: by_value }
-      - { .name: rows, .offset: 44, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_moe_combine_bf16,
+  kernarg=48, lds=0, sgprs=30, vgprs=6, agprs=0, workgroup=256, dims=2,
+  { .name: expert_out, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: topk_weights, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: slot_to_row, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: out, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: tokens, .offset: 32, .size: 4, .value_kind: by_value },
+  { .name: top_k, .offset: 36, .size: 4, .value_kind: by_value },
+  { .name: hidden, .offset: 40, .size: 4, .value_kind: by_value },
+  { .name: rows, .offset: 44, .size: 4, .value_kind: by_value })

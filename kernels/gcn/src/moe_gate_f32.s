@@ -378,48 +378,18 @@ halcyon_moe_gate_f32:
   s_endpgm
 .size halcyon_moe_gate_f32, .-halcyon_moe_gate_f32
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_moe_gate_f32
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 68
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 44
-  .amdhsa_next_free_sgpr 40
-  .amdhsa_accum_offset 44
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_moe_gate_f32
-    .symbol: halcyon_moe_gate_f32.kd
-    .kernarg_segment_size: 68
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 40
-    .vgpr_count: 44
-    .agpr_count: 0
-    .max_flat_workgroup_size: 64
-    .args:
-      - { .name: logits, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: bias, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: topk_ids, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: topk_weights, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: tokens, .offset: 32, .size: 4, .value_kind: by_value }
-      - { .name: experts, .offset: 36, .size: 4, .value_kind: by_value }
-      - { .name: n_groups, .offset: 40, .size: 4, .value_kind: by_value }
-      - { .name: topk_groups, .offset: 44, .size: 4, .value_kind: by_value }
-      - { .name: topk, .offset: 48, .size: 4, .value_kind: by_value }
-      - { .name: group_size, .offset: 52, .size: 4, .value_kind: by_value }
-      - { .name: group_magic, .offset: 56, .size: 4, .value_kind: by_value }
-      - { .name: flags, .offset: 60, .size: 4, .value_kind: by_value }
-      - { .name: routed_scale, .offset: 64, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_moe_gate_f32,
+  kernarg=68, lds=0, sgprs=40, vgprs=44, agprs=0, workgroup=64, dims=1,
+  { .name: logits, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: bias, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: topk_ids, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: topk_weights, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: tokens, .offset: 32, .size: 4, .value_kind: by_value },
+  { .name: experts, .offset: 36, .size: 4, .value_kind: by_value },
+  { .name: n_groups, .offset: 40, .size: 4, .value_kind: by_value },
+  { .name: topk_groups, .offset: 44, .size: 4, .value_kind: by_value },
+  { .name: topk, .offset: 48, .size: 4, .value_kind: by_value },
+  { .name: group_size, .offset: 52, .size: 4, .value_kind: by_value },
+  { .name: group_magic, .offset: 56, .size: 4, .value_kind: by_value },
+  { .name: flags, .offset: 60, .size: 4, .value_kind: by_value },
+  { .name: routed_scale, .offset: 64, .size: 4, .value_kind: by_value })

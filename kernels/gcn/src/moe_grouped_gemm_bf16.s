@@ -405,52 +405,21 @@ halcyon_moe_grouped_gemm_bf16:
   s_endpgm
 .size halcyon_moe_grouped_gemm_bf16, .-halcyon_moe_grouped_gemm_bf16
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_moe_grouped_gemm_bf16
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 84
-  .amdhsa_group_segment_fixed_size 24576
-  .amdhsa_next_free_vgpr 100
-  .amdhsa_next_free_sgpr 65
-  .amdhsa_accum_offset 68
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_moe_grouped_gemm_bf16
-    .symbol: halcyon_moe_grouped_gemm_bf16.kd
-    .kernarg_segment_size: 84
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 24576
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 65
-    .vgpr_count: 68
-    .agpr_count: 32
-    .max_flat_workgroup_size: 256
-    .args:
-      - { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: w, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: expert_offsets, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: out, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: row_to_slot, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: rows, .offset: 40, .size: 4, .value_kind: by_value }
-      - { .name: depth, .offset: 44, .size: 4, .value_kind: by_value }
-      - { .name: cols, .offset: 48, .size: 4, .value_kind: by_value }
-      - { .name: local_experts, .offset: 52, .size: 4, .value_kind: by_value }
-      - { .name: mode, .offset: 56, .size: 4, .value_kind: by_value }
-      - { .name: topk, .offset: 60, .size: 4, .value_kind: by_value }
-      - { .name: topk_magic, .offset: 64, .size: 4, .value_kind: by_value }
-      - { .name: slots, .offset: 68, .size: 4, .value_kind: by_value }
-      - { .name: a_bytes, .offset: 72, .size: 4, .value_kind: by_value }
-      - { .name: b_bytes, .offset: 76, .size: 4, .value_kind: by_value }
-      - { .name: ldb, .offset: 80, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_moe_grouped_gemm_bf16,
+  kernarg=84, lds=24576, sgprs=65, vgprs=68, agprs=32, workgroup=256, dims=2,
+  { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: w, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: expert_offsets, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: out, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: row_to_slot, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: rows, .offset: 40, .size: 4, .value_kind: by_value },
+  { .name: depth, .offset: 44, .size: 4, .value_kind: by_value },
+  { .name: cols, .offset: 48, .size: 4, .value_kind: by_value },
+  { .name: local_experts, .offset: 52, .size: 4, .value_kind: by_value },
+  { .name: mode, .offset: 56, .size: 4, .value_kind: by_value },
+  { .name: topk, .offset: 60, .size: 4, .value_kind: by_value },
+  { .name: topk_magic, .offset: 64, .size: 4, .value_kind: by_value },
+  { .name: slots, .offset: 68, .size: 4, .value_kind: by_value },
+  { .name: a_bytes, .offset: 72, .size: 4, .value_kind: by_value },
+  { .name: b_bytes, .offset: 76, .size: 4, .value_kind: by_value },
+  { .name: ldb, .offset: 80, .size: 4, .value_kind: by_value })

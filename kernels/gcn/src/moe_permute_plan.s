@@ -211,44 +211,14 @@ halcyon_moe_permute_plan:
   s_endpgm
 .size halcyon_moe_permute_plan, .-halcyon_moe_permute_plan
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_moe_permute_plan
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 60
-  .amdhsa_group_segment_fixed_size 36864
-  .amdhsa_next_free_vgpr 42
-  .amdhsa_next_free_sgpr 40
-  .amdhsa_accum_offset 44
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_moe_permute_plan
-    .symbol: halcyon_moe_permute_plan.kd
-    .kernarg_segment_size: 60
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 36864
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 40
-    .vgpr_count: 42
-    .agpr_count: 0
-    .max_flat_workgroup_size: 512
-    .args:
-      - { .name: topk_ids, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: expert_counts, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: expert_offsets, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: row_to_slot, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: slot_to_row, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: num_rows, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: slots, .offset: 48, .size: 4, .value_kind: by_value }
-      - { .name: local_experts, .offset: 52, .size: 4, .value_kind: by_value }
-      - { .name: expert_begin, .offset: 56, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_moe_permute_plan,
+  kernarg=60, lds=36864, sgprs=40, vgprs=42, agprs=0, workgroup=512, dims=1,
+  { .name: topk_ids, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: expert_counts, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: expert_offsets, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: row_to_slot, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: slot_to_row, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: num_rows, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: slots, .offset: 48, .size: 4, .value_kind: by_value },
+  { .name: local_experts, .offset: 52, .size: 4, .value_kind: by_value },
+  { .name: expert_begin, .offset: 56, .size: 4, .value_kind: by_value })

@@ -46,42 +46,11 @@ halcyon_moe_permute_rows:
   s_endpgm
 .size halcyon_moe_permute_rows, .-halcyon_moe_permute_rows
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_moe_permute_rows
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 36
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 5
-  .amdhsa_next_free_sgpr 20
-  .amdhsa_accum_offset 8
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_moe_permute_rows
-    .symbol: halcyon_moe_permute_rows.kd
-    .kernarg_segment_size: 36
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 20
-    .vgpr_count: 5
-    .agpr_count: 0
-    .max_flat_workgroup_size: 256
-    .args:
-      - { .name: x, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: slot_to_row, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: permuted, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: tokens, .offset: 24, .size: 4, .value_kind: by_value }
-      - { .name: top_k, .offset: 28, .size: 4, .value_kind: by_value }
-      - { .name: hidden, .offset: 32, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_moe_permute_rows,
+  kernarg=36, lds=0, sgprs=20, vgprs=5, agprs=0, workgroup=256, dims=2,
+  { .name: x, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: slot_to_row, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: permuted, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: tokens, .offset: 24, .size: 4, .value_kind: by_value },
+  { .name: top_k, .offset: 28, .size: 4, .value_kind: by_value },
+  { .name: hidden, .offset: 32, .size: 4, .value_kind: by_value })

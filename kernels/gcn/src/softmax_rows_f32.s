@@ -112,39 +112,9 @@ halcyon_softmax_rows_f32:
   s_endpgm
 .size halcyon_softmax_rows_f32, .-halcyon_softmax_rows_f32
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_softmax_rows_f32
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 24
-  .amdhsa_group_segment_fixed_size 1024
-  .amdhsa_next_free_vgpr 10
-  .amdhsa_next_free_sgpr 19
-  .amdhsa_accum_offset 12
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_softmax_rows_f32
-    .symbol: halcyon_softmax_rows_f32.kd
-    .kernarg_segment_size: 24
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 1024
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 19
-    .vgpr_count: 10
-    .agpr_count: 0
-    .max_flat_workgroup_size: 256
-    .args:
-      - { .name: input, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: output, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: rows, .offset: 16, .size: 4, .value_kind: by_value }
-      - { .name: cols, .offset: 20, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_softmax_rows_f32,
+  kernarg=24, lds=1024, sgprs=19, vgprs=10, agprs=0, workgroup=256, dims=1,
+  { .name: input, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: output, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: rows, .offset: 16, .size: 4, .value_kind: by_value },
+  { .name: cols, .offset: 20, .size: 4, .value_kind: by_value })

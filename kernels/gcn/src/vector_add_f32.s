@@ -27,39 +27,9 @@ halcyon_vector_add_f32:
   s_endpgm
 .size halcyon_vector_add_f32, .-halcyon_vector_add_f32
 
-.rodata
-.p2align 6
-.amdhsa_kernel halcyon_vector_add_f32
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_kernarg_size 28
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_next_free_vgpr 5
-  .amdhsa_next_free_sgpr 14
-  .amdhsa_accum_offset 8
-.end_amdhsa_kernel
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.target: GCN_TARGET_YAML
-amdhsa.kernels:
-  - .name: halcyon_vector_add_f32
-    .symbol: halcyon_vector_add_f32.kd
-    .kernarg_segment_size: 28
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .sgpr_count: 14
-    .vgpr_count: 5
-    .agpr_count: 0
-    .max_flat_workgroup_size: 256
-    .args:
-      - { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: b, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: c, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global }
-      - { .name: count, .offset: 24, .size: 4, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+GCN_KERNEL(halcyon_vector_add_f32,
+  kernarg=28, lds=0, sgprs=14, vgprs=5, agprs=0, workgroup=256, dims=1,
+  { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: b, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: c, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
+  { .name: count, .offset: 24, .size: 4, .value_kind: by_value })
