@@ -164,6 +164,20 @@ hal_error* hip_device_count(HipBackend* b, uint32_t* out) {
   return nullptr;
 }
 
+// The attributes' numbers are the runtime's ABI: this file is built against the header Debian
+// packages (HIP 5.2) and runs against any runtime from 5.x to ROCm 6.x/7.x. Since HIP 5 the enum
+// keeps every number (a removed attribute leaves an "Unused" slot); these are the numbers of
+// ROCm 6's header too (checked against it on 2026-12-01), so a header that moved one fails here
+// instead of asking a runtime for another attribute. hipMemoryType did change in ROCm 6
+// (hip_buffer_import handles both).
+static_assert(hipDeviceAttributeClockRate == 5 && hipDeviceAttributeL2CacheSize == 19 &&
+              hipDeviceAttributeMaxThreadsPerBlock == 56 && hipDeviceAttributeMemoryBusWidth == 59 &&
+              hipDeviceAttributeMemoryClockRate == 60 && hipDeviceAttributeMultiprocessorCount == 63 &&
+              hipDeviceAttributePciBusId == 67 && hipDeviceAttributePciDeviceId == 68 &&
+              hipDeviceAttributePciDomainID == 69 && hipDeviceAttributeMaxSharedMemoryPerBlock == 74 &&
+              hipDeviceAttributeWarpSize == 87,
+              "hipDeviceAttribute_t numbers differ from HIP 5.2's and ROCm 6's");
+
 int attribute(const hip::Symbols& s, hipDeviceAttribute_t a, int index) {
   int v = 0;
   if (s.hipDeviceGetAttribute(&v, a, index) != hipSuccess) return 0;
