@@ -539,8 +539,8 @@ class Prepared:
     those given here; the tensors' memory is held until ``close()``. Streams as ``run``: when
     every tensor is a torch GPU tensor (CUDA, or HIP under ROCm) a run is queued on torch's
     current stream at that moment, without a host wait; otherwise on a halcyon stream after the
-    producers' pending work, and waited for. ``impl`` names the implementation chosen; given to the constructor, it names the one
-    to take (as in ``run``)."""
+    producers' pending work, and waited for. ``impl`` names the implementation chosen; given to
+    the constructor, it names the one to take (as in ``run``)."""
 
     def __init__(self, op, device=None, *, impl=None, **arguments):
         tensors, params = _call_arguments("prepare", op, arguments)
