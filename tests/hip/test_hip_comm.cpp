@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "a2a_layout.hpp"
 #include "fork_ranks.hpp"
 #include "moe_ep_support.hpp"
 
@@ -44,8 +45,6 @@ std::string join(uint32_t rank, uint32_t size, const std::string& name, Rank* ou
   return {};
 }
 
-uint8_t pattern(uint32_t from, uint32_t to, uint64_t i) { return uint8_t(from * 71 + to * 13 + i * 7 + (i >> 9)); }
-
 // Uneven bytes from rank `from` to rank `to`, one pair empty.
 uint64_t pair_bytes(uint32_t from, uint32_t to) { return from == 1 && to == 0 ? 0 : 1000 + 337 * from + 91 * to; }
 
@@ -55,33 +54,20 @@ std::string all_to_all(uint32_t rank, uint32_t size, const std::string& name) {
   auto info = r.comm.info();
   RANK_TRY(info);
   RANK_CHECK(std::string(info->transport) == "shm+hipipc", "transport '{}'", info->transport);
-  std::vector<uint64_t> so(size), ss(size), ro(size), rs(size);
-  uint64_t send_total = 0, recv_total = 0;
-  for (uint32_t p = 0; p < size; ++p) {
-    so[p] = send_total + 64;
-    ss[p] = pair_bytes(rank, p);
-    send_total = so[p] + ss[p];
-    ro[p] = recv_total + 32;
-    rs[p] = pair_bytes(p, rank);
-    recv_total = ro[p] + rs[p];
-  }
-  std::vector<uint8_t> send_host(send_total, 0), recv_host(recv_total, 0xEE);
-  for (uint32_t p = 0; p < size; ++p)
-    for (uint64_t i = 0; i < ss[p]; ++i) send_host[so[p] + i] = pattern(rank, p, i);
-  auto send = r.dev.allocate(send_total);
-  auto recv = r.dev.allocate(recv_total);
+  const test::A2aLayout a2a(rank, size, pair_bytes);
+  std::vector<uint8_t> send_host(a2a.send_total, 0), recv_host(a2a.recv_total, test::A2aLayout::kUnwritten);
+  a2a.fill_send(rank, send_host.data());
+  auto send = r.dev.allocate(a2a.send_total);
+  auto recv = r.dev.allocate(a2a.recv_total);
   RANK_TRY(send);
   RANK_TRY(recv);
-  RANK_TRY(r.stream.write(*send, 0, send_host.data(), send_total));
-  RANK_TRY(r.stream.write(*recv, 0, recv_host.data(), recv_total));
-  RANK_TRY(r.comm.all_to_all(r.stream, *send, so, ss, *recv, ro, rs));
-  RANK_TRY(r.stream.read(*recv, 0, recv_host.data(), recv_total));
+  RANK_TRY(r.stream.write(*send, 0, send_host.data(), a2a.send_total));
+  RANK_TRY(r.stream.write(*recv, 0, recv_host.data(), a2a.recv_total));
+  RANK_TRY(r.comm.all_to_all(r.stream, *send, a2a.send_offsets, a2a.send_sizes, *recv, a2a.recv_offsets,
+                             a2a.recv_sizes));
+  RANK_TRY(r.stream.read(*recv, 0, recv_host.data(), a2a.recv_total));
   RANK_TRY(r.stream.synchronize());
-  for (uint32_t p = 0; p < size; ++p) {
-    for (uint64_t i = 0; i < rs[p]; ++i)
-      RANK_CHECK(recv_host[ro[p] + i] == pattern(p, rank, i), "byte {} from rank {} is {}", i, p, recv_host[ro[p] + i]);
-    RANK_CHECK(recv_host[ro[p] - 1] == 0xEE, "the byte before rank {}'s range was written", p);
-  }
+  if (std::string e = a2a.check_recv(rank, recv_host.data()); !e.empty()) return "check failed: " + e;
   return {};
 }
 
