@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace halcyon::gcnop {
 namespace {
@@ -316,34 +317,28 @@ Status attention_mla_decode(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, sizeof a);
 }
 
-ops::RegisterOpImpl r1({"vector_add", HAL_MODULE_HSACO, "gfx942", "", 10, vector_add});
-ops::RegisterOpImpl r2({"vector_add", HAL_MODULE_HSACO, "gfx90a", "", 10, vector_add});
-ops::RegisterOpImpl r3({"row_softmax", HAL_MODULE_HSACO, "gfx942", "", 10, row_softmax});
-ops::RegisterOpImpl r4({"row_softmax", HAL_MODULE_HSACO, "gfx90a", "", 10, row_softmax});
-ops::RegisterOpImpl r5({"gemm_bf16", HAL_MODULE_HSACO, "gfx942", "", 10, gemm_bf16});
-ops::RegisterOpImpl r6({"gemm_bf16", HAL_MODULE_HSACO, "gfx90a", "", 10, gemm_bf16});
-ops::RegisterOpImpl r7({"moe_combine", HAL_MODULE_HSACO, "gfx942", "", 10, moe_combine});
-ops::RegisterOpImpl r8({"moe_combine", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_combine});
-ops::RegisterOpImpl r9({"moe_permute", HAL_MODULE_HSACO, "gfx942", "", 10, moe_permute});
-ops::RegisterOpImpl r10({"moe_permute", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_permute});
-ops::RegisterOpImpl r11({"moe_gate", HAL_MODULE_HSACO, "gfx942", "", 10, moe_gate});
-ops::RegisterOpImpl r12({"moe_gate", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_gate});
-ops::RegisterOpImpl r13({"moe_grouped_gemm", HAL_MODULE_HSACO, "gfx942", "", 10, moe_grouped_gemm});
-ops::RegisterOpImpl r14({"moe_grouped_gemm", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_grouped_gemm});
-ops::RegisterOpImpl r15({"moe_grouped_gemm_swiglu", HAL_MODULE_HSACO, "gfx942", "", 10, moe_grouped_gemm_swiglu});
-ops::RegisterOpImpl r16({"moe_grouped_gemm_swiglu", HAL_MODULE_HSACO, "gfx90a", "", 10, moe_grouped_gemm_swiglu});
-ops::RegisterOpImpl r17({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx942", "", 10,
-                         moe_grouped_gemm_swiglu_gather});
-ops::RegisterOpImpl r18({"moe_grouped_gemm_swiglu_gather", HAL_MODULE_HSACO, "gfx90a", "", 10,
-                         moe_grouped_gemm_swiglu_gather});
-ops::RegisterOpImpl r19({"comm_dispatch", HAL_MODULE_HSACO, "gfx942", "", 10, comm_dispatch});
-ops::RegisterOpImpl r20({"comm_dispatch", HAL_MODULE_HSACO, "gfx90a", "", 10, comm_dispatch});
-ops::RegisterOpImpl r21({"attention_decode", HAL_MODULE_HSACO, "gfx942", "", 10, attention_decode});
-ops::RegisterOpImpl r22({"attention_decode", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_decode});
-ops::RegisterOpImpl r23({"attention_prefill", HAL_MODULE_HSACO, "gfx942", "", 10, attention_prefill});
-ops::RegisterOpImpl r24({"attention_prefill", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_prefill});
-ops::RegisterOpImpl r25({"attention_mla_decode", HAL_MODULE_HSACO, "gfx942", "", 10, attention_mla_decode});
-ops::RegisterOpImpl r26({"attention_mla_decode", HAL_MODULE_HSACO, "gfx90a", "", 10, attention_mla_decode});
+// Every kernel is assembled for both targets (kernels/gcn), so every operator registers one
+// implementation a target, named by it ("gfx942", "gfx90a").
+const bool kRegistered = [] {
+  const std::pair<const char*, ops::OpImplFn> table[] = {
+      {"vector_add", vector_add},
+      {"row_softmax", row_softmax},
+      {"gemm_bf16", gemm_bf16},
+      {"moe_combine", moe_combine},
+      {"moe_permute", moe_permute},
+      {"moe_gate", moe_gate},
+      {"moe_grouped_gemm", moe_grouped_gemm},
+      {"moe_grouped_gemm_swiglu", moe_grouped_gemm_swiglu},
+      {"moe_grouped_gemm_swiglu_gather", moe_grouped_gemm_swiglu_gather},
+      {"comm_dispatch", comm_dispatch},
+      {"attention_decode", attention_decode},
+      {"attention_prefill", attention_prefill},
+      {"attention_mla_decode", attention_mla_decode},
+  };
+  for (const auto& [op, fn] : table)
+    for (const char* target : {"gfx942", "gfx90a"}) ops::register_op_impl({op, HAL_MODULE_HSACO, target, "", 10, fn});
+  return true;
+}();
 
 }  // namespace
 }  // namespace halcyon::gcnop
