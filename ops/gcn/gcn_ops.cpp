@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 namespace halcyon::gcnop {
@@ -317,6 +318,28 @@ Status attention_mla_decode(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, sizeof a);
 }
 
+// The FP8 MoE operators (kernels/moe/*fp8*) have no GCN kernel. These implementations never
+// apply and say why, so that listings, the conformance suite and run_op give the reason rather
+// than only "no implementation runs here" (issue 19: backends without FP8 kernels report
+// unsupported with the reason).
+constexpr const char* kFp8Ops[] = {"moe_quantize_fp8",           "moe_permute_fp8",
+                                   "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
+                                   "moe_grouped_gemm_fp8",        "moe_grouped_gemm_fp8_swiglu_quant"};
+bool no_fp8(const ops::ApplyContext& c, std::string* why) {
+  if (!why) return false;
+  if (c.facts.arch.starts_with("gfx942"))
+    *why = "no GCN FP8 kernel for gfx942: its FP8 MFMA (v_mfma_f32_32x32x16_fp8_fp8) takes e4m3fnuz (exponent bias 8, "
+           "0x80 = NaN), not the OCP e4m3fn these operators use, so a kernel would re-encode the codes and scales; "
+           "not written";
+  else
+    *why = fmt::format("no GCN FP8 kernel for {}: CDNA2 has no FP8 matrix instructions (decoding e4m3 to bf16 for "
+                       "its MFMA is not written)", c.facts.arch.empty() ? c.facts.uri : c.facts.arch);
+  return false;
+}
+Status no_fp8_run(ops::OpContext& ctx) {
+  return Error(HAL_UNSUPPORTED, fmt::format("{}: no GCN FP8 kernel", ctx.contract.op));
+}
+
 // Every kernel is assembled for both targets (kernels/gcn), so every operator registers one
 // implementation a target, named by it ("gfx942", "gfx90a").
 const bool kRegistered = [] {
@@ -337,6 +360,10 @@ const bool kRegistered = [] {
   };
   for (const auto& [op, fn] : table)
     for (const char* target : {"gfx942", "gfx90a"}) ops::register_op_impl({op, HAL_MODULE_HSACO, target, "", 10, fn});
+  for (const char* op : kFp8Ops)
+    for (const char* target : {"gfx942", "gfx90a"})
+      ops::register_op_impl({op, HAL_MODULE_HSACO, target, "", 1, no_fp8_run, fmt::format("{}.none", target), no_fp8,
+                             nullptr, true, nullptr, "none: no GCN FP8 kernel (see why)"});
   return true;
 }();
 

@@ -57,6 +57,31 @@ TEST_CASE("the registry holds every hand-written kernel for both targets, with c
   CHECK(halcyon::gcn::kernels().size() == 2 * std::size(names));
 }
 
+// The FP8 MoE operators have no GCN kernel: on both targets the registry refuses them with the
+// reason (gfx942's FP8 MFMA takes another e4m3 encoding; gfx90a has no FP8 matrix instructions),
+// and an explicit run says it is unsupported.
+TEST_CASE("FP8 operators are refused on both targets with the reason") {
+  const char* const ops[] = {"moe_quantize_fp8", "moe_permute_fp8", "moe_grouped_gemm_fp8_swiglu",
+                             "moe_grouped_gemm_fp8_swiglu_gather", "moe_grouped_gemm_fp8",
+                             "moe_grouped_gemm_fp8_swiglu_quant"};
+  for (const char* arch : kArchs) {
+    Sim sim(arch);
+    const std::string reason = std::string("no GCN FP8 kernel for ") + arch;
+    for (const char* op : ops) {
+      CAPTURE(arch);
+      CAPTURE(op);
+      std::string why;
+      CHECK(halcyon::ops::select_impl(sim.dev, op, &why) == nullptr);
+      CHECK_MESSAGE(why.find(reason) != std::string::npos, why);
+      halcyon::ops::RunOptions named;
+      named.impl = std::string(arch) + ".none";
+      auto chosen = halcyon::ops::select_impl(sim.dev, op, named);
+      REQUIRE_FALSE(chosen.ok());
+      CHECK_MESSAGE(chosen.error().message().find(reason) != std::string::npos, chosen.error().message());
+    }
+  }
+}
+
 // Regression (tests/fuzz/fuzz_hsaco): a section header table at an offset of the wrong
 // alignment was read in place, misaligned (UBSan); it is refused now. An image that merely
 // starts at an odd address (an embedded byte array) still parses.
