@@ -27,9 +27,10 @@ that works with any CPython 3, and the C ABI is what halcyon versions and keeps 
 (nanobind is not packaged in Debian 12, and a compiled extension would tie the module to
 one Python version.)
 
-The library: ``HALCYON_LIBRARY`` (a path to libhalcyon_runtime.so), else
-``libhalcyon_runtime.so.0`` through the system's loader (an install in a standard place, or
-LD_LIBRARY_PATH), or call ``halcyon.load(path)`` first.
+The library: ``halcyon.load(path)`` if called first, else ``HALCYON_LIBRARY`` (a path to
+libhalcyon_runtime.so), else, for the module of an install (``cmake --install`` puts it in
+<prefix>/lib/python3/dist-packages), the library of that install, else
+``libhalcyon_runtime.so.0`` through the system's loader (LD_LIBRARY_PATH, or a standard place).
 
 libhalcyon reads no environment variable: ``load`` hands hal_init the choices of the variables
 the ``halcyon`` command documents (HALCYON_BACKEND_PATH, HALCYON_LOG, HALCYON_CACHE_DIR, ...;
@@ -210,6 +211,18 @@ def _check_abi(major, minor, where):
                                                    f"library from the same tree, or point HALCYON_LIBRARY at it)")
 
 
+def _installed_library():
+    """The library of the install this module belongs to (cmake --install writes _install.py beside
+    it, with the library's path relative to this folder), or None: the source tree's module, or a
+    copy of the module taken out of its install."""
+    try:
+        from . import _install
+    except ImportError:
+        return None
+    where = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), _install.LIBRARY))
+    return where if os.path.exists(where) else None
+
+
 def load(path=None, backend_options=None):
     """Opens libhalcyon_runtime (see the module's doc for where it is looked for) and initialises
     it once. ``backend_options``: a dict of hal.h's backend options ({"hip.library": FILE}),
@@ -221,7 +234,7 @@ def load(path=None, backend_options=None):
                                                       "already; pass the options in the first call, before any other")
     if _lib is not None and path is None:
         return _lib
-    where = path or os.environ.get("HALCYON_LIBRARY") or "libhalcyon_runtime.so.0"
+    where = path or os.environ.get("HALCYON_LIBRARY") or _installed_library() or "libhalcyon_runtime.so.0"
     lib = ctypes.CDLL(where)
     major, minor = ctypes.c_uint32(), ctypes.c_uint32()
     lib.hal_abi_version.restype = None

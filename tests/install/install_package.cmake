@@ -1,6 +1,6 @@
 # tests/install: install, move, build examples/ against the moved install two ways, run them.
 #   cmake -DBUILD= -DWORK= -DEXAMPLES= -DGENERATOR= -DCC= -DCXX= -DPKG_CONFIG= -DREADELF=
-#         -DLIBDIR= -DVERSION= -DPLUGIN_SCHEMES=a|b -P install_package.cmake
+#         -DLIBDIR= -DVERSION= -DPLUGIN_SCHEMES=a|b -DPYTHON= -DPYDIR= -DPYCHECK= -P install_package.cmake
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message(STATUS "${what}:\n${out}${err}")
@@ -46,6 +46,20 @@ foreach(s IN LISTS schemes)
     message(FATAL_ERROR "halcyon info -v: the ${s} plugin was not loaded from ${libdir}/halcyon/plugins")
   endif()
 endforeach()
+
+# The installed Python module finds its own install's library (no HALCYON_LIBRARY, no
+# LD_LIBRARY_PATH) and runs an operator.
+if(NOT PYTHON)
+  message(FATAL_ERROR "python3 not found (scripts/setup-debian.sh installs it, with python3-numpy)")
+endif()
+if(NOT EXISTS ${prefix}/${PYDIR}/halcyon/__init__.py OR NOT EXISTS ${prefix}/${PYDIR}/halcyon/_install.py)
+  message(FATAL_ERROR "the install lacks the Python module (${PYDIR}/halcyon)")
+endif()
+unset(ENV{HALCYON_LIBRARY})
+unset(ENV{LD_LIBRARY_PATH})
+set(ENV{PYTHONPATH} ${prefix}/${PYDIR})
+run("the installed Python module" ${PYTHON} ${PYCHECK} ${prefix} ${libdir})
+unset(ENV{PYTHONPATH})
 
 set(cm_args -G ${GENERATOR} -DCMAKE_C_COMPILER=${CC} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
 # 1. find_package(halcyon 0.1), as examples/CMakeLists.txt does standalone.
