@@ -1,86 +1,26 @@
 // SPIR-V implementations (kernels/spirv: basic.cl, moe.cl, attention.cl, comm.cl) of
-// vector_add, row_softmax, gemm_bf16, the MoE family, the attention contracts and comm_dispatch, for devices that load SPIR-V (the Level Zero backend). Each
-// launcher packs a struct whose fields mirror its kernel's parameter list, in order: the
-// backend lays the blob out from the module's own parameter types (backends/level_zero,
-// spirv_reader), so a mismatch in size is refused at launch. Parameter errors are reported
-// before anything is queued; data-dependent errors (ids or offsets out of range) make the
-// kernels skip the element, as the contracts say.
+// vector_add, row_softmax, gemm_bf16, the MoE family, the attention contracts and comm_dispatch,
+// for devices that load SPIR-V (the Level Zero backend); the FP8 MoE operators are
+// moe_fp8_ops.cpp's. Each launcher packs a struct whose fields mirror its kernel's parameter
+// list, in order: the backend lays the blob out from the module's own parameter types
+// (backends/level_zero, spirv_reader), so a mismatch in size is refused at launch (helpers:
+// spirv_launch.hpp). Parameter errors are reported before anything is queued; data-dependent
+// errors (ids or offsets out of range) make the kernels skip the element, as the contracts say.
 #include <halcyon/kernels/reference/attention.hpp>
 #include <halcyon/kernels/reference/moe.hpp>
-#include <halcyon/ops/op.hpp>
-#include <halcyon/spirv_kernels.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
-#include <climits>
-#include <map>
-#include <mutex>
-#include <string>
 #include <utility>
+
+#include "spirv_launch.hpp"
 
 namespace halcyon::spirvop {
 namespace {
 
-constexpr const char* kTarget = "spirv64";
 constexpr int64_t kGateMaxExperts = 256;  // moe.cl: GATE_MAX_EXPERTS
-constexpr uint32_t kColumns = 64;         // work-items per group along a row of outputs
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Kernel `entry` of embedded set `set`, loaded once per device (OpContext::module caches the
-// module, this the kernel).
-Result<Kernel> kernel(const ops::OpContext& ctx, const char* set, const char* entry) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, Kernel>;  // lives as long as the loaded modules
-  auto uri = ctx.device.info();
-  if (!uri) return uri.error();
-  std::string key = fmt::format("{}\n{}\n{}", uri->uri, set, entry);
-  {
-    std::lock_guard lock(mu);
-    if (auto it = cache->find(key); it != cache->end()) return it->second;
-  }
-  const spirv_kernels::Image* img = spirv_kernels::find(set);
-  if (!img) return Error(HAL_INTERNAL, fmt::format("no embedded SPIR-V kernel set '{}'", set));
-  auto m = ctx.module(HAL_MODULE_SPIRV, img->target, img->data, img->size, fmt::format("{}.spv", set).c_str());
-  if (!m) return m.error();
-  auto k = m->kernel(entry);
-  if (!k) return k.error();
-  std::lock_guard lock(mu);
-  cache->emplace(key, *k);
-  return k;
-}
-
-Status launch_blob(const ops::OpContext& ctx, const char* set, const char* entry, Dim3 grid, Dim3 block,
-                   const void* args, size_t size) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return {};
-  auto k = kernel(ctx, set, entry);
-  if (!k) return k.error();
-  return ctx.stream.launch(*k, grid, block, args, size);
-}
-
-template <typename Args>
-Status launch(const ops::OpContext& ctx, const char* set, const char* entry, Dim3 grid, Dim3 block, const Args& a) {
-  return launch_blob(ctx, set, entry, grid, block, &a, sizeof a);
-}
-
-// A 2-D grid: dimension 0 over `cols` outputs in groups of `per`, dimension 1 over `rows`.
-Status launch_rows_blob(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
-                        const void* args, size_t size, uint32_t per = kColumns) {
-  if (rows > INT32_MAX || ceil_div(cols, per) > INT32_MAX)
-    return Error(HAL_OUT_OF_RANGE, fmt::format("{}: {} rows x {} columns is too large a grid", ctx.contract.op, rows, cols));
-  return launch_blob(ctx, set, entry, {uint32_t(ceil_div(cols, per)), uint32_t(rows)}, {per, 1}, args, size);
-}
-Status launch_rows(const ops::OpContext& ctx, const char* set, const char* entry, int64_t cols, int64_t rows,
-                   const auto& args, uint32_t per = kColumns) {
-  return launch_rows_blob(ctx, set, entry, cols, rows, &args, sizeof args, per);
-}
-
-uint64_t address(const ops::OpContext& ctx, const char* name) {
-  const ops::Tensor* t = ctx.optional_tensor(name);
-  return t ? t->address() : 0;
-}
 
 // ---- basic ---------------------------------------------------------------------------------
 struct VectorAddArgs {
@@ -180,25 +120,48 @@ struct PermuteIndexArgs {
   uint64_t ids, counts, offsets, row_to_slot, slot_to_row, num_rows;
   int64_t T, K, E, begin, end;
 };
+
+}  // namespace
+
+// Shared with moe_fp8_ops.cpp (spirv_launch.hpp): moe_permute_fp8 runs the same plan, the FP8
+// gather GEMM checks topk the same way. Messages name the calling operator.
+Status launch_permute_plan(const ops::OpContext& ctx) {
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), E = ctx.dim("E"), EL = ctx.dim("EL");
+  const int64_t begin = ctx.params().i("expert_begin");
+  const char* op = ctx.contract.op.c_str();
+  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: the expert count E is unknown or {}", op, E));
+  if (begin < 0 || EL < 0 || begin + EL > E)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("{}: local experts [{}, {}) do not lie within [0, {})", op, begin, begin + EL, E));
+  if (T * K > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: T * K = {} does not fit int32 rows", op, T * K));
+  PermuteIndexArgs p{address(ctx, "topk_ids"), address(ctx, "expert_counts"), address(ctx, "expert_offsets"),
+                     address(ctx, "row_to_slot"), address(ctx, "slot_to_row"), address(ctx, "num_rows"),
+                     T, K, E, begin, begin + EL};
+  return launch(ctx, "moe", "hc_moe_permute_index", {1}, {1}, p);
+}
+
+Result<int64_t> gather_topk(const ops::OpContext& ctx) {
+  const int64_t topk = ctx.params().i("topk"), T = ctx.dim("T");
+  if (topk < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: topk = {} must be >= 1", ctx.contract.op, topk));
+  if (T * topk > INT32_MAX)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("{}: T * topk = {} does not fit int32 slot indices", ctx.contract.op, T * topk));
+  return topk;
+}
+
+namespace {
+
 struct PermuteRowsArgs {
   uint64_t x, row_to_slot, num_rows, permuted;
   int64_t TK, K, H;
 };
 Status moe_permute(ops::OpContext& ctx) {
-  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
-  const int64_t begin = ctx.params().i("expert_begin");
-  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
-  if (begin < 0 || EL < 0 || begin + EL > E)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})",
-                                                   begin, begin + EL, E));
-  if (T * K > INT32_MAX)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: T * K = {} does not fit int32 rows", T * K));
-  PermuteIndexArgs p{address(ctx, "topk_ids"), address(ctx, "expert_counts"), address(ctx, "expert_offsets"),
-                     address(ctx, "row_to_slot"), address(ctx, "slot_to_row"), address(ctx, "num_rows"),
-                     T, K, E, begin, begin + EL};
-  HALCYON_TRY(launch(ctx, "moe", "hc_moe_permute_index", {1}, {1}, p));
+  const int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
+  HALCYON_TRY(launch_permute_plan(ctx));
   if (!ctx.params().b("write_permuted")) return {};
-  PermuteRowsArgs r{address(ctx, "x"), p.row_to_slot, p.num_rows, address(ctx, "permuted"), T * K, K, H};
+  PermuteRowsArgs r{address(ctx, "x"), address(ctx, "row_to_slot"), address(ctx, "num_rows"),
+                    address(ctx, "permuted"), T * K, K, H};
   return launch_rows(ctx, "moe", "hc_moe_permute_rows", H, T * K, r);
 }
 
@@ -207,15 +170,11 @@ struct GatherArgs {
   int64_t R, T, H, I, EL, topk;
 };
 Status moe_grouped_gemm_swiglu_gather(ops::OpContext& ctx) {
-  const int64_t topk = ctx.params().i("topk"), T = ctx.dim("T");
-  if (topk < 1)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_grouped_gemm_swiglu_gather: topk = {} must be >= 1", topk));
-  if (T * topk > INT32_MAX)
-    return Error(HAL_INVALID_ARGUMENT,
-                 fmt::format("moe_grouped_gemm_swiglu_gather: T * topk = {} does not fit int32 slot indices", T * topk));
+  auto topk = gather_topk(ctx);  // parameter errors now, before anything is queued
+  if (!topk) return topk.error();
   GatherArgs a{address(ctx, "x"), address(ctx, "w_gate_up"), address(ctx, "expert_offsets"),
-               address(ctx, "row_to_slot"), address(ctx, "out"), ctx.dim("R"), T, ctx.dim("H"), ctx.dim("I"),
-               ctx.dim("EL"), topk};
+               address(ctx, "row_to_slot"), address(ctx, "out"), ctx.dim("R"), ctx.dim("T"), ctx.dim("H"),
+               ctx.dim("I"), ctx.dim("EL"), *topk};
   return launch_rows(ctx, "moe", "hc_moe_grouped_gemm_swiglu_gather", a.I, a.R, a);
 }
 
@@ -304,11 +263,6 @@ constexpr Row kRows[] = {
     {"attention_mla_decode", attention_mla_decode, nullptr},
     {"comm_dispatch", comm_dispatch, nullptr},
 };
-
-void register_spirv(const char* op, ops::OpImplFn fn, ops::OpPredicate applies) {
-  ops::register_op_impl({op, HAL_MODULE_SPIRV, kTarget, "", 10, fn, "spirv", applies, nullptr, true, nullptr,
-                         "OpenCL C compiled to SPIR-V (kernels/spirv), any Level Zero device"});
-}
 
 const bool kRegistered = [] {
   for (const Row& r : kRows) register_spirv(r.op, r.fn, r.applies);
