@@ -32,6 +32,12 @@ int bench_ep(const std::vector<std::string>& args);
 // sizes and host copy rates there.
 inline bool is_cpu(const hal_device_info& info) { return std::string(info.uri).rfind("cpu", 0) == 0; }
 
+// Prints what failed and why ("halcyon bench: <what>: <error>"); returns the exit status 1.
+inline int fail(const char* what, const halcyon::Error& e) {
+  fmt::print(stderr, "halcyon bench: {}: {}\n", what, e.to_string());
+  return 1;
+}
+
 // Bytes a bench writes before each timed run so that no run finds the previous one's data in
 // cache. A GPU: twice its L2 (64 MiB assumed where the backend reports none), at least 256 MiB,
 // which also takes ~100 us, so the host's launch path for the timed stage is done before the GPU
@@ -40,7 +46,9 @@ inline bool is_cpu(const hal_device_info& info) { return std::string(info.uri).r
 inline uint64_t flush_bytes(const hal_device_info& info) {
   if (is_cpu(info)) return 32u << 20;
   const uint64_t l2 = info.l2_cache_bytes ? info.l2_cache_bytes : (64u << 20);
-  return std::max<uint64_t>(2 * l2, 256u << 20);
+  const uint64_t bytes = std::max<uint64_t>(2 * l2, 256u << 20);
+  // A device of little memory (an emulated or small GPU) keeps three quarters for the work.
+  return info.memory_bytes ? std::min<uint64_t>(bytes, info.memory_bytes / 4) : bytes;
 }
 
 inline double median(std::vector<double> v) {
@@ -212,7 +220,10 @@ struct BenchTimer {
 
 // The device-to-device copy rate in TB/s, bytes read + written (2 GiB; 256 MiB on a CPU).
 inline halcyon::Result<double> copy_tbps(const halcyon::Device& dev, BenchTimer& timer, bool cpu, int iters) {
-  const uint64_t n = cpu ? (256u << 20) : (2ull << 30);
+  uint64_t n = cpu ? (256u << 20) : (2ull << 30);
+  auto info = dev.info();
+  if (!info) return info.error();
+  if (info->memory_bytes) n = std::min<uint64_t>(n, info->memory_bytes / 8 & ~uint64_t(255));  // a small device
   auto a = dev.allocate(n), b = dev.allocate(n);
   if (!a) return a.error();
   if (!b) return b.error();

@@ -212,7 +212,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     return 1;
   }
   auto info = dev->info();
-  if (!info) return 1;
+  if (!info) return halcyon::bench::fail("device info", info.error());
   if (o.peak_tflops == 0) o.peak_tflops = peak_tflops_of(*info);
   const bool cpu = halcyon::bench::is_cpu(*info);  // the device opened (--device may be empty)
   auto def = [](int64_t& v, int64_t gpu, int64_t host, bool is_cpu) {
@@ -228,7 +228,7 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   if (sizes_mode) return bench_moe_sizes(o, *dev, *info);
   const int64_t T = o.T, E = o.E, K = o.K, H = o.H, I = o.I, TK = T * K;
   auto stream = dev->create_stream();
-  if (!stream) return 1;
+  if (!stream) return halcyon::bench::fail("stream", stream.error());
   const auto& s = *stream;
 
   Tensors t;
@@ -286,9 +286,10 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
   // The cache flush buffer and the copy-rate buffers.
   const uint64_t flush_bytes = halcyon::bench::flush_bytes(*info);
   auto flush = dev->allocate(flush_bytes);
-  if (!flush) return 1;
+  if (!flush) return halcyon::bench::fail("the cache-flush buffer", flush.error());
   auto ev0 = dev->create_event(), ev1 = dev->create_event();
-  if (!ev0 || !ev1) return 1;
+  if (!ev0) return halcyon::bench::fail("event", ev0.error());
+  if (!ev1) return halcyon::bench::fail("event", ev1.error());
 
   BenchTimer timer{*dev, s, *flush, flush_bytes, std::move(*ev0), std::move(*ev1), o.preheat_ms};
   auto timed = [&](auto&& fn, int iters, std::vector<double>* ms) { return timer.time(fn, iters, ms); };
@@ -701,7 +702,7 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
   const int64_t max_t = *std::max_element(sizes.begin(), sizes.end());
   const int64_t E = o.E, H = o.H, I = o.I;
   auto stream = dev.create_stream();
-  if (!stream) return 1;
+  if (!stream) return halcyon::bench::fail("stream", stream.error());
   const auto& s = *stream;
   using ops::DType;
   auto tensor = [&](DType dt, std::vector<int64_t> shape) { return ops::make_tensor(dev, dt, std::move(shape)); };
@@ -754,7 +755,8 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
       ops::Tensor tx = *x, to = *out;
       tx.shape = to.shape = {T, H};
       auto a = dev.create_event(), b = dev.create_event();
-      if (!a || !b) return 1;
+      if (!a) return halcyon::bench::fail("event", a.error());
+      if (!b) return halcyon::bench::fail("event", b.error());
       TRY_OR_FAIL(s.record(*a));
       const auto h0 = std::chrono::steady_clock::now();
       TRY_OR_FAIL(layer->forward(s, tx, to));
@@ -775,7 +777,7 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
   double host_sum = 0, dev_sum = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
     auto ms = calls[i].end.elapsed_since(calls[i].start);
-    if (!ms) return 1;
+    if (!ms) return halcyon::bench::fail("event time", ms.error());
     fmt::print("  {:>5} {:>6} {:>8} {:>12.1f} {:>12.1f}\n", i / sizes.size(), calls[i].tokens, calls[i].capacity,
                calls[i].host_us, *ms * 1e3);
     if (i >= sizes.size()) host_sum += calls[i].host_us, dev_sum += *ms * 1e3;

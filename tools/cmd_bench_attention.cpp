@@ -136,7 +136,7 @@ int bench_attention(const std::vector<std::string>& args) {
     return 1;
   }
   auto info = dev->info();
-  if (!info) return 1;
+  if (!info) return halcyon::bench::fail("device info", info.error());
   const bool cpu = halcyon::bench::is_cpu(*info);  // the device opened (--device may be empty)
   const int64_t s = seqlen > 0 ? seqlen : (cpu ? 256 : 4096), kv = seqlen > 0 ? seqlen : (cpu ? 512 : 8192);
   auto b = [&](int64_t gpu) { return batch > 0 ? batch : (cpu ? std::min<int64_t>(gpu, 2) : gpu); };
@@ -157,12 +157,14 @@ int bench_attention(const std::vector<std::string>& args) {
     }
   }
   auto stream = dev->create_stream();
-  if (!stream) return 1;
+  if (!stream) return halcyon::bench::fail("stream", stream.error());
   const Stream& st = *stream;
   const uint64_t flush_bytes = halcyon::bench::flush_bytes(*info);
   auto flush = dev->allocate(flush_bytes);
   auto ev0 = dev->create_event(), ev1 = dev->create_event();
-  if (!flush || !ev0 || !ev1) return 1;
+  if (!flush) return halcyon::bench::fail("the cache-flush buffer", flush.error());
+  if (!ev0) return halcyon::bench::fail("event", ev0.error());
+  if (!ev1) return halcyon::bench::fail("event", ev1.error());
   BenchTimer timer{*dev, st, *flush, flush_bytes, std::move(*ev0), std::move(*ev1), preheat_ms};
   auto copy = copy_tbps(*dev, timer, cpu, iters);
   if (!copy) {
@@ -170,7 +172,7 @@ int bench_attention(const std::vector<std::string>& args) {
     return 1;
   }
   Filler fill{*dev, st, {}};
-  if (auto r = fill.init(7, false, 0); !r) return 1;
+  if (auto r = fill.init(7, false, 0); !r) return halcyon::bench::fail("the fill block", r.error());
 
   fmt::print("halcyon bench attention on {} ({}, {}), {} iterations, medians\n", info->uri, info->name, info->arch, iters);
   fmt::print("  copy rate {:.3f} TB/s (read+write); FLOP floor at {:.0f} TFLOP/s\n", *copy, peak_tflops);

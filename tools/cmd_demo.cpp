@@ -30,7 +30,8 @@ namespace cli = halcyon::cli;
 namespace {
 
 const char* kOps[] = {"gemm_bf16", "moe_gate", "moe_permute", "moe_grouped_gemm_swiglu", "moe_grouped_gemm", "moe_combine"};
-// The FP8 layer's operators (MoeLayer::forward_fp8_experts).
+// The FP8 layer's operators (MoeLayer::forward_fp8_experts; on the copy path moe_permute_fp8
+// instead of moe_permute).
 const char* kFp8Ops[] = {"gemm_bf16",          "moe_gate", "moe_permute", "moe_quantize_fp8", "moe_grouped_gemm_fp8_swiglu",
                          "moe_grouped_gemm_fp8", "moe_combine"};
 
@@ -162,6 +163,7 @@ int run(const std::vector<std::string>& args) {
     std::string_view name = op;
     if (gather && name == "moe_grouped_gemm_swiglu") name = "moe_grouped_gemm_swiglu_gather";
     if (gather && name == "moe_grouped_gemm_fp8_swiglu") name = "moe_grouped_gemm_fp8_swiglu_gather";
+    if (fp8 && !gather && name == "moe_permute") name = "moe_permute_fp8";  // the rows quantized on the way
     std::string why;
     const OpImpl* impl = select_impl(*dev, name, &why);
     if (!impl) return fail(Error(HAL_UNSUPPORTED, why));
