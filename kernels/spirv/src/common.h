@@ -14,6 +14,9 @@ static inline ushort float_to_bf16(float f) {
   return (ushort)(u >> 16);
 }
 
+// SwiGLU of a gate and an up value: silu(g) * u in fp32 (the bf16 and FP8 grouped GEMMs).
+static inline float silu_mul(float g, float u) { return g / (1.0f + exp(-g)) * u; }
+
 // The segment of row r: the e with offsets[e] <= r < offsets[e + 1] (r < offsets[EL]): the
 // local expert of a row (MoE), the sequence of a query token (attention).
 static inline long expert_of_row(__global const int* offsets, long EL, long r) {

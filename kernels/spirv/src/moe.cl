@@ -128,7 +128,7 @@ static inline ushort swiglu_at(__global const ushort* row, __global const ushort
     g += x * bf16_to_float(we[k * 2 * I + j]);
     u += x * bf16_to_float(we[k * 2 * I + I + j]);
   }
-  return float_to_bf16(g / (1.0f + exp(-g)) * u);
+  return float_to_bf16(silu_mul(g, u));
 }
 
 // moe_grouped_gemm_swiglu: dimension 0 over the I outputs, dimension 1 over rows.

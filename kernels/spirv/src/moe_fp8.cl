@@ -216,12 +216,12 @@ static inline float block_scaled_out(__global const uchar* a, __global const flo
 }
 
 // SwiGLU output j of a row (a [H], a_scale [HG]) with expert e's w_gate_up [2I, H]: gate row j,
-// up row I + j; silu(g) * u in fp32 as moe.cl's bf16 kernels compute it.
+// up row I + j; silu_mul (common.h), as the bf16 kernels.
 static inline float fp8_swiglu_at(__global const uchar* a, __global const float* a_scale, __global const uchar* w,
                                   __global const float* w_scale, long e, long H, long I, long j) {
   float g = block_scaled_out(a, a_scale, w, w_scale, e, 2 * I, H, j);
   float u = block_scaled_out(a, a_scale, w, w_scale, e, 2 * I, H, I + j);
-  return g / (1.0f + exp(-g)) * u;
+  return silu_mul(g, u);
 }
 
 // moe_grouped_gemm_fp8 (down): out [R, H] bf16 from a [R, I], w [EL, H, I]; dimension 0 over
