@@ -99,12 +99,12 @@ class _MoeDesc(ctypes.Structure):  # hrt_moe_layer_desc
 
 class _MoeFp8(ctypes.Structure):  # hrt_moe_fp8_weights, in hrt_moe_layer_desc's next chain
     _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("type", ctypes.c_uint32)] + \
-               [(n, ctypes.c_void_p) for n in _FP8_PARTS]
+               [(n, ctypes.c_void_p) for n in _FP8_PARTS] + [("dequantize_elsewhere", ctypes.c_uint32)]  # 1.9
 
 
 class _MoeInfo(ctypes.Structure):  # hrt_moe_layer_info
     _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("fp8_experts", ctypes.c_uint32),
-                ("gather", ctypes.c_uint32)]
+                ("gather", ctypes.c_uint32), ("fp8_dequantized", ctypes.c_uint32)]  # the last: 1.9
 
 
 class _DLDevice(ctypes.Structure):
@@ -198,8 +198,9 @@ _SIGNATURES = {
 }
 
 
-_ABI = (1, 7)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare);
-#                1.7: hrt_run_op_with / hrt_op_create_with (impl=)
+_ABI = (1, 9)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare);
+#                1.7: hrt_run_op_with / hrt_op_create_with (impl=); 1.9: MoeLayer(fp8_fallback=) (an older
+#                library would ignore it)
 
 
 def _check_abi(major, minor, where):
@@ -633,14 +634,19 @@ class MoeLayer:
     of w_gate_up [EL, 2I, H] and w_down [EL, H, I] e4m3 (``halcyon.e4m3``-marked, uint8 or
     torch.float8_e4m3fn) with their 128x128-block scales w_gate_up_scale [EL, ceil(2I/128),
     ceil(H/128)] and w_down_scale [EL, ceil(H/128), ceil(I/128)] f32. With FP8 weights the layer
-    runs FP8 experts where the device can (``fp8_experts``), else the bf16 ones (then required).
+    runs FP8 experts where the device can (``fp8_experts``), else the bf16 ones; without those,
+    ``fp8_fallback="dequantize"`` dequantizes the FP8 weights to bf16 once, here, and runs them
+    (``fp8_dequantized``; more device memory, the bf16 experts' speed), else it raises the reason.
     EL < E (expert parallelism) needs experts=E and expert_begin. The layer holds the weights'
     memory (no copy) until ``close()``."""
 
     def __init__(self, w_router, w_gate_up=None, w_down=None, bias=None, *, fp8=None, topk=8, n_groups=8,
-                 topk_groups=4, score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None):
+                 topk_groups=4, score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None,
+                 fp8_fallback="fail"):
         if score not in ("sigmoid", "softmax"):
             raise ValueError(f"MoeLayer: score must be 'sigmoid' or 'softmax', not {score!r}")
+        if fp8_fallback not in ("fail", "dequantize"):
+            raise ValueError(f"MoeLayer: fp8_fallback must be 'fail' or 'dequantize', not {fp8_fallback!r}")
         if (w_gate_up is None) != (w_down is None):
             raise ValueError("MoeLayer: give both bf16 expert weights (w_gate_up and w_down) or neither")
         if w_gate_up is None and fp8 is None:
@@ -684,7 +690,7 @@ class MoeLayer:
             ext = None
             if fp8 is not None:
                 ext = _MoeFp8(ctypes.sizeof(_MoeFp8), None, _EXT_MOE_FP8_WEIGHTS,
-                              *(t["fp8." + part].buffer for part in _FP8_PARTS))
+                              *(t["fp8." + part].buffer for part in _FP8_PARTS), fp8_fallback == "dequantize")
             buf = lambda name: t[name].buffer if name in t else None  # noqa: E731
             desc = _MoeDesc(ctypes.sizeof(_MoeDesc), ctypes.addressof(ext) if ext is not None else None,
                             H, I, E, topk, n_groups, topk_groups, expert_begin, EL if EL != E else -1,
@@ -698,6 +704,7 @@ class MoeLayer:
         info.struct_size = ctypes.sizeof(_MoeInfo)
         _check(load().hrt_moe_layer_get_info(self._layer, ctypes.byref(info)))
         self.fp8_experts, self.gathers_rows = bool(info.fp8_experts), bool(info.gather)
+        self.fp8_dequantized = bool(info.fp8_dequantized)
 
     def __call__(self, x, out=None):
         if not self._layer:

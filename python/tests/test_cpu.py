@@ -64,11 +64,11 @@ expect_error(lambda: halcyon.run("vector_add", a=a, b=b, c=c, impl=3), "impl is 
 
 # The library's ABI: an older minor, or another major, is refused by name before any symbol is
 # bound (this library passed the same check when it loaded above).
-expect_error(lambda: halcyon._check_abi(1, 6, "old.so"), "old.so is halcyon ABI 1.6; this module needs 1.7",
-             "a library of ABI 1.6 (no call options)")
+expect_error(lambda: halcyon._check_abi(1, 8, "old.so"), "old.so is halcyon ABI 1.8; this module needs 1.9",
+             "a library of ABI 1.8 (no MoeLayer fp8_fallback)")
 expect_error(lambda: halcyon._check_abi(2, 0, "new.so"), "new.so is halcyon ABI 2.0", "a library of ABI 2.0")
-halcyon._check_abi(1, 7, "this.so")
-halcyon._check_abi(1, 9, "later.so")
+halcyon._check_abi(1, 9, "this.so")
+halcyon._check_abi(1, 12, "later.so")
 
 # A parameterised operator: row_softmax.
 x = rng.standard_normal((7, 33)).astype(np.float32)
@@ -121,6 +121,15 @@ fp8 = {"w_gate_up": e4m3_codes((E, 2 * I8, H8)), "w_down": e4m3_codes((E, H8, I8
        "w_down_scale": rng.uniform(1e-4, 3e-4, (E, 2, 2)).astype(np.float32)}
 layer = halcyon.MoeLayer(halcyon.bf16(wr8), bias=bias, fp8=fp8, topk=K, n_groups=G, topk_groups=TG)
 check(layer.fp8_experts, "MoeLayer with FP8 weights runs FP8 experts on the cpu")
+check(not layer.fp8_dequantized, "FP8 experts that run are not dequantized")
+# fp8_fallback reaches the library (hrt_moe_fp8_weights.dequantize_elsewhere): where FP8 runs, as
+# here, it changes nothing; tests/amd checks the dequantization on a device without FP8 kernels.
+asked = halcyon.MoeLayer(halcyon.bf16(wr8), bias=bias, fp8=fp8, topk=K, n_groups=G, topk_groups=TG,
+                         fp8_fallback="dequantize")
+check(asked.fp8_experts and not asked.fp8_dequantized, "fp8_fallback='dequantize' where FP8 runs: FP8 experts")
+asked.close()
+expect_error(lambda: halcyon.MoeLayer(halcyon.bf16(wr8), fp8=fp8, topk=K, fp8_fallback="bf16"),
+             "fp8_fallback must be 'fail' or 'dequantize'", "an unknown fp8_fallback")
 wgu8 = dequantize(fp8["w_gate_up"], fp8["w_gate_up_scale"]).transpose(0, 2, 1)  # [E, H, 2I] as moe_layer takes
 wd8 = dequantize(fp8["w_down"], fp8["w_down_scale"]).transpose(0, 2, 1)  # [E, I, H]
 want8 = moe_layer(bf16_to_f32(xs8), bf16_to_f32(wr8), wgu8, wd8, bias, K, G, TG)

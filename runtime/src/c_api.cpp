@@ -69,8 +69,9 @@ Result<T> element(const T* array, uint32_t i, size_t min_size, const char* type,
 }
 
 // The FP8 expert weights of an hrt_moe_layer_desc's extension chain (hrt_moe_fp8_weights), or
-// none; extension types this runtime does not know are skipped (hal.h's rule).
-Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLayerConfig& c) {
+// none; extension types this runtime does not know are skipped (hal.h's rule). *dequantize:
+// its dequantize_elsewhere (ABI 1.9; 0 in a smaller struct).
+Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLayerConfig& c, bool* dequantize) {
   constexpr size_t kHeader = offsetof(hrt_moe_fp8_weights, type) + sizeof(uint32_t);
   int depth = 0;
   for (auto* e = static_cast<const hal_extension*>(chain); e; e = e->next) {
@@ -84,6 +85,7 @@ Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLay
                                                      "smaller than {}", e->struct_size, HRT_MOE_FP8_WEIGHTS_MIN_SIZE));
     hrt_moe_fp8_weights d{};
     std::memcpy(&d, e, std::min(e->struct_size, sizeof d));
+    *dequantize = d.dequantize_elsewhere != 0;
     const auto shapes = moe_fp8_weight_shapes(c);
     MoeFp8Weights f;
     const hal_buffer bufs[4] = {d.w_gate_up, d.w_gate_up_scale, d.w_down, d.w_down_scale};
@@ -257,7 +259,8 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
       if (!b) return to_c(b.error());
       w.bias = *b;
     }
-    auto fp8 = fp8_weights(desc->next, c);
+    bool dequantize = false;
+    auto fp8 = fp8_weights(desc->next, c, &dequantize);
     if (!fp8) return to_c(fp8.error());
     w.fp8 = std::move(fp8).value();
     std::vector<Tensor*> check{&w.w_router};
@@ -279,7 +282,9 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
       if (t->buffer.size() < t->bytes())
         return hal_error_new(HAL_OUT_OF_RANGE, fmt::format("hrt_moe_layer_create: a weight buffer of {} bytes is smaller than its {} {}",
                                                            t->buffer.size(), dtype_name(t->dtype), t->shape_string()).c_str());
-    auto layer = MoeLayer::create(*dev, c, w);
+    MoeLayerOptions o;
+    if (dequantize) o.fp8_fallback = MoeFp8Fallback::kDequantize;
+    auto layer = MoeLayer::create(*dev, c, w, o);
     if (!layer) return to_c(layer.error());
     *out = new hrt_moe_layer_s{std::move(dev).value(), std::move(layer).value()};
     return nullptr;
@@ -323,6 +328,7 @@ HAL_API hal_error* hrt_moe_layer_get_info(hrt_moe_layer layer, hrt_moe_layer_inf
   r.struct_size = info->struct_size;
   r.next = info->next;
   r.fp8_experts = layer->layer.runs_fp8() ? 1u : 0u;
+  r.fp8_dequantized = layer->layer.dequantized_fp8() ? 1u : 0u;
   r.gather = layer->layer.gathers_rows() ? 1u : 0u;
   std::memcpy(info, &r, std::min(info->struct_size, sizeof r));  // never past the caller's struct
   return nullptr;

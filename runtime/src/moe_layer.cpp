@@ -1,3 +1,5 @@
+#include <halcyon/kernels/reference/bf16.hpp>
+#include <halcyon/kernels/reference/e4m3.hpp>
 #include <halcyon/runtime/moe_layer.hpp>
 
 #include <fmt/format.h>
@@ -26,6 +28,51 @@ Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<
                                                    t.shape_string(), dtype_name(dtype), want.shape_string()));
   }
   return {};
+}
+
+// MoeFp8Fallback::kDequantize: the FP8 experts read to the host, each weight dequantized (its
+// e4m3 value times its 128 x 128 block's scale in fp32, rounded once to bf16) into the bf16
+// layouts ([EL, H, 2I] and [EL, I, H]: the FP8 matrices [rows, K] transposed), and written to
+// new device tensors, which w then holds (the layer keeps them alive).
+Status dequantize_fp8_experts(const Device& device, const MoeLayerConfig& c, const MoeFp8Weights& f,
+                              MoeLayerWeights* w) {
+  auto stream = device.create_stream();
+  if (!stream) return stream.error();
+  auto read = [&](const Tensor& t, auto& host) {
+    host.resize(size_t(t.bytes() / sizeof(host[0])));
+    return stream->read(t.buffer, t.offset, host.data(), t.bytes());
+  };
+  std::vector<uint8_t> gu, dn;
+  std::vector<float> gus, dns;
+  HALCYON_TRY(read(f.w_gate_up, gu));
+  HALCYON_TRY(read(f.w_gate_up_scale, gus));
+  HALCYON_TRY(read(f.w_down, dn));
+  HALCYON_TRY(read(f.w_down_scale, dns));
+  HALCYON_TRY(stream->synchronize());
+  // One expert matrix q [N, K] with scales [ceil(N / 128), ceil(K / 128)] into out [K, N].
+  auto dequantize = [](const uint8_t* q, const float* scale, int64_t N, int64_t K, uint16_t* out) {
+    const int64_t KB = (K + 127) / 128;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        out[k * N + n] = ref::float_to_bf16(ref::e4m3_to_float({q[n * K + k]}) * scale[(n / 128) * KB + k / 128]).bits;
+  };
+  const int64_t H = c.hidden, I = c.inter, EL = c.local();
+  const int64_t gu_scales = ((2 * I + 127) / 128) * ((H + 127) / 128), dn_scales = ((H + 127) / 128) * ((I + 127) / 128);
+  std::vector<uint16_t> gu16(size_t(EL * H * 2 * I)), dn16(size_t(EL * I * H));
+  for (int64_t e = 0; e < EL; ++e) {
+    dequantize(gu.data() + e * 2 * I * H, gus.data() + e * gu_scales, 2 * I, H, gu16.data() + e * H * 2 * I);
+    dequantize(dn.data() + e * H * I, dns.data() + e * dn_scales, H, I, dn16.data() + e * I * H);
+  }
+  auto upload = [&](std::vector<int64_t> shape, const std::vector<uint16_t>& host, Tensor* t) -> Status {
+    auto made = make_tensor(device, DType::bf16, std::move(shape));
+    if (!made) return made.error();
+    HALCYON_TRY(stream->write(made->buffer, made->offset, host.data(), made->bytes()));
+    *t = std::move(made).value();
+    return {};
+  };
+  HALCYON_TRY(upload({EL, H, 2 * I}, gu16, &w->w_gate_up));
+  HALCYON_TRY(upload({EL, I, H}, dn16, &w->w_down));
+  return stream->synchronize();
 }
 
 }  // namespace
@@ -103,7 +150,7 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   // FP8 where the weights are given and the device implements every FP8 operator (their
   // predicates decide); else bf16, if those weights are given.
   std::string no_fp8;
-  bool fp8 = false;
+  bool fp8 = false, dequantized = false;
   if (w.fp8) {
     fp8 = true;
     for (const char* op : {"moe_quantize_fp8", "moe_permute_fp8", "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8"}) {
@@ -114,9 +161,15 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
         break;
       }
     }
-    if (!fp8 && !has_bf16)
-      return Error(HAL_UNSUPPORTED, fmt::format("MoeLayer: FP8 experts only, and {} cannot run them: {}", facts->uri,
-                                                no_fp8));
+    if (!fp8 && !has_bf16) {
+      if (o.fp8_fallback != MoeFp8Fallback::kDequantize)
+        return Error(HAL_UNSUPPORTED, fmt::format("MoeLayer: FP8 experts only, and {} cannot run them: {} (the option "
+                                                  "fp8_fallback = dequantize runs them as bf16 experts)",
+                                                  facts->uri, no_fp8));
+      HALCYON_TRY(dequantize_fp8_experts(device, c, *w.fp8, &w));
+      w.fp8.reset();  // the layer keeps no reference on the FP8 weights it no longer reads
+      dequantized = true;
+    }
   }
   const bool gather = moe_gather_path(device, o, fp8 ? "moe_grouped_gemm_fp8_swiglu_gather" : "moe_grouped_gemm_swiglu_gather");
   std::vector<const char*> needed{"gemm_bf16", "moe_gate", "moe_permute", "moe_combine"};
@@ -147,6 +200,7 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
   layer.options_ = std::move(o);
   layer.gather_ = gather;
   layer.fp8_ = fp8;
+  layer.dequantized_ = dequantized;
   return layer;
 }
 

@@ -424,7 +424,7 @@ TEST_CASE("moe layer: FP8 weights through the C ABI (an hrt_moe_layer_desc exten
   // An extension type this runtime does not know comes first in the chain: it is skipped.
   hrt_moe_fp8_weights f8{HRT_MOE_FP8_WEIGHTS_SIZE, nullptr, HRT_EXTENSION_MOE_FP8_WEIGHTS, lw.fp8->w_gate_up.buffer.get(),
                          lw.fp8->w_gate_up_scale.buffer.get(), lw.fp8->w_down.buffer.get(),
-                         lw.fp8->w_down_scale.buffer.get()};
+                         lw.fp8->w_down_scale.buffer.get(), 0};
   hal_extension other{sizeof(hal_extension), reinterpret_cast<const hal_extension*>(&f8), 0x7fff0001u};
   hrt_moe_layer_desc d{};
   d.struct_size = HRT_MOE_LAYER_DESC_SIZE;

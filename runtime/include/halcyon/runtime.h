@@ -149,9 +149,14 @@ typedef struct hrt_moe_fp8_weights {
   hal_buffer w_gate_up_scale;  /* [local, ceil(2*inter / 128), ceil(hidden / 128)] f32 */
   hal_buffer w_down;           /* [local, hidden, inter] e4m3 */
   hal_buffer w_down_scale;     /* [local, ceil(hidden / 128), ceil(inter / 128)] f32 */
+  /* ABI 1.9. 1: where the device cannot run the FP8 experts and the desc gives no bf16 ones,
+   * dequantize these once at create into bf16 expert weights the layer owns (each weight its
+   * e4m3 value times its block's scale, the fp32 product rounded to bf16; through the host) and
+   * run those: more device memory (the bf16 weights), the bf16 experts' speed. 0: fail there. */
+  uint32_t dequantize_elsewhere;
 } hrt_moe_fp8_weights;
 #define HRT_MOE_FP8_WEIGHTS_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, w_down_scale)
-#define HRT_MOE_FP8_WEIGHTS_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, w_down_scale)
+#define HRT_MOE_FP8_WEIGHTS_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, dequantize_elsewhere)
 
 HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc,
                                         hrt_moe_layer* out);
@@ -166,9 +171,11 @@ typedef struct hrt_moe_layer_info {
   const void* next;      /* NULL */
   uint32_t fp8_experts;  /* 1: FP8 experts (hrt_moe_fp8_weights given, and the device runs them) */
   uint32_t gather;       /* 1: the up projection reads each expert's token rows in place (no copy) */
+  uint32_t fp8_dequantized;  /* ABI 1.9. 1: the FP8 weights were dequantized to bf16 at create
+                              * (hrt_moe_fp8_weights.dequantize_elsewhere) */
 } hrt_moe_layer_info;
 #define HRT_MOE_LAYER_INFO_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_info, next)
-#define HRT_MOE_LAYER_INFO_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_info, gather)
+#define HRT_MOE_LAYER_INFO_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_info, fp8_dequantized)
 HAL_API hal_error* hrt_moe_layer_get_info(hrt_moe_layer layer, hrt_moe_layer_info* info);
 
 #ifdef __cplusplus

@@ -65,7 +65,9 @@ struct MoeLayerWeights {
   // moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8 (the copy path takes
   // moe_grouped_gemm_fp8_swiglu_quant, h quantized in the GEMM's epilogue, where that pays for
   // the call: ops::fused_pays_for_call). Elsewhere it runs the bf16
-  // experts above if they are given (no buffer: not given), else create() fails with the reason.
+  // experts above if they are given (no buffer: not given), else, with
+  // MoeLayerOptions::fp8_fallback = kDequantize, these dequantized to bf16; else create() fails
+  // with the reason.
   std::optional<MoeFp8Weights> fp8 = std::nullopt;
 };
 
@@ -74,8 +76,17 @@ struct MoeLayerWeights {
 // moe_grouped_gemm_swiglu), kAuto (gather where it pays: moe_gather_path).
 enum class MoePath { kAuto, kGather, kCopy };
 
+// FP8 weights with no bf16 ones, on a device that cannot run the FP8 operators (no FP8 kernel:
+// sm_80, the GCN targets): kFail, create() fails with the reason; kDequantize, create()
+// dequantizes them once into bf16 expert weights the layer owns (each weight its e4m3 value
+// times its block's scale, the fp32 product rounded to bf16; read to the host, converted and
+// written back) and runs the bf16 experts: the checkpoint runs anywhere, at the cost of device
+// memory for the bf16 weights (twice the FP8 bytes) and the bf16 experts' speed.
+enum class MoeFp8Fallback { kFail, kDequantize };
+
 struct MoeLayerOptions {
   MoePath path = MoePath::kAuto;
+  MoeFp8Fallback fp8_fallback = MoeFp8Fallback::kFail;
   // Per operator, the implementation to run (RunOptions::impl): {"moe_grouped_gemm",
   // "sm90.tma"}. An op not named takes the registry's choice.
   std::map<std::string, std::string, std::less<>> impl;
@@ -126,6 +137,8 @@ class MoeLayer {
   bool gathers_rows() const { return gather_; }
   // True when forward() runs the experts in FP8 (MoeLayerWeights::fp8).
   bool runs_fp8() const { return fp8_; }
+  // True when create() dequantized the FP8 weights into bf16 ones (MoeFp8Fallback::kDequantize).
+  bool dequantized_fp8() const { return dequantized_; }
   // True when the last forward() quantized h in the SwiGLU GEMM's epilogue
   // (moe_grouped_gemm_fp8_swiglu_quant, chosen per call): its workspace then holds no bf16 h.
   bool quantized_in_up_gemm() const { return quant_fused_; }
@@ -164,6 +177,7 @@ class MoeLayer {
   MoeLayerOptions options_;
   bool gather_ = false;
   bool fp8_ = false;
+  bool dequantized_ = false;
   bool quant_fused_ = false;  // the last forward's (quantized_in_up_gemm)
   Buffer ws_buffer_;
   std::vector<WorkspaceRegion> ws_regions_;  // laid out for ws_capacity_ tokens

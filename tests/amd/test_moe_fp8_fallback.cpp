@@ -1,0 +1,133 @@
+// A MoE layer given only FP8 experts on a device with no FP8 kernels (the simulated gfx942: the
+// GCN targets refuse the FP8 operators): create() fails with the reason, or, with
+// MoeFp8Fallback::kDequantize (C ABI: hrt_moe_fp8_weights.dequantize_elsewhere), dequantizes the
+// weights once and runs the bf16 GCN experts, which then match the host reference layer on the
+// same dequantized weights.
+#include <halcyon/kernels/reference/bf16.hpp>
+#include <halcyon/kernels/reference/e4m3.hpp>
+#include <halcyon/runtime.h>
+#include <halcyon/runtime/moe_layer.hpp>
+#include <halcyon/runtime/moe_reference.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim_harness.hpp"
+
+using namespace amdtest;
+using namespace halcyon::rt;
+namespace ref = halcyon::ref;
+using halcyon::ops::DType;
+
+namespace {
+
+// The test's own dequantization (the oracle's weights): q [N, K] with scales [ceil(N/128),
+// ceil(K/128)] -> bf16 [K, N], each weight e4m3 x scale in fp32, rounded once.
+void dequantize_into(const std::vector<uint8_t>& q, const std::vector<float>& s, int64_t EL, int64_t N, int64_t K,
+                     std::vector<uint16_t>* out) {
+  const int64_t NB = (N + 127) / 128, KB = (K + 127) / 128;
+  out->assign(size_t(EL * N * K), 0);
+  for (int64_t e = 0; e < EL; ++e)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        const float v = ref::e4m3_to_float({q[size_t((e * N + n) * K + k)]}) * s[size_t((e * NB + n / 128) * KB + k / 128)];
+        (*out)[size_t((e * K + k) * N + n)] = ref::float_to_bf16(v).bits;
+      }
+}
+
+}  // namespace
+
+TEST_CASE("FP8 experts on a device without FP8 kernels: refused with the reason, or dequantized to bf16 on request") {
+  Sim sim("gfx942");
+  MoeLayerConfig c;
+  c.hidden = 256, c.inter = 128, c.experts = 8, c.topk = 2, c.n_groups = 1, c.topk_groups = 1;
+  const int64_t H = c.hidden, I = c.inter, E = c.experts, T = 12;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> code(-448.f, 448.f), scale(0.0002f, 0.0006f);
+  MoeHostFp8Weights f;
+  f.w_gate_up.resize(size_t(E * 2 * I * H));
+  f.w_down.resize(size_t(E * H * I));
+  for (auto* v : {&f.w_gate_up, &f.w_down})
+    for (auto& b : *v) b = ref::float_to_e4m3(code(rng)).bits;
+  f.w_gate_up_scale.resize(size_t(E * 2 * 2));  // [E, ceil(2I/128) = 2, ceil(H/128) = 2]
+  f.w_down_scale.resize(size_t(E * 2 * 1));     // [E, ceil(H/128) = 2, ceil(I/128) = 1]
+  for (auto* v : {&f.w_gate_up_scale, &f.w_down_scale})
+    for (auto& x : *v) x = scale(rng);
+  MoeHostWeights hw;
+  for (float x : random_floats(size_t(H * E), 11, -0.1f, 0.1f)) hw.w_router.push_back(to_bf16(x));
+  hw.bias = random_floats(size_t(E), 12, -0.05f, 0.05f);
+  std::vector<uint16_t> x;
+  for (float v : random_floats(size_t(T * H), 13)) x.push_back(to_bf16(v));
+
+  auto tensor = [&](auto host, DType dt, std::vector<int64_t> shape) {
+    return halcyon::ops::Tensor{sim.upload(host), 0, dt, std::move(shape)};
+  };
+  MoeLayerWeights w;
+  w.w_router = tensor(hw.w_router, DType::bf16, {H, E});
+  w.bias = tensor(hw.bias, DType::f32, {E});
+  w.fp8 = MoeFp8Weights{tensor(f.w_gate_up, DType::e4m3, {E, 2 * I, H}), tensor(f.w_gate_up_scale, DType::f32, {E, 2, 2}),
+                        tensor(f.w_down, DType::e4m3, {E, H, I}), tensor(f.w_down_scale, DType::f32, {E, 2, 1})};
+
+  auto refused = MoeLayer::create(sim.dev, c, w);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().status() == HAL_UNSUPPORTED);
+  CHECK_MESSAGE(refused.error().message().find("no GCN FP8 kernel for gfx942") != std::string::npos,
+                refused.error().message());
+  CHECK(refused.error().message().find("fp8_fallback") != std::string::npos);
+
+  MoeLayerOptions o;
+  o.fp8_fallback = MoeFp8Fallback::kDequantize;
+  auto layer = must(MoeLayer::create(sim.dev, c, w, o), "create with kDequantize");
+  CHECK(layer.dequantized_fp8());
+  CHECK_FALSE(layer.runs_fp8());
+  auto tx = tensor(x, DType::bf16, {T, H});
+  halcyon::ops::Tensor out{sim.poisoned<uint16_t>(size_t(T * H)), 0, DType::bf16, {T, H}};
+  must(layer.forward(sim.stream, tx, out), "forward");
+  const std::vector<uint16_t> got = sim.download<uint16_t>(out.buffer, size_t(T * H));
+
+  // The host reference layer on the test's own dequantization of the same weights.
+  dequantize_into(f.w_gate_up, f.w_gate_up_scale, E, 2 * I, H, &hw.w_gate_up);
+  dequantize_into(f.w_down, f.w_down_scale, E, H, I, &hw.w_down);
+  std::vector<uint16_t> want;
+  must(moe_layer_reference(c, hw, x, T, &want), "reference");
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = from_bf16(got[i]), e = from_bf16(want[i]);
+    REQUIRE(std::isfinite(g));
+    num += (g - e) * (g - e);
+    den += e * e;
+  }
+  REQUIRE(den > 0);
+  CHECK_MESSAGE(std::sqrt(num / den) <= 1e-2, "relative error " << std::sqrt(num / den));
+
+  // The C ABI: the same request through hrt_moe_fp8_weights.dequantize_elsewhere gives the same bits.
+  hrt_moe_fp8_weights f8{HRT_MOE_FP8_WEIGHTS_SIZE, nullptr, HRT_EXTENSION_MOE_FP8_WEIGHTS, w.fp8->w_gate_up.buffer.get(),
+                         w.fp8->w_gate_up_scale.buffer.get(), w.fp8->w_down.buffer.get(),
+                         w.fp8->w_down_scale.buffer.get(), 1};
+  hrt_moe_layer_desc d{};
+  d.struct_size = HRT_MOE_LAYER_DESC_SIZE;
+  d.next = &f8;
+  d.hidden = H, d.inter = I, d.experts = E, d.topk = c.topk, d.n_groups = c.n_groups, d.topk_groups = c.topk_groups;
+  d.local_experts = -1, d.normalize = c.normalize, d.routed_scale = c.routed_scale, d.softmax = c.score == "softmax";
+  d.w_router = w.w_router.buffer.get();
+  d.bias = w.bias->buffer.get();
+  hrt_moe_layer cl = nullptr;
+  hal_error* err = hrt_moe_layer_create(sim.dev.get(), &d, &cl);
+  REQUIRE_MESSAGE(err == nullptr, hal_error_message(err));
+  hrt_moe_layer_info info{};
+  info.struct_size = HRT_MOE_LAYER_INFO_SIZE;
+  REQUIRE(hrt_moe_layer_get_info(cl, &info) == nullptr);
+  CHECK(info.fp8_dequantized == 1);
+  CHECK(info.fp8_experts == 0);
+  halcyon::ops::Tensor out_c{sim.poisoned<uint16_t>(size_t(T * H)), 0, DType::bf16, {T, H}};
+  REQUIRE(hrt_moe_layer_forward(cl, sim.stream.get(), tx.buffer.get(), out_c.buffer.get(), T) == nullptr);
+  CHECK(sim.download<uint16_t>(out_c.buffer, size_t(T * H)) == got);
+  hrt_moe_layer_destroy(cl);
+  // Without the request: refused, with the reason.
+  f8.dequantize_elsewhere = 0;
+  err = hrt_moe_layer_create(sim.dev.get(), &d, &cl);
+  REQUIRE(err != nullptr);
+  CHECK(std::string(hal_error_message(err)).find("no GCN FP8 kernel") != std::string::npos);
+  hal_error_free(err);
+}
