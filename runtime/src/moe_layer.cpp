@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 namespace halcyon::rt {
 using namespace halcyon::ops;  // the operator layer the layer runs on
@@ -30,49 +32,70 @@ Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<
   return {};
 }
 
-// MoeFp8Fallback::kDequantize: the FP8 experts read to the host, each weight dequantized (its
-// e4m3 value times its 128 x 128 block's scale in fp32, rounded once to bf16) into the bf16
-// layouts ([EL, H, 2I] and [EL, I, H]: the FP8 matrices [rows, K] transposed), and written to
-// new device tensors, which w then holds (the layer keeps them alive).
+// Rows [n0, n1) of one FP8 expert matrix q [N, K] (scales [ceil(N / 128), ceil(K / 128)])
+// dequantized into out [K, N]: each value its e4m3 value times its 128 x 128 block's scale in
+// fp32, rounded once to bf16. 64 x 64 tiles, so that the transposed writes stay in cache.
+void dequantize_rows(const uint8_t* q, const float* scale, int64_t N, int64_t K, int64_t n0, int64_t n1,
+                     uint16_t* out) {
+  const int64_t KB = (K + 127) / 128;
+  for (int64_t k0 = 0; k0 < K; k0 += 64)
+    for (int64_t nt = n0; nt < n1; nt += 64)
+      for (int64_t n = nt; n < std::min(n1, nt + 64); ++n)
+        for (int64_t k = k0; k < std::min(K, k0 + 64); ++k)
+          out[k * N + n] = ref::float_to_bf16(ref::e4m3_to_float({q[n * K + k]}) * scale[(n / 128) * KB + k / 128]).bits;
+}
+
+// One matrix on the host's threads, 128-row blocks dealt round robin (a DeepSeek-V3 expert's
+// gate/up matrix is 4096 x 7168: 32 blocks).
+void dequantize_matrix(const uint8_t* q, const float* scale, int64_t N, int64_t K, uint16_t* out) {
+  const int64_t blocks = (N + 127) / 128;
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(blocks, 32));
+  auto work = [=](int64_t t) {
+    for (int64_t b = t; b < blocks; b += threads) dequantize_rows(q, scale, N, K, 128 * b, std::min(N, 128 * b + 128), out);
+  };
+  std::vector<std::jthread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+}
+
+// MoeFp8Fallback::kDequantize: the FP8 experts dequantized into the bf16 layouts ([EL, H, 2I]
+// and [EL, I, H]: the FP8 matrices [rows, K] transposed) in new device tensors, which w then
+// holds (the layer keeps them alive). One expert matrix at a time through the host, so that the
+// host holds one matrix (at DeepSeek-V3's shape at most 29 MB of e4m3 and 59 MB of bf16), not the
+// layer's 11 + 22 GB.
 Status dequantize_fp8_experts(const Device& device, const MoeLayerConfig& c, const MoeFp8Weights& f,
                               MoeLayerWeights* w) {
   auto stream = device.create_stream();
   if (!stream) return stream.error();
-  auto read = [&](const Tensor& t, auto& host) {
-    host.resize(size_t(t.bytes() / sizeof(host[0])));
-    return stream->read(t.buffer, t.offset, host.data(), t.bytes());
-  };
-  std::vector<uint8_t> gu, dn;
-  std::vector<float> gus, dns;
-  HALCYON_TRY(read(f.w_gate_up, gu));
-  HALCYON_TRY(read(f.w_gate_up_scale, gus));
-  HALCYON_TRY(read(f.w_down, dn));
-  HALCYON_TRY(read(f.w_down_scale, dns));
-  HALCYON_TRY(stream->synchronize());
-  // One expert matrix q [N, K] with scales [ceil(N / 128), ceil(K / 128)] into out [K, N].
-  auto dequantize = [](const uint8_t* q, const float* scale, int64_t N, int64_t K, uint16_t* out) {
-    const int64_t KB = (K + 127) / 128;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k)
-        out[k * N + n] = ref::float_to_bf16(ref::e4m3_to_float({q[n * K + k]}) * scale[(n / 128) * KB + k / 128]).bits;
-  };
   const int64_t H = c.hidden, I = c.inter, EL = c.local();
-  const int64_t gu_scales = ((2 * I + 127) / 128) * ((H + 127) / 128), dn_scales = ((H + 127) / 128) * ((I + 127) / 128);
-  std::vector<uint16_t> gu16(size_t(EL * H * 2 * I)), dn16(size_t(EL * I * H));
-  for (int64_t e = 0; e < EL; ++e) {
-    dequantize(gu.data() + e * 2 * I * H, gus.data() + e * gu_scales, 2 * I, H, gu16.data() + e * H * 2 * I);
-    dequantize(dn.data() + e * H * I, dns.data() + e * dn_scales, H, I, dn16.data() + e * I * H);
-  }
-  auto upload = [&](std::vector<int64_t> shape, const std::vector<uint16_t>& host, Tensor* t) -> Status {
-    auto made = make_tensor(device, DType::bf16, std::move(shape));
-    if (!made) return made.error();
-    HALCYON_TRY(stream->write(made->buffer, made->offset, host.data(), made->bytes()));
-    *t = std::move(made).value();
-    return {};
+  auto gu16 = make_tensor(device, DType::bf16, {EL, H, 2 * I});
+  if (!gu16) return gu16.error();
+  auto dn16 = make_tensor(device, DType::bf16, {EL, I, H});
+  if (!dn16) return dn16.error();
+  struct Matrix {
+    const Tensor &q, &scale;
+    const Tensor& out;
+    int64_t N, K;
   };
-  HALCYON_TRY(upload({EL, H, 2 * I}, gu16, &w->w_gate_up));
-  HALCYON_TRY(upload({EL, I, H}, dn16, &w->w_down));
-  return stream->synchronize();
+  const Matrix matrices[] = {{f.w_gate_up, f.w_gate_up_scale, *gu16, 2 * I, H}, {f.w_down, f.w_down_scale, *dn16, H, I}};
+  std::vector<uint8_t> q;
+  std::vector<float> scale;
+  std::vector<uint16_t> out;
+  for (int64_t e = 0; e < EL; ++e)
+    for (const Matrix& m : matrices) {
+      const int64_t values = m.N * m.K, scales = ((m.N + 127) / 128) * ((m.K + 127) / 128);
+      q.resize(size_t(values));
+      scale.resize(size_t(scales));
+      out.resize(size_t(values));
+      HALCYON_TRY(stream->read(m.q.buffer, m.q.offset + uint64_t(e * values), q.data(), uint64_t(values)));
+      HALCYON_TRY(stream->read(m.scale.buffer, m.scale.offset + uint64_t(e * scales) * 4, scale.data(),
+                               uint64_t(scales) * 4));
+      dequantize_matrix(q.data(), scale.data(), m.N, m.K, out.data());
+      HALCYON_TRY(stream->write(m.out.buffer, m.out.offset + uint64_t(e * values) * 2, out.data(), uint64_t(values) * 2));
+    }
+  w->w_gate_up = std::move(gu16).value();
+  w->w_down = std::move(dn16).value();
+  return {};
 }
 
 }  // namespace
