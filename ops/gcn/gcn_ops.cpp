@@ -107,30 +107,69 @@ struct PermuteRowsArgs {
   uint64_t x, slot_to_row, permuted;
   uint32_t T, K, H;
 };
-Status moe_permute(ops::OpContext& ctx) {
+// moe_permute's plan (both moe_permute and moe_permute_fp8): the checks, then
+// halcyon_moe_permute_plan. `row_bytes`: the bytes of a permuted row (H bf16 or e4m3 values).
+Status launch_permute_plan(ops::OpContext& ctx, const char* op, int64_t row_bytes) {
   int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H"), E = ctx.dim("E"), EL = ctx.dim("EL");
   int64_t begin = ctx.params().i("expert_begin");
-  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe_permute: the expert count E is unknown or {}", E));
+  if (E < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: the expert count E is unknown or {}", op, E));
   if (begin < 0 || EL < 0 || begin + EL > E)
     return Error(HAL_INVALID_ARGUMENT,
-                 fmt::format("moe_permute: local experts [{}, {}) do not lie within [0, {})", begin, begin + EL, E));
+                 fmt::format("{}: local experts [{}, {}) do not lie within [0, {})", op, begin, begin + EL, E));
   if (EL > 1024)
-    return Error(HAL_UNSUPPORTED, fmt::format("moe_permute on GCN: {} local experts; the kernel keeps at most 1024 in LDS", EL));
-  if (T * K * 4 > 0xffffffffll || T * K * H * 2 > 0xffffffffll || E > 0x7fffffffll)
-    return too_large("moe_permute", fmt::format("T = {}, K = {}, H = {}", T, K, H));
+    return Error(HAL_UNSUPPORTED, fmt::format("{} on GCN: {} local experts; the kernel keeps at most 1024 in LDS", op, EL));
+  if (T * K * 4 > 0xffffffffll || T * K * row_bytes > 0xffffffffll || T * H * 2 > 0xffffffffll || E > 0x7fffffffll)
+    return too_large(op, fmt::format("T = {}, K = {}, H = {}", T, K, H));
   auto plan = kernel(ctx, "halcyon_moe_permute_plan");
   if (!plan) return plan.error();
   PermutePlanArgs p{ctx.tensor("topk_ids").address(),    ctx.tensor("expert_counts").address(),
                     ctx.tensor("expert_offsets").address(), ctx.tensor("row_to_slot").address(),
                     ctx.tensor("slot_to_row").address(), ctx.tensor("num_rows").address(),
                     uint32_t(T * K), uint32_t(EL), uint32_t(begin)};
-  if (auto st = ctx.stream.launch(*plan, {1}, {512}, &p, 60); !st) return st;
+  return ctx.stream.launch(*plan, {1}, {512}, &p, 60);
+}
+Status moe_permute(ops::OpContext& ctx) {
+  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
+  HALCYON_TRY(launch_permute_plan(ctx, "moe_permute", 2 * H));
   if (!ctx.params().b("write_permuted") || T == 0 || K == 0 || H == 0) return {};
   auto rows = kernel(ctx, "halcyon_moe_permute_rows");
   if (!rows) return rows.error();
-  PermuteRowsArgs r{ctx.tensor("x").address(), p.slot_to_row, ctx.tensor("permuted").address(),
+  PermuteRowsArgs r{ctx.tensor("x").address(), ctx.tensor("slot_to_row").address(), ctx.tensor("permuted").address(),
                     uint32_t(T), uint32_t(K), uint32_t(H)};
   return ctx.stream.launch(*rows, {uint32_t(T), uint32_t(K)}, {256}, &r, 36);
+}
+
+// moe_quantize_fp8 (mode 0) and moe_permute_fp8's rows (mode 1): halcyon_moe_quantize_fp8, a
+// wave a (row, 128-group) of `rows` rows of `width` values; bit for bit the reference.
+struct QuantizeFp8Args {
+  uint64_t x, q, scale, slot_to_row, num_rows;
+  uint32_t width, topk, mode;
+};
+Status launch_quantize_fp8(ops::OpContext& ctx, const QuantizeFp8Args& a, int64_t rows) {
+  if (rows == 0 || a.width == 0) return {};
+  auto k = kernel(ctx, "halcyon_moe_quantize_fp8");
+  if (!k) return k.error();
+  return ctx.stream.launch(*k, {(a.width + 127) / 128, uint32_t(rows)}, {64}, &a, 52);
+}
+// The 32-bit byte offsets of `rows` rows of `width` values: bf16 in, e4m3 out, a scale a group.
+bool fits_quantize(int64_t rows, int64_t width) {
+  return rows * width * 2 <= 0xffffffffll && rows * ((width + 127) / 128) * 4 <= 0xffffffffll;
+}
+Status moe_quantize_fp8(ops::OpContext& ctx) {
+  const int64_t R = ctx.dim("R"), K = ctx.dim("K");
+  if (!fits_quantize(R, K)) return too_large("moe_quantize_fp8", fmt::format("R = {}, K = {}", R, K));
+  return launch_quantize_fp8(ctx, {ctx.tensor("x").address(), ctx.tensor("q").address(), ctx.tensor("scale").address(),
+                                   0, 0, uint32_t(K), 0, 0}, R);
+}
+// The plan, then each token's row quantized once and written to its slots' rows.
+Status moe_permute_fp8(ops::OpContext& ctx) {
+  int64_t T = ctx.dim("T"), K = ctx.dim("K"), H = ctx.dim("H");
+  if (!fits_quantize(T * K, H)) return too_large("moe_permute_fp8", fmt::format("T = {}, K = {}, H = {}", T, K, H));
+  HALCYON_TRY(launch_permute_plan(ctx, "moe_permute_fp8", H));
+  if (K == 0) return {};
+  return launch_quantize_fp8(ctx, {ctx.tensor("x").address(), ctx.tensor("permuted").address(),
+                                   ctx.tensor("permuted_scale").address(), ctx.tensor("slot_to_row").address(),
+                                   ctx.tensor("num_rows").address(), uint32_t(H), uint32_t(K), 1}, T);
 }
 
 struct GateArgs {
@@ -318,13 +357,13 @@ Status attention_mla_decode(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, sizeof a);
 }
 
-// The FP8 MoE operators (kernels/moe/*fp8*) have no GCN kernel. These implementations never
-// apply and say why, so that listings, the conformance suite and run_op give the reason rather
+// The FP8 MoE GEMMs (kernels/moe/*fp8*) have no GCN kernel (the quantizing operators above
+// need no matrix instruction and run on both targets). These implementations never apply and
+// say why, so that listings, the conformance suite and run_op give the reason rather
 // than only "no implementation runs here" (issue 19: backends without FP8 kernels report
 // unsupported with the reason).
-constexpr const char* kFp8Ops[] = {"moe_quantize_fp8",           "moe_permute_fp8",
-                                   "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
-                                   "moe_grouped_gemm_fp8",        "moe_grouped_gemm_fp8_swiglu_quant"};
+constexpr const char* kFp8Ops[] = {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
+                                   "moe_grouped_gemm_fp8", "moe_grouped_gemm_fp8_swiglu_quant"};
 bool no_fp8(const ops::ApplyContext& c, std::string* why) {
   if (!why) return false;
   if (c.facts.arch.starts_with("gfx942"))
@@ -349,6 +388,8 @@ const bool kRegistered = [] {
       {"gemm_bf16", gemm_bf16},
       {"moe_combine", moe_combine},
       {"moe_permute", moe_permute},
+      {"moe_quantize_fp8", moe_quantize_fp8},
+      {"moe_permute_fp8", moe_permute_fp8},
       {"moe_gate", moe_gate},
       {"moe_grouped_gemm", moe_grouped_gemm},
       {"moe_grouped_gemm_swiglu", moe_grouped_gemm_swiglu},
