@@ -108,7 +108,8 @@ void classify(Inst& in, const std::string& arch) {
   }
   if (f.cls == InstClass::Mfma) {
     // Passes of 4 cycles, from the ISA guides' cycle counts (shared/reference/mfma): CDNA3 runs
-    // the bf16/f16 shapes in half the passes of CDNA2.
+    // the bf16/f16 shapes in half the passes of CDNA2, and its FP8 shapes (twice the k: 32x32x16,
+    // 16x16x32) in as many as its bf16 ones (32 and 16 cycles).
     bool big = op.find("32x32") != std::string::npos;
     f.passes = uint8_t(f.gfx942 ? (big ? 8 : 4) : (big ? 16 : 8));
   }
