@@ -28,6 +28,7 @@
 // v3 = byte offset of its a[row][kA], v42 = a row * K, v4 / v39 = byte offsets of its
 // w[e][kB][col] and up column, v38 = 0x80000000.
 #include "gcn_target.inc"
+#include "gcn_moe.inc"
 .amdgcn_target GCN_TARGET_ID
 
 .set KS, 32                                 // k per stage
@@ -215,13 +216,6 @@
 .Ldone\@:
 .endm
 
-// v22 = bf16(v22) in the low half (round to nearest even).
-.macro TO_BF16
-  v_bfe_u32 v23, v22, 16, 1
-  v_add3_u32 v22, v22, v23, s55
-  v_lshrrev_b32 v22, 16, v22
-.endm
-
 // Stores accumulator acc (and up for swiglu) to out[v20][v27] on valid lanes, then moves v20
 // down \step rows.
 .macro STORE_C acc, up, step
@@ -232,15 +226,9 @@
   s_cmp_eq_u32 s18, 0
   s_cbranch_scc1 1f
   v_accvgpr_read_b32 v24, \up
-  v_mul_f32 v23, s58, v22                   // silu(g) * u = g * u / (1 + 2^(-g log2 e))
-  v_exp_f32 v23, v23
-  NOP_TRANS                                 // gfx942: transcendental -> VALU
-  v_add_f32 v23, 1.0, v23
-  v_rcp_f32 v23, v23
-  v_mul_f32 v22, v22, v24
-  v_mul_f32 v22, v22, v23
+  SILU_MUL v22, v24, v23, s58
 1:
-  TO_BF16
+  TO_BF16 v22, v23, s55
   v_mul_lo_u32 v21, v20, s16
   v_add_u32 v21, v21, v27
   v_lshlrev_b32 v21, 1, v21
@@ -271,44 +259,14 @@ halcyon_moe_grouped_gemm_bf16:
   s_lshl_b32 s40, s2, 6                     // col0
   s_cmp_ge_u32 s40, s16
   s_cbranch_scc1 .Lend                      // padding column tile (the grid is padded to 8)
-  // which expert and tile: walk the experts' tile counts
-  s_mov_b32 s31, s3
-  s_mov_b32 s32, 0                          // e
-  s_load_dword s33, s[8:9], 0x0             // expert_offsets[0]
-.Lfind:
-  s_cmp_ge_u32 s32, s17
-  s_cbranch_scc1 .Lend                      // past the last tile
-  s_lshl_b32 s35, s32, 2
-  s_add_u32 s35, s35, 4
-  s_load_dword s34, s[8:9], s35             // expert_offsets[e + 1]
-  s_waitcnt lgkmcnt(0)
-  s_min_u32 s34, s34, s14                   // never past R
-  s_max_u32 s34, s34, s33
-  s_sub_u32 s35, s34, s33
-  s_add_u32 s35, s35, 63
-  s_lshr_b32 s35, s35, 6                    // tiles of expert e
-  s_cmp_lt_u32 s31, s35
-  s_cbranch_scc1 .Lfound
-  s_sub_u32 s31, s31, s35
-  s_mov_b32 s33, s34
-  s_add_u32 s32, s32, 1
-  s_branch .Lfind
-.Lfound:
-  s_lshl_b32 s41, s31, 6
-  s_add_u32 s41, s41, s33                   // row0
-  s_mov_b32 s42, s34                        // row end
+  MOE_FIND_TILE 6, 8, s17, s14, .Lend       // s32 expert, s41 row0, s42 row end
   // buffers: a (all of it), w[e] (one expert)
-  s_mov_b32 s44, s4
-  s_and_b32 s45, s5, 0xffff
-  s_mov_b32 s46, s22
-  s_mov_b32 s47, 0x27000
+  RAW_BUFFER 44, 4, 5, s22
   s_mul_i32 s52, s32, s23                   // e * b bytes, 64-bit
   s_mul_hi_u32 s53, s32, s23
   s_add_u32 s48, s6, s52
   s_addc_u32 s49, s7, s53
-  s_and_b32 s49, s49, 0xffff
-  s_mov_b32 s50, s23
-  s_mov_b32 s51, 0x27000
+  RAW_BUFFER 48, 48, 49, s23
   s_lshl_b32 s54, s16, 1                    // byte offset of the up columns
   s_lshl_b32 s29, s30, 1                    // bytes per weight row
   s_movk_i32 s55, 0x7fff
@@ -316,23 +274,7 @@ halcyon_moe_grouped_gemm_bf16:
   // loader: this thread's a row (t / 4) and k pair, its B column (t % 64) and k pair
   v_lshrrev_b32 v8, 2, v0
   v_add_u32 v8, s41, v8                     // r
-  v_cmp_gt_u32 s[36:37], s42, v8
-  v_mov_b32 v3, v8
-  s_cmp_eq_u32 s18, 2
-  s_cbranch_scc0 .Lrow_ready
-  v_mov_b32 v10, 0                          // rows past the expert: slot 0, masked below
-  v_lshlrev_b32 v9, 2, v8
-  s_and_saveexec_b64 s[56:57], s[36:37]
-  global_load_dword v10, v9, s[12:13]       // row_to_slot[r]
-  s_mov_b64 exec, s[56:57]
-  s_waitcnt vmcnt(0)
-  v_cmp_gt_u32 s[24:25], s21, v10           // a valid slot
-  s_and_b64 s[36:37], s[36:37], s[24:25]
-  v_mov_b32 v3, v10
-  s_cmp_eq_u32 s19, 1
-  s_cbranch_scc1 .Lrow_ready
-  v_mul_hi_u32 v3, v10, s20                 // token = slot / topk
-.Lrow_ready:
+  MOE_TOKEN_ROW s18, 12, s21, s19, s20, 56, 24
   v_mul_lo_u32 v42, v3, s15                 // a row * K (elements)
   v_and_b32 v5, 3, v0
   v_lshlrev_b32 v5, 3, v5                   // kA = 8 * (t % 4)
