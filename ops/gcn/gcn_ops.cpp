@@ -3,11 +3,9 @@
 // operators, kernels/comm/comm_dispatch, the three of kernels/attention) for gfx942 and gfx90a.
 // Argument blobs follow each kernel's metadata (checked at build time by gcn_check against
 // contracts/<kernel>.kernel).
-#include <halcyon/gcn/kernels.hpp>
 #include <halcyon/kernels/reference/attention.hpp>
-#include <halcyon/ops/op.hpp>
 
-#include <fmt/format.h>
+#include "gcn_kernel.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -16,21 +14,6 @@
 
 namespace halcyon::gcnop {
 namespace {
-
-// The device's embedded kernel `name`, from a module loaded once per device.
-Result<Kernel> kernel(const ops::OpContext& ctx, const char* name) {
-  auto info = ctx.device.info();
-  if (!info) return info.error();
-  const gcn::KernelImage* img = gcn::find(name, info->arch);
-  if (!img) return Error(HAL_UNSUPPORTED, fmt::format("{} is not built for {} ({})", name, info->uri, info->arch));
-  auto m = ctx.module(HAL_MODULE_HSACO, img->target.c_str(), img->data, img->size, name);
-  if (!m) return m.error();
-  return m->kernel(name);
-}
-
-Error too_large(const char* op, const std::string& what) {
-  return Error(HAL_UNSUPPORTED, fmt::format("{} on GCN: {} exceeds the kernel's 32-bit indexing", op, what));
-}
 
 struct VectorAddArgs {
   uint64_t a, b, c;
@@ -357,19 +340,19 @@ Status attention_mla_decode(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, sizeof a);
 }
 
-// The FP8 MoE GEMMs (kernels/moe/*fp8*) have no GCN kernel (the quantizing operators above
-// need no matrix instruction and run on both targets). These implementations never apply and
-// say why, so that listings, the conformance suite and run_op give the reason rather
+// The FP8 MoE operators (kernels/moe/*fp8*) without a GCN kernel: on gfx90a the four GEMMs (the
+// quantizing operators above need no matrix instruction and run on both targets), on gfx942 the
+// quantizing SwiGLU GEMM (the other three are moe_fp8_ops.cpp's). These implementations never
+// apply and say why, so that listings, the conformance suite and run_op give the reason rather
 // than only "no implementation runs here" (issue 19: backends without FP8 kernels report
 // unsupported with the reason).
-constexpr const char* kFp8Ops[] = {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
-                                   "moe_grouped_gemm_fp8", "moe_grouped_gemm_fp8_swiglu_quant"};
+constexpr const char* kFp8Gemms[] = {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
+                                     "moe_grouped_gemm_fp8", "moe_grouped_gemm_fp8_swiglu_quant"};
 bool no_fp8(const ops::ApplyContext& c, std::string* why) {
   if (!why) return false;
   if (c.facts.arch.starts_with("gfx942"))
-    *why = "no GCN FP8 kernel for gfx942: its FP8 MFMA (v_mfma_f32_32x32x16_fp8_fp8) takes e4m3fnuz (exponent bias 8, "
-           "0x80 = NaN), not the OCP e4m3fn these operators use, so a kernel would re-encode the codes and scales; "
-           "not written";
+    *why = "no GCN kernel for the quantizing FP8 SwiGLU GEMM on gfx942 (moe_grouped_gemm_fp8_swiglu, then "
+           "moe_quantize_fp8, compute the same)";
   else
     *why = fmt::format("no GCN FP8 kernel for {}: CDNA2 has no FP8 matrix instructions (decoding e4m3 to bf16 for "
                        "its MFMA is not written)", c.facts.arch.empty() ? c.facts.uri : c.facts.arch);
@@ -378,8 +361,12 @@ bool no_fp8(const ops::ApplyContext& c, std::string* why) {
 Status no_fp8_run(ops::OpContext& ctx) {
   return Error(HAL_UNSUPPORTED, fmt::format("{}: no GCN FP8 kernel", ctx.contract.op));
 }
+ops::OpImpl no_fp8_impl(const char* op, const char* target) {
+  return {op, HAL_MODULE_HSACO, target, "", 1, no_fp8_run, fmt::format("{}.none", target), no_fp8,
+          nullptr, true, nullptr, "none: no GCN FP8 kernel (see why)"};
+}
 
-// Every kernel is assembled for both targets (kernels/gcn), so every operator registers one
+// These kernels are assembled for both targets (kernels/gcn), so every operator registers one
 // implementation a target, named by it ("gfx942", "gfx90a").
 const bool kRegistered = [] {
   const std::pair<const char*, ops::OpImplFn> table[] = {
@@ -401,10 +388,8 @@ const bool kRegistered = [] {
   };
   for (const auto& [op, fn] : table)
     for (const char* target : {"gfx942", "gfx90a"}) ops::register_op_impl({op, HAL_MODULE_HSACO, target, "", 10, fn});
-  for (const char* op : kFp8Ops)
-    for (const char* target : {"gfx942", "gfx90a"})
-      ops::register_op_impl({op, HAL_MODULE_HSACO, target, "", 1, no_fp8_run, fmt::format("{}.none", target), no_fp8,
-                             nullptr, true, nullptr, "none: no GCN FP8 kernel (see why)"});
+  for (const char* op : kFp8Gemms) ops::register_op_impl(no_fp8_impl(op, "gfx90a"));
+  ops::register_op_impl(no_fp8_impl("moe_grouped_gemm_fp8_swiglu_quant", "gfx942"));
   return true;
 }();
 

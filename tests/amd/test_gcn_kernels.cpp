@@ -54,31 +54,51 @@ TEST_CASE("the registry holds every hand-written kernel for both targets, with c
       CHECK(img->contract.find(std::string("kernel ") + name) != std::string::npos);
     }
   CHECK(halcyon::gcn::find("halcyon_vector_add_f32", "gfx1100") == nullptr);
-  CHECK(halcyon::gcn::kernels().size() == 2 * std::size(names));
+  // The FP8 GEMMs for gfx942 only: CDNA2 has no FP8 MFMA.
+  CHECK(halcyon::gcn::find("halcyon_moe_grouped_gemm_fp8", "gfx942") != nullptr);
+  CHECK(halcyon::gcn::find("halcyon_moe_grouped_gemm_fp8", "gfx90a") == nullptr);
+  CHECK(halcyon::gcn::kernels().size() == 2 * std::size(names) + 1);
 }
 
-// The FP8 MoE GEMMs have no GCN kernel: on both targets the registry refuses them with the
-// reason (gfx942's FP8 MFMA takes another e4m3 encoding; gfx90a has no FP8 matrix instructions),
-// and an explicit run says it is unsupported. (The quantizing operators run on both:
-// test_gcn_fp8_quantize.cpp and the conformance suite.)
-TEST_CASE("FP8 GEMMs are refused on both targets with the reason") {
-  const char* const ops[] = {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
-                             "moe_grouped_gemm_fp8", "moe_grouped_gemm_fp8_swiglu_quant"};
-  for (const char* arch : kArchs) {
-    Sim sim(arch);
-    const std::string reason = std::string("no GCN FP8 kernel for ") + arch;
-    for (const char* op : ops) {
-      CAPTURE(arch);
+// The FP8 MoE operators without a GCN kernel (the four GEMMs on gfx90a, which has no FP8 matrix
+// instructions; the quantizing SwiGLU GEMM on gfx942): the registry refuses them with the
+// reason, and an explicit run says it is unsupported. gfx942's three other GEMMs have a kernel,
+// and the quantizing operators run on both (test_gcn_fp8_quantize.cpp, the conformance suite).
+TEST_CASE("FP8 operators without a GCN kernel are refused with the reason") {
+  struct Refused {
+    const char* arch;
+    std::vector<const char*> ops;
+    const char* reason;
+  };
+  const Refused refused[] = {
+      {"gfx90a",
+       {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather", "moe_grouped_gemm_fp8",
+        "moe_grouped_gemm_fp8_swiglu_quant"},
+       "no GCN FP8 kernel for gfx90a: CDNA2 has no FP8 matrix instructions"},
+      {"gfx942", {"moe_grouped_gemm_fp8_swiglu_quant"}, "no GCN kernel for the quantizing FP8 SwiGLU GEMM on gfx942"},
+  };
+  for (const Refused& r : refused) {
+    Sim sim(r.arch);
+    for (const char* op : r.ops) {
+      CAPTURE(r.arch);
       CAPTURE(op);
       std::string why;
       CHECK(halcyon::ops::select_impl(sim.dev, op, &why) == nullptr);
-      CHECK_MESSAGE(why.find(reason) != std::string::npos, why);
+      CHECK_MESSAGE(why.find(r.reason) != std::string::npos, why);
       halcyon::ops::RunOptions named;
-      named.impl = std::string(arch) + ".none";
+      named.impl = std::string(r.arch) + ".none";
       auto chosen = halcyon::ops::select_impl(sim.dev, op, named);
       REQUIRE_FALSE(chosen.ok());
-      CHECK_MESSAGE(chosen.error().message().find(reason) != std::string::npos, chosen.error().message());
+      CHECK_MESSAGE(chosen.error().message().find(r.reason) != std::string::npos, chosen.error().message());
     }
+  }
+  Sim sim("gfx942");
+  for (const char* op : {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather", "moe_grouped_gemm_fp8"}) {
+    CAPTURE(op);
+    std::string why;
+    const auto* impl = halcyon::ops::select_impl(sim.dev, op, &why);
+    REQUIRE_MESSAGE(impl != nullptr, why);
+    CHECK(impl->name == "gfx942");
   }
 }
 

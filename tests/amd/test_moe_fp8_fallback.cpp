@@ -1,5 +1,5 @@
-// A MoE layer given only FP8 experts on a device with no FP8 kernels (the simulated gfx942: the
-// GCN targets refuse the FP8 operators): create() fails with the reason, or, with
+// A MoE layer given only FP8 experts on a device without all of its FP8 kernels (the simulated
+// gfx942: its FP8 grouped GEMMs run, its FP8 quantization is refused): create() fails with the reason, or, with
 // MoeFp8Fallback::kDequantize (C ABI: hrt_moe_fp8_weights.dequantize_elsewhere), dequantizes the
 // weights once and runs the bf16 GCN experts, which then match the host reference layer on the
 // same dequantized weights.
@@ -72,7 +72,7 @@ TEST_CASE("FP8 experts on a device without FP8 kernels: refused with the reason,
   auto refused = MoeLayer::create(sim.dev, c, w);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().status() == HAL_UNSUPPORTED);
-  CHECK_MESSAGE(refused.error().message().find("no GCN FP8 kernel for gfx942") != std::string::npos,
+  CHECK_MESSAGE(refused.error().message().find("no GCN kernel for the FP8 quantization on gfx942") != std::string::npos,
                 refused.error().message());
   CHECK(refused.error().message().find("fp8_fallback") != std::string::npos);
 
@@ -128,6 +128,6 @@ TEST_CASE("FP8 experts on a device without FP8 kernels: refused with the reason,
   f8.dequantize_elsewhere = 0;
   err = hrt_moe_layer_create(sim.dev.get(), &d, &cl);
   REQUIRE(err != nullptr);
-  CHECK(std::string(hal_error_message(err)).find("no GCN FP8 kernel") != std::string::npos);
+  CHECK(std::string(hal_error_message(err)).find("no GCN kernel for the FP8 quantization") != std::string::npos);
   hal_error_free(err);
 }
