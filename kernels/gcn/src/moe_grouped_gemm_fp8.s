@@ -1,10 +1,11 @@
 // The three FP8 grouped GEMMs of the MoE layer (e4m3 with 1x128 / 128x128 block scales,
-// kernels/moe/*fp8*.contract) on gfx942's FP8 MFMA 32x32x16, one kernel with a mode:
+// kernels/moe/*fp8*.contract), one kernel with a mode, on gfx942's FP8 MFMA 32x32x16 and on
+// gfx90a's bf16 MFMA 32x32x8 (CDNA2 has no FP8 MFMA: the bytes are decoded to bf16, see below):
 //   mode 0  moe_grouped_gemm_fp8:                out[r, n] = bf16(sum_g sa[r, g] sw[n / 128, g] a[r, g] . w[e][n, g])
 //   mode 1  moe_grouped_gemm_fp8_swiglu:         out[r, n] = bf16(silu(gate) * up), gate of row n, up of row N + n
 //   mode 2  moe_grouped_gemm_fp8_swiglu_gather:  mode 1 with a[r] = x[row_to_slot[r] / topk] (and its scales)
 // for rows r of expert e: [expert_offsets[e], expert_offsets[e + 1]); g: groups of 128 of K.
-// gfx942 only (CDNA2 has no FP8 MFMA). Correct first: no LDS, one wave a workgroup.
+// Correct first: no LDS, one wave a workgroup.
 // Launch: block (64,1,1), grid (ceil(N / 32), ceil(R / 32) + EL, 1). Workgroup y is a virtual
 // row tile of 32 tokens (the tiles of expert 0, then expert 1, ...; those past the last exit);
 // x a tile of 32 weight rows (SwiGLU: 32 gate rows and their 32 up rows).
@@ -14,22 +15,30 @@
 // blocks (two only for the up rows when N % 128 != 0), chosen per register.
 // Both operands are [rows, K] bytes (K-major), what the FP8 MFMA's A/B layout takes: a lane's 8
 // k-values are 8 consecutive bytes. Lane l (i = j = l % 32, h = l / 32) loads bytes [64 h,
-// 64 h + 64) of the group of its weight row and of its token row; MFMA s takes bytes [8 s,
-// 8 s + 8) of them (the instruction's k = 8 h + e is then group element 64 h + 8 s + e, the
+// 64 h + 64) of the group of its weight row and of its token row; gfx942's MFMA s takes bytes
+// [8 s, 8 s + 8) of them (the instruction's k = 8 h + e is then group element 64 h + 8 s + e, the
 // same for both operands, so the sum over k is the group's dot product).
 // K % 8 == 0 (the launcher refuses others): an 8-byte chunk lies wholly inside or wholly past
 // K. Loads are raw buffer loads with range checks: offset 0x80000000 (past every buffer) for
 // a chunk at k >= K, a token row past its expert or with an invalid slot, a weight row past N.
-// FP8 encodings: the operators' e4m3 is OCP e4m3fn (bias 7, max 448, 0x7f/0xff NaN, 0x80 = -0);
-// the MFMA reads e4m3fnuz (bias 8, max 240, 0x80 the only NaN, no -0). Every fn code but -0
+// FP8 encodings: the operators' e4m3 is OCP e4m3fn (bias 7, max 448, 0x7f/0xff NaN, 0x80 = -0).
+// gfx942: the MFMA reads e4m3fnuz (bias 8, max 240, 0x80 the only NaN, no -0). Every fn code but -0
 // and the NaNs read as fnuz is exactly half its value, so each loaded byte is re-encoded
 // (FNUZ: 0x80 -> 0x00, 0x7f/0xff -> 0x80, others unchanged) and each group's promotion scale
 // is a_scale * w_scale * 4 (two halves; exact, a power of two).
-// Per group: 8 MFMAs into a zeroed temporary (a[0:15], up a[16:31]), then the promotion into the
-// fp32 totals (v[56:71], up v[72:87]): total += temp * scale, one FMA per result.
+// gfx90a: every e4m3fn value is exactly a bf16 value (3 mantissa bits, 2^-9 .. 448), so each
+// loaded dword is decoded exactly into two dwords of bf16 pairs (BF16_DECODE: NaN stays NaN, -0
+// stays -0), v[104:135] weights, v[136:167] tokens, v[168:199] up weights, and each 8-byte
+// chunk takes two bf16 MFMAs of 4 k-values a lane (MULTIPLY says why the sum is unchanged);
+// the promotion scale is a_scale * w_scale.
+// Per group: 8 FP8 MFMAs (gfx942) or 16 bf16 MFMAs (gfx90a) into a zeroed temporary (a[0:15], up
+// a[16:31]), then the promotion into the fp32 totals (v[56:71], up v[72:87]): total += temp *
+// scale, one FMA per result.
 // Register layout of v_mfma_f32_32x32x16_fp8_fp8 (AMD's calculator, shared/reference/mfma), lane l:
 //   A: a[i = l % 32][k = 8 (l / 32) + byte]  B: b[k = 8 (l / 32) + byte][j = l % 32]
 //   result register q: c[8 (q / 4) + 4 (l / 32) + q % 4][l % 32]
+// and of v_mfma_f32_32x32x8bf16_1k (gfx90a): the same result registers; A: a[i = l % 32][k = 4 (l /
+// 32) + 0..3], B: b[k = 4 (l / 32) + 0..3][j = l % 32], two dwords of bf16 pairs, low half first.
 // Registers in: s[0:1] kernarg, s2 weight row tile, s3 virtual row tile, v0 lane (0..63).
 // v3 / v4 / v5: byte offsets of this lane's token / weight / up weight row at 64 h (0x80000000
 // when out of range); v6: of its a_scale row; v7 / v88: its first rows' distance to the next
@@ -110,6 +119,78 @@
   s_waitcnt vmcnt(0) lgkmcnt(0)
 .endm
 
+#if defined(HALCYON_GFX90A)
+// gfx90a: the 4 e4m3fn bytes of v[\x] (b0..b3) decoded exactly to bf16 pairs, low half first:
+// v[\d] = (b0, b2), v[\d + 1] = (b1, b3). Per byte, mag = its low 7 bits: a normal code (8 <=
+// mag <= 0x7e) is (mag << 4) + (120 << 7); a denormal or zero (mag < 8, m * 2^-9) comes from a
+// table (two v_perm_b32 on the byte tables v210..v213: low and high bytes of bf16(m * 2^-9));
+// the NaNs (mag 0x7f) pick table bytes 0xff, so 0xffff, a bf16 NaN; then the sign (bit 15).
+// Constants: s72 0x7f7f7f7f, s73 0x01010101, s74 0x77777777, s84 0x00ff00ff, s85 0x0c030c01,
+// s86 0x3c003c00, s87 0x09090808, s88 0x0b0b0a0a, s89 0x80008000. Temporaries v200..v206.
+.macro BF16_DECODE x, d
+  v_and_b32 v200, s72, v[\x]               // mag of each byte
+  v_add_u32 v201, s73, v200
+  v_and_b32 v201, s72, v201                 // (mag + 1) & 0x7f: 0 for the NaNs
+  v_add_u32 v201, s74, v201                 // bit 7 of a byte: 8 <= mag <= 0x7e (no carry crosses)
+  v_lshlrev_b32 v202, 8, v201
+  v_perm_b32 v203, v202, v201, s88          // 0xffff in the halves of the normal bytes 0 / 2
+  v_perm_b32 v204, v202, v201, s87          // ... of bytes 1 / 3 (the sign of each 16-bit half)
+  v_and_b32 v205, s84, v200                 // (mag0, mag2) as 16-bit halves
+  v_perm_b32 v206, v200, v200, s85          // (mag1, mag3)
+  BF16_HALVES \d, v205, v203
+  v_lshlrev_b32 v202, 8, v[\x]              // the signs of bytes 0 / 2 at bits 15 / 31
+  v_and_or_b32 v[\d], v202, s89, v[\d]
+  BF16_HALVES \d+1, v206, v204
+  v_and_or_b32 v[\d+1], v[\x], s89, v[\d+1] // the signs of bytes 1 / 3 are there already
+.endm
+// v[\d] = the magnitudes \mag (16-bit halves) decoded: normal halves (mask \normal) by the formula,
+// the others from the tables (selector byte 0 between the halves: table byte 0 is 0x00).
+.macro BF16_HALVES d, mag, normal
+  v_perm_b32 v201, v211, v210, \mag         // low bytes of bf16(m * 2^-9)
+  v_perm_b32 v202, v213, v212, \mag         // high bytes
+  v_lshl_or_b32 v201, v202, 8, v201
+  v_lshl_add_u32 v202, \mag, 4, s86
+  v_bfi_b32 v[\d], \normal, v202, v201
+.endm
+// Decoded operand registers of source dword j: weights v[104 + 2 j], tokens v[136 + 2 j], up
+// weights v[168 + 2 j] (two each).
+.macro DECODE_DWORD j, swiglu
+  BF16_DECODE 8+\j, 104+2*\j
+  BF16_DECODE 24+\j, 136+2*\j
+  .if \swiglu
+    BF16_DECODE 40+\j, 168+2*\j
+  .endif
+.endm
+// The bf16 MFMA of source dword j: k = 4 (l / 32) + 0..3 of the instruction are bytes (0, 2, 1, 3)
+// of dword j of the lane's 64 bytes, in both operands: group elements 64 h + 4 j + (0, 2, 1, 3).
+.macro MFMA_DWORD j, swiglu
+  .if (\j) == 0
+    MFMA_F32_32X32X8_BF16 a[0:15], v[104:105], v[136:137], 0
+    .if \swiglu
+      MFMA_F32_32X32X8_BF16 a[16:31], v[168:169], v[136:137], 0
+    .endif
+  .else
+    MFMA_F32_32X32X8_BF16 a[0:15], v[104+2*(\j):105+2*(\j)], v[136+2*(\j):137+2*(\j)], a[0:15]
+    .if \swiglu
+      MFMA_F32_32X32X8_BF16 a[16:31], v[168+2*(\j):169+2*(\j)], v[136+2*(\j):137+2*(\j)], a[16:31]
+    .endif
+  .endif
+.endm
+// The group's 16 bf16 MFMAs (gfx90a), each on 4 k-values a lane: a[0:15] = the weight rows x
+// tokens of the group (a[16:31] the up rows). Each MFMA sums over a set of 8 group elements, the
+// same permutation of them in A and B, and the 16 sets cover the group once, so the sum is the
+// group's dot product. Dword j + 1 is decoded while the MFMA of dword j runs.
+.macro MULTIPLY swiglu
+  DECODE_DWORD 0, \swiglu
+  .irp j, 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+    s_nop 1                                 // VALU write -> MFMA read (the dword just decoded)
+    MFMA_DWORD \j-1, \swiglu
+    DECODE_DWORD \j, \swiglu
+  .endr
+  s_nop 1
+  MFMA_DWORD 15, \swiglu
+.endm
+#else
 // The group's 8 MFMAs: a[0:15] = the weight rows x tokens of the group (a[16:31] the up rows).
 .macro MULTIPLY swiglu
   .irp r, 8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39
@@ -133,19 +214,23 @@
   .endr
 .endm
 
-// Promotion scales of the group, a_scale * w_scale * 4 (the factor 4: fnuz reads each code at
-// half its value, in both operands): v90 / v91 for the gate rows in their first / second scale
-// block, v92 / v93 for the up rows.
+#endif
+
+// Promotion scales of the group, a_scale * w_scale (gfx942: x 4, as fnuz reads each code at half
+// its value, in both operands; gfx90a decodes exactly): v90 / v91 for the gate rows in their
+// first / second scale block, v92 / v93 for the up rows.
+.macro GROUP_SCALE dst, w
+  v_mul_f32 v\dst, \w, v89
+#if defined(HALCYON_GFX942)
+  v_mul_f32 v\dst, 4.0, v\dst
+#endif
+.endm
 .macro GROUP_SCALES swiglu
-  v_mul_f32 v90, s66, v89
-  v_mul_f32 v90, 4.0, v90
-  v_mul_f32 v91, s67, v89
-  v_mul_f32 v91, 4.0, v91
+  GROUP_SCALE 90, s66
+  GROUP_SCALE 91, s67
   .if \swiglu
-    v_mul_f32 v92, s68, v89
-    v_mul_f32 v92, 4.0, v92
-    v_mul_f32 v93, s69, v89
-    v_mul_f32 v93, 4.0, v93
+    GROUP_SCALE 92, s68
+    GROUP_SCALE 93, s69
   .endif
 .endm
 
@@ -176,8 +261,11 @@
   LOAD_GROUP \swiglu
   MULTIPLY \swiglu
   GROUP_SCALES \swiglu
-  s_nop 7                                   // MFMA results are ready after 8 passes + 3
-  s_nop 7
+  s_nop 7                                   // MFMA results are ready after its passes + 3
+  s_nop 7                                   // (gfx942 FP8: 8 passes, gfx90a bf16: 16)
+#if defined(HALCYON_GFX90A)
+  s_nop 2
+#endif
   PROMOTE_ALL \swiglu
   s_add_u32 s56, s56, 1
   s_add_u32 s57, s57, 128
@@ -259,7 +347,21 @@ halcyon_moe_grouped_gemm_fp8:
   v_sub_u32 v88, s58, v97
   s_mov_b32 s72, 0x7f7f7f7f
   s_mov_b32 s73, 0x01010101
+#if defined(HALCYON_GFX90A)
+  s_mov_b32 s74, 0x77777777                 // BF16_DECODE's constants and tables
+  s_mov_b32 s84, 0x00ff00ff
+  s_mov_b32 s85, 0x0c030c01
+  s_mov_b32 s86, 0x3c003c00
+  s_mov_b32 s87, 0x09090808
+  s_mov_b32 s88, 0x0b0b0a0a
+  s_mov_b32 s89, 0x80008000
+  v_mov_b32 v210, 0xc0800000                // low bytes of bf16(m * 2^-9), m = 0..3
+  v_mov_b32 v211, 0x60402000                // m = 4..7
+  v_mov_b32 v212, 0x3b3b3b00                // high bytes
+  v_mov_b32 v213, 0x3c3c3c3c
+#else
   s_mov_b32 s74, 0x80808080
+#endif
   s_movk_i32 s75, 0x7fff
   s_mov_b32 s76, 0xbfb8aa3b                 // -log2(e)
   v_mov_b32 v98, 0x80000000                 // an offset past every buffer
@@ -306,8 +408,16 @@ halcyon_moe_grouped_gemm_fp8:
   s_endpgm
 .size halcyon_moe_grouped_gemm_fp8, .-halcyon_moe_grouped_gemm_fp8
 
+// gfx90a: the decoded operands (v104..v199), BF16_DECODE's temporaries and tables, s84..s89.
+#if defined(HALCYON_GFX90A)
+#define FP8_SGPRS 90
+#define FP8_VGPRS 214
+#else
+#define FP8_SGPRS 84
+#define FP8_VGPRS 103
+#endif
 GCN_KERNEL(halcyon_moe_grouped_gemm_fp8,
-  kernarg=108, lds=0, sgprs=84, vgprs=103, agprs=32, workgroup=64, dims=2,
+  kernarg=108, lds=0, sgprs=FP8_SGPRS, vgprs=FP8_VGPRS, agprs=32, workgroup=64, dims=2,
   { .name: a, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global },
   { .name: a_scale, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global },
   { .name: w, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global },
