@@ -340,30 +340,38 @@ Status attention_mla_decode(ops::OpContext& ctx) {
   return ctx.stream.launch(*k, {uint32_t(sh.Hq), uint32_t(sh.Sq), uint32_t(sh.B)}, {64}, &a, sizeof a);
 }
 
-// The FP8 MoE operators (kernels/moe/*fp8*) without a GCN kernel: on gfx90a the four GEMMs (the
-// quantizing operators above need no matrix instruction and run on both targets), on gfx942 the
-// quantizing SwiGLU GEMM (the other three are moe_fp8_ops.cpp's). These implementations never
-// apply and say why, so that listings, the conformance suite and run_op give the reason rather
-// than only "no implementation runs here" (issue 19: backends without FP8 kernels report
-// unsupported with the reason).
+// The FP8 MoE operator without a GCN kernel, the quantizing SwiGLU GEMM, on both targets (the
+// layer runs moe_grouped_gemm_fp8_swiglu, then moe_quantize_fp8, instead; the other GEMMs are
+// moe_fp8_ops.cpp's), and "gfx90a.none" for the three other GEMMs: never the registry's choice,
+// only named (the tests of the layer's dequantize fallback name it to stand for a device without
+// FP8 GEMM kernels, which no simulated device is any more). These implementations never apply
+// and say why, so that listings, the conformance suite and run_op give the reason rather than
+// only "no implementation runs here" (issue 19: backends without FP8 kernels report unsupported
+// with the reason).
 constexpr const char* kFp8Gemms[] = {"moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
-                                     "moe_grouped_gemm_fp8", "moe_grouped_gemm_fp8_swiglu_quant"};
-bool no_fp8(const ops::ApplyContext& c, std::string* why) {
-  if (!why) return false;
-  if (c.facts.arch.starts_with("gfx942"))
-    *why = "no GCN kernel for the quantizing FP8 SwiGLU GEMM on gfx942 (moe_grouped_gemm_fp8_swiglu, then "
-           "moe_quantize_fp8, compute the same)";
-  else
-    *why = fmt::format("no GCN FP8 kernel for {}: CDNA2 has no FP8 matrix instructions (decoding e4m3 to bf16 for "
-                       "its MFMA is not written)", c.facts.arch.empty() ? c.facts.uri : c.facts.arch);
+                                     "moe_grouped_gemm_fp8"};
+constexpr const char* kQuantGemm = "moe_grouped_gemm_fp8_swiglu_quant";
+std::string arch_of(const ops::ApplyContext& c) {
+  return c.facts.arch.empty() ? c.facts.uri : c.facts.arch.substr(0, c.facts.arch.find(':'));
+}
+bool no_quant_gemm(const ops::ApplyContext& c, std::string* why) {
+  if (why)
+    *why = fmt::format("no GCN kernel for the quantizing FP8 SwiGLU GEMM on {} (moe_grouped_gemm_fp8_swiglu, then "
+                       "moe_quantize_fp8, compute the same)", arch_of(c));
+  return false;
+}
+bool no_fp8_gemm(const ops::ApplyContext& c, std::string* why) {
+  if (why)
+    *why = fmt::format("no FP8 GEMM kernel in {0}.none, named only, to stand for a device without them (the registry "
+                       "chooses {0}: e4m3 decoded to bf16 for the bf16 MFMA)", arch_of(c));
   return false;
 }
 Status no_fp8_run(ops::OpContext& ctx) {
   return Error(HAL_UNSUPPORTED, fmt::format("{}: no GCN FP8 kernel", ctx.contract.op));
 }
-ops::OpImpl no_fp8_impl(const char* op, const char* target) {
-  return {op, HAL_MODULE_HSACO, target, "", 1, no_fp8_run, fmt::format("{}.none", target), no_fp8,
-          nullptr, true, nullptr, "none: no GCN FP8 kernel (see why)"};
+ops::OpImpl no_fp8_impl(const char* op, const char* target, ops::OpPredicate why, bool automatic) {
+  return {op, HAL_MODULE_HSACO, target, "", 1, no_fp8_run, fmt::format("{}.none", target), why,
+          nullptr, automatic, nullptr, "none: no GCN FP8 kernel (see why)"};
 }
 
 // These kernels are assembled for both targets (kernels/gcn), so every operator registers one
@@ -388,8 +396,9 @@ const bool kRegistered = [] {
   };
   for (const auto& [op, fn] : table)
     for (const char* target : {"gfx942", "gfx90a"}) ops::register_op_impl({op, HAL_MODULE_HSACO, target, "", 10, fn});
-  for (const char* op : kFp8Gemms) ops::register_op_impl(no_fp8_impl(op, "gfx90a"));
-  ops::register_op_impl(no_fp8_impl("moe_grouped_gemm_fp8_swiglu_quant", "gfx942"));
+  for (const char* op : kFp8Gemms) ops::register_op_impl(no_fp8_impl(op, "gfx90a", no_fp8_gemm, false));
+  for (const char* target : {"gfx942", "gfx90a"})
+    ops::register_op_impl(no_fp8_impl(kQuantGemm, target, no_quant_gemm, true));
   return true;
 }();
 

@@ -1,7 +1,8 @@
-// The FP8 MoE grouped GEMMs (kernels/moe/moe_grouped_gemm_fp8*.contract) on gfx942: one kernel
-// with a mode (kernels/gcn/src/moe_grouped_gemm_fp8.s: swap-AB on the FP8 MFMA 32x32x16, the
-// operators' e4m3fn re-encoded to the MFMA's e4m3fnuz on load). gfx90a has no FP8 MFMA; its
-// refusals, and gfx942's for the quantizing FP8 operators, are gcn_ops.cpp's.
+// The FP8 MoE grouped GEMMs (kernels/moe/moe_grouped_gemm_fp8*.contract) on gfx942 and gfx90a:
+// one kernel with a mode (kernels/gcn/src/moe_grouped_gemm_fp8.s, swap-AB). gfx942: the FP8 MFMA
+// 32x32x16, the operators' e4m3fn re-encoded to the MFMA's e4m3fnuz on load; gfx90a (no FP8
+// MFMA): e4m3fn decoded exactly to bf16 for the bf16 MFMA 32x32x8. The refusals (the quantizing
+// SwiGLU GEMM; gfx90a.none, named only) are gcn_ops.cpp's.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -82,9 +83,12 @@ const bool kRegistered = [] {
       {"moe_grouped_gemm_fp8_swiglu", moe_grouped_gemm_fp8_swiglu},
       {"moe_grouped_gemm_fp8_swiglu_gather", moe_grouped_gemm_fp8_swiglu_gather},
   };
-  for (const auto& [op, fn] : table)
+  for (const auto& [op, fn] : table) {
     ops::register_op_impl({op, HAL_MODULE_HSACO, "gfx942", "", 10, fn, "gfx942", fp8_applies, nullptr, true, nullptr,
                            "swap-AB on the FP8 MFMA 32x32x16, e4m3fn re-encoded to fnuz; no LDS (correct first)"});
+    ops::register_op_impl({op, HAL_MODULE_HSACO, "gfx90a", "", 10, fn, "gfx90a", fp8_applies, nullptr, true, nullptr,
+                           "swap-AB on the bf16 MFMA 32x32x8, e4m3fn decoded to bf16; no LDS (correct first)"});
+  }
   return true;
 }();
 
