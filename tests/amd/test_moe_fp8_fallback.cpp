@@ -137,7 +137,7 @@ TEST_CASE("FP8 experts on the simulated gfx942 and gfx90a: the FP8 path, against
   const Fp8Layer L;
   std::vector<uint16_t> want;
   must(moe_layer_reference_fp8(L.c, L.hw, L.f, L.x, L.T, &want), "reference");
-  for (const char* arch : {"gfx942", "gfx90a"}) {
+  for (const std::string arch : {"gfx942", "gfx90a"}) {
     CAPTURE(arch);
     Sim sim(arch);
     MoeLayerOptions o;

@@ -264,7 +264,7 @@
   s_nop 7                                   // MFMA results are ready after its passes + 3
   s_nop 7                                   // (gfx942 FP8: 8 passes, gfx90a bf16: 16)
 #if defined(HALCYON_GFX90A)
-  s_nop 2
+  s_nop 2                                   // 19 (GROUP_SCALES, PROMOTE's v_cmp give the rest too)
 #endif
   PROMOTE_ALL \swiglu
   s_add_u32 s56, s56, 1
