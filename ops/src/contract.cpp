@@ -358,12 +358,12 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
         c.generators.push_back({tok[1], tok[2], tok[3]});
       else if (tok.size() == 3 && tok[2] == "bounds")
         c.generators.push_back({tok[1], tok[2], ""});
-      else if (tok.size() == 4 && tok[2] == "blockscaled" && tok[3].find_first_not_of("0123456789") == std::string::npos &&
-               tok[3].size() <= 6 && tok[3] != "0")
-        c.generators.push_back({tok[1], tok[2], tok[3]});
+      else if ((tok.size() == 4 || (tok.size() == 5 && tok[4] == "specials")) && tok[2] == "blockscaled" &&
+               tok[3].find_first_not_of("0123456789") == std::string::npos && tok[3].size() <= 6 && tok[3] != "0")
+        c.generators.push_back({tok[1], tok[2], tok[3], tok.size() == 5});
       else
         return fail("expected 'generate <input> offsets <total dim>', 'generate <input> bounds' or "
-                    "'generate <input> blockscaled <group>'");
+                    "'generate <input> blockscaled <group> [specials]'");
     } else if (kw == "bounds") {
       if (tok.size() != 4) return fail("expected 'bounds <input> <lo> <hi>'");
       c.bounds.push_back({tok[1], tok[2], tok[3]});

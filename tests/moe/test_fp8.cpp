@@ -7,6 +7,7 @@
 
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -22,12 +23,12 @@ uint8_t enc(float f) { return ref::float_to_e4m3(f).bits; }
 float dec(uint8_t b) { return ref::e4m3_to_float(e4m3{b}); }
 }  // namespace
 
-TEST_CASE("e4m3: every code decodes and re-encodes to itself (NaN codes to 0x7f / 0xff)") {
+TEST_CASE("e4m3: every code decodes and re-encodes to itself (both NaN codes to 0x7f, the one NaN written)") {
   for (int b = 0; b < 256; ++b) {
     const float f = dec(uint8_t(b));
     if ((b & 0x7f) == 0x7f) {
       CHECK(std::isnan(f));
-      CHECK(enc(f) == (b & 0x80 ? 0xff : 0x7f));
+      CHECK(enc(f) == 0x7f);
     } else {
       INFO("code ", b);
       CHECK(std::isfinite(f));
@@ -54,6 +55,8 @@ TEST_CASE("e4m3: round to nearest even, saturate to +-448, never NaN from a fini
   CHECK(enc(-1e30f) == 0xfe);
   CHECK(enc(std::numeric_limits<float>::infinity()) == 0x7e);
   CHECK(enc(std::numeric_limits<float>::quiet_NaN()) == 0x7f);
+  CHECK(enc(-std::numeric_limits<float>::quiet_NaN()) == 0x7f);  // the sign of a NaN is dropped
+  CHECK(enc(std::bit_cast<float>(0xffc00000u)) == 0x7f);          // x86's default NaN (inf / inf)
   // Against brute force: the nearest code (ties to the even code) for random magnitudes.
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-12.f, 9.5f);
@@ -101,6 +104,32 @@ TEST_CASE("moe_quantize_fp8: amax / 448 scales, zero groups, extreme magnitudes,
       }
     }
   CHECK_FALSE(ref::moe_quantize_fp8(x.data(), R, 0, q.data(), s.data()));
+}
+
+TEST_CASE("moe_quantize_fp8: special values (amax skips NaN; inf gives scale inf; one NaN code, never lost)") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Row 0: 1, -2, +inf, -3 (a group with an infinity). Row 1: 0.5, NaN, -NaN, -1 (NaNs beside
+  // values). Row 2: -0, +0, -NaN, 0 (only zeros and a NaN: scale 0). Row 3: -inf, NaN, +0, -0.
+  const float rows[4][4] = {{1, -2, inf, -3}, {0.5f, nan, -nan, -1}, {-0.f, 0, -nan, 0}, {-inf, nan, 0, -0.f}};
+  std::vector<ref::bf16> x;
+  for (auto& r : rows)
+    for (float v : r) x.push_back(ref::float_to_bf16(v));
+  std::vector<e4m3> q(16, e4m3{0x55});
+  std::vector<float> s(4, -1.f);
+  REQUIRE(ref::moe_quantize_fp8(x.data(), 4, 4, q.data(), s.data()));
+  const uint8_t want[4][4] = {{0x00, 0x80, 0x7f, 0x80},   // finite / inf = +-0, inf / inf = NaN
+                              {0x76, 0x7f, 0x7f, 0xfe},   // scale 1 / 448: 0.5 -> 224, -1 -> -448
+                              {0x00, 0x00, 0x7f, 0x00},   // scale 0: +0 for the zeros, the NaN kept
+                              {0x7f, 0x7f, 0x00, 0x80}};  // -inf / inf = NaN
+  for (int r = 0; r < 4; ++r)
+    for (int k = 0; k < 4; ++k) {
+      INFO("row ", r, " column ", k);
+      CHECK(q[size_t(4 * r + k)].bits == want[r][k]);
+    }
+  CHECK(s[0] == inf);
+  CHECK(s[1] == 1.f / 448.f);
+  CHECK(s[2] == 0.f);
+  CHECK(s[3] == inf);
 }
 
 TEST_CASE("moe_permute_fp8: quantize then permute, bit for bit; a local expert range; bad ids refused unwritten") {

@@ -200,6 +200,17 @@ case R=5 H=3 EL=2
   CHECK(c.find_defined_rows("out")->index == -1);
   CHECK(!parse_contract("op g\ninput a f32 [N]\noutput o f32 [N] exact\ngenerate a offsets N\n", "x").ok());
   CHECK(!parse_contract("op g\ninput a i32 [N]\noutput o f32 [N] exact\nrows o a\n", "x").ok());
+  // blockscaled, with and without special values
+  const std::string head = "op g\ninput a bf16 [N]\noutput o f32 [N] exact\n";
+  auto plain = unwrap(parse_contract(head + "generate a blockscaled 128\n", "x"));
+  REQUIRE(plain.find_generator("a"));
+  CHECK(plain.find_generator("a")->total == "128");
+  CHECK_FALSE(plain.find_generator("a")->specials);
+  auto special = unwrap(parse_contract(head + "generate a blockscaled 16 specials\n", "x"));
+  REQUIRE(special.find_generator("a"));
+  CHECK(special.find_generator("a")->specials);
+  CHECK(!parse_contract(head + "generate a blockscaled 16 nans\n", "x").ok());
+  CHECK(!parse_contract(head + "generate a blockscaled specials\n", "x").ok());
 }
 
 TEST_CASE("contract: values drawn within their bounds, outputs defined only under a bool param") {

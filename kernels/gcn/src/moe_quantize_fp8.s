@@ -56,10 +56,14 @@ halcyon_moe_quantize_fp8:
   F32_TO_E4M3 v8, v24
   F32_DIV v24, v4, v6
   F32_TO_E4M3 v9, v24
-  v_cmp_eq_u32 vcc, 0, v6                   // a group of zeros: scale 0, q = +0 (no 0 / 0)
+  // A group of zeros: scale 0 and q = +0; x / 0 gave +-0 (F32_DIV's 0 / b), or 0x7f for a NaN
+  // x, which stays (no NaN is lost): drop the sign.
+  v_cmp_eq_u32 vcc, 0, v6
   NOP_VALU_SGPR
-  v_cndmask_b32 v8, v8, 0, vcc
-  v_cndmask_b32 v9, v9, 0, vcc
+  v_and_b32 v10, 0x7f, v8
+  v_and_b32 v11, 0x7f, v9
+  v_cndmask_b32 v8, v8, v10, vcc
+  v_cndmask_b32 v9, v9, v11, vcc
   s_add_u32 s17, s14, 127
   s_lshr_b32 s17, s17, 7                    // KG
   s_cmp_eq_u32 s16, 0

@@ -2,7 +2,9 @@
 // rows (gemm_sm90_fp8.cu: moe_quantize_fp8; permute_fp8.cu: moe_permute_fp8), so that both
 // give the reference's bits: amax over the group, s = amax / 448 and q = e4m3(x / s), each an
 // IEEE fp32 division (nvcc's default -prec-div=true), nearest even, saturating to +-448
-// (`cvt.rn.satfinite`, sm_89+); s == 0 gives q = +0. Device code only.
+// (`cvt.rn.satfinite`, sm_89+); s == 0 gives q = +0. Special values as the reference: fmaxf skips
+// NaNs in amax, and every NaN quotient (a NaN x, inf / inf) is written as the one code 0x7f, also
+// in a group of scale 0. Device code only.
 #pragma once
 
 namespace hc {
@@ -42,14 +44,22 @@ __device__ __forceinline__ float group_scale(float amax) {
   return amax / 448.f;
 }
 
+// What the cvt converts for value v of a group of scale s: v / s, or +0 when s == 0 (a group of
+// zeros); a positive NaN wherever that is NaN or v is (NaN v, inf / inf), so the cvt writes 0x7f
+// whatever sign the NaN had.
+__device__ __forceinline__ float scaled(float v, float s) {
+  const float q = s > 0.f ? v / s : 0.f;
+  return (q != q || v != v) ? __uint_as_float(0x7fffffffu) : q;
+}
+
 // e4m3(v[i] / s) of eight values, packed in memory order into 8 bytes (zeros when s == 0).
 __device__ __forceinline__ uint2 quantize8(const float (&v)[8], float s) {
   unsigned int packed[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     unsigned short lo, hi;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(s > 0.f ? v[4 * h + 1] / s : 0.f), "f"(s > 0.f ? v[4 * h] / s : 0.f));
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(s > 0.f ? v[4 * h + 3] / s : 0.f), "f"(s > 0.f ? v[4 * h + 2] / s : 0.f));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(scaled(v[4 * h + 1], s)), "f"(scaled(v[4 * h], s)));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(scaled(v[4 * h + 3], s)), "f"(scaled(v[4 * h + 2], s)));
     packed[h] = (unsigned int)lo | ((unsigned int)hi << 16);
   }
   return make_uint2(packed[0], packed[1]);
@@ -84,6 +94,6 @@ __device__ __forceinline__ LaneQuant<V> quantize_lane(const uint4 (&raw)[V / 8])
 }
 
 // e4m3(v / s), or +0 when s == 0 (the scalar form).
-__device__ __forceinline__ unsigned char quantize1(float v, float s) { return s > 0.f ? to_e4m3(v / s) : (unsigned char)0; }
+__device__ __forceinline__ unsigned char quantize1(float v, float s) { return to_e4m3(scaled(v, s)); }
 
 }  // namespace hc

@@ -10,13 +10,17 @@
 namespace halcyon::ref {
 namespace {
 
-// One row and group of moe_quantize_fp8 (n <= 128 values).
+// One row and group of moe_quantize_fp8 (n <= 128 values). amax skips NaNs (std::max(amax, NaN)
+// keeps amax); a NaN x still gives the NaN code when the scale is 0, so no NaN is lost.
 void quantize_group(const bf16* x, int64_t n, e4m3* q, float* scale) {
   float amax = 0.0f;
   for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(bf16_to_float(x[k])));
   const float s = amax / kE4m3Max;
   *scale = s;
-  for (int64_t k = 0; k < n; ++k) q[k] = s > 0.0f ? float_to_e4m3(bf16_to_float(x[k]) / s) : e4m3{};
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = bf16_to_float(x[k]);
+    q[k] = s > 0.0f || std::isnan(v) ? float_to_e4m3(v / s) : e4m3{};
+  }
 }
 
 // The local expert that owns row `row` (offsets[e] <= row < offsets[e+1]).

@@ -90,11 +90,11 @@ static inline uint f32_div(uint a, uint b) {
 }
 
 // fp32 bits -> e4m3 (OCP "FN"): nearest even, finite values past +-448 and infinities saturate
-// to +-448, NaN -> NaN, denormals kept, the sign of zero kept. kernels/reference e4m3.hpp's
-// float_to_e4m3, step for step, on integers.
+// to +-448, every NaN -> 0x7f (one code, whatever its sign), denormals kept, the sign of zero
+// kept. kernels/reference e4m3.hpp's float_to_e4m3, step for step, on integers.
 static inline uchar f32_to_e4m3(uint u) {
   uint sign = (u >> 24) & 0x80u, mag = u & 0x7fffffffu;
-  if (mag > F32_INF) return (uchar)(sign | 0x7fu);
+  if (mag > F32_INF) return (uchar)0x7fu;
   if (mag >= F32_448) return (uchar)(sign | 0x7eu);
   uint q;
   if (mag < 0x3c800000u) {
@@ -134,10 +134,10 @@ static inline __attribute__((always_inline)) uint group_max(__local uint* red, u
 
 // This work-item's share of moe_quantize_fp8 of one group: x (fp32 bits; 0 for an item past the
 // row's end) -> its e4m3 code; *scale gets the group's scale amax / 448 (the same in every item),
-// and a group of zeros has scale 0 and q = +0.
+// and a group of zeros has scale 0 and q = +0, but a NaN x still gives 0x7f (no NaN is lost).
 static inline __attribute__((always_inline)) uchar quantize_in_group(__local uint* red, uint x, uint* scale) {
   *scale = f32_div(group_max(red, amax_key(x)), F32_448);
-  return *scale ? f32_to_e4m3(f32_div(x, *scale)) : (uchar)0;
+  return *scale || (x & ~F32_SIGN) > F32_INF ? f32_to_e4m3(f32_div(x, *scale)) : (uchar)0;
 }
 
 // Writes work-item `col`'s code (col: the kernel's global id 0) into row q (n columns) and, from

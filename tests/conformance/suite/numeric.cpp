@@ -75,7 +75,7 @@ HostTensors random_inputs(TestContext& t, const ops::Contract& c, const ops::Bin
       } else if (g->kind == "blockscaled") {
         const ops::ValueRange* r = c.find_range(in.name);
         auto [lo, hi] = r ? std::pair{r->lo, r->hi} : default_range(in.dtype);
-        out[in.name] = random_blockscaled(t.rng, in.dtype, size_t(n), lo, hi, size_t(std::stoll(g->total)));
+        out[in.name] = random_blockscaled(t.rng, in.dtype, size_t(n), lo, hi, size_t(std::stoll(g->total)), g->specials);
       } else {
         t.require_failed(fmt::format("input {}: the suite does not know generator '{}'", in.name, g->kind));
       }

@@ -32,8 +32,11 @@ std::vector<uint8_t> random_values(std::mt19937_64& rng, ops::DType t, size_t n,
 
 // random_values in [lo, hi), each run of `group` elements then multiplied by one factor: 0,
 // 2^-24 or 2^24 (one in eight each) or 1 (contract generator `blockscaled`). Float dtypes only.
+// specials (`blockscaled <n> specials`): about one run in four then gets one +inf, -inf, +NaN
+// or -NaN at a random place (drawn from the stream only then, so the other contracts' inputs
+// do not change).
 std::vector<uint8_t> random_blockscaled(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi,
-                                        size_t group);
+                                        size_t group, bool specials = false);
 
 struct Comparison {
   bool ok = true;
@@ -42,8 +45,10 @@ struct Comparison {
   std::string failure;  // why it failed, naming the first bad element
 };
 
-// Compares `got` with `want`: NaN/Inf in got fails; exact (integers always), each e4m3 element
-// within `tol.steps` codes (steps >= 0), or ||got - want|| / ||want|| <= tol.rel.
+// Compares `got` with `want`: exact (integers always) bit for bit, so NaN codes and the sign
+// of zero count and a NaN the reference holds must be the same bits; otherwise NaN/Inf in got
+// fails, each e4m3 element within `tol.steps` codes (steps >= 0), or ||got - want|| / ||want||
+// <= tol.rel.
 Comparison compare_output(ops::DType t, const ops::Tolerance& tol, const std::vector<uint8_t>& got,
                           const std::vector<uint8_t>& want);
 

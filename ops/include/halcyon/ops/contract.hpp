@@ -19,6 +19,10 @@
 //                                     elements (along the flat index) multiplied by one of
 //                                     0, 2^-24, 2^24 or (mostly) 1: block scales of 0 and of
 //                                     extreme magnitude (FP8 operators)
+//   generate <input> blockscaled <n> specials
+//                                     the same, and about one run in four also holds one
+//                                     +inf, -inf, +NaN or -NaN at a random place (quantizing
+//                                     operators, whose contracts define what those give)
 //   bounds <input> <lo> <hi>          every value of an integer input must lie in [lo, hi)
 //                                     (expressions over dims): checked by `halcyon run`
 //   rows   <output> <tensor>[<index>] only the leading rows of <output> are defined: as many
@@ -87,6 +91,7 @@ struct InputGenerator {
   std::string input;
   std::string kind;   // "offsets", "bounds" or "blockscaled"
   std::string total;  // offsets: dim symbol the offsets sum to; blockscaled: the run length; bounds: empty
+  bool specials = false;  // blockscaled: plant infinities and NaNs as well
 };
 
 struct ValueBounds {

@@ -8,8 +8,11 @@
 // normal 2^-6, the smallest denormal 2^-9.
 //
 // float -> e4m3 rounds to nearest, ties to even, and SATURATES: a finite value (or an
-// infinity) past ±448 gives ±448, never NaN, so no NaN comes from a finite input; NaN gives
-// NaN (0x7f with the sign). Denormals are kept (no flush to zero); the sign of zero is kept.
+// infinity) past ±448 gives ±448, never NaN, so no NaN comes from a finite input; every NaN
+// gives 0x7f, whatever its sign: which NaN a division yields differs between processors (x86's
+// default NaN has the sign set, a GPU's not), so halcyon writes one NaN code everywhere, and the
+// conformance suite compares e4m3 outputs bit for bit. Denormals are kept (no flush to zero);
+// the sign of zero is kept.
 // e4m3 -> float is exact.
 #pragma once
 
@@ -42,7 +45,7 @@ constexpr e4m3 float_to_e4m3(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
   const std::uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return e4m3{std::uint8_t(sign | 0x7fu)};   // NaN
+  if (abs > 0x7f800000u) return e4m3{0x7fu};                        // NaN: the one code
   if (abs >= 0x43e00000u) return e4m3{std::uint8_t(sign | 0x7eu)};  // >= 448 (and inf): saturate
   if (abs < 0x3c800000u) {
     // Below 2^-6: a denormal, units of 2^-9. The scaling by 2^9 is exact, so nearest-even on

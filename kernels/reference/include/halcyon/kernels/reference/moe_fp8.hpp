@@ -23,7 +23,10 @@ constexpr int64_t fp8_groups(int64_t k) { return (k + kFp8Group - 1) / kFp8Group
 //   amax = max |x| over the group (fp32), s = amax / 448 (fp32 division, NOT rounded to a
 //   power of two: DeepSeek-V3's released inference code), scale[r, g] = s,
 //   q[r, k] = e4m3(x[r, k] / s) (fp32 division, nearest even, saturating), or +0 when s == 0.
-// Finite input never gives NaN. q [R, K] e4m3, scale [R, KG] f32. rows: rows of x.
+// Finite input never gives NaN. Special values: amax skips NaNs; an infinity makes the group's
+// scale +inf, so its finite values give +-0 and its infinities inf / inf = NaN; every NaN is the
+// code 0x7f, and a NaN x gives it even in a group of scale 0. q [R, K] e4m3, scale [R, KG] f32.
+// rows: rows of x.
 Status moe_quantize_fp8(const bf16* x, int64_t R, int64_t K, e4m3* q, float* scale, RowRange rows = {});
 
 // moe_permute_fp8: moe_permute with the rows quantized on the way. The plan is moe_permute's
