@@ -48,7 +48,7 @@ const hal_backend_api kApi = {
     nullptr,  // tensor_map_encode: no tensor copy engine is exposed through Level Zero
     HAL_BACKEND_FN(ze::device_can_run),
     HAL_BACKEND_FN(ze::partition_caps),
-    nullptr,  // buffer_import: not yet (zeMemGetAllocProperties would check the pointer's device)
+    HAL_BACKEND_FN(ze::buffer_import),
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator yet
     nullptr,  // stream_import: not yet (a ze_command_list_handle_t, an immediate list)
 };

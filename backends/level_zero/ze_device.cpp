@@ -25,7 +25,7 @@ void logged(ze_result_t r, const char* what) {
 }
 
 Backend::~Backend() {
-  if (context) logged(lib.sym.zeContextDestroy(context), "zeContextDestroy");
+  if (context && own_context) logged(lib.sym.zeContextDestroy(context), "zeContextDestroy");
 }
 
 namespace {
@@ -76,8 +76,15 @@ hal_error* create(const hal_host_api* host, Backend** out) {
                                "(Intel: intel-level-zero-gpu) or no GPU is visible (/dev/dri/renderD*)",
                                b->lib.path, result_name(r)));
     if (hal_error* e = find_devices(b.get())) return e;
-    ze_context_desc_t cd{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
-    ZE_CHECK(s.zeContextCreate(b->driver, &cd, &b->context));
+    // The driver's default context where it has one: memory is usable only in the context it
+    // was allocated in, and this is the one other users of the driver share (SYCL's contexts of
+    // all root devices, so PyTorch's XPU tensors), which hal_buffer_import needs. Else our own.
+    if (s.zeDriverGetDefaultContext) b->context = s.zeDriverGetDefaultContext(b->driver);
+    if (!b->context) {
+      ze_context_desc_t cd{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
+      ZE_CHECK(s.zeContextCreate(b->driver, &cd, &b->context));
+      b->own_context = true;
+    }
     *out = b.release();
     return nullptr;
   })

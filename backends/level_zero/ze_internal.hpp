@@ -26,6 +26,7 @@ struct Backend {
   Library lib;
   ze_driver_handle_t driver = nullptr;
   ze_context_handle_t context = nullptr;
+  bool own_context = false;  // made by zeContextCreate (destroyed here), not the driver's default
   std::vector<ze_device_handle_t> devices;
   // Live streams of every device object: a buffer's free waits for their work (a buffer may be
   // used on streams of another object of its device, such as the operator layer's module cache).
@@ -64,6 +65,8 @@ struct Partition {
 struct Buffer {
   Device* device;
   void* ptr;
+  bool imported = false;       // someone else's memory (hal_buffer_import): never freed here
+  bool owner_ordered = false;  // HAL_BUFFER_IMPORT_OWNER_ORDERED: its release need not wait
 };
 
 struct Stream {
@@ -133,6 +136,7 @@ void partition_destroy(Partition* p);
 hal_error* partition_caps(Device* d, uint32_t flags, hal_partition_caps* out);
 
 hal_error* buffer_create(Device* d, const hal_buffer_desc* desc, Buffer** out, uint64_t* address, void** host);
+hal_error* buffer_import(Device* d, const hal_buffer_import_desc* desc, Buffer** out, void** host);
 void buffer_destroy(Buffer* b);
 hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc* desc, Stream** out);
 void stream_destroy(Stream* s);

@@ -1,6 +1,8 @@
 // Memory (device allocations, host allocations for pinned buffers) and streams: one immediate
 // command list each, on the compute queue group of the device or of a partition's first tile.
 // The core has checked every offset and size against the buffer before these run.
+#include <algorithm>
+
 #include "ze_internal.hpp"
 
 namespace halcyon::ze {
@@ -50,8 +52,75 @@ hal_error* buffer_create(Device* d, const hal_buffer_desc* desc, Buffer** out, u
   })
 }
 
+namespace {
+// Which memory zeMemGetAllocProperties says p is, for an error.
+const char* memory_type_name(ze_memory_type_t t) {
+  switch (t) {
+    case ZE_MEMORY_TYPE_HOST: return "host memory (zeMemAllocHost)";
+    case ZE_MEMORY_TYPE_SHARED: return "shared memory (zeMemAllocShared)";
+    case ZE_MEMORY_TYPE_DEVICE: return "device memory";
+    default: return "unknown";
+  }
+}
+
+bool is_device_or_tile(const Device* d, ze_device_handle_t h) {
+  return h == d->handle || std::find(d->tiles.begin(), d->tiles.end(), h) != d->tiles.end();
+}
+}  // namespace
+
+// Someone else's device memory (a PyTorch XPU tensor's, through DLPack): it must be a device
+// allocation of this device (or of one of its tiles) in the backend's context, and the range
+// must lie within it. Wrapped, never freed here.
+hal_error* buffer_import(Device* d, const hal_buffer_import_desc* desc, Buffer** out, void** host) {
+  HAL_BACKEND_GUARD({
+    const Symbols& s = d->s();
+    Backend* b = d->backend;
+    *host = nullptr;
+    void* p = reinterpret_cast<void*>(uintptr_t(desc->device_address));
+    if (desc->size > 0) {
+      if (!s.zeMemGetAllocProperties)
+        return error(HAL_UNSUPPORTED, fmt::format("ze: {} lacks zeMemGetAllocProperties, so imported memory cannot "
+                                                  "be checked", b->lib.path));
+      ze_memory_allocation_properties_t props{ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES, nullptr,
+                                              ZE_MEMORY_TYPE_UNKNOWN, 0, 0};
+      ze_device_handle_t owner = nullptr;
+      ze_result_t r = s.zeMemGetAllocProperties(b->context, p, &props, &owner);
+      if (r != ZE_RESULT_SUCCESS || props.type == ZE_MEMORY_TYPE_UNKNOWN)
+        return error(HAL_INVALID_ARGUMENT,
+                     fmt::format("ze:{}: importing {}: not memory of this backend's Level Zero context ({}); memory "
+                                 "of another context cannot be used here{}",
+                                 d->index, p, r == ZE_RESULT_SUCCESS ? "ZE_MEMORY_TYPE_UNKNOWN" : result_name(r),
+                                 b->own_context ? " (the driver has no default context, zeDriverGetDefaultContext, "
+                                                  "so the backend made its own)"
+                                                : " (the backend uses the driver's default context, which SYCL "
+                                                  "contexts of all root devices share)"));
+      if (props.type != ZE_MEMORY_TYPE_DEVICE)
+        return error(HAL_INVALID_ARGUMENT, fmt::format("ze:{}: importing {}: it is {}, not device memory", d->index, p,
+                                                       memory_type_name(props.type)));
+      if (!is_device_or_tile(d, owner))
+        return error(HAL_INVALID_ARGUMENT,
+                     fmt::format("ze:{}: importing {}: it is memory of another device, not of '{}'", d->index, p,
+                                 d->props.name));
+      void* base = nullptr;
+      size_t bytes = 0;
+      if (s.zeMemGetAddressRange && s.zeMemGetAddressRange(b->context, p, &base, &bytes) == ZE_RESULT_SUCCESS &&
+          uintptr_t(p) - uintptr_t(base) + desc->size > bytes)
+        return error(HAL_INVALID_ARGUMENT,
+                     fmt::format("ze:{}: importing {} bytes at {}: the range runs past its allocation ({} bytes at {})",
+                                 d->index, desc->size, p, bytes, base));
+    }
+    auto buf = std::make_unique<Buffer>(Buffer{d, p});
+    buf->imported = true;
+    buf->owner_ordered = (desc->flags & HAL_BUFFER_IMPORT_OWNER_ORDERED) != 0;
+    *out = buf.release();
+    return nullptr;
+  })
+}
+
 void buffer_destroy(Buffer* b) {
-  if (b->ptr) {
+  // Imported memory is the owner's to free, but the owner may free it once this returns: queued
+  // work first, unless the owner orders its reuse after that work itself.
+  if (b->ptr && !(b->imported && b->owner_ordered)) {
     Device* d = b->device;
     {
       // Queued work of any stream may still use the memory: wait for it before the free. The
@@ -60,7 +129,7 @@ void buffer_destroy(Buffer* b) {
       const char* what = "";
       for (Stream* s : d->backend->streams) logged(drain(s, &what), what);
     }
-    logged(d->s().zeMemFree(d->backend->context, b->ptr), "zeMemFree");
+    if (!b->imported) logged(d->s().zeMemFree(d->backend->context, b->ptr), "zeMemFree");
   }
   delete b;
 }

@@ -30,6 +30,7 @@ bool Library::open(const char* file, std::string* why) {
   HALCYON_ZE_OPTIONAL(HALCYON_ZE_OPT)
 #undef HALCYON_ZE_REQ
 #undef HALCYON_ZE_OPT
+  sym.zeDriverGetDefaultContext = reinterpret_cast<DriverGetDefaultContextFn>(dlsym(handle_, "zeDriverGetDefaultContext"));
   return true;
 }
 

@@ -52,17 +52,26 @@ namespace halcyon::ze {
   X(zeKernelGetProperties)
 
 // Shared memory is not used by the backend's own paths (device and host allocations are), but
-// resolved so that a driver without it is seen at load; cache properties feed device info.
+// resolved so that a driver without it is seen at load; cache properties feed device info; the
+// allocation queries check imported memory (hal_buffer_import).
 #define HALCYON_ZE_OPTIONAL(X)    \
   X(zeMemAllocShared)             \
   X(zeDeviceGetCacheProperties)   \
-  X(zeDriverGetApiVersion)
+  X(zeDriverGetApiVersion)        \
+  X(zeMemGetAllocProperties)      \
+  X(zeMemGetAddressRange)
+
+// zeDriverGetDefaultContext (Level Zero 1.14 and later; Debian 12's headers are 1.4, so it is
+// declared here, as the specification gives it): the driver's one context of all its devices,
+// which SYCL's full-platform contexts and so PyTorch's XPU tensors use too. NULL when absent.
+using DriverGetDefaultContextFn = ze_context_handle_t(ZE_APICALL*)(ze_driver_handle_t);
 
 struct Symbols {
 #define HALCYON_ZE_FIELD(name) decltype(&::name) name = nullptr;
   HALCYON_ZE_REQUIRED(HALCYON_ZE_FIELD)
   HALCYON_ZE_OPTIONAL(HALCYON_ZE_FIELD)
 #undef HALCYON_ZE_FIELD
+  DriverGetDefaultContextFn zeDriverGetDefaultContext = nullptr;
 };
 
 class Library {

@@ -62,7 +62,7 @@ _EXT_MOE_FP8_WEIGHTS = 0x48520001  # HRT_EXTENSION_MOE_FP8_WEIGHTS
 _FP8_PARTS = ("w_gate_up", "w_gate_up_scale", "w_down", "w_down_scale")
 _FROM_DLPACK = 0xFFFFFFFF
 _OWNER_ORDERED = 1  # HAL_BUFFER_IMPORT_OWNER_ORDERED (ABI 1.5)
-_DL_DEVICES = {1: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDA, kDLROCM
+_DL_DEVICES = {1: "cpu", 2: "cuda", 10: "hip", 14: "ze"}  # kDLCPU, kDLCUDA, kDLROCM, kDLOneAPI
 
 
 class _Tensor(ctypes.Structure):  # hrt_tensor
@@ -357,11 +357,21 @@ def _is_torch_cuda(obj):
     return type(base).__module__.startswith("torch") and bool(getattr(base, "is_cuda", False))
 
 
+def _is_torch_xpu(obj):
+    """A torch XPU tensor (Intel GPUs through SYCL; DLPack gives it as kDLOneAPI memory, ze:N)."""
+    base = _base(obj)
+    return type(base).__module__.startswith("torch") and bool(getattr(base, "is_xpu", False))
+
+
 def _wait_for_producer(obj):
-    """PyTorch's GPU work on a tensor runs on its current stream: let it finish first."""
+    """PyTorch's GPU work on a tensor runs on its current stream (an XPU tensor's: its SYCL
+    queue, which halcyon does not import): let it finish first."""
     if _is_torch_cuda(obj):
         import torch
         torch.cuda.current_stream(_base(obj).device).synchronize()
+    elif _is_torch_xpu(obj):
+        import torch
+        torch.xpu.current_stream(_base(obj).device).synchronize()
 
 
 # The halcyon device kinds whose streams are PyTorch's: "cuda" (a CUstream) and "hip" (a ROCm

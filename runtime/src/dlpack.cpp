@@ -31,7 +31,10 @@ struct DeviceRow {
   const char* scheme;
   DLDeviceType type;
 };
-constexpr DeviceRow kDevices[] = {{"cpu", kDLCPU}, {"cuda", kDLCUDA}, {"hip", kDLROCM}};
+// kDLOneAPI (14, DLPack 0.7 and later; Debian 12's dlpack.h is 0.6): a oneAPI USM pointer, as
+// PyTorch's XPU tensors give theirs; the Level Zero backend imports it (hal_buffer_import).
+constexpr auto kDLOneAPIDevice = DLDeviceType(14);
+constexpr DeviceRow kDevices[] = {{"cpu", kDLCPU}, {"cuda", kDLCUDA}, {"hip", kDLROCM}, {"ze", kDLOneAPIDevice}};
 
 std::string dl_device_name(DLDevice d) {
   for (const DeviceRow& r : kDevices)

@@ -277,16 +277,7 @@ int g_released = 0;
 void count_release(void*) { ++g_released; }
 
 halcyon::Result<halcyon::Buffer> import(const halcyon::Device& d, void* p, uint64_t size, uint32_t flags = 0) {
-  hal_buffer_import_desc desc{};
-  desc.struct_size = sizeof desc;
-  desc.kind = HAL_MEMORY_DEVICE;
-  desc.flags = flags;
-  desc.device_address = reinterpret_cast<uint64_t>(p);
-  desc.size = size;
-  desc.release = count_release;
-  hal_buffer b = nullptr;
-  if (hal_error* e = hal_buffer_import(d.get(), &desc, &b)) return halcyon::Error::adopt(e);
-  return halcyon::Buffer(b);
+  return d.import_memory(reinterpret_cast<uint64_t>(p), size, count_release, nullptr, flags);
 }
 }  // namespace
 

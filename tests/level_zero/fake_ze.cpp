@@ -10,6 +10,12 @@
 // Built a second time with FAKEZE_SOURCE_DIR (halcyon_fake_ze_source), it runs each module as
 // the OpenCL C source it came from instead, built by pocl itself.
 //
+// The default build also has the driver's default context (zeDriverGetDefaultContext, Level Zero
+// 1.14), which the backend then runs in; the source build stands for an older driver without it,
+// so cts.ze_fake_source runs the backend in a context of its own (zeContextCreate). Allocations
+// remember their context, kind and device: zeMemGetAllocProperties answers as a driver does,
+// ZE_MEMORY_TYPE_UNKNOWN for memory of another context.
+//
 // Simplifications, said plainly: one root device with two sub-devices; every command runs when
 // it is appended (immediate lists are in order anyway), so events are signalled at once and
 // cross-stream waits never have to wait; the global timestamp is the host's steady clock in ns.
@@ -84,7 +90,14 @@ struct State {
   _ze_device_handle_t root{0};
   _ze_device_handle_t tiles[kTiles] = {{1}, {2}};
   std::map<std::string, int> calls;
-  std::map<uintptr_t, size_t> allocations;  // pointer handed out -> size
+  struct Allocation {
+    size_t size;
+    ze_memory_type_t type;
+    ze_device_handle_t device;  // NULL for host memory
+    ze_context_handle_t context;
+  };
+  std::map<uintptr_t, Allocation> allocations;  // pointer handed out -> what it is
+  _ze_context_handle_t default_context;     // the driver's, never destroyed
   std::map<uintptr_t, void*> bases;         // pointer handed out -> what clSVMAlloc returned
   size_t device_bytes = 0;
   bool fail_build = false, oom = false, lost = false;
@@ -116,7 +129,7 @@ bool in_allocation(const State& st, const void* p, size_t n) {
   auto it = st.allocations.upper_bound(a);
   if (it == st.allocations.begin()) return false;
   --it;
-  return a >= it->first && a + n <= it->first + it->second;
+  return a >= it->first && a + n <= it->first + it->second.size;
 }
 // A pointer no allocation contains is host memory; one an allocation contains must fit in it.
 bool range_ok(const State& st, const void* p, size_t n) {
@@ -124,8 +137,8 @@ bool range_ok(const State& st, const void* p, size_t n) {
   auto it = st.allocations.upper_bound(a);
   if (it == st.allocations.begin()) return true;
   --it;
-  if (a >= it->first + it->second) return true;  // past this allocation: host memory
-  return a + n <= it->first + it->second;
+  if (a >= it->first + it->second.size) return true;  // past this allocation: host memory
+  return a + n <= it->first + it->second.size;
 }
 
 ze_result_t wait_ok(State& st, uint32_t n, ze_event_handle_t* events) {
@@ -139,7 +152,9 @@ void signal(ze_event_handle_t e) {
   if (e) e->signalled = true;
 }
 
-ze_result_t alloc(State& st, size_t size, size_t alignment, bool device, void** out) {
+ze_result_t alloc(State& st, size_t size, size_t alignment, ze_memory_type_t type, ze_device_handle_t dev,
+                  ze_context_handle_t ctx, void** out) {
+  const bool device = type != ZE_MEMORY_TYPE_HOST;
   if (!out || size == 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
   if (alignment & (alignment - 1)) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
   if (device && (st.oom || st.device_bytes + size > kMemoryBytes)) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
@@ -149,7 +164,7 @@ ze_result_t alloc(State& st, size_t size, size_t alignment, bool device, void** 
   if (!base) return device ? ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
   void* p = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + align - 1) / align * align);
   st.bases[reinterpret_cast<uintptr_t>(p)] = base;
-  st.allocations[reinterpret_cast<uintptr_t>(p)] = size;
+  st.allocations[reinterpret_cast<uintptr_t>(p)] = {size, type, dev, ctx};
   if (device) st.device_bytes += size;
   *out = p;
   return ZE_RESULT_SUCCESS;
@@ -287,7 +302,7 @@ extern "C" __attribute__((visibility("default"))) size_t fakeze_live_bytes(void)
   State& st = state();
   std::lock_guard lock(st.mu);
   size_t n = 0;
-  for (auto& [p, size] : st.allocations) n += size;
+  for (auto& [p, a] : st.allocations) n += a.size;
   return n;
 }
 
@@ -422,23 +437,61 @@ FAKE_API zeContextCreate(ze_driver_handle_t driver, const ze_context_desc_t*, ze
 
 // ---- memory ---------------------------------------------------------------------------------
 
-FAKE_API zeMemAllocDevice(ze_context_handle_t, const ze_device_mem_alloc_desc_t*, size_t size, size_t alignment,
+FAKE_API zeMemAllocDevice(ze_context_handle_t c, const ze_device_mem_alloc_desc_t*, size_t size, size_t alignment,
                           ze_device_handle_t d, void** out) {
   FAKE_ENTER("zeMemAllocDevice");
-  if (!known_device(st, d)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-  return alloc(st, size, alignment, true, out);
+  if (!known_device(st, d) || !c) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  return alloc(st, size, alignment, ZE_MEMORY_TYPE_DEVICE, d, c, out);
 }
 
-FAKE_API zeMemAllocHost(ze_context_handle_t, const ze_host_mem_alloc_desc_t*, size_t size, size_t alignment,
+FAKE_API zeMemAllocHost(ze_context_handle_t c, const ze_host_mem_alloc_desc_t*, size_t size, size_t alignment,
                         void** out) {
   FAKE_ENTER("zeMemAllocHost");
-  return alloc(st, size, alignment, false, out);
+  if (!c) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  return alloc(st, size, alignment, ZE_MEMORY_TYPE_HOST, nullptr, c, out);
 }
 
-FAKE_API zeMemAllocShared(ze_context_handle_t, const ze_device_mem_alloc_desc_t*, const ze_host_mem_alloc_desc_t*,
-                          size_t size, size_t alignment, ze_device_handle_t, void** out) {
+FAKE_API zeMemAllocShared(ze_context_handle_t c, const ze_device_mem_alloc_desc_t*, const ze_host_mem_alloc_desc_t*,
+                          size_t size, size_t alignment, ze_device_handle_t d, void** out) {
   FAKE_ENTER("zeMemAllocShared");
-  return alloc(st, size, alignment, true, out);
+  if (!c) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  return alloc(st, size, alignment, ZE_MEMORY_TYPE_SHARED, d, c, out);
+}
+
+// The allocation that holds p, if any, in context c (a pointer of another context is unknown
+// there, as a driver says).
+const State::Allocation* find_allocation(const State& st, ze_context_handle_t c, const void* p, uintptr_t* base) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = st.allocations.upper_bound(a);
+  if (it == st.allocations.begin()) return nullptr;
+  --it;
+  if (a >= it->first + it->second.size || it->second.context != c) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+
+FAKE_API zeMemGetAllocProperties(ze_context_handle_t c, const void* p, ze_memory_allocation_properties_t* props,
+                                 ze_device_handle_t* device) {
+  FAKE_ENTER("zeMemGetAllocProperties");
+  if (!c) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (!props || props->stype != ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  uintptr_t base = 0;
+  const State::Allocation* a = find_allocation(st, c, p, &base);
+  props->type = a ? a->type : ZE_MEMORY_TYPE_UNKNOWN;
+  props->id = base;
+  props->pageSize = 4096;
+  if (device) *device = a ? a->device : nullptr;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeMemGetAddressRange(ze_context_handle_t c, const void* p, void** base, size_t* size) {
+  FAKE_ENTER("zeMemGetAddressRange");
+  uintptr_t at = 0;
+  const State::Allocation* a = find_allocation(st, c, p, &at);
+  if (!a) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (base) *base = reinterpret_cast<void*>(at);
+  if (size) *size = a->size;
+  return ZE_RESULT_SUCCESS;
 }
 
 FAKE_API zeMemFree(ze_context_handle_t, void* p) {
@@ -447,7 +500,7 @@ FAKE_API zeMemFree(ze_context_handle_t, void* p) {
   if (it == st.allocations.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // a double or foreign free
   clSVMFree(st.cl, st.bases[it->first]);
   st.bases.erase(it->first);
-  st.device_bytes -= std::min(st.device_bytes, it->second);
+  if (it->second.type != ZE_MEMORY_TYPE_HOST) st.device_bytes -= std::min(st.device_bytes, it->second.size);
   st.allocations.erase(it);
   return ZE_RESULT_SUCCESS;
 }
@@ -690,7 +743,21 @@ FAKE_API zeKernelSetArgumentValue(ze_kernel_handle_t k, uint32_t index, size_t s
     delete h;                    \
     return ZE_RESULT_SUCCESS;    \
   }
-FAKE_DELETE(zeContextDestroy, ze_context_handle_t)
+
+// The default context is the driver's: destroying it is an error a strict driver reports.
+FAKE_API zeContextDestroy(ze_context_handle_t c) {
+  FAKE_ENTER("zeContextDestroy");
+  if (c == &st.default_context) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  delete c;
+  return ZE_RESULT_SUCCESS;
+}
+
+#ifndef FAKEZE_SOURCE_DIR
+extern "C" __attribute__((visibility("default"))) ze_context_handle_t zeDriverGetDefaultContext(ze_driver_handle_t d) {
+  FAKE_ENTER("zeDriverGetDefaultContext");
+  return d == &st.driver ? &st.default_context : nullptr;
+}
+#endif
 FAKE_DELETE(zeCommandListDestroy, ze_command_list_handle_t)
 FAKE_DELETE(zeEventPoolDestroy, ze_event_pool_handle_t)
 FAKE_DELETE(zeEventDestroy, ze_event_handle_t)

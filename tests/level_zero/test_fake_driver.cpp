@@ -1,10 +1,13 @@
 // The Level Zero backend against the fake driver (fake_ze.cpp): device discovery and
 // properties, memory and its bounds, streams, events and timestamps, SPIR-V modules and
-// launches, sub-device partitions, and the failure paths a real driver has (a module that
-// does not build, with its build log; out of device memory; a lost device).
+// launches, sub-device partitions, memory of another user of the driver imported (hal_buffer_import,
+// DLPack's kDLOneAPI), and the failure paths a real driver has (a module that does not build,
+// with its build log; out of device memory; a lost device).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include <halcyon/dlpack.h>
 #include <halcyon/halcyon.hpp>
+#include <level_zero/ze_api.h>
 #include <halcyon/spirv_kernels.hpp>
 
 #include <dlfcn.h>
@@ -156,6 +159,157 @@ TEST_CASE("a SPIR-V kernel runs, its arguments laid out from the module") {
   REQUIRE(!missing.ok());
   CHECK(missing.error().status() == HAL_NOT_FOUND);
   CHECK(contains(missing.error().message(), "hc_vector_add"));  // it lists what the module has
+}
+
+namespace {
+
+// Another user of the driver (SYCL, so PyTorch's XPU tensors): its device memory in the driver's
+// default context, allocated through the fake's own entry points.
+struct OtherUser {
+  ze_driver_handle_t driver = nullptr;
+  ze_device_handle_t root = nullptr, tiles[2] = {};
+  ze_context_handle_t context = nullptr;
+  OtherUser() {
+    uint32_t n = 1;
+    REQUIRE(fake().fn<decltype(&zeDriverGet)>("zeDriverGet")(&n, &driver) == ZE_RESULT_SUCCESS);
+    n = 1;
+    REQUIRE(fake().fn<decltype(&zeDeviceGet)>("zeDeviceGet")(driver, &n, &root) == ZE_RESULT_SUCCESS);
+    n = 2;
+    REQUIRE(fake().fn<decltype(&zeDeviceGetSubDevices)>("zeDeviceGetSubDevices")(root, &n, tiles) == ZE_RESULT_SUCCESS);
+    context = fake().fn<ze_context_handle_t (*)(ze_driver_handle_t)>("zeDriverGetDefaultContext")(driver);
+    REQUIRE(context != nullptr);
+  }
+  void* device(size_t bytes, ze_device_handle_t on = nullptr, ze_context_handle_t in = nullptr) const {
+    ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
+    void* p = nullptr;
+    REQUIRE(fake().fn<decltype(&zeMemAllocDevice)>("zeMemAllocDevice")(in ? in : context, &desc, bytes, 256,
+                                                                        on ? on : root, &p) == ZE_RESULT_SUCCESS);
+    return p;
+  }
+  void* host(size_t bytes) const {
+    ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
+    void* p = nullptr;
+    REQUIRE(fake().fn<decltype(&zeMemAllocHost)>("zeMemAllocHost")(context, &desc, bytes, 256, &p) == ZE_RESULT_SUCCESS);
+    return p;
+  }
+  void free(void* p, ze_context_handle_t in = nullptr) const {
+    CHECK(fake().fn<decltype(&zeMemFree)>("zeMemFree")(in ? in : context, p) == ZE_RESULT_SUCCESS);
+  }
+};
+
+int g_released = 0;
+void count_release(void*) { ++g_released; }
+
+halcyon::Result<halcyon::Buffer> import(const halcyon::Device& d, const void* p, uint64_t size, uint32_t flags = 0) {
+  return d.import_memory(reinterpret_cast<uint64_t>(p), size, count_release, nullptr, flags);
+}
+
+void refused(const halcyon::Result<halcyon::Buffer>& r, const char* why) {
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+  CHECK_MESSAGE(contains(r.error().message(), why), r.error().message());
+}
+
+}  // namespace
+
+TEST_CASE("the backend runs in the driver's default context, so another user's device memory imports in place") {
+  auto d = open_ze();
+  const OtherUser other;
+  // The backend's own buffers are memory of the default context.
+  auto mine = unwrap(d.allocate(256));
+  ze_memory_allocation_properties_t props{ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES, nullptr,
+                                          ZE_MEMORY_TYPE_UNKNOWN, 0, 0};
+  const auto alloc_properties = fake().fn<decltype(&zeMemGetAllocProperties)>("zeMemGetAllocProperties");
+  REQUIRE(alloc_properties(other.context, reinterpret_cast<void*>(unwrap(mine.info()).device_address), &props,
+                           nullptr) == ZE_RESULT_SUCCESS);
+  CHECK(props.type == ZE_MEMORY_TYPE_DEVICE);
+
+  // vector_add on three imported buffers (one of a tile, one owner-ordered): in place, each
+  // release once, never freed by the backend.
+  const int n = 1000;
+  void* raw[3] = {other.device(n * 4), other.device(n * 4, other.tiles[1]), other.device(n * 4)};
+  const int frees = fake().count("zeMemFree");
+  g_released = 0;
+  {
+    auto a = unwrap(import(d, raw[0], n * 4)), b = unwrap(import(d, raw[1], n * 4));
+    auto c = unwrap(import(d, raw[2], n * 4, HAL_BUFFER_IMPORT_OWNER_ORDERED));
+    CHECK(unwrap(a.info()).device_address == reinterpret_cast<uint64_t>(raw[0]));
+    auto s = unwrap(d.create_stream());
+    std::vector<float> x(n), y(n), z(n, -1);
+    for (int i = 0; i < n; ++i) x[i] = float(i), y[i] = 0.25f * float(i);
+    REQUIRE(s.write(a, 0, x.data(), n * 4).ok());
+    REQUIRE(s.write(b, 0, y.data(), n * 4).ok());
+    auto m = unwrap(d.load_module(HAL_MODULE_SPIRV, basic().target, basic().data, basic().size, "basic.spv"));
+    auto k = unwrap(m.kernel("hc_vector_add"));
+    struct {
+      uint64_t a, b, c;
+      int64_t n;
+    } blob{unwrap(a.info()).device_address, unwrap(b.info()).device_address, unwrap(c.info()).device_address, n};
+    REQUIRE(s.launch(k, {(n + 255) / 256}, {256}, &blob, sizeof blob).ok());
+    REQUIRE(s.synchronize().ok());
+    std::memcpy(z.data(), raw[2], n * 4);  // the fake's device memory is host-visible: the owner's view
+    for (int i = 0; i < n; ++i) REQUIRE(z[i] == 1.25f * float(i));
+    CHECK(g_released == 0);
+  }
+  CHECK(g_released == 3);
+  CHECK(fake().count("zeMemFree") == frees);  // the owner's to free
+
+  // Refused, by name, without calling release: host memory, memory of another context, a range
+  // past its allocation, memory the driver does not know.
+  void* pinned = other.host(1024);
+  refused(import(d, pinned, 1024), "host memory (zeMemAllocHost), not device memory");
+  ze_context_handle_t theirs = nullptr;
+  ze_context_desc_t cd{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
+  REQUIRE(fake().fn<decltype(&zeContextCreate)>("zeContextCreate")(other.driver, &cd, &theirs) == ZE_RESULT_SUCCESS);
+  void* elsewhere = other.device(1024, nullptr, theirs);
+  refused(import(d, elsewhere, 1024), "not memory of this backend's Level Zero context");
+  refused(import(d, static_cast<char*>(raw[0]) + 64, n * 4), "runs past its allocation");
+  std::vector<char> plain(64);
+  refused(import(d, plain.data(), 64), "default context");
+  CHECK(g_released == 3);
+  // An empty range needs no memory behind it.
+  CHECK(import(d, nullptr, 0).ok());
+
+  for (void* p : raw) other.free(p);
+  other.free(pinned);
+  other.free(elsewhere, theirs);
+  CHECK(fake().fn<decltype(&zeContextDestroy)>("zeContextDestroy")(theirs) == ZE_RESULT_SUCCESS);
+  // The default context is the driver's: nobody may destroy it (the backend never does).
+  CHECK(fake().fn<decltype(&zeContextDestroy)>("zeContextDestroy")(other.context) == ZE_RESULT_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("a oneAPI DLPack tensor (kDLOneAPI, as PyTorch's XPU tensors) is imported into its ze device") {
+  auto d = open_ze();
+  const OtherUser other;
+  void* p = other.device(1024);
+  struct Owner {
+    DLManagedTensor m{};
+    int64_t shape[1] = {256};
+    bool deleted = false;
+  } owner, wrong;
+  const auto kOneApi = DLDeviceType(14);  // kDLOneAPI (DLPack 0.7; Debian's header is 0.6)
+  owner.m.dl_tensor = DLTensor{p, DLDevice{kOneApi, 0}, 1, DLDataType{kDLFloat, 32, 1}, owner.shape, nullptr, 0};
+  owner.m.manager_ctx = &owner;
+  owner.m.deleter = [](DLManagedTensor* m) { static_cast<Owner*>(m->manager_ctx)->deleted = true; };
+  hrt_tensor t{};
+  t.struct_size = sizeof t;
+  if (hal_error* e = hrt_dlpack_import(d.get(), &owner.m, "x", HRT_DTYPE_FROM_DLPACK, &t)) {
+    halcyon::Error err = halcyon::Error::adopt(e);
+    FAIL(err.to_string());
+  }
+  CHECK(halcyon::Buffer(t.buffer).address() == reinterpret_cast<uint64_t>(p));  // adopts the reference
+  CHECK(owner.deleted);  // its last reference is gone: the deleter ran
+  // The same memory said to be a CUDA tensor is refused before the driver is asked.
+  wrong.m.dl_tensor = DLTensor{p, DLDevice{kDLCUDA, 0}, 1, DLDataType{kDLFloat, 32, 1}, wrong.shape, nullptr, 0};
+  hrt_tensor t2{};
+  t2.struct_size = sizeof t2;
+  hal_error* e = hrt_dlpack_import(d.get(), &wrong.m, "x", HRT_DTYPE_FROM_DLPACK, &t2);
+  REQUIRE(e != nullptr);
+  halcyon::Error err = halcyon::Error::adopt(e);
+  CHECK(err.status() == HAL_INVALID_ARGUMENT);
+  CHECK_MESSAGE(contains(err.message(), "the device is ze:0"), err.message());
+  CHECK_FALSE(wrong.deleted);
+  other.free(p);
 }
 
 TEST_CASE("modules: wrong target and bad bytes are refused before the driver, a build failure carries its log") {

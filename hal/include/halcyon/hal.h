@@ -403,8 +403,10 @@ HAL_API hal_error* hal_buffer_release(hal_buffer buffer);
  * the device's work queued so far, as hal_buffer_release says), `release(release_user)` is
  * called once, and the owner may free it then. On an error return `release` is not called
  * (the caller still owns the memory). The backend checks that the address is memory of this
- * device where its driver can tell (CUDA: cuPointerGetAttributes; HIP: hipPointerGetAttributes);
- * a backend that cannot import returns HAL_UNSUPPORTED. */
+ * device where its driver can tell (CUDA: cuPointerGetAttributes; HIP: hipPointerGetAttributes;
+ * Level Zero: zeMemGetAllocProperties and zeMemGetAddressRange in the backend's context, which is
+ * the driver's default context where it has one, so memory of SYCL's full-platform contexts and
+ * PyTorch's XPU tensors qualify); a backend that cannot import returns HAL_UNSUPPORTED. */
 typedef void (*hal_release_fn)(void* user);
 /* ABI 1.5, hal_buffer_import_desc.flags. */
 typedef enum hal_buffer_import_flags {

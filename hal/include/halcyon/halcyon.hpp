@@ -274,6 +274,24 @@ class Device : public Handle<hal_device, hal_device_retain, hal_device_release> 
     if (hal_error* e = hal_buffer_create(get(), &d, &b)) return Error::adopt(e);
     return Buffer(b);
   }
+  // Someone else's device memory [address, address + size) as a buffer, in place
+  // (hal_buffer_import): release(user) runs once after the buffer's last reference, never when
+  // the import fails. flags: hal_buffer_import_flags.
+  Result<Buffer> import_memory(uint64_t address, uint64_t size, hal_release_fn release = nullptr,
+                               void* user = nullptr, uint32_t flags = 0,
+                               hal_memory_kind kind = HAL_MEMORY_DEVICE) const {
+    hal_buffer_import_desc d{};
+    d.struct_size = sizeof d;
+    d.kind = kind;
+    d.flags = flags;
+    d.device_address = address;
+    d.size = size;
+    d.release = release;
+    d.release_user = user;
+    hal_buffer b = nullptr;
+    if (hal_error* e = hal_buffer_import(get(), &d, &b)) return Error::adopt(e);
+    return Buffer(b);
+  }
   Result<Stream> create_stream(const Partition* partition = nullptr) const {
     hal_stream_desc d{};
     d.struct_size = sizeof d;

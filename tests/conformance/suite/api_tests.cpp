@@ -332,6 +332,53 @@ void copy_device_to_device(TestContext& t) {
   t.expect_error(s.copy(one, 20, one, 10, 40), HAL_INVALID_ARGUMENT, "overlapping copy", {"overlap"});
 }
 
+// hal_buffer_import (ABI 1.4): memory the device already has, here a buffer of its own, taken
+// in place as a second buffer (an embedder's tensor through DLPack is the real use). Data moves
+// both ways between the two views; `release` runs once, after the imported buffer's last
+// reference, and the memory stays its owner's; the core's argument checks hold.
+int g_import_releases = 0;
+void count_import_release(void*) { ++g_import_releases; }
+
+Result<Buffer> import_range(const Device& d, uint64_t address, uint64_t size, hal_memory_kind kind = HAL_MEMORY_DEVICE,
+                            uint32_t flags = 0) {
+  return d.import_memory(address, size, count_import_release, nullptr, flags, kind);
+}
+
+void buffer_import(TestContext& t) {
+  Stream s = make_stream(t);
+  Buffer owner = allocate(t, 4096);
+  const uint64_t base = t.must(owner.info(), "owner info").device_address;
+  g_import_releases = 0;
+  auto first = import_range(t.device, base + 256, 1024);
+  if (!first.ok() && first.error().status() == HAL_UNSUPPORTED)
+    TestContext::unsupported("the device imports no memory: " + first.error().message());
+  {
+    Buffer view = t.must(std::move(first), "import 1024 bytes of a buffer of the device");
+    CTS_CHECK(t, t.must(view.info(), "view info").device_address == base + 256, "the import is not in place");
+    auto data = random_bytes(t, 1024);
+    t.must(s.write(view, 0, data.data(), 1024), "write through the imported view");
+    expect_bytes(t, read_all(t, s, owner, 256, 1024), data.data(), "the owner's bytes after a write to the view");
+    auto back = random_bytes(t, 100);
+    t.must(s.write(owner, 300, back.data(), 100), "write through the owner");
+    expect_bytes(t, read_all(t, s, view, 44, 100), back.data(), "the view's bytes after a write to the owner");
+    t.expect_error(s.write(view, 1000, data.data(), 25), HAL_OUT_OF_RANGE, "write past the imported range");
+    Buffer owned_order = t.must(import_range(t.device, base, 4096, HAL_MEMORY_DEVICE, HAL_BUFFER_IMPORT_OWNER_ORDERED),
+                                "import with HAL_BUFFER_IMPORT_OWNER_ORDERED");
+    t.must(s.synchronize(), "synchronize");
+    CTS_CHECK(t, g_import_releases == 0, "release ran {} time(s) while the imports were alive", g_import_releases);
+  }
+  CTS_CHECK(t, g_import_releases == 2, "release ran {} time(s) for 2 imports released", g_import_releases);
+  auto still = random_bytes(t, 16);
+  t.must(s.write(owner, 0, still.data(), 16), "the owner's buffer after its imports are gone");
+  expect_bytes(t, read_all(t, s, owner, 0, 16), still.data(), "the owner's buffer after its imports are gone");
+  t.expect_error(import_range(t.device, base, 64, HAL_MEMORY_HOST_PINNED), HAL_INVALID_ARGUMENT,
+                 "import as host memory", {"HAL_MEMORY_DEVICE"});
+  t.expect_error(import_range(t.device, base, 64, HAL_MEMORY_DEVICE, 1u << 7), HAL_INVALID_ARGUMENT,
+                 "import with a reserved flag", {"reserved"});
+  t.expect_error(import_range(t.device, 0, 64), HAL_INVALID_ARGUMENT, "import of address 0", {"address 0"});
+  CTS_CHECK(t, g_import_releases == 2, "a refused import called release");
+}
+
 void copy_out_of_range(TestContext& t) {
   Stream s = make_stream(t);
   Buffer b = allocate(t, 100), c = allocate(t, 100);
@@ -930,6 +977,7 @@ std::vector<TestCase> api_tests() {
       {"api.copy.roundtrip", {}, copy_roundtrip},
       {"api.copy.device_to_device", {}, copy_device_to_device},
       {"api.copy.out_of_range", {}, copy_out_of_range},
+      {"api.buffer.import", {}, buffer_import},
       {"api.copy.largest", {}, copy_largest},
       {"api.fill.patterns", {}, fill_patterns},
       {"api.stream.order", {}, stream_order},
