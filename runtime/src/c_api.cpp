@@ -68,10 +68,9 @@ Result<T> element(const T* array, uint32_t i, size_t min_size, const char* type,
   return t;
 }
 
-// The FP8 expert weights of an hrt_moe_layer_desc's extension chain (hrt_moe_fp8_weights), or
-// none; extension types this runtime does not know are skipped (hal.h's rule). *dequantize:
-// its dequantize_elsewhere (ABI 1.9; 0 in a smaller struct).
-Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLayerConfig& c, bool* dequantize) {
+// The extension of type `type` in an hrt_moe_layer_desc's chain, or NULL; extension types this
+// runtime does not know are skipped (hal.h's rule). Every header on the way is checked.
+Result<const hal_extension*> find_extension(const void* chain, uint32_t type) {
   constexpr size_t kHeader = offsetof(hrt_moe_fp8_weights, type) + sizeof(uint32_t);
   int depth = 0;
   for (auto* e = static_cast<const hal_extension*>(chain); e; e = e->next) {
@@ -79,7 +78,43 @@ Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLay
     if (e->struct_size < kHeader)
       return Error(HAL_VERSION_MISMATCH, fmt::format("hrt_moe_layer_create: an extension's struct_size is {}, smaller "
                                                      "than the {} bytes of its header", e->struct_size, kHeader));
-    if (e->type != HRT_EXTENSION_MOE_FP8_WEIGHTS) continue;
+    if (e->type == type) return e;
+  }
+  return static_cast<const hal_extension*>(nullptr);
+}
+
+// The implementations by name of an hrt_moe_layer_impls in the chain (ABI 1.10), into *impl.
+Status layer_impls(const void* chain, std::map<std::string, std::string, std::less<>>* impl) {
+  auto found = find_extension(chain, HRT_EXTENSION_MOE_LAYER_IMPLS);
+  if (!found) return found.error();
+  const hal_extension* e = *found;
+  if (!e) return {};
+  if (e->struct_size < HRT_MOE_LAYER_IMPLS_MIN_SIZE)
+    return Error(HAL_VERSION_MISMATCH, fmt::format("hrt_moe_layer_create: hrt_moe_layer_impls.struct_size is {}, "
+                                                   "smaller than {}", e->struct_size, HRT_MOE_LAYER_IMPLS_MIN_SIZE));
+  hrt_moe_layer_impls d{};
+  std::memcpy(&d, e, std::min(e->struct_size, sizeof d));
+  if (d.count && !d.entries)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("hrt_moe_layer_create: hrt_moe_layer_impls has {} entries and a "
+                                                   "NULL array", d.count));
+  for (uint32_t i = 0; i < d.count; ++i) {
+    const hrt_op_impl& x = d.entries[i];
+    if (!x.op || !*x.op || !x.impl || !*x.impl)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("hrt_moe_layer_create: hrt_moe_layer_impls entry {} has a NULL "
+                                                     "or empty op or impl", i));
+    if (!impl->emplace(x.op, x.impl).second)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("hrt_moe_layer_create: hrt_moe_layer_impls names operator '{}' "
+                                                     "twice", x.op));
+  }
+  return {};
+}
+
+// The FP8 expert weights of an hrt_moe_layer_desc's extension chain (hrt_moe_fp8_weights), or
+// none. *dequantize: its dequantize_elsewhere (ABI 1.9; 0 in a smaller struct).
+Result<std::optional<MoeFp8Weights>> fp8_weights(const void* chain, const MoeLayerConfig& c, bool* dequantize) {
+  auto found = find_extension(chain, HRT_EXTENSION_MOE_FP8_WEIGHTS);
+  if (!found) return found.error();
+  if (const hal_extension* e = *found) {
     if (e->struct_size < HRT_MOE_FP8_WEIGHTS_MIN_SIZE)
       return Error(HAL_VERSION_MISMATCH, fmt::format("hrt_moe_layer_create: hrt_moe_fp8_weights.struct_size is {}, "
                                                      "smaller than {}", e->struct_size, HRT_MOE_FP8_WEIGHTS_MIN_SIZE));
@@ -284,6 +319,7 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
                                                            t->buffer.size(), dtype_name(t->dtype), t->shape_string()).c_str());
     MoeLayerOptions o;
     if (dequantize) o.fp8_fallback = MoeFp8Fallback::kDequantize;
+    if (Status named = layer_impls(desc->next, &o.impl); !named) return to_c(named.error());
     auto layer = MoeLayer::create(*dev, c, w, o);
     if (!layer) return to_c(layer.error());
     *out = new hrt_moe_layer_s{std::move(dev).value(), std::move(layer).value()};

@@ -6,8 +6,8 @@
 // gfx90a.none for moe_grouped_gemm_fp8 (MoeLayerOptions::impl; it stands for a device without
 // one): create() fails with the reason, or, with MoeFp8Fallback::kDequantize, dequantizes the
 // weights once and runs the bf16 GCN experts, which then match the host reference layer on the
-// same dequantized weights. (The C ABI names no implementations: its dequantize_elsewhere reaches
-// a refusal only on a device without FP8 kernels.)
+// same dequantized weights; through the C ABI the same, gfx90a.none named by an
+// hrt_moe_layer_impls (ABI 1.10).
 #include <halcyon/kernels/reference/bf16.hpp>
 #include <halcyon/kernels/reference/e4m3.hpp>
 #include <halcyon/runtime.h>
@@ -101,12 +101,16 @@ double relative_error(const std::vector<uint16_t>& got, const std::vector<uint16
   return std::sqrt(num / den);
 }
 
-// The layer through the C ABI with dequantize_elsewhere = 1 where FP8 runs: FP8 experts, the same
-// bits as \p want.
-void c_abi_same(Sim& sim, const Fp8Layer& L, const MoeLayerWeights& w, const std::vector<uint16_t>& want) {
-  hrt_moe_fp8_weights f8{HRT_MOE_FP8_WEIGHTS_SIZE, nullptr, HRT_EXTENSION_MOE_FP8_WEIGHTS, w.fp8->w_gate_up.buffer.get(),
-                         w.fp8->w_gate_up_scale.buffer.get(), w.fp8->w_down.buffer.get(),
-                         w.fp8->w_down_scale.buffer.get(), 1};
+// The layer through the C ABI: the FP8 weights with `dequantize` as dequantize_elsewhere, and
+// `impls` as an hrt_moe_layer_impls (none when empty). Returns the create's error (the caller
+// frees it), else runs the layer: *info and *out.
+hal_error* c_abi_layer(Sim& sim, const Fp8Layer& L, const MoeLayerWeights& w, uint32_t dequantize,
+                       const std::vector<hrt_op_impl>& impls, hrt_moe_layer_info* info, std::vector<uint16_t>* out) {
+  hrt_moe_layer_impls named{HRT_MOE_LAYER_IMPLS_SIZE, nullptr, HRT_EXTENSION_MOE_LAYER_IMPLS, uint32_t(impls.size()),
+                            impls.data()};
+  hrt_moe_fp8_weights f8{HRT_MOE_FP8_WEIGHTS_SIZE, impls.empty() ? nullptr : &named, HRT_EXTENSION_MOE_FP8_WEIGHTS,
+                         w.fp8->w_gate_up.buffer.get(), w.fp8->w_gate_up_scale.buffer.get(), w.fp8->w_down.buffer.get(),
+                         w.fp8->w_down_scale.buffer.get(), dequantize};
   hrt_moe_layer_desc d{};
   d.struct_size = HRT_MOE_LAYER_DESC_SIZE;
   d.next = &f8;
@@ -117,18 +121,26 @@ void c_abi_same(Sim& sim, const Fp8Layer& L, const MoeLayerWeights& w, const std
   d.w_router = w.w_router.buffer.get();
   d.bias = w.bias->buffer.get();
   hrt_moe_layer cl = nullptr;
-  hal_error* err = hrt_moe_layer_create(sim.dev.get(), &d, &cl);
-  REQUIRE_MESSAGE(err == nullptr, hal_error_message(err));
-  hrt_moe_layer_info info{};
-  info.struct_size = HRT_MOE_LAYER_INFO_SIZE;
-  REQUIRE(hrt_moe_layer_get_info(cl, &info) == nullptr);
-  CHECK(info.fp8_experts == 1);
-  CHECK(info.fp8_dequantized == 0);
+  if (hal_error* err = hrt_moe_layer_create(sim.dev.get(), &d, &cl)) return err;
+  info->struct_size = HRT_MOE_LAYER_INFO_SIZE;
+  REQUIRE(hrt_moe_layer_get_info(cl, info) == nullptr);
   auto tx = L.tensor(sim, L.x, DType::bf16, {L.T, L.H});
   halcyon::ops::Tensor out_c{sim.poisoned<uint16_t>(size_t(L.T * L.H)), 0, DType::bf16, {L.T, L.H}};
   REQUIRE(hrt_moe_layer_forward(cl, sim.stream.get(), tx.buffer.get(), out_c.buffer.get(), L.T) == nullptr);
-  CHECK(sim.download<uint16_t>(out_c.buffer, size_t(L.T * L.H)) == want);
+  *out = sim.download<uint16_t>(out_c.buffer, size_t(L.T * L.H));
   hrt_moe_layer_destroy(cl);
+  return nullptr;
+}
+
+// The C ABI with dequantize_elsewhere = 1 where FP8 runs: FP8 experts, the same bits as \p want.
+void c_abi_same(Sim& sim, const Fp8Layer& L, const MoeLayerWeights& w, const std::vector<uint16_t>& want) {
+  hrt_moe_layer_info info{};
+  std::vector<uint16_t> got;
+  hal_error* err = c_abi_layer(sim, L, w, 1, {}, &info, &got);
+  REQUIRE_MESSAGE(err == nullptr, hal_error_message(err));
+  CHECK(info.fp8_experts == 1);
+  CHECK(info.fp8_dequantized == 0);
+  CHECK(got == want);
 }
 
 }  // namespace
@@ -183,4 +195,21 @@ TEST_CASE("FP8 experts without an FP8 GEMM kernel (gfx90a.none named): refused w
   std::vector<uint16_t> want;
   must(moe_layer_reference(c, hw, L.x, T, &want), "reference");
   CHECK_MESSAGE(relative_error(got, want) <= 1e-2, "relative error " << relative_error(got, want));
+
+  // The same through the C ABI (hrt_moe_layer_impls, ABI 1.10): refused without
+  // dequantize_elsewhere, and with it the same bits as the C++ layer's.
+  const std::vector<hrt_op_impl> none{{"moe_grouped_gemm_fp8", "gfx90a.none"}};
+  hrt_moe_layer_info info{};
+  std::vector<uint16_t> from_c;
+  hal_error* err = c_abi_layer(sim, L, w, 0, none, &info, &from_c);
+  REQUIRE(err != nullptr);
+  CHECK(hal_error_status(err) == HAL_UNSUPPORTED);
+  CHECK_MESSAGE(std::string(hal_error_message(err)).find("no FP8 GEMM kernel in gfx90a.none") != std::string::npos,
+                hal_error_message(err));
+  hal_error_free(err);
+  err = c_abi_layer(sim, L, w, 1, none, &info, &from_c);
+  REQUIRE_MESSAGE(err == nullptr, hal_error_message(err));
+  CHECK(info.fp8_experts == 0);
+  CHECK(info.fp8_dequantized == 1);
+  CHECK(from_c == got);
 }

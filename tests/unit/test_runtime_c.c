@@ -15,6 +15,7 @@ TRACKS_LAST_FIELD(hrt_moe_layer_desc, HRT_MOE_LAYER_DESC_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_fp8_weights, HRT_MOE_FP8_WEIGHTS_SIZE);
 TRACKS_LAST_FIELD(hrt_moe_layer_info, HRT_MOE_LAYER_INFO_SIZE);
 TRACKS_LAST_FIELD(hrt_call_options, HRT_CALL_OPTIONS_SIZE);
+TRACKS_LAST_FIELD(hrt_moe_layer_impls, HRT_MOE_LAYER_IMPLS_SIZE);
 
 #include "c_check.h"
 
@@ -237,6 +238,38 @@ int main(void) {
     EXPECT(hal_error_status(e) == HAL_OUT_OF_RANGE, "a too-small x buffer must be refused: %s", hal_error_message(e));
     hal_error_free(e);
     hrt_moe_layer_destroy(layer);
+  }
+  /* Implementations by name (hrt_moe_layer_impls, ABI 1.10): "host" runs; an unknown name, an
+   * operator without implementations, one operator twice and a NULL array are refused. */
+  {
+    hrt_op_impl named[2] = {{"moe_grouped_gemm", "host"}, {"moe_gate", "host"}};
+    hrt_moe_layer_impls impls = {HRT_MOE_LAYER_IMPLS_SIZE, NULL, HRT_EXTENSION_MOE_LAYER_IMPLS, 2, named};
+    d.next = &impls;
+    if (ok(hrt_moe_layer_create(dev, &d, &layer), "hrt_moe_layer_create with implementations by name")) {
+      ok(hrt_moe_layer_forward(layer, s, bx, by, T), "forward, implementations by name");
+      hrt_moe_layer_destroy(layer);
+    }
+    named[1].impl = "nope";
+    e = hrt_moe_layer_create(dev, &d, &layer);
+    EXPECT(hal_error_status(e) == HAL_NOT_FOUND && strstr(hal_error_message(e), "nope"), "impl 'nope': %s",
+           e ? hal_error_message(e) : "accepted");
+    hal_error_free(e);
+    named[1].op = "no_such_op", named[1].impl = "host";
+    e = hrt_moe_layer_create(dev, &d, &layer);
+    EXPECT(hal_error_status(e) == HAL_NOT_FOUND && strstr(hal_error_message(e), "no_such_op"), "op 'no_such_op': %s",
+           e ? hal_error_message(e) : "accepted");
+    hal_error_free(e);
+    named[1].op = "moe_grouped_gemm";
+    e = hrt_moe_layer_create(dev, &d, &layer);
+    EXPECT(hal_error_status(e) == HAL_INVALID_ARGUMENT && strstr(hal_error_message(e), "twice"), "one op twice: %s",
+           e ? hal_error_message(e) : "accepted");
+    hal_error_free(e);
+    impls.entries = NULL;
+    e = hrt_moe_layer_create(dev, &d, &layer);
+    EXPECT(hal_error_status(e) == HAL_INVALID_ARGUMENT && strstr(hal_error_message(e), "NULL array"), "NULL entries: %s",
+           e ? hal_error_message(e) : "accepted");
+    hal_error_free(e);
+    d.next = NULL;
   }
   d.struct_size = 8;
   e = hrt_moe_layer_create(dev, &d, &layer);

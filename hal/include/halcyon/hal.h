@@ -35,11 +35,12 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 9  /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
+#define HAL_ABI_MINOR 10 /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
                             hrt_call_options (hrt_run_op_with, hrt_op_create_with); 1.8: the device a
                             buffer or stream belongs to (hal_buffer_info / hal_stream_info.device_uri);
                             1.9: runtime.h's hrt_moe_fp8_weights.dequantize_elsewhere and
-                            hrt_moe_layer_info.fp8_dequantized */
+                            hrt_moe_layer_info.fp8_dequantized; 1.10: runtime.h's
+                            hrt_moe_layer_impls (a layer's implementations by name) */
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)

@@ -158,6 +158,30 @@ typedef struct hrt_moe_fp8_weights {
 #define HRT_MOE_FP8_WEIGHTS_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, w_down_scale)
 #define HRT_MOE_FP8_WEIGHTS_SIZE HAL_SIZE_THROUGH(hrt_moe_fp8_weights, dequantize_elsewhere)
 
+/* ABI 1.10: the implementation of some of the layer's operators, by name, an extension in
+ * hrt_moe_layer_desc's `next` chain (MoeLayerOptions::impl in C++): a kernel pinned for
+ * reproducibility or a comparison, one a vendor certifies, or an operator's implementation that
+ * cannot run the FP8 experts, so the layer takes its bf16 path (or, with
+ * hrt_moe_fp8_weights.dequantize_elsewhere, dequantizes). Names as hrt_call_options.impl takes
+ * them. hrt_moe_layer_create refuses an operator without implementations (HAL_NOT_FOUND), two
+ * entries for one operator, and a name the layer's calls cannot run (the errors of
+ * hrt_run_op_with). A library older than 1.10 skips this extension, as every unknown one
+ * (hal_abi_version says which library runs). */
+#define HRT_EXTENSION_MOE_LAYER_IMPLS 0x48520002u
+typedef struct hrt_op_impl {
+  const char* op;    /* an operator the layer runs ("moe_grouped_gemm_fp8") */
+  const char* impl;  /* the name of its implementation ("sm90.tall", "host") */
+} hrt_op_impl;
+typedef struct hrt_moe_layer_impls {
+  size_t struct_size;           /* HRT_MOE_LAYER_IMPLS_SIZE */
+  const void* next;             /* further extensions; NULL */
+  uint32_t type;                /* HRT_EXTENSION_MOE_LAYER_IMPLS */
+  uint32_t count;               /* entries in `entries` */
+  const hrt_op_impl* entries;   /* count entries; read during hrt_moe_layer_create only */
+} hrt_moe_layer_impls;
+#define HRT_MOE_LAYER_IMPLS_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_impls, entries)
+#define HRT_MOE_LAYER_IMPLS_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_impls, entries)
+
 HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc,
                                         hrt_moe_layer* out);
 /* x [tokens, hidden] bf16 -> out [tokens, hidden] bf16, queued on stream. */
