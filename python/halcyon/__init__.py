@@ -59,6 +59,7 @@ class HalcyonError(RuntimeError):
 _MAX_RANK = 8
 _DTYPES = ["f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3"]  # hrt_dtype order
 _EXT_MOE_FP8_WEIGHTS = 0x48520001  # HRT_EXTENSION_MOE_FP8_WEIGHTS
+_EXT_MOE_LAYER_IMPLS = 0x48520002  # HRT_EXTENSION_MOE_LAYER_IMPLS (ABI 1.10)
 _FP8_PARTS = ("w_gate_up", "w_gate_up_scale", "w_down", "w_down_scale")
 _FROM_DLPACK = 0xFFFFFFFF
 _OWNER_ORDERED = 1  # HAL_BUFFER_IMPORT_OWNER_ORDERED (ABI 1.5)
@@ -100,6 +101,15 @@ class _MoeDesc(ctypes.Structure):  # hrt_moe_layer_desc
 class _MoeFp8(ctypes.Structure):  # hrt_moe_fp8_weights, in hrt_moe_layer_desc's next chain
     _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("type", ctypes.c_uint32)] + \
                [(n, ctypes.c_void_p) for n in _FP8_PARTS] + [("dequantize_elsewhere", ctypes.c_uint32)]  # 1.9
+
+
+class _OpImpl(ctypes.Structure):  # hrt_op_impl
+    _fields_ = [("op", ctypes.c_char_p), ("impl", ctypes.c_char_p)]
+
+
+class _MoeImpls(ctypes.Structure):  # hrt_moe_layer_impls, in hrt_moe_layer_desc's next chain (1.10)
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("type", ctypes.c_uint32),
+                ("count", ctypes.c_uint32), ("entries", ctypes.POINTER(_OpImpl))]
 
 
 class _MoeInfo(ctypes.Structure):  # hrt_moe_layer_info
@@ -198,9 +208,9 @@ _SIGNATURES = {
 }
 
 
-_ABI = (1, 9)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare);
-#                1.7: hrt_run_op_with / hrt_op_create_with (impl=); 1.9: MoeLayer(fp8_fallback=) (an older
-#                library would ignore it)
+_ABI = (1, 10)  # 1.5: hal_stream_import and HAL_BUFFER_IMPORT_OWNER_ORDERED (calls on torch tensors); 1.6: hrt_op_* (prepare);
+#                 1.7: hrt_run_op_with / hrt_op_create_with (impl=); 1.9: MoeLayer(fp8_fallback=); 1.10:
+#                 MoeLayer(impl=) (an older library would ignore both)
 
 
 def _check_abi(major, minor, where):
@@ -647,12 +657,13 @@ class MoeLayer:
     runs FP8 experts where the device can (``fp8_experts``), else the bf16 ones; without those,
     ``fp8_fallback="dequantize"`` dequantizes the FP8 weights to bf16 once, here, and runs them
     (``fp8_dequantized``; more device memory, the bf16 experts' speed), else it raises the reason.
-    EL < E (expert parallelism) needs experts=E and expert_begin. The layer holds the weights'
-    memory (no copy) until ``close()``."""
+    ``impl=`` names implementations of the layer's operators, {"moe_grouped_gemm_fp8": "sm90.tall"}
+    (as ``run(impl=)``; an unknown or unfitting name raises). EL < E (expert parallelism) needs
+    experts=E and expert_begin. The layer holds the weights' memory (no copy) until ``close()``."""
 
     def __init__(self, w_router, w_gate_up=None, w_down=None, bias=None, *, fp8=None, topk=8, n_groups=8,
                  topk_groups=4, score="sigmoid", normalize=True, routed_scale=2.5, expert_begin=0, experts=None,
-                 fp8_fallback="fail"):
+                 fp8_fallback="fail", impl=None):
         if score not in ("sigmoid", "softmax"):
             raise ValueError(f"MoeLayer: score must be 'sigmoid' or 'softmax', not {score!r}")
         if fp8_fallback not in ("fail", "dequantize"):
@@ -661,6 +672,9 @@ class MoeLayer:
             raise ValueError("MoeLayer: give both bf16 expert weights (w_gate_up and w_down) or neither")
         if w_gate_up is None and fp8 is None:
             raise ValueError("MoeLayer: no expert weights (bf16 w_gate_up / w_down, or fp8=)")
+        impl = dict(impl or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in impl.items()):
+            raise TypeError("MoeLayer: impl maps operator names to implementation names, both str")
         if fp8 is not None and set(fp8) != set(_FP8_PARTS):
             raise ValueError(f"MoeLayer: fp8 takes exactly {', '.join(_FP8_PARTS)}; got {', '.join(sorted(fp8))}")
         self.uri = _uri_of(w_router)
@@ -698,9 +712,16 @@ class MoeLayer:
                                                                f"{list(shapes[name])} is expected (hidden {H}, inter {I}, "
                                                                f"{EL} local experts)")
             ext = None
+            if impl:
+                entries = (_OpImpl * len(impl))(*(_OpImpl(k.encode(), v.encode()) for k, v in impl.items()))
+                ext = _MoeImpls(ctypes.sizeof(_MoeImpls), None, _EXT_MOE_LAYER_IMPLS, len(impl), entries)
+                ext._entries = entries  # alive through the create call
             if fp8 is not None:
-                ext = _MoeFp8(ctypes.sizeof(_MoeFp8), None, _EXT_MOE_FP8_WEIGHTS,
+                after = ctypes.addressof(ext) if ext is not None else None
+                named_ext = ext
+                ext = _MoeFp8(ctypes.sizeof(_MoeFp8), after, _EXT_MOE_FP8_WEIGHTS,
                               *(t["fp8." + part].buffer for part in _FP8_PARTS), fp8_fallback == "dequantize")
+                ext._after = named_ext
             buf = lambda name: t[name].buffer if name in t else None  # noqa: E731
             desc = _MoeDesc(ctypes.sizeof(_MoeDesc), ctypes.addressof(ext) if ext is not None else None,
                             H, I, E, topk, n_groups, topk_groups, expert_begin, EL if EL != E else -1,

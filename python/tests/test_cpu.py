@@ -64,10 +64,10 @@ expect_error(lambda: halcyon.run("vector_add", a=a, b=b, c=c, impl=3), "impl is 
 
 # The library's ABI: an older minor, or another major, is refused by name before any symbol is
 # bound (this library passed the same check when it loaded above).
-expect_error(lambda: halcyon._check_abi(1, 8, "old.so"), "old.so is halcyon ABI 1.8; this module needs 1.9",
-             "a library of ABI 1.8 (no MoeLayer fp8_fallback)")
+expect_error(lambda: halcyon._check_abi(1, 9, "old.so"), "old.so is halcyon ABI 1.9; this module needs 1.10",
+             "a library of ABI 1.9 (no MoeLayer impl)")
 expect_error(lambda: halcyon._check_abi(2, 0, "new.so"), "new.so is halcyon ABI 2.0", "a library of ABI 2.0")
-halcyon._check_abi(1, 9, "this.so")
+halcyon._check_abi(1, 10, "this.so")
 halcyon._check_abi(1, 12, "later.so")
 
 # A parameterised operator: row_softmax.
@@ -130,6 +130,17 @@ check(asked.fp8_experts and not asked.fp8_dequantized, "fp8_fallback='dequantize
 asked.close()
 expect_error(lambda: halcyon.MoeLayer(halcyon.bf16(wr8), fp8=fp8, topk=K, fp8_fallback="bf16"),
              "fp8_fallback must be 'fail' or 'dequantize'", "an unknown fp8_fallback")
+# impl= reaches the library (hrt_moe_layer_impls, ABI 1.10): a name the CPU has runs, an unknown
+# one is refused by name.
+named = halcyon.MoeLayer(halcyon.bf16(wr8), bias=bias, fp8=fp8, topk=K, n_groups=G, topk_groups=TG,
+                         impl={"moe_grouped_gemm_fp8": "host", "moe_gate": "host"})
+check(named.fp8_experts, "MoeLayer(impl={...: 'host'}) on the cpu: FP8 experts")
+named.close()
+expect_error(lambda: halcyon.MoeLayer(halcyon.bf16(wr8), fp8=fp8, topk=K, n_groups=G, topk_groups=TG,
+                                      impl={"moe_grouped_gemm_fp8": "nope"}),
+             "no implementation named 'nope'", "MoeLayer with an unknown implementation")
+expect_error(lambda: halcyon.MoeLayer(halcyon.bf16(wr8), fp8=fp8, topk=K, impl={"moe_gate": 3}),
+             "both str", "MoeLayer impl values not str")
 wgu8 = dequantize(fp8["w_gate_up"], fp8["w_gate_up_scale"]).transpose(0, 2, 1)  # [E, H, 2I] as moe_layer takes
 wd8 = dequantize(fp8["w_down"], fp8["w_down_scale"]).transpose(0, 2, 1)  # [E, I, H]
 want8 = moe_layer(bf16_to_f32(xs8), bf16_to_f32(wr8), wgu8, wd8, bias, K, G, TG)
