@@ -16,6 +16,16 @@
 #include "gcn_fp8.inc"
 .amdgcn_target GCN_TARGET_ID
 
+// The lanes whose column \col (a VGPR) lies in the row (< K, s14) run what follows, up to
+// ALL_LANES: EXEC saved in s[32:33].
+.macro LANES_IN_ROW col
+  v_cmp_gt_u32 vcc, s14, \col
+  s_and_saveexec_b64 s[32:33], vcc
+.endm
+.macro ALL_LANES
+  s_mov_b64 exec, s[32:33]
+.endm
+
 .text
 .globl halcyon_moe_quantize_fp8
 .p2align 8
@@ -34,16 +44,14 @@ halcyon_moe_quantize_fp8:
   v_add_u32 v2, 64, v1                      // k1 = k0 + 64
   s_waitcnt lgkmcnt(0)
   s_mul_i32 s18, s3, s14                    // y * K: the row's first element
-  v_cmp_gt_u32 vcc, s14, v1
-  s_and_saveexec_b64 s[32:33], vcc
+  LANES_IN_ROW v1
   v_add_lshl_u32 v25, s18, v1, 1
   global_load_ushort v3, v25, s[4:5]
-  s_mov_b64 exec, s[32:33]
-  v_cmp_gt_u32 vcc, s14, v2
-  s_and_saveexec_b64 s[32:33], vcc
+  ALL_LANES
+  LANES_IN_ROW v2
   v_add_lshl_u32 v25, s18, v2, 1
   global_load_ushort v4, v25, s[4:5]
-  s_mov_b64 exec, s[32:33]
+  ALL_LANES
   s_waitcnt vmcnt(0)
   v_lshlrev_b32 v3, 16, v3                  // bf16 -> fp32 bits
   v_lshlrev_b32 v4, 16, v4
@@ -88,16 +96,14 @@ halcyon_moe_quantize_fp8:
   s_cbranch_scc1 .Lslot
 .Lstore:                                    // row s19: q[s19, k] and, from lane 0, scale[s19, g]
   s_mul_i32 s18, s19, s14
-  v_cmp_gt_u32 vcc, s14, v1
-  s_and_saveexec_b64 s[32:33], vcc
+  LANES_IN_ROW v1
   v_add_u32 v25, s18, v1
   global_store_byte v25, v8, s[6:7]
-  s_mov_b64 exec, s[32:33]
-  v_cmp_gt_u32 vcc, s14, v2
-  s_and_saveexec_b64 s[32:33], vcc
+  ALL_LANES
+  LANES_IN_ROW v2
   v_add_u32 v25, s18, v2
   global_store_byte v25, v9, s[6:7]
-  s_mov_b64 exec, s[32:33]
+  ALL_LANES
   v_cmp_eq_u32 vcc, 0, v0
   s_and_saveexec_b64 s[32:33], vcc
   s_mul_i32 s18, s19, s17
@@ -105,7 +111,7 @@ halcyon_moe_quantize_fp8:
   s_lshl_b32 s18, s18, 2
   v_mov_b32 v25, s18
   global_store_dword v25, v6, s[8:9]
-  s_mov_b64 exec, s[32:33]
+  ALL_LANES
   s_cmp_eq_u32 s16, 0
   s_cbranch_scc0 .Lslot
 .Ldone:
