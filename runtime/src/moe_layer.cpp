@@ -212,10 +212,19 @@ Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLay
     auto impl = select_impl(device, op, o.run_options(op), &dev_only);
     if (!impl) return Error(impl.error().status(), fmt::format("MoeLayer: {}", impl.error().message()));
   }
-  for (auto& [op, name] : o.impl)
-    if (ops::impls_of(op).empty())
+  // Names of operators this layer does not run were not checked above: each must still be one
+  // of its operator's implementations (a misspelling is an error, never ignored).
+  for (auto& [op, name] : o.impl) {
+    const std::vector<ops::OpImpl> all = ops::impls_of(op);
+    if (all.empty())
       return Error(HAL_NOT_FOUND, fmt::format("MoeLayer: options name '{}' for operator '{}', which has no implementations",
                                               name, op));
+    std::string names;
+    for (const ops::OpImpl& i : all) names += (names.empty() ? "" : ", ") + i.name;
+    if (std::none_of(all.begin(), all.end(), [&](const ops::OpImpl& i) { return i.name == name; }))
+      return Error(HAL_NOT_FOUND, fmt::format("MoeLayer: options name '{}' for operator '{}', which has no "
+                                              "implementation of that name (it has: {})", name, op, names));
+  }
   MoeLayer layer;
   layer.device_ = device;
   layer.config_ = std::move(c);

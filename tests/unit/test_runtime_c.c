@@ -254,6 +254,12 @@ int main(void) {
     EXPECT(hal_error_status(e) == HAL_NOT_FOUND && strstr(hal_error_message(e), "nope"), "impl 'nope': %s",
            e ? hal_error_message(e) : "accepted");
     hal_error_free(e);
+    /* A name for an operator this (bf16) layer does not run is checked all the same. */
+    named[1].op = "moe_grouped_gemm_fp8";
+    e = hrt_moe_layer_create(dev, &d, &layer);
+    EXPECT(hal_error_status(e) == HAL_NOT_FOUND && strstr(hal_error_message(e), "no implementation of that name"),
+           "impl 'nope' of an operator not run: %s", e ? hal_error_message(e) : "accepted");
+    hal_error_free(e);
     named[1].op = "no_such_op", named[1].impl = "host";
     e = hrt_moe_layer_create(dev, &d, &layer);
     EXPECT(hal_error_status(e) == HAL_NOT_FOUND && strstr(hal_error_message(e), "no_such_op"), "op 'no_such_op': %s",
