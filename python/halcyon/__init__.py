@@ -711,19 +711,18 @@ class MoeLayer:
                     raise HalcyonError("HAL_INVALID_ARGUMENT", f"MoeLayer: '{name}' has shape {list(_shape(t[name]))}, "
                                                                f"{list(shapes[name])} is expected (hidden {H}, inter {I}, "
                                                                f"{EL} local experts)")
-            ext = None
+            # The desc's extension chain (runtime.h: each struct's `next` the address of the one
+            # after it). `chain` keeps every struct and array alive through the create call.
+            chain = []
             if impl:
                 entries = (_OpImpl * len(impl))(*(_OpImpl(k.encode(), v.encode()) for k, v in impl.items()))
-                ext = _MoeImpls(ctypes.sizeof(_MoeImpls), None, _EXT_MOE_LAYER_IMPLS, len(impl), entries)
-                ext._entries = entries  # alive through the create call
+                chain += [entries, _MoeImpls(ctypes.sizeof(_MoeImpls), None, _EXT_MOE_LAYER_IMPLS, len(impl), entries)]
             if fp8 is not None:
-                after = ctypes.addressof(ext) if ext is not None else None
-                named_ext = ext
-                ext = _MoeFp8(ctypes.sizeof(_MoeFp8), after, _EXT_MOE_FP8_WEIGHTS,
-                              *(t["fp8." + part].buffer for part in _FP8_PARTS), fp8_fallback == "dequantize")
-                ext._after = named_ext
+                chain.append(_MoeFp8(ctypes.sizeof(_MoeFp8), ctypes.addressof(chain[-1]) if chain else None,
+                                     _EXT_MOE_FP8_WEIGHTS, *(t["fp8." + part].buffer for part in _FP8_PARTS),
+                                     fp8_fallback == "dequantize"))
             buf = lambda name: t[name].buffer if name in t else None  # noqa: E731
-            desc = _MoeDesc(ctypes.sizeof(_MoeDesc), ctypes.addressof(ext) if ext is not None else None,
+            desc = _MoeDesc(ctypes.sizeof(_MoeDesc), ctypes.addressof(chain[-1]) if chain else None,
                             H, I, E, topk, n_groups, topk_groups, expert_begin, EL if EL != E else -1,
                             score == "softmax", bool(normalize), routed_scale, buf("w_router"), buf("bias"),
                             buf("w_gate_up"), buf("w_down"))

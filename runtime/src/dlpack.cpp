@@ -168,20 +168,9 @@ Result<ops::Tensor> from_dlpack(const Device& device, DLManagedTensor* managed, 
   const uint64_t bytes = numel * ops::dtype_size(*dtype);
   const uint64_t address = reinterpret_cast<uint64_t>(d.data) + d.byte_offset;
   if (bytes > 0 && !d.data) return bad(name, "data is NULL");
-  hal_buffer_import_desc desc{};
-  desc.struct_size = HAL_BUFFER_IMPORT_DESC_SIZE;
-  desc.kind = HAL_MEMORY_DEVICE;
-  desc.flags = import_flags;
-  desc.device_address = bytes > 0 ? address : 0;
-  desc.size = bytes;
-  desc.release = release_managed;
-  desc.release_user = managed;
-  hal_buffer b = nullptr;
-  if (hal_error* e = hal_buffer_import(device.get(), &desc, &b)) {
-    Error err = Error::adopt(e);
-    return Error(err.status(), fmt::format("DLPack tensor '{}': {}", name, err.message()));
-  }
-  t.buffer = Buffer(b);
+  auto b = device.import_memory(bytes > 0 ? address : 0, bytes, release_managed, managed, import_flags);
+  if (!b) return Error(b.error().status(), fmt::format("DLPack tensor '{}': {}", name, b.error().message()));
+  t.buffer = std::move(*b);
   return t;
 }
 
