@@ -50,7 +50,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(ze::partition_caps),
     HAL_BACKEND_FN(ze::buffer_import),
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator yet
-    nullptr,  // stream_import: not yet (a ze_command_list_handle_t, an immediate list)
+    HAL_BACKEND_FN(ze::stream_import),
 };
 
 }  // namespace

@@ -25,6 +25,10 @@ void logged(ze_result_t r, const char* what) {
 }
 
 Backend::~Backend() {
+  for (const Retired& r : retired) {  // the owners' lists are theirs; only the events are ours
+    logged(lib.sym.zeEventDestroy(r.done), "zeEventDestroy");
+    logged(lib.sym.zeEventPoolDestroy(r.pool), "zeEventPoolDestroy");
+  }
   if (context && own_context) logged(lib.sym.zeContextDestroy(context), "zeContextDestroy");
 }
 

@@ -32,6 +32,14 @@ struct Backend {
   // used on streams of another object of its device, such as the operator layer's module cache).
   std::mutex streams_mu;
   std::set<struct Stream*> streams;
+  // Imported streams released while their owner's list may still run work on halcyon's
+  // buffers: each is a barrier's event, appended at the release, that the next buffer free waits
+  // for (under streams_mu). Destroyed once signalled.
+  struct Retired {
+    ze_event_pool_handle_t pool;
+    ze_event_handle_t done;
+  };
+  std::vector<Retired> retired;
   ~Backend();
 };
 
@@ -75,6 +83,7 @@ struct Stream {
   ze_event_pool_handle_t pool = nullptr;
   ze_event_handle_t done = nullptr;  // signalled by the barrier of synchronize()
   std::mutex mu;                     // one synchronize() at a time uses `done`
+  bool imported = false;  // the owner's immediate list (hal_stream_import): never destroyed here
 };
 
 struct Event {
@@ -139,6 +148,7 @@ hal_error* buffer_create(Device* d, const hal_buffer_desc* desc, Buffer** out, u
 hal_error* buffer_import(Device* d, const hal_buffer_import_desc* desc, Buffer** out, void** host);
 void buffer_destroy(Buffer* b);
 hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc* desc, Stream** out);
+hal_error* stream_import(Device* d, const hal_stream_import_desc* desc, Stream** out);
 void stream_destroy(Stream* s);
 hal_error* stream_synchronize(Stream* s);
 hal_error* stream_write(Stream* s, Buffer* dst, uint64_t off, const void* src, uint64_t size);

@@ -2,6 +2,7 @@
 // command list each, on the compute queue group of the device or of a partition's first tile.
 // The core has checked every offset and size against the buffer before these run.
 #include <algorithm>
+#include <utility>
 
 #include "ze_internal.hpp"
 
@@ -22,6 +23,33 @@ ze_result_t drain(Stream* s, const char** what) {
   if (ze_result_t r = z.zeCommandListAppendBarrier(s->list, s->done, 0, nullptr); r != ZE_RESULT_SUCCESS) return r;
   *what = "zeEventHostSynchronize";
   return z.zeEventHostSynchronize(s->done, UINT64_MAX);
+}
+
+// Destroys the retired imported streams' events (Backend::retired), those not yet signalled
+// too once `wait` has waited for them. The caller holds streams_mu.
+void reap_retired(Backend* b, bool wait) {
+  const Symbols& z = b->lib.sym;
+  std::erase_if(b->retired, [&](const Backend::Retired& r) {
+    if (wait) logged(z.zeEventHostSynchronize(r.done, UINT64_MAX), "zeEventHostSynchronize");
+    else if (z.zeEventQueryStatus(r.done) == ZE_RESULT_NOT_READY) return false;
+    logged(z.zeEventDestroy(r.done), "zeEventDestroy");
+    logged(z.zeEventPoolDestroy(r.pool), "zeEventPoolDestroy");
+    return true;
+  });
+}
+
+// A stream's own event for synchronize() (host visible), and its place among the live streams.
+hal_error* attach(Stream* s, ze_device_handle_t target) {
+  Device* d = s->device;
+  const Symbols& z = d->s();
+  ze_event_pool_desc_t pd{ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, nullptr, ZE_EVENT_POOL_FLAG_HOST_VISIBLE, 1};
+  ZE_CHECK(z.zeEventPoolCreate(d->backend->context, &pd, 1, &target, &s->pool));
+  ze_event_desc_t ed{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, 0, ZE_EVENT_SCOPE_FLAG_HOST, ZE_EVENT_SCOPE_FLAG_HOST};
+  ZE_CHECK(z.zeEventCreate(s->pool, &ed, &s->done));
+  std::lock_guard lock(d->backend->streams_mu);
+  reap_retired(d->backend, false);
+  d->backend->streams.insert(s);
+  return nullptr;
 }
 }  // namespace
 
@@ -128,6 +156,7 @@ void buffer_destroy(Buffer* b) {
       std::lock_guard lock(d->backend->streams_mu);
       const char* what = "";
       for (Stream* s : d->backend->streams) logged(drain(s, &what), what);
+      reap_retired(d->backend, true);
     }
     if (!b->imported) logged(d->s().zeMemFree(d->backend->context, b->ptr), "zeMemFree");
   }
@@ -144,30 +173,89 @@ hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc*, Str
     ze_command_queue_desc_t qd{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, d->compute_ordinal, 0, 0,
                                ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
     ZE_CHECK(z.zeCommandListCreateImmediate(d->backend->context, target, &qd, &s->list));
-    ze_event_pool_desc_t pd{ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, nullptr, ZE_EVENT_POOL_FLAG_HOST_VISIBLE, 1};
-    ZE_CHECK(z.zeEventPoolCreate(d->backend->context, &pd, 1, &target, &s->pool));
-    ze_event_desc_t ed{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, 0, ZE_EVENT_SCOPE_FLAG_HOST, ZE_EVENT_SCOPE_FLAG_HOST};
-    ZE_CHECK(z.zeEventCreate(s->pool, &ed, &s->done));
-    {
-      std::lock_guard lock(d->backend->streams_mu);
-      d->backend->streams.insert(s.get());
+    if (hal_error* e = attach(s.get(), target)) {
+      stream_destroy(s.release());
+      return e;
     }
     *out = s.release();
     return nullptr;
   })
 }
 
+// The owner's immediate command list (a SYCL queue's, through sycl::get_native) as a stream: work
+// is appended to it in order with the owner's own. It must be an immediate list of this device
+// or one of its tiles, in the backend's context. The owner keeps it alive until the stream is
+// released and does not append to it from another thread meanwhile (a list is not thread-safe).
+hal_error* stream_import(Device* d, const hal_stream_import_desc* desc, Stream** out) {
+  HAL_BACKEND_GUARD({
+    const Symbols& z = d->s();
+    auto list = reinterpret_cast<ze_command_list_handle_t>(uintptr_t(desc->native));
+    const std::string what = fmt::format("ze:{}: importing command list 0x{:x}", d->index, desc->native);
+    if (!z.zeCommandListIsImmediate || !z.zeCommandListGetDeviceHandle || !z.zeCommandListGetContextHandle)
+      return error(HAL_UNSUPPORTED, fmt::format("{}: {} lacks zeCommandListIsImmediate / GetDeviceHandle / "
+                                                "GetContextHandle (Level Zero 1.9), so what the list is cannot be "
+                                                "checked", what, d->backend->lib.path));
+    if (!list) return error(HAL_INVALID_ARGUMENT, what + ": the handle is 0");
+    ze_bool_t immediate = false;
+    ze_device_handle_t owner = nullptr;
+    ze_context_handle_t context = nullptr;
+    for (auto [r, call] : {std::pair{z.zeCommandListIsImmediate(list, &immediate), "zeCommandListIsImmediate"},
+                           {z.zeCommandListGetDeviceHandle(list, &owner), "zeCommandListGetDeviceHandle"},
+                           {z.zeCommandListGetContextHandle(list, &context), "zeCommandListGetContextHandle"}}) {
+      if (r != ZE_RESULT_SUCCESS)
+        return error(r == ZE_RESULT_ERROR_UNSUPPORTED_FEATURE ? HAL_UNSUPPORTED : HAL_INVALID_ARGUMENT,
+                     fmt::format("{}: {} returned {}", what, call, result_name(r)));
+    }
+    if (!immediate)
+      return error(HAL_INVALID_ARGUMENT, what + ": it is a regular command list; only an immediate one "
+                                                "(zeCommandListCreateImmediate) runs work as it is appended");
+    if (context != d->backend->context)
+      return error(HAL_INVALID_ARGUMENT,
+                   fmt::format("{}: it is a list of another context; the backend runs in {}", what,
+                               d->backend->own_context ? "its own (the driver has no default context)"
+                                                       : "the driver's default context"));
+    if (!is_device_or_tile(d, owner))
+      return error(HAL_INVALID_ARGUMENT, fmt::format("{}: it is a list of another device, not of '{}'", what,
+                                                     d->props.name));
+    auto s = std::make_unique<Stream>();
+    s->device = d;
+    s->list = list;
+    s->imported = true;
+    if (hal_error* e = attach(s.get(), owner)) {
+      stream_destroy(s.release());
+      return e;
+    }
+    *out = s.release();
+    return nullptr;
+  })
+}
+
+// A created stream is drained and destroyed. An imported one is left to its owner, unwaited:
+// a barrier appended to it signals its event, which the next buffer free waits for instead.
 void stream_destroy(Stream* s) {
   const Symbols& z = s->device->s();
+  Backend* b = s->device->backend;
   {
-    std::lock_guard lock(s->device->backend->streams_mu);
-    s->device->backend->streams.erase(s);
+    std::lock_guard lock(b->streams_mu);
+    b->streams.erase(s);
+    if (s->imported && s->done) {
+      std::lock_guard slock(s->mu);
+      ze_result_t r = z.zeEventHostReset(s->done);
+      if (r == ZE_RESULT_SUCCESS) r = z.zeCommandListAppendBarrier(s->list, s->done, 0, nullptr);
+      if (r == ZE_RESULT_SUCCESS) {
+        b->retired.push_back({s->pool, s->done});
+        s->pool = nullptr, s->done = nullptr;
+      } else {
+        logged(r, "zeCommandListAppendBarrier (an imported list's release)");
+      }
+      reap_retired(b, false);
+    }
   }
   const char* what = "";
-  if (s->done && s->list) logged(drain(s, &what), what);
+  if (!s->imported && s->done && s->list) logged(drain(s, &what), what);
   if (s->done) logged(z.zeEventDestroy(s->done), "zeEventDestroy");
   if (s->pool) logged(z.zeEventPoolDestroy(s->pool), "zeEventPoolDestroy");
-  if (s->list) logged(z.zeCommandListDestroy(s->list), "zeCommandListDestroy");
+  if (s->list && !s->imported) logged(z.zeCommandListDestroy(s->list), "zeCommandListDestroy");
   delete s;
 }
 

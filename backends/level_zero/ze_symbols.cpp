@@ -26,11 +26,13 @@ bool Library::open(const char* file, std::string* why) {
     return false;                                                                               \
   }
 #define HALCYON_ZE_OPT(name) sym.name = reinterpret_cast<decltype(&::name)>(dlsym(handle_, #name));
+#define HALCYON_ZE_NEW(name, result, params) sym.name = reinterpret_cast<decltype(sym.name)>(dlsym(handle_, #name));
   HALCYON_ZE_REQUIRED(HALCYON_ZE_REQ)
   HALCYON_ZE_OPTIONAL(HALCYON_ZE_OPT)
+  HALCYON_ZE_NEWER(HALCYON_ZE_NEW)
 #undef HALCYON_ZE_REQ
 #undef HALCYON_ZE_OPT
-  sym.zeDriverGetDefaultContext = reinterpret_cast<DriverGetDefaultContextFn>(dlsym(handle_, "zeDriverGetDefaultContext"));
+#undef HALCYON_ZE_NEW
   return true;
 }
 

@@ -61,17 +61,26 @@ namespace halcyon::ze {
   X(zeMemGetAllocProperties)      \
   X(zeMemGetAddressRange)
 
-// zeDriverGetDefaultContext (Level Zero 1.14 and later; Debian 12's headers are 1.4, so it is
-// declared here, as the specification gives it): the driver's one context of all its devices,
-// which SYCL's full-platform contexts and so PyTorch's XPU tensors use too. NULL when absent.
-using DriverGetDefaultContextFn = ze_context_handle_t(ZE_APICALL*)(ze_driver_handle_t);
+// Entry points newer than Debian 12's headers (1.4), declared here as the specification gives
+// them, as X(name, result, parameters); each NULL when the loader lacks it:
+// - zeDriverGetDefaultContext (1.14): the driver's one context of all its devices, which SYCL's
+//   full-platform contexts and so PyTorch's XPU tensors use too;
+// - zeCommandListGetDeviceHandle / GetContextHandle / IsImmediate (1.9): what an imported command
+//   list is (hal_stream_import), checked before the backend appends to it.
+#define HALCYON_ZE_NEWER(X)                                                                       \
+  X(zeDriverGetDefaultContext, ze_context_handle_t, (ze_driver_handle_t))                         \
+  X(zeCommandListGetDeviceHandle, ze_result_t, (ze_command_list_handle_t, ze_device_handle_t*))   \
+  X(zeCommandListGetContextHandle, ze_result_t, (ze_command_list_handle_t, ze_context_handle_t*)) \
+  X(zeCommandListIsImmediate, ze_result_t, (ze_command_list_handle_t, ze_bool_t*))
 
 struct Symbols {
 #define HALCYON_ZE_FIELD(name) decltype(&::name) name = nullptr;
   HALCYON_ZE_REQUIRED(HALCYON_ZE_FIELD)
   HALCYON_ZE_OPTIONAL(HALCYON_ZE_FIELD)
 #undef HALCYON_ZE_FIELD
-  DriverGetDefaultContextFn zeDriverGetDefaultContext = nullptr;
+#define HALCYON_ZE_NEWER_FIELD(name, result, params) result(ZE_APICALL* name) params = nullptr;
+  HALCYON_ZE_NEWER(HALCYON_ZE_NEWER_FIELD)
+#undef HALCYON_ZE_NEWER_FIELD
 };
 
 class Library {

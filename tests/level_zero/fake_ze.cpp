@@ -16,8 +16,13 @@
 // remember their context, kind and device: zeMemGetAllocProperties answers as a driver does,
 // ZE_MEMORY_TYPE_UNKNOWN for memory of another context.
 //
+// Command lists are tracked: appending to a destroyed or a regular (non-immediate) list is an
+// error, and each list counts its commands (fakeze_list_appends), so a test sees whose list the
+// backend's work went to (hal_stream_import).
+//
 // Simplifications, said plainly: one root device with two sub-devices; every command runs when
-// it is appended (immediate lists are in order anyway), so events are signalled at once and
+// it is appended (immediate lists are in order anyway), so events are signalled at once (unless
+// "slow_events" is armed: then an event is done only once the host waits for it) and
 // cross-stream waits never have to wait; the global timestamp is the host's steady clock in ns.
 #include <level_zero/ze_api.h>
 
@@ -37,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,12 +58,16 @@ struct _ze_device_handle_t {
 struct _ze_context_handle_t {};
 struct _ze_command_list_handle_t {
   _ze_device_handle_t* device;
+  ze_context_handle_t context;
+  bool immediate;
+  int appended = 0;  // commands appended (fakeze_list_appends)
 };
 struct _ze_event_pool_handle_t {
   uint32_t count;
 };
 struct _ze_event_handle_t {
   bool signalled = false;
+  bool pending = false;  // "slow_events": its command is done once the host waits for it
 };
 struct _ze_module_build_log_handle_t {
   std::string text;
@@ -100,8 +110,9 @@ struct State {
   _ze_context_handle_t default_context;     // the driver's, never destroyed
   std::map<uintptr_t, void*> bases;         // pointer handed out -> what clSVMAlloc returned
   size_t device_bytes = 0;
-  bool fail_build = false, oom = false, lost = false;
+  bool fail_build = false, oom = false, lost = false, slow_events = false;
   int last_list_device = -1;
+  std::set<ze_command_list_handle_t> lists;  // live command lists (a destroyed one is refused)
   uint32_t tiles_exposed = kTiles;
 };
 
@@ -144,12 +155,15 @@ bool range_ok(const State& st, const void* p, size_t n) {
 ze_result_t wait_ok(State& st, uint32_t n, ze_event_handle_t* events) {
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
   for (uint32_t i = 0; i < n; ++i)
-    if (!events || !events[i] || !events[i]->signalled) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // would hang
+    if (!events || !events[i] || !(events[i]->signalled || events[i]->pending))
+      return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // would hang
   return ZE_RESULT_SUCCESS;
 }
 
 void signal(ze_event_handle_t e) {
-  if (e) e->signalled = true;
+  if (!e) return;
+  if (state().slow_events) e->pending = true;
+  else e->signalled = true;
 }
 
 ze_result_t alloc(State& st, size_t size, size_t alignment, ze_memory_type_t type, ze_device_handle_t dev,
@@ -263,7 +277,7 @@ extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
   State& st = state();
   std::lock_guard lock(st.mu);
   st.calls.clear();
-  st.fail_build = st.oom = st.lost = false;
+  st.fail_build = st.oom = st.lost = st.slow_events = false;
   st.last_list_device = -1;
   st.tiles_exposed = kTiles;
 }
@@ -275,6 +289,7 @@ extern "C" __attribute__((visibility("default"))) int fakeze_inject(const char* 
   if (w == "module_build") st.fail_build = true;
   else if (w == "oom") st.oom = true;
   else if (w == "device_lost") st.lost = true;
+  else if (w == "slow_events") st.slow_events = true;
   else return 0;
   return 1;
 }
@@ -290,6 +305,13 @@ extern "C" __attribute__((visibility("default"))) int fakeze_last_list_device(vo
   State& st = state();
   std::lock_guard lock(st.mu);
   return st.last_list_device;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_list_appends(void* list) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  auto l = static_cast<ze_command_list_handle_t>(list);
+  return st.lists.count(l) ? l->appended : -1;
 }
 
 extern "C" __attribute__((visibility("default"))) void fakeze_set_tiles(int tiles) {
@@ -507,20 +529,51 @@ FAKE_API zeMemFree(ze_context_handle_t, void* p) {
 
 // ---- command lists --------------------------------------------------------------------------
 
-FAKE_API zeCommandListCreateImmediate(ze_context_handle_t, ze_device_handle_t d, const ze_command_queue_desc_t* desc,
+FAKE_API zeCommandListCreateImmediate(ze_context_handle_t c, ze_device_handle_t d, const ze_command_queue_desc_t* desc,
                                       ze_command_list_handle_t* out) {
   FAKE_ENTER("zeCommandListCreateImmediate");
-  if (!known_device(st, d) || !desc) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (!c || !known_device(st, d) || !desc) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (desc->ordinal != 1) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // only group 1 computes
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
   st.last_list_device = d->id;
-  *out = new _ze_command_list_handle_t{d};
+  *out = new _ze_command_list_handle_t{d, c, true};
+  st.lists.insert(*out);
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t, void* dst, const void* src, size_t size,
+// A regular list (closed and executed on a queue): the backend never makes one; a test hands one
+// to hal_stream_import to see it refused. Appending to it is refused too (the fake runs commands
+// as they are appended, which only an immediate list does).
+FAKE_API zeCommandListCreate(ze_context_handle_t c, ze_device_handle_t d, const ze_command_list_desc_t* desc,
+                             ze_command_list_handle_t* out) {
+  FAKE_ENTER("zeCommandListCreate");
+  if (!c || !known_device(st, d) || !desc) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  *out = new _ze_command_list_handle_t{d, c, false};
+  st.lists.insert(*out);
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_API zeCommandListDestroy(ze_command_list_handle_t l) {
+  FAKE_ENTER("zeCommandListDestroy");
+  if (!st.lists.erase(l)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  delete l;
+  return ZE_RESULT_SUCCESS;
+}
+
+// Every append names a live immediate list; it is counted.
+ze_result_t append_to(State& st, ze_command_list_handle_t l) {
+  if (!st.lists.count(l)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (!l->immediate) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  ++l->appended;
+  return ZE_RESULT_SUCCESS;
+}
+#define FAKE_APPEND_TO(list) \
+  if (ze_result_t r_ = append_to(st, list); r_ != ZE_RESULT_SUCCESS) return r_
+
+FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t list, void* dst, const void* src, size_t size,
                                        ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
   FAKE_ENTER("zeCommandListAppendMemoryCopy");
+  FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, dst, size) && !in_allocation(st, src, size)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   if (!range_ok(st, dst, size) || !range_ok(st, src, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
@@ -529,10 +582,11 @@ FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t, void* dst, cons
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t, void* ptr, const void* pattern, size_t psize,
+FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t list, void* ptr, const void* pattern, size_t psize,
                                        size_t size, ze_event_handle_t signal_event, uint32_t nwait,
                                        ze_event_handle_t* waits) {
   FAKE_ENTER("zeCommandListAppendMemoryFill");
+  FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, ptr, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
   if (psize == 0 || (psize & (psize - 1)) || size % psize) return ZE_RESULT_ERROR_INVALID_SIZE;
@@ -541,31 +595,35 @@ FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t, void* ptr, cons
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeCommandListAppendBarrier(ze_command_list_handle_t, ze_event_handle_t signal_event, uint32_t nwait,
+FAKE_API zeCommandListAppendBarrier(ze_command_list_handle_t list, ze_event_handle_t signal_event, uint32_t nwait,
                                     ze_event_handle_t* waits) {
   FAKE_ENTER("zeCommandListAppendBarrier");
+  FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   signal(signal_event);
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeCommandListAppendWaitOnEvents(ze_command_list_handle_t, uint32_t n, ze_event_handle_t* events) {
+FAKE_API zeCommandListAppendWaitOnEvents(ze_command_list_handle_t list, uint32_t n, ze_event_handle_t* events) {
   FAKE_ENTER("zeCommandListAppendWaitOnEvents");
+  FAKE_APPEND_TO(list);
   return wait_ok(st, n, events);
 }
 
-FAKE_API zeCommandListAppendEventReset(ze_command_list_handle_t, ze_event_handle_t e) {
+FAKE_API zeCommandListAppendEventReset(ze_command_list_handle_t list, ze_event_handle_t e) {
   FAKE_ENTER("zeCommandListAppendEventReset");
+  FAKE_APPEND_TO(list);
   if (!e) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
-  e->signalled = false;
+  e->signalled = e->pending = false;
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t, uint64_t* dst,
+FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t list, uint64_t* dst,
                                                  ze_event_handle_t signal_event, uint32_t nwait,
                                                  ze_event_handle_t* waits) {
   FAKE_ENTER("zeCommandListAppendWriteGlobalTimestamp");
+  FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, dst, 8)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   *dst = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -575,9 +633,10 @@ FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t, uint6
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeCommandListAppendLaunchKernel(ze_command_list_handle_t, ze_kernel_handle_t k, const ze_group_count_t* g,
+FAKE_API zeCommandListAppendLaunchKernel(ze_command_list_handle_t list, ze_kernel_handle_t k, const ze_group_count_t* g,
                                          ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
   FAKE_ENTER("zeCommandListAppendLaunchKernel");
+  FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!k || !g) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (std::find(k->set.begin(), k->set.end(), false) != k->set.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -610,6 +669,7 @@ FAKE_API zeEventCreate(ze_event_pool_handle_t pool, const ze_event_desc_t* desc,
 FAKE_API zeEventHostSynchronize(ze_event_handle_t e, uint64_t) {
   FAKE_ENTER("zeEventHostSynchronize");
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  if (e->pending) e->signalled = true, e->pending = false;  // the host waited: the device got there
   return e->signalled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
 }
 
@@ -621,7 +681,7 @@ FAKE_API zeEventQueryStatus(ze_event_handle_t e) {
 
 FAKE_API zeEventHostReset(ze_event_handle_t e) {
   FAKE_ENTER("zeEventHostReset");
-  e->signalled = false;
+  e->signalled = e->pending = false;
   return ZE_RESULT_SUCCESS;
 }
 
@@ -757,8 +817,28 @@ extern "C" __attribute__((visibility("default"))) ze_context_handle_t zeDriverGe
   FAKE_ENTER("zeDriverGetDefaultContext");
   return d == &st.driver ? &st.default_context : nullptr;
 }
+
+// A command list's introspection (Level Zero 1.9; not in Debian's 1.4 headers, so declared by
+// their definitions). The source build stands for an older driver without them.
+FAKE_API zeCommandListIsImmediate(ze_command_list_handle_t l, ze_bool_t* out) {
+  FAKE_ENTER("zeCommandListIsImmediate");
+  if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  *out = l->immediate;
+  return ZE_RESULT_SUCCESS;
+}
+FAKE_API zeCommandListGetDeviceHandle(ze_command_list_handle_t l, ze_device_handle_t* out) {
+  FAKE_ENTER("zeCommandListGetDeviceHandle");
+  if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  *out = l->device;
+  return ZE_RESULT_SUCCESS;
+}
+FAKE_API zeCommandListGetContextHandle(ze_command_list_handle_t l, ze_context_handle_t* out) {
+  FAKE_ENTER("zeCommandListGetContextHandle");
+  if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  *out = l->context;
+  return ZE_RESULT_SUCCESS;
+}
 #endif
-FAKE_DELETE(zeCommandListDestroy, ze_command_list_handle_t)
 FAKE_DELETE(zeEventPoolDestroy, ze_event_pool_handle_t)
 FAKE_DELETE(zeEventDestroy, ze_event_handle_t)
 FAKE_DELETE(zeModuleBuildLogDestroy, ze_module_build_log_handle_t)

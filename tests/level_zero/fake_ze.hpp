@@ -10,13 +10,18 @@ extern "C" {
 void fakeze_reset(void);
 // Arms a failure until the next reset: "module_build" (zeModuleCreate fails with a build log), "oom" (every
 // device allocation fails as out of device memory), "device_lost" (every later command and
-// synchronisation returns ZE_RESULT_ERROR_DEVICE_LOST). Returns 0 when `what` is unknown.
+// synchronisation returns ZE_RESULT_ERROR_DEVICE_LOST), "slow_events" (an event a command signals
+// stays not ready until the host waits for it: work still running on the device). Returns 0 when
+// `what` is unknown.
 int fakeze_inject(const char* what);
 // How many times entry point `name` ("zeModuleCreate") was called since the last reset.
 int fakeze_count(const char* name);
 // The device handle argument of the last zeCommandListCreateImmediate: 0 the root device,
 // 1 + i sub-device i.
 int fakeze_last_list_device(void);
+// How many commands were appended to command list `list` (a ze_command_list_handle_t); -1 when
+// it is not a live list.
+int fakeze_list_appends(void* list);
 // How many sub-devices the root device reports from now on: 2 (the default) or 0.
 void fakeze_set_tiles(int tiles);
 // Bytes of device and host memory allocated and not freed.

@@ -1,7 +1,7 @@
 // The Level Zero backend against the fake driver (fake_ze.cpp): device discovery and
 // properties, memory and its bounds, streams, events and timestamps, SPIR-V modules and
 // launches, sub-device partitions, memory of another user of the driver imported (hal_buffer_import,
-// DLPack's kDLOneAPI), and the failure paths a real driver has (a module that does not build,
+// DLPack's kDLOneAPI) and its immediate command lists as streams (hal_stream_import), and the failure paths a real driver has (a module that does not build,
 // with its build log; out of device memory; a lost device).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -310,6 +311,83 @@ TEST_CASE("a oneAPI DLPack tensor (kDLOneAPI, as PyTorch's XPU tensors) is impor
   CHECK_MESSAGE(contains(err.message(), "the device is ze:0"), err.message());
   CHECK_FALSE(wrong.deleted);
   other.free(p);
+}
+
+TEST_CASE("another user's immediate command list is a stream (hal_stream_import): in order, never destroyed or waited for") {
+  auto d = open_ze();
+  const OtherUser other;
+  const auto create_immediate = fake().fn<decltype(&zeCommandListCreateImmediate)>("zeCommandListCreateImmediate");
+  const auto destroy_list = fake().fn<decltype(&zeCommandListDestroy)>("zeCommandListDestroy");
+  const auto appends = [](ze_command_list_handle_t l) { return fake().fn<int (*)(void*)>("fakeze_list_appends")(l); };
+  const ze_command_queue_desc_t qd{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, 1, 0, 0,
+                                   ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+  ze_command_list_handle_t list = nullptr;  // the owner's (a SYCL queue's), on a tile
+  REQUIRE(create_immediate(other.context, other.tiles[1], &qd, &list) == ZE_RESULT_SUCCESS);
+
+  // vector_add on the backend's buffers, every command appended to the owner's list.
+  const int n = 1000;
+  auto a = unwrap(d.allocate(n * 4)), b = unwrap(d.allocate(n * 4));
+  std::optional<halcyon::Buffer> c = unwrap(d.allocate(n * 4));
+  auto m = unwrap(d.load_module(HAL_MODULE_SPIRV, basic().target, basic().data, basic().size, "basic.spv"));
+  auto k = unwrap(m.kernel("hc_vector_add"));
+  struct {
+    uint64_t a, b, c;
+    int64_t n;
+  } blob{a.address(), b.address(), c->address(), n};
+  int barriers = 0, host_waits = 0, lists_destroyed = 0, events_destroyed = 0;
+  {
+    auto s = unwrap(d.import_stream(reinterpret_cast<uint64_t>(list)));
+    std::vector<float> x(n), y(n), z(n, -1);
+    for (int i = 0; i < n; ++i) x[i] = float(i), y[i] = 0.5f * float(i);
+    const int before = appends(list);
+    REQUIRE(s.write(a, 0, x.data(), n * 4).ok());
+    REQUIRE(s.write(b, 0, y.data(), n * 4).ok());
+    REQUIRE(s.launch(k, {(n + 255) / 256}, {256}, &blob, sizeof blob).ok());
+    REQUIRE(s.read(c.value(), 0, z.data(), n * 4).ok());
+    for (int i = 0; i < n; ++i) REQUIRE(z[i] == 1.5f * float(i));
+    CHECK(appends(list) >= before + 4);  // two writes, the launch, the read (and the waits' barriers)
+    // Work still running on the device when the stream is released: the release appends one
+    // barrier and neither waits for the list nor destroys it.
+    fake().inject("slow_events");
+    REQUIRE(s.launch(k, {(n + 255) / 256}, {256}, &blob, sizeof blob).ok());
+    barriers = fake().count("zeCommandListAppendBarrier"), host_waits = fake().count("zeEventHostSynchronize");
+    lists_destroyed = fake().count("zeCommandListDestroy"), events_destroyed = fake().count("zeEventDestroy");
+  }
+  CHECK(fake().count("zeCommandListAppendBarrier") == barriers + 1);
+  CHECK(fake().count("zeEventHostSynchronize") == host_waits);
+  CHECK(fake().count("zeCommandListDestroy") == lists_destroyed);
+  CHECK(fake().count("zeEventDestroy") == events_destroyed);  // its event kept: not yet signalled
+  // The owner goes on with its list.
+  const auto owner_barrier = fake().fn<decltype(&zeCommandListAppendBarrier)>("zeCommandListAppendBarrier");
+  CHECK(owner_barrier(list, nullptr, 0, nullptr) == ZE_RESULT_SUCCESS);
+  // A buffer the released stream's work used is freed only after that work: the free waits for
+  // the release's barrier, then destroys its event.
+  c.reset();
+  CHECK(fake().count("zeEventHostSynchronize") == host_waits + 1);
+  CHECK(fake().count("zeEventDestroy") == events_destroyed + 1);
+  fake().reset();  // events signalled at once again
+
+  // Refused, by name: handle 0, a regular list, a list of another context, a destroyed list.
+  const auto refused = [&](uint64_t native, const char* why) {
+    auto r = d.import_stream(native);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK_MESSAGE(contains(r.error().message(), why), r.error().message());
+  };
+  refused(0, "the handle is 0");
+  const ze_command_list_desc_t ld{ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC, nullptr, 1, 0};
+  ze_command_list_handle_t regular = nullptr, elsewhere = nullptr;
+  REQUIRE(fake().fn<decltype(&zeCommandListCreate)>("zeCommandListCreate")(other.context, other.root, &ld, &regular) ==
+          ZE_RESULT_SUCCESS);
+  refused(reinterpret_cast<uint64_t>(regular), "it is a regular command list");
+  ze_context_handle_t own = nullptr;
+  const ze_context_desc_t cd{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
+  REQUIRE(fake().fn<decltype(&zeContextCreate)>("zeContextCreate")(other.driver, &cd, &own) == ZE_RESULT_SUCCESS);
+  REQUIRE(create_immediate(own, other.root, &qd, &elsewhere) == ZE_RESULT_SUCCESS);
+  refused(reinterpret_cast<uint64_t>(elsewhere), "a list of another context; the backend runs in the driver's default");
+  for (ze_command_list_handle_t l : {regular, elsewhere, list}) CHECK(destroy_list(l) == ZE_RESULT_SUCCESS);
+  refused(reinterpret_cast<uint64_t>(list), "zeCommandListIsImmediate returned ZE_RESULT_ERROR_INVALID_NULL_HANDLE");
+  CHECK(fake().fn<decltype(&zeContextDestroy)>("zeContextDestroy")(own) == ZE_RESULT_SUCCESS);
 }
 
 TEST_CASE("modules: wrong target and bad bytes are refused before the driver, a build failure carries its log") {

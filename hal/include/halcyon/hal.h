@@ -551,11 +551,13 @@ HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
  * that stream, with no host wait between the two. `native` is the stream in the backend's
  * own type (CUDA: a CUstream of the device's primary context; 0 is the context's legacy
  * default stream, PyTorch's default stream, and 2 the per-thread one; HIP: a hipStream_t of
- * the device, 0 its null stream); the backend checks it where its driver can (CUDA:
- * cuStreamGetCtx; HIP: hipStreamGetDevice, ROCm 6). The hal stream does not own it: its last
- * release does not destroy it and does not wait for its work (unlike hal_stream_release of a
- * created stream; CUDA without a memory pool waits, as it cannot otherwise order later frees
- * after that work), and the owner keeps it alive until then. A backend that cannot import streams
+ * the device, 0 its null stream; Level Zero: an immediate ze_command_list_handle_t of the
+ * device or a sub-device, in the backend's context); the backend checks it where its driver
+ * can (CUDA: cuStreamGetCtx; HIP: hipStreamGetDevice, ROCm 6; Level Zero: the list queries of
+ * 1.9). The hal stream does not own it: its last release does not destroy it and does not wait
+ * for its work (unlike hal_stream_release of a created stream; CUDA without a memory pool
+ * waits, as it cannot otherwise order later frees after that work), and the owner keeps it
+ * alive until then and does not queue to it from another thread meanwhile. A backend that cannot import streams
  * returns HAL_UNSUPPORTED (the CPU's streams are host queues with no native handle). */
 typedef struct hal_stream_import_desc {
   size_t struct_size;  /* HAL_STREAM_IMPORT_DESC_SIZE */
