@@ -110,7 +110,7 @@ struct State {
   _ze_context_handle_t default_context;     // the driver's, never destroyed
   std::map<uintptr_t, void*> bases;         // pointer handed out -> what clSVMAlloc returned
   size_t device_bytes = 0;
-  bool fail_build = false, oom = false, lost = false, slow_events = false;
+  bool fail_build = false, oom = false, lost = false, slow_events = false, no_list_queries = false;
   int last_list_device = -1;
   std::set<ze_command_list_handle_t> lists;  // live command lists (a destroyed one is refused)
   uint32_t tiles_exposed = kTiles;
@@ -277,7 +277,7 @@ extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
   State& st = state();
   std::lock_guard lock(st.mu);
   st.calls.clear();
-  st.fail_build = st.oom = st.lost = st.slow_events = false;
+  st.fail_build = st.oom = st.lost = st.slow_events = st.no_list_queries = false;
   st.last_list_device = -1;
   st.tiles_exposed = kTiles;
 }
@@ -290,6 +290,7 @@ extern "C" __attribute__((visibility("default"))) int fakeze_inject(const char* 
   else if (w == "oom") st.oom = true;
   else if (w == "device_lost") st.lost = true;
   else if (w == "slow_events") st.slow_events = true;
+  else if (w == "no_list_queries") st.no_list_queries = true;
   else return 0;
   return 1;
 }
@@ -822,18 +823,21 @@ extern "C" __attribute__((visibility("default"))) ze_context_handle_t zeDriverGe
 // their definitions). The source build stands for an older driver without them.
 FAKE_API zeCommandListIsImmediate(ze_command_list_handle_t l, ze_bool_t* out) {
   FAKE_ENTER("zeCommandListIsImmediate");
+  if (st.no_list_queries) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;  // a new loader, an old driver
   if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   *out = l->immediate;
   return ZE_RESULT_SUCCESS;
 }
 FAKE_API zeCommandListGetDeviceHandle(ze_command_list_handle_t l, ze_device_handle_t* out) {
   FAKE_ENTER("zeCommandListGetDeviceHandle");
+  if (st.no_list_queries) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;  // a new loader, an old driver
   if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   *out = l->device;
   return ZE_RESULT_SUCCESS;
 }
 FAKE_API zeCommandListGetContextHandle(ze_command_list_handle_t l, ze_context_handle_t* out) {
   FAKE_ENTER("zeCommandListGetContextHandle");
+  if (st.no_list_queries) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;  // a new loader, an old driver
   if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   *out = l->context;
   return ZE_RESULT_SUCCESS;

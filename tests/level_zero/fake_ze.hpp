@@ -11,8 +11,9 @@ void fakeze_reset(void);
 // Arms a failure until the next reset: "module_build" (zeModuleCreate fails with a build log), "oom" (every
 // device allocation fails as out of device memory), "device_lost" (every later command and
 // synchronisation returns ZE_RESULT_ERROR_DEVICE_LOST), "slow_events" (an event a command signals
-// stays not ready until the host waits for it: work still running on the device). Returns 0 when
-// `what` is unknown.
+// stays not ready until the host waits for it: work still running on the device),
+// "no_list_queries" (the 1.9 command-list queries return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE, as
+// a new loader does over an older driver). Returns 0 when `what` is unknown.
 int fakeze_inject(const char* what);
 // How many times entry point `name` ("zeModuleCreate") was called since the last reset.
 int fakeze_count(const char* name);

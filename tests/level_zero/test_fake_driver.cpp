@@ -385,6 +385,13 @@ TEST_CASE("another user's immediate command list is a stream (hal_stream_import)
   REQUIRE(fake().fn<decltype(&zeContextCreate)>("zeContextCreate")(other.driver, &cd, &own) == ZE_RESULT_SUCCESS);
   REQUIRE(create_immediate(own, other.root, &qd, &elsewhere) == ZE_RESULT_SUCCESS);
   refused(reinterpret_cast<uint64_t>(elsewhere), "a list of another context; the backend runs in the driver's default");
+  // A driver without the list queries (under a loader that has them): unsupported, saying so.
+  fake().inject("no_list_queries");
+  auto old = d.import_stream(reinterpret_cast<uint64_t>(list));
+  REQUIRE_FALSE(old.ok());
+  CHECK(old.error().status() == HAL_UNSUPPORTED);
+  CHECK_MESSAGE(contains(old.error().message(), "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE"), old.error().message());
+  fake().reset();
   for (ze_command_list_handle_t l : {regular, elsewhere, list}) CHECK(destroy_list(l) == ZE_RESULT_SUCCESS);
   refused(reinterpret_cast<uint64_t>(list), "zeCommandListIsImmediate returned ZE_RESULT_ERROR_INVALID_NULL_HANDLE");
   CHECK(fake().fn<decltype(&zeContextDestroy)>("zeContextDestroy")(own) == ZE_RESULT_SUCCESS);
