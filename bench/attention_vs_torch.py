@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
-from torch_peers import mla_composition
+from torch_peers import copy_rate_TBps, mla_composition
 
 p = argparse.ArgumentParser()
 p.add_argument("--seqlen", type=int, default=4096)
@@ -41,11 +41,7 @@ def ms(fn, warmup=10, rep=100):
 
 
 res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "runs": []}
-n = 2**30
-src = torch.randn(n, dtype=bf16, device=dev)
-dst = torch.empty_like(src)
-res["copy_TBps"] = 2 * n * 2 / (ms(lambda: dst.copy_(src)) * 1e-3) / 1e12
-del src, dst
+res["copy_TBps"] = copy_rate_TBps(dev, ms)
 print(f"torch copy: {res['copy_TBps']:.2f} TB/s (read+write)", flush=True)
 
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 from moe_torch_layer import Model, by_expert, rowwise
+from torch_peers import copy_rate_TBps
 
 p = argparse.ArgumentParser()
 p.add_argument("--tokens", default="4096,512,128")
@@ -41,12 +42,7 @@ def ms(fn, warmup=25, rep=200):
 
 
 res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
-n = 2**30  # 2 GiB of bf16, copied
-src = torch.randn(n, dtype=bf16, device=dev)
-dst = torch.empty_like(src)
-t = ms(lambda: dst.copy_(src), 10, 100)
-res["copy_TBps"] = 2 * n * 2 / (t * 1e-3) / 1e12
-del src, dst
+res["copy_TBps"] = copy_rate_TBps(dev, lambda fn: ms(fn, 10, 100))
 print(f"torch copy: {res['copy_TBps']:.2f} TB/s (read+write)", flush=True)
 
 m = Model(E, K, H, I, G, TG, dev)

@@ -50,7 +50,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import halcyon  # noqa: E402
-from torch_peers import mla_composition, paged_decode, split_calls, trace_kernels  # noqa: E402
+from torch_peers import copy_rate_TBps, mla_composition, paged_decode, split_calls, trace_kernels  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--only", nargs="*", default=["prefill", "decode", "mla"], choices=["prefill", "decode", "mla", "moe", "deepgemm"])
@@ -203,12 +203,8 @@ if "moe" in args.only:
 if "deepgemm" in args.only:
     import deepgemm_peer  # noqa: E402  (bench/: DeepGEMM's calls on halcyon's rows)
     from triton.testing import do_bench  # the copy rate of this call, as moe_vs_torch.py measures it
-    src = torch.randn(2**30, dtype=bf16, device=dev)  # 2 GiB copied
-    dst = torch.empty_like(src)
-    copy_ms = do_bench(lambda: dst.copy_(src), warmup=10, rep=100, return_mode="median")
-    res["copy_TBps"] = 2 * src.numel() * 2 / (copy_ms * 1e-3) / 1e12
+    res["copy_TBps"] = copy_rate_TBps(dev, lambda fn: do_bench(fn, warmup=10, rep=100, return_mode="median"))
     print(f"  device-to-device copy: {res['copy_TBps']:.3f} TB/s (read + write)", flush=True)
-    del src, dst
     for T in (int(v) for v in args.deepgemm_tokens.split(",")):
         for pair in deepgemm_peer.pairs(T, dev):
             compare(*pair)

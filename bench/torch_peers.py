@@ -7,13 +7,27 @@ probes/decode_timeline.py), so that each peer and each timeline reading is writt
 - paged_decode(B, Hq, Hkv, L, D, BS): halcyon's attention_decode arguments over a paged cache in
   scrambled block order, and dense [B, Hkv, L, D] keys for cuDNN (SDPA has no paged cache);
 - trace_kernels(prof, path) and split_calls(kernels, is_flush): the kernels a torch.profiler run
-  recorded (CUPTI sees halcyon's too), cut into calls at each L2 flush kernel.
+  recorded (CUPTI sees halcyon's too), cut into calls at each L2 flush kernel;
+- copy_rate_TBps(dev, time_ms): the device-to-device copy rate, every script's bandwidth floor
+  (moe_vs_torch.py too).
 """
 import json
 
 import torch
 
 bf16 = torch.bfloat16
+
+
+def copy_rate_TBps(dev, time_ms):
+    """The copy rate of `dev` in TB/s, read + write: 2 GiB of random bf16 copied device to device,
+    timed by time_ms(fn) (the caller's timer: the median ms of fn's runs). The floor each figure
+    of a run is set against (docs/PERFORMANCE.md: "% of the copy rate"), so it is measured in the
+    same process as they are."""
+    src = torch.randn(2**30, dtype=bf16, device=dev)
+    dst = torch.empty_like(src)
+    rate = 2 * src.numel() * src.element_size() / (time_ms(lambda: dst.copy_(src)) * 1e-3) / 1e12
+    del src, dst
+    return rate
 
 
 def mla_composition(q, kv):
