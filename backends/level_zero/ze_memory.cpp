@@ -1,6 +1,7 @@
-// Memory (device allocations, host allocations for pinned buffers) and streams: one immediate
-// command list each, on the compute queue group of the device or of a partition's first tile.
-// The core has checked every offset and size against the buffer before these run.
+// Memory (device allocations, host allocations for pinned buffers; another user's device memory
+// imported) and streams: one immediate command list each, on the compute queue group of the
+// device or of a partition's first tile, or another user's immediate list imported. The core has
+// checked every offset and size against the buffer before these run.
 #include <algorithm>
 #include <utility>
 
