@@ -398,6 +398,7 @@ const hal_backend_api kApi = {
     nullptr,  // buffer_import: simulated memory only
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator
     nullptr,  // stream_import: simulated streams have no native handle
+    nullptr,  // stream_native: likewise
 };
 
 }  // namespace

@@ -708,6 +708,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(cpu_comm_buffer_import),
     HAL_BACKEND_FN(cpu_comm_all_to_all),
     nullptr,  // stream_import: the CPU's streams are host queues, with no native handle to wrap
+    nullptr,  // stream_native: likewise
 };
 
 }  // namespace

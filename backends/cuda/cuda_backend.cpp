@@ -137,6 +137,7 @@ const hal_backend_api kApi = {
     &Entry<cuda_comm_buffer_import>::call,
     &Entry<cuda_comm_all_to_all>::call,
     &Entry<cuda_stream_import>::call,
+    &Entry<cuda_stream_native>::call,
 };
 
 }  // namespace

@@ -218,6 +218,7 @@ void cuda_buffer_destroy(CudaBuffer* b);
 // cuda_stream.cpp
 hal_error* cuda_stream_create(CudaDevice* dv, CudaPartition* part, const hal_stream_desc*, CudaStream** out);
 hal_error* cuda_stream_import(CudaDevice* dv, const hal_stream_import_desc* desc, CudaStream** out);
+hal_error* cuda_stream_native(CudaStream* s, uint64_t* out);
 void cuda_stream_destroy(CudaStream* s);
 hal_error* cuda_stream_synchronize(CudaStream* s);
 hal_error* cuda_stream_write(CudaStream* s, CudaBuffer* dst, uint64_t off, const void* src, uint64_t size);

@@ -97,6 +97,12 @@ void cuda_stream_destroy(CudaStream* s) {
   delete s;
 }
 
+// The CUstream itself (0 for an imported legacy default stream), as hal_stream_import takes it.
+hal_error* cuda_stream_native(CudaStream* s, uint64_t* out) {
+  *out = reinterpret_cast<uintptr_t>(s->stream);
+  return nullptr;
+}
+
 hal_error* cuda_stream_synchronize(CudaStream* s) {
   ImportedStreamScope scope(s);
   CU_TRY(s->device->d, s->device->d->cuStreamSynchronize(s->stream), s->device->uri + ": cuStreamSynchronize");

@@ -362,6 +362,12 @@ void hip_stream_destroy(HipStream* s) {
   delete s;
 }
 
+// The hipStream_t itself (0 for an imported null stream), as hal_stream_import takes it.
+hal_error* hip_stream_native(HipStream* s, uint64_t* out) {
+  *out = reinterpret_cast<uintptr_t>(s->stream);
+  return nullptr;
+}
+
 hal_error* hip_stream_synchronize(HipStream* s) {
   HIP_CHECK(s->device, hipStreamSynchronize(s->stream));
   return nullptr;
@@ -732,6 +738,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(hip_comm_buffer_import),
     HAL_BACKEND_FN(hip_comm_all_to_all),
     HAL_BACKEND_FN(hip_stream_import),
+    HAL_BACKEND_FN(hip_stream_native),
 };
 
 }  // namespace

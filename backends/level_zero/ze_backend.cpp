@@ -51,6 +51,7 @@ const hal_backend_api kApi = {
     HAL_BACKEND_FN(ze::buffer_import),
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,  // no communicator yet
     HAL_BACKEND_FN(ze::stream_import),
+    HAL_BACKEND_FN(ze::stream_native),
 };
 
 }  // namespace

@@ -149,6 +149,7 @@ hal_error* buffer_import(Device* d, const hal_buffer_import_desc* desc, Buffer**
 void buffer_destroy(Buffer* b);
 hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc* desc, Stream** out);
 hal_error* stream_import(Device* d, const hal_stream_import_desc* desc, Stream** out);
+hal_error* stream_native(Stream* s, uint64_t* out);
 void stream_destroy(Stream* s);
 hal_error* stream_synchronize(Stream* s);
 hal_error* stream_write(Stream* s, Buffer* dst, uint64_t off, const void* src, uint64_t size);

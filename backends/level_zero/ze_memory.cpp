@@ -260,6 +260,12 @@ void stream_destroy(Stream* s) {
   delete s;
 }
 
+// The immediate command list, as hal_stream_import takes it.
+hal_error* stream_native(Stream* s, uint64_t* out) {
+  *out = reinterpret_cast<uintptr_t>(s->list);
+  return nullptr;
+}
+
 hal_error* stream_synchronize(Stream* s) {
   const char* what = "";
   return check(drain(s, &what), what);

@@ -138,6 +138,7 @@ const hal_backend_api kApi = {
     // (backends/cpu, over backends/comm_common/shm_group) is the model
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
     nullptr,  // stream_import (optional, ABI 1.5): wrap a stream the caller owns (PyTorch's current one)
+    nullptr,  // stream_native (optional, ABI 1.11): the native handle of a stream, as stream_import takes it
 };
 
 }  // namespace

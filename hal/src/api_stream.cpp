@@ -99,6 +99,10 @@ HAL_API hal_error* hal_stream_get_info(hal_stream h, hal_stream_info* out) {
       i.mechanism = HAL_PARTITION_WHOLE_DEVICE;
     }
     std::snprintf(i.device_uri, sizeof i.device_uri, "%s", s->device->uri.c_str());
+    if (s->device->backend->has_stream_native()) {
+      if (hal_error* e = s->api().stream_native(s->be, &i.native)) return e;
+      i.has_native = 1;
+    }
     write_struct(i, out);
     return nullptr;
   })

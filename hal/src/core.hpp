@@ -63,6 +63,9 @@ struct Backend {
   bool has_stream_import() const {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, stream_import) && api->stream_import;
   }
+  bool has_stream_native() const {
+    return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, stream_native) && api->stream_native;
+  }
   bool has_tensor_map_encode() const {
     return api->struct_size >= HAL_SIZE_THROUGH(hal_backend_api, tensor_map_encode) &&
            api->tensor_map_encode;

@@ -376,8 +376,10 @@ TEST_CASE("the CPU backend passes the API suite") {
   for (auto& r : rep.results) {
     INFO(r.name, ": ", std::string(halcyon::cts::outcome_name(r.outcome)), ": ", r.message);
     // The CPU device advertises every capability the API suite selects on; only the split
-    // test may find a single-core machine.
-    if (r.name != "api.partition.split") CHECK(r.outcome == Outcome::passed);
+    // test may find a single-core machine, and its expectations declare the stream import
+    // unsupported (host queues have no native handle).
+    if (r.name == "api.stream.import") CHECK(r.outcome == Outcome::unsupported);
+    else if (r.name != "api.partition.split") CHECK(r.outcome == Outcome::passed);
   }
 }
 

@@ -337,6 +337,7 @@ TEST_CASE("another user's immediate command list is a stream (hal_stream_import)
   int barriers = 0, host_waits = 0, lists_destroyed = 0, events_destroyed = 0;
   {
     auto s = unwrap(d.import_stream(reinterpret_cast<uint64_t>(list)));
+    CHECK(unwrap(s.info()).native == reinterpret_cast<uint64_t>(list));  // its handle, as imported
     std::vector<float> x(n), y(n), z(n, -1);
     for (int i = 0; i < n; ++i) x[i] = float(i), y[i] = 0.5f * float(i);
     const int before = appends(list);

@@ -36,7 +36,10 @@ static_assert(offsetof(hal_backend_api, comm_create) == HAL_BACKEND_API_1_3_SIZE
 static_assert(HAL_BACKEND_API_1_3_SIZE < HAL_BACKEND_API_SIZE);
 // ABI 1.5 appended stream_import after comm_all_to_all.
 static_assert(HAL_BACKEND_API_1_4_SIZE == offsetof(hal_backend_api, stream_import));
-static_assert(HAL_BACKEND_API_1_4_SIZE + sizeof(void*) == HAL_BACKEND_API_SIZE);
+static_assert(HAL_BACKEND_API_1_4_SIZE + sizeof(void*) == HAL_BACKEND_API_1_10_SIZE);
+// ABI 1.11 appended stream_native after stream_import.
+static_assert(HAL_BACKEND_API_1_10_SIZE == offsetof(hal_backend_api, stream_native));
+static_assert(HAL_BACKEND_API_1_10_SIZE + sizeof(void*) == HAL_BACKEND_API_SIZE);
 static_assert(sizeof(hal_comm_handle) == HAL_COMM_HANDLE_BYTES);
 static_assert(HAL_BACKEND_API_MIN_SIZE < HAL_BACKEND_API_1_0_SIZE && HAL_BACKEND_API_1_0_SIZE < HAL_BACKEND_API_1_2_SIZE &&
               HAL_BACKEND_API_1_2_SIZE < HAL_BACKEND_API_SIZE);

@@ -43,6 +43,15 @@ TEST_CASE("streams: a native stream is imported where the backend can, refused w
   if (uri.rfind("cuda:", 0) != 0) {
     expect_error(hal_stream_import(dev.get(), &id, &s), HAL_UNSUPPORTED, "cannot import a native stream");
     CHECK(s == nullptr);
+    // Nor does a stream of it have a native handle (ABI 1.11), and a 1.10-sized info is still filled.
+    auto created = unwrap(dev.create_stream());
+    CHECK(unwrap(created.info()).has_native == 0);
+    hal_stream_info old{};
+    old.struct_size = HAL_SIZE_THROUGH(hal_stream_info, device_uri);
+    old.reserved1 = 0xabc;  // past the caller's size: never written
+    REQUIRE(hal_stream_get_info(created.get(), &old) == nullptr);
+    CHECK(old.reserved1 == 0xabcu);
+    CHECK(std::string(old.device_uri) == uri);
     return;
   }
   auto buf = unwrap(dev.allocate(4 * 1000));
@@ -50,6 +59,8 @@ TEST_CASE("streams: a native stream is imported where the backend can, refused w
   for (uint64_t native : {uint64_t(0), uint64_t(2)}) {
     auto imported = unwrap(dev.import_stream(native));
     auto info = unwrap(imported.info());
+    CHECK(info.has_native == 1);  // the CUstream as imported (ABI 1.11)
+    CHECK(info.native == native);
     CHECK(info.partition == nullptr);
     CHECK(info.units == unwrap(dev.info()).compute_units);
     for (uint32_t round = 0; round < 20; ++round) unwrap(imported.fill<uint32_t>(buf, 0, 4000, round + uint32_t(native)));

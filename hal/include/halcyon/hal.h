@@ -35,12 +35,14 @@ extern "C" {
 #endif
 
 #define HAL_ABI_MAJOR 1
-#define HAL_ABI_MINOR 10 /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
+#define HAL_ABI_MINOR 11 /* 1.6: runtime.h's prepared calls (hrt_op_create, hrt_op_run); 1.7: runtime.h's
                             hrt_call_options (hrt_run_op_with, hrt_op_create_with); 1.8: the device a
                             buffer or stream belongs to (hal_buffer_info / hal_stream_info.device_uri);
                             1.9: runtime.h's hrt_moe_fp8_weights.dequantize_elsewhere and
                             hrt_moe_layer_info.fp8_dequantized; 1.10: runtime.h's
-                            hrt_moe_layer_impls (a layer's implementations by name) */
+                            hrt_moe_layer_impls (a layer's implementations by name); 1.11: a
+                            stream's native handle (hal_stream_info.native,
+                            hal_backend_api.stream_native) */
 
 #if defined(_WIN32)
 #define HAL_API __declspec(dllexport)
@@ -541,9 +543,17 @@ typedef struct hal_stream_info {
   uint32_t mechanism;       /* hal_partition_mechanism (HAL_PARTITION_WHOLE_DEVICE: none) */
   uint32_t reserved0;
   char device_uri[64];      /* ABI 1.8: the stream's device, as its hal_device_info.uri */
+  uint64_t native;          /* ABI 1.11, when has_native: the backend's own handle of the stream
+                               (CUDA: its CUstream; HIP: its hipStream_t; Level Zero: its immediate
+                               ze_command_list_handle_t), valid while the stream lives: for the
+                               caller's own work in order with the stream's (torch.cuda.
+                               ExternalStream), or hal_stream_import */
+  uint32_t has_native;      /* ABI 1.11: 1 when `native` is set; 0 where the backend has no native
+                               stream (the CPU's are host queues) or predates 1.11 */
+  uint32_t reserved1;
 } hal_stream_info;
 #define HAL_STREAM_INFO_MIN_SIZE HAL_SIZE_THROUGH(hal_stream_info, mechanism)
-#define HAL_STREAM_INFO_SIZE HAL_SIZE_THROUGH(hal_stream_info, device_uri)
+#define HAL_STREAM_INFO_SIZE HAL_SIZE_THROUGH(hal_stream_info, reserved1)
 HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
 
 /* ABI 1.5: a stream someone else owns (PyTorch's current CUDA stream, a serving framework's
@@ -995,6 +1005,12 @@ typedef struct hal_backend_api {
    * native stream, and waits for it only where later frees cannot be ordered after its work. */
   hal_error* (*stream_import)(hal_be_device* device, const hal_stream_import_desc* desc,
                               hal_be_stream** out);
+
+  /* ---- ABI 1.11 (a smaller table still loads: this counts as NULL) ---- */
+
+  /* Optional (NULL: hal_stream_info.has_native is 0). The stream's native handle, as
+   * hal_stream_import takes it (created streams and imported ones alike). */
+  hal_error* (*stream_native)(hal_be_stream* stream, uint64_t* out);
 } hal_backend_api;
 #define HAL_BACKEND_API_MIN_SIZE HAL_SIZE_THROUGH(hal_backend_api, kernel_destroy)
 /* ABI 1.0's table ended at partition_destroy. */
@@ -1005,7 +1021,9 @@ typedef struct hal_backend_api {
 #define HAL_BACKEND_API_1_3_SIZE HAL_SIZE_THROUGH(hal_backend_api, partition_caps)
 /* ABI 1.4's table ended at comm_all_to_all. */
 #define HAL_BACKEND_API_1_4_SIZE HAL_SIZE_THROUGH(hal_backend_api, comm_all_to_all)
-#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, stream_import)
+/* ABI 1.5 to 1.10's table ended at stream_import. */
+#define HAL_BACKEND_API_1_10_SIZE HAL_SIZE_THROUGH(hal_backend_api, stream_import)
+#define HAL_BACKEND_API_SIZE HAL_SIZE_THROUGH(hal_backend_api, stream_native)
 
 typedef const hal_backend_api* (*hal_plugin_entry_fn)(void);
 

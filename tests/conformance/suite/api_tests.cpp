@@ -379,6 +379,43 @@ void buffer_import(TestContext& t) {
   CTS_CHECK(t, g_import_releases == 2, "a refused import called release");
 }
 
+// A stream's own native handle (hal_stream_info.native, ABI 1.11) imported as a second hal stream
+// (hal_stream_import): both queue to the same native stream, so their work runs in the order it
+// was queued with no host wait between; the import's release neither destroys nor breaks it.
+void stream_import(TestContext& t) {
+  Stream s = make_stream(t);
+  const hal_stream_info info = t.must(s.info(), "stream info");
+  if (!info.has_native) TestContext::unsupported("the device's streams have no native handle (hal_stream_info.has_native 0)");
+  auto first = t.device.import_stream(info.native);
+  if (!first.ok() && first.error().status() == HAL_UNSUPPORTED)
+    TestContext::unsupported("the device imports no stream: " + first.error().message());
+  const uint64_t n = 1 << 20;
+  Buffer a = allocate(t, n), b = allocate(t, n);
+  auto data = random_bytes(t, n);
+  {
+    Stream imported = t.must(std::move(first), "import the stream's own native handle");
+    const hal_stream_info again = t.must(imported.info(), "the import's info");
+    CTS_CHECK(t, again.has_native && again.native == info.native, "the import's native handle 0x{:x}, not 0x{:x}",
+              again.native, info.native);
+    CTS_CHECK(t, std::string(again.device_uri) == info.device_uri, "the import is on {}, the stream on {}",
+              again.device_uri, info.device_uri);
+    t.must(s.write(a, 0, data.data(), n), "write a");
+    // Queued alternately through the two handles, nothing waited for in between: b gets a's data
+    // before a is zeroed, then half of b gets the zeros.
+    t.must(imported.copy(b, 0, a, 0, n), "copy a to b through the import");
+    t.must(s.fill(a, 0, n, uint8_t(0)), "zero a through the stream");
+    t.must(imported.copy(b, 0, a, 0, n / 2), "copy half of a (zeros) to b through the import");
+    std::vector<uint8_t> want(data);
+    std::fill(want.begin(), want.begin() + n / 2, 0);
+    expect_bytes(t, read_all(t, s, b, 0, n), want.data(), "b after the copies queued through both handles");
+  }
+  // The import is gone; the stream (its native stream) still runs work.
+  auto more = random_bytes(t, 4096);
+  t.must(s.write(b, 0, more.data(), more.size()), "write through the stream after the import's release");
+  expect_bytes(t, read_all(t, s, b, 0, more.size()), more.data(), "the stream after the import's release");
+  t.must(s.synchronize(), "synchronize");
+}
+
 void copy_out_of_range(TestContext& t) {
   Stream s = make_stream(t);
   Buffer b = allocate(t, 100), c = allocate(t, 100);
@@ -982,6 +1019,7 @@ std::vector<TestCase> api_tests() {
       {"api.fill.patterns", {}, fill_patterns},
       {"api.stream.order", {}, stream_order},
       {"api.stream.many", {}, stream_many},
+      {"api.stream.import", {}, stream_import},
       {"api.event.query", {}, event_query},
       {"api.event.cross_stream", {}, event_cross_stream},
       {"api.event.cross_stream_kernel", {"module.host"}, event_cross_stream_kernel},
