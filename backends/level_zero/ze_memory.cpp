@@ -3,7 +3,6 @@
 // device or of a partition's first tile, or another user's immediate list imported. The core has
 // checked every offset and size against the buffer before these run.
 #include <algorithm>
-#include <utility>
 
 #include "ze_internal.hpp"
 
@@ -200,13 +199,15 @@ hal_error* stream_import(Device* d, const hal_stream_import_desc* desc, Stream**
     ze_bool_t immediate = false;
     ze_device_handle_t owner = nullptr;
     ze_context_handle_t context = nullptr;
-    for (auto [r, call] : {std::pair{z.zeCommandListIsImmediate(list, &immediate), "zeCommandListIsImmediate"},
-                           {z.zeCommandListGetDeviceHandle(list, &owner), "zeCommandListGetDeviceHandle"},
-                           {z.zeCommandListGetContextHandle(list, &context), "zeCommandListGetContextHandle"}}) {
-      if (r != ZE_RESULT_SUCCESS)
-        return error(r == ZE_RESULT_ERROR_UNSUPPORTED_FEATURE ? HAL_UNSUPPORTED : HAL_INVALID_ARGUMENT,
-                     fmt::format("{}: {} returned {}", what, call, result_name(r)));
-    }
+    auto failed = [&](ze_result_t r, const char* call) -> hal_error* {  // each query only after the last succeeded
+      if (r == ZE_RESULT_SUCCESS) return nullptr;
+      return error(r == ZE_RESULT_ERROR_UNSUPPORTED_FEATURE ? HAL_UNSUPPORTED : HAL_INVALID_ARGUMENT,
+                   fmt::format("{}: {} returned {}", what, call, result_name(r)));
+    };
+    if (hal_error* e = failed(z.zeCommandListIsImmediate(list, &immediate), "zeCommandListIsImmediate")) return e;
+    if (hal_error* e = failed(z.zeCommandListGetDeviceHandle(list, &owner), "zeCommandListGetDeviceHandle")) return e;
+    if (hal_error* e = failed(z.zeCommandListGetContextHandle(list, &context), "zeCommandListGetContextHandle"))
+      return e;
     if (!immediate)
       return error(HAL_INVALID_ARGUMENT, what + ": it is a regular command list; only an immediate one "
                                                 "(zeCommandListCreateImmediate) runs work as it is appended");
