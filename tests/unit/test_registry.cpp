@@ -149,6 +149,9 @@ TEST_CASE("registry: a plugin built for ABI 1.0 loads; entries appended since co
   id.kind = HAL_MEMORY_DEVICE;
   hal_buffer imported = nullptr;
   expect_error(hal_buffer_import(old.get(), &id, &imported), HAL_UNSUPPORTED, "the abi10 backend cannot import");
+  // A stream's native handle (ABI 1.11) without the backend's entry: none (has_native 0).
+  auto stream = unwrap(old.create_stream());
+  CHECK(unwrap(stream.info()).has_native == 0);
   // hal_device_can_run (ABI 1.3) without the backend's entry: exactly the device's arch.
   std::string why;
   CHECK(unwrap(old.can_run(HAL_MODULE_HOST, "none")));

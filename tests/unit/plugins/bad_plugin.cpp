@@ -94,6 +94,12 @@ hal_error* v10_buffer_create(hal_be_device*, const hal_buffer_desc* desc, hal_be
   return nullptr;
 }
 void v10_buffer_destroy(hal_be_buffer* b) { std::free(b); }
+int g_stream = 0;
+hal_error* v10_stream_create(hal_be_device*, hal_be_partition*, const hal_stream_desc*, hal_be_stream** out) {
+  *out = reinterpret_cast<hal_be_stream*>(&g_stream);
+  return nullptr;
+}
+void v10_stream_destroy(hal_be_stream*) {}
 // Lies past the table's struct_size: a libhalcyon that called it would be reading a newer
 // plugin's entry out of an older one's table.
 hal_error* v10_tensor_map_encode(hal_be_device*, uint64_t, const hal_tensor_map_desc*, void*) {
@@ -101,6 +107,9 @@ hal_error* v10_tensor_map_encode(hal_be_device*, uint64_t, const hal_tensor_map_
 }
 hal_error* v10_device_can_run(hal_be_device*, uint32_t, const char*, bool*, char*, size_t) {
   return g_host->error_new(HAL_INTERNAL, "abi10: device_can_run lies past the table's struct_size and was called");
+}
+hal_error* v10_stream_native(hal_be_stream*, uint64_t*) {
+  return g_host->error_new(HAL_INTERNAL, "abi10: stream_native lies past the table's struct_size and was called");
 }
 #endif
 
@@ -135,6 +144,9 @@ extern "C" HAL_API const hal_backend_api* halcyon_backend_plugin(void) {
     x.buffer_destroy = v10_buffer_destroy;
     x.tensor_map_encode = v10_tensor_map_encode;
     x.device_can_run = v10_device_can_run;
+    x.stream_create = v10_stream_create;
+    x.stream_destroy = v10_stream_destroy;
+    x.stream_native = v10_stream_native;
     return x;
   }();
   return &t;
