@@ -567,8 +567,9 @@ HAL_API hal_error* hal_stream_get_info(hal_stream stream, hal_stream_info* out);
  * 1.9). The hal stream does not own it: its last release does not destroy it and does not wait
  * for its work (unlike hal_stream_release of a created stream; CUDA without a memory pool
  * waits, as it cannot otherwise order later frees after that work), and the owner keeps it
- * alive until then and does not queue to it from another thread meanwhile. A backend that cannot import streams
- * returns HAL_UNSUPPORTED (the CPU's streams are host queues with no native handle). */
+ * alive until then and does not queue to it from another thread meanwhile. A backend that
+ * cannot import streams returns HAL_UNSUPPORTED (the CPU's streams are host queues with no
+ * native handle). A hal stream's own native handle is hal_stream_info.native (ABI 1.11). */
 typedef struct hal_stream_import_desc {
   size_t struct_size;  /* HAL_STREAM_IMPORT_DESC_SIZE */
   const void* next;    /* extension chain; NULL */
