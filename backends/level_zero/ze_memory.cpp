@@ -12,17 +12,22 @@ namespace {
 constexpr size_t kDefaultAlignment = 256;
 char* at(Buffer* b, uint64_t off) { return static_cast<char*>(b->ptr) + off; }
 
-// Waits for the queued work of one stream: a barrier that signals its `done` event. Returns the
-// first failing call's result and names it in *what.
-ze_result_t drain(Stream* s, const char** what) {
+// Appends a barrier that signals the stream's `done` event once its queued work is complete.
+// The caller holds s->mu. Returns the first failing call's result and names it in *what.
+ze_result_t mark_done(Stream* s, const char** what) {
   const Symbols& z = s->device->s();
-  std::lock_guard lock(s->mu);
   *what = "zeEventHostReset";
   if (ze_result_t r = z.zeEventHostReset(s->done); r != ZE_RESULT_SUCCESS) return r;
   *what = "zeCommandListAppendBarrier";
-  if (ze_result_t r = z.zeCommandListAppendBarrier(s->list, s->done, 0, nullptr); r != ZE_RESULT_SUCCESS) return r;
+  return z.zeCommandListAppendBarrier(s->list, s->done, 0, nullptr);
+}
+
+// Waits for the queued work of one stream: mark_done, then the host waits for the event.
+ze_result_t drain(Stream* s, const char** what) {
+  std::lock_guard lock(s->mu);
+  if (ze_result_t r = mark_done(s, what); r != ZE_RESULT_SUCCESS) return r;
   *what = "zeEventHostSynchronize";
-  return z.zeEventHostSynchronize(s->done, UINT64_MAX);
+  return s->device->s().zeEventHostSynchronize(s->done, UINT64_MAX);
 }
 
 // Destroys the retired imported streams' events (Backend::retired), those not yet signalled
@@ -242,13 +247,12 @@ void stream_destroy(Stream* s) {
     b->streams.erase(s);
     if (s->imported && s->done) {
       std::lock_guard slock(s->mu);
-      ze_result_t r = z.zeEventHostReset(s->done);
-      if (r == ZE_RESULT_SUCCESS) r = z.zeCommandListAppendBarrier(s->list, s->done, 0, nullptr);
-      if (r == ZE_RESULT_SUCCESS) {
+      const char* what = "";
+      if (ze_result_t r = mark_done(s, &what); r == ZE_RESULT_SUCCESS) {
         b->retired.push_back({s->pool, s->done});
         s->pool = nullptr, s->done = nullptr;
       } else {
-        logged(r, "zeCommandListAppendBarrier (an imported list's release)");
+        logged(r, what);
       }
       reap_retired(b, false);
     }
