@@ -20,7 +20,7 @@ void usage(std::FILE* out) {
   fmt::print(out,
              "usage: halcyon cts [--backend B] [--device URI] [--filter GLOB] [--seed N]\n"
              "                   [--junit FILE] [--report FILE.md] [--progress live|plain|quiet] [--list]\n"
-             "                   [--expectations FILE]... [--impls chosen|all]\n"
+             "                   [--expectations FILE]... [--impls chosen|all] [--max-copy-mb N]\n"
              "\n"
              "Runs the conformance suite: the API suite and the numeric suite (every operator\n"
              "contract against the CPU reference) on every selected device.\n"
@@ -42,6 +42,8 @@ void usage(std::FILE* out) {
              "                  choice; all: also once by name with every implementation the\n"
              "                  device can run (numeric.OP@IMPL.K; a case an implementation\n"
              "                  refuses is reported unsupported, with its reason)\n"
+             "  --max-copy-mb N the cap, in MiB, on api.copy.largest's buffer (default 256; the\n"
+             "                  buffer is a quarter of the device memory below the cap)\n"
              "\n"
              "exit status: 0 all passed; 1 a test failed or passed unexpectedly; 2 bad usage (a\n"
              "--device that does not exist on a backend that has devices, too); {} the selected\n"
@@ -117,6 +119,16 @@ int run(const std::vector<std::string>& args) {
         fmt::print(stderr, "halcyon cts: --impls '{}' is not chosen or all\n", m);
         return 2;
       }
+    } else if (a == "--max-copy-mb") {
+      std::string s;
+      if (!take(&s)) return 2;
+      uint64_t mb = 0;
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), mb);
+      if (ec != std::errc() || p != s.data() + s.size() || mb == 0 || mb > (UINT64_MAX >> 20)) {
+        fmt::print(stderr, "halcyon cts: --max-copy-mb '{}' is not a positive number of MiB\n", s);
+        return 2;
+      }
+      o.max_copy_bytes = mb << 20;
     } else if (a == "--progress") {
       std::string m;
       if (!take(&m)) return 2;

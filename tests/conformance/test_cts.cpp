@@ -692,6 +692,8 @@ TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options ar
   CHECK(run_command("cts --seed banana").status == 2);
   CHECK(run_command("cts --no-such-option").status == 2);
   CHECK(run_command("cts --impls some").status == 2);
+  for (const char* bad : {"0", "-1", "12x", "17592186044416"})  // the last overflows in bytes
+    CHECK(run_command(std::string("cts --backend cpu --max-copy-mb ") + bad).status == 2);
   auto none = run_command("cts --backend cpu --filter 'no.such.test.*'");
   CHECK(none.status == 2);
   CHECK(none.out.find("no.such.test.*") != std::string::npos);
@@ -727,6 +729,26 @@ TEST_CASE("halcyon cts --expectations: the verdicts change; a malformed file is 
 }
 
 }  // namespace
+
+TEST_CASE("Options::max_copy_bytes caps api.copy.largest's buffer") {
+  // The CPU device's memory is the host's, so a quarter of it is above both caps.
+  for (uint64_t mb : {1, 3}) {
+    auto o = options("cpu:0", "api.copy.largest");
+    o.max_copy_bytes = mb << 20;
+    auto rep = run_ok(o);
+    REQUIRE(rep.results.size() == 1);
+    CHECK(rep.results[0].outcome == Outcome::passed);
+    // Rounded down to 8 bytes, plus 3 so that the size is odd.
+    CHECK(rep.results[0].detail == fmt::format("{} bytes", (mb << 20) + 3));
+  }
+  // The command's option: the report's detail column shows the size.
+  std::string md = std::string(CTS_TEST_OUT) + "/suite-test-max-copy.md";
+  std::remove(md.c_str());
+  auto r = run_command("cts --backend cpu --filter api.copy.largest --max-copy-mb 2 --progress quiet --report " + md);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(read_file(md).find(fmt::format("{} bytes", (2u << 20) + 3)) != std::string::npos);
+}
 
 int main(int argc, char** argv) {
   // Hermetic: the built-in backends plus the two test-only ones.

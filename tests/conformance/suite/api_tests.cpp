@@ -434,16 +434,14 @@ void copy_out_of_range(TestContext& t) {
 }
 
 // The largest single buffer the suite moves: a quarter of the device memory, capped (see
-// docs/conformance.md) so that the suite stays quick; HALCYON_CTS_MAX_COPY_MB raises the cap.
-uint64_t largest_copy_bytes(const hal_device_info& info) {
-  uint64_t cap = 256ull << 20;
-  if (const char* env = std::getenv("HALCYON_CTS_MAX_COPY_MB")) cap = std::strtoull(env, nullptr, 10) << 20;
+// docs/conformance.md) so that the suite stays quick; Options::max_copy_bytes is the cap.
+uint64_t largest_copy_bytes(const hal_device_info& info, uint64_t cap) {
   uint64_t quarter = info.memory_bytes ? info.memory_bytes / 4 : cap;
   return std::max<uint64_t>(std::min(cap, quarter) / 8 * 8 + 3, 8);  // odd on purpose
 }
 
 void copy_largest(TestContext& t) {
-  uint64_t n = largest_copy_bytes(t.info);
+  uint64_t n = largest_copy_bytes(t.info, t.max_copy_bytes);
   t.note(fmt::format("{} bytes", n));
   Stream s = make_stream(t);
   Buffer a = allocate(t, n), b = allocate(t, n);

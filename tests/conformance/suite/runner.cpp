@@ -204,8 +204,8 @@ RunOutcome make_plan(const Options& o, Plan* plan) {
   return out;
 }
 
-TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_seed,
-                   const std::vector<BackendExpectations>& extra) {
+TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_seed, const Options& o) {
+  const std::vector<BackendExpectations>& extra = o.extra_expectations;
   TestResult r;
   r.device = d.info.uri;
   r.backend = scheme_of(r.device);
@@ -225,7 +225,7 @@ TestResult run_one(const DeviceUnderTest& d, const TestCase& tc, uint64_t run_se
     return r;
   }
   auto start = std::chrono::steady_clock::now();
-  TestContext ctx(d.device, d.info, test_seed(run_seed, tc.name));
+  TestContext ctx(d.device, d.info, test_seed(run_seed, tc.name), o.max_copy_bytes);
   bool unsupported = false;
   try {
     tc.body(ctx);
@@ -334,7 +334,7 @@ RunOutcome run(const Options& o) {
     for (auto& tc : d.tests) {
       ++n;
       progress.starting(n, d.info.uri, tc.name);
-      rep.results.push_back(run_one(d, tc, rep.seed, o.extra_expectations));
+      rep.results.push_back(run_one(d, tc, rep.seed, o));
       progress.finished(n, rep.results.back());
     }
   }

@@ -22,12 +22,13 @@ struct Unsupported {
 
 class TestContext {
  public:
-  TestContext(const Device& device, const hal_device_info& info, uint64_t seed)
-      : device(device), info(info), seed(seed), rng(seed) {}
+  TestContext(const Device& device, const hal_device_info& info, uint64_t seed, uint64_t max_copy_bytes)
+      : device(device), info(info), seed(seed), max_copy_bytes(max_copy_bytes), rng(seed) {}
 
   const Device& device;
   const hal_device_info& info;
   const uint64_t seed;  // this test's own seed (derived from the run's seed and its name)
+  const uint64_t max_copy_bytes;  // Options::max_copy_bytes
   std::mt19937_64 rng;
 
   std::vector<std::string> failures;

@@ -112,6 +112,10 @@ struct Options {
   // case reports that case unsupported, with its reason. For certifying every kernel a backend
   // ships.
   bool every_impl = false;
+  // The cap on api.copy.largest's buffer, which is a quarter of the device memory below it
+  // (--max-copy-mb): the default keeps the suite quick; a vendor certifying large transfers
+  // raises it. Below 8 bytes it is 8.
+  uint64_t max_copy_bytes = 256ull << 20;
 };
 
 // Why no test was run (the command turns `no_device` into its "skipped" exit status).
