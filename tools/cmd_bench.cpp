@@ -98,10 +98,10 @@ int usage(int status) {
       "  device's measured bf16 rate where one is known (H100/H200: 800), else it is not given.\n"
       "  Where the device implements moe_grouped_gemm_swiglu_gather, moe_permute without its row\n"
       "  copy and the gather GEMM are timed too; the whole layer takes the path MoeLayer takes\n"
-      "  (--path gather, or HALCYON_MOE_GATHER=1: the gather path; --path copy or =0: the permuted\n"
-      "  copy). --impl OP=NAME runs that implementation of OP ('halcyon run OP --help' lists them);\n"
-      "  --code ir|binary loads every PTX kernel from its PTX or its cubin. --dtype fp8: the experts in\n"
-      "  FP8 (e4m3 weights [E, N, K] with 128x128 f32 scales, activations quantized per 1x128 group by\n"
+      "  (--path gather: the gather path; --path copy: the permuted copy). --impl OP=NAME runs\n"
+      "  that implementation of OP ('halcyon run OP --help' lists them); --code ir|binary loads\n"
+      "  every PTX kernel from its PTX or its cubin. --dtype fp8: the experts in FP8 (e4m3 weights\n"
+      "  [E, N, K] with 128x128 f32 scales, activations quantized per 1x128 group by\n"
       "  moe_quantize_fp8, moe_grouped_gemm_fp8_swiglu[_gather] and moe_grouped_gemm_fp8); the FLOP\n"
       "  floor of the FP8 GEMMs is at twice the bf16 rate. moe_grouped_gemm_fp8_swiglu_quant (h\n"
       "  quantized in the SwiGLU GEMM) is timed where it runs, and the layer takes it where it pays\n"
@@ -195,11 +195,13 @@ int bench_moe(const std::vector<std::string>& args, bool sizes_mode) {
     o.device = *best;
     fmt::print("device: {} (the best device here; --device chooses another)\n", o.device);
   }
-  // HALCYON_MOE_GATHER: a command-line convenience of this tool only (the library reads no
-  // environment on its launch path); --path wins.
-  if (const char* env = std::getenv("HALCYON_MOE_GATHER"); env && o.layer.path == rt::MoePath::kAuto) {
-    if (std::string(env) == "1") o.layer.path = rt::MoePath::kGather;
-    if (std::string(env) == "0") o.layer.path = rt::MoePath::kCopy;
+  // HALCYON_MOE_GATHER chose the path until 2026-12-02; --path replaced it (choices travel
+  // through the API). Older commands in docs/PERFORMANCE.md still set it: refused rather than
+  // ignored, so that such a command cannot silently time the other path.
+  if (const char* env = std::getenv("HALCYON_MOE_GATHER")) {
+    fmt::print(stderr, "halcyon bench: HALCYON_MOE_GATHER={} is no longer read: write --path {} instead\n", env,
+               std::string(env) == "0" ? "copy" : "gather");
+    return 2;
   }
   for (auto& [op, name] : o.layer.impl)
     if (ops::impls_of(op).empty()) {

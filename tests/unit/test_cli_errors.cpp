@@ -78,6 +78,14 @@ TEST_CASE("cli: numeric options are parsed whole and range-checked") {
   expect_error("bench moe --peak-tflops nan", 2, "--peak-tflops: 'nan'");
   expect_error("bench moe --peak-tflops 0", 2, "--peak-tflops: '0'");
   expect_error("bench moe --preheat-ms -1", 2, "--preheat-ms: '-1'");
+  // The path is chosen by --path; the variable that chose it once is refused, naming the option.
+  for (auto [value, option] : {std::pair{"0", "--path copy"}, std::pair{"1", "--path gather"}}) {
+    Outcome o = cli("bench moe --device cpu:0 --tokens 8", std::string("HALCYON_MOE_GATHER=") + value);
+    INFO(o.output);
+    CHECK(o.status == 2);
+    CHECK(o.lines() == 1);
+    CHECK(o.output.find(option) != std::string::npos);
+  }
   expect_error("bench attention --iters x", 2, "--iters: 'x'");
   expect_error("bench attention --seqlen -5", 2, "--seqlen: '-5'");
   expect_error("bench attention --preheat-ms 0", 2, "--preheat-ms: '0'");
