@@ -122,20 +122,27 @@ halcyon::Status flip_one_element(ops::OpContext& ctx) {
   return halcyon::Error(HAL_INTERNAL, "flip: no output to change");
 }
 
-// The reference into scratch outputs, then all but the last eighth (at least one element) of
-// each output copied out: the rest keeps whatever the output held before.
-halcyon::Status leave_tail_unwritten(ops::OpContext& ctx) {
+// The reference run with the outputs in new tensors: `scratch` is the call's tensors with
+// those outputs replaced.
+halcyon::Status reference_into_scratch(ops::OpContext& ctx, std::map<std::string, ops::Tensor, std::less<>>* scratch) {
   const ops::OpImpl* ref = reference_impl(ctx.contract.op);
   if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
-  std::map<std::string, ops::Tensor, std::less<>> scratch = ctx.tensors;
+  *scratch = ctx.tensors;
   for (auto& out : ctx.contract.outputs) {
     const ops::Tensor& real = ctx.tensor(out.name);
     auto t = ops::make_tensor(ctx.device, real.dtype, real.shape);
     if (!t) return t.error();
-    scratch[out.name] = std::move(t).value();
+    (*scratch)[out.name] = std::move(t).value();
   }
-  ops::OpContext inner{ctx.device, ctx.stream, ctx.contract, ctx.binding, scratch};
-  HALCYON_TRY(ref->fn(inner));
+  ops::OpContext inner{ctx.device, ctx.stream, ctx.contract, ctx.binding, *scratch};
+  return ref->fn(inner);
+}
+
+// The reference into scratch outputs, then all but the last eighth (at least one element) of
+// each output copied out: the rest keeps whatever the output held before.
+halcyon::Status leave_tail_unwritten(ops::OpContext& ctx) {
+  std::map<std::string, ops::Tensor, std::less<>> scratch;
+  HALCYON_TRY(reference_into_scratch(ctx, &scratch));
   for (auto& out : ctx.contract.outputs) {
     const ops::Tensor& real = ctx.tensor(out.name);
     const ops::Tensor& s = scratch.at(out.name);
@@ -143,6 +150,26 @@ halcyon::Status leave_tail_unwritten(ops::OpContext& ctx) {
     if (n == 0) continue;
     uint64_t keep = n - std::max<uint64_t>(1, n / 8);
     HALCYON_TRY(ctx.stream.copy(real.buffer, real.offset, s.buffer, s.offset, keep * ops::dtype_size(real.dtype)));
+  }
+  return ctx.stream.synchronize();
+}
+
+// The reference into scratch outputs, then every element copied out except those whose bytes
+// are all 0xFF (-1 for integers): an implementation that counts on its outputs being filled
+// with -1 beforehand. Where the reference writes no -1 it is correct.
+halcyon::Status skip_minus_one(ops::OpContext& ctx) {
+  std::map<std::string, ops::Tensor, std::less<>> scratch;
+  HALCYON_TRY(reference_into_scratch(ctx, &scratch));
+  for (auto& out : ctx.contract.outputs) {
+    const ops::Tensor& real = ctx.tensor(out.name);
+    const ops::Tensor& s = scratch.at(out.name);
+    std::vector<uint8_t> bytes(s.bytes());
+    HALCYON_TRY(ctx.stream.read(s.buffer, s.offset, bytes.data(), bytes.size()));
+    HALCYON_TRY(ctx.stream.synchronize());
+    const size_t size = ops::dtype_size(real.dtype);
+    for (size_t i = 0; i < bytes.size(); i += size)
+      if (std::any_of(bytes.begin() + i, bytes.begin() + i + size, [](uint8_t b) { return b != 0xFF; }))
+        HALCYON_TRY(ctx.stream.write(real.buffer, real.offset + i, bytes.data() + i, size));
   }
   return ctx.stream.synchronize();
 }
@@ -173,6 +200,7 @@ std::vector<std::string> register_broken_impls() {
     ops.push_back(c.op);
     ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-flip", 0, flip_one_element});
     ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-short", 0, leave_tail_unwritten});
+    ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-keep", 0, skip_minus_one});
   }
   return ops;
 }
@@ -218,6 +246,22 @@ TEST_CASE("a backend that leaves the last output elements unwritten fails the nu
   REQUIRE_FALSE(broken_ops().empty());
   auto rep = run_ok(options("cts-short:0", "numeric.*,-*.cases"));
   expect_caught(rep, {"the poison's bytes", "still poisoned"});
+}
+
+TEST_CASE("a backend that leaves the -1 elements of an output unwritten fails the numeric suite") {
+  // Under the first poison (0xFF) such elements read -1 and pass; the prepared call's poison
+  // (0x5A) catches them. moe_permute's slot_to_row holds -1 where an expert is not local.
+  REQUIRE_FALSE(broken_ops().empty());
+  auto rep = run_ok(options("cts-keep:0", "numeric.moe_permute.*,-*.cases"));
+  int failed = 0;
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", std::string(halcyon::cts::outcome_name(r.outcome)), ": ", r.message);
+    if (r.outcome != Outcome::failed) continue;
+    ++failed;
+    CHECK(r.message.find("(prepared call)") != std::string::npos);
+    CHECK(r.message.find("output slot_to_row:") == std::string::npos);  // the first run passed
+  }
+  CHECK(failed >= 1);
 }
 
 TEST_CASE("--impls all: every implementation the device can run, by name; a case its predicate refuses is unsupported") {
@@ -751,8 +795,10 @@ TEST_CASE("Options::max_copy_bytes caps api.copy.largest's buffer") {
 }
 
 int main(int argc, char** argv) {
-  // Hermetic: the built-in backends plus the two test-only ones.
-  if (auto s = halcyon::init(HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR, CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN); !s) {
+  // Hermetic: the built-in backends plus the three test-only ones.
+  if (auto s = halcyon::init(HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR,
+                             CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN ":" CTS_KEEP_PLUGIN);
+      !s) {
     std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
   }
