@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -84,8 +85,13 @@ inline bool write_file(const char* command, const std::string& path, const std::
     fmt::print(stderr, "halcyon {}: cannot write {}\n", command, path);
     return false;
   }
-  std::fputs(text.c_str(), fp);
-  return std::fclose(fp) == 0;
+  // fputs may only buffer: a full disk shows at fclose; both are checked, the file closed either way.
+  const bool written = std::fputs(text.c_str(), fp) >= 0;
+  if (std::fclose(fp) != 0 || !written) {
+    fmt::print(stderr, "halcyon {}: writing {} failed: {}\n", command, path, std::strerror(errno));
+    return false;
+  }
+  return true;
 }
 
 // Fills a buffer with random bf16 values in +-[2^-8, 1) (never zero) or f32 in (-s, s), from

@@ -112,6 +112,7 @@ class HeaderParser {
 // "<f4", "|u1", ... -> the item size; 0 if the dtype is not a little-endian scalar.
 uint64_t descr_item_size(std::string& descr) {
   if (descr == "<V2" || descr == "|V2") descr = "<u2";  // bf16 written by ml_dtypes-less numpy
+  if (descr == "|V1") return 1;  // NumPy's descr of ml_dtypes.float8_e4m3fn: raw bytes, kept as named
   if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|')) return 0;
   if (std::string_view("fiubc").find(descr[1]) == std::string_view::npos) return 0;
   uint64_t n = 0;
@@ -231,6 +232,7 @@ Status write_npy(const std::string& path, const std::string& descr, const std::v
   f.write(lb, 2);
   f.write(header.data(), std::streamsize(header.size()));
   f.write(static_cast<const char*>(data), std::streamsize(bytes));
+  f.close();  // the buffered bytes reach the file here: a full disk fails at the close, not before
   if (!f) return Error(HAL_INTERNAL, fmt::format("{}: write failed", path));
   return {};
 }

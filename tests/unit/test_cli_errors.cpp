@@ -174,6 +174,24 @@ TEST_CASE("cli: --out that cannot be created fails before the operator runs") {
   expect_error("run vector_add" + in + " --out " + tmp("a_file"), 1, "is not a folder");
 }
 
+TEST_CASE("cli: a full disk under an output file is an error, not a success") {
+  setup();
+  // /dev/full takes the open and fails the writes: buffered bytes fail only when flushed.
+  std::vector<float> a = {1, 2};
+  unwrap(halcyon::rt::write_npy(tmp("v.npy"), "<f4", {2}, a.data(), 8));
+  REQUIRE(std::system(("rm -rf " + tmp("full") + " && mkdir -p " + tmp("full") + " && ln -s /dev/full " +
+                       tmp("full/c.npy")).c_str()) == 0);
+  Outcome o = cli("run vector_add --in a=" + tmp("v.npy") + " --in b=" + tmp("v.npy") + " --out " + tmp("full"));
+  INFO(o.output);
+  CHECK(o.status == 1);
+  CHECK(o.output.find("c.npy: write failed") != std::string::npos);
+  o = cli("bench moe --device cpu:0 --tokens 4 --experts 4 --topk 2 --hidden 16 --inter 16 --groups 1 "
+          "--topk-groups 1 --iters 1 --json /dev/full");
+  INFO(o.output);
+  CHECK(o.status == 1);
+  CHECK(o.output.find("halcyon bench: writing /dev/full failed") != std::string::npos);
+}
+
 TEST_CASE("cli: --help exits 0 everywhere, --version works, unknown options exit 2") {
   setup();
   for (const char* cmd : {"--help", "bench --help", "bench moe --help", "bench attention --help", "demo --help", "run --help", "info --help",

@@ -216,6 +216,41 @@ TEST_CASE("npy: the reader is strict about every header field") {
   CHECK(parse_error(npy_bytes(h("<f4", "(2,)"), std::string(9, '\0'))).find("holds 9 data bytes") != std::string::npos);
 }
 
+TEST_CASE("npy: e4m3 as NumPy writes ml_dtypes.float8_e4m3fn (|V1) runs like raw |u1 bytes") {
+  auto h = [](const std::string& descr) { return "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (3,), }"; };
+  auto v1 = parse_npy(npy_bytes(h("|V1"), "abc").data(), npy_bytes(h("|V1"), "abc").size(), "v1.npy");
+  REQUIRE_MESSAGE(v1.ok(), v1.error().message());
+  CHECK(v1->descr == "|V1");
+  CHECK(v1->item_size() == 1);
+  CHECK(parse_error(npy_bytes(h("|V3"), "abcabcabc")).find("not a little-endian") != std::string::npos);
+  // One expert, one row, H = I = 128: the same bytes given as |V1 and as |u1 give the same output.
+  const int64_t H = 128, I = 128;
+  std::vector<uint8_t> a(I), w(H * I);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(0x30 + i % 16);         // small positive e4m3 values
+  for (size_t i = 0; i < w.size(); ++i) w[i] = uint8_t((i % 7) * 0x11 & 0x3F);  // and a few others
+  std::vector<float> a_scale = {0.002f}, w_scale = {0.001f};
+  std::vector<int32_t> offsets = {0, 1};
+  unwrap(write_npy(tmp("fp8_as.npy"), "<f4", {1, 1}, a_scale.data(), 4));
+  unwrap(write_npy(tmp("fp8_ws.npy"), "<f4", {1, 1, 1}, w_scale.data(), 4));
+  unwrap(write_npy(tmp("fp8_off.npy"), "<i4", {2}, offsets.data(), 8));
+  std::string out[2];
+  for (int k = 0; k < 2; ++k) {
+    const char* descr = k == 0 ? "|V1" : "|u1";
+    unwrap(write_npy(tmp("fp8_a.npy"), descr, {1, I}, a.data(), a.size()));
+    unwrap(write_npy(tmp("fp8_w.npy"), descr, {1, H, I}, w.data(), w.size()));
+    std::string log;
+    int rc = run(std::string(HALCYON_CLI) + " run moe_grouped_gemm_fp8 --device cpu --in a=" + tmp("fp8_a.npy") +
+                     " --in a_scale=" + tmp("fp8_as.npy") + " --in w=" + tmp("fp8_w.npy") + " --in w_scale=" +
+                     tmp("fp8_ws.npy") + " --in expert_offsets=" + tmp("fp8_off.npy") + " --out " + tmp(descr + 1),
+                 &log);
+    REQUIRE_MESSAGE(rc == 0, log);
+    auto o = unwrap(read_npy(tmp(std::string(descr + 1) + "/out.npy")));
+    out[k].assign(o.data.begin(), o.data.end());
+  }
+  CHECK(out[0] == out[1]);
+  CHECK(out[0].find_first_not_of('\0') != std::string::npos);  // not all zeros
+}
+
 TEST_CASE("npy: a small file claiming a huge array is refused at once, without allocating it") {
   // 4 KB on disk, 5 GB claimed: the reader used to allocate 5 GB and read for seconds.
   auto file = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1250000000,), }", std::string(4000, '\1'));
