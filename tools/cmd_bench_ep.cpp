@@ -39,6 +39,7 @@
 
 #include "bench_common.hpp"
 #include "cli_support.hpp"
+#include "command.hpp"
 
 extern char** environ;
 
@@ -541,7 +542,10 @@ int bench_ep(const std::vector<std::string>& args) {
   const std::string name = fmt::format("bench-ep-{}", getpid());
   std::vector<pid_t> pids;
   for (int64_t r = 0; r < ranks; ++r) {
-    std::vector<std::string> argv_s{"halcyon", "bench", "ep"};
+    std::vector<std::string> argv_s{"halcyon"};
+    const std::vector<std::string>& global = cli::global_arguments();  // --backend-option ... as given here
+    argv_s.insert(argv_s.end(), global.begin(), global.end());
+    argv_s.insert(argv_s.end(), {"bench", "ep"});
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     for (std::string a : {std::string("--ranks"), std::to_string(ranks), std::string("--rank"), std::to_string(r),
                           std::string("--rendezvous"), name})

@@ -14,6 +14,11 @@ struct Command {
 
 std::vector<Command>& commands();
 
+// The global options given before the command, as typed (--backend-option, --backend-path,
+// --log-level): a command that starts more halcyon processes (bench ep's ranks) hands them on,
+// so that every process loads the same backends with the same options.
+std::vector<std::string>& global_arguments();
+
 struct Register {
   explicit Register(Command c) { commands().push_back(c); }
 };

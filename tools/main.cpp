@@ -15,6 +15,10 @@ std::vector<Command>& commands() {
   static std::vector<Command> c;
   return c;
 }
+std::vector<std::string>& global_arguments() {
+  static std::vector<std::string> a;
+  return a;
+}
 }  // namespace halcyon::cli
 
 namespace {
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "halcyon: {}\n", why);
     return 2;
   }
+  halcyon::cli::global_arguments().assign(argv + 1, argv + 1 + used);
   argv += used;
   argc -= used;
   auto text = [](const std::string& s) { return s.empty() ? nullptr : s.c_str(); };

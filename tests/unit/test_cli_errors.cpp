@@ -174,6 +174,20 @@ TEST_CASE("cli: --out that cannot be created fails before the operator runs") {
   expect_error("run vector_add" + in + " --out " + tmp("a_file"), 1, "is not a folder");
 }
 
+TEST_CASE("cli: bench ep's rank processes get the global options given before the command") {
+  setup();
+  // Each process logs what it hands to hal_init at debug level: the parent and both ranks.
+  Outcome o = cli("--log-level debug bench ep --ranks 2 --tokens 4 --iters 1 --experts 4 --topk 2 --hidden 16 --inter 16",
+                  "env -u HALCYON_LOG");
+  INFO(o.output);
+  CHECK(o.status == 0);
+  int inits = 0;
+  for (size_t at = o.output.find("hal_init backend_path"); at != std::string::npos;
+       at = o.output.find("hal_init backend_path", at + 1))
+    ++inits;
+  CHECK(inits == 3);
+}
+
 TEST_CASE("cli: a full disk under an output file is an error, not a success") {
   setup();
   // /dev/full takes the open and fails the writes: buffered bytes fail only when flushed.
