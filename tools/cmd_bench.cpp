@@ -110,6 +110,7 @@ int usage(int status) {
       "  power cap (the first ~50-100 ms of work run faster); the JSON's us_each has every run.\n"
       "\n"
       "usage: halcyon bench moe-sizes [--device URI] [--sizes 7,4096,1,300] [--rounds N] [shape options as above]\n"
+      "                               [--impl OP=NAME]... [--path auto|gather|copy] [--code auto|ir|binary]\n"
       "  Runs one MoeLayer with the token counts of --sizes in turn, --rounds times, on one stream,\n"
       "  never waiting between calls; prints per call the host time forward() took to queue it and\n"
       "  the device time between events around it, and how many device-wide synchronizations the\n"
@@ -133,6 +134,14 @@ int parse_options(const std::vector<std::string>& args, bool sizes_mode, Options
       return usage(2);
     }
     const std::string& v = args[++i];
+    // moe-sizes times one bf16 layer over --sizes: options of bench moe's per-stage timing
+    // (and its single token count) would be ignored there, so they are refused.
+    for (const char* alone : {"--tokens", "--dtype", "--json", "--iters", "--peak-tflops", "--preheat-ms"})
+      if (sizes_mode && a == alone) {
+        fmt::print(stderr, "halcyon bench moe-sizes: {} is an option of bench moe only (moe-sizes takes --sizes, "
+                           "--rounds, the shape, --impl, --path and --code)\n", a);
+        return 2;
+      }
     bool known = true;
     if (a == "--device") o->device = v;
     else if (a == "--json") o->json = v;
@@ -688,19 +697,22 @@ class SyncCounter {
 
 int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_device_info& info) {
   std::vector<int64_t> sizes;
-  for (size_t at = 0; at < o.sizes.size();) {
+  for (size_t at = 0; at <= o.sizes.size();) {
     size_t comma = o.sizes.find(',', at);
     std::string one = o.sizes.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     std::string err;
+    if (one.empty()) {  // "7,,3", "7,3," or ""
+      fmt::print(stderr, "halcyon bench: --sizes '{}' has an empty entry (comma-separated token counts)\n", o.sizes);
+      return 2;
+    }
     auto n = cli::parse_int("--sizes", one, 1, int64_t(1) << 24, &err);
     if (!n) {
       fmt::print(stderr, "halcyon bench: {}\n", err);
       return 2;
     }
     sizes.push_back(*n);
-    at = comma == std::string::npos ? o.sizes.size() : comma + 1;
+    at = comma == std::string::npos ? o.sizes.size() + 1 : comma + 1;  // past the end: a trailing ',' is an entry
   }
-  if (sizes.empty()) return usage(2);
   const int64_t max_t = *std::max_element(sizes.begin(), sizes.end());
   const int64_t E = o.E, H = o.H, I = o.I;
   auto stream = dev.create_stream();
@@ -736,7 +748,7 @@ int bench_moe_sizes(const Options& o, const halcyon::Device& dev, const hal_devi
   c.topk = o.K;
   c.n_groups = o.groups;
   c.topk_groups = o.topk_groups;
-  auto layer = rt::MoeLayer::create(dev, c, {*wr, *bias, *wgu, *wd});
+  auto layer = rt::MoeLayer::create(dev, c, {*wr, *bias, *wgu, *wd}, o.layer);  // --impl, --path, --code
   if (!layer) {
     fmt::print(stderr, "halcyon bench: {}\n", layer.error().to_string());
     return 1;

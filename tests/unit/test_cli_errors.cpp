@@ -78,6 +78,15 @@ TEST_CASE("cli: numeric options are parsed whole and range-checked") {
   expect_error("bench moe --peak-tflops nan", 2, "--peak-tflops: 'nan'");
   expect_error("bench moe --peak-tflops 0", 2, "--peak-tflops: '0'");
   expect_error("bench moe --preheat-ms -1", 2, "--preheat-ms: '-1'");
+  // moe-sizes refuses what it would ignore, and empty entries of --sizes.
+  for (const char* opt : {"--dtype fp8", "--json x.json", "--iters 3", "--tokens 8", "--peak-tflops 9", "--preheat-ms 5"})
+    expect_error(std::string("bench moe-sizes --device cpu:0 --sizes 3 ") + opt, 2, "is an option of bench moe only");
+  for (const char* sizes : {"7,3,", "''", "7,,3"})
+    expect_error(std::string("bench moe-sizes --device cpu:0 --sizes ") + sizes, 2, "has an empty entry");
+  // ... and takes the layer's options: a name its operator lacks is refused.
+  Outcome named = cli("bench moe-sizes --device cpu:0 --rounds 1 --sizes 3 --impl moe_gate=bogus");
+  CHECK(named.status == 1);
+  CHECK_MESSAGE(named.output.find("no implementation named 'bogus'") != std::string::npos, named.output);
   // The path is chosen by --path; the variable that chose it once is refused, naming the option.
   for (auto [value, option] : {std::pair{"0", "--path copy"}, std::pair{"1", "--path gather"}}) {
     Outcome o = cli("bench moe --device cpu:0 --tokens 8", std::string("HALCYON_MOE_GATHER=") + value);
