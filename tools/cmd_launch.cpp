@@ -9,7 +9,9 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -47,9 +49,9 @@ bool parse_dim(const std::string& s, halcyon::Dim3* d, std::string* err) {
   while (pos <= s.size() && i < 3) {
     size_t comma = s.find(',', pos);
     std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    char* end = nullptr;
-    unsigned long x = std::strtoul(part.c_str(), &end, 10);
-    if (part.empty() || *end || x == 0 || x > 0xffffffffu) {
+    uint64_t x = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), x);  // digits only: no sign, no space
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || x == 0 || x > 0xffffffffu) {
       *err = "'" + s + "' is not X[,Y,Z] with positive integers";
       return false;
     }
@@ -89,6 +91,9 @@ std::string scalar_bytes(const Arg& a, std::vector<unsigned char>* out) {
   const char* s = a.value.c_str();
   char* end = nullptr;
   errno = 0;
+  // strto* skip leading spaces and take a sign: " -1" would become 2^64 - 1 as a u64.
+  if (a.value.empty() || std::isspace(static_cast<unsigned char>(a.value[0])) || a.value[0] == '+')
+    return "'" + a.value + "' is not a valid " + a.kind;
   auto put = [&](const void* p, size_t n) { out->assign(static_cast<const unsigned char*>(p), static_cast<const unsigned char*>(p) + n); };
   if (a.kind == "f32") {
     float f = std::strtof(s, &end);
@@ -173,6 +178,12 @@ int fail(const std::string& msg) {
   return 1;
 }
 
+// A bad option value: one line, exit status 2 (tools/README.md).
+int bad_value(const std::string& msg) {
+  fmt::print(stderr, "halcyon launch: {}\n", msg);
+  return 2;
+}
+
 int run(const std::vector<std::string>& argv) {
   Options o;
   std::string err;
@@ -192,15 +203,22 @@ int run(const std::vector<std::string>& argv) {
     else if (a == "--kernel") o.kernel = v;
     else if (a == "--out") o.out = v;
     else if (a == "--grid" || a == "--block") {
-      if (!parse_dim(v, a == "--grid" ? &o.grid : &o.block, &err)) return fail(a + ": " + err);
+      if (!parse_dim(v, a == "--grid" ? &o.grid : &o.block, &err)) return bad_value(a + ": " + err);
     } else if (a == "--shared") {
-      char* end = nullptr;
-      unsigned long s = std::strtoul(v.c_str(), &end, 0);
-      if (v.empty() || *end || s > 0xffffffffu) return fail("--shared: '" + v + "' is not a byte count");
-      o.shared = uint32_t(s);
+      uint64_t bytes = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), bytes);
+      if (v.empty() || ec != std::errc() || end != v.data() + v.size() || bytes > 0xffffffffu)
+        return bad_value("--shared: '" + v + "' is not a byte count");
+      o.shared = uint32_t(bytes);
     } else if (a == "--arg") {
       Arg arg;
-      if (std::string e = parse_arg(v, &arg); !e.empty()) return fail(e);
+      if (std::string e = parse_arg(v, &arg); !e.empty()) return bad_value(e);
+      std::vector<unsigned char> bytes;
+      if (arg.kind != "buf")
+        if (std::string e = scalar_bytes(arg, &bytes); !e.empty()) return bad_value("--arg '" + v + "': " + e);
+      for (const Arg& seen : o.args)
+        if (arg.kind == "buf" && seen.kind == "buf" && seen.name == arg.name)
+          return bad_value("--arg buf:" + arg.name + " is given twice (each buffer is written back to NAME.npy)");
       o.args.push_back(std::move(arg));
     } else {
       fmt::print(stderr, "halcyon launch: unknown option '{}'\n{}", a, kUsage);

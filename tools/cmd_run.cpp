@@ -248,10 +248,22 @@ int run(const std::vector<std::string>& args) {
     } else if (a == "--in") {
       std::string k, v;
       kv(value(), &k, &v);
-      ins[k] = v;
+      if (std::none_of(c->inputs.begin(), c->inputs.end(), [&](const TensorSpec& t) { return t.name == k; })) {
+        fmt::print(stderr, "halcyon run: {} has no input '{}'{}\n", op, k,
+                   c->find_tensor(k) ? " (it is an output: --out DIR receives it)" : "");
+        return 2;
+      }
+      if (!ins.emplace(k, v).second) {
+        fmt::print(stderr, "halcyon run: --in {} is given twice\n", k);
+        return 2;
+      }
     } else if (a == "--set") {
       std::string k, v;
       kv(value(), &k, &v);
+      if (params.count(k) || dims.count(k)) {
+        fmt::print(stderr, "halcyon run: --set {} is given twice\n", k);
+        return 2;
+      }
       bool is_dim = false;
       for (auto* list : {&c->inputs, &c->outputs})
         for (auto& t : *list) is_dim |= std::find(t.dims.begin(), t.dims.end(), k) != t.dims.end();
@@ -278,6 +290,18 @@ int run(const std::vector<std::string>& args) {
   if (out_dir.empty()) {
     fmt::print(stderr, "halcyon run: --out DIR is required\n");
     return 2;
+  }
+  // The --set values of parameters, checked before any file is read: a bad one is a usage
+  // error (2). bind() on the contract without its tensors and dimension rules checks only them.
+  {
+    Contract params_only = *c;
+    params_only.inputs.clear();
+    params_only.outputs.clear();
+    params_only.dim_rules.clear();
+    if (auto b = bind(params_only, params, {}, {}); !b) {
+      fmt::print(stderr, "halcyon run: {}\n", b.error().message());
+      return 2;
+    }
   }
   // The output folder first: an operator's result with nowhere to go is wasted work.
   if (mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {

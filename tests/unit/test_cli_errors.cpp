@@ -197,6 +197,24 @@ TEST_CASE("cli: bench ep's rank processes get the global options given before th
   CHECK(inits == 3);
 }
 
+TEST_CASE("cli: bad values of run's and launch's options are usage errors (2), named before anything runs") {
+  setup();
+  std::vector<float> a = {1, 2};
+  unwrap(halcyon::rt::write_npy(tmp("v.npy"), "<f4", {2}, a.data(), 8));
+  const std::string out = " --out " + tmp("usage_out");
+  expect_error("run moe_gate --set topk=abc" + out, 2, "parameter 'topk': 'abc' is not an integer");
+  expect_error("run moe_gate --set topk=2 --set topk=3" + out, 2, "--set topk is given twice");
+  expect_error("run vector_add --in c=" + tmp("v.npy") + out, 2, "has no input 'c' (it is an output");
+  expect_error("run vector_add --in a=" + tmp("v.npy") + " --in a=" + tmp("v.npy") + out, 2, "--in a is given twice");
+  const std::string launch = "launch --device cpu:0 --module m.so --kernel k --out " + tmp("usage_out") + " ";
+  expect_error(launch + "--grid 0", 2, "--grid: '0'");
+  expect_error(launch + "--block ' 4'", 2, "--block: ' 4'");
+  expect_error(launch + "--shared -1", 2, "--shared: '-1'");
+  expect_error(launch + "--arg \"u64: -1\"", 2, "' -1' is not a valid u64");
+  expect_error(launch + "--arg i32:x", 2, "'x' is not a valid i32");
+  expect_error(launch + "--arg buf:x=a.npy --arg buf:x=b.npy", 2, "buf:x is given twice");
+}
+
 TEST_CASE("cli: a full disk under an output file is an error, not a success") {
   setup();
   // /dev/full takes the open and fails the writes: buffered bytes fail only when flushed.
