@@ -147,6 +147,10 @@ int run(const std::vector<std::string>& args) {
   }
 
   if (list) {
+    // --device as a run takes it ("cpu" is cpu:0): the URI the device reports.
+    if (!o.device.empty())
+      if (auto dev = halcyon::Device::open(o.device.c_str()))
+        if (auto info = dev->info()) o.device = info->uri;
     auto uris = halcyon::device_uris();
     if (!uris) {
       fmt::print(stderr, "halcyon cts: {}\n", uris.error().to_string());

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 namespace halcyon::rt {
 namespace {
@@ -163,6 +165,7 @@ Status parse_rate_line(std::string_view fields, int line_no, PartitionRates* r) 
   std::istringstream in{std::string(fields)};
   std::string item;
   int seen = 0;
+  std::set<std::string_view> given;  // each rate once: a repeat must not stand in for a missing one
   while (in >> item) {
     auto eq = item.find('=');
     std::string_view name = std::string_view(item).substr(0, eq == std::string::npos ? item.size() : eq);
@@ -177,6 +180,9 @@ Status parse_rate_line(std::string_view fields, int line_no, PartitionRates* r) 
 #define HALCYON_PARSE_RATE(field, zero_ok)                              \
   if (name == #field) {                                                 \
     known = true;                                                       \
+    if (ok && !given.insert(#field).second)                             \
+      return Error(HAL_INVALID_ARGUMENT,                                \
+                   fmt::format("partition rates, line {}: '{}' is given twice", line_no, #field)); \
     if (ok) r->field = v, ++seen;                                       \
   }
     HALCYON_PARTITION_RATES(HALCYON_PARSE_RATE)

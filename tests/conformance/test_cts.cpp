@@ -745,6 +745,10 @@ TEST_CASE("halcyon cts: a backend without devices is a skip (77), bad options ar
   CHECK(list.status == 0);
   CHECK(list.out.find("cpu:0 api.copy.roundtrip") != std::string::npos);
   CHECK(list.out.find("api.fill") == std::string::npos);
+  // --device as a run takes it: "cpu" is cpu:0.
+  auto bare = run_command("cts --device cpu --list --filter 'api.copy.*'");
+  CHECK(bare.status == 0);
+  CHECK(bare.out.find("cpu:0 api.copy.roundtrip") != std::string::npos);
 }
 
 TEST_CASE("halcyon cts --expectations: the verdicts change; a malformed file is a usage error naming the line") {

@@ -135,6 +135,14 @@ TEST_CASE("rates round-trip through their text form, per device") {
   auto missing = parse_rates("dev\t compute_flops_per_unit=1\n", "dev");
   CHECK(missing.error().message().find("1 of the 9 rates") != std::string::npos);
   CHECK(parse_rates("dev compute_flops_per_unit=1\n", "dev").error().message().find("no tab") != std::string::npos);
+  // A repeated rate must not stand in for a missing one (9 items, 8 names).
+  std::string line = format_rates("dev", r);
+  const size_t at = line.find("l2_penalty=");
+  REQUIRE(at != std::string::npos);
+  std::string repeated = line.substr(0, at) + "compute_flops_per_unit=1" + line.substr(line.find_first_of(" \n", at));
+  auto twice = parse_rates(repeated, "dev");
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error().message().find("'compute_flops_per_unit' is given twice") != std::string::npos);
 }
 
 TEST_CASE("partition autotune: rates from a synthetic sweep come back as they were made") {
