@@ -48,6 +48,12 @@ int parse_global_options(const std::vector<std::string>& args, InitChoices* c, s
     }
     const std::string& value = args[i + 1];
     if (flag == "--backend-option") {
+      // One KEY=VALUE per flag: a ';' would smuggle in more options, and an empty one would be
+      // dropped by hal_init's list parsing instead of being refused.
+      if (value.empty() || value.find(';') != std::string::npos) {
+        *err = "--backend-option '" + value + "' is not one <backend>.<key>=<value> (repeat the flag for more)";
+        return -1;
+      }
       c->backend_options += (c->backend_options.empty() ? "" : ";") + value;
     } else if (flag == "--backend-path") {
       c->backend_path = c->backend_path.empty() ? value : value + ":" + c->backend_path;

@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
     usage();
     return 2;
   }
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {  // after global options
+    usage();
+    return 0;
+  }
   const char* name = !std::strcmp(argv[1], "--version") ? "version" : argv[1];
   for (auto& c : halcyon::cli::commands()) {
     if (std::strcmp(c.name, name)) continue;

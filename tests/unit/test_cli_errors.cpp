@@ -308,6 +308,13 @@ TEST_CASE("cli: environment variables and global options reach hal_init as field
   expect_error("--backend-option cpu.threads=4 version", 2, "backend option 'cpu.threads': backend cpu has no option 'threads'");
   CHECK(cli("--backend-option nosuchbackend.key=1 version").status == 0);
   expect_error("--log-level", 2, "--log-level: a value is needed");
+  // One option per flag: none empty, none smuggling a second in through ';'.
+  expect_error("--backend-option '' version", 2, "--backend-option '' is not one");
+  expect_error("--backend-option 'cpu.x=1;ze.loader=/evil' version", 2, "is not one <backend>.<key>=<value>");
+  // --help after the global options is still help.
+  Outcome help = cli("--log-level error --help");
+  CHECK(help.status == 0);
+  CHECK_MESSAGE(help.output.find("usage") != std::string::npos, help.output);
 }
 
 TEST_CASE("cli: bench picks the best device, says so, and has no made-up FLOP floor on the CPU") {
