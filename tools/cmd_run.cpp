@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "cli_support.hpp"
@@ -86,6 +87,8 @@ Result<std::vector<unsigned char>> convert(const NpyArray& a, DType want, const 
           double v;
           std::memcpy(&v, &a.data[i * 8], 8);
           float f = float(v);
+          if (std::isfinite(v) && !std::isfinite(f))  // rounding would make it an infinity
+            return Error(HAL_OUT_OF_RANGE, fmt::format("input '{}': element {} = {} does not fit in float32", name, i, v));
           std::memcpy(&out[i * 4], &f, 4);
         }
         return out;

@@ -206,6 +206,11 @@ TEST_CASE("cli: bad values of run's and launch's options are usage errors (2), n
   expect_error("run moe_gate --set topk=2 --set topk=3" + out, 2, "--set topk is given twice");
   expect_error("run vector_add --in c=" + tmp("v.npy") + out, 2, "has no input 'c' (it is an output");
   expect_error("run vector_add --in a=" + tmp("v.npy") + " --in a=" + tmp("v.npy") + out, 2, "--in a is given twice");
+  // A float64 value beyond float32's range is refused, not turned into an infinity (exit 1: the data).
+  std::vector<double> huge = {1.0, 1e300};
+  unwrap(halcyon::rt::write_npy(tmp("huge.npy"), "<f8", {2}, huge.data(), 16));
+  expect_error("run vector_add --in a=" + tmp("huge.npy") + " --in b=" + tmp("v.npy") + out, 1,
+               "input 'a': element 1 = 1e+300 does not fit in float32");
   const std::string launch = "launch --device cpu:0 --module m.so --kernel k --out " + tmp("usage_out") + " ";
   expect_error(launch + "--grid 0", 2, "--grid: '0'");
   expect_error(launch + "--block ' 4'", 2, "--block: ' 4'");
