@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -254,6 +255,11 @@ hal_error* cpu_buffer_create(CpuDevice* d, const hal_buffer_desc* desc, CpuBuffe
     void* p = nullptr;
     if (desc->size > 0) {
       size_t align = desc->alignment > 64 ? size_t(desc->alignment) : 64;
+      // aligned_alloc wants a multiple of the alignment; a size that wraps when rounded up
+      // would allocate almost nothing for a buffer reported at its full size.
+      if (desc->size > SIZE_MAX - (align - 1))
+        return error(HAL_OUT_OF_MEMORY, fmt::format("cpu: {} bytes (alignment {}) cannot be allocated: rounding "
+                                                    "it up to the alignment overflows", desc->size, align));
       size_t bytes = (size_t(desc->size) + align - 1) / align * align;
       p = std::aligned_alloc(align, bytes);
       if (!p)

@@ -241,6 +241,11 @@ hal_error* hip_buffer_create(HipDevice* d, const hal_buffer_desc* desc, HipBuffe
     bool pinned = desc->kind == HAL_MEMORY_HOST_PINNED;
     if (desc->size > 0) {
       const uint64_t align = std::max<uint64_t>(desc->alignment, kHipMallocAlign);
+      // The slack below must not wrap: a wrapped size allocates almost nothing for a buffer
+      // the core reports at its full size.
+      if (desc->size > UINT64_MAX - align)
+        return error(HAL_OUT_OF_MEMORY, fmt::format("hip:{}: {} bytes (alignment {}) cannot be allocated: adding the "
+                                                    "alignment slack overflows", d->index, desc->size, align));
       const uint64_t bytes = desc->size + (pinned ? align - 1 : (align > kHipMallocAlign ? align : 0));
       hipError_t rc = pinned ? d->s().hipHostMalloc(&base, bytes, 0) : d->s().hipMalloc(&base, bytes);
       if (hal_error* e = check(d->s(), rc, pinned ? "hipHostMalloc" : "hipMalloc",

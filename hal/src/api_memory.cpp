@@ -1,11 +1,40 @@
 // Buffers.
 #include "core.hpp"
 
+#include <unistd.h>
+
 namespace halcyon::core {
 BufferObj::~BufferObj() {
   if (be) api().buffer_destroy(be);
   if (release) release(release_user);  // the owner of imported memory may free it now
 }
+
+namespace {
+
+// The host's physical memory, or 0 when the system does not say.
+uint64_t host_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+// A size no memory of its kind can hold is refused here, for every backend: a backend that
+// rounds it up to its alignment would otherwise wrap to a tiny allocation that the core then
+// reports (and range-checks) at the full size. Pinned memory is host memory: it is bounded by
+// the host's, device memory by the device's.
+hal_error* check_buffer_size(const char* fn, const DeviceObj& dev, const hal_buffer_desc& bd) {
+  const uint64_t slack = bd.alignment > 4096 ? bd.alignment : 4096;  // room for any backend's rounding
+  if (bd.size > UINT64_MAX - slack)
+    return err(HAL_OUT_OF_RANGE, "{}: {} bytes (alignment {}) cannot be allocated: rounding it up overflows 64 bits",
+               fn, bd.size, bd.alignment);
+  bool pinned = bd.kind == HAL_MEMORY_HOST_PINNED;
+  uint64_t limit = pinned ? host_memory_bytes() : dev.info.memory_bytes;
+  if (limit != 0 && bd.size > limit)
+    return err(HAL_OUT_OF_MEMORY, "{}: {} bytes of {} memory asked for, {} has {} bytes", fn, bd.size,
+               pinned ? "pinned host" : "device", pinned ? "the host" : dev.uri, limit);
+  return nullptr;
+}
+
+}  // namespace
 }  // namespace halcyon::core
 
 using namespace halcyon::core;
@@ -27,9 +56,7 @@ HAL_API hal_error* hal_buffer_create(hal_device d, const hal_buffer_desc* desc, 
     if (bd.flags != 0) return err(HAL_INVALID_ARGUMENT, "{}: flags 0x{:x} are reserved and must be 0", fn, bd.flags);
     if (bd.alignment != 0 && (bd.alignment & (bd.alignment - 1)) != 0)
       return err(HAL_INVALID_ARGUMENT, "{}: alignment {} is not a power of two", fn, bd.alignment);
-    if (bd.kind == HAL_MEMORY_DEVICE && dev->info.memory_bytes != 0 && bd.size > dev->info.memory_bytes)
-      return err(HAL_OUT_OF_MEMORY, "{}: {} bytes asked for, {} has {} bytes of memory", fn, bd.size,
-                 dev->uri, dev->info.memory_bytes);
+    if ((e = check_buffer_size(fn, *dev, bd))) return e;
     auto b = std::make_shared<BufferObj>(dev);
     b->kind = bd.kind;
     b->size = bd.size;

@@ -122,6 +122,29 @@ TEST_CASE_FIXTURE(Fixture, "memory: bad buffer descriptions are refused") {
   expect_error(hal_buffer_create(dev.get(), &bd, nullptr), HAL_INVALID_ARGUMENT, "out is NULL");
 }
 
+// A size that wraps when a backend rounds it up to its alignment used to pass every check for
+// pinned memory (only device memory was compared with the device's): the backend allocated a
+// few bytes and the core reported, and range-checked against, the full size.
+TEST_CASE_FIXTURE(Fixture, "memory: sizes no memory can hold are refused for both kinds") {
+  for (uint32_t kind : {uint32_t(HAL_MEMORY_HOST_PINNED), uint32_t(HAL_MEMORY_DEVICE)}) {
+    for (uint64_t alignment : {0ull, 64ull, 4096ull}) {
+      CAPTURE(kind);
+      CAPTURE(alignment);
+      hal_buffer b = nullptr;
+      hal_buffer_desc bd{};
+      bd.struct_size = sizeof bd;
+      bd.kind = kind;
+      bd.alignment = alignment;
+      bd.size = UINT64_MAX - 31;  // rounds up to 0
+      expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_OUT_OF_RANGE, std::to_string(bd.size));
+      CHECK(b == nullptr);
+      bd.size = UINT64_MAX / 2;  // no host or device has that much
+      expect_error(hal_buffer_create(dev.get(), &bd, &b), HAL_OUT_OF_MEMORY, std::to_string(bd.size));
+      CHECK(b == nullptr);
+    }
+  }
+}
+
 // hal_buffer_import (ABI 1.4): someone else's memory as a buffer, no copy; `release` once the
 // last reference is gone, never on a refusal.
 TEST_CASE_FIXTURE(Fixture, "memory: imported memory is used in place and released once") {
