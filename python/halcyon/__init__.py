@@ -254,26 +254,40 @@ def load(path=None, backend_options=None):
     for name, (res, args) in _SIGNATURES.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
-    _lib = lib
     path_, options, level = _environment_choices(os.environ)
     options = ";".join([options] + [f"{k}={v}" for k, v in (backend_options or {}).items()])
     desc = _InitDesc(ctypes.sizeof(_InitDesc), None, 0, path_ and path_.encode(), options.encode(),
                      level and level.encode())
     err = lib.hal_init(ctypes.byref(desc))
-    if err and lib.hal_error_status(err) == _HAL_FAILED_PRECONDITION:  # already initialised (a second load)
+    if err and lib.hal_error_status(err) == _HAL_FAILED_PRECONDITION:
+        # Discovered already: by an earlier load (another path, or a hal_init that failed after
+        # discovery, when a backend refused its option's value) or by another user of the library.
+        # Usable, but options given now were not applied: say so rather than drop them.
         lib.hal_error_free(err)
         err = None
-    _check(err)
+        if backend_options:
+            raise HalcyonError("HAL_FAILED_PRECONDITION", f"halcyon.load(backend_options={backend_options!r}): the "
+                                                          f"library's backends were discovered already, so these "
+                                                          f"options were not applied")
+    _raise_error(lib, err)
+    # Only now: a desc hal_init refused before discovery leaves the library uninitialised, and
+    # a corrected load must be able to try again (hal.h's hal_init).
+    _lib = lib
     return lib
 
 
-def _check(err):
+def _raise_error(lib, err):
+    """Raises hal_error `err` (freed) of `lib` as a HalcyonError; nothing when it is NULL."""
     if err:
-        lib = load()
         status = lib.hal_status_name(lib.hal_error_status(err)).decode()
         message = lib.hal_error_message(err).decode(errors="replace")
         lib.hal_error_free(err)
         raise HalcyonError(status, message)
+
+
+def _check(err):
+    if err:
+        _raise_error(load(), err)
 
 
 # ---- devices and streams ---------------------------------------------------------------------

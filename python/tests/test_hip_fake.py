@@ -22,6 +22,10 @@ import halcyon  # noqa: E402
 from checks import check, expect_error, finish  # noqa: E402
 
 FAKE = sys.argv[1]
+# A malformed key ('_' for '.') is refused before discovery (hal.h's hal_init), so the library is
+# still uninitialised and the corrected load below must be taken, not refused as a second one.
+expect_error(lambda: halcyon.load(backend_options={"hip_library": FAKE}), "'hip_library=",
+             "a malformed backend option key, naming it")
 halcyon.load(backend_options={"hip.library": FAKE})
 fake = ctypes.CDLL(FAKE)  # the file the backend opened: the same instance, so the same devices
 fake.fakehip_last_launch_stream.restype = ctypes.c_void_p
