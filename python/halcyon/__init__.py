@@ -806,10 +806,7 @@ class empty:
             raise ValueError(f"halcyon.empty: dtype {dtype!r} or rank {len(shape)} not supported")
         self.device = device
         self.shape, self.dtype = tuple(int(d) for d in shape), dtype
-        size = sizes[dtype]
-        for d in self.shape:
-            size *= d
-        self._buffer = _allocate(_device(device), size)
+        self._buffer = _allocate(_device(device), _byte_size(self.shape, sizes[dtype]))
 
     def __dlpack_device__(self):
         kind = {v: k for k, v in _DL_DEVICES.items()}[self.device.split(":")[0]]
@@ -825,6 +822,26 @@ class empty:
     def __del__(self):
         if getattr(self, "_buffer", None) and _lib is not None:
             _lib.hal_error_free(_lib.hal_buffer_release(self._buffer))
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def _byte_size(shape, element_size):
+    """The bytes of a tensor of `shape`, refused where a dimension is negative or the size (or a
+    dimension) passes int64: the buffer's size is a uint64 and DLPack's shape int64, which ctypes
+    would wrap without a word (a 0-byte buffer exported as 2^67 bytes)."""
+    size = element_size
+    for d in shape:
+        if d < 0:
+            raise ValueError(f"halcyon.empty: shape {shape} has a negative dimension ({d})")
+        if d > _INT64_MAX:
+            raise ValueError(f"halcyon.empty: shape {shape} has a dimension past 2^63-1 ({d})")
+        size *= d
+    if size > _INT64_MAX:
+        raise ValueError(f"halcyon.empty: shape {shape} of {element_size}-byte elements is {size} bytes, "
+                         f"past 2^63-1")
+    return size
 
 
 def _allocate(device, size):

@@ -165,6 +165,13 @@ v1, v2 = np.from_dlpack(e), np.from_dlpack(e)
 check(np.array_equal(v1, a + b), "halcyon.empty written by vector_add, read by NumPy")
 check(v1.ctypes.data == v2.ctypes.data, "two NumPy views of one halcyon buffer share its memory")
 del v1, v2, e
+# Shapes whose size C cannot hold are refused by name (ctypes wrapped them: a buffer of the wrapped
+# size exported with negative dimensions, or as a 2^67-byte tensor).
+expect_error(lambda: halcyon.empty((-1, -2)), "shape (-1, -2) has a negative dimension", "empty of negative dims")
+expect_error(lambda: halcyon.empty((1 << 62, 8), "f32"), "is 147573952589676412928 bytes, past 2^63-1",
+             "empty of 2^67 bytes")
+expect_error(lambda: halcyon.empty((0, 1 << 64), "u8"), "has a dimension past 2^63-1", "empty of 0 bytes, a dim past int64")
+check(np.from_dlpack(halcyon.empty((0, 3), "f32")).shape == (0, 3), "empty with a zero dimension: a 0 x 3 array")
 
 # What it refuses, naming the tensor and the value.
 expect_error(lambda: halcyon.run("vector_add", a=np.ones((8, 8), np.float32)[:, ::2].copy().T, b=a[:16], c=c[:16]),
