@@ -147,6 +147,15 @@ class _BufferInfo(ctypes.Structure):  # hal_buffer_info
                 ("host_pointer", ctypes.c_void_p)]
 
 
+class _DeviceInfo(ctypes.Structure):  # hal_device_info
+    _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("uri", ctypes.c_char * 64),
+                ("name", ctypes.c_char * 128), ("vendor", ctypes.c_char * 64), ("arch", ctypes.c_char * 32),
+                ("compute_units", ctypes.c_uint32), ("simd_width", ctypes.c_uint32), ("memory_bytes", ctypes.c_uint64),
+                ("max_shared_per_block", ctypes.c_uint32), ("max_threads_per_block", ctypes.c_uint32),
+                ("clock_khz", ctypes.c_uint32), ("reserved0", ctypes.c_uint32), ("capabilities", ctypes.c_char * 512),
+                ("l2_cache_bytes", ctypes.c_uint64), ("memory_bytes_per_s", ctypes.c_uint64)]
+
+
 class _InitDesc(ctypes.Structure):  # hal_init_desc
     _fields_ = [("struct_size", ctypes.c_size_t), ("next", ctypes.c_void_p), ("flags", ctypes.c_uint32),
                 ("backend_path", ctypes.c_char_p), ("backend_options", ctypes.c_char_p),
@@ -182,6 +191,8 @@ _SIGNATURES = {
     "hal_error_free": (None, [_E]), "hal_status_name": (ctypes.c_char_p, [ctypes.c_int]),
     "hal_init": (_E, [ctypes.POINTER(_InitDesc)]),
     "hal_device_open": (_E, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "hal_device_release": (_E, [ctypes.c_void_p]),
+    "hal_device_get_info": (_E, [ctypes.c_void_p, ctypes.POINTER(_DeviceInfo)]),
     "hal_stream_create": (_E, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
     "hal_stream_synchronize": (_E, [ctypes.c_void_p]),
     "hal_stream_import": (_E, [ctypes.c_void_p, ctypes.POINTER(_StreamImportDesc), ctypes.POINTER(ctypes.c_void_p)]),
@@ -292,18 +303,52 @@ def _check(err):
 
 # ---- devices and streams ---------------------------------------------------------------------
 
-_devices = {}
+_devices = {}  # the device's own uri (hal_device_info.uri) -> its handle
+_uris = {}  # a device as given ("cpu", "cpu:0") -> its own uri ("cpu:0")
 _local = threading.local()
 _lock = threading.Lock()
 
 
-def _device(uri):
+def _open(given, quiet=False):
+    """The own uri of device `given`, opened and kept once per device whatever the spelling.
+    Where it does not open: the open's error, or None when `quiet`."""
+    known = _uris.get(given)  # every call's tensors come here: no lock once known
+    if known is not None:
+        return known
     with _lock:
-        if uri not in _devices:
+        uri = _uris.get(given)
+        if uri is None:
             h = ctypes.c_void_p()
-            _check(load().hal_device_open(uri.encode(), ctypes.byref(h)))
-            _devices[uri] = h
-        return _devices[uri]
+            err = load().hal_device_open(given.encode(), ctypes.byref(h))
+            if err and quiet:
+                load().hal_error_free(err)
+                return None
+            _check(err)
+            info = _DeviceInfo()
+            info.struct_size = ctypes.sizeof(_DeviceInfo)
+            err = load().hal_device_get_info(h, ctypes.byref(info))
+            if err:
+                load().hal_error_free(load().hal_device_release(h))
+                _check(err)
+            uri = info.uri.decode()
+            if uri in _devices:  # another spelling of a device open already
+                _check(load().hal_device_release(h))
+            else:
+                _devices[uri] = h
+            _uris[given] = uri
+        return uri
+
+
+def _canonical(given):
+    """Device `given` by its own uri ("cpu" is "cpu:0", hal.h's hal_device_open): how calls compare
+    it with their tensors' devices and key their caches. As given where it does not open (the
+    call then names it in its error: a tensor on another device, or the open's)."""
+    return _open(given, quiet=True) or given
+
+
+def _device(uri):
+    """The handle of device `uri` (any spelling of it)."""
+    return _devices[_open(uri)]
 
 
 def _stream(uri):
@@ -464,7 +509,7 @@ class _Imported:
     (torch's caching allocator reuses a block only after the work queued on its stream)."""
 
     def __init__(self, uri, native=None):
-        self.uri = uri
+        self.uri = _canonical(uri)
         self.native = native
         self.tensors = []
         self._stream = None  # the imported hal stream, when native is given
@@ -473,7 +518,7 @@ class _Imported:
         if not hasattr(obj, "__dlpack__"):
             raise TypeError(f"tensor '{name}': a {type(obj).__name__} has no __dlpack__ (a torch tensor or a "
                             f"NumPy array is expected)")
-        uri = _uri_of(obj)
+        uri = _canonical(_uri_of(obj))
         if uri != self.uri:
             raise HalcyonError("HAL_INVALID_ARGUMENT", f"tensor '{name}' is on {uri}, the call's device is {self.uri}")
         if self.native is None:
@@ -570,7 +615,7 @@ def run(op, device=None, *, impl=None, **arguments):
     choice."""
     tensors, params = _call_arguments("run", op, arguments)
     options = _call_options(impl)
-    uri = device or _uri_of(next(iter(tensors.values())))
+    uri = _canonical(device or _uri_of(next(iter(tensors.values()))))
     with _Imported(uri, _torch_stream(uri, list(tensors.values()))) as imported:
         arr, pars, n = _c_arguments(imported, tensors, params)
         _check(load().hrt_run_op_with(_device(uri), imported.stream(), op.encode(), arr, len(arr), pars, n, options))
@@ -593,7 +638,7 @@ class Prepared:
     def __init__(self, op, device=None, *, impl=None, **arguments):
         tensors, params = _call_arguments("prepare", op, arguments)
         options = _call_options(impl)
-        self.uri = device or _uri_of(next(iter(tensors.values())))
+        self.uri = _canonical(device or _uri_of(next(iter(tensors.values()))))
         self._objs = list(tensors.values())
         native = _torch_stream(self.uri, self._objs)
         self._native = native is not None
@@ -804,9 +849,9 @@ class empty:
         sizes = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "u8": 1, "f64": 8}
         if dtype not in sizes or len(shape) > _MAX_RANK:
             raise ValueError(f"halcyon.empty: dtype {dtype!r} or rank {len(shape)} not supported")
-        self.device = device
+        self.device = _canonical(device)
         self.shape, self.dtype = tuple(int(d) for d in shape), dtype
-        self._buffer = _allocate(_device(device), _byte_size(self.shape, sizes[dtype]))
+        self._buffer = _allocate(_device(self.device), _byte_size(self.shape, sizes[dtype]))
 
     def __dlpack_device__(self):
         kind = {v: k for k, v in _DL_DEVICES.items()}[self.device.split(":")[0]]

@@ -45,6 +45,16 @@ expect_error(lambda: halcyon.prepare("vector_add", a=a, b=b, c=c, alpha=2), "unk
              "a prepared call with an unknown param")
 expect_error(lambda: halcyon.prepare("vector_add", a=a, b=[1.0], c=c), "'b' is a list", "a Python list, prepared")
 
+# A device named without its index is device 0 (hal.h): "cpu" is the arrays' cpu:0, one device.
+c[:] = np.nan
+halcyon.run("vector_add", "cpu", a=a, b=b, c=c)
+check(np.array_equal(c, a + b), "vector_add with device='cpu' on arrays of cpu:0")
+step = halcyon.prepare("vector_add", "cpu", a=a, b=b, c=c)
+check(step.uri == "cpu:0", f"a prepared call on device='cpu' is on {step.uri}")
+step.close()
+check(halcyon._device("cpu").value == halcyon._device("cpu:0").value, "'cpu' and 'cpu:0' share one device handle")
+check(halcyon.empty((2,), "f32", "cpu").device == "cpu:0", "halcyon.empty(device='cpu') is on cpu:0")
+
 # An implementation by name (impl=): the CPU's "host" runs, others are refused with the list.
 c[:] = np.nan
 halcyon.run("vector_add", a=a, b=b, c=c, impl="host")
