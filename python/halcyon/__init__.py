@@ -39,8 +39,10 @@ Backend options (hal.h lists them: ``cuda.library``, ``hip.library``, ``ze.loade
 through the API: ``halcyon.load(backend_options={"hip.library": "/opt/rocm-6.2/lib/libamdhip64.so"})``
 before any other call; they come after the variables' choices, so a key given here wins.
 """
+import atexit
 import ctypes
 import os
+import sys
 import threading
 
 __all__ = ["load", "run", "prepare", "Prepared", "moe_layer", "MoeLayer", "bf16", "e4m3", "empty", "device_address", "HalcyonError"]
@@ -861,12 +863,17 @@ class empty:
         t = _Tensor(ctypes.sizeof(_Tensor), None, b"empty", self._buffer, 0, _DTYPES.index(self.dtype),
                     len(self.shape), (ctypes.c_int64 * _MAX_RANK)(*self.shape))
         managed = ctypes.c_void_p()
+        _release_exports()
         _check(load().hrt_dlpack_export(_device(self.device), ctypes.byref(t), ctypes.byref(managed)))
-        return _api.PyCapsule_New(managed, _DLTENSOR, _capsule_destructor)
+        capsule = _api.PyCapsule_New(managed, _DLTENSOR, _capsule_destructor)
+        with _exports_lock:
+            _exports.append(capsule)
+        return capsule
 
     def __del__(self):
         if getattr(self, "_buffer", None) and _lib is not None:
             _lib.hal_error_free(_lib.hal_buffer_release(self._buffer))
+        _release_exports()  # those this tensor's consumers refused or dropped unconsumed
 
 
 _INT64_MAX = (1 << 63) - 1
@@ -895,8 +902,42 @@ def _allocate(device, size):
     return h
 
 
+# Every capsule __dlpack__ handed out, held here until nothing else holds it. A consumer that
+# refuses a capsule (NumPy: "Unsupported dtype") drops it with its exception pending, and a
+# ctypes callback cannot run as a capsule destructor then: its first call raises (so the deleter
+# never ran and the export leaked), and nothing it does can leave the exception set on return
+# (CPython turns it into a SystemError and prints that as unraisable, so the consumer returned
+# NULL without an error). Holding each capsule moves its last release here, to ordinary code
+# with no exception pending, and the consumer's error reaches its caller.
+_exports = []
+_exports_lock = threading.Lock()
+
+
+def _refs(objs, i):
+    return sys.getrefcount(objs[i])
+
+
+_ONLY_LISTED = _refs([object()], 0)  # what _refs gives for an object that only its list holds
+
+
+def _release_exports():
+    """Lets go of the exported capsules only _exports holds (their destructor deletes those never
+    consumed). Skipped while a release runs (a __del__ it set off, or another thread's): the next
+    export or tensor release takes them."""
+    if not _exports_lock.acquire(blocking=False):
+        return
+    try:
+        _exports[:] = [_exports[i] for i in range(len(_exports)) if _refs(_exports, i) > _ONLY_LISTED]
+    finally:
+        _exports_lock.release()
+
+
+atexit.register(_release_exports)  # while the module can still run the destructors
+
+
 @_CAPSULE_DESTRUCTOR
 def _capsule_destructor(capsule):
+    # Only from _release_exports: no exception is pending (see _exports).
     # An unconsumed capsule still owns its DLManagedTensor (DLPack's rule): delete it.
     if _raw_is_valid(capsule, _DLTENSOR):
         managed = _DLManaged.from_address(_raw_get_pointer(capsule, _DLTENSOR))

@@ -4,6 +4,7 @@ export of halcyon memory to NumPy, and the errors for arrays it cannot take.
 
     HALCYON_LIBRARY=build/lib/libhalcyon_runtime.so python3 python/tests/test_cpu.py
 """
+import ctypes
 import os
 import sys
 
@@ -174,7 +175,41 @@ halcyon.run("vector_add", a=a, b=b, c=e)
 v1, v2 = np.from_dlpack(e), np.from_dlpack(e)
 check(np.array_equal(v1, a + b), "halcyon.empty written by vector_add, read by NumPy")
 check(v1.ctypes.data == v2.ctypes.data, "two NumPy views of one halcyon buffer share its memory")
-del v1, v2, e
+
+
+def alive(handle):
+    """Whether hal buffer `handle` is still held by anyone (a released handle is refused by name)."""
+    info = halcyon._BufferInfo()
+    info.struct_size = ctypes.sizeof(info)
+    err = halcyon.load().hal_buffer_get_info(handle, ctypes.byref(info))
+    halcyon.load().hal_error_free(err)
+    return not err
+
+
+h = ctypes.c_void_p(e._buffer.value)
+del e
+check(alive(h), "the NumPy views hold the buffer after its halcyon.empty went")
+del v1, v2
+check(not alive(h), "the buffer goes with the last NumPy view")
+# A consumer that refuses an export (NumPy has no bfloat16): its own error reaches the caller (the
+# capsule's destructor ran with it pending, lost it and was stopped before its deleter: a
+# SystemError, and the buffer never released), and the exports are deleted.
+e = halcyon.empty((4,), "bf16")
+h = ctypes.c_void_p(e._buffer.value)
+for k in range(2):
+    try:
+        np.from_dlpack(e)
+        check(False, "NumPy took a bf16 export")
+    except Exception as ex:  # noqa: BLE001 (NumPy's type: RuntimeError in 1.x, BufferError later)
+        check(not isinstance(ex, SystemError) and "dtype" in str(ex).lower(),
+              f"NumPy refusing a bf16 export, try {k}: {type(ex).__name__}: {ex}")
+del e
+check(not alive(h), "the refused exports were deleted: the buffer went with its halcyon.empty")
+try:
+    np.from_dlpack(halcyon.empty((4,), "bf16"))  # the tensor goes before the refused capsule
+except Exception as ex:  # noqa: BLE001
+    check(not isinstance(ex, SystemError), f"NumPy refusing a temporary's export: {type(ex).__name__}: {ex}")
+check(len(halcyon._exports) <= 1, f"refused and consumed exports are not kept: {len(halcyon._exports)} held")
 # Shapes whose size C cannot hold are refused by name (ctypes wrapped them: a buffer of the wrapped
 # size exported with negative dimensions, or as a 2^67-byte tensor).
 expect_error(lambda: halcyon.empty((-1, -2)), "shape (-1, -2) has a negative dimension", "empty of negative dims")
