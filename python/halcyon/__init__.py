@@ -37,7 +37,8 @@ the ``halcyon`` command documents (HALCYON_BACKEND_PATH, HALCYON_LOG, HALCYON_CA
 tools/README.md), mapped the same way, so the PTX cache and the log level behave as there.
 Backend options (hal.h lists them: ``cuda.library``, ``hip.library``, ``ze.loader``, ...) go
 through the API: ``halcyon.load(backend_options={"hip.library": "/opt/rocm-6.2/lib/libamdhip64.so"})``
-before any other call; they come after the variables' choices, so a key given here wins.
+before any other call; they come after the variables' choices, so a key given here wins. A load
+that fails (a malformed key) may be retried, corrected.
 """
 import atexit
 import ctypes

@@ -231,4 +231,31 @@ expect_error(lambda: halcyon.moe_layer(halcyon.bf16(xs), halcyon.bf16(wr), halcy
              "'w_down' has shape", "moe_layer weights of mismatched shapes")
 expect_error(lambda: halcyon.run("vector_add", a=[1.0], b=b, c=c), "'a' is a list: a tensor needs __dlpack__", "a Python list")
 
+# Backend options for a library whose backends were discovered already, by a load whose hal_init a
+# backend failed after discovery (amdgpu-sim refusing its option's value), are refused as not
+# applied rather than dropped; the library works without them. A fresh process: this one is loaded.
+retry = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import halcyon
+try:
+    halcyon.load(backend_options={"amdgpu-sim.max_instructions": "abc"})
+    print("first load: taken")
+except halcyon.HalcyonError as e:
+    print("first load:", e)
+try:
+    halcyon.load(backend_options={"amdgpu-sim.max_instructions": "1000"})
+    print("retry: taken")
+except halcyon.HalcyonError as e:
+    print("retry:", e)
+"""
+import subprocess  # noqa: E402
+told = subprocess.run([sys.executable, "-c", retry, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")],
+                      capture_output=True, text=True, timeout=120).stdout
+if "max_instructions='abc'" in told:  # the build has the amdgpu-sim plugin
+    check("retry: HAL_FAILED_PRECONDITION" in told and "not applied" in told,
+          "options after a hal_init that failed after discovery: " + told.strip().replace("\n", " | "))
+else:
+    print("skipped (no amdgpu-sim backend refused the option): " + told.strip().replace("\n", " | "))
+
 finish()
