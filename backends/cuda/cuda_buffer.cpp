@@ -108,11 +108,14 @@ hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc
       unsigned int type = 0;
       int ordinal = -1;
       const auto unknown = [&] { return fmt::format("{}: importing 0x{:x}: not memory the CUDA driver knows", dv->uri, p); };
-      // One driver query for both (an import a tensor a call, from Python). An address the
+      CUdeviceptr range_start = 0;
+      size_t range_bytes = 0;
+      // One driver query for all four (an import a tensor a call, from Python). An address the
       // driver does not know is no error here (its type reads 0): refused by name.
-      CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-      void* data[2] = {&type, &ordinal};
-      CU_TRY(d, d->cuPointerGetAttributes(2, attrs, data, p), unknown());
+      CUpointer_attribute attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+      void* data[4] = {&type, &ordinal, &range_start, &range_bytes};
+      CU_TRY(d, d->cuPointerGetAttributes(4, attrs, data, p), unknown());
       if (type == 0) return cu_error(d, CUDA_ERROR_INVALID_VALUE, unknown());
       if (type != CU_MEMORYTYPE_DEVICE)
         return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing 0x{:x}: it is not device memory "
@@ -120,6 +123,12 @@ hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc
       if (ordinal != dv->ordinal)
         return error(HAL_INVALID_ARGUMENT, fmt::format("{}: importing 0x{:x}: it is memory of cuda:{}, "
                                                                         "not of this device", dv->uri, p, ordinal));
+      // The core's range checks trust desc->size: a size past the allocation would let writes
+      // land outside it. The range is the allocation's (for cuMemMap'd memory, its reservation).
+      if (range_bytes > 0 && (p < range_start || p - range_start + desc->size > range_bytes))
+        return error(HAL_INVALID_ARGUMENT,
+                     fmt::format("{}: importing [0x{:x}, +{}): the range runs past its allocation [0x{:x}, +{})",
+                                 dv->uri, p, desc->size, range_start, range_bytes));
     }
     auto b = std::make_unique<CudaBuffer>();
     b->device = dv;

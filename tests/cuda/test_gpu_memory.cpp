@@ -3,6 +3,8 @@
 
 #include "cuda_driver.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 using test::expect_error;
@@ -135,4 +137,71 @@ TEST_CASE("cuda: a buffer released under queued work is freed after it, without 
   size_t bad = 0;
   for (uint32_t v : back) bad += v != 0x5A5A5A5Au;
   CHECK(bad == 0);
+}
+
+namespace {
+
+// 1 MiB from cuMemAlloc in cuda:0's primary context, as PyTorch's allocator gets memory:
+// memory the backend does not own, of a known extent.
+struct DriverAllocation {
+  const halcyon::cuda::Driver* d = nullptr;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  CUdeviceptr base = 0;
+  uint64_t bytes = 1u << 20;
+
+  DriverAllocation() {
+    std::string why;
+    d = halcyon::cuda::load_driver(&why);
+    REQUIRE_MESSAGE(d, why);
+    REQUIRE(d->cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+    REQUIRE(d->cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    REQUIRE(d->cuCtxPushCurrent(ctx) == CUDA_SUCCESS);
+    CUresult r = d->cuMemAlloc(&base, bytes);
+    CUcontext popped = nullptr;
+    d->cuCtxPopCurrent(&popped);
+    REQUIRE(r == CUDA_SUCCESS);
+  }
+  ~DriverAllocation() {
+    if (d->cuCtxPushCurrent(ctx) == CUDA_SUCCESS) {
+      d->cuMemFree(base);
+      CUcontext popped = nullptr;
+      d->cuCtxPopCurrent(&popped);
+    }
+    d->cuDevicePrimaryCtxRelease(dev);
+  }
+};
+
+hal_error* import_range(const halcyon::Device& dev, uint64_t address, uint64_t size, hal_buffer* out) {
+  hal_buffer_import_desc id{};
+  id.struct_size = HAL_BUFFER_IMPORT_DESC_SIZE;
+  id.kind = HAL_MEMORY_DEVICE;
+  id.device_address = address;
+  id.size = size;
+  return hal_buffer_import(dev.get(), &id, out);
+}
+
+}  // namespace
+
+// The core's range checks trust an imported buffer's size: a range that runs past the memory's
+// allocation is refused, so no write through the buffer can land outside it.
+TEST_CASE("cuda: an import is refused where its range runs past the allocation") {
+  auto dev = gpu::open();
+  DriverAllocation mem;
+  auto s = unwrap(dev.create_stream());
+  hal_buffer b = nullptr;
+  // Inside the allocation: accepted, and usable in place.
+  test::expect_ok(import_range(dev, mem.base + 4096, 64 << 10, &b));
+  {
+    halcyon::Buffer inside(b);
+    CHECK(inside.size() == (64u << 10));
+    unwrap(s.fill<uint32_t>(inside, 0, 64 << 10, 0x0BADF00Du));
+    unwrap(s.synchronize());
+  }
+  test::expect_ok(import_range(dev, mem.base, mem.bytes, &b));  // the whole allocation, to its last byte
+  halcyon::Buffer whole(b);
+  // Past it: 1 GiB at the start, and 512 bytes straddling the end.
+  expect_error(import_range(dev, mem.base, 1ull << 30, &b), HAL_INVALID_ARGUMENT, "runs past its allocation");
+  expect_error(import_range(dev, mem.base + mem.bytes - 256, 512, &b), HAL_INVALID_ARGUMENT,
+               fmt::format("[0x{:x}, +{})", mem.base, mem.bytes));
 }
