@@ -70,6 +70,10 @@ struct CudaDevice {
   std::mutex mu;
   std::set<CudaStream*> streams;
   std::atomic<uint64_t> device_syncs{0};  // synchronize_all calls, numbered in its log line
+  // Serialises raising a kernel's dynamic shared memory attribute (cuda_module.cpp). Per device,
+  // not per hal_kernel: every hal_kernel of one module entry shares the CUfunction/CUkernel
+  // whose attribute it is.
+  std::mutex shared_limit_mu;
   // Waits on the host for every stream of the device (and the allocation and free streams).
   // Logged at debug level as "device-wide synchronization #N (why)".
   void synchronize_all(const char* why);
@@ -133,6 +137,8 @@ struct CudaKernel {
   CUfunction primary = nullptr;  // from the CUmodule: the primary context's streams
   CUkernel kernel = nullptr;     // from the CUlibrary: partition streams (null without one)
   std::vector<uint32_t> offsets;  // where each parameter starts in the hal argument blob
+  // The dynamic shared memory this handle knows the attribute allows: a launch at or below it
+  // skips the driver. Only raised, under the device's shared_limit_mu.
   std::atomic<uint32_t> dynamic_shared_limit{48 * 1024};
 };
 

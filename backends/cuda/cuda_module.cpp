@@ -231,18 +231,38 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
 
 void cuda_kernel_destroy(CudaKernel* k) { delete k; }
 
+namespace {
+
+// Lets `k` launch with `bytes` of dynamic shared memory. The attribute is the CUfunction's (and
+// the CUkernel's), shared by every hal_kernel of the entry and by concurrent launches: under the
+// device's lock the driver's current value is read and only ever raised, so launches asking
+// 100 KB and 60 KB at once cannot leave it at 60 KB while a handle believes 100 KB. The CUkernel
+// is raised first: should the primary's raise then fail, the next launch retries both.
+hal_error* raise_dynamic_shared(CudaDevice* dv, CudaKernel* k, uint32_t bytes) {
+  if (bytes <= k->dynamic_shared_limit.load(std::memory_order_acquire)) return nullptr;
+  const Driver* d = dv->d;
+  std::string what = fmt::format("{}: raising the kernel's dynamic shared memory to {} bytes", dv->uri, bytes);
+  std::lock_guard lock(dv->shared_limit_mu);
+  int now = 0;
+  CU_TRY(d, d->cuFuncGetAttribute(&now, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->primary), what);
+  if (bytes > uint32_t(now)) {
+    if (k->kernel)
+      CU_TRY(d, d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes), k->kernel, dv->dev),
+             what);
+    CU_TRY(d, d->cuFuncSetAttribute(k->primary, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)), what);
+    now = int(bytes);
+  }
+  if (uint32_t(now) > k->dynamic_shared_limit.load(std::memory_order_relaxed))
+    k->dynamic_shared_limit.store(uint32_t(now), std::memory_order_release);
+  return nullptr;
+}
+
+}  // namespace
+
 hal_error* cuda_stream_launch(CudaStream* s, CudaKernel* k, const hal_launch_desc* desc) {
   const Driver* d = s->device->d;
   ImportedStreamScope scope(s);
-  if (desc->shared_bytes > k->dynamic_shared_limit.load(std::memory_order_relaxed)) {
-    std::string what = fmt::format("{}: raising the kernel's dynamic shared memory to {} bytes", s->device->uri,
-                                   desc->shared_bytes);
-    CU_TRY(d, d->cuFuncSetAttribute(k->primary, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(desc->shared_bytes)), what);
-    if (k->kernel)
-      CU_TRY(d, d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(desc->shared_bytes),
-                                        k->kernel, s->device->dev), what);
-    k->dynamic_shared_limit.store(desc->shared_bytes, std::memory_order_relaxed);
-  }
+  if (hal_error* e = raise_dynamic_shared(s->device, k, desc->shared_bytes)) return e;
   // The driver copies each parameter from where kernelParams points: into the caller's blob.
   constexpr size_t kInline = 32;
   void* inline_params[kInline];

@@ -2,14 +2,19 @@
 // cache and the errors of each.
 #include "gpu_support.hpp"
 
+#include <fmt/format.h>
+
 #include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdlib.h>
 
+#include <barrier>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <thread>
 
 using test::expect_error;
 using test::expect_ok;
@@ -55,6 +60,42 @@ void check_vector_add(const halcyon::Device& dev, const halcyon::Kernel& k, uint
   std::memcpy(&guard, &got[n], 4);
   CHECK(guard == 0x7FC00001u);  // nothing written past n
 }
+
+// vector_add's inputs and output on one stream, for launches with dynamic shared memory (which
+// the kernel does not use: the launch is refused or not by the attribute alone).
+struct AddJob {
+  static constexpr uint32_t n = 4096;
+  halcyon::Stream s;
+  halcyon::Buffer a, b, c;
+  std::vector<float> x, y;
+  halcyon::ArgPack args;
+
+  AddJob(const halcyon::Device& dev, uint32_t seed)
+      : s(unwrap(dev.create_stream())), a(unwrap(dev.allocate(n * 4))), b(unwrap(dev.allocate(n * 4))),
+        c(unwrap(dev.allocate(n * 4))), x(gpu::random_floats(n, seed)), y(gpu::random_floats(n, seed + 1)) {
+    unwrap(s.write(a, 0, x.data(), n * 4));
+    unwrap(s.write(b, 0, y.data(), n * 4));
+    unwrap(s.synchronize());
+    args.pointer(a).pointer(b).pointer(c).value(n);
+  }
+  // "" when the launch succeeded, else its error. Thread-safe: no doctest assertion.
+  std::string launch(const halcyon::Kernel& k, uint32_t shared_bytes) {
+    auto st = s.launch(k, {n / 128}, {128}, args, shared_bytes);
+    return st.ok() ? "" : fmt::format("{} bytes: {}", shared_bytes, st.error().message());
+  }
+  // Elements of c that are not x + y, after clearing c to NaN, one launch and a read.
+  size_t wrong_after(const halcyon::Kernel& k, uint32_t shared_bytes) {
+    unwrap(s.fill<uint32_t>(c, 0, n * 4, 0x7FC00001u));
+    std::string e = launch(k, shared_bytes);
+    CHECK_MESSAGE(e.empty(), e);
+    std::vector<float> got(n);
+    unwrap(s.read(c, 0, got.data(), n * 4));
+    unwrap(s.synchronize());
+    size_t bad = 0;
+    for (uint32_t i = 0; i < n; ++i) bad += got[i] != x[i] + y[i];
+    return bad;
+  }
+};
 
 std::mutex log_mu;
 std::vector<std::string> log_lines;
@@ -254,4 +295,59 @@ TEST_CASE("cuda: cache child (run by the JIT cache test)") {
   }
   CHECK(stored == 1);
   CHECK(hits == 1);
+}
+
+// The dynamic shared memory attribute belongs to the CUfunction, which every handle of the entry
+// shares: a launch asking less through a second handle must not lower it under the first.
+TEST_CASE("cuda: dynamic shared memory raised through one kernel handle stays raised for another") {
+  auto dev = gpu::open();
+  auto i = unwrap(dev.info());
+  if (i.max_shared_per_block < 100 * 1024) {
+    MESSAGE("the device allows only " << i.max_shared_per_block << " bytes of shared memory per block");
+    return;
+  }
+  auto mod = gpu::load(dev, "vector_add");
+  auto k1 = unwrap(mod.kernel("vector_add")), k2 = unwrap(mod.kernel("vector_add"));
+  AddJob job(dev, 21);
+  CHECK(job.wrong_after(k1, 100 * 1024) == 0);
+  CHECK(job.wrong_after(k2, 60 * 1024) == 0);
+  CHECK(job.wrong_after(k1, 100 * 1024) == 0);  // was CUDA_ERROR_INVALID_VALUE: the attribute read 60 KB
+}
+
+// Concurrent launches of one kernel asking different dynamic shared sizes (each round a fresh
+// handle, whose cached limit starts at 48 KB): every launch succeeds and computes right.
+TEST_CASE("cuda: concurrent launches with different dynamic shared sizes all succeed") {
+  auto dev = gpu::open();
+  auto i = unwrap(dev.info());
+  if (i.max_shared_per_block <= 48 * 1024) {
+    MESSAGE("the device allows only " << i.max_shared_per_block << " bytes of shared memory per block");
+    return;
+  }
+  auto mod = gpu::load(dev, "vector_add");
+  constexpr uint32_t kThreads = 8, kRounds = 32, kLaunches = 4;
+  std::vector<halcyon::Kernel> kernels;
+  for (uint32_t r = 0; r < kRounds; ++r) kernels.push_back(unwrap(mod.kernel("vector_add")));
+  std::vector<std::unique_ptr<AddJob>> jobs;
+  for (uint32_t t = 0; t < kThreads; ++t) jobs.push_back(std::make_unique<AddJob>(dev, 100 + 2 * t));
+  // From just over the default 48 KB to the device's maximum, largest first in half the threads.
+  std::vector<uint32_t> sizes(kThreads);
+  const uint32_t span = i.max_shared_per_block - 48 * 1024;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    uint32_t step = t % 2 ? t + 1 : kThreads - t;
+    sizes[t] = 48 * 1024 + span * step / kThreads / 16 * 16;
+  }
+  std::vector<std::string> failures(kThreads);
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (uint32_t r = 0; r < kRounds; ++r) {
+        start.arrive_and_wait();
+        for (uint32_t l = 0; l < kLaunches && failures[t].empty(); ++l)
+          failures[t] = jobs[t]->launch(kernels[r], sizes[t]);
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (uint32_t t = 0; t < kThreads; ++t) CHECK_MESSAGE(failures[t].empty(), "thread ", t, ": ", failures[t]);
+  for (uint32_t t = 0; t < kThreads; ++t) CHECK(jobs[t]->wrong_after(kernels.back(), sizes[t]) == 0);
 }
