@@ -19,7 +19,21 @@ hal_error* cuda_event_create(CudaDevice* dv, const hal_event_desc* desc, CudaEve
   })
 }
 
+namespace {
+
+// Destroys the replaced CUevents no synchronize can still be waiting on. Under ev->mu.
+void destroy_retired(CudaEvent* ev) {
+  for (CUevent e : ev->retired) ev->device->d->cuEventDestroy(e);
+  ev->retired.clear();
+}
+
+}  // namespace
+
 void cuda_event_destroy(CudaEvent* ev) {
+  {
+    std::lock_guard lock(ev->mu);
+    destroy_retired(ev);  // the last reference is gone: nothing synchronizes any more
+  }
   ev->device->d->cuEventDestroy(ev->event);
   delete ev;
 }
@@ -37,7 +51,8 @@ hal_error* cuda_event_record(CudaEvent* ev, CudaStream* s) {
       ContextScope scope(d, s->ctx);
       CU_TRY(d, d->cuEventCreate(&fresh, ev->flags), s->device->uri + ": cuEventCreate in a partition's context");
     }
-    d->cuEventDestroy(ev->event);
+    if (ev->synchronizing) ev->retired.push_back(ev->event);  // a synchronize may be waiting on it
+    else d->cuEventDestroy(ev->event);
     ev->event = fresh;
     ev->ctx = s->ctx;
     r = d->cuEventRecord(ev->event, s->stream);
@@ -65,8 +80,14 @@ hal_error* cuda_event_synchronize(CudaEvent* ev) {
   {
     std::lock_guard lock(ev->mu);
     e = ev->event;
+    ++ev->synchronizing;  // keeps `e` alive through a concurrent record (cuda_event_record)
   }
-  CU_TRY(d, d->cuEventSynchronize(e), ev->device->uri + ": cuEventSynchronize");
+  CUresult r = d->cuEventSynchronize(e);
+  {
+    std::lock_guard lock(ev->mu);
+    if (--ev->synchronizing == 0) destroy_retired(ev);
+  }
+  if (r != CUDA_SUCCESS) return cu_error(d, r, ev->device->uri + ": cuEventSynchronize");
   return nullptr;
 }
 

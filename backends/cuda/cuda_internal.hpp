@@ -118,6 +118,11 @@ struct CudaEvent {
   CUevent event = nullptr;
   CUcontext ctx = nullptr;  // the context the CUevent was created in
   unsigned flags = 0;
+  // cuda_event_synchronize waits on a copy of `event` outside mu, so an event that a record
+  // replaces (remade in a partition's context) is destroyed only once no synchronize is in
+  // flight: kept in `retired` meanwhile. Both guarded by mu.
+  uint32_t synchronizing = 0;
+  std::vector<CUevent> retired;
 };
 
 // One image, loaded twice: a CUmodule in the primary context (streams on the whole device)

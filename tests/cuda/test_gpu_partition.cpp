@@ -3,7 +3,10 @@
 #include "gpu_support.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <string>
+#include <thread>
 
 using test::expect_error;
 using test::unwrap;
@@ -201,4 +204,40 @@ TEST_CASE("cuda: events recorded in a partition order the whole device's streams
   CHECK(tail == 107u);
   float ms = unwrap(ev.elapsed_since(start));
   CHECK(ms > 0.0f);
+}
+
+// A record on a stream of another context remakes the event there (cuda_event.cpp). A
+// synchronize already waiting on the old CUevent, outside the event's lock, must not have it
+// destroyed under it: each round one thread waits on the primary-context event behind a ~1 ms
+// kernel while the main thread records the event on the partition's stream. Where the driver
+// records primary-context events on green-context streams itself, nothing is remade and this
+// passes either way.
+TEST_CASE("cuda: an event synchronized while a record remakes it in a partition stays valid") {
+  auto dev = gpu::open();
+  if (!dev.has("partition.green_context")) return;
+  auto [p, rest] = unwrap(dev.split(16));
+  auto sp = unwrap(dev.create_stream(&p));
+  auto whole = unwrap(dev.create_stream());
+  auto mod = gpu::load(dev, "smid_record");
+  auto k = unwrap(mod.kernel("smid_record"));
+  auto ids = unwrap(dev.allocate(4));
+  auto ev = unwrap(dev.create_event(false));
+  halcyon::ArgPack args;
+  args.pointer(ids).value(uint64_t(2'000'000));  // ~1 ms at 2 GHz
+  std::string failure;
+  for (uint32_t round = 0; round < 50 && failure.empty(); ++round) {
+    unwrap(whole.launch(k, {1}, {32}, args));
+    unwrap(whole.record(ev));  // remade back in the primary context from round 1 on
+    std::thread waiter([&] {
+      auto st = ev.synchronize();
+      if (!st.ok()) failure = "round " + std::to_string(round) + ": " + st.error().message();
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the waiter is in cuEventSynchronize
+    unwrap(sp.record(ev));
+    waiter.join();
+    unwrap(sp.synchronize());
+  }
+  CHECK_MESSAGE(failure.empty(), failure);
+  unwrap(ev.synchronize());
+  unwrap(whole.synchronize());
 }
