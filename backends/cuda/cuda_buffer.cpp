@@ -66,8 +66,12 @@ hal_error* cuda_buffer_create(CudaDevice* dv, const hal_buffer_desc* desc, CudaB
           d->cuMemPoolTrimTo(dv->pool, 0);
           r = d->cuMemAllocFromPoolAsync(&b->base, bytes, dv->pool, dv->alloc_stream);
         }
-        // Every stream may use the buffer next: finish the allocation first.
-        if (r == CUDA_SUCCESS) r = d->cuStreamSynchronize(dv->alloc_stream);
+        // Every stream may use the buffer next: finish the allocation first. If that fails the
+        // block is never handed out: back to the pool with it, not leaked.
+        if (r == CUDA_SUCCESS) {
+          r = d->cuStreamSynchronize(dv->alloc_stream);
+          if (r != CUDA_SUCCESS) d->cuMemFreeAsync(b->base, dv->alloc_stream);
+        }
         b->from_pool = r == CUDA_SUCCESS;
       } else {
         r = d->cuMemAlloc(&b->base, bytes);

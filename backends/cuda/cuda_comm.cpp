@@ -269,6 +269,7 @@ hal_error* cuda_comm_buffer_create(CudaComm* c, uint64_t size, CudaBuffer** out,
            dv->uri + ": cuMemGetAllocationGranularity");
     auto b = std::make_unique<CudaBuffer>();
     b->device = dv;
+    b->vmm_asked = size;
     b->vmm_bytes = (size + granularity - 1) / granularity * granularity;
     CU_TRY(d, d->cuMemCreate(&b->vmm, b->vmm_bytes, &prop, 0),
            fmt::format("{}: cuMemCreate of {} bytes (POSIX fd shareable)", dv->uri, b->vmm_bytes));
@@ -294,7 +295,9 @@ hal_error* cuda_comm_buffer_create(CudaComm* c, uint64_t size, CudaBuffer** out,
 }
 
 hal_error* cuda_comm_buffer_export(CudaComm* c, CudaBuffer* b, hal_comm_handle* out) {
-  FdHandle h{kFdHandleMagic, c->group->rank(), b->export_id, b->vmm_bytes, b->vmm_bytes};
+  // The importer's buffer has the size asked for, as the owner's: the core's range checks then
+  // refuse offsets past it (the rounded tail is mapped, never handed out).
+  FdHandle h{kFdHandleMagic, c->group->rank(), b->export_id, b->vmm_asked, b->vmm_bytes};
   std::memcpy(out->bytes, &h, sizeof h);
   return nullptr;
 }
@@ -309,6 +312,9 @@ hal_error* cuda_comm_buffer_import(CudaComm* c, uint32_t peer, const hal_comm_ha
     if (h.owner_rank != peer)
       return comm_error(HAL_INVALID_ARGUMENT, fmt::format("the handle was exported by rank {}, not by peer {}",
                                                          h.owner_rank, peer));
+    if (h.size > h.vmm_bytes)
+      return comm_error(HAL_INVALID_ARGUMENT, fmt::format("the handle's size {} exceeds its mapped {} bytes", h.size,
+                                                         h.vmm_bytes));
     int fd = -1;
     if (auto e = fetch_fd(c, peer, h.id, &fd); !e.empty()) return comm_error(HAL_NOT_FOUND, e);
     CudaDevice* dv = c->dv;

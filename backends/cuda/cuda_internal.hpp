@@ -97,6 +97,7 @@ struct CudaBuffer {
   // Peer-mappable memory (cuda_comm.cpp): cuMemCreate'd (or imported) and mapped at `address`.
   CUmemGenericAllocationHandle vmm = 0;
   uint64_t vmm_bytes = 0;     // mapped size (granularity-rounded)
+  uint64_t vmm_asked = 0;     // the size hal_comm_buffer_create asked for: what peers import
   int export_fd = -1;         // the owner's shareable POSIX fd
   uint64_t export_id = 0;     // what peers ask the owner's socket for
   struct CudaComm* comm = nullptr;  // the owner's communicator (it outlives the buffer)
