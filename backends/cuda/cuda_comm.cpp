@@ -22,6 +22,7 @@
 
 #include "ccl_comm.hpp"
 #include "cuda_internal.hpp"
+#include "peer_cred.hpp"
 #include "shm_group.hpp"
 
 namespace halcyon::cuda {
@@ -54,14 +55,20 @@ constexpr uint32_t kFdHandleMagic = 0x43554648;  // "HFUC"
 
 hal_error* comm_error(hal_status status, const std::string& what) { return error(status, "cuda communicator: " + what); }
 
-// "\0halcyon-fd.<hash of the rendezvous>.<rank>": abstract, so nothing is left on disk, and
-// short whatever the rendezvous name's length (sun_path holds 108 bytes).
-socklen_t socket_address(const std::string& rendezvous, uint32_t rank, sockaddr_un* a) {
+// "halcyon-fd.<hash of the rendezvous>.<rank>": short whatever the rendezvous name's length
+// (sun_path holds 108 bytes).
+std::string socket_name(const std::string& rendezvous, uint32_t rank) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : rendezvous) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("halcyon-fd.{:016x}.{}", h, rank);
+}
+
+// The socket's name in the abstract namespace ("\0" first), so nothing is left on disk. Abstract
+// sockets have no permissions: both ends check the other's uid (peer_cred.hpp).
+socklen_t socket_address(const std::string& rendezvous, uint32_t rank, sockaddr_un* a) {
   *a = {};
   a->sun_family = AF_UNIX;
-  std::string name = fmt::format("halcyon-fd.{:016x}.{}", h, rank);
+  std::string name = socket_name(rendezvous, rank);
   std::memcpy(a->sun_path + 1, name.data(), name.size());
   return socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
@@ -101,7 +108,11 @@ void serve(CudaComm* c) {
     if (poll(&p, 1, 100) <= 0) continue;
     int conn = accept(c->listen_fd, nullptr, nullptr);
     if (conn < 0) continue;
-    serve_one(c, conn);
+    if (auto why = peer_refusal(conn); !why.empty())  // another user's process: no descriptor for it
+      halcyon::plugin::log(HAL_LOG_WARNING, fmt::format("cuda communicator '{}': socket @{} refused a connection: {}",
+                                                        c->rendezvous, socket_name(c->rendezvous, c->group->rank()), why));
+    else
+      serve_one(c, conn);
     close(conn);
   }
 }
@@ -125,6 +136,9 @@ std::string fetch_fd(CudaComm* c, uint32_t peer, uint64_t id, int* fd) {
   msg.msg_controllen = sizeof control;
   if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0)
     why = fmt::format("connecting to rank {}'s socket: {}", peer, std::strerror(errno));
+  else if (auto refused = peer_refusal(s); !refused.empty())  // whoever holds the name is not our user
+    why = fmt::format("rank {}'s socket @{}: {}; not asking it for a buffer", peer, socket_name(c->rendezvous, peer),
+                      refused);
   else if (send(s, &id, sizeof id, MSG_NOSIGNAL) != ssize_t(sizeof id))
     why = fmt::format("asking rank {}: {}", peer, std::strerror(errno));
   else if (recvmsg(s, &msg, 0) != 1)
