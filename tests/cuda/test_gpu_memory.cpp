@@ -188,6 +188,18 @@ hal_error* import_range(const halcyon::Device& dev, uint64_t address, uint64_t s
 TEST_CASE("cuda: an import is refused where its range runs past the allocation") {
   auto dev = gpu::open();
   DriverAllocation mem;
+  // The extent the driver gives the allocation (cuMemAlloc may round the 1 MiB up): its end is
+  // where imports must stop.
+  CUdeviceptr start = 0;
+  size_t extent = 0;
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[2] = {&start, &extent};
+  REQUIRE_MESSAGE(bool(mem.d->cuPointerGetAttributes), "the driver lacks cuPointerGetAttributes");
+  REQUIRE(mem.d->cuPointerGetAttributes(2, attrs, data, mem.base) == CUDA_SUCCESS);
+  MESSAGE("cuMemAlloc of " << mem.bytes << " bytes: the driver's range is " << extent << " bytes");
+  REQUIRE(start == mem.base);
+  REQUIRE(extent >= mem.bytes);
+  REQUIRE(extent < (1ull << 30));
   auto s = unwrap(dev.create_stream());
   hal_buffer b = nullptr;
   // Inside the allocation: accepted, and usable in place.
@@ -198,10 +210,10 @@ TEST_CASE("cuda: an import is refused where its range runs past the allocation")
     unwrap(s.fill<uint32_t>(inside, 0, 64 << 10, 0x0BADF00Du));
     unwrap(s.synchronize());
   }
-  test::expect_ok(import_range(dev, mem.base, mem.bytes, &b));  // the whole allocation, to its last byte
+  test::expect_ok(import_range(dev, mem.base, extent, &b));  // the whole range, to its last byte
   halcyon::Buffer whole(b);
   // Past it: 1 GiB at the start, and 512 bytes straddling the end.
   expect_error(import_range(dev, mem.base, 1ull << 30, &b), HAL_INVALID_ARGUMENT, "runs past its allocation");
-  expect_error(import_range(dev, mem.base + mem.bytes - 256, 512, &b), HAL_INVALID_ARGUMENT,
-               fmt::format("[0x{:x}, +{})", mem.base, mem.bytes));
+  expect_error(import_range(dev, mem.base + extent - 256, 512, &b), HAL_INVALID_ARGUMENT,
+               fmt::format("[0x{:x}, +{})", mem.base, extent));
 }
