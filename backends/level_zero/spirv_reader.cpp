@@ -1,7 +1,9 @@
 #include "spirv_reader.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string_view>
 
 namespace halcyon::spirv {
@@ -67,7 +69,12 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
   m.version = words[1];
   std::map<uint32_t, Type> types;
   std::map<uint32_t, size_t> entries;  // function id -> index in m.kernels
-  Kernel* current = nullptr;
+  std::set<uint32_t> defined;          // function ids seen in an OpFunction
+  // The kernel whose parameters come next, as an index into m.kernels: a pointer would dangle
+  // once a push_back reallocates the vector. kNone: not in a kernel's function.
+  constexpr size_t kNone = SIZE_MAX;
+  size_t current = kNone;
+  bool in_function = false, seen_function = false;
   for (size_t i = 5; i < words.size();) {
     const uint32_t count = words[i] >> 16, op = words[i] & 0xffff;
     if (count == 0 || i + count > words.size()) {
@@ -88,6 +95,12 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
         break;
       case kOpEntryPoint: {
         if (!need(3)) return false;
+        // The logical layout (SPIR-V spec 2.4) puts every entry point before the functions.
+        if (seen_function) {
+          *why = "malformed SPIR-V: OpEntryPoint at word " + std::to_string(i) +
+                 " comes after a function (the logical layout puts entry points before every OpFunction)";
+          return false;
+        }
         if (a[0] != kExecutionModelKernel) break;
         Kernel k;
         if (!literal(a + 2, n - 2, &k.name)) {
@@ -126,15 +139,31 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
         break;
       case kOpFunction: {
         if (!need(4)) return false;
+        if (in_function) {
+          *why = "malformed SPIR-V: OpFunction at word " + std::to_string(i) + " (id " + std::to_string(a[1]) +
+                 ") begins inside another function (no OpFunctionEnd before it)";
+          return false;
+        }
+        if (!defined.insert(a[1]).second) {
+          *why = "malformed SPIR-V: function id " + std::to_string(a[1]) + " is defined twice (again at word " +
+                 std::to_string(i) + ")";
+          return false;
+        }
+        in_function = seen_function = true;
         auto it = entries.find(a[1]);
-        current = it == entries.end() ? nullptr : &m.kernels[it->second];
+        current = it == entries.end() ? kNone : it->second;
         break;
       }
       case kOpFunctionParameter: {
-        if (!need(2) || !current) break;
+        if (!in_function) {
+          *why = "malformed SPIR-V: OpFunctionParameter at word " + std::to_string(i) + " is outside a function";
+          return false;
+        }
+        if (!need(2) || current == kNone) break;
+        Kernel& k = m.kernels[current];
         auto it = types.find(a[0]);
         if (it == types.end()) {
-          *why = "kernel '" + current->name + "': parameter " + std::to_string(current->params.size()) +
+          *why = "kernel '" + k.name + "': parameter " + std::to_string(k.params.size()) +
                  " has a type this reader does not know (structs and images are not kernel arguments here)";
           return false;
         }
@@ -147,20 +176,29 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
                    it->second.storage == kStorageGeneric) {
           p = {ParamKind::kGlobalPointer, it->second.bytes};
         } else {
-          *why = "kernel '" + current->name + "': parameter " + std::to_string(current->params.size()) +
+          *why = "kernel '" + k.name + "': parameter " + std::to_string(k.params.size()) +
                  " is a pointer of storage class " + std::to_string(it->second.storage);
           return false;
         }
-        current->params.push_back(p);
+        k.params.push_back(p);
         break;
       }
       case kOpFunctionEnd:
-        current = nullptr;
+        if (!in_function) {
+          *why = "malformed SPIR-V: OpFunctionEnd at word " + std::to_string(i) + " ends no function";
+          return false;
+        }
+        in_function = false;
+        current = kNone;
         break;
       default:
         break;
     }
     i += count;
+  }
+  if (in_function) {
+    *why = "truncated SPIR-V: the module ends inside a function (no OpFunctionEnd)";
+    return false;
   }
   if (m.kernels.empty()) {
     *why = "the SPIR-V module has no kernel entry point";

@@ -3,7 +3,9 @@
 // spaces. Level Zero does not say which kernel argument is a pointer, so the argument layout
 // of hal_kernel_get_arg comes from here; the fake driver of tests/level_zero reads it too.
 // Bad input (truncated words, a wrong magic number, an instruction running past the end,
-// unknown parameter types) is a false return with the reason, never a crash.
+// unknown parameter types, a function layout out of the spec's order: an entry point after a
+// function, a function inside another or never ended, a parameter outside a function, a function
+// defined twice) is a false return with the reason, never a crash.
 #pragma once
 
 #include <cstddef>

@@ -46,6 +46,7 @@ void event_destroy(Event* ev) {
 
 hal_error* event_record(Event* ev, Stream* s) {
   const Symbols& z = ev->device->s();
+  std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(z.zeCommandListAppendEventReset(s->list, ev->event));
   if (ev->timing) {
     // The barrier orders the timestamp after the stream's earlier work.
@@ -61,6 +62,7 @@ hal_error* event_record(Event* ev, Stream* s) {
 // Waiting on an event that was never recorded is a no-op (hal.h, as in CUDA).
 hal_error* stream_wait_event(Stream* s, Event* ev) {
   if (!ev->recorded) return nullptr;
+  std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendWaitOnEvents(s->list, 1, &ev->event));
   return nullptr;
 }

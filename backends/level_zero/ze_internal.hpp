@@ -82,7 +82,11 @@ struct Stream {
   ze_command_list_handle_t list = nullptr;
   ze_event_pool_handle_t pool = nullptr;
   ze_event_handle_t done = nullptr;  // signalled by the barrier of synchronize()
-  std::mutex mu;                     // one synchronize() at a time uses `done`
+  // Held by every append of the backend to `list` (Level Zero forbids two threads appending to
+  // one list at once: a buffer free on one thread drains a created stream while another thread
+  // queues to it) and by every use of `done`. Lock order: streams_mu, then a Kernel's mu, then
+  // this; nothing takes another lock while holding it.
+  std::mutex mu;
   bool imported = false;  // the owner's immediate list (hal_stream_import): never destroyed here
 };
 

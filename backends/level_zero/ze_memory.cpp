@@ -22,12 +22,26 @@ ze_result_t mark_done(Stream* s, const char** what) {
   return z.zeCommandListAppendBarrier(s->list, s->done, 0, nullptr);
 }
 
-// Waits for the queued work of one stream: mark_done, then the host waits for the event.
+// Waits for the queued work of one stream: mark_done, then the host waits for the event. Its
+// barrier is an append, so it runs only where no other thread can append to the list meanwhile:
+// for the stream's own synchronize and release, and for a created stream's list (which only the
+// backend appends to, always under s->mu) from any thread.
 ze_result_t drain(Stream* s, const char** what) {
   std::lock_guard lock(s->mu);
   if (ze_result_t r = mark_done(s, what); r != ZE_RESULT_SUCCESS) return r;
   *what = "zeEventHostSynchronize";
   return s->device->s().zeEventHostSynchronize(s->done, UINT64_MAX);
+}
+
+// What a buffer free waits with, from whatever thread frees it. A created stream is drained. An
+// imported stream's list is appended to by its owner too, on the owner's thread and without our
+// lock, so a barrier from the freeing thread could race with the owner's appends (Level Zero
+// forbids concurrent appends to one list): zeCommandListHostSynchronize waits for the list
+// without appending, and may be called from any thread (stream_import requires it).
+ze_result_t wait_for_free(Stream* s, const char** what) {
+  if (!s->imported) return drain(s, what);
+  *what = "zeCommandListHostSynchronize";
+  return s->device->s().zeCommandListHostSynchronize(s->list, UINT64_MAX);
 }
 
 // Destroys the retired imported streams' events (Backend::retired), those not yet signalled
@@ -160,7 +174,7 @@ void buffer_destroy(Buffer* b) {
       // lock keeps a stream from being destroyed while it is drained.
       std::lock_guard lock(d->backend->streams_mu);
       const char* what = "";
-      for (Stream* s : d->backend->streams) logged(drain(s, &what), what);
+      for (Stream* s : d->backend->streams) logged(wait_for_free(s, &what), what);
       reap_retired(d->backend, true);
     }
     if (!b->imported) logged(d->s().zeMemFree(d->backend->context, b->ptr), "zeMemFree");
@@ -200,6 +214,10 @@ hal_error* stream_import(Device* d, const hal_stream_import_desc* desc, Stream**
       return error(HAL_UNSUPPORTED, fmt::format("{}: {} lacks zeCommandListIsImmediate / GetDeviceHandle / "
                                                 "GetContextHandle (Level Zero 1.9), so what the list is cannot be "
                                                 "checked", what, d->backend->lib.path));
+    if (!z.zeCommandListHostSynchronize)
+      return error(HAL_UNSUPPORTED, fmt::format("{}: {} lacks zeCommandListHostSynchronize (Level Zero 1.6), so a "
+                                                "buffer free could wait for the list only by appending to it from "
+                                                "another thread than the owner's", what, d->backend->lib.path));
     if (!list) return error(HAL_INVALID_ARGUMENT, what + ": the handle is 0");
     ze_bool_t immediate = false;
     ze_device_handle_t owner = nullptr;
@@ -278,18 +296,21 @@ hal_error* stream_synchronize(Stream* s) {
 
 hal_error* stream_write(Stream* s, Buffer* dst, uint64_t off, const void* src, uint64_t size) {
   if (size == 0) return nullptr;
+  std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryCopy(s->list, at(dst, off), src, size, nullptr, 0, nullptr));
   return nullptr;
 }
 
 hal_error* stream_read(Stream* s, Buffer* src, uint64_t off, void* dst, uint64_t size) {
   if (size == 0) return nullptr;
+  std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryCopy(s->list, dst, at(src, off), size, nullptr, 0, nullptr));
   return nullptr;
 }
 
 hal_error* stream_copy(Stream* s, Buffer* dst, uint64_t doff, Buffer* src, uint64_t soff, uint64_t size) {
   if (size == 0) return nullptr;
+  std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryCopy(s->list, at(dst, doff), at(src, soff), size, nullptr, 0,
                                                         nullptr));
   return nullptr;
@@ -299,6 +320,7 @@ hal_error* stream_copy(Stream* s, Buffer* dst, uint64_t doff, Buffer* src, uint6
 // into the command), so a local is enough.
 hal_error* stream_fill(Stream* s, Buffer* dst, uint64_t off, uint64_t size, uint32_t pattern, uint32_t psize) {
   if (size == 0) return nullptr;
+  std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryFill(s->list, at(dst, off), &pattern, psize, size, nullptr, 0,
                                                         nullptr));
   return nullptr;

@@ -133,8 +133,10 @@ hal_error* stream_launch(Stream* s, Kernel* k, const hal_launch_desc* d) {
   const Symbols& z = s->device->s();
   const auto* blob = static_cast<const unsigned char*>(d->args);
   // Arguments are state of the kernel object until the launch is appended: one launch of a
-  // kernel at a time sets them.
+  // kernel at a time sets them. The stream's lock is held for the append (Stream::mu), after
+  // the kernel's (the lock order there).
   std::lock_guard lock(k->mu);
+  std::lock_guard slock(s->mu);
   ZE_CHECK(z.zeKernelSetGroupSize(k->kernel, d->block[0], d->block[1], d->block[2]));
   size_t next = 0;
   for (uint32_t i = 0; i < k->spirv->params.size(); ++i) {

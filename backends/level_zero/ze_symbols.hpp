@@ -66,12 +66,16 @@ namespace halcyon::ze {
 // - zeDriverGetDefaultContext (1.14): the driver's one context of all its devices, which SYCL's
 //   full-platform contexts and so PyTorch's XPU tensors use too;
 // - zeCommandListGetDeviceHandle / GetContextHandle / IsImmediate (1.9): what an imported command
-//   list is (hal_stream_import), checked before the backend appends to it.
+//   list is (hal_stream_import), checked before the backend appends to it;
+// - zeCommandListHostSynchronize (1.6): a buffer free waits for an imported list with it, which
+//   appends nothing (the owner may be appending on its own thread; the spec allows this call
+//   from any thread at any time).
 #define HALCYON_ZE_NEWER(X)                                                                       \
   X(zeDriverGetDefaultContext, ze_context_handle_t, (ze_driver_handle_t))                         \
   X(zeCommandListGetDeviceHandle, ze_result_t, (ze_command_list_handle_t, ze_device_handle_t*))   \
   X(zeCommandListGetContextHandle, ze_result_t, (ze_command_list_handle_t, ze_context_handle_t*)) \
-  X(zeCommandListIsImmediate, ze_result_t, (ze_command_list_handle_t, ze_bool_t*))
+  X(zeCommandListIsImmediate, ze_result_t, (ze_command_list_handle_t, ze_bool_t*))                \
+  X(zeCommandListHostSynchronize, ze_result_t, (ze_command_list_handle_t, uint64_t))
 
 struct Symbols {
 #define HALCYON_ZE_FIELD(name) decltype(&::name) name = nullptr;

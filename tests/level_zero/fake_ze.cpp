@@ -18,7 +18,8 @@
 //
 // Command lists are tracked: appending to a destroyed or a regular (non-immediate) list is an
 // error, and each list counts its commands (fakeze_list_appends), so a test sees whose list the
-// backend's work went to (hal_stream_import).
+// backend's work went to (hal_stream_import). Two threads appending to one list at once, which
+// Level Zero forbids, are caught and counted (fakeze_concurrent_appends).
 //
 // Simplifications, said plainly: one root device with two sub-devices; every command runs when
 // it is appended (immediate lists are in order anyway), so events are signalled at once (unless
@@ -44,6 +45,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_ze.hpp"
@@ -60,7 +62,8 @@ struct _ze_command_list_handle_t {
   _ze_device_handle_t* device;
   ze_context_handle_t context;
   bool immediate;
-  int appended = 0;  // commands appended (fakeze_list_appends)
+  int appended = 0;   // commands appended (fakeze_list_appends)
+  int appending = 0;  // appends in progress (Appending): more than one is a concurrent append
 };
 struct _ze_event_pool_handle_t {
   uint32_t count;
@@ -111,6 +114,8 @@ struct State {
   std::map<uintptr_t, void*> bases;         // pointer handed out -> what clSVMAlloc returned
   size_t device_bytes = 0;
   bool fail_build = false, oom = false, lost = false, slow_events = false, no_list_queries = false;
+  bool slow_appends = false;    // each append keeps its list in use a while (Appending)
+  int concurrent_appends = 0;   // appends that began while another was in progress on that list
   int last_list_device = -1;
   std::set<ze_command_list_handle_t> lists;  // live command lists (a destroyed one is refused)
   uint32_t tiles_exposed = kTiles;
@@ -277,7 +282,8 @@ extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
   State& st = state();
   std::lock_guard lock(st.mu);
   st.calls.clear();
-  st.fail_build = st.oom = st.lost = st.slow_events = st.no_list_queries = false;
+  st.fail_build = st.oom = st.lost = st.slow_events = st.no_list_queries = st.slow_appends = false;
+  st.concurrent_appends = 0;
   st.last_list_device = -1;
   st.tiles_exposed = kTiles;
 }
@@ -291,6 +297,7 @@ extern "C" __attribute__((visibility("default"))) int fakeze_inject(const char* 
   else if (w == "device_lost") st.lost = true;
   else if (w == "slow_events") st.slow_events = true;
   else if (w == "no_list_queries") st.no_list_queries = true;
+  else if (w == "slow_appends") st.slow_appends = true;
   else return 0;
   return 1;
 }
@@ -313,6 +320,12 @@ extern "C" __attribute__((visibility("default"))) int fakeze_list_appends(void* 
   std::lock_guard lock(st.mu);
   auto l = static_cast<ze_command_list_handle_t>(list);
   return st.lists.count(l) ? l->appended : -1;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_concurrent_appends(void) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  return st.concurrent_appends;
 }
 
 extern "C" __attribute__((visibility("default"))) void fakeze_set_tiles(int tiles) {
@@ -556,10 +569,47 @@ FAKE_API zeCommandListCreate(ze_context_handle_t c, ze_device_handle_t d, const 
 
 FAKE_API zeCommandListDestroy(ze_command_list_handle_t l) {
   FAKE_ENTER("zeCommandListDestroy");
-  if (!st.lists.erase(l)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (!st.lists.count(l)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (l->appending) return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;  // another thread is appending to it
+  st.lists.erase(l);
   delete l;
   return ZE_RESULT_SUCCESS;
 }
+
+// Level Zero forbids appending to one command list from two threads at once. Every append entry
+// point marks its list in use for its whole call, outside the driver lock that serialises the
+// fake's own work (inside it, two appends could never be seen to overlap); an append that finds
+// its list already in use is counted (fakeze_concurrent_appends) and reported on stderr.
+// "slow_appends" keeps the list in use 200 us longer, so that a race in the caller shows.
+class Appending {
+ public:
+  explicit Appending(ze_command_list_handle_t l) {
+    State& st = state();
+    std::lock_guard lock(st.mu);
+    if (!st.lists.count(l)) return;  // the append itself refuses it
+    list_ = l;
+    slow_ = st.slow_appends;
+    if (l->appending++ > 0 && st.concurrent_appends++ == 0)
+      std::fprintf(stderr, "fake ze: command list %p appended to from two threads at once\n", static_cast<void*>(l));
+  }
+  ~Appending() {
+    if (!list_) return;
+    if (slow_) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    State& st = state();
+    std::lock_guard lock(st.mu);
+    --list_->appending;
+  }
+  Appending(const Appending&) = delete;
+  Appending& operator=(const Appending&) = delete;
+
+ private:
+  ze_command_list_handle_t list_ = nullptr;
+  bool slow_ = false;
+};
+// FAKE_ENTER for an append to `list`: the list is in use until the entry point returns.
+#define FAKE_ENTER_APPEND(name, list) \
+  Appending appending_(list);         \
+  FAKE_ENTER(name)
 
 // Every append names a live immediate list; it is counted.
 ze_result_t append_to(State& st, ze_command_list_handle_t l) {
@@ -573,7 +623,7 @@ ze_result_t append_to(State& st, ze_command_list_handle_t l) {
 
 FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t list, void* dst, const void* src, size_t size,
                                        ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
-  FAKE_ENTER("zeCommandListAppendMemoryCopy");
+  FAKE_ENTER_APPEND("zeCommandListAppendMemoryCopy", list);
   FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, dst, size) && !in_allocation(st, src, size)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -586,7 +636,7 @@ FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t list, void* dst,
 FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t list, void* ptr, const void* pattern, size_t psize,
                                        size_t size, ze_event_handle_t signal_event, uint32_t nwait,
                                        ze_event_handle_t* waits) {
-  FAKE_ENTER("zeCommandListAppendMemoryFill");
+  FAKE_ENTER_APPEND("zeCommandListAppendMemoryFill", list);
   FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, ptr, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
@@ -598,7 +648,7 @@ FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t list, void* ptr,
 
 FAKE_API zeCommandListAppendBarrier(ze_command_list_handle_t list, ze_event_handle_t signal_event, uint32_t nwait,
                                     ze_event_handle_t* waits) {
-  FAKE_ENTER("zeCommandListAppendBarrier");
+  FAKE_ENTER_APPEND("zeCommandListAppendBarrier", list);
   FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   signal(signal_event);
@@ -606,13 +656,13 @@ FAKE_API zeCommandListAppendBarrier(ze_command_list_handle_t list, ze_event_hand
 }
 
 FAKE_API zeCommandListAppendWaitOnEvents(ze_command_list_handle_t list, uint32_t n, ze_event_handle_t* events) {
-  FAKE_ENTER("zeCommandListAppendWaitOnEvents");
+  FAKE_ENTER_APPEND("zeCommandListAppendWaitOnEvents", list);
   FAKE_APPEND_TO(list);
   return wait_ok(st, n, events);
 }
 
 FAKE_API zeCommandListAppendEventReset(ze_command_list_handle_t list, ze_event_handle_t e) {
-  FAKE_ENTER("zeCommandListAppendEventReset");
+  FAKE_ENTER_APPEND("zeCommandListAppendEventReset", list);
   FAKE_APPEND_TO(list);
   if (!e) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
@@ -623,7 +673,7 @@ FAKE_API zeCommandListAppendEventReset(ze_command_list_handle_t list, ze_event_h
 FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t list, uint64_t* dst,
                                                  ze_event_handle_t signal_event, uint32_t nwait,
                                                  ze_event_handle_t* waits) {
-  FAKE_ENTER("zeCommandListAppendWriteGlobalTimestamp");
+  FAKE_ENTER_APPEND("zeCommandListAppendWriteGlobalTimestamp", list);
   FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, dst, 8)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -636,7 +686,7 @@ FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t list, 
 
 FAKE_API zeCommandListAppendLaunchKernel(ze_command_list_handle_t list, ze_kernel_handle_t k, const ze_group_count_t* g,
                                          ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
-  FAKE_ENTER("zeCommandListAppendLaunchKernel");
+  FAKE_ENTER_APPEND("zeCommandListAppendLaunchKernel", list);
   FAKE_APPEND_TO(list);
   if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!k || !g) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
@@ -834,6 +884,14 @@ FAKE_API zeCommandListGetDeviceHandle(ze_command_list_handle_t l, ze_device_hand
   if (!st.lists.count(l) || !out) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   *out = l->device;
   return ZE_RESULT_SUCCESS;
+}
+// Waits for an immediate list's commands (1.6): they ran when appended, so there is nothing to
+// wait for; the call is checked and counted. It appends nothing.
+FAKE_API zeCommandListHostSynchronize(ze_command_list_handle_t l, uint64_t) {
+  FAKE_ENTER("zeCommandListHostSynchronize");
+  if (!st.lists.count(l)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (!l->immediate) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  return st.lost ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_SUCCESS;
 }
 FAKE_API zeCommandListGetContextHandle(ze_command_list_handle_t l, ze_context_handle_t* out) {
   FAKE_ENTER("zeCommandListGetContextHandle");

@@ -13,7 +13,9 @@ void fakeze_reset(void);
 // synchronisation returns ZE_RESULT_ERROR_DEVICE_LOST), "slow_events" (an event a command signals
 // stays not ready until the host waits for it: work still running on the device),
 // "no_list_queries" (the 1.9 command-list queries return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE, as
-// a new loader does over an older driver). Returns 0 when `what` is unknown.
+// a new loader does over an older driver), "slow_appends" (every append keeps its list in use
+// 200 us longer, widening the window in which fakeze_concurrent_appends sees a race). Returns 0
+// when `what` is unknown.
 int fakeze_inject(const char* what);
 // How many times entry point `name` ("zeModuleCreate") was called since the last reset.
 int fakeze_count(const char* name);
@@ -23,6 +25,9 @@ int fakeze_last_list_device(void);
 // How many commands were appended to command list `list` (a ze_command_list_handle_t); -1 when
 // it is not a live list.
 int fakeze_list_appends(void* list);
+// How many appends since the last reset began while another append to the same command list was
+// in progress on another thread (Level Zero forbids it; the first is also reported on stderr).
+int fakeze_concurrent_appends(void);
 // How many sub-devices the root device reports from now on: 2 (the default) or 0.
 void fakeze_set_tiles(int tiles);
 // Bytes of device and host memory allocated and not freed.

@@ -10,10 +10,14 @@
 #include <level_zero/ze_api.h>
 #include <halcyon/spirv_kernels.hpp>
 
+#include "spirv_reader.hpp"
+
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -398,6 +402,66 @@ TEST_CASE("another user's immediate command list is a stream (hal_stream_import)
   CHECK(fake().fn<decltype(&zeContextDestroy)>("zeContextDestroy")(own) == ZE_RESULT_SUCCESS);
 }
 
+TEST_CASE("no two threads append to one command list at once: buffers freed while streams queue work") {
+  auto d = open_ze();
+  const OtherUser other;
+  const auto concurrent = [] { return fake().fn<int (*)()>("fakeze_concurrent_appends")(); };
+  const ze_command_queue_desc_t qd{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, 1, 0, 0,
+                                   ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+  ze_command_list_handle_t list = nullptr;  // the owner's, appended to by the owner on the queuing thread
+  REQUIRE(fake().fn<decltype(&zeCommandListCreateImmediate)>("zeCommandListCreateImmediate")(
+              other.context, other.root, &qd, &list) == ZE_RESULT_SUCCESS);
+  const auto owner_barrier = fake().fn<decltype(&zeCommandListAppendBarrier)>("zeCommandListAppendBarrier");
+  {
+    auto created = unwrap(d.create_stream());
+    auto imported = unwrap(d.import_stream(reinterpret_cast<uint64_t>(list)));
+    auto m = unwrap(d.load_module(HAL_MODULE_SPIRV, basic().target, basic().data, basic().size, "basic.spv"));
+    auto k = unwrap(m.kernel("hc_vector_add"));
+    const int n = 64;
+    auto a = unwrap(d.allocate(n * 4)), b = unwrap(d.allocate(n * 4)), c = unwrap(d.allocate(n * 4));
+    auto ev = unwrap(d.create_event());
+    struct {
+      uint64_t a, b, c;
+      int64_t n;
+    } blob{a.address(), b.address(), c.address(), n};
+    std::vector<float> x(n, 1.0f);
+    // Every append path of a stream (write, fill, an event's record, a launch, a wait, the
+    // synchronize of write) on one thread, for both streams, the owner appending to its list
+    // there too (hal.h lets it: not from another thread); buffers freed on the test's thread
+    // meanwhile, each free waiting for every live stream. The fake keeps each list in use a
+    // while per append, so an append racing a free's wait is caught.
+    fake().inject("slow_appends");
+    std::atomic<bool> done{false};
+    std::atomic<int> failures{0};
+    std::thread queuer([&] {
+      for (int i = 0; i < 40; ++i) {
+        for (const halcyon::Stream* s : {&created, &imported}) {
+          failures += !s->write(a, 0, x.data(), n * 4).ok();
+          failures += !s->fill<uint32_t>(b, 0, n * 4, 0x3f800000u).ok();
+          failures += !s->record(ev).ok();
+          failures += !s->wait(ev).ok();
+          failures += !s->launch(k, {1}, {n}, &blob, sizeof blob).ok();
+        }
+        failures += owner_barrier(list, nullptr, 0, nullptr) != ZE_RESULT_SUCCESS;
+      }
+      done = true;
+    });
+    int frees = 0;
+    while (!done) {
+      auto t = unwrap(d.allocate(256));
+      ++frees;  // t is freed here, while the queuer appends
+    }
+    queuer.join();
+    CHECK(failures == 0);
+    CHECK(frees > 0);
+    CHECK_MESSAGE(concurrent() == 0, "appends that overlapped another on the same list: ", concurrent());
+    // The frees waited for the imported list without appending to it.
+    CHECK(fake().count("zeCommandListHostSynchronize") >= frees);
+  }
+  fake().reset();
+  CHECK(fake().fn<decltype(&zeCommandListDestroy)>("zeCommandListDestroy")(list) == ZE_RESULT_SUCCESS);
+}
+
 TEST_CASE("modules: wrong target and bad bytes are refused before the driver, a build failure carries its log") {
   auto d = open_ze();
   auto foreign = d.load_module(HAL_MODULE_SPIRV, "intel_0bd5", basic().data, basic().size, "foreign.spv");
@@ -430,6 +494,82 @@ TEST_CASE("modules: wrong target and bad bytes are refused before the driver, a 
   CHECK(contains(failed.error().message(), "ZE_RESULT_ERROR_MODULE_BUILD_FAILURE"));
   CHECK(contains(failed.error().message(), "undefined reference to `__hc_missing_builtin'"));
   CHECK(fake().count("zeModuleBuildLogDestroy") == 1);
+}
+
+namespace {
+
+// A SPIR-V module written word by word: the few instructions the reader looks at.
+struct SpirvWriter {
+  std::vector<uint32_t> words{0x07230203, 0x00010000, 0, 100, 0};
+  SpirvWriter& op(uint32_t opcode, std::vector<uint32_t> operands) {
+    words.push_back(uint32_t(operands.size() + 1) << 16 | opcode);
+    words.insert(words.end(), operands.begin(), operands.end());
+    return *this;
+  }
+  SpirvWriter& entry(uint32_t function, const char* name) {  // OpEntryPoint Kernel
+    std::vector<uint32_t> operands{6, function};
+    std::vector<uint32_t> packed((std::strlen(name) + 4) / 4, 0);  // NUL-terminated, padded to words
+    std::memcpy(packed.data(), name, std::strlen(name));
+    operands.insert(operands.end(), packed.begin(), packed.end());
+    return op(15, operands);
+  }
+  SpirvWriter& types() { return op(14, {2, 2}).op(21, {20, 32, 0}).op(32, {21, 5, 20}); }  // int, __global int*
+  SpirvWriter& function(uint32_t id) { return op(54, {1, id, 0, 2}); }
+  SpirvWriter& param(uint32_t type, uint32_t id) { return op(55, {type, id}); }
+  SpirvWriter& end() { return op(56, {}); }
+  std::string refused() const {  // the reader's reason, "" when it accepts the module
+    halcyon::spirv::Module m;
+    std::string why;
+    return halcyon::spirv::parse(words.data(), words.size() * 4, &m, &why) ? "" : why;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the SPIR-V reader refuses a function layout out of the spec's order, never crashing") {
+  // Well formed: two kernels, their parameters read in order.
+  SpirvWriter good;
+  good.entry(10, "k1").entry(11, "k2").types().function(10).param(21, 30).param(20, 31).end();
+  good.function(11).param(20, 32).end();
+  halcyon::spirv::Module m;
+  std::string why;
+  REQUIRE_MESSAGE(halcyon::spirv::parse(good.words.data(), good.words.size() * 4, &m, &why), why);
+  REQUIRE(m.kernels.size() == 2);
+  REQUIRE(m.find("k1")->params.size() == 2);
+  CHECK(m.find("k1")->params[0].kind == halcyon::spirv::ParamKind::kGlobalPointer);
+  CHECK(m.find("k1")->params[1].size == 4);
+  CHECK(m.find("k2")->params.size() == 1);
+
+  // The reviewer's module: an entry point after a kernel's OpFunction, then parameters. The
+  // reader kept a pointer into its kernel list across the entry point's push_back and wrote
+  // through it once the list had moved (heap corruption, "double free or corruption").
+  SpirvWriter late;
+  late.entry(10, "k1").types().function(10).entry(11, "k2");
+  for (uint32_t i = 0; i < 20; ++i) late.param(20, 30 + i);
+  late.end();
+  CHECK_MESSAGE(contains(late.refused(), "OpEntryPoint at word"), late.refused());
+  CHECK_MESSAGE(contains(late.refused(), "comes after a function"), late.refused());
+  // The same through hal_module_load: refused by name before the driver is asked.
+  auto d = open_ze();
+  auto r = d.load_module(HAL_MODULE_SPIRV, "spirv64", late.words.data(), late.words.size() * 4, "late_entry.spv");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+  CHECK_MESSAGE(contains(r.error().message(), "late_entry.spv"), r.error().message());
+  CHECK(fake().count("zeModuleCreate") == 0);
+
+  // The other layout violations, each with its reason.
+  SpirvWriter nested, stray_end, stray_param, unended, twice;
+  nested.entry(10, "k").types().function(10).function(11).end().end();
+  stray_end.entry(10, "k").types().function(10).end().end();
+  stray_param.entry(10, "k").types().param(20, 30).function(10).end();
+  unended.entry(10, "k").types().function(10).param(20, 30);
+  twice.entry(10, "k").types().function(10).param(20, 30).end().function(10).param(20, 31).end();
+  CHECK_MESSAGE(contains(nested.refused(), "(id 11) begins inside another function"), nested.refused());
+  CHECK_MESSAGE(contains(stray_end.refused(), "ends no function"), stray_end.refused());
+  CHECK_MESSAGE(contains(stray_param.refused(), "OpFunctionParameter at word 20 is outside a function"),
+                stray_param.refused());
+  CHECK_MESSAGE(contains(unended.refused(), "ends inside a function"), unended.refused());
+  CHECK_MESSAGE(contains(twice.refused(), "function id 10 is defined twice"), twice.refused());
 }
 
 TEST_CASE("events: order across streams and timestamps") {
