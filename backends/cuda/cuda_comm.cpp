@@ -3,7 +3,7 @@
 //   - peer-mappable buffers are cuMemCreate'd with a POSIX file descriptor as their shareable
 //     handle; the handle that travels is (owner rank, buffer id, size), and the importer asks
 //     the owner's unix socket (abstract namespace) for the descriptor, which comes back over
-//     SCM_RIGHTS, then imports and maps it for its own device. Two processes on one GPU, or
+//     SCM_RIGHTS to a peer of the same uid only, then imports and maps it for its own device. Two processes on one GPU, or
 //     on two GPUs of one host with peer access, share memory this way;
 //   - all_to_all: grouped ncclSend/ncclRecv on the stream when every rank has its own GPU and
 //     libnccl.so.2 loads (backends/comm_common/ccl_comm, as the HIP backend's RCCL; NCCL
