@@ -188,6 +188,13 @@ void parse_metadata(const Node& root, CodeObject* co) {
         a.address_space = an.str(".address_space");
         a.offset = an.u32(".offset");
         a.size = an.u32(".size");
+        // Every argument inside the kernarg segment (64-bit sums: no wrap): launches write
+        // each one at its offset into a segment of that size, hidden ones included.
+        if (uint64_t(a.offset) + a.size > k.kernarg_segment_size)
+          throw std::runtime_error("kernel '" + k.name + "': argument '" + (a.name.empty() ? a.value_kind : a.name) +
+                                   "' at offset " + std::to_string(a.offset) + " of " + std::to_string(a.size) +
+                                   " bytes runs past its .kernarg_segment_size " +
+                                   std::to_string(k.kernarg_segment_size));
         k.args.push_back(a);
       }
     }

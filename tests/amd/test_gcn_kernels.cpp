@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -114,6 +115,28 @@ TEST_CASE("hsaco: misaligned ELF structures are refused, misaligned images are n
   std::vector<unsigned char> odd(img->size + 1);
   std::memcpy(odd.data() + 1, img->data, img->size);
   CHECK_MESSAGE(halcyon::hsaco::parse(odd.data() + 1, img->size, &code, &err), err);
+}
+
+// Regression (a crafted code object crashed amdgpu-sim): an argument past the kernarg segment
+// was written there at launch (a hidden one at offset 2^28 overflowed the host heap). The
+// metadata's .kernarg_segment_size is shrunk in place (a msgpack fixint) below the last argument.
+TEST_CASE("hsaco: an argument outside the kernarg segment is refused") {
+  const halcyon::gcn::KernelImage* img = halcyon::gcn::find("halcyon_vector_add_f32", "gfx942");
+  REQUIRE(img != nullptr);
+  std::vector<unsigned char> bytes(img->data, img->data + img->size);
+  const std::string name = ".kernarg_segment_size";
+  std::vector<unsigned char> key{0xb5};  // msgpack fixstr of 21 bytes (unsigned: bytes compare as bytes)
+  key.insert(key.end(), name.begin(), name.end());
+  auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  REQUIRE(at != bytes.end());
+  unsigned char& value = *(at + std::ptrdiff_t(key.size()));
+  REQUIRE(value <= 0x7f);  // a positive fixint: the size itself
+  halcyon::hsaco::CodeObject code;
+  std::string err;
+  REQUIRE_MESSAGE(halcyon::hsaco::parse(bytes.data(), bytes.size(), &code, &err), err);
+  value = 8;  // the pointers a and b fit, c and n do not
+  CHECK_FALSE(halcyon::hsaco::parse(bytes.data(), bytes.size(), &code, &err));
+  CHECK_MESSAGE(err.find("runs past its .kernarg_segment_size 8") != std::string::npos, err);
 }
 
 TEST_CASE("gcn vector add") {
