@@ -224,6 +224,13 @@ hal_error* cuda_kernel_get(CudaModule* m, const char* name, CudaKernel** out, ha
       info->static_shared_bytes = uint32_t(v);
     if (d->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, k->primary) == CUDA_SUCCESS)
       info->registers = uint32_t(v);
+    // What launches may ask without raising it: 48 KB less the kernel's static shared memory by
+    // default (not 48 KB: such a launch would skip the raise and be refused), or what another
+    // handle of this entry raised it to.
+    if (d->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->primary) == CUDA_SUCCESS)
+      k->dynamic_shared_limit.store(uint32_t(v));
+    else
+      k->dynamic_shared_limit.store(0);  // unknown: the first launch asking any reads it (raise_dynamic_shared)
     *out = k.release();
     return nullptr;
   })

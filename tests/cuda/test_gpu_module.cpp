@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -350,4 +352,31 @@ TEST_CASE("cuda: concurrent launches with different dynamic shared sizes all suc
   for (auto& th : threads) th.join();
   for (uint32_t t = 0; t < kThreads; ++t) CHECK_MESSAGE(failures[t].empty(), "thread ", t, ": ", failures[t]);
   for (uint32_t t = 0; t < kThreads; ++t) CHECK(jobs[t]->wrong_after(kernels.back(), sizes[t]) == 0);
+}
+
+// By default a kernel's dynamic shared memory may not take its static shared memory past 48 KB:
+// a handle must not assume 48 KB of dynamic memory for a kernel with static memory, or a launch
+// asking exactly 48 KB skips raising the attribute and is refused.
+TEST_CASE("cuda: 48 KB of dynamic shared memory for a kernel with static shared memory") {
+  auto dev = gpu::open();
+  auto mod = gpu::load(dev, "ops_basic");
+  auto k = unwrap(mod.kernel("hc_row_softmax"));
+  REQUIRE(unwrap(k.info()).static_shared_bytes > 0);
+  auto s = unwrap(dev.create_stream());
+  const uint32_t cols = 1000;
+  auto x = gpu::random_floats(cols, 5);
+  for (auto& v : x) v /= 10;
+  auto bx = unwrap(dev.allocate(cols * 4)), by = unwrap(dev.allocate(cols * 4));
+  unwrap(s.write(bx, 0, x.data(), cols * 4));
+  halcyon::ArgPack args;
+  args.pointer(bx).pointer(by).value(int64_t(1)).value(int64_t(cols));
+  unwrap(s.launch(k, {1}, {256}, args, 48 * 1024));  // was CUDA_ERROR_INVALID_VALUE
+  std::vector<float> y(cols);
+  unwrap(s.read(by, 0, y.data(), cols * 4));
+  unwrap(s.synchronize());
+  double m = *std::max_element(x.begin(), x.end()), sum = 0;
+  for (float v : x) sum += std::exp(double(v) - m);
+  size_t bad = 0;
+  for (uint32_t i = 0; i < cols; ++i) bad += std::fabs(y[i] - std::exp(double(x[i]) - m) / sum) > 1e-5;
+  CHECK(bad == 0);
 }
