@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -19,6 +20,11 @@ namespace halcyon::comm {
 namespace {
 std::string errno_text(const char* call, const std::string& name) {
   return std::string(call) + "(" + name + "): " + std::strerror(errno);
+}
+std::string fmt_mode(mode_t m) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0%03o", unsigned(m & 0777));
+  return b;
 }
 }  // namespace
 
@@ -32,9 +38,24 @@ void ShmSegment::unlink_now() {
   owner_ = false;
 }
 
+// A segment another user made, or one open to other users, could be read or altered by them
+// (it carries the NCCL id and peer-memory handles): refused. Ours are always 0600.
+static std::string check_private(int fd, const std::string& name) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return errno_text("fstat", name);
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+    return "shared-memory object /dev/shm" + name + " belongs to uid " + std::to_string(st.st_uid) + " with mode " +
+           fmt_mode(st.st_mode) + ": not this user's private object (remove it, or use another rendezvous name)";
+  return {};
+}
+
 std::string ShmSegment::create(const std::string& name, size_t size, bool exclusive, std::unique_ptr<ShmSegment>* out) {
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | (exclusive ? O_EXCL : 0), 0600);
   if (fd < 0) return errno_text("shm_open", name);
+  if (auto e = check_private(fd, name); !e.empty()) {
+    close(fd);
+    return e;
+  }
   // ftruncate to the same size by several ranks is harmless; the pages stay zero until written.
   if (ftruncate(fd, off_t(size)) != 0) {
     std::string e = errno_text("ftruncate", name);
@@ -62,6 +83,10 @@ std::string ShmSegment::open(const std::string& name, size_t expected_size, std:
   if (fd < 0)
     return errno == ENOENT ? "shared-memory object " + name + " not found (its owner released it, or never made it)"
                            : errno_text("shm_open", name);
+  if (auto e = check_private(fd, name); !e.empty()) {
+    close(fd);
+    return e;
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     close(fd);
@@ -158,8 +183,10 @@ std::string ShmGroup::join(const std::string& rendezvous, uint32_t rank, uint32_
            " is left from a crashed job: remove it or use another rendezvous name)";
   c->joined.fetch_add(1, std::memory_order_acq_rel);
   if (auto e = g->wait_for("for every rank to join", &c->joined, size, true); !e.empty()) return e;
-  // Everyone has the control segment mapped: its name can go.
-  if (rank == 0) shm_unlink(base.c_str());
+  // Everyone has the control segment mapped: its name can go, once, by rank 0. The others
+  // must not unlink it at release: by then the name may be a new job's segment.
+  if (rank == 0) g->control_->unlink_now();
+  else g->control_->disown();
   const std::string stage_name = base + ".stage";
   const size_t stage_bytes = size_t(size) * kStageBytes;
   if (rank == 0) {

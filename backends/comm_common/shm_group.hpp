@@ -32,6 +32,9 @@ class ShmSegment {
   // Opens an existing object; `expected_size` (0: any) must match its size.
   static std::string open(const std::string& name, size_t expected_size, std::unique_ptr<ShmSegment>* out);
   void unlink_now();
+  // The name is someone else's to unlink now (a create-or-open segment every rank made):
+  // this object only unmaps, so it never removes a later segment of the same name.
+  void disown() { owner_ = false; }
   void* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }

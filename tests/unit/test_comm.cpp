@@ -5,6 +5,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <numeric>
 
@@ -223,4 +228,41 @@ TEST_CASE("comm: a rank that never comes, a rank taken twice, a bad rendezvous")
   auto comm = Comm::create(*dev, {2, 2, "rank-past-size", 100});
   REQUIRE(!comm);
   CHECK(comm.error().message().find("rank 2 is not below size 2") != std::string::npos);
+}
+
+TEST_CASE("comm: a rank released late does not remove the next communicator of the same name") {
+  // Rank 1 releases 0.3 s after rank 0, which meanwhile starts joining a second communicator
+  // under the same name. Rank 1 used to unlink the control segment at its release, splitting
+  // the second join into two segments (both timed out).
+  CHECK(test::run_ranks(2, "reuse", [](uint32_t rank, uint32_t size, const std::string& name) -> std::string {
+          {
+            Rank r;
+            if (auto e = join(rank, size, name, &r, 5000); !e.empty()) return e;
+            RANK_TRY(r.comm.barrier());
+            if (rank == 1) usleep(300000);
+          }
+          if (rank == 1) usleep(300000);
+          Rank again;
+          if (auto e = join(rank, size, name, &again, 5000); !e.empty()) return e;
+          RANK_TRY(again.comm.barrier());
+          return {};
+        }) == "");
+}
+
+TEST_CASE("comm: a rendezvous segment open to other users is refused") {
+  // Someone made /dev/shm/halcyon.<name> readable and writable by all before the job: it would
+  // see the NCCL id and the peer-memory handles, and could change them.
+  const std::string name = test::fresh_rendezvous("open");
+  const std::string shm = "/halcyon." + name;
+  int fd = shm_open(shm.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(fchmod(fd, 0666) == 0);
+  close(fd);
+  auto dev = Device::open("cpu:0");
+  REQUIRE(dev);
+  auto comm = Comm::create(*dev, {0, 1, name, 200});
+  shm_unlink(shm.c_str());
+  REQUIRE_FALSE(comm);
+  CHECK_MESSAGE(comm.error().message().find("with mode 0666: not this user's private object") != std::string::npos,
+                comm.error().to_string());
 }
