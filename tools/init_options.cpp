@@ -5,7 +5,14 @@
 namespace halcyon::cli {
 namespace {
 
-void add_option(InitChoices* c, std::string_view key, std::string_view value) {
+// `from`: the variable the value came from, named when it holds the list separator ';' (which
+// would split it into options of someone else's choosing).
+void add_option(InitChoices* c, std::string_view key, std::string_view value, const char* from) {
+  if (value.find(';') != std::string_view::npos) {
+    if (c->error.empty())
+      c->error = std::string(from) + "='" + std::string(value) + "' holds ';', which separates backend options";
+    return;
+  }
   if (!c->backend_options.empty()) c->backend_options += ';';
   c->backend_options += std::string(key) + "=" + std::string(value);
 }
@@ -18,8 +25,10 @@ std::string ptx_cache_dir(const EnvLookup& env) {
   std::string off = get("HALCYON_PTX_CACHE");
   if (off == "0" || off == "off" || off == "OFF") return "off";
   if (auto d = get("HALCYON_CACHE_DIR"); !d.empty()) return d + "/ptx";
-  if (auto d = get("XDG_CACHE_HOME"); !d.empty()) return d + "/halcyon/ptx";
-  if (auto d = get("HOME"); !d.empty()) return d + "/.cache/halcyon/ptx";
+  // The implicit places: a ';' in them (a legal folder name) turns the cache off, rather than
+  // failing every command.
+  if (auto d = get("XDG_CACHE_HOME"); !d.empty()) return d.find(';') == std::string::npos ? d + "/halcyon/ptx" : "off";
+  if (auto d = get("HOME"); !d.empty()) return d.find(';') == std::string::npos ? d + "/.cache/halcyon/ptx" : "off";
   return "off";
 }
 
@@ -29,9 +38,9 @@ InitChoices choices_from_environment(const EnvLookup& env) {
   InitChoices c;
   if (const char* v = env("HALCYON_BACKEND_PATH")) c.backend_path = v;
   if (const char* v = env("HALCYON_LOG")) c.log_level = v;
-  add_option(&c, "cuda.cache_dir", ptx_cache_dir(env));
+  add_option(&c, "cuda.cache_dir", ptx_cache_dir(env), "HALCYON_CACHE_DIR");
 #define HALCYON_CLI_MAP(var, key) \
-  if (const char* v = env(var)) add_option(&c, key, v);
+  if (const char* v = env(var)) add_option(&c, key, v, var);
   HALCYON_CLI_ENV_OPTIONS(HALCYON_CLI_MAP)
 #undef HALCYON_CLI_MAP
   return c;

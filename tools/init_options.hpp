@@ -20,6 +20,7 @@ struct InitChoices {
   std::string backend_path;     // ':'-separated (hal_init_desc.backend_path)
   std::string backend_options;  // ';'-separated "<backend>.<key>=<value>"
   std::string log_level;        // "" = the library's default
+  std::string error;            // a variable's value that cannot be handed over (holds ';'); "" = none
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   // (init_options.hpp): every choice reaches libhalcyon through hal_init, which reads no
   // environment itself.
   auto init = halcyon::cli::choices_from_environment([](const char* name) { return std::getenv(name); });
+  if (!init.error.empty()) {
+    fmt::print(stderr, "halcyon: {}\n", init.error);
+    return 2;
+  }
   std::string why;
   int used = halcyon::cli::parse_global_options(std::vector<std::string>(argv + 1, argv + argc), &init, &why);
   if (used < 0) {

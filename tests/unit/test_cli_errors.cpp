@@ -316,6 +316,14 @@ TEST_CASE("cli: environment variables and global options reach hal_init as field
   // One option per flag: none empty, none smuggling a second in through ';'.
   expect_error("--backend-option '' version", 2, "--backend-option '' is not one");
   expect_error("--backend-option 'cpu.x=1;ze.loader=/evil' version", 2, "is not one <backend>.<key>=<value>");
+  // A variable's ';' would split into options of its own: refused, naming the variable; a home
+  // folder with one in its name (legal) only turns the PTX cache off.
+  o = cli("version", "HALCYON_CUDA_LIBRARY='/x;cuda.cache_dir=/evil'");
+  CHECK(o.status == 2);
+  CHECK_MESSAGE(o.output.find("HALCYON_CUDA_LIBRARY='/x;cuda.cache_dir=/evil' holds ';'") != std::string::npos, o.output);
+  o = cli("version", "env -u HALCYON_CACHE_DIR -u HALCYON_PTX_CACHE -u XDG_CACHE_HOME HALCYON_LOG=debug HOME='/h;x'");
+  CHECK(o.status == 0);
+  CHECK_MESSAGE(o.output.find("'cuda.cache_dir=off'") != std::string::npos, o.output);
   // --help after the global options is still help.
   Outcome help = cli("--log-level error --help");
   CHECK(help.status == 0);
