@@ -250,8 +250,10 @@ std::string check_cubin_image(const void* data, size_t size) {
   constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
   if (size >= 16 && read_le<uint32_t>(p, 0) == kFatbinMagic) {
     uint64_t header = read_le<uint16_t>(p, 6), payload = read_le<uint64_t>(p, 8);
-    if (header < 16 || header + payload > size)
-      return "fatbin of " + std::to_string(size) + " bytes declares " + std::to_string(header + payload);
+    // payload is read from the file: compared against what is left, so that no sum wraps.
+    if (header < 16 || header > size || payload > size - header)
+      return "fatbin of " + std::to_string(size) + " bytes declares a header of " + std::to_string(header) +
+             " and a payload of " + std::to_string(payload) + " bytes";
     return {};
   }
   if (size < 64 || std::memcmp(p, "\x7f" "ELF", 4) != 0)

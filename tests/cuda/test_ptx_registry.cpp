@@ -69,4 +69,11 @@ TEST_CASE("cubin check: ptxas output passes; truncated or foreign images are ref
   // A fatbin header whose payload is longer than the data.
   unsigned char fat[32] = {0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0};
   CHECK(halcyon::cuda::check_cubin_image(fat, sizeof fat).find("fatbin") != std::string::npos);
+  // A payload of 2^64 - 8 bytes: header + payload wraps to 8, which once passed as "fits".
+  unsigned char wrap[16] = {0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0, 0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  CHECK(halcyon::cuda::check_cubin_image(wrap, sizeof wrap).find("a payload of 18446744073709551608 bytes") !=
+        std::string::npos);
+  // A whole fatbin: its header and payload exactly fill the data.
+  unsigned char whole[24] = {0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0, 8, 0, 0, 0, 0, 0, 0, 0};
+  CHECK(halcyon::cuda::check_cubin_image(whole, sizeof whole) == "");
 }
