@@ -1,7 +1,10 @@
 // Devices (partitions: api_partition.cpp).
 #include "core.hpp"
 
+#include <map>
+#include <mutex>
 #include <string_view>
+#include <utility>
 
 namespace halcyon::core {
 DeviceObj::~DeviceObj() {
@@ -19,6 +22,53 @@ bool has_capability(const DeviceObj& dev, std::string_view tag) {
   }
   return false;
 }
+
+namespace {
+
+// Every open device, by backend and index: opening one again hands out the same object, so
+// all streams, buffers and partitions of a device share one backend device. With one backend
+// device per open, a buffer of one could be queued on a stream of the other (the core deems
+// them the same device), and the backend, waiting only for its own streams, freed it under
+// that work; partitions of the two overlapped although each was enforced.
+struct OpenDevices {
+  std::mutex mu;  // also serialises handle_insert of devices, the only writer of their handle
+  std::map<std::pair<const Backend*, uint32_t>, std::weak_ptr<DeviceObj>> by_index;
+};
+
+OpenDevices& open_devices() {
+  static auto* o = new OpenDevices;  // never destroyed: devices may be released during exit
+  return *o;
+}
+
+// One more user reference to a device already open. When its every handle was released but
+// its children keep it alive, it gets a new handle.
+uint64_t reopen(const std::shared_ptr<DeviceObj>& dev, const char* fn) {
+  if (hal_error* e = handle_retain(dev->handle, ObjType::Device, fn)) {
+    hal_error_free(e);
+    dev->user_refs.store(1);
+    return handle_insert(dev);
+  }
+  return dev->handle;
+}
+
+hal_error* open_new(Backend* b, uint32_t index, const std::string& canonical, std::shared_ptr<DeviceObj>* out) {
+  auto dev = std::make_shared<DeviceObj>();
+  dev->backend = b;
+  dev->uri = canonical;
+  if (hal_error* e = b->api->device_open(b->be, index, &dev->be)) return e;
+  hal_device_info info{};
+  info.struct_size = sizeof info;
+  std::snprintf(info.uri, sizeof info.uri, "%s", canonical.c_str());
+  if (hal_error* e = b->api->device_info(dev->be, &info)) return e;
+  info.struct_size = sizeof info;
+  info.next = nullptr;
+  std::snprintf(info.uri, sizeof info.uri, "%s", canonical.c_str());
+  dev->info = info;
+  *out = std::move(dev);
+  return nullptr;
+}
+
+}  // namespace
 }  // namespace halcyon::core
 
 using namespace halcyon::core;
@@ -35,18 +85,16 @@ HAL_API hal_error* hal_device_open(const char* uri, hal_device* out) {
     uint32_t index = 0;
     std::string canonical;
     if (hal_error* e = registry_resolve(uri, &b, &index, &canonical)) return e;
-    auto dev = std::make_shared<DeviceObj>();
-    dev->backend = b;
-    dev->uri = canonical;
-    if (hal_error* e = b->api->device_open(b->be, index, &dev->be)) return e;
-    hal_device_info info{};
-    info.struct_size = sizeof info;
-    std::snprintf(info.uri, sizeof info.uri, "%s", canonical.c_str());
-    if (hal_error* e = b->api->device_info(dev->be, &info)) return e;
-    info.struct_size = sizeof info;
-    info.next = nullptr;
-    std::snprintf(info.uri, sizeof info.uri, "%s", canonical.c_str());
-    dev->info = info;
+    OpenDevices& open = open_devices();
+    std::lock_guard lock(open.mu);
+    auto& slot = open.by_index[{b, index}];
+    if (auto dev = slot.lock()) {
+      *out = reinterpret_cast<hal_device>(reopen(dev, fn));
+      return nullptr;
+    }
+    std::shared_ptr<DeviceObj> dev;
+    if (hal_error* e = open_new(b, index, canonical, &dev)) return e;
+    slot = dev;
     *out = reinterpret_cast<hal_device>(handle_insert(dev));
     return nullptr;
   })

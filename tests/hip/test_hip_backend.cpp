@@ -272,6 +272,27 @@ TEST_CASE("a partition is a CU mask spread evenly over the XCDs, and its stream 
   CHECK(too_many.error().status() == HAL_OUT_OF_RANGE);
 }
 
+// Two opens of hip:0 are one device (hal.h): their CU masks are disjoint, not both unit 0.
+TEST_CASE("partitions made through two opens of one device get disjoint CUs") {
+  auto d1 = open_hip("hip:0"), d2 = open_hip("hip");
+  CHECK(d1.get() == d2.get());
+  hal_partition_desc pd{};
+  pd.struct_size = sizeof pd;
+  pd.units = 8;
+  hal_partition p1 = nullptr, p2 = nullptr;
+  REQUIRE(hal_device_split(d1.get(), &pd, &p1, nullptr) == nullptr);
+  REQUIRE(hal_device_split(d2.get(), &pd, &p2, nullptr) == nullptr);
+  hal_partition_info i1{}, i2{};
+  i1.struct_size = i2.struct_size = sizeof i1;
+  REQUIRE(hal_partition_get_info(p1, &i1) == nullptr);
+  REQUIRE(hal_partition_get_info(p2, &i2) == nullptr);
+  CHECK(i1.enforced);
+  CHECK(i2.enforced);
+  CHECK(i1.first_unit != i2.first_unit);
+  REQUIRE(hal_partition_release(p1) == nullptr);
+  REQUIRE(hal_partition_release(p2) == nullptr);
+}
+
 TEST_CASE("events time the work between them") {
   auto d = open_hip();
   auto s = unwrap(d.create_stream());

@@ -85,3 +85,27 @@ TEST_CASE("partitions: bad requests are refused") {
   CHECK(p == nullptr);
   CHECK(r == nullptr);
 }
+
+// hal.h: partitions of one device are always disjoint, also when the device was opened twice
+// (once two backend devices, each handing out unit 0 as enforced).
+TEST_CASE("partitions: partitions made through two opens of one device are disjoint") {
+  auto d1 = unwrap(halcyon::Device::open(test::device_uri()));
+  auto d2 = unwrap(halcyon::Device::open(test::device_uri()));
+  if (unwrap(d1.info()).compute_units < 2) {
+    MESSAGE("this machine has one core: two partitions need at least two");
+    return;
+  }
+  hal_partition_desc pd{};
+  pd.struct_size = sizeof pd;
+  pd.units = 1;
+  hal_partition p1 = nullptr, p2 = nullptr;
+  test::expect_ok(hal_device_split(d1.get(), &pd, &p1, nullptr));
+  test::expect_ok(hal_device_split(d2.get(), &pd, &p2, nullptr));
+  hal_partition_info i1{}, i2{};
+  i1.struct_size = i2.struct_size = sizeof i1;
+  test::expect_ok(hal_partition_get_info(p1, &i1));
+  test::expect_ok(hal_partition_get_info(p2, &i2));
+  CHECK(i1.first_unit != i2.first_unit);
+  test::expect_ok(hal_partition_release(p1));
+  test::expect_ok(hal_partition_release(p2));
+}

@@ -237,7 +237,12 @@ typedef struct hal_device_info {
 #define HAL_DEVICE_INFO_SIZE HAL_SIZE_THROUGH(hal_device_info, memory_bytes_per_s)
 
 /* uri: "cpu", "cpu:0", "cuda:1", "hip:0", "ze:0", "amdgpu-sim:gfx942". A scheme without an
- * index means device 0. */
+ * index means device 0. Opening a device that is open already (same backend and device,
+ * however the URI spells it: "cpu" and "cpu:0") returns the same handle with one more
+ * reference, as hal_device_retain would: each open needs its own hal_device_release, and the
+ * device stays open while any reference or any object made from it lives. So every stream,
+ * buffer and partition of one device shares one backend device (partitions stay disjoint,
+ * buffers outlive the work queued on them); info.uri is the URI of the first open. */
 HAL_API hal_error* hal_device_open(const char* uri, hal_device* out);
 HAL_API hal_error* hal_device_retain(hal_device device);
 HAL_API hal_error* hal_device_release(hal_device device);
