@@ -262,6 +262,21 @@ hal_error* hip_buffer_create(HipDevice* d, const hal_buffer_desc* desc, HipBuffe
   })
 }
 
+// hipPointerGetAttributes checks only the start: the whole range must lie in the allocation
+// that holds it, or the buffer reaches memory its owner never gave (or nobody owns).
+hal_error* check_import_range(HipDevice* d, void* p, uint64_t size) {
+  hipDeviceptr_t base = nullptr;
+  size_t bytes = 0;
+  if (d->s().hipMemGetAddressRange(&base, &bytes, p) != hipSuccess)
+    return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing {}: hipMemGetAddressRange finds no allocation "
+                                                   "holding it", d->index, p));
+  const uint64_t start = reinterpret_cast<uintptr_t>(p), first = reinterpret_cast<uintptr_t>(base);
+  if (start < first || start - first > bytes || size > bytes - (start - first))
+    return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing [0x{:x}, +{}): the range runs past its "
+                                                   "allocation [0x{:x}, +{})", d->index, start, size, first, bytes));
+  return nullptr;
+}
+
 // Someone else's device memory (a PyTorch tensor's, through DLPack): checked to be device
 // memory of this GPU, wrapped, never freed here.
 hal_error* hip_buffer_import(HipDevice* d, const hal_buffer_import_desc* desc, HipBuffer** out, void** host) {
@@ -270,9 +285,11 @@ hal_error* hip_buffer_import(HipDevice* d, const hal_buffer_import_desc* desc, H
     *host = nullptr;
     void* p = reinterpret_cast<void*>(uintptr_t(desc->device_address));
     if (desc->size > 0) {
-      if (!s.hipPointerGetAttributes)
-        return error(HAL_UNSUPPORTED, fmt::format("hip: {} lacks hipPointerGetAttributes, so imported memory "
-                                                  "cannot be checked", d->backend->lib.path));
+      if (!s.hipPointerGetAttributes || !s.hipMemGetAddressRange)
+        return error(HAL_UNSUPPORTED, fmt::format("hip: {} lacks {}, so imported memory cannot be checked",
+                                                  d->backend->lib.path, s.hipPointerGetAttributes
+                                                                            ? "hipMemGetAddressRange"
+                                                                            : "hipPointerGetAttributes"));
       if (hal_error* e = use(d)) return e;
       hipPointerAttribute_t a{};
       if (s.hipPointerGetAttributes(&a, p) != hipSuccess)
@@ -288,6 +305,7 @@ hal_error* hip_buffer_import(HipDevice* d, const hal_buffer_import_desc* desc, H
       if (a.device != d->index)
         return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing {}: it is memory of hip:{}, not of this "
                                                        "device", d->index, p, a.device));
+      if (hal_error* e = check_import_range(d, p, desc->size)) return e;
     }
     auto b = std::make_unique<HipBuffer>(HipBuffer{d, p, false});
     b->imported = true;

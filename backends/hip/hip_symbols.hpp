@@ -62,6 +62,7 @@ using StreamGetDeviceFn = hipError_t (*)(hipStream_t, hipDevice_t*);
   X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))                 \
   X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))                 \
   X(hipPointerGetAttributes, decltype(&::hipPointerGetAttributes))           \
+  X(hipMemGetAddressRange, decltype(&::hipMemGetAddressRange))               \
   X(hipStreamGetDevice, StreamGetDeviceFn)
 
 struct Symbols {

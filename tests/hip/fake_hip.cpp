@@ -423,6 +423,20 @@ FAKE_API hipError_t hipHostMalloc(void** p, size_t size, unsigned int) { return 
 
 FAKE_API hipError_t hipHostFree(void* p) { return release(p, true); }
 
+// The allocation holding dptr, as HIP answers it (hipErrorInvalidValue for memory it does not
+// know); imports check that their whole range lies in it.
+FAKE_API hipError_t hipMemGetAddressRange(hipDeviceptr_t* pbase, size_t* psize, hipDeviceptr_t dptr) {
+  count("hipMemGetAddressRange");
+  if (!pbase || !psize) return hipErrorInvalidValue;
+  std::lock_guard lock(st().mu);
+  uintptr_t base = 0;
+  const Alloc* al = find(dptr, 1, &base);
+  if (!al) return hipErrorInvalidValue;
+  *pbase = reinterpret_cast<hipDeviceptr_t>(base);
+  *psize = al->size;
+  return hipSuccess;
+}
+
 FAKE_API hipError_t hipPointerGetAttributes(hipPointerAttribute_t* a, const void* p) {
   count("hipPointerGetAttributes");
   if (!a) return hipErrorInvalidValue;

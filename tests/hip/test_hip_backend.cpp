@@ -362,6 +362,27 @@ TEST_CASE("a framework's device memory is imported when it is this device's, and
   }
 }
 
+// Only the start used to be checked: 1 MiB from inside a 4 KiB allocation was accepted.
+TEST_CASE("an imported range must lie within the allocation that holds its start") {
+  auto d = open_hip("hip:0");
+  char* raw = static_cast<char*>(fake().malloc_on(0, 4096));
+  g_released = 0;
+  {
+    auto inside = import(d, raw + 1024, 3072);  // a view of the allocation's tail is fine
+    REQUIRE_MESSAGE(inside.ok(), inside.error().to_string());
+  }
+  CHECK(g_released == 1);
+  for (uint64_t size : {uint64_t(3073), uint64_t(1) << 20}) {
+    auto past = import(d, raw + 1024, size);
+    REQUIRE_FALSE(past.ok());
+    CHECK(past.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK_MESSAGE(contains(past.error().message(), "runs past its allocation"), past.error().message());
+    CHECK_MESSAGE(contains(past.error().message(), "+" + std::to_string(size) + ")"), past.error().message());
+  }
+  CHECK(g_released == 1);  // refusals do not call release
+  CHECK(fake().fn<hipError_t (*)(void*)>("hipFree")(raw) == hipSuccess);
+}
+
 TEST_CASE("a framework's stream is imported when it is this device's, and left to its owner") {
   auto d1 = open_hip("hip:1");
   hipStream_t theirs = fake().stream_on(1);
