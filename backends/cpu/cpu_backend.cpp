@@ -172,13 +172,20 @@ struct CpuEvent {
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
+// A kernel of a loaded module, copied out of the caller's hal_host_module_image (its name is
+// the map's key): the image's memory is the caller's again once module_load returns.
+struct CpuKernelDef {
+  hal_host_kernel_fn fn = nullptr;
+  uint32_t args_size = 0;
+  std::vector<hal_kernel_arg> args;
+};
+
 struct CpuModule {
-  std::unordered_map<std::string, hal_host_kernel_entry> kernels;
-  std::vector<std::vector<hal_kernel_arg>> arg_storage;
+  std::unordered_map<std::string, CpuKernelDef> kernels;
 };
 
 struct CpuKernel {
-  hal_host_kernel_entry entry;
+  hal_host_kernel_fn fn;
 };
 
 }  // namespace
@@ -389,6 +396,13 @@ hal_error* cpu_stream_wait_event(CpuStream* s, CpuEvent* handle) {
 
 hal_error* cpu_stream_launch(CpuStream* s, CpuKernel* k, const hal_launch_desc* d) {
   HAL_BACKEND_GUARD({
+    // Blocks are numbered by one 64-bit index: a grid with more blocks would wrap to a few
+    // (or none) and the launch would silently do almost nothing.
+    uint64_t blocks = 0;
+    if (__builtin_mul_overflow(uint64_t(d->grid[0]), uint64_t(d->grid[1]), &blocks) ||
+        __builtin_mul_overflow(blocks, uint64_t(d->grid[2]), &blocks))
+      return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: grid ({}, {}, {}) has more than 2^64 blocks", d->grid[0],
+                                                     d->grid[1], d->grid[2]));
     // The blob is copied: the caller may reuse its memory as soon as launch returns.
     auto args = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(d->args), static_cast<const unsigned char*>(d->args) + d->args_size);
@@ -397,7 +411,7 @@ hal_error* cpu_stream_launch(CpuStream* s, CpuKernel* k, const hal_launch_desc* 
     std::memcpy(base.grid, d->grid, sizeof base.grid);
     std::memcpy(base.block, d->block, sizeof base.block);
     base.shared_bytes = d->shared_bytes;
-    hal_host_kernel_fn fn = k->entry.fn;
+    hal_host_kernel_fn fn = k->fn;
     auto pool = s->pool;
     s->push([fn, args, base, pool] {
       uint64_t gx = base.grid[0], gy = base.grid[1], gz = base.grid[2];
@@ -499,7 +513,7 @@ hal_error* cpu_module_load(CpuDevice*, const hal_module_desc* desc, CpuModule** 
         if (uint64_t(k.args[a].offset) + k.args[a].size > k.args_size)
           return error(HAL_INVALID_ARGUMENT, fmt::format("cpu: module '{}': kernel '{}' argument {} lies past its {}-byte blob",
                                                          name, k.name, a, k.args_size));
-      m->kernels[k.name] = k;
+      m->kernels[k.name] = CpuKernelDef{k.fn, k.args_size, std::vector<hal_kernel_arg>(k.args, k.args + k.arg_count)};
     }
     *out = m.release();
     return nullptr;
@@ -518,13 +532,14 @@ hal_error* cpu_kernel_get(CpuModule* m, const char* name, CpuKernel** out,
       return error(HAL_NOT_FOUND, fmt::format("cpu: no kernel '{}' in module (it has: {})", name, names));
     }
     const auto& e = it->second;
-    if (e.arg_count > cap)
-      return error(HAL_OUT_OF_RANGE, fmt::format("cpu: kernel '{}' has {} arguments, more than {}", name, e.arg_count, cap));
-    info->arg_count = e.arg_count;
+    const auto arg_count = uint32_t(e.args.size());
+    if (arg_count > cap)
+      return error(HAL_OUT_OF_RANGE, fmt::format("cpu: kernel '{}' has {} arguments, more than {}", name, arg_count, cap));
+    info->arg_count = arg_count;
     info->args_size = e.args_size;
     info->max_threads_per_block = kMaxThreadsPerBlock;
-    for (uint32_t i = 0; i < e.arg_count; ++i) args[i] = e.args[i];
-    *out = new CpuKernel{e};
+    for (uint32_t i = 0; i < arg_count; ++i) args[i] = e.args[i];
+    *out = new CpuKernel{e.fn};
     return nullptr;
   })
 }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 using test::expect_error;
@@ -54,6 +55,17 @@ struct Fixture {
   halcyon::Device dev = unwrap(halcyon::Device::open(test::device_uri()));
   halcyon::Stream stream = unwrap(dev.create_stream());
   halcyon::Module mod = unwrap(dev.load_module(HAL_MODULE_HOST, "host", &kImage, sizeof kImage, "unit-test"));
+
+  // Runs an iota kernel over 64 elements in one block; returns the last one (63 * scale).
+  float iota_64_last(const halcyon::Kernel& k, float scale) {
+    auto out = unwrap(dev.allocate(64 * 4));
+    IotaArgs a{out.address(), 64, scale};
+    unwrap(stream.launch(k, {1}, {64}, &a, sizeof a));
+    float last = 0;
+    unwrap(stream.read(out, 63 * 4, &last, 4));
+    unwrap(stream.synchronize());
+    return last;
+  }
 };
 
 }  // namespace
@@ -163,13 +175,51 @@ TEST_CASE_FIXTURE(Fixture, "modules: wrong format, wrong architecture and corrup
 TEST_CASE_FIXTURE(Fixture, "launch: a kernel stays usable after its module handle is released") {
   auto k = unwrap(mod.kernel("iota"));
   mod.reset();
-  auto out = unwrap(dev.allocate(64 * 4));
-  IotaArgs a{out.address(), 64, 2.0f};
-  unwrap(stream.launch(k, {1}, {64}, &a, sizeof a));
-  float last = 0;
-  unwrap(stream.read(out, 63 * 4, &last, 4));
+  CHECK(iota_64_last(k, 2.0f) == 126.0f);
+}
+
+// The CPU backend kept the image's name and argument pointers: a caller reusing the image's
+// memory after hal_module_load changed the kernel's name and argument layout under it.
+TEST_CASE_FIXTURE(Fixture, "modules: a host module is copied at load; the caller may reuse the image") {
+  char name[] = "iota";
+  std::vector<hal_kernel_arg> args(std::begin(kIotaArgs), std::end(kIotaArgs));
+  hal_host_kernel_entry entry{name, iota_kernel, 3, args.data(), sizeof(IotaArgs)};
+  hal_host_module_image image{sizeof image, nullptr, 1, &entry};
+  auto m = unwrap(dev.load_module(HAL_MODULE_HOST, "host", &image, sizeof image, "reused-image"));
+  std::memcpy(name, "oops", sizeof name);  // the caller reuses every byte it passed
+  for (auto& a : args) a = {0, 1, HAL_ARG_VALUE};
+  args.assign(64, hal_kernel_arg{});  // and frees the old argument array
+  entry = {nullptr, nullptr, 0, nullptr, 0};
+  auto k = unwrap(m.kernel("iota"));
+  auto info = unwrap(k.info());
+  CHECK(info.arg_count == 3);
+  CHECK(info.args_size == sizeof(IotaArgs));
+  auto got = unwrap(k.args());
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(got[i].offset == kIotaArgs[i].offset);
+    CHECK(got[i].size == kIotaArgs[i].size);
+    CHECK(got[i].kind == kIotaArgs[i].kind);
+  }
+  CHECK_FALSE(m.kernel("oops").ok());
+  CHECK(iota_64_last(k, 3.0f) == 189.0f);
+}
+
+// gx*gy*gz wrapped in the CPU backend's block index: (2^22, 2^22, 2^20) ran no block at all.
+TEST_CASE_FIXTURE(Fixture, "launch: a grid whose block count overflows 64 bits is refused") {
+  auto k = unwrap(mod.kernel("blockid"));
+  uint64_t outp = 0;
+  hal_launch_desc d{};
+  d.struct_size = sizeof d;
+  d.grid[0] = 1u << 22;
+  d.grid[1] = 1u << 22;
+  d.grid[2] = 1u << 20;
+  d.block[0] = d.block[1] = d.block[2] = 1;
+  d.args = &outp;
+  d.args_size = 8;
+  expect_error(hal_stream_launch(stream.get(), k.get(), &d), HAL_INVALID_ARGUMENT, "(4194304, 4194304, 1048576)");
   unwrap(stream.synchronize());
-  CHECK(last == 126.0f);
 }
 
 TEST_CASE("ArgPack: natural alignment by default; a kernel's own layout when given") {
