@@ -476,13 +476,10 @@ namespace {
 // for a tensor that a kernel then indexes in full.
 Status check_sizes(const Contract& c, const Binding& b) {
   for (auto* list : {&c.inputs, &c.outputs})
-    for (auto& t : *list) {
-      int64_t bytes = int64_t(dtype_size(t.dtype));
-      for (int64_t d : b.shape_of(t))
-        if (__builtin_mul_overflow(bytes, d, &bytes))
-          return Error(HAL_OUT_OF_RANGE, fmt::format("{}: '{}' [{}] = {} holds more than 2^63 bytes", c.op, t.name,
-                                                     fmt::join(t.dims, ", "), fmt::join(b.shape_of(t), " x ")));
-    }
+    for (auto& t : *list)
+      if (auto e = checked_extent(t.dtype, b.shape_of(t)); !e)
+        return Error(e.error().status(), fmt::format("{}: '{}' [{}] = {}", c.op, t.name, fmt::join(t.dims, ", "),
+                                                     e.error().message()));
   return {};
 }
 }  // namespace

@@ -246,10 +246,7 @@ Result<Binding> bind_call(const Contract& c, const std::map<std::string, Tensor,
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: '{}' is {}, the contract says {}", c.op, name,
                                                      dtype_name(t.dtype), dtype_name(spec->dtype)));
     if (!t.buffer) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: '{}' has no buffer", c.op, name));
-    if (t.offset + t.bytes() > t.buffer.size())
-      return Error(HAL_OUT_OF_RANGE, fmt::format("{}: '{}' {} {} needs {} bytes at offset {}, its buffer has {}", c.op,
-                                                 name, dtype_name(t.dtype), t.shape_string(), t.bytes(), t.offset,
-                                                 t.buffer.size()));
+    if (Status in = check_in_buffer(t, t.buffer.size(), fmt::format("{}: '{}'", c.op, name)); !in) return in.error();
     shapes[name] = t.shape;
   }
   for (auto& in : c.inputs)
@@ -423,6 +420,9 @@ Status run_op(const Device& device, const Stream& stream, std::string_view op,
     if (t->dtype != DType::i32 || t->shape.size() != 1 || t->buffer.get() == nullptr)
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: sm_trace must be a 1-d i32 tensor, not {} {}", op,
                                                      dtype_name(t->dtype), t->shape_string()));
+    // The kernel writes it: it must lie in its buffer like the call's tensors.
+    if (Status in = check_in_buffer(*t, t->buffer.size(), fmt::format("{}: RunOptions::sm_trace", op)); !in)
+      return in.error();
   }
   if (options.ep_peers && !call->contract->op.starts_with("ep_"))
     return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: RunOptions::ep_peers is for the expert-parallel operators", op));

@@ -155,6 +155,9 @@ Result<CallArgs> call_args(const hrt_tensor* tensors, uint32_t tensor_count, con
     if (!t.name) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensor #{} has no name", fn, i));
     if (t.rank > HRT_MAX_RANK)
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensor '{}' has rank {} > {}", fn, t.name, t.rank, HRT_MAX_RANK));
+    // A repeated name would silently replace the first tensor (x aliased to another buffer).
+    if (a.tensors.count(std::string_view(t.name)))
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: tensor '{}' is given twice (tensor #{} repeats it)", fn, t.name, i));
     auto tt = tensor_of(t.buffer, t.offset, t.dtype, std::vector<int64_t>(t.shape, t.shape + t.rank), t.name);
     if (!tt) return tt.error();
     a.tensors[t.name] = std::move(tt).value();
@@ -164,7 +167,8 @@ Result<CallArgs> call_args(const hrt_tensor* tensors, uint32_t tensor_count, con
     if (!p) return p.error();
     if (!p->name || !p->value)
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: param #{} has a NULL name or value", fn, i));
-    a.params[p->name] = p->value;
+    if (!a.params.emplace(p->name, p->value).second)
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: param '{}' is given twice (param #{} repeats it)", fn, p->name, i));
   }
   return a;
 }
@@ -284,6 +288,9 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
     c.score = desc->softmax ? "softmax" : "sigmoid";
     c.normalize = desc->normalize != 0;
     c.routed_scale = desc->routed_scale;
+    // Before any shape below is computed from it (2 * inter, the FP8 scale grids).
+    if (Status valid = check_moe_config(c); !valid)
+      return to_c(Error(valid.error().status(), fmt::format("hrt_moe_layer_create: {}", valid.error().message())));
     const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
     MoeLayerWeights w;
     auto r = tensor_of(desc->w_router, 0, HRT_BF16, {H, E}, "w_router");
@@ -298,7 +305,8 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
     auto fp8 = fp8_weights(desc->next, c, &dequantize);
     if (!fp8) return to_c(fp8.error());
     w.fp8 = std::move(fp8).value();
-    std::vector<Tensor*> check{&w.w_router};
+    std::vector<std::pair<const char*, const Tensor*>> check{{"w_router", &w.w_router}};
+    if (w.bias) check.emplace_back("bias", &*w.bias);
     // The bf16 experts: required without FP8 weights, optional (both or neither) with them.
     if (!w.fp8 || desc->w_gate_up || desc->w_down) {
       auto gu = tensor_of(desc->w_gate_up, 0, HRT_BF16, {EL, H, 2 * I}, "w_gate_up");
@@ -307,16 +315,18 @@ HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_d
       auto dn = tensor_of(desc->w_down, 0, HRT_BF16, {EL, I, H}, "w_down");
       if (!dn) return to_c(dn.error());
       w.w_down = *dn;
-      check.push_back(&w.w_gate_up);
-      check.push_back(&w.w_down);
+      check.emplace_back("w_gate_up", &w.w_gate_up);
+      check.emplace_back("w_down", &w.w_down);
     }
-    if (w.fp8)
-      for (Tensor* t : {&w.fp8->w_gate_up, &w.fp8->w_gate_up_scale, &w.fp8->w_down, &w.fp8->w_down_scale})
-        check.push_back(t);
-    for (const Tensor* t : check)
-      if (t->buffer.size() < t->bytes())
-        return hal_error_new(HAL_OUT_OF_RANGE, fmt::format("hrt_moe_layer_create: a weight buffer of {} bytes is smaller than its {} {}",
-                                                           t->buffer.size(), dtype_name(t->dtype), t->shape_string()).c_str());
+    if (w.fp8) {
+      check.emplace_back("fp8.w_gate_up", &w.fp8->w_gate_up);
+      check.emplace_back("fp8.w_gate_up_scale", &w.fp8->w_gate_up_scale);
+      check.emplace_back("fp8.w_down", &w.fp8->w_down);
+      check.emplace_back("fp8.w_down_scale", &w.fp8->w_down_scale);
+    }
+    for (auto [name, t] : check)
+      if (Status in = ops::check_in_buffer(*t, t->buffer.size(), fmt::format("hrt_moe_layer_create: {}", name)); !in)
+        return to_c(in.error());
     MoeLayerOptions o;
     if (dequantize) o.fp8_fallback = MoeFp8Fallback::kDequantize;
     if (Status named = layer_impls(desc->next, &o.impl); !named) return to_c(named.error());
@@ -341,10 +351,9 @@ HAL_API hal_error* hrt_moe_layer_forward(hrt_moe_layer layer, hal_stream stream,
     if (!tx) return to_c(tx.error());
     auto to = tensor_of(out, 0, HRT_BF16, {tokens, H}, "out");
     if (!to) return to_c(to.error());
-    for (auto* t : {&*tx, &*to})
-      if (t->buffer.size() < t->bytes())
-        return hal_error_new(HAL_OUT_OF_RANGE, fmt::format("hrt_moe_layer_forward: a {}-byte buffer cannot hold bf16 {}",
-                                                           t->buffer.size(), t->shape_string()).c_str());
+    for (auto [name, t] : {std::pair{"x", &*tx}, std::pair{"out", &*to}})
+      if (Status in = ops::check_in_buffer(*t, t->buffer.size(), fmt::format("hrt_moe_layer_forward: {}", name)); !in)
+        return to_c(in.error());
     auto s = layer->layer.forward(*st, *tx, *to);
     return s ? nullptr : to_c(s.error());
   } catch (const std::exception& ex) {

@@ -96,9 +96,15 @@ Result<DLManagedTensor*> to_dlpack(const Device& device, const ops::Tensor& t) {
     return Error(HAL_INVALID_ARGUMENT, fmt::format("to_dlpack: rank {} is above {}", t.shape.size(), HRT_MAX_RANK));
   auto info = t.buffer.info();
   if (!info) return info.error();
-  if (t.offset > info->size || t.bytes() > info->size - t.offset)
-    return Error(HAL_OUT_OF_RANGE, fmt::format("to_dlpack: a {} tensor at byte {} does not fit a {}-byte buffer",
-                                               t.shape_string(), t.offset, info->size));
+  // The consumer takes the pointer as memory of `device`: another device's address would be
+  // read as this one's (on the CPU, a GPU address dereferenced).
+  auto device_info = device.info();
+  if (!device_info) return device_info.error();
+  if (std::string_view(info->device_uri) != device_info->uri)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("to_dlpack: the buffer is memory of {}, the export is for {}",
+                                                   info->device_uri, device_info->uri));
+  // Negative dimensions and sizes past 2^63 - 1 refused, the offset compared without wrapping.
+  if (Status in = ops::check_in_buffer(t, info->size, "to_dlpack: the tensor"); !in) return in.error();
   auto e = std::make_unique<Exported>();
   e->buffer = t.buffer;
   const int n = int(t.shape.size());
@@ -106,7 +112,10 @@ Result<DLManagedTensor*> to_dlpack(const Device& device, const ops::Tensor& t) {
   for (int i = n - 1; i >= 0; --i) {
     e->shape[i] = t.shape[size_t(i)];
     e->strides[i] = stride;
-    stride *= std::max<int64_t>(t.shape[size_t(i)], 1);
+    // With a zero dimension the byte count is 0 whatever the others are, but the strides,
+    // over dimensions taken as at least 1, must still fit DLPack's int64.
+    if (i > 0 && __builtin_mul_overflow(stride, std::max<int64_t>(t.shape[size_t(i)], 1), &stride))
+      return Error(HAL_OUT_OF_RANGE, fmt::format("to_dlpack: the strides of {} overflow int64", t.shape_string()));
   }
   DLTensor& d = e->managed.dl_tensor;
   d.data = reinterpret_cast<void*>(info->device_address + t.offset);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -29,7 +30,7 @@ Status expect_shape(const char* what, const Tensor& t, DType dtype, std::vector<
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: {} is {} {}, expected {} {}", what, dtype_name(t.dtype),
                                                    t.shape_string(), dtype_name(dtype), want.shape_string()));
   }
-  return {};
+  return check_in_buffer(t, b->size, fmt::format("MoeLayer: {}", what));
 }
 
 // Rows [n0, n1) of one FP8 expert matrix q [N, K] (scales [ceil(N / 128), ceil(K / 128)])
@@ -100,6 +101,36 @@ Status dequantize_fp8_experts(const Device& device, const MoeLayerConfig& c, con
 
 }  // namespace
 
+Status check_moe_config(const MoeLayerConfig& c) {
+  const std::pair<const char*, int64_t> positive[] = {
+      {"hidden", c.hidden}, {"inter", c.inter}, {"experts", c.experts}, {"topk", c.topk}};
+  for (auto [field, v] : positive)
+    if (v < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: {} {} must be >= 1", field, v));
+  if (c.topk > c.experts)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: topk {} is more than experts {}", c.topk, c.experts));
+  const int64_t E = c.experts, EL = c.local();
+  int64_t end = 0;  // expert_begin + EL, which can overflow
+  const bool wraps = __builtin_add_overflow(c.expert_begin, EL, &end);
+  if (c.expert_begin < 0 || EL < 1 || wraps || end > E)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: local experts [{}, {}) do not lie within [0, {}) "
+                                                   "(expert_begin {}, local_experts {})", c.expert_begin,
+                                                   wraps ? "past 2^63" : std::to_string(end), E, c.expert_begin,
+                                                   c.local_experts));
+  // w_gate_up as [EL, H, I, 2]: the same count as [EL, H, 2I] with no 2 * I to overflow.
+  struct Weight {
+    const char* name;
+    const char* dims;
+    std::vector<int64_t> shape;
+  };
+  const Weight weights[] = {{"w_router", "[hidden, experts]", {c.hidden, E}},
+                            {"w_gate_up", "[local experts, hidden, 2 * inter]", {EL, c.hidden, c.inter, 2}},
+                            {"w_down", "[local experts, inter, hidden]", {EL, c.inter, c.hidden}}};
+  for (const Weight& w : weights)
+    if (auto e = checked_extent(DType::bf16, w.shape); !e)
+      return Error(e.error().status(), fmt::format("MoeLayer: {} {}: {}", w.name, w.dims, e.error().message()));
+  return {};
+}
+
 ops::RunOptions MoeLayerOptions::run_options(std::string_view op) const {
   ops::RunOptions o;
   if (auto it = impl.find(op); it != impl.end()) o.impl = it->second;
@@ -145,13 +176,8 @@ std::array<std::vector<int64_t>, 4> moe_fp8_weight_shapes(const MoeLayerConfig& 
 }
 
 Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w, MoeLayerOptions o) {
+  HALCYON_TRY(check_moe_config(c));
   const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
-  if (H < 1 || I < 1 || E < 1 || c.topk < 1)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: hidden {}, inter {}, experts {}, topk {} must all be >= 1",
-                                                   H, I, E, c.topk));
-  if (c.expert_begin < 0 || EL < 1 || c.expert_begin + EL > E)
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: local experts [{}, {}) do not lie within [0, {})",
-                                                   c.expert_begin, c.expert_begin + EL, E));
   auto facts = device_facts(device);
   if (!facts) return facts.error();
   const std::string& uri = facts->uri;
@@ -246,41 +272,55 @@ constexpr int64_t kWorkspaceTokenStep = 128;
 constexpr uint64_t kWorkspaceAlign = 256;  // each region, as hal.h aligns a device buffer
 }  // namespace
 
-std::vector<MoeLayer::WorkspaceRegion> MoeLayer::workspace_layout(int64_t T) const {
+Result<std::vector<MoeLayer::WorkspaceRegion>> MoeLayer::workspace_layout(int64_t T) const {
   const int64_t H = config_.hidden, I = config_.inter, E = config_.experts, K = config_.topk, EL = config_.local();
+  int64_t TK = 0;  // the permuted row count; each region's byte count is checked by reserve()
+  if (T < 0 || __builtin_mul_overflow(T, K, &TK))
+    return Error(HAL_OUT_OF_RANGE, fmt::format("MoeLayer: a workspace for {} tokens: tokens x topk {} overflows int64", T, K));
   std::vector<WorkspaceRegion> r{{"logits", DType::f32, {T, E}},
                                  {"topk_ids", DType::i32, {T, K}},
                                  {"topk_weights", DType::f32, {T, K}},
                                  {"expert_counts", DType::i32, {EL}},
                                  {"expert_offsets", DType::i32, {EL + 1}},
-                                 {"row_to_slot", DType::i32, {T * K}},
+                                 {"row_to_slot", DType::i32, {TK}},
                                  {"slot_to_row", DType::i32, {T, K}},
                                  {"num_rows", DType::i32, {1}},
-                                 {"hidden", DType::bf16, {T * K, I}},
-                                 {"expert_out", DType::bf16, {T * K, H}}};
-  if (!gather_ && !fp8_) r.push_back({"permuted", DType::bf16, {T * K, H}});
+                                 {"hidden", DType::bf16, {TK, I}},
+                                 {"expert_out", DType::bf16, {TK, H}}};
+  if (!gather_ && !fp8_) r.push_back({"permuted", DType::bf16, {TK, H}});
   if (fp8_) {
     // The quantized up-projection input: the T token rows (gather) or the T*K permuted rows.
-    const int64_t rows = gather_ ? T : T * K;
+    const int64_t rows = gather_ ? T : TK;
     r.push_back({"a_q", DType::e4m3, {rows, H}});
     r.push_back({"a_scale", DType::f32, {rows, (H + 127) / 128}});
-    r.push_back({"hidden_q", DType::e4m3, {T * K, I}});
-    r.push_back({"hidden_scale", DType::f32, {T * K, (I + 127) / 128}});
+    r.push_back({"hidden_q", DType::e4m3, {TK, I}});
+    r.push_back({"hidden_scale", DType::f32, {TK, (I + 127) / 128}});
   }
   return r;
 }
 
 Status MoeLayer::reserve(int64_t tokens) {
   if (tokens <= ws_capacity_) return {};
+  if (tokens > std::numeric_limits<int64_t>::max() - (kWorkspaceTokenStep - 1))
+    return Error(HAL_OUT_OF_RANGE, fmt::format("MoeLayer: a workspace for {} tokens: rounding up to a multiple of {} "
+                                               "overflows int64", tokens, kWorkspaceTokenStep));
   const int64_t capacity = (std::max<int64_t>(tokens, 1) + kWorkspaceTokenStep - 1) / kWorkspaceTokenStep * kWorkspaceTokenStep;
   auto layout = workspace_layout(capacity);
+  if (!layout) return layout.error();
+  // Each region's bytes and the aligned sum checked: a wrapped total would allocate a small
+  // buffer that the operators' views then overrun.
   uint64_t bytes = 0;
-  for (WorkspaceRegion& r : layout) {
+  for (WorkspaceRegion& r : *layout) {
     r.offset = bytes;
-    Tensor t;
-    t.dtype = r.dtype;
-    t.shape = r.shape;
-    bytes = (bytes + t.bytes() + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+    auto e = checked_extent(r.dtype, r.shape);
+    if (!e)
+      return Error(e.error().status(), fmt::format("MoeLayer: a workspace for {} tokens: region {} {}", capacity, r.name,
+                                                   e.error().message()));
+    const uint64_t limit = uint64_t(std::numeric_limits<int64_t>::max()) - (kWorkspaceAlign - 1);
+    if (uint64_t(e->bytes) > limit - bytes)
+      return Error(HAL_OUT_OF_RANGE, fmt::format("MoeLayer: a workspace for {} tokens holds more than 2^63 bytes (at "
+                                                 "region {}, {} bytes after {})", capacity, r.name, e->bytes, bytes));
+    bytes = (bytes + uint64_t(e->bytes) + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
   }
   auto buf = device_.allocate(bytes);
   if (!buf) {
@@ -291,7 +331,7 @@ Status MoeLayer::reserve(int64_t tokens) {
   // use it is done (hal.h), without waiting for that work.
   ws_.clear();
   ws_buffer_ = std::move(buf).value();
-  ws_regions_ = std::move(layout);
+  ws_regions_ = std::move(layout).value();
   ws_capacity_ = capacity;
   ws_tokens_ = -1;
   return {};
@@ -300,7 +340,9 @@ Status MoeLayer::reserve(int64_t tokens) {
 Status MoeLayer::ensure_workspace(int64_t T) {
   HALCYON_TRY(reserve(T));
   if (T == ws_tokens_) return {};
-  auto layout = workspace_layout(T);  // the same regions, in the same order, shaped for T
+  auto shaped = workspace_layout(T);  // the same regions, in the same order, shaped for T
+  if (!shaped) return shaped.error();  // (not expected: T is within the capacity reserve checked)
+  auto& layout = *shaped;
   ws_.clear();
   for (size_t i = 0; i < layout.size(); ++i) {
     Tensor t;

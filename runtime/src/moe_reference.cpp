@@ -5,13 +5,43 @@
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace halcyon::rt {
+namespace {
+
+// `v` holds exactly the values of `shape` (elements of `dtype`, checked for overflow): the
+// reference code indexes every array by the config, never by its size.
+template <typename T>
+Status sized(const std::vector<T>& v, ops::DType dtype, std::vector<int64_t> shape, const char* name) {
+  auto e = ops::checked_extent(dtype, shape);
+  if (!e) return Error(e.error().status(), fmt::format("moe reference: {}: {}", name, e.error().message()));
+  if (v.size() == uint64_t(e->elements)) return {};
+  return Error(HAL_INVALID_ARGUMENT, fmt::format("moe reference: {} has {} values, not the {} of {} {}", name, v.size(),
+                                                 e->elements, ops::dtype_name(dtype), fmt::join(shape, " x ")));
+}
+
+// The config, x [T, H], and the router weights and bias; what every variant reads.
+Status check_routing(const MoeLayerConfig& c, const MoeHostWeights& w, const std::vector<uint16_t>& x, int64_t T) {
+  if (Status valid = check_moe_config(c); !valid)
+    return Error(valid.error().status(), fmt::format("moe reference: {}", valid.error().message()));
+  if (T < 0) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe reference: tokens {} is negative", T));
+  HALCYON_TRY(sized(x, ops::DType::bf16, {T, c.hidden}, "x"));
+  // The logits [T, E] are allocated from the config, not from an array's size (topk <= experts:
+  // the routing's [T, K] is no larger).
+  if (auto e = ops::checked_extent(ops::DType::f32, std::vector<int64_t>{T, c.experts}); !e)
+    return Error(e.error().status(), fmt::format("moe reference: logits [tokens, experts]: {}", e.error().message()));
+  HALCYON_TRY(sized(w.w_router, ops::DType::bf16, {c.hidden, c.experts}, "w_router"));
+  if (!w.bias.empty()) HALCYON_TRY(sized(w.bias, ops::DType::f32, {c.experts}, "bias"));
+  return {};
+}
+
+}  // namespace
 
 Status moe_routing_reference(const MoeLayerConfig& c, const MoeHostWeights& w, const std::vector<uint16_t>& x,
                              int64_t T, std::vector<int32_t>* ids, std::vector<float>* weights) {
   const int64_t H = c.hidden, E = c.experts, K = c.topk;
-  if (int64_t(x.size()) != T * H) return Error(HAL_INVALID_ARGUMENT, fmt::format("moe reference: x has {} values, not {}", x.size(), T * H));
+  HALCYON_TRY(check_routing(c, w, x, T));
   std::vector<float> logits(size_t(T * E));
   ref::gemm_bf16(x.data(), w.w_router.data(), logits.data(), E, H, 0, T);
   ref::MoeGateParams p;
@@ -32,6 +62,11 @@ Status moe_layer_reference(const MoeLayerConfig& c, const MoeHostWeights& w, con
   const int64_t H = c.hidden, I = c.inter, E = c.experts, K = c.topk, EL = c.local();
   std::vector<int32_t> ids;
   std::vector<float> weights;
+  HALCYON_TRY(check_routing(c, w, x, T));
+  HALCYON_TRY(sized(w.w_gate_up, ops::DType::bf16, {EL, H, 2 * I}, "w_gate_up"));
+  HALCYON_TRY(sized(w.w_down, ops::DType::bf16, {EL, I, H}, "w_down"));
+  if (auto e = ops::checked_extent(ops::DType::bf16, std::vector<int64_t>{T, K, H}); !e)  // the permuted rows
+    return Error(e.error().status(), fmt::format("moe reference: permuted [tokens, topk, hidden]: {}", e.error().message()));
   HALCYON_TRY(moe_routing_reference(c, w, x, T, &ids, &weights));
   std::vector<bf16> permuted(size_t(T * K * H));
   std::vector<int32_t> counts(static_cast<size_t>(EL)), offsets(static_cast<size_t>(EL + 1));
@@ -54,16 +89,14 @@ Status moe_layer_reference_fp8(const MoeLayerConfig& c, const MoeHostWeights& w,
                                const std::vector<uint16_t>& x, int64_t T, std::vector<uint16_t>* out) {
   using ref::bf16;
   using ref::e4m3;
+  HALCYON_TRY(check_routing(c, w, x, T));  // the config first: the sizes below are computed from it
   const int64_t H = c.hidden, I = c.inter, E = c.experts, K = c.topk, EL = c.local();
   const int64_t HG = ref::fp8_groups(H), IG = ref::fp8_groups(I);
-  auto sized = [](size_t got, int64_t want, const char* name) -> Status {
-    if (int64_t(got) == want) return {};
-    return Error(HAL_INVALID_ARGUMENT, fmt::format("moe fp8 reference: {} has {} values, not {}", name, got, want));
-  };
-  HALCYON_TRY(sized(f.w_gate_up.size(), EL * 2 * I * H, "w_gate_up"));
-  HALCYON_TRY(sized(f.w_gate_up_scale.size(), EL * ref::fp8_groups(2 * I) * HG, "w_gate_up_scale"));
-  HALCYON_TRY(sized(f.w_down.size(), EL * H * I, "w_down"));
-  HALCYON_TRY(sized(f.w_down_scale.size(), EL * ref::fp8_groups(H) * IG, "w_down_scale"));
+  const auto shapes = moe_fp8_weight_shapes(c);  // the layer's layouts, as MoeHostFp8Weights says
+  HALCYON_TRY(sized(f.w_gate_up, ops::DType::e4m3, shapes[0], "fp8 w_gate_up"));
+  HALCYON_TRY(sized(f.w_gate_up_scale, ops::DType::f32, shapes[1], "fp8 w_gate_up_scale"));
+  HALCYON_TRY(sized(f.w_down, ops::DType::e4m3, shapes[2], "fp8 w_down"));
+  HALCYON_TRY(sized(f.w_down_scale, ops::DType::f32, shapes[3], "fp8 w_down_scale"));
   std::vector<int32_t> ids;
   std::vector<float> weights;
   HALCYON_TRY(moe_routing_reference(c, w, x, T, &ids, &weights));

@@ -285,3 +285,62 @@ TEST_CASE("contract: a binding whose tensors hold more than 2^63 bytes is refuse
   CHECK_MESSAGE(r.error().message().find("more than 2^63 bytes") != std::string::npos, r.error().message());
   CHECK(bind(*c, {}, {{"M", int64_t(1) << 20}, {"N", 4}, {"K", 4}}, {}).ok());
 }
+
+TEST_CASE("tensor sizes: checked_extent refuses negative dimensions and more than 2^63 - 1 bytes") {
+  using V = std::vector<int64_t>;
+  auto extent = [](DType t, V shape) { return checked_extent(t, shape); };
+  auto e = unwrap(extent(DType::f32, {3, 5}));
+  CHECK(e.elements == 15);
+  CHECK(e.bytes == 60);
+  CHECK(unwrap(extent(DType::bf16, {})).bytes == 2);  // a scalar
+  // A zero dimension holds nothing, whatever the others (their product is never formed).
+  CHECK(unwrap(extent(DType::f64, {int64_t(1) << 62, 0, int64_t(1) << 62})).bytes == 0);
+  // Exactly 2^63 - 1 bytes is representable; one element more is not.
+  CHECK(unwrap(extent(DType::u8, {INT64_MAX})).bytes == INT64_MAX);
+  for (V bad : {V{int64_t(1) << 32, int64_t(1) << 32}, V{int64_t(1) << 62, 4}, V{INT64_MAX, 2}, V{3037000500, 3037000500}}) {
+    auto r = extent(DType::f32, bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().status() == HAL_OUT_OF_RANGE);
+    CHECK_MESSAGE(r.error().message().find("of f32 holds more than 2^63 bytes") != std::string::npos, r.error().message());
+  }
+  for (V bad : {V{-2, -2}, V{0, -1}, V{4, INT64_MIN}}) {
+    auto r = extent(DType::f32, bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK_MESSAGE(r.error().message().find("has a negative dimension") != std::string::npos, r.error().message());
+  }
+  // The unchecked accessors give values no buffer size check can pass.
+  Tensor t;
+  t.shape = {int64_t(1) << 62, 4};
+  CHECK(t.numel() == -1);
+  CHECK(t.bytes() == UINT64_MAX);
+  t.shape = {-2, -2};
+  CHECK(t.numel() == -1);
+  CHECK(t.bytes() == UINT64_MAX);
+}
+
+TEST_CASE("tensor sizes: check_in_buffer compares offset and bytes without wrapping") {
+  Tensor t;
+  t.shape = {4};  // 16 bytes of f32
+  halcyon::Status ok = check_in_buffer(t, 16, "'x'");
+  CHECK(ok.ok());
+  t.offset = 16;
+  t.shape = {0};
+  CHECK(check_in_buffer(t, 16, "'x'").ok());  // an empty tensor at the end
+  t.shape = {4};
+  for (uint64_t offset : {uint64_t(4), uint64_t(17), UINT64_MAX - 15, UINT64_MAX}) {
+    CAPTURE(offset);
+    t.offset = offset;
+    auto r = check_in_buffer(t, 16, "vector_add: 'c'");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().status() == HAL_OUT_OF_RANGE);
+    CHECK_MESSAGE(r.error().message().find("vector_add: 'c': f32 [4] needs 16 bytes at offset " + std::to_string(offset) +
+                                           ", its buffer has 16") != std::string::npos,
+                  r.error().message());
+  }
+  t.offset = 0;
+  t.shape = {int64_t(1) << 62, 4};  // bytes() once wrapped to 0 here
+  auto r = check_in_buffer(t, 16, "'x'");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("'x': [4611686018427387904, 4] of f32 holds more than 2^63 bytes") != std::string::npos);
+}

@@ -131,6 +131,25 @@ TEST_CASE("dlpack: a runtime tensor exports with its device, dtype, shape, strid
   back = ops::Tensor{};  // releases the import, which calls the export's deleter
 }
 
+TEST_CASE("dlpack: an export with a zero dimension has strides that fit int64, or is refused") {
+  Device dev = cpu();
+  auto t = unwrap(ops::make_tensor(dev, ops::DType::f32, {4}));
+  t.shape = {0, 3, 5};  // 0 bytes: fits any buffer
+  DLManagedTensor* m = unwrap(rt::to_dlpack(dev, t));
+  CHECK(std::vector<int64_t>(m->dl_tensor.strides, m->dl_tensor.strides + 3) == std::vector<int64_t>{15, 5, 1});
+  m->deleter(m);
+  // 0 bytes too, but the outer stride would be 2^62 * 2^62: refused rather than wrapped.
+  t.shape = {0, int64_t(1) << 62, int64_t(1) << 62};
+  auto r = rt::to_dlpack(dev, t);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().status() == HAL_OUT_OF_RANGE);
+  CHECK_MESSAGE(r.error().message().find("strides") != std::string::npos, r.error().message());
+  // Only the outermost dimension is never a stride factor: [2^62, 0] exports.
+  t.shape = {int64_t(1) << 62, 0};
+  m = unwrap(rt::to_dlpack(dev, t));
+  m->deleter(m);
+}
+
 TEST_CASE("dlpack: the C ABI") {
   Device dev = cpu();
   HostArray x({8}, 2.0f);

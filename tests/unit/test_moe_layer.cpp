@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "runtime_test_support.hpp"
 
@@ -224,6 +225,106 @@ TEST_CASE("moe layer: bad configurations and weights are refused") {
   l = MoeLayer::create(dev, c, w);
   REQUIRE(!l.ok());
   CHECK(l.error().message().find("[6, 10) do not lie within [0, 8)") != std::string::npos);
+  // expert_begin + local_experts past int64 wrapped negative and passed the range check.
+  c.expert_begin = c.local_experts = int64_t(1) << 62;
+  l = MoeLayer::create(dev, c, w);
+  REQUIRE(!l.ok());
+  CHECK_MESSAGE(l.error().message().find("[4611686018427387904, past 2^63) do not lie within [0, 8)") != std::string::npos,
+                l.error().message());
+  c.expert_begin = 0;
+  c.local_experts = -1;
+  // A weight of the right shape in a buffer too small for it (a view at an offset): named, at
+  // create, not by the first operator to read past it.
+  w.w_down = unwrap(make_tensor(dev, DType::bf16, {8, 4, 8}));
+  Tensor shifted = w.w_down;
+  shifted.offset = 2;
+  MoeLayerWeights sw = w;
+  sw.w_down = shifted;
+  l = MoeLayer::create(dev, c, sw);
+  REQUIRE(!l.ok());
+  CHECK(l.error().status() == HAL_OUT_OF_RANGE);
+  CHECK_MESSAGE(l.error().message().find("MoeLayer: w_down: bf16 [8, 4, 8] needs 512 bytes at offset 2, its buffer has 512") !=
+                    std::string::npos, l.error().message());
+  sw.w_down.offset = UINT64_MAX - 255;  // offset + bytes wraps to 256
+  l = MoeLayer::create(dev, c, sw);
+  REQUIRE(!l.ok());
+  CHECK(l.error().status() == HAL_OUT_OF_RANGE);
+  // Dimensions whose products overflow, each refused naming the weight (or field) before any
+  // size is computed from them.
+  for (auto [field, value, needle] : {std::tuple{"hidden", int64_t(1) << 60, "w_router [hidden, experts]"},
+                                      std::tuple{"inter", int64_t(1) << 62, "w_gate_up [local experts, hidden, 2 * inter]"},
+                                      std::tuple{"inter", INT64_MAX, "w_gate_up"},
+                                      std::tuple{"experts", INT64_MAX, "w_router"}}) {
+    CAPTURE(field);
+    MoeLayerConfig big = c;
+    (std::string_view(field) == "hidden" ? big.hidden : std::string_view(field) == "inter" ? big.inter : big.experts) = value;
+    auto checked = check_moe_config(big);
+    REQUIRE(!checked.ok());
+    CHECK(checked.error().status() == HAL_OUT_OF_RANGE);
+    CHECK_MESSAGE(checked.error().message().find(needle) != std::string::npos, checked.error().message());
+  }
+  MoeLayerConfig many = c;
+  many.topk = 9;
+  auto checked = check_moe_config(many);
+  REQUIRE(!checked.ok());
+  CHECK(checked.error().message().find("topk 9 is more than experts 8") != std::string::npos);
+}
+
+TEST_CASE("moe layer: a workspace whose size overflows is refused, not allocated small") {
+  Setup su(64, 32, 16, 4, 8);
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  auto layer = su.layer(dev, s);
+  // Rounding up to the 128-token step overflowed; T * K, and the bytes of T * K rows of H.
+  for (int64_t tokens : {INT64_MAX, INT64_MAX - 100, int64_t(1) << 62, int64_t(1) << 56}) {
+    CAPTURE(tokens);
+    auto r = layer.reserve(tokens);
+    REQUIRE(!r.ok());
+    CHECK(r.error().status() == HAL_OUT_OF_RANGE);
+    CHECK_MESSAGE(r.error().message().find("MoeLayer: a workspace for") != std::string::npos, r.error().message());
+  }
+  CHECK(layer.workspace_capacity() == -1);  // nothing was allocated
+  unwrap(layer.reserve(1000));
+  CHECK(layer.workspace_capacity() == 1024);
+}
+
+TEST_CASE("moe reference: arrays of the wrong size and bad configurations are refused, naming them") {
+  Setup su(64, 32, 16, 4, 5);
+  std::vector<uint16_t> out;
+  unwrap(moe_layer_reference(su.c, su.w, su.x, su.T, &out));
+  auto refused = [&](const MoeLayerConfig& c, const MoeHostWeights& w, const std::string& needle) {
+    auto r = moe_layer_reference(c, w, su.x, su.T, &out);
+    REQUIRE(!r.ok());
+    CHECK_MESSAGE(r.error().message().find(needle) != std::string::npos, r.error().message());
+  };
+  auto shorter = [&](std::vector<uint16_t> MoeHostWeights::*field) {
+    MoeHostWeights w = su.w;
+    (w.*field).pop_back();
+    return w;
+  };
+  refused(su.c, shorter(&MoeHostWeights::w_router), "w_router has 1023 values, not the 1024 of bf16 64 x 16");
+  refused(su.c, shorter(&MoeHostWeights::w_gate_up), "w_gate_up has 65535 values");
+  refused(su.c, shorter(&MoeHostWeights::w_down), "w_down has 32767 values");
+  MoeHostWeights w = su.w;
+  w.bias.resize(3);
+  refused(su.c, w, "bias has 3 values, not the 16");
+  w.bias.clear();  // no bias: allowed
+  unwrap(moe_layer_reference(su.c, w, su.x, su.T, &out));
+  MoeLayerConfig c = su.c;
+  c.expert_begin = 12;  // [12, 28) of 16 experts
+  refused(c, su.w, "local experts [12, 28) do not lie within [0, 16)");
+  c = su.c;
+  c.hidden = int64_t(1) << 60;
+  refused(c, su.w, "w_router [hidden, experts]");
+  // The routing alone checks its inputs as well.
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  auto r = moe_routing_reference(su.c, shorter(&MoeHostWeights::w_router), su.x, su.T, &ids, &weights);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("w_router has 1023 values") != std::string::npos);
+  r = moe_routing_reference(su.c, su.w, su.x, -1, &ids, &weights);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message().find("tokens -1 is negative") != std::string::npos);
 }
 
 TEST_CASE("moe layer: token counts 7, 4096, 1, 300 in turn each match the reference; the workspace only grows") {
@@ -460,7 +561,8 @@ TEST_CASE("moe layer: FP8 weights through the C ABI (an hrt_moe_layer_desc exten
   d.next = &f8;
   REQUIRE(lw.fp8->w_down_scale.bytes() < lw.fp8->w_gate_up_scale.bytes());  // [32, 2, 1] and [32, 2, 2] f32
   f8.w_gate_up_scale = lw.fp8->w_down_scale.buffer.get();
-  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_OUT_OF_RANGE, "smaller than its f32 [32, 2, 2]");
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_OUT_OF_RANGE,
+                     "fp8.w_gate_up_scale: f32 [32, 2, 2] needs 512 bytes at offset 0");
   f8.w_gate_up_scale = lw.fp8->w_gate_up_scale.buffer.get();
   f8.struct_size = HRT_MOE_FP8_WEIGHTS_MIN_SIZE - 8;
   test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_VERSION_MISMATCH, "hrt_moe_fp8_weights.struct_size");

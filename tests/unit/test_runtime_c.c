@@ -1,5 +1,6 @@
 /* The runtime's C ABI, used from C: an operator through hrt_run_op and as a prepared call
  * (hrt_op_create / hrt_op_run), and the MoE layer. */
+#include <halcyon/dlpack.h>
 #include <halcyon/hal.h>
 #include <halcyon/runtime.h>
 
@@ -181,6 +182,75 @@ int main(void) {
   e = hrt_run_op(dev, s, "vector_add", t, 3, &bad, 1);
   REFUSED(e, HAL_VERSION_MISMATCH, "hrt_param[0].struct_size is 8", "too-small hrt_param");
 
+  /* A tensor's range is checked without wrapping: an offset near 2^64 made offset + bytes small
+   * and let the kernel read (a) or write (c) just before the buffer. */
+  {
+    const uint64_t wrapping = UINT64_MAX - 15; /* + 4000 bytes wraps to 3984 */
+    for (int i = 0; i < 3; i += 2) {
+      t[i].offset = wrapping;
+      e = hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0);
+      REFUSED(e, HAL_OUT_OF_RANGE, i ? "'c': f32 [1000] needs 4000 bytes at offset 18446744073709551600" : "'a': f32",
+              "hrt_run_op, an offset that wraps");
+      prepared = (hrt_op)&bad;
+      e = hrt_op_create(dev, "vector_add", t, 3, NULL, 0, &prepared);
+      EXPECT(prepared == NULL, "a refused hrt_op_create leaves *out NULL");
+      REFUSED(e, HAL_OUT_OF_RANGE, "needs 4000 bytes at offset", "hrt_op_create, an offset that wraps");
+      t[i].offset = 4; /* in the buffer, its end past it */
+      e = hrt_run_op(dev, s, "vector_add", t, 3, NULL, 0);
+      REFUSED(e, HAL_OUT_OF_RANGE, "needs 4000 bytes at offset 4, its buffer has 4000", "hrt_run_op, 4 bytes past the end");
+      t[i].offset = 0;
+    }
+  }
+
+  /* One name twice: refused, where the later tensor or param silently replaced the first. */
+  {
+    hrt_tensor twice[4] = {t[0], t[1], t[2], t[2]};
+    twice[3].name = "a";
+    e = hrt_run_op(dev, s, "vector_add", twice, 4, NULL, 0);
+    REFUSED(e, HAL_INVALID_ARGUMENT, "tensor 'a' is given twice", "a tensor name twice");
+    e = hrt_op_create(dev, "vector_add", twice, 4, NULL, 0, &prepared);
+    REFUSED(e, HAL_INVALID_ARGUMENT, "tensor 'a' is given twice", "a tensor name twice, prepared");
+    hrt_param p2[2] = {{sizeof(hrt_param), NULL, "alpha", "1"}, {sizeof(hrt_param), NULL, "alpha", "2"}};
+    e = hrt_run_op(dev, s, "vector_add", t, 3, p2, 2);
+    REFUSED(e, HAL_INVALID_ARGUMENT, "param 'alpha' is given twice", "a param name twice");
+  }
+
+  /* DLPack export: negative dimensions and shapes past 2^63 - 1 bytes (whose element count
+   * wrapped) are refused, as is another device's buffer (where a second device exists). */
+  {
+    hrt_tensor x = {sizeof(hrt_tensor), NULL, "x", ba, 0, HRT_F32, 2, {2, 2}};
+    DLManagedTensor* out = NULL;
+    if (ok(hrt_dlpack_export(dev, &x, &out), "export [2, 2]")) out->deleter(out);
+    const int64_t shapes[3][2] = {{-2, -2}, {(int64_t)1 << 32, (int64_t)1 << 32}, {(int64_t)1 << 62, 4}};
+    const hal_status want[3] = {HAL_INVALID_ARGUMENT, HAL_OUT_OF_RANGE, HAL_OUT_OF_RANGE};
+    for (int i = 0; i < 3; ++i) {
+      x.shape[0] = shapes[i][0], x.shape[1] = shapes[i][1];
+      out = NULL;
+      e = hrt_dlpack_export(dev, &x, &out);
+      REFUSED(e, want[i], i ? "holds more than 2^63 bytes" : "negative dimension (-2)", "export of a bad shape");
+      EXPECT(out == NULL, "a refused export returns no tensor");
+    }
+    x.shape[0] = x.shape[1] = 2;
+    x.offset = UINT64_MAX - 7;
+    e = hrt_dlpack_export(dev, &x, &out);
+    REFUSED(e, HAL_OUT_OF_RANGE, "at offset 18446744073709551608", "export at an offset that wraps");
+    x.offset = 0;
+    hal_device other = NULL;
+    hal_error* opened = hal_device_open("amdgpu-sim:0", &other);
+    if (!opened) {
+      hal_buffer foreign = alloc(other, 16);
+      x.buffer = foreign;
+      e = hrt_dlpack_export(dev, &x, &out);
+      REFUSED(e, HAL_INVALID_ARGUMENT, "the buffer is memory of amdgpu-sim:0, the export is for cpu:0",
+              "export of another device's buffer");
+      ok(hal_buffer_release(foreign), "release");
+      ok(hal_device_release(other), "release");
+    } else {
+      printf("no amdgpu-sim:0 here: the export of another device's buffer is not checked\n");
+      hal_error_free(opened);
+    }
+  }
+
   /* A small MoE layer. */
   enum { T = 16, H = 64, I = 32, E = 16, K = 4 };
   static uint16_t wr[H * E], wgu[E * H * 2 * I], wd[E * I * H], x[T * H], y[T * H];
@@ -258,6 +328,39 @@ int main(void) {
   d.topk = 0;
   e = hrt_moe_layer_create(dev, &d, &layer);
   REFUSED(e, HAL_INVALID_ARGUMENT, "topk 0", "topk 0");
+  d.topk = K;
+  /* Sizes and ranges computed from the desc are checked for overflow, each naming its field:
+   * local experts [2^62, 2^63) of 16 (expert_begin + local_experts wrapped negative); hidden
+   * 2^60 (w_router's [H, E] bytes wrapped to 0); inter 2^62 (2 * inter wrapped). */
+  d.expert_begin = d.local_experts = (int64_t)1 << 62;
+  e = hrt_moe_layer_create(dev, &d, &layer);
+  REFUSED(e, HAL_INVALID_ARGUMENT, "local experts [4611686018427387904, past 2^63) do not lie within [0, 16)",
+          "local experts past int64");
+  d.expert_begin = 0, d.local_experts = -1;
+  d.hidden = (int64_t)1 << 60;
+  e = hrt_moe_layer_create(dev, &d, &layer);
+  REFUSED(e, HAL_OUT_OF_RANGE, "w_router [hidden, experts]: [1152921504606846976, 16] of bf16 holds more than 2^63 bytes",
+          "hidden 2^60");
+  d.hidden = H, d.inter = (int64_t)1 << 62;
+  e = hrt_moe_layer_create(dev, &d, &layer);
+  REFUSED(e, HAL_OUT_OF_RANGE, "w_gate_up", "inter 2^62");
+  d.inter = I;
+  d.topk = E + 1;
+  e = hrt_moe_layer_create(dev, &d, &layer);
+  REFUSED(e, HAL_INVALID_ARGUMENT, "topk 17 is more than experts 16", "topk > experts");
+  d.topk = K;
+  d.w_down = bwr; /* too small for [E, I, H]: named */
+  e = hrt_moe_layer_create(dev, &d, &layer);
+  REFUSED(e, HAL_OUT_OF_RANGE, "hrt_moe_layer_create: w_down: bf16 [16, 32, 64] needs 65536 bytes", "small w_down");
+  d.w_down = bwd;
+  if (ok(hrt_moe_layer_create(dev, &d, &layer), "hrt_moe_layer_create again")) {
+    /* tokens * H * 2 wrapped to 0 bytes for 2^59 tokens: x is refused, not read. */
+    e = hrt_moe_layer_forward(layer, s, bx, by, (int64_t)1 << 59);
+    REFUSED(e, HAL_OUT_OF_RANGE, "x: [576460752303423488, 64] of bf16 holds more than 2^63 bytes", "2^59 tokens");
+    e = hrt_moe_layer_forward(layer, s, bx, by, INT64_MAX);
+    REFUSED(e, HAL_OUT_OF_RANGE, "x: ", "2^63 - 1 tokens");
+    hrt_moe_layer_destroy(layer);
+  }
 
   /* attention_decode through hrt_run_op: one visible key (block 1, slot 0) returns its v row
      for both query heads (GQA 2:1), and Hq not a multiple of Hkv is refused by name. */

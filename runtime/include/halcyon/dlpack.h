@@ -34,7 +34,10 @@ extern "C" {
 /* hrt_dlpack_import's dtype_override: take the DLPack dtype as it is. */
 #define HRT_DTYPE_FROM_DLPACK 0xffffffffu
 
-/* `tensor` must be a region of a buffer of `device`. *out: a new DLManagedTensor. */
+/* `tensor` must be a region of a buffer of `device`: another device's buffer is
+ * HAL_INVALID_ARGUMENT naming both devices; a negative dimension HAL_INVALID_ARGUMENT; a shape
+ * of more than 2^63 - 1 bytes, strides past int64 or a region outside the buffer (compared
+ * without wrapping) HAL_OUT_OF_RANGE. *out: a new DLManagedTensor. */
 HAL_API hal_error* hrt_dlpack_export(hal_device device, const hrt_tensor* tensor, DLManagedTensor** out);
 
 /* `name`: the tensor's name in error messages and out->name (not copied). dtype_override: an

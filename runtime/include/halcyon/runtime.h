@@ -60,7 +60,10 @@ typedef struct hrt_param {
 /* Runs operator `op` on `stream`: inputs and pre-allocated outputs by contract name.
  * `tensors` and `params` are arrays read at the stride of their first element's struct_size
  * (see above). A tensor in another device's memory, or a stream of another device, is
- * HAL_INVALID_ARGUMENT naming it (since ABI 1.8; hrt_op_create and hrt_op_run likewise). */
+ * HAL_INVALID_ARGUMENT naming it (since ABI 1.8; hrt_op_create and hrt_op_run likewise). So is
+ * a tensor or param name given twice. A negative dimension is HAL_INVALID_ARGUMENT; a shape of
+ * more than 2^63 - 1 bytes, or a region [offset, offset + bytes) that does not lie in its
+ * buffer (compared without wrapping), is HAL_OUT_OF_RANGE naming the tensor. */
 HAL_API hal_error* hrt_run_op(hal_device device, hal_stream stream, const char* op,
                               const hrt_tensor* tensors, uint32_t tensor_count,
                               const hrt_param* params, uint32_t param_count);
@@ -182,9 +185,14 @@ typedef struct hrt_moe_layer_impls {
 #define HRT_MOE_LAYER_IMPLS_MIN_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_impls, entries)
 #define HRT_MOE_LAYER_IMPLS_SIZE HAL_SIZE_THROUGH(hrt_moe_layer_impls, entries)
 
+/* Checks the desc before sizing anything from it, each error naming the field: hidden, inter,
+ * experts, topk >= 1 and topk <= experts, the local experts within [0, experts), and every
+ * weight's byte count at most 2^63 - 1 (HAL_OUT_OF_RANGE); then each weight buffer against its
+ * shape (HAL_OUT_OF_RANGE naming the weight). */
 HAL_API hal_error* hrt_moe_layer_create(hal_device device, const hrt_moe_layer_desc* desc,
                                         hrt_moe_layer* out);
-/* x [tokens, hidden] bf16 -> out [tokens, hidden] bf16, queued on stream. */
+/* x [tokens, hidden] bf16 -> out [tokens, hidden] bf16, queued on stream. x or out too small
+ * for tokens x hidden, or tokens x hidden past 2^63 - 1 bytes: HAL_OUT_OF_RANGE naming it. */
 HAL_API hal_error* hrt_moe_layer_forward(hrt_moe_layer layer, hal_stream stream, hal_buffer x,
                                          hal_buffer out, int64_t tokens);
 HAL_API void hrt_moe_layer_destroy(hrt_moe_layer layer);

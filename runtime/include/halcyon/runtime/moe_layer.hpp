@@ -41,6 +41,13 @@ struct MoeLayerConfig {
   static MoeLayerConfig deepseek_v3() { return {}; }
 };
 
+// Checks a config before anything is sized from it (MoeLayer::create, the C ABI, the host
+// reference): hidden, inter, experts and topk >= 1, topk <= experts, the local experts
+// [expert_begin, expert_begin + local()) within [0, experts), and the byte counts of the bf16
+// weights ([H, E], [EL, H, 2I], [EL, I, H]) at most 2^63 - 1: every size derived from the
+// config (the FP8 weights' are smaller) is then representable. Errors name the field.
+Status check_moe_config(const MoeLayerConfig& c);
+
 // FP8 expert weights as DeepSeek-V3 ships them (docs/kernels/fp8.md): e4m3, each expert's
 // matrix [out, in] with the input dimension contiguous, one f32 scale per 128 x 128 block.
 struct MoeFp8Weights {
@@ -161,7 +168,7 @@ class MoeLayer {
     std::vector<int64_t> shape;
     uint64_t offset = 0;  // bytes into ws_buffer_
   };
-  std::vector<WorkspaceRegion> workspace_layout(int64_t tokens) const;
+  Result<std::vector<WorkspaceRegion>> workspace_layout(int64_t tokens) const;
   Status ensure_workspace(int64_t tokens);
   Status forward_fp8_experts(const Stream& stream, const Tensor& x, const std::function<Status(float*)>& mark,
                              MoeStageTimes* times);
