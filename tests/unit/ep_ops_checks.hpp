@@ -58,6 +58,18 @@ std::vector<T> get(const Stream& s, const Tensor& t) {
     if (!ep_r_.ok()) return std::string(#expr ": ") + ep_r_.error().to_string();     \
   } while (0)
 
+// allocate_outputs, then the flag outputs zeroed, as a layer zeroes its flags once before
+// generation 1: the contracts compare flags for equality with the generation, so memory that
+// still holds an earlier call's flags (a pool's recycled block) would signal rows not yet sent.
+inline halcyon::Status allocate_ep_outputs(const Device& d, const Stream& s, const char* op, Tensors& io,
+                                           const Params& params) {
+  HALCYON_TRY(halcyon::ops::allocate_outputs(d, op, io, params));
+  for (const char* flags : {"count_flags", "chunk_flags", "ready"})
+    if (auto it = io.find(flags); it != io.end() && it->second.bytes())
+      HALCYON_TRY(s.fill(it->second.buffer, it->second.offset, it->second.bytes(), uint8_t(0)));
+  return s.synchronize();
+}
+
 // P = 2 ranks, E = 4 experts (rank 0 owns 0 and 1, rank 1 owns 2 and 3), T = 2, K = 2.
 //   rank 0 routes token 0 to experts 1, 2 and token 1 to 2, 0;
 //   rank 1 routes token 0 to experts 3, 1 and token 1 to 1, 2.
@@ -79,7 +91,7 @@ inline std::string layout_by_hand(const Device& d, const Stream& s, const std::s
   EP_TRY(it);
   io["x"] = *xt, io["topk_ids"] = *it;
   const Params params{{"experts", "4"}, {"capacity", std::to_string(RC)}, {"chunk_rows", "1"}};
-  EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", io, params));
+  EP_TRY(allocate_ep_outputs(d, s, "ep_dispatch", io, params));
   halcyon::ops::RunOptions run;
   run.impl = dispatch_impl;
   EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", io, params, run));
@@ -137,7 +149,7 @@ inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64
     const Params dp{{"experts", std::to_string(E)}, {"capacity", std::to_string(RC)}, {"chunk_rows", std::to_string(chunk)},
                     {"generation", std::to_string(g)}, {"zero_tail", g == 1 ? "true" : "false"},
                     {"dedup", dedup ? "true" : "false"}};
-    if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_dispatch", disp, dp));
+    if (g == 1) EP_TRY(allocate_ep_outputs(d, s, "ep_dispatch", disp, dp));
     EP_TRY(halcyon::ops::run_op(d, s, "ep_dispatch", disp, dp, run));
     const auto dest = get<int32_t>(s, disp["slot_dest"]);
     const auto recv = get<uint16_t>(s, disp["recv"]);
@@ -154,7 +166,7 @@ inline std::string round_trip(const Device& d, const Stream& s, int64_t P, int64
     comb["topk_weights"] = *wt;
     comb["slot_dest"] = disp["slot_dest"];
     const Params cp{{"chunk_rows", std::to_string(combine_chunk)}, {"generation", std::to_string(g)}};
-    if (g == 1) EP_TRY(halcyon::ops::allocate_outputs(d, "ep_combine", comb, cp));
+    if (g == 1) EP_TRY(allocate_ep_outputs(d, s, "ep_combine", comb, cp));
     EP_TRY(halcyon::ops::run_op(d, s, "ep_combine", comb, cp, run_combine));
     const auto out = get<uint16_t>(s, comb["out"]);
     const auto ready = get<int32_t>(s, comb["ready"]);
