@@ -361,9 +361,11 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
       else if ((tok.size() == 4 || (tok.size() == 5 && tok[4] == "specials")) && tok[2] == "blockscaled" &&
                tok[3].find_first_not_of("0123456789") == std::string::npos && tok[3].size() <= 6 && tok[3] != "0")
         c.generators.push_back({tok[1], tok[2], tok[3], tok.size() == 5});
+      else if (tok.size() == 4 && tok[2] == "nans")
+        c.generators.push_back({tok[1], tok[2], tok[3]});
       else
-        return fail("expected 'generate <input> offsets <total dim>', 'generate <input> bounds' or "
-                    "'generate <input> blockscaled <group> [specials]'");
+        return fail("expected 'generate <input> offsets <total dim>', 'generate <input> bounds', "
+                    "'generate <input> blockscaled <group> [specials]' or 'generate <input> nans <count>'");
     } else if (kw == "bounds") {
       if (tok.size() != 4) return fail("expected 'bounds <input> <lo> <hi>'");
       c.bounds.push_back({tok[1], tok[2], tok[3]});
@@ -404,9 +406,10 @@ Result<Contract> parse_contract(std::string_view text, std::string_view file) {
     if (!c.find_tensor(r.input)) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: range for unknown input '{}'", file, r.input));
   for (auto& g : c.generators) {
     const TensorSpec* t = c.find_tensor(g.input);
-    if (g.kind == "blockscaled" && (!t || !dtype_is_float(t->dtype)))
-      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate {} blockscaled: not a float input", file, g.input));
-    if (g.kind != "blockscaled" && (!t || t->dtype != DType::i32))
+    const bool float_kind = g.kind == "blockscaled" || g.kind == "nans";
+    if (float_kind && (!t || !dtype_is_float(t->dtype)))
+      return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate {} {}: not a float input", file, g.input, g.kind));
+    if (!float_kind && (!t || t->dtype != DType::i32))
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate: '{}' is not an i32 input", file, g.input));
     if (g.kind == "bounds" && !c.find_bounds(g.input))
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: generate {} bounds: '{}' has no bounds line", file, g.input, g.input));

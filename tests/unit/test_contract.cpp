@@ -211,6 +211,13 @@ case R=5 H=3 EL=2
   CHECK(special.find_generator("a")->specials);
   CHECK(!parse_contract(head + "generate a blockscaled 16 nans\n", "x").ok());
   CHECK(!parse_contract(head + "generate a blockscaled specials\n", "x").ok());
+  // NaNs planted at a count given by an expression; float inputs only
+  auto nans = unwrap(parse_contract(head + "generate a nans N/8\n", "x"));
+  REQUIRE(nans.find_generator("a"));
+  CHECK(nans.find_generator("a")->kind == "nans");
+  CHECK(nans.find_generator("a")->total == "N/8");
+  CHECK(!parse_contract(head + "generate a nans\n", "x").ok());
+  CHECK(!parse_contract("op g\ninput a i32 [N]\noutput o f32 [N] exact\ngenerate a nans 1\n", "x").ok());
 }
 
 TEST_CASE("contract: values drawn within their bounds, outputs defined only under a bool param") {

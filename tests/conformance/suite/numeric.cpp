@@ -79,6 +79,15 @@ HostTensors random_inputs(TestContext& t, const ops::Contract& c, const ops::Bin
         const ops::ValueRange* r = c.find_range(in.name);
         auto [lo, hi] = r ? std::pair{r->lo, r->hi} : default_range(in.dtype);
         out[in.name] = random_blockscaled(t.rng, in.dtype, size_t(n), lo, hi, size_t(std::stoll(g->total)), g->specials);
+      } else if (g->kind == "nans") {
+        const ops::ValueRange* r = c.find_range(in.name);
+        auto [lo, hi] = r ? std::pair{r->lo, r->hi} : default_range(in.dtype);
+        auto count = ops::evaluate(b, g->total);
+        if (!count || *count < 0 || *count > n)
+          t.require_failed(fmt::format("input {}: nans {}: {}", in.name, g->total,
+                                       count ? fmt::format("{} is not a count of its {} elements", *count, n)
+                                             : count.error().message()));
+        out[in.name] = random_with_nans(t.rng, in.dtype, size_t(n), lo, hi, size_t(*count));
       } else {
         t.require_failed(fmt::format("input {}: the suite does not know generator '{}'", in.name, g->kind));
       }
@@ -168,6 +177,12 @@ int64_t defined_row_count(TestContext& t, const ops::DefinedRows& d, const HostT
   return v;
 }
 
+// Do the contract's generators put NaNs in its inputs on purpose?
+bool plants_nans(const ops::Contract& c) {
+  return std::any_of(c.generators.begin(), c.generators.end(),
+                     [](const ops::InputGenerator& g) { return g.kind == "nans" || g.specials; });
+}
+
 // Holds one device answer to the reference: near ties first, then every defined output.
 void compare_case(TestContext& t, const ops::Contract& c, const ops::ContractCase& cs, const ops::Binding& b,
                   const HostTensors& inputs, HostTensors& got, HostTensors want, std::string_view how) {
@@ -195,7 +210,7 @@ void compare_case(TestContext& t, const ops::Contract& c, const ops::ContractCas
       w.resize(std::min(w.size(), size_t(rows) * row_bytes));
       t.note(fmt::format("{}: first {} row(s) compared", out.name, rows));
     }
-    Comparison cmp = compare_output(out.dtype, out.tolerance, g, w);
+    Comparison cmp = compare_output(out.dtype, out.tolerance, g, w, plants_nans(c));
     t.note(fmt::format("{}{}: {}", out.name, how, cmp.summary));
     if (!cmp.ok)
       t.fail(fmt::format("case '{}' output {}{}: {} (test seed {})", cs.text, out.name, how, cmp.failure, t.seed));

@@ -135,6 +135,20 @@ std::vector<uint8_t> random_blockscaled(std::mt19937_64& rng, DType t, size_t n,
   return out;
 }
 
+std::vector<uint8_t> random_with_nans(std::mt19937_64& rng, DType t, size_t n, double lo, double hi, size_t count) {
+  std::vector<uint8_t> out = random_values(rng, t, n, lo, hi);
+  std::vector<size_t> places(n);
+  for (size_t i = 0; i < n; ++i) places[i] = i;
+  count = std::min(count, n);
+  for (size_t k = 0; k < count; ++k) {  // a partial Fisher-Yates shuffle: count distinct places
+    std::swap(places[k], places[std::uniform_int_distribution<size_t>(k, n - 1)(rng)]);
+    const bool negative = k % 2 == 1;
+    if (t == DType::e4m3) out[places[k]] = negative ? 0xff : 0x7f;  // both NaN codes of e4m3 (FN)
+    else store_float(t, negative ? -std::nan("") : std::nan(""), out.data(), places[k]);
+  }
+  return out;
+}
+
 namespace {
 // Does element i still hold the 0xFF poison bytes?
 bool is_poison(const std::vector<uint8_t>& bytes, size_t size, size_t i) {
@@ -150,7 +164,7 @@ int e4m3_rank(uint8_t code) { return code < 0x80 ? int(code) : -int(code - 0x80)
 }  // namespace
 
 Comparison compare_output(DType t, const ops::Tolerance& tol, const std::vector<uint8_t>& got,
-                          const std::vector<uint8_t>& want) {
+                          const std::vector<uint8_t>& want, bool nan_inputs) {
   const bool exact = tol.exact;
   const double rel = tol.rel;
   Comparison c;
@@ -193,7 +207,7 @@ Comparison compare_output(DType t, const ops::Tolerance& tol, const std::vector<
     return c;
   }
   size_t nonfinite = 0, ref_nonfinite = 0, first_bad = n, first_ref_bad = n;
-  size_t poisoned = 0, inf_mismatches = 0, first_inf_mismatch = n;
+  size_t poisoned = 0, inf_mismatches = 0, first_inf_mismatch = n, nan_mismatches = 0, first_nan_mismatch = n;
   double diff2 = 0, ref2 = 0, worst = -1;
   size_t worst_i = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -202,6 +216,10 @@ Comparison compare_output(DType t, const ops::Tolerance& tol, const std::vector<
     if (std::isinf(w) && g == w) continue;  // an infinity the contract defines (lse = -inf of a row with no keys)
     if (std::isinf(w)) {
       if (inf_mismatches++ == 0) first_inf_mismatch = i;
+      continue;
+    }
+    if (std::isnan(w) && nan_inputs) {  // the contract's NaN, carried from an input's
+      if (!std::isnan(g) && nan_mismatches++ == 0) first_nan_mismatch = i;
       continue;
     }
     if (!std::isfinite(w)) {
@@ -229,6 +247,12 @@ Comparison compare_output(DType t, const ops::Tolerance& tol, const std::vector<
                             describe(first_inf_mismatch));
     return c;
   }
+  if (nan_mismatches) {
+    c.ok = false;
+    c.failure = fmt::format("{} of {} elements are not NaN where the reference is (a NaN input lost); first: {}",
+                            nan_mismatches, n, describe(first_nan_mismatch));
+    return c;
+  }
   if (nonfinite) {
     c.ok = false;
     c.failure = fmt::format("{} of {} elements are NaN or Inf ({} still poisoned); first: {}", nonfinite, n, poisoned,
@@ -239,6 +263,7 @@ Comparison compare_output(DType t, const ops::Tolerance& tol, const std::vector<
     size_t far = 0, first_far = n;
     int most = 0;
     for (size_t i = 0; i < n; ++i) {
+      if (std::isnan(element(t, want.data(), i))) continue;  // a NaN both hold (checked above)
       const int d = std::abs(e4m3_rank(got[i]) - e4m3_rank(want[i]));
       most = std::max(most, d);
       const bool near = tol.abs >= 0 && std::fabs(element(t, got.data(), i) - element(t, want.data(), i)) <= tol.abs;

@@ -38,6 +38,12 @@ std::vector<uint8_t> random_values(std::mt19937_64& rng, ops::DType t, size_t n,
 std::vector<uint8_t> random_blockscaled(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi,
                                         size_t group, bool specials = false);
 
+// random_values in [lo, hi), then `count` elements at distinct random places made NaN,
+// alternately +NaN and -NaN (e4m3: 0x7f and 0xff; contract generator `nans <count>`: operators
+// whose contracts say where an input's NaN goes). Float dtypes only; count <= n.
+std::vector<uint8_t> random_with_nans(std::mt19937_64& rng, ops::DType t, size_t n, double lo, double hi,
+                                      size_t count);
+
 struct Comparison {
   bool ok = true;
   double error = 0;     // relative error (floats) or mismatch count (exact)
@@ -49,7 +55,11 @@ struct Comparison {
 // of zero count and a NaN the reference holds must be the same bits; otherwise NaN/Inf in got
 // fails, each e4m3 element within `tol.steps` codes (steps >= 0), or ||got - want|| / ||want||
 // <= tol.rel.
+// nan_inputs: the case's inputs hold NaNs on purpose (generator `nans` or `specials`). A NaN
+// of the reference is then the contract's answer: got must hold a NaN there (any NaN code;
+// the other elements are compared as above). Without it a NaN of the reference means the
+// case cannot be checked (finite inputs: the reference itself went wrong), and fails.
 Comparison compare_output(ops::DType t, const ops::Tolerance& tol, const std::vector<uint8_t>& got,
-                          const std::vector<uint8_t>& want);
+                          const std::vector<uint8_t>& want, bool nan_inputs = false);
 
 }  // namespace halcyon::cts

@@ -23,6 +23,10 @@
 //                                     the same, and about one run in four also holds one
 //                                     +inf, -inf, +NaN or -NaN at a random place (quantizing
 //                                     operators, whose contracts define what those give)
+//   generate <input> nans <count>     a random float input within its `range`, then <count>
+//                                     (an expression over dims) elements at random places
+//                                     made NaN, alternately +NaN and -NaN: operators whose
+//                                     contracts say where an input's NaN goes
 //   bounds <input> <lo> <hi>          every value of an integer input must lie in [lo, hi)
 //                                     (expressions over dims): checked by `halcyon run`
 //   rows   <output> <tensor>[<index>] only the leading rows of <output> are defined: as many
@@ -89,8 +93,9 @@ struct ValueRange {
 
 struct InputGenerator {
   std::string input;
-  std::string kind;   // "offsets", "bounds" or "blockscaled"
-  std::string total;  // offsets: dim symbol the offsets sum to; blockscaled: the run length; bounds: empty
+  std::string kind;   // "offsets", "bounds", "blockscaled" or "nans"
+  std::string total;  // offsets: dim symbol the offsets sum to; blockscaled: the run length;
+                      // nans: the count's expression; bounds: empty
   bool specials = false;  // blockscaled: plant infinities and NaNs as well
 };
 
