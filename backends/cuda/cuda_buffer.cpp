@@ -129,10 +129,9 @@ hal_error* cuda_buffer_import(CudaDevice* dv, const hal_buffer_import_desc* desc
                                                                         "not of this device", dv->uri, p, ordinal));
       // The core's range checks trust desc->size: a size past the allocation would let writes
       // land outside it. The range is the allocation's (for cuMemMap'd memory, its reservation).
-      if (range_bytes > 0 && (p < range_start || p - range_start + desc->size > range_bytes))
-        return error(HAL_INVALID_ARGUMENT,
-                     fmt::format("{}: importing [0x{:x}, +{}): the range runs past its allocation [0x{:x}, +{})",
-                                 dv->uri, p, desc->size, range_start, range_bytes));
+      // (A driver reporting no range, 0 bytes, leaves nothing to check against.)
+      if (range_bytes > 0)
+        if (hal_error* e = plugin::check_import_range(dv->uri, p, desc->size, range_start, range_bytes)) return e;
     }
     auto b = std::make_unique<CudaBuffer>();
     b->device = dv;

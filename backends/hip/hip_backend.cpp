@@ -270,11 +270,8 @@ hal_error* check_import_range(HipDevice* d, void* p, uint64_t size) {
   if (d->s().hipMemGetAddressRange(&base, &bytes, p) != hipSuccess)
     return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing {}: hipMemGetAddressRange finds no allocation "
                                                    "holding it", d->index, p));
-  const uint64_t start = reinterpret_cast<uintptr_t>(p), first = reinterpret_cast<uintptr_t>(base);
-  if (start < first || start - first > bytes || size > bytes - (start - first))
-    return error(HAL_INVALID_ARGUMENT, fmt::format("hip:{}: importing [0x{:x}, +{}): the range runs past its "
-                                                   "allocation [0x{:x}, +{})", d->index, start, size, first, bytes));
-  return nullptr;
+  return halcyon::plugin::check_import_range(fmt::format("hip:{}", d->index), reinterpret_cast<uintptr_t>(p), size,
+                                             reinterpret_cast<uintptr_t>(base), bytes);
 }
 
 // Someone else's device memory (a PyTorch tensor's, through DLPack): checked to be device

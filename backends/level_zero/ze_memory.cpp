@@ -150,11 +150,10 @@ hal_error* buffer_import(Device* d, const hal_buffer_import_desc* desc, Buffer**
                                  d->props.name));
       void* base = nullptr;
       size_t bytes = 0;
-      if (s.zeMemGetAddressRange && s.zeMemGetAddressRange(b->context, p, &base, &bytes) == ZE_RESULT_SUCCESS &&
-          uintptr_t(p) - uintptr_t(base) + desc->size > bytes)
-        return error(HAL_INVALID_ARGUMENT,
-                     fmt::format("ze:{}: importing {} bytes at {}: the range runs past its allocation ({} bytes at {})",
-                                 d->index, desc->size, p, bytes, base));
+      if (s.zeMemGetAddressRange && s.zeMemGetAddressRange(b->context, p, &base, &bytes) == ZE_RESULT_SUCCESS)
+        if (hal_error* e = halcyon::plugin::check_import_range(fmt::format("ze:{}", d->index), uintptr_t(p),
+                                                               desc->size, uintptr_t(base), bytes))
+          return e;
     }
     auto buf = std::make_unique<Buffer>(Buffer{d, p});
     buf->imported = true;

@@ -14,11 +14,14 @@
 
 #include <halcyon/hal.h>
 
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 
 namespace halcyon::plugin {
 
@@ -56,6 +59,35 @@ inline const char* option(const char* backend, const char* key) {
   const hal_host_api* h = host();
   if (!h || h->struct_size < HAL_SIZE_THROUGH(hal_host_api, option) || !h->option) return nullptr;
   return h->option(backend, key);
+}
+
+// Checks that memory a backend imports (hal_buffer_import) lies inside the allocation the
+// driver reports for its start: the core's range checks trust the imported size, so a range
+// past the allocation would let writes land in memory its owner never gave. Rules:
+// - the range is [start, start + size), the allocation [alloc_base, alloc_base + alloc_bytes);
+// - the range must start at or after alloc_base and end at or before the allocation's end;
+// - an empty range (size 0) may start anywhere from alloc_base to the allocation's end included;
+// - no sum is formed, so nothing wraps: a size near 2^64 is refused, never taken as small.
+// Returns null when the range fits, else HAL_INVALID_ARGUMENT naming both ranges (one wording
+// for every backend). Parameters:
+//   who          what imports, first in the message ("cuda:0", "hip:1", "ze:0")
+//   start        the imported range's first address (hal_buffer_import_desc.device_address)
+//   size         the imported range's bytes (hal_buffer_import_desc.size)
+//   alloc_base   the first address of the allocation holding `start`, as the driver reports it
+//   alloc_bytes  that allocation's bytes, as the driver reports them
+inline hal_error* check_import_range(std::string_view who, uint64_t start, uint64_t size, uint64_t alloc_base,
+                                     uint64_t alloc_bytes) {
+  // start - alloc_base is formed only once start >= alloc_base, and compared with alloc_bytes
+  // before alloc_bytes - offset is: neither subtraction can wrap.
+  const bool inside = start >= alloc_base && start - alloc_base <= alloc_bytes &&
+                      size <= alloc_bytes - (start - alloc_base);
+  if (inside) return nullptr;
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                ": importing [0x%" PRIx64 ", +%" PRIu64 "): the range runs past its allocation [0x%" PRIx64
+                ", +%" PRIu64 ")",
+                start, size, alloc_base, alloc_bytes);
+  return error(HAL_INVALID_ARGUMENT, std::string(who) + buf);
 }
 
 // Maps a backend's own object types to the opaque hal_be_* types of the table.
