@@ -33,9 +33,12 @@ enum : uint32_t {
 
 struct Type {
   enum { kScalar, kPointer } what = kScalar;
-  uint32_t bytes = 0;
+  uint64_t bytes = 0;  // 0: no whole number of bytes (a 1-bit integer); 64 bits, as vectors multiply it
   uint32_t storage = 0;
 };
+
+// The largest value a kernel argument can be: OpenCL's widest type, 16 x 64-bit (long16).
+constexpr uint64_t kMaxValueBytes = 128;
 
 // A literal string operand: NUL-terminated UTF-8 packed into words.
 bool literal(const uint32_t* w, size_t n, std::string* s) {
@@ -75,6 +78,16 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
   constexpr size_t kNone = SIZE_MAX;
   size_t current = kNone;
   bool in_function = false, seen_function = false;
+  bool seen_declaration = false;  // a type or function: OpMemoryModel comes before them
+  // A type's result id is defined once (SPIR-V 2.2.2: ids are unique); a second definition
+  // would change the size of parameters already read.
+  auto define = [&](uint32_t id, Type t, size_t at) {
+    seen_declaration = true;
+    if (types.emplace(id, t).second) return true;
+    *why = "malformed SPIR-V: type id " + std::to_string(id) + " is defined twice (again at word " +
+           std::to_string(at) + ")";
+    return false;
+  };
   for (size_t i = 5; i < words.size();) {
     const uint32_t count = words[i] >> 16, op = words[i] & 0xffff;
     if (count == 0 || i + count > words.size()) {
@@ -91,6 +104,12 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
     switch (op) {
       case kOpMemoryModel:
         if (!need(1)) return false;
+        // Pointer types take their size from it: one after them would leave theirs stale.
+        if (seen_declaration) {
+          *why = "malformed SPIR-V: OpMemoryModel at word " + std::to_string(i) +
+                 " comes after a type or function (the logical layout puts it before them)";
+          return false;
+        }
         m.pointer_bytes = a[0] == kAddressingPhysical32 ? 4 : 8;
         break;
       case kOpEntryPoint: {
@@ -117,25 +136,25 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
           for (int d = 0; d < 3; ++d) m.kernels[entries[a[0]]].required_group[d] = a[2 + d];
         break;
       case kOpTypeBool:
-        if (!need(1)) return false;
-        types[a[0]] = {Type::kScalar, 1, 0};
+        if (!need(1) || !define(a[0], {Type::kScalar, 1, 0}, i)) return false;
         break;
       case kOpTypeInt:
       case kOpTypeFloat:
-        if (!need(2)) return false;
-        types[a[0]] = {Type::kScalar, a[1] / 8, 0};
+        if (!need(2) || !define(a[0], {Type::kScalar, a[1] % 8 ? 0 : a[1] / 8, 0}, i)) return false;
         break;
       case kOpTypeVector: {
         if (!need(3)) return false;
         auto it = types.find(a[1]);
         if (it == types.end()) break;
-        // OpenCL: a 3-element vector takes the space of four.
-        types[a[0]] = {Type::kScalar, it->second.bytes * (a[2] == 3 ? 4 : a[2]), 0};
+        // OpenCL: a 3-element vector takes the space of four. Saturated: a vector of vectors
+        // (not valid SPIR-V) must not wrap round to a plausible size.
+        const uint64_t count = a[2] == 3 ? 4 : a[2], bytes = it->second.bytes;
+        const uint64_t total = count && bytes > UINT64_MAX / count ? UINT64_MAX : bytes * count;
+        if (!define(a[0], {Type::kScalar, total, 0}, i)) return false;
         break;
       }
       case kOpTypePointer:
-        if (!need(3)) return false;
-        types[a[0]] = {Type::kPointer, m.pointer_bytes, a[1]};
+        if (!need(3) || !define(a[0], {Type::kPointer, m.pointer_bytes, a[1]}, i)) return false;
         break;
       case kOpFunction: {
         if (!need(4)) return false;
@@ -149,7 +168,7 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
                  std::to_string(i) + ")";
           return false;
         }
-        in_function = seen_function = true;
+        in_function = seen_function = seen_declaration = true;
         auto it = entries.find(a[1]);
         current = it == entries.end() ? kNone : it->second;
         break;
@@ -169,12 +188,21 @@ bool parse(const void* data, size_t size, Module* out, std::string* why) {
         }
         Param p;
         if (it->second.what == Type::kScalar) {
-          p = {ParamKind::kValue, it->second.bytes};
+          // A launch copies a value's bytes: none, or more than any OpenCL type has, cannot be packed.
+          if (it->second.bytes == 0 || it->second.bytes > kMaxValueBytes) {
+            *why = "kernel '" + k.name + "': parameter " + std::to_string(k.params.size()) + " is a value of " +
+                   (it->second.bytes == 0           ? std::string("no whole number of bytes")
+                    : it->second.bytes == UINT64_MAX ? std::string("more than 2^64 bytes")
+                                                     : std::to_string(it->second.bytes) + " bytes") +
+                   " (a kernel argument value is 1 to " + std::to_string(kMaxValueBytes) + " bytes)";
+            return false;
+          }
+          p = {ParamKind::kValue, uint32_t(it->second.bytes)};
         } else if (it->second.storage == kStorageWorkgroup) {
           p = {ParamKind::kLocalPointer, 0};
         } else if (it->second.storage == kStorageCrossWorkgroup || it->second.storage == kStorageUniformConstant ||
                    it->second.storage == kStorageGeneric) {
-          p = {ParamKind::kGlobalPointer, it->second.bytes};
+          p = {ParamKind::kGlobalPointer, uint32_t(it->second.bytes)};
         } else {
           *why = "kernel '" + k.name + "': parameter " + std::to_string(k.params.size()) +
                  " is a pointer of storage class " + std::to_string(it->second.storage);

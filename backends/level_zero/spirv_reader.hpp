@@ -3,9 +3,11 @@
 // spaces. Level Zero does not say which kernel argument is a pointer, so the argument layout
 // of hal_kernel_get_arg comes from here; the fake driver of tests/level_zero reads it too.
 // Bad input (truncated words, a wrong magic number, an instruction running past the end,
-// unknown parameter types, a function layout out of the spec's order: an entry point after a
-// function, a function inside another or never ended, a parameter outside a function, a function
-// defined twice) is a false return with the reason, never a crash.
+// unknown parameter types, a value parameter of no bytes or more than 128, a type id defined
+// twice, an OpMemoryModel after the types whose pointer size it sets, a function layout
+// out of the spec's order: an entry point after a function, a function inside another or never
+// ended, a parameter outside a function, a function defined twice) is a false return with the
+// reason, never a crash. tests/fuzz/fuzz_spirv.cpp fuzzes it.
 #pragma once
 
 #include <cstddef>

@@ -80,6 +80,10 @@ hal_error* create(const hal_host_api* host, Backend** out) {
                                "(Intel: intel-level-zero-gpu) or no GPU is visible (/dev/dri/renderD*)",
                                b->lib.path, result_name(r)));
     if (hal_error* e = find_devices(b.get())) return e;
+    // The version says which flags the driver knows (create_list); optional, 0 where unknown.
+    ze_api_version_t version{};
+    if (s.zeDriverGetApiVersion && s.zeDriverGetApiVersion(b->driver, &version) == ZE_RESULT_SUCCESS)
+      b->api_version = uint32_t(version);
     // The driver's default context where it has one: memory is usable only in the context it
     // was allocated in, and this is the one other users of the driver share (SYCL's contexts of
     // all root devices, so PyTorch's XPU tensors), which hal_buffer_import needs. Else our own.
@@ -289,6 +293,35 @@ void partition_destroy(Partition* p) {
   for (uint32_t t : p->tiles) p->device->claimed_tiles.erase(t);
   if (p->tiles.empty()) p->device->soft_units -= std::min(p->units, p->device->soft_units);
   delete p;
+}
+
+namespace {
+// ZE_COMMAND_QUEUE_FLAG_IN_ORDER, new in Level Zero 1.7 (Debian's 1.4 headers lack it).
+constexpr ze_command_queue_flags_t kQueueFlagInOrder = 1u << 1;
+constexpr uint32_t kApiInOrder = ZE_MAKE_VERSION(1, 7);
+}  // namespace
+
+// A stream's immediate command list on `target`, in the compute queue group, made in order
+// (Stream::in_order) where the driver has the flag: Level Zero 1.7 or later. A driver that
+// reports 1.7 yet refuses the flag as an unknown enumeration gets a list without it, as an older
+// one does; order_barrier() then orders the stream's commands instead.
+hal_error* create_list(Device* d, ze_device_handle_t target, Stream* s) {
+  const Symbols& z = d->s();
+  ze_command_queue_desc_t qd{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, d->compute_ordinal, 0, 0,
+                             ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+  if (d->backend->api_version >= kApiInOrder) {
+    qd.flags = kQueueFlagInOrder;
+    ze_result_t r = z.zeCommandListCreateImmediate(d->backend->context, target, &qd, &s->list);
+    if (r == ZE_RESULT_SUCCESS) {
+      s->in_order = true;
+      return nullptr;
+    }
+    if (r != ZE_RESULT_ERROR_INVALID_ENUMERATION)
+      return check(r, "zeCommandListCreateImmediate (ZE_COMMAND_QUEUE_FLAG_IN_ORDER)");
+    qd.flags = 0;
+  }
+  ZE_CHECK(z.zeCommandListCreateImmediate(d->backend->context, target, &qd, &s->list));
+  return nullptr;
 }
 
 }  // namespace halcyon::ze

@@ -37,7 +37,8 @@ hal_error* event_create(Device* d, const hal_event_desc* desc, Event** out) {
 // hal.h lets an event be released while a record of it is queued: wait for it first.
 void event_destroy(Event* ev) {
   const Symbols& z = ev->device->s();
-  if (ev->event && ev->recorded) logged(z.zeEventHostSynchronize(ev->event, UINT64_MAX), "zeEventHostSynchronize");
+  if (ev->event && ev->was_recorded())
+    logged(z.zeEventHostSynchronize(ev->event, UINT64_MAX), "zeEventHostSynchronize");
   if (ev->stamp) logged(z.zeMemFree(ev->device->backend->context, ev->stamp), "zeMemFree");
   if (ev->event) logged(z.zeEventDestroy(ev->event), "zeEventDestroy");
   if (ev->pool) logged(z.zeEventPoolDestroy(ev->pool), "zeEventPoolDestroy");
@@ -52,23 +53,26 @@ hal_error* event_record(Event* ev, Stream* s) {
     // The barrier orders the timestamp after the stream's earlier work.
     ZE_CHECK(z.zeCommandListAppendBarrier(s->list, nullptr, 0, nullptr));
     ZE_CHECK(z.zeCommandListAppendWriteGlobalTimestamp(s->list, ev->stamp, ev->event, 0, nullptr));
+    // On a list not made in order, a barrier after it too: else the stream's later work could
+    // start before the stamp is written, and partly fall outside the interval it opens.
+    ZE_CHECK(order_barrier(s));
   } else {
     ZE_CHECK(z.zeCommandListAppendBarrier(s->list, ev->event, 0, nullptr));
   }
-  ev->recorded = true;
+  ev->recorded.store(true, std::memory_order_release);
   return nullptr;
 }
 
 // Waiting on an event that was never recorded is a no-op (hal.h, as in CUDA).
 hal_error* stream_wait_event(Stream* s, Event* ev) {
-  if (!ev->recorded) return nullptr;
+  if (!ev->was_recorded()) return nullptr;
   std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendWaitOnEvents(s->list, 1, &ev->event));
   return nullptr;
 }
 
 hal_error* event_query(Event* ev, bool* complete) {
-  if (!ev->recorded) {
+  if (!ev->was_recorded()) {
     *complete = true;
     return nullptr;
   }
@@ -78,14 +82,14 @@ hal_error* event_query(Event* ev, bool* complete) {
 }
 
 hal_error* event_synchronize(Event* ev) {
-  if (!ev->recorded) return nullptr;
+  if (!ev->was_recorded()) return nullptr;
   ZE_CHECK(ev->device->s().zeEventHostSynchronize(ev->event, UINT64_MAX));
   return nullptr;
 }
 
 hal_error* event_elapsed_ms(Event* a, Event* b, float* ms) {
   for (Event* ev : {a, b}) {
-    if (!ev->timing || !ev->recorded)
+    if (!ev->timing || !ev->was_recorded())
       return error(HAL_FAILED_PRECONDITION, "ze: elapsed time needs two recorded timing events");
     bool done = false;
     if (hal_error* e = event_query(ev, &done)) return e;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -27,6 +28,7 @@ struct Backend {
   ze_driver_handle_t driver = nullptr;
   ze_context_handle_t context = nullptr;
   bool own_context = false;  // made by zeContextCreate (destroyed here), not the driver's default
+  uint32_t api_version = 0;  // zeDriverGetApiVersion: ZE_MAKE_VERSION(major, minor); 0 unknown
   std::vector<ze_device_handle_t> devices;
   // Live streams of every device object: a buffer's free waits for their work (a buffer may be
   // used on streams of another object of its device, such as the operator layer's module cache).
@@ -88,6 +90,10 @@ struct Stream {
   // this; nothing takes another lock while holding it.
   std::mutex mu;
   bool imported = false;  // the owner's immediate list (hal_stream_import): never destroyed here
+  // Made with ZE_COMMAND_QUEUE_FLAG_IN_ORDER (create_list): the driver completes its commands in
+  // order. Otherwise (a driver older than 1.7, an imported list) Level Zero only starts them in
+  // order, and order_barrier() keeps a command from starting before the earlier ones complete.
+  bool in_order = false;
 };
 
 struct Event {
@@ -96,7 +102,12 @@ struct Event {
   ze_event_handle_t event = nullptr;
   uint64_t* stamp = nullptr;  // host memory the device's global timestamp is written to
   bool timing = false;
-  bool recorded = false;
+  // Set by event_record under the recording stream's lock, read by query, synchronize, a
+  // stream's wait and release on whatever threads call them (hal.h lets an event be recorded on
+  // one thread and waited for on others): atomic, with release/acquire so that a reader that
+  // sees it set also sees the event's appends.
+  std::atomic<bool> recorded{false};
+  bool was_recorded() const { return recorded.load(std::memory_order_acquire); }
 };
 
 struct Module {
@@ -123,6 +134,16 @@ hal_error* check(ze_result_t r, const char* what);
 // Teardown cannot return an error; a failure there is logged.
 void logged(ze_result_t r, const char* what);
 
+// A halcyon stream completes its commands in order (hal.h); a Level Zero command list only
+// starts them in order (core programming guide, "Execution Barriers": no implicit order of
+// completion), so a kernel could read a buffer that the copy before it is still writing. On a
+// list that was not created in order this appends a barrier: every command appended before it
+// completes before any appended after it starts. The caller holds s->mu.
+inline ze_result_t order_barrier(Stream* s) {
+  if (s->in_order) return ZE_RESULT_SUCCESS;
+  return s->device->s().zeCommandListAppendBarrier(s->list, nullptr, 0, nullptr);
+}
+
 }  // namespace halcyon::ze
 
 HAL_BACKEND_TYPE(halcyon::ze::Backend, hal_be_backend)
@@ -147,6 +168,7 @@ hal_error* partition_split(Device* d, const hal_partition_desc* desc, Partition*
                            Partition** rem, hal_partition_info* rinfo);
 void partition_destroy(Partition* p);
 hal_error* partition_caps(Device* d, uint32_t flags, hal_partition_caps* out);
+hal_error* create_list(Device* d, ze_device_handle_t target, Stream* s);  // a stream's list (Stream::in_order)
 
 hal_error* buffer_create(Device* d, const hal_buffer_desc* desc, Buffer** out, uint64_t* address, void** host);
 hal_error* buffer_import(Device* d, const hal_buffer_import_desc* desc, Buffer** out, void** host);

@@ -148,7 +148,12 @@ hal_error* stream_launch(Stream* s, Kernel* k, const hal_launch_desc* d) {
     ZE_CHECK(z.zeKernelSetArgumentValue(k->kernel, i, a.size, blob + a.offset));
   }
   ze_group_count_t groups{d->grid[0], d->grid[1], d->grid[2]};
+  // On a list not made in order, barriers on both sides: the kernel starts once the stream's
+  // earlier copies are done (they append no barrier of their own), and what follows starts once
+  // it is done.
+  ZE_CHECK(order_barrier(s));
   ZE_CHECK(z.zeCommandListAppendLaunchKernel(s->list, k->kernel, &groups, nullptr, 0, nullptr));
+  ZE_CHECK(order_barrier(s));
   return nullptr;
 }
 

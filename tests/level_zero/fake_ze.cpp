@@ -21,10 +21,16 @@
 // backend's work went to (hal_stream_import). Two threads appending to one list at once, which
 // Level Zero forbids, are caught and counted (fakeze_concurrent_appends).
 //
+// Lists also remember whether they were made in order (ZE_COMMAND_QUEUE_FLAG_IN_ORDER, which the
+// default build has as a 1.14 driver and the source build refuses as a 1.4 one): a command that
+// relies on an order the list never asked for is counted (fakeze_unordered_appends).
+//
 // Simplifications, said plainly: one root device with two sub-devices; every command runs when
-// it is appended (immediate lists are in order anyway), so events are signalled at once (unless
-// "slow_events" is armed: then an event is done only once the host waits for it) and
-// cross-stream waits never have to wait; the global timestamp is the host's steady clock in ns.
+// it is appended, so a list runs in order whatever it asked for (the count above stands in for
+// a driver that would not), events are signalled at once (unless "slow_events" is armed: then an
+// event is done only once the host waits for it), and a wait for an event not yet signalled
+// waits (up to 2 s) for another thread's append to signal it; the global timestamp is the host's
+// steady clock in ns.
 #include <level_zero/ze_api.h>
 
 #define CL_TARGET_OPENCL_VERSION 300
@@ -64,6 +70,8 @@ struct _ze_command_list_handle_t {
   bool immediate;
   int appended = 0;   // commands appended (fakeze_list_appends)
   int appending = 0;  // appends in progress (Appending): more than one is a concurrent append
+  bool in_order = false;  // made with ZE_COMMAND_QUEUE_FLAG_IN_ORDER
+  int unfenced = 0;       // commands appended since the last barrier (append_to)
 };
 struct _ze_event_pool_handle_t {
   uint32_t count;
@@ -92,6 +100,15 @@ namespace {
 constexpr uint32_t kSlices = 1, kSubslices = 8, kEusPerSubslice = 8;  // 64 EUs, 32 per tile
 constexpr uint64_t kMemoryBytes = 256ull << 20;
 constexpr uint32_t kTiles = 2;
+// The Level Zero version the driver reports: the default build has the entry points of 1.14 (the
+// default context) and so the in-order lists of 1.7; the source build stands for a 1.4 driver.
+// ZE_COMMAND_QUEUE_FLAG_IN_ORDER (1.7) by value: Debian's 1.4 headers lack it.
+#ifdef FAKEZE_SOURCE_DIR
+constexpr uint32_t kApiVersion = ZE_MAKE_VERSION(1, 4);
+#else
+constexpr uint32_t kApiVersion = ZE_MAKE_VERSION(1, 14);
+#endif
+constexpr ze_command_queue_flags_t kQueueFlagInOrder = 1u << 1;
 
 struct State {
   std::mutex mu;
@@ -116,6 +133,7 @@ struct State {
   bool fail_build = false, oom = false, lost = false, slow_events = false, no_list_queries = false;
   bool slow_appends = false;    // each append keeps its list in use a while (Appending)
   int concurrent_appends = 0;   // appends that began while another was in progress on that list
+  int unordered_appends = 0;    // commands that a driver could start before the one before completes
   int last_list_device = -1;
   std::set<ze_command_list_handle_t> lists;  // live command lists (a destroyed one is refused)
   uint32_t tiles_exposed = kTiles;
@@ -126,10 +144,11 @@ State& state() {
   return *s;
 }
 
-// Every entry point starts with this: counts the call and holds the lock.
+// Every entry point starts with this: counts the call and holds the lock (a wait for an event
+// releases it meanwhile: await).
 #define FAKE_ENTER(name)            \
   State& st = state();              \
-  std::lock_guard lock_(st.mu);     \
+  std::unique_lock lock_(st.mu);    \
   ++st.calls[name]
 
 bool known_device(const State& st, ze_device_handle_t d) {
@@ -157,11 +176,23 @@ bool range_ok(const State& st, const void* p, size_t n) {
   return a + n <= it->first + it->second.size;
 }
 
-ze_result_t wait_ok(State& st, uint32_t n, ze_event_handle_t* events) {
+// Whether event e is signalled or will be once the host waits ("slow_events"). One that is
+// not may still be signalled by another thread's append (a record on another stream, between
+// its reset and its signal): a driver's wait blocks for that, so the fake waits too, the driver
+// lock released, for up to 2 s; after that nothing will signal it and the wait would hang.
+bool await(std::unique_lock<std::mutex>& lock, ze_event_handle_t e) {
+  for (int ms = 0; ms < 2000 && !(e->signalled || e->pending); ++ms) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    lock.lock();
+  }
+  return e->signalled || e->pending;
+}
+
+ze_result_t wait_ok(State& st, std::unique_lock<std::mutex>& lock, uint32_t n, ze_event_handle_t* events) {
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
   for (uint32_t i = 0; i < n; ++i)
-    if (!events || !events[i] || !(events[i]->signalled || events[i]->pending))
-      return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // would hang
+    if (!events || !events[i] || !await(lock, events[i])) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // would hang
   return ZE_RESULT_SUCCESS;
 }
 
@@ -283,7 +314,7 @@ extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
   std::lock_guard lock(st.mu);
   st.calls.clear();
   st.fail_build = st.oom = st.lost = st.slow_events = st.no_list_queries = st.slow_appends = false;
-  st.concurrent_appends = 0;
+  st.concurrent_appends = st.unordered_appends = 0;
   st.last_list_device = -1;
   st.tiles_exposed = kTiles;
 }
@@ -320,6 +351,19 @@ extern "C" __attribute__((visibility("default"))) int fakeze_list_appends(void* 
   std::lock_guard lock(st.mu);
   auto l = static_cast<ze_command_list_handle_t>(list);
   return st.lists.count(l) ? l->appended : -1;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_list_in_order(void* list) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  auto l = static_cast<ze_command_list_handle_t>(list);
+  return st.lists.count(l) ? int(l->in_order) : -1;
+}
+
+extern "C" __attribute__((visibility("default"))) int fakeze_unordered_appends(void) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  return st.unordered_appends;
 }
 
 extern "C" __attribute__((visibility("default"))) int fakeze_concurrent_appends(void) {
@@ -371,7 +415,7 @@ FAKE_API zeDriverGet(uint32_t* count, ze_driver_handle_t* drivers) {
 
 FAKE_API zeDriverGetApiVersion(ze_driver_handle_t, ze_api_version_t* v) {
   FAKE_ENTER("zeDriverGetApiVersion");
-  *v = ZE_API_VERSION_1_4;
+  *v = ze_api_version_t(kApiVersion);
   return ZE_RESULT_SUCCESS;
 }
 
@@ -548,9 +592,15 @@ FAKE_API zeCommandListCreateImmediate(ze_context_handle_t c, ze_device_handle_t 
   FAKE_ENTER("zeCommandListCreateImmediate");
   if (!c || !known_device(st, d) || !desc) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (desc->ordinal != 1) return ZE_RESULT_ERROR_INVALID_ARGUMENT;  // only group 1 computes
+  // A flag the driver's version does not have is an unknown enumeration, as the validation
+  // layer says (IN_ORDER is 1.7).
+  const ze_command_queue_flags_t known =
+      ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY | (kApiVersion >= ZE_MAKE_VERSION(1, 7) ? kQueueFlagInOrder : 0);
+  if (desc->flags & ~known) return ZE_RESULT_ERROR_INVALID_ENUMERATION;
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
   st.last_list_device = d->id;
   *out = new _ze_command_list_handle_t{d, c, true};
+  (*out)->in_order = desc->flags & kQueueFlagInOrder;
   st.lists.insert(*out);
   return ZE_RESULT_SUCCESS;
 }
@@ -611,21 +661,36 @@ class Appending {
   Appending appending_(list);         \
   FAKE_ENTER(name)
 
-// Every append names a live immediate list; it is counted.
-ze_result_t append_to(State& st, ze_command_list_handle_t l) {
+// What an append is to the list's order: work (a copy, fill, launch or timestamp) that must not
+// start before the earlier work completes, a barrier that waits for all of it, or neither (an
+// event reset, a wait on events: they order nothing before them).
+enum class Kind { kWork, kBarrier, kOther };
+
+// Every append names a live immediate list; it is counted. The fake runs each command as it is
+// appended, so its lists are in order whatever they asked for; a driver only starts commands
+// in order (Level Zero core programming guide, "Execution Barriers"), unless the list was made
+// with ZE_COMMAND_QUEUE_FLAG_IN_ORDER. So work appended to a list made without it, after other
+// work and no barrier between, is counted (fakeze_unordered_appends): a driver could run it
+// before the work before it completes. The first is also reported on stderr.
+ze_result_t append_to(State& st, ze_command_list_handle_t l, Kind kind) {
   if (!st.lists.count(l)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (!l->immediate) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   ++l->appended;
+  if (kind == Kind::kBarrier) l->unfenced = 0;
+  if (kind != Kind::kWork) return ZE_RESULT_SUCCESS;
+  if (!l->in_order && l->unfenced++ > 0 && st.unordered_appends++ == 0)
+    std::fprintf(stderr, "fake ze: command list %p (not in order) got a command after another with no barrier\n",
+                 static_cast<void*>(l));
   return ZE_RESULT_SUCCESS;
 }
-#define FAKE_APPEND_TO(list) \
-  if (ze_result_t r_ = append_to(st, list); r_ != ZE_RESULT_SUCCESS) return r_
+#define FAKE_APPEND_TO(list, kind) \
+  if (ze_result_t r_ = append_to(st, list, Kind::kind); r_ != ZE_RESULT_SUCCESS) return r_
 
 FAKE_API zeCommandListAppendMemoryCopy(ze_command_list_handle_t list, void* dst, const void* src, size_t size,
                                        ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
   FAKE_ENTER_APPEND("zeCommandListAppendMemoryCopy", list);
-  FAKE_APPEND_TO(list);
-  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  FAKE_APPEND_TO(list, kWork);
+  if (ze_result_t r = wait_ok(st, lock_, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, dst, size) && !in_allocation(st, src, size)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   if (!range_ok(st, dst, size) || !range_ok(st, src, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
   std::memmove(dst, src, size);
@@ -637,8 +702,8 @@ FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t list, void* ptr,
                                        size_t size, ze_event_handle_t signal_event, uint32_t nwait,
                                        ze_event_handle_t* waits) {
   FAKE_ENTER_APPEND("zeCommandListAppendMemoryFill", list);
-  FAKE_APPEND_TO(list);
-  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  FAKE_APPEND_TO(list, kWork);
+  if (ze_result_t r = wait_ok(st, lock_, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, ptr, size)) return ZE_RESULT_ERROR_INVALID_SIZE;
   if (psize == 0 || (psize & (psize - 1)) || size % psize) return ZE_RESULT_ERROR_INVALID_SIZE;
   for (size_t i = 0; i < size; i += psize) std::memcpy(static_cast<char*>(ptr) + i, pattern, psize);
@@ -649,21 +714,21 @@ FAKE_API zeCommandListAppendMemoryFill(ze_command_list_handle_t list, void* ptr,
 FAKE_API zeCommandListAppendBarrier(ze_command_list_handle_t list, ze_event_handle_t signal_event, uint32_t nwait,
                                     ze_event_handle_t* waits) {
   FAKE_ENTER_APPEND("zeCommandListAppendBarrier", list);
-  FAKE_APPEND_TO(list);
-  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  FAKE_APPEND_TO(list, kBarrier);
+  if (ze_result_t r = wait_ok(st, lock_, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   signal(signal_event);
   return ZE_RESULT_SUCCESS;
 }
 
 FAKE_API zeCommandListAppendWaitOnEvents(ze_command_list_handle_t list, uint32_t n, ze_event_handle_t* events) {
   FAKE_ENTER_APPEND("zeCommandListAppendWaitOnEvents", list);
-  FAKE_APPEND_TO(list);
-  return wait_ok(st, n, events);
+  FAKE_APPEND_TO(list, kOther);
+  return wait_ok(st, lock_, n, events);
 }
 
 FAKE_API zeCommandListAppendEventReset(ze_command_list_handle_t list, ze_event_handle_t e) {
   FAKE_ENTER_APPEND("zeCommandListAppendEventReset", list);
-  FAKE_APPEND_TO(list);
+  FAKE_APPEND_TO(list, kOther);
   if (!e) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
   e->signalled = e->pending = false;
@@ -674,8 +739,8 @@ FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t list, 
                                                  ze_event_handle_t signal_event, uint32_t nwait,
                                                  ze_event_handle_t* waits) {
   FAKE_ENTER_APPEND("zeCommandListAppendWriteGlobalTimestamp", list);
-  FAKE_APPEND_TO(list);
-  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  FAKE_APPEND_TO(list, kWork);
+  if (ze_result_t r = wait_ok(st, lock_, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!in_allocation(st, dst, 8)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   *dst = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
@@ -687,8 +752,8 @@ FAKE_API zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t list, 
 FAKE_API zeCommandListAppendLaunchKernel(ze_command_list_handle_t list, ze_kernel_handle_t k, const ze_group_count_t* g,
                                          ze_event_handle_t signal_event, uint32_t nwait, ze_event_handle_t* waits) {
   FAKE_ENTER_APPEND("zeCommandListAppendLaunchKernel", list);
-  FAKE_APPEND_TO(list);
-  if (ze_result_t r = wait_ok(st, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
+  FAKE_APPEND_TO(list, kWork);
+  if (ze_result_t r = wait_ok(st, lock_, nwait, waits); r != ZE_RESULT_SUCCESS) return r;
   if (!k || !g) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   if (std::find(k->set.begin(), k->set.end(), false) != k->set.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   size_t global[3] = {g->groupCountX * k->group[0], g->groupCountY * k->group[1], g->groupCountZ * k->group[2]};
@@ -717,9 +782,10 @@ FAKE_API zeEventCreate(ze_event_pool_handle_t pool, const ze_event_desc_t* desc,
   return ZE_RESULT_SUCCESS;
 }
 
-FAKE_API zeEventHostSynchronize(ze_event_handle_t e, uint64_t) {
+FAKE_API zeEventHostSynchronize(ze_event_handle_t e, uint64_t timeout) {
   FAKE_ENTER("zeEventHostSynchronize");
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
+  if (timeout == UINT64_MAX) await(lock_, e);  // a record on another thread may be about to signal it
   if (e->pending) e->signalled = true, e->pending = false;  // the host waited: the device got there
   return e->signalled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
 }

@@ -25,6 +25,13 @@ int fakeze_last_list_device(void);
 // How many commands were appended to command list `list` (a ze_command_list_handle_t); -1 when
 // it is not a live list.
 int fakeze_list_appends(void* list);
+// Whether command list `list` was made with ZE_COMMAND_QUEUE_FLAG_IN_ORDER: 1 yes, 0 no, -1 when
+// it is not a live list.
+int fakeze_list_in_order(void* list);
+// How many commands since the last reset were appended to a list not made in order after another
+// command with no barrier between: a driver may start such a command before the one before it
+// completes (a kernel reading a buffer its stream's copy is still writing).
+int fakeze_unordered_appends(void);
 // How many appends since the last reset began while another append to the same command list was
 // in progress on another thread (Level Zero forbids it; the first is also reported on stderr).
 int fakeze_concurrent_appends(void);

@@ -572,6 +572,34 @@ TEST_CASE("the SPIR-V reader refuses a function layout out of the spec's order, 
   CHECK_MESSAGE(contains(twice.refused(), "function id 10 is defined twice"), twice.refused());
 }
 
+TEST_CASE("the SPIR-V reader gives every parameter it accepts a size a launch can pack (fuzz_spirv's findings)") {
+  // fuzz_spirv's first crash: a later OpTypeInt reused the id of the kernel's int type with a
+  // width of 16384 bits, and the parameter came back as a 2048-byte value.
+  SpirvWriter retyped;
+  retyped.entry(10, "k").types().op(21, {20, 16384, 0}).function(10).param(20, 30).end();
+  CHECK_MESSAGE(contains(retyped.refused(), "type id 20 is defined twice (again at word"), retyped.refused());
+  // Values no OpenCL argument is: an integer of 12 bits, a vector of 64 longs, a vector of
+  // vectors whose size would wrap round 2^64.
+  SpirvWriter odd, wide, nested;
+  odd.entry(10, "k").types().op(21, {40, 12, 0}).function(10).param(40, 30).end();
+  wide.entry(10, "k").types().op(21, {40, 64, 0}).op(23, {41, 40, 64}).function(10).param(41, 30).end();
+  nested.entry(10, "k").types().op(23, {40, 20, 0x80000000u}).op(23, {41, 40, 0x80000000u}).op(23, {42, 41, 16});
+  nested.function(10).param(42, 30).end();
+  CHECK_MESSAGE(contains(odd.refused(), "parameter 0 is a value of no whole number of bytes"), odd.refused());
+  CHECK_MESSAGE(contains(wide.refused(), "parameter 0 is a value of 512 bytes (a kernel argument value is 1 to 128"),
+                wide.refused());
+  CHECK_MESSAGE(contains(nested.refused(), "parameter 0 is a value of more than 2^64 bytes"), nested.refused());
+  // An OpMemoryModel after a pointer type would change the pointer size under it.
+  SpirvWriter late_model;
+  late_model.entry(10, "k").types().op(14, {1, 2}).function(10).param(21, 30).end();
+  CHECK_MESSAGE(contains(late_model.refused(), "OpMemoryModel at word"), late_model.refused());
+  CHECK_MESSAGE(contains(late_model.refused(), "comes after a type or function"), late_model.refused());
+  // A 16-element vector of longs (128 bytes) is the widest argument, and is accepted.
+  SpirvWriter long16;
+  long16.entry(10, "k").types().op(21, {40, 64, 0}).op(23, {41, 40, 16}).function(10).param(41, 30).end();
+  CHECK_MESSAGE(long16.refused().empty(), long16.refused());
+}
+
 TEST_CASE("events: order across streams and timestamps") {
   auto d = open_ze();
   auto s1 = unwrap(d.create_stream()), s2 = unwrap(d.create_stream());
@@ -587,6 +615,81 @@ TEST_CASE("events: order across streams and timestamps") {
   CHECK(ms >= 0.0f);
   CHECK(fake().count("zeCommandListAppendWriteGlobalTimestamp") == 2);
   CHECK(fake().count("zeCommandListAppendWaitOnEvents") == 1);
+}
+
+TEST_CASE("a kernel and a timing event's stamp complete in order with the stream's other work") {
+  // Level Zero only starts a command list's commands in order; unless the list was made with
+  // ZE_COMMAND_QUEUE_FLAG_IN_ORDER, a command may run before the one before it completes
+  // (core programming guide, "Execution Barriers"). The fake counts each command appended that
+  // relies on more than that: here a launch between a write of its input and a read of its
+  // output, and work after a timing event's stamp.
+  auto d = open_ze();
+  const auto unordered = [] { return fake().fn<int (*)()>("fakeze_unordered_appends")(); };
+  const auto in_order = [](const halcyon::Stream& s) {
+    const uint64_t native = unwrap(s.info()).native;
+    return fake().fn<int (*)(void*)>("fakeze_list_in_order")(reinterpret_cast<void*>(native));
+  };
+  auto s = unwrap(d.create_stream());
+  auto m = unwrap(d.load_module(HAL_MODULE_SPIRV, basic().target, basic().data, basic().size, "basic.spv"));
+  auto k = unwrap(m.kernel("hc_vector_add"));
+  const int n = 256;
+  auto a = unwrap(d.allocate(n * 4)), b = unwrap(d.allocate(n * 4)), c = unwrap(d.allocate(n * 4));
+  auto start = unwrap(d.create_event()), stop = unwrap(d.create_event());
+  struct {
+    uint64_t a, b, c;
+    int64_t n;
+  } blob{a.address(), b.address(), c.address(), n};
+  std::vector<float> x(n, 2.0f), z(n, 0.0f);
+  REQUIRE(s.fill<uint32_t>(b, 0, n * 4, 0x3f800000u).ok());  // 1.0f
+  REQUIRE(s.record(start).ok());
+  // The async forms: write and read wait for the stream, which would order them anyway.
+  REQUIRE(s.write_async(a, 0, x.data(), n * 4).ok());
+  REQUIRE(s.launch(k, {1}, {n}, &blob, sizeof blob).ok());
+  REQUIRE(s.read_async(c, 0, z.data(), n * 4).ok());
+  REQUIRE(s.record(stop).ok());
+  REQUIRE(s.launch(k, {1}, {n}, &blob, sizeof blob).ok());
+  REQUIRE(s.synchronize().ok());
+  CHECK(z[0] == 3.0f);
+  CHECK(z[n - 1] == 3.0f);
+  CHECK_MESSAGE(unordered() == 0, "commands relying on an order their list did not ask for: ", unordered());
+  // The ordering barriers (one each side of a launch, one after a stamp) only on a list not
+  // made in order; the one before each stamp and the synchronize's are always there.
+  REQUIRE(in_order(s) >= 0);
+  CHECK(fake().count("zeCommandListAppendBarrier") == (in_order(s) ? 0 : 6) + 2 + 1);
+}
+
+TEST_CASE("an event recorded on one thread is queried, waited for and synchronized on others") {
+  // hal.h lets an event be recorded on one thread and waited for on others. The backend's
+  // "recorded" flag is read by every one of those calls: a plain bool there was a data race
+  // (ThreadSanitizer reports it; this test is for a TSan build of tests/level_zero).
+  auto d = open_ze();
+  auto s1 = unwrap(d.create_stream()), s2 = unwrap(d.create_stream());
+  auto b = unwrap(d.allocate(4096));
+  for (const bool timing : {false, true}) {
+    auto ev = unwrap(d.create_event(timing));
+    std::atomic<bool> done{false};
+    std::atomic<int> failures{0};
+    std::thread recorder([&] {
+      for (int i = 0; i < 200; ++i) {
+        failures += !s1.fill<uint32_t>(b, 0, 4096, uint32_t(i)).ok();
+        failures += !s1.record(ev).ok();
+      }
+      done = true;
+    });
+    std::thread querier([&] {
+      while (!done) failures += !ev.query().ok();
+    });
+    std::thread waiter([&] {
+      while (!done) failures += !ev.synchronize().ok() + !s2.wait(ev).ok();
+    });
+    recorder.join();
+    querier.join();
+    waiter.join();
+    CHECK(failures == 0);
+    REQUIRE(ev.synchronize().ok());
+    CHECK(unwrap(ev.query()));
+  }
+  REQUIRE(s2.synchronize().ok());
 }
 
 TEST_CASE("partitions are whole sub-devices, and their streams go to their tile") {
