@@ -54,6 +54,86 @@ hal_error* jit_ptx(CudaDevice* dv, const std::string& ptx, const ArchTag& target
   return nullptr;
 }
 
+// PTX -> cubin by the JIT, then into the cache for the next process (a cache that cannot be
+// written is only logged: it is optional).
+hal_error* compile_and_store(CudaDevice* dv, const std::string& ptx, const ArchTag& target, const PtxCacheKey& key,
+                             const std::string& name, const std::string& what, std::vector<char>* cubin) {
+  {
+    ContextScope scope(dv->d, dv->ctx);
+    if (hal_error* e = jit_ptx(dv, ptx, target, what, cubin)) return e;
+  }
+  const PtxCache& cache = dv->backend->cache;
+  if (!cache.enabled()) return nullptr;
+  std::string why;
+  if (!cache.store(key, cubin->data(), cubin->size(), &why))
+    halcyon::plugin::log(HAL_LOG_WARNING, "cuda: PTX cache: " + why);
+  else
+    halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: PTX cache stored '{}': {}", name, cache.path(key)));
+  return nullptr;
+}
+
+// Which load of an image failed, and the driver's log of it (JitLog::text()).
+struct LoadFailure {
+  std::string step;
+  std::string log;
+};
+
+// Loads `image` into m: the module of the primary context and, where green contexts exist, the
+// library partition streams launch from. CUDA_SUCCESS, or the failing call's result with *why
+// filled; m then holds neither.
+CUresult load_image(CudaDevice* dv, CudaModule* m, const void* image, LoadFailure* why) {
+  const Driver* d = dv->d;
+  ContextScope scope(d, dv->ctx);
+  JitLog log;
+  CUresult r = d->cuModuleLoadDataEx(&m->module, image, log.count, log.options, log.values);
+  if (r != CUDA_SUCCESS) {
+    m->module = nullptr;
+    *why = {"loading", log.text()};
+    return r;
+  }
+  if (dv->green) {
+    JitLog lib_log;
+    r = d->cuLibraryLoadData(&m->library, image, lib_log.options, lib_log.values, lib_log.count, nullptr, nullptr, 0);
+    if (r != CUDA_SUCCESS) {
+      d->cuModuleUnload(m->module);
+      m->module = nullptr;
+      m->library = nullptr;
+      *why = {"loading for partitions", lib_log.text()};
+    }
+  }
+  return r;
+}
+
+hal_error* load_error(const Driver* d, CUresult r, const std::string& what, const LoadFailure& why) {
+  return cu_error(d, r, what + ": " + why.step + why.log);
+}
+
+// Loads PTX into m from the cache's cubin, else from the JIT's (stored for the next process). An
+// entry that passed the cache's checks may still be refused by the driver (a writer that stored
+// a bad cubin, a driver changed without its version): with the PTX at hand that is no failure,
+// so the entry is dropped, the PTX compiled and the entry written anew.
+hal_error* load_ptx(CudaDevice* dv, CudaModule* m, const std::string& ptx, const ArchTag& target,
+                    const std::string& what) {
+  const Driver* d = dv->d;
+  const PtxCache& cache = dv->backend->cache;
+  const PtxCacheKey key = make_cache_key(ptx, dv->arch, d->version, kJitSettings);
+  std::vector<char> cubin;
+  LoadFailure why;
+  if (cache.load(key, &cubin)) {
+    halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: PTX cache hit for '{}': {}", m->name, cache.path(key)));
+    const CUresult r = load_image(dv, m, cubin.data(), &why);
+    if (r == CUDA_SUCCESS) return nullptr;
+    halcyon::plugin::log(HAL_LOG_WARNING,
+                         fmt::format("cuda: PTX cache entry {} for '{}' was refused by the driver ({}: {}); removing "
+                                     "it and compiling the PTX{}",
+                                     cache.path(key), m->name, why.step, result_string(*d, r), why.log));
+    cache.remove(key);
+  }
+  if (hal_error* e = compile_and_store(dv, ptx, target, key, m->name, what, &cubin)) return e;
+  if (CUresult r = load_image(dv, m, cubin.data(), &why); r != CUDA_SUCCESS) return load_error(d, r, what, why);
+  return nullptr;
+}
+
 // The parameter layout the driver reports (CUDA 12.4+), or false and *why when it cannot.
 bool driver_params(const Driver* d, CUkernel k, CUfunction f, std::vector<PtxParam>* out, std::string* why) {
   auto query = [&](auto fn, auto handle, const char* name) {
@@ -98,13 +178,12 @@ hal_error* cuda_module_load(CudaDevice* dv, const hal_module_desc* desc, CudaMod
     auto m = std::make_unique<CudaModule>();
     m->device = dv;
     m->name = name;
-    std::vector<char> cubin;
-    const void* image = desc->data;
     if (!is_ptx) {
       if (std::string why = check_cubin_image(desc->data, desc->size); !why.empty())
         return error(HAL_INVALID_ARGUMENT, what + ": not a loadable cubin: " + why);
-    }
-    if (is_ptx) {
+      LoadFailure why;
+      if (CUresult r = load_image(dv, m.get(), desc->data, &why); r != CUDA_SUCCESS) return load_error(d, r, what, why);
+    } else {
       const char* text = static_cast<const char*>(desc->data);
       std::string ptx(text, strnlen(text, desc->size));
       std::string why;
@@ -115,32 +194,7 @@ hal_error* cuda_module_load(CudaDevice* dv, const hal_module_desc* desc, CudaMod
         return error(HAL_INVALID_ARGUMENT, fmt::format("{}: the module is tagged {} but its PTX says .target {}",
                                                        what, desc->target, m->ptx.target));
       m->have_ptx = true;
-      PtxCacheKey key = make_cache_key(ptx, dv->arch, d->version, kJitSettings);
-      const PtxCache& cache = dv->backend->cache;
-      if (cache.load(key, &cubin)) {
-        halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: PTX cache hit for '{}': {}", name, cache.path(key)));
-      } else {
-        ContextScope scope(d, dv->ctx);
-        if (hal_error* e = jit_ptx(dv, ptx, target, what, &cubin)) return e;
-        std::string store_why;
-        if (cache.enabled() && !cache.store(key, cubin.data(), cubin.size(), &store_why))
-          halcyon::plugin::log(HAL_LOG_WARNING, "cuda: PTX cache: " + store_why);
-        else if (cache.enabled())
-          halcyon::plugin::log(HAL_LOG_DEBUG, fmt::format("cuda: PTX cache stored '{}': {}", name, cache.path(key)));
-      }
-      image = cubin.data();
-    }
-    ContextScope scope(d, dv->ctx);
-    JitLog log;
-    CUresult r = d->cuModuleLoadDataEx(&m->module, image, log.count, log.options, log.values);
-    if (r != CUDA_SUCCESS) return cu_error(d, r, what + ": loading" + log.text());
-    if (dv->green) {
-      JitLog lib_log;
-      r = d->cuLibraryLoadData(&m->library, image, lib_log.options, lib_log.values, lib_log.count, nullptr, nullptr, 0);
-      if (r != CUDA_SUCCESS) {
-        d->cuModuleUnload(m->module);
-        return cu_error(d, r, what + ": loading for partitions" + lib_log.text());
-      }
+      if (hal_error* e = load_ptx(dv, m.get(), ptx, target, what)) return e;
     }
     *out = m.release();
     return nullptr;

@@ -1,6 +1,8 @@
 #include "ptx_cache.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +10,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 namespace halcyon::cuda {
@@ -83,7 +87,39 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+constexpr char kTempTag[] = ".cubin.tmp.";
+constexpr time_t kDeadWriterGrace = 60;  // seconds a dead writer's file is kept
+constexpr time_t kStaleTemp = 3600;      // seconds after which any writer's file is removed
+
+// The pid in a temporary file's name, "<hashes>-<arch>-drv<N>.cubin.tmp.<pid>.<n>", or 0 when
+// the name is not one store() makes.
+pid_t temp_file_pid(const char* name) {
+  const char* tag = std::strstr(name, kTempTag);
+  if (!tag || tag == name) return 0;
+  const char* p = tag + sizeof kTempTag - 1;
+  const char* pid_end = p;
+  while (std::isdigit(static_cast<unsigned char>(*pid_end))) ++pid_end;
+  if (pid_end == p || pid_end - p > 9 || *pid_end != '.') return 0;
+  const char* n = pid_end + 1;
+  if (!*n) return 0;
+  for (; *n; ++n)
+    if (!std::isdigit(static_cast<unsigned char>(*n))) return 0;
+  return pid_t(std::strtol(p, nullptr, 10));
+}
+
+// Whether a temporary file written by `pid`, last modified at `mtime`, is left over.
+bool stale_temp(pid_t pid, time_t mtime, time_t now) {
+  const time_t age = now - mtime;
+  if (age >= kStaleTemp) return true;
+  // kill(pid, 0): ESRCH = no such process; EPERM means it exists under another user.
+  return age >= kDeadWriterGrace && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
+
+PtxCache::PtxCache(std::string dir) : dir_(std::move(dir)) {
+  if (enabled()) remove_stale_temp_files();
+}
 
 PtxCacheKey make_cache_key(std::string_view ptx, std::string_view arch, int driver_version,
                            std::string_view options) {
@@ -112,6 +148,22 @@ std::string cuda_options(const char* library, const char* cache_dir_option, std:
   if (!*cache_dir_option) return "option cuda.cache_dir is empty: give a folder, or off for no PTX cache";
   *cache_dir = cache_dir_option;
   return {};
+}
+
+bool read_cache_key(const std::string& path, PtxCacheKey* key) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  FileHeader h{};
+  const bool ok = std::fread(&h, sizeof h, 1, f) == 1 && std::memcmp(h.magic, kMagic, 8) == 0 &&
+                  h.header_size == sizeof h;
+  std::fclose(f);
+  if (!ok) return false;
+  key->hash_a = h.hash_a;
+  key->hash_b = h.hash_b;
+  key->ptx_size = h.ptx_size;
+  key->arch.assign(h.arch, strnlen(h.arch, sizeof h.arch));
+  key->driver_version = h.driver_version;
+  return true;
 }
 
 bool PtxCache::load(const PtxCacheKey& key, std::vector<char>* cubin) const {
@@ -178,6 +230,29 @@ bool PtxCache::store(const PtxCacheKey& key, const void* cubin, size_t size, std
     ::unlink(tmp.c_str());
   }
   return ok;
+}
+
+bool PtxCache::remove(const PtxCacheKey& key) const {
+  return enabled() && ::unlink(path(key).c_str()) == 0;
+}
+
+size_t PtxCache::remove_stale_temp_files() const {
+  if (!enabled()) return 0;
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) return 0;  // no folder yet: nothing left over
+  const time_t now = std::time(nullptr);
+  size_t removed = 0;
+  while (dirent* e = ::readdir(d)) {
+    const pid_t pid = temp_file_pid(e->d_name);
+    if (pid <= 0) continue;
+    const std::string file = dir_ + "/" + e->d_name;
+    struct stat st{};
+    if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    // Another process may remove it first: ENOENT is no failure, just not ours to count.
+    if (stale_temp(pid, st.st_mtime, now) && ::unlink(file.c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 }  // namespace halcyon::cuda

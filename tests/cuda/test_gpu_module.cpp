@@ -1,6 +1,7 @@
 // Modules (PTX and cubin), kernel argument layouts, launches, events around kernels, the JIT
 // cache and the errors of each.
 #include "gpu_support.hpp"
+#include "ptx_cache.hpp"
 
 #include <fmt/format.h>
 
@@ -254,49 +255,117 @@ TEST_CASE("cuda: events time kernels and order streams") {
   CHECK(ms < 1000.0f);
 }
 
-TEST_CASE("cuda: the PTX JIT cache writes one file per PTX and reuses it") {
-  char tmpl[] = "/tmp/halcyon_gpu_cache_XXXXXX";
-  REQUIRE(mkdtemp(tmpl));
-  // The cache folder is read when the backend starts, so this test runs in a child process.
-  std::string dir = std::string(tmpl) + "/ptx";
+namespace {
+
+// The cache folder is read when the backend starts, so cache tests run their checks in a child
+// process: this program again, running the test cases `filter` names with HALCYON_TEST_PTX_CACHE
+// (gpu_main.cpp passes it as cuda.cache_dir) set to `dir`. Returns the child's exit code.
+int run_cache_child(const std::string& dir, const char* filter) {
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    setenv("HALCYON_TEST_PTX_CACHE", dir.c_str(), 1);  // gpu_main.cpp passes it as cuda.cache_dir
+    setenv("HALCYON_TEST_PTX_CACHE", dir.c_str(), 1);
     // A fresh registry would be needed; exec ourselves with a filter instead.
-    execl("/proc/self/exe", "halcyon_cuda_gpu_tests", "--test-case=cuda: cache child*", "--no-intro",
-          static_cast<char*>(nullptr));
+    execl("/proc/self/exe", "halcyon_cuda_gpu_tests", filter, "--no-intro", static_cast<char*>(nullptr));
     _exit(3);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  size_t files = 0;
+  return WEXITSTATUS(status);
+}
+
+std::vector<std::string> cubin_files(const std::string& dir) {
+  std::vector<std::string> files;
   if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) files += std::string(e->d_name).ends_with(".cubin");
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).ends_with(".cubin")) files.push_back(e->d_name);
     closedir(d);
   }
-  CHECK(files == 1);
+  return files;
+}
+
+// A fresh folder's not yet made "ptx" subfolder, the folder's name starting with `prefix`.
+std::string fresh_cache_dir(const std::string& prefix) {
+  std::string tmpl = prefix + "XXXXXX";
+  REQUIRE(mkdtemp(tmpl.data()));
+  return tmpl + "/ptx";
+}
+
+// Loads vector_add's PTX (through the cache, when there is one) and checks a launch of it.
+void load_and_run_vector_add(const halcyon::Device& dev) {
+  auto mod = gpu::load(dev, "vector_add");
+  check_vector_add(dev, unwrap(mod.kernel("vector_add")), 1000);
+}
+
+// Log lines captured so far that contain `what`.
+int logged(const std::string& what) {
+  std::lock_guard lock(log_mu);
+  return int(std::count_if(log_lines.begin(), log_lines.end(),
+                           [&](const std::string& l) { return l.find(what) != std::string::npos; }));
+}
+
+// The cache folder of this process when it is the child of the test whose folders start with
+// `prefix`, else "" (the case is then skipped: it only runs in that child).
+std::string cache_child_dir(const char* prefix) {
+  const char* dir = std::getenv("HALCYON_TEST_PTX_CACHE");
+  return dir && std::string(dir).starts_with(prefix) ? dir : "";
+}
+
+}  // namespace
+
+TEST_CASE("cuda: the PTX JIT cache writes one file per PTX and reuses it") {
+  const std::string dir = fresh_cache_dir("/tmp/halcyon_gpu_cache_");
+  CHECK(run_cache_child(dir, "--test-case=cuda: cache child*") == 0);
+  CHECK(cubin_files(dir).size() == 1);
 }
 
 TEST_CASE("cuda: cache child (run by the JIT cache test)") {
-  const char* dir = std::getenv("HALCYON_TEST_PTX_CACHE");
-  if (!dir || !std::string(dir).starts_with("/tmp/halcyon_gpu_cache_")) return;  // only in the child
+  if (cache_child_dir("/tmp/halcyon_gpu_cache_").empty()) return;  // only in the child
   hal_set_log_callback(capture, nullptr);
   auto dev = gpu::open();
-  for (int i = 0; i < 2; ++i) {
-    auto mod = gpu::load(dev, "vector_add");
-    check_vector_add(dev, unwrap(mod.kernel("vector_add")), 1000);
-  }
+  for (int i = 0; i < 2; ++i) load_and_run_vector_add(dev);
   hal_set_log_callback(nullptr, nullptr);
-  int stored = 0, hits = 0;
-  for (auto& l : log_lines) {
-    stored += l.find("PTX cache stored") != std::string::npos;
-    hits += l.find("PTX cache hit") != std::string::npos;
-  }
-  CHECK(stored == 1);
-  CHECK(hits == 1);
+  CHECK(logged("PTX cache stored") == 1);
+  CHECK(logged("PTX cache hit") == 1);
+}
+
+// An entry can pass every check of the cache (key, size, checksum) and still be no cubin the
+// driver loads: loading the PTX must then compile it, as on a miss, not fail.
+TEST_CASE("cuda: a cache entry the driver refuses is dropped, the PTX compiled and the entry rewritten") {
+  const std::string dir = fresh_cache_dir("/tmp/halcyon_gpu_badcache_");
+  CHECK(run_cache_child(dir, "--test-case=cuda: refused cache entry child*") == 0);
+  CHECK(cubin_files(dir).size() == 1);
+}
+
+TEST_CASE("cuda: refused cache entry child (run by the refused cache entry test)") {
+  const std::string dir = cache_child_dir("/tmp/halcyon_gpu_badcache_");
+  if (dir.empty()) return;  // only in the child
+  hal_set_log_callback(capture, nullptr);
+  auto dev = gpu::open();
+  load_and_run_vector_add(dev);  // a miss: compiled and stored
+  REQUIRE(logged("PTX cache stored") == 1);
+  auto files = cubin_files(dir);
+  REQUIRE(files.size() == 1);
+  halcyon::cuda::PtxCacheKey key;
+  REQUIRE(halcyon::cuda::read_cache_key(dir + "/" + files[0], &key));
+  // Well-formed for the cache, garbage for the driver: neither ELF nor fatbin, so the driver
+  // reads it as PTX text, which the NUL at its end stops (the loader takes no size).
+  std::string junk(4096, 'j');
+  junk.back() = '\0';
+  halcyon::cuda::PtxCache cache(dir);
+  std::string why;
+  REQUIRE_MESSAGE(cache.store(key, junk.data(), junk.size(), &why), why);
+  load_and_run_vector_add(dev);  // a hit the driver refuses: compiled again and the entry rewritten
+  CHECK(logged("was refused by the driver") == 1);
+  CHECK(logged("PTX cache stored") == 2);
+  std::vector<char> now;
+  REQUIRE(cache.load(key, &now));
+  CHECK(std::string(now.begin(), now.end()) != junk);
+  load_and_run_vector_add(dev);  // the rewritten entry loads
+  hal_set_log_callback(nullptr, nullptr);
+  CHECK(logged("PTX cache hit") == 2);
+  CHECK(logged("was refused by the driver") == 1);
 }
 
 // The dynamic shared memory attribute belongs to the CUfunction, which every handle of the entry

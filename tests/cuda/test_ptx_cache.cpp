@@ -4,11 +4,15 @@
 #include "ptx_cache.hpp"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <string>
@@ -38,6 +42,38 @@ std::vector<char> bytes(size_t n, char seed) {
   std::vector<char> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = char(seed + char(i * 7));
   return v;
+}
+
+// A file holding "x", last modified `age_s` seconds ago.
+void touch(const std::string& path, time_t age_s) {
+  std::ofstream(path) << "x";
+  timeval tv[2] = {{std::time(nullptr) - age_s, 0}, {std::time(nullptr) - age_s, 0}};
+  REQUIRE(utimes(path.c_str(), tv) == 0);
+}
+
+bool listed(const std::vector<std::string>& files, const std::string& name) {
+  return std::find(files.begin(), files.end(), name) != files.end();
+}
+
+// A cache in a fresh folder holding one entry, of `size` bytes for `ptx`.
+struct OneEntry {
+  PtxCache cache{temp_dir()};
+  PtxCacheKey key;
+  std::vector<char> cubin;
+  OneEntry(const char* ptx, size_t size) : key(make_cache_key(ptx, "sm_90a", 13000, "o")), cubin(bytes(size, 9)) {
+    std::string why;
+    REQUIRE_MESSAGE(cache.store(key, cubin.data(), cubin.size(), &why), why);
+  }
+};
+
+// A pid that no process has: a child's, once it has exited and been waited for.
+pid_t dead_pid() {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return pid;
 }
 
 }  // namespace
@@ -160,4 +196,71 @@ TEST_CASE("ptx cache: an unwritable folder is an error value, not a crash") {
   CHECK_FALSE(cache.store(key, &b, 1, &why));
   CHECK(why.find("cannot create") != std::string::npos);
   CHECK_FALSE(PtxCache("").enabled());
+}
+
+TEST_CASE("ptx cache: an entry the driver refused is removed, and misses until stored again") {
+  OneEntry e("ptx", 512);
+  const PtxCache& cache = e.cache;
+  const PtxCacheKey& key = e.key;
+  CHECK(cache.remove(key));
+  std::vector<char> got;
+  CHECK_FALSE(cache.load(key, &got));
+  CHECK_FALSE(cache.remove(key));  // nothing left to remove
+  CHECK(list(cache.dir()).empty());
+  std::string why;
+  REQUIRE(cache.store(key, e.cubin.data(), e.cubin.size(), &why));
+  CHECK(cache.load(key, &got));
+  CHECK_FALSE(PtxCache("").remove(key));
+}
+
+// A writer killed between creating its temporary file and renaming it left the file for good.
+TEST_CASE("ptx cache: opening it removes temporary files of writers that are gone, never a live one's") {
+  OneEntry e("ptx", 256);
+  const std::string dir = e.cache.dir();
+  const PtxCacheKey& key = e.key;
+  const std::string entry = cache_file_name(key);
+  const std::string dead = std::to_string(dead_pid()), me = std::to_string(getpid());
+  const std::string gone = entry + ".tmp." + dead + ".0";         // dead writer, 2 minutes old: removed
+  const std::string just_died = entry + ".tmp." + dead + ".1";    // dead writer, fresh: kept a minute
+  const std::string live = entry + ".tmp." + me + ".0";           // live writer, 2 minutes old: kept
+  const std::string stale_live = entry + ".tmp." + me + ".1";     // live pid, 2 hours old: reused pid, removed
+  const std::string other_user = entry + ".tmp.1.0";              // pid 1 exists (EPERM when not root): kept
+  const std::string not_temp = "notes.tmp." + dead + ".0";        // not a name store() makes: kept
+  const std::string no_count = entry + ".tmp." + dead;            // ditto
+  touch(dir + "/" + gone, 120);
+  touch(dir + "/" + just_died, 0);
+  touch(dir + "/" + live, 120);
+  touch(dir + "/" + stale_live, 7200);
+  touch(dir + "/" + other_user, 120);
+  touch(dir + "/" + not_temp, 7200);
+  touch(dir + "/" + no_count, 7200);
+  REQUIRE(mkdir((dir + "/" + entry + ".tmp." + dead + ".2").c_str(), 0755) == 0);  // not a file: kept
+  REQUIRE(list(dir).size() == 9);
+
+  PtxCache cache(dir);
+  auto files = list(dir);
+  CHECK_FALSE(listed(files, gone));
+  CHECK_FALSE(listed(files, stale_live));
+  for (const std::string& kept : {entry, just_died, live, other_user, not_temp, no_count, entry + ".tmp." + dead + ".2"})
+    CHECK_MESSAGE(listed(files, kept), kept);
+  CHECK(files.size() == 7);
+  std::vector<char> got;
+  CHECK(cache.load(key, &got));
+  CHECK(cache.remove_stale_temp_files() == 0);
+  touch(dir + "/" + just_died, 120);  // a minute on, the dead writer's file goes too
+  CHECK(cache.remove_stale_temp_files() == 1);
+  CHECK_FALSE(listed(list(dir), just_died));
+  CHECK(PtxCache("").remove_stale_temp_files() == 0);
+  CHECK(PtxCache(dir + "/not-made-yet").remove_stale_temp_files() == 0);
+}
+
+TEST_CASE("ptx cache: a file's key reads back from its header") {
+  OneEntry e("some ptx", 64);
+  PtxCacheKey back;
+  REQUIRE(read_cache_key(e.cache.path(e.key), &back));
+  CHECK(back == e.key);
+  const PtxCache& cache = e.cache;
+  std::ofstream(cache.dir() + "/other") << "not a cache file, though longer than a header would be: 0123456789";
+  CHECK_FALSE(read_cache_key(cache.dir() + "/other", &back));
+  CHECK_FALSE(read_cache_key(cache.dir() + "/missing", &back));
 }
