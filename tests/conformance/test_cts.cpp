@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "junit_reader.hpp"
@@ -109,9 +110,14 @@ halcyon::Status flip_one_element(ops::OpContext& ctx) {
     std::vector<uint8_t> bytes(t.bytes());
     HALCYON_TRY(ctx.stream.read(t.buffer, t.offset, bytes.data(), bytes.size()));
     HALCYON_TRY(ctx.stream.synchronize());
+    // The middle element, or the first finite one after it: a NaN the contract defines (an
+    // input's, carried) stays, and the norm counts the finite elements only.
     size_t n = *defined, i = n / 2, size = ops::dtype_size(t.dtype);
-    double v = halcyon::cts::element(t.dtype, bytes.data(), i), norm = 0;
-    for (size_t k = 0; k < n; ++k) norm += std::pow(halcyon::cts::element(t.dtype, bytes.data(), k), 2);
+    auto at = [&](size_t k) { return halcyon::cts::element(t.dtype, bytes.data(), k); };
+    for (size_t k = 0; k < n && !std::isfinite(at(i)); ++k) i = (i + 1) % n;
+    double v = at(i), norm = 0;
+    for (size_t k = 0; k < n; ++k)
+      if (std::isfinite(at(k))) norm += std::pow(at(k), 2);
     double changed = ops::dtype_is_float(t.dtype) ? v + 1 + 2 * std::sqrt(norm) : v + 1;
     if (t.dtype == ops::DType::e4m3) changed = std::fabs(v) < 224 ? 448 : -v;
     uint8_t enc[8];
@@ -174,6 +180,27 @@ halcyon::Status skip_minus_one(ops::OpContext& ctx) {
   return ctx.stream.synchronize();
 }
 
+// The reference, then every NaN of a float output written as +0: an implementation that loses
+// the NaNs its inputs carry (a zero scale skipping its group, a clamp in silu). Where no NaN
+// reaches an output it is correct.
+halcyon::Status zero_nans(ops::OpContext& ctx) {
+  const ops::OpImpl* ref = reference_impl(ctx.contract.op);
+  if (!ref) return halcyon::Error(HAL_UNSUPPORTED, "no reference");
+  HALCYON_TRY(ref->fn(ctx));
+  for (auto& out : ctx.contract.outputs) {
+    const ops::Tensor& t = ctx.tensor(out.name);
+    if (!ops::dtype_is_float(t.dtype) || t.bytes() == 0) continue;
+    std::vector<uint8_t> bytes(t.bytes());
+    HALCYON_TRY(ctx.stream.read(t.buffer, t.offset, bytes.data(), bytes.size()));
+    HALCYON_TRY(ctx.stream.synchronize());
+    const size_t size = ops::dtype_size(t.dtype);
+    for (size_t i = 0; i < bytes.size() / size; ++i)
+      if (std::isnan(halcyon::cts::element(t.dtype, bytes.data(), i))) std::fill_n(bytes.data() + i * size, size, 0);
+    HALCYON_TRY(ctx.stream.write(t.buffer, t.offset, bytes.data(), bytes.size()));
+  }
+  return ctx.stream.synchronize();
+}
+
 // A correct implementation of vector_add on cts-flip, only when named ("whole"), whose predicate
 // refuses calls of fewer than 8 elements: what `--impls all` runs beside the broken default.
 halcyon::Status run_reference(ops::OpContext& ctx) {
@@ -201,6 +228,7 @@ std::vector<std::string> register_broken_impls() {
     ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-flip", 0, flip_one_element});
     ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-short", 0, leave_tail_unwritten});
     ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-keep", 0, skip_minus_one});
+    ops::register_op_impl({c.op, HAL_MODULE_HOST, "host", "cts-nonan", 0, zero_nans});
   }
   return ops;
 }
@@ -262,6 +290,25 @@ TEST_CASE("a backend that leaves the -1 elements of an output unwritten fails th
     CHECK(r.message.find("output slot_to_row:") == std::string::npos);  // the first run passed
   }
   CHECK(failed >= 1);
+}
+
+TEST_CASE("a backend that loses the NaNs its inputs carry fails the numeric suite") {
+  // The FP8 GEMMs' contracts plant NaNs in a and w (`generate ... nans`); a case fails where a
+  // planted NaN reaches a defined output (not when it sits in an expert with no rows).
+  REQUIRE_FALSE(broken_ops().empty());
+  auto rep = run_ok(options("cts-nonan:0", "numeric.moe_grouped_gemm_fp8*,-*.cases"));
+  std::map<std::string, int> failed;  // per op
+  for (auto& r : rep.results) {
+    INFO(r.name, ": ", std::string(halcyon::cts::outcome_name(r.outcome)), ": ", r.message);
+    if (r.outcome != Outcome::failed) continue;
+    ++failed[op_of(r.name)];
+    CHECK(r.message.find("not NaN where the reference is (a NaN input lost)") != std::string::npos);
+  }
+  for (const char* op : {"moe_grouped_gemm_fp8", "moe_grouped_gemm_fp8_swiglu", "moe_grouped_gemm_fp8_swiglu_gather",
+                         "moe_grouped_gemm_fp8_swiglu_quant"}) {
+    INFO(op);
+    CHECK(failed[op] >= 3);
+  }
 }
 
 TEST_CASE("--impls all: every implementation the device can run, by name; a case its predicate refuses is unsupported") {
@@ -799,9 +846,9 @@ TEST_CASE("Options::max_copy_bytes caps api.copy.largest's buffer") {
 }
 
 int main(int argc, char** argv) {
-  // Hermetic: the built-in backends plus the three test-only ones.
+  // Hermetic: the built-in backends plus the four test-only ones.
   if (auto s = halcyon::init(HAL_INIT_NO_ENV_PATH | HAL_INIT_NO_INSTALL_DIR,
-                             CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN ":" CTS_KEEP_PLUGIN);
+                             CTS_FLIP_PLUGIN ":" CTS_SHORT_PLUGIN ":" CTS_KEEP_PLUGIN ":" CTS_NONAN_PLUGIN);
       !s) {
     std::fprintf(stderr, "hal_init: %s\n", s.error().message().c_str());
     return 1;
