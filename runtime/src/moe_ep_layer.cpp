@@ -1,20 +1,30 @@
 #include <halcyon/runtime/moe_ep_layer.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace halcyon::rt {
 using namespace halcyon::ops;
 
+namespace {
+// experts * k / ranks, in 128 bits: the product passes int64 for experts past 2^63 / ranks.
+int64_t share_of(int64_t experts, uint64_t k, uint32_t ranks) {
+  return int64_t((unsigned __int128)uint64_t(experts) * k / ranks);
+}
+}  // namespace
+
 ExpertRange ep_expert_range(int64_t experts, uint32_t rank, uint32_t ranks) {
-  return {experts * rank / ranks, experts * (int64_t(rank) + 1) / ranks};
+  return {share_of(experts, rank, ranks), share_of(experts, uint64_t(rank) + 1, ranks)};
 }
 
 uint32_t ep_owner(int64_t experts, uint32_t ranks, int64_t expert) {
   // The largest rank whose range starts at or before `expert` (ranges may be empty).
-  uint32_t r = uint32_t(std::min<int64_t>(ranks - 1, expert * ranks / std::max<int64_t>(experts, 1)));
+  const auto guess = (unsigned __int128)uint64_t(expert) * ranks / uint64_t(std::max<int64_t>(experts, 1));
+  uint32_t r = uint32_t(std::min<unsigned __int128>(ranks - 1, guess));
   while (r + 1 < ranks && ep_expert_range(experts, r + 1, ranks).first <= expert) ++r;
   while (r > 0 && ep_expert_range(experts, r, ranks).first > expert) --r;
   return r;
@@ -117,28 +127,62 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The product of `factors`, or an error naming `what` and them where it passes int64: counts
+// the buffers are sized from go through checked_extent (the factors as the shape of a byte
+// array), never through a product that may wrap to a small size.
+Result<int64_t> product(std::string_view what, std::vector<int64_t> factors) {
+  auto e = checked_extent(DType::u8, factors);
+  if (!e) return Error(e.error().status(), fmt::format("{} = {}: {}", what, fmt::join(factors, " x "), e.error().message()));
+  return e->elements;
+}
+
+// What every rank of an expert-parallel layer checks before the first collective (the caller
+// agrees on it): the whole layer's config, this rank's local experts, and its weights. A rank
+// that owns experts checks them as the single-rank layer does; a rank that owns none still
+// checks the config and the router, which it runs.
+Status check_ep_layer(const Device& device, const MoeLayerConfig& c, const MoeLayerWeights& w,
+                      const MoeLayerOptions& o, const ExpertRange& mine, const hal_comm_info& info) {
+  MoeLayerConfig whole = c;  // every expert local: what the ranks compute together
+  whole.expert_begin = 0;
+  whole.local_experts = -1;
+  if (Status valid = check_moe_config(whole); !valid)
+    return Error(valid.error().status(), "MoeEpLayer: " + valid.error().message());
+  if (c.local_experts < -1)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: local_experts {} is below -1 (-1: set from the "
+                                                   "communicator)", c.local_experts));
+  const bool defaults = c.expert_begin == 0 && c.local_experts == -1;
+  if (!defaults && (c.expert_begin != mine.first || c.local() != mine.count()))
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("MoeEpLayer: config names local experts [{}, {}), but rank {} of {} owns [{}, {})",
+                             c.expert_begin, c.expert_begin + c.local(), info.rank, info.size, mine.first, mine.end));
+  if (mine.count() == 0) {
+    if (Status router = check_moe_router(device, c, w); !router)
+      return Error(router.error().status(), "MoeEpLayer: " + router.error().message());
+    return {};
+  }
+  MoeLayerConfig local = c;
+  local.expert_begin = mine.first;
+  local.local_experts = mine.count();
+  MoeLayerOptions copy = o;
+  copy.path = MoePath::kCopy;  // the expert side runs the copy path (docs/expert_parallel.md)
+  auto check = MoeLayer::create(device, local, w, copy);
+  if (!check) return Error(check.error().status(), "MoeEpLayer: " + check.error().message());
+  return {};
+}
+
 }  // namespace
 
 Result<MoeEpLayer> MoeEpLayer::create(const Device& device, const Comm& comm, MoeLayerConfig c, MoeLayerWeights w,
                                       MoeLayerOptions o, EpTransport transport, EpOptions ep) {
   auto info = comm.info();
   if (!info) return info.error();
+  // Collective from here on, for every transport: a rank whose check failed would otherwise
+  // return while its peers went on to wait for it in a collective (kPeerKernel's exchanges
+  // here, the first forward's otherwise) until the communicator's timeout.
   const ExpertRange mine = ep_expert_range(c.experts, info->rank, info->size);
-  const bool defaults = c.expert_begin == 0 && c.local_experts < 0;
-  if (!defaults && (c.expert_begin != mine.first || c.local() != mine.count()))
-    return Error(HAL_INVALID_ARGUMENT,
-                 fmt::format("MoeEpLayer: config names local experts [{}, {}), but rank {} of {} owns [{}, {})",
-                             c.expert_begin, c.expert_begin + c.local(), info->rank, info->size, mine.first, mine.end));
+  HALCYON_TRY(comm.agree(check_ep_layer(device, c, w, o, mine, *info), "MoeEpLayer"));
   c.expert_begin = mine.first;
   c.local_experts = mine.count();
-  // The single-rank layer checks the config and weights (its local experts are this rank's);
-  // a rank that owns no expert has nothing to check the expert weights against.
-  if (mine.count() > 0) {
-    MoeLayerOptions copy = o;
-    copy.path = MoePath::kCopy;  // the expert side runs the copy path (docs/expert_parallel.md)
-    auto check = MoeLayer::create(device, c, w, copy);
-    if (!check) return Error(check.error().status(), "MoeEpLayer: " + check.error().message());
-  }
   MoeEpLayer layer;
   layer.device_ = device;
   layer.comm_ = comm;
@@ -346,13 +390,28 @@ Status MoeEpLayer::ensure_peer_buffers(const Routing& r) {
   }
   recv_peers_.clear();
   back_peers_.clear();
-  auto recv = comm_.buffer(recv_capacity_[rank_] * (row + 4));
-  if (!recv) return recv.error();
-  auto back = comm_.buffer(back_capacity_[rank_] * row);
-  if (!back) return back.error();
-  auto rp = comm_.share(*recv);
+  // This rank's two buffers, agreed on before the shares (a rank that could not make its
+  // buffers would leave its peers waiting in them).
+  Buffer recv, back;
+  auto made = [&]() -> Status {
+    auto recv_bytes = product("MoeEpLayer: the receive buffer's rows x (2 hidden + 4) bytes",
+                              {int64_t(recv_capacity_[rank_]), int64_t(row) + 4});
+    auto back_bytes = product("MoeEpLayer: the return buffer's rows x 2 hidden bytes",
+                              {int64_t(back_capacity_[rank_]), int64_t(row)});
+    if (!recv_bytes) return recv_bytes.error();
+    if (!back_bytes) return back_bytes.error();
+    auto r = comm_.buffer(uint64_t(*recv_bytes));
+    if (!r) return r.error();
+    auto b = comm_.buffer(uint64_t(*back_bytes));
+    if (!b) return b.error();
+    recv = std::move(r).value();
+    back = std::move(b).value();
+    return {};
+  };
+  HALCYON_TRY(comm_.agree(made(), "MoeEpLayer"));
+  auto rp = comm_.share(recv);
   if (!rp) return rp.error();
-  auto bp = comm_.share(*back);
+  auto bp = comm_.share(back);
   if (!bp) return bp.error();
   recv_peers_ = std::move(rp).value();
   back_peers_ = std::move(bp).value();
@@ -405,6 +464,14 @@ Status MoeEpLayer::forward(const Stream& stream, const Tensor& x, Tensor& out, M
   if (out.shape != x.shape || out.dtype != DType::bf16)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: out is {} {}, expected bf16 {}", dtype_name(out.dtype),
                                                    out.shape_string(), x.shape_string()));
+  // Every count derived from T (rows, byte ranges) is at most T * topk rows of 2 * hidden + 4
+  // bytes: checked once here (x's own size bounds T * hidden).
+  if (auto rows = product("MoeEpLayer: the (token, k) rows tokens x topk", {x.shape[0], c.topk}); !rows)
+    return rows.error();
+  if (auto bytes = product("MoeEpLayer: the bytes sent, tokens x topk x (2 hidden + 4)",
+                           {x.shape[0], c.topk, 2 * c.hidden + 4});
+      !bytes)
+    return bytes.error();
   if (transport_ == EpTransport::kPeerKernel) return kernel_forward(stream, x, out, stats);
   Routing r;
   r.T = x.shape[0];
@@ -474,12 +541,17 @@ Status same_on_every_rank(const Comm& comm, const char* who,
 // Each rank's exchange buffer holds
 //   recv [RC, H] bf16 | expert outputs [RC, H] bf16 | counts [P, E] | count flags [P] |
 //   chunk flags [P, C] | ready flags [P] | row sources [RC] i32
-// with RC = P * max_tokens * min(K, experts per rank): all a rank can receive.
-Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, int64_t E, int64_t K, int64_t H,
-                                      const EpOptions& opt) {
-  auto info = comm.info();
-  if (!info) return info.error();
-  const int64_t P = info->size, T = opt.max_tokens, ELM = (E + P - 1) / P;
+// with RC = P * max_tokens * min(K, experts per rank): all a rank can receive. Each region
+// starts at a multiple of 256 bytes.
+struct ExchangeLayout {
+  int64_t RC = 0, C = 0;
+  uint64_t off_eout = 0, off_counts = 0, off_cflags = 0, off_kflags = 0, off_ready = 0, off_source = 0, total = 0;
+};
+
+// The layout for P ranks, every count and byte size checked: a config whose products pass
+// int64 (or the kernels' i32 row indices) is an error naming them, not a wrapped small buffer.
+Result<ExchangeLayout> exchange_layout(int64_t P, int64_t E, int64_t K, int64_t H, const EpOptions& opt) {
+  const int64_t T = opt.max_tokens;
   if (P > int64_t(ops::EpPeers::kMaxRanks))
     return Error(HAL_UNSUPPORTED, fmt::format("EpExchange: the dispatch/combine kernels take at most {} ranks, the "
                                               "communicator has {}", ops::EpPeers::kMaxRanks, P));
@@ -488,33 +560,83 @@ Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, in
                  fmt::format("EpExchange: experts {}, topk {}, hidden {}, EpOptions max_tokens {}, dispatch_chunk_rows "
                              "{} and combine_chunk_rows {} must all be >= 1", E, K, H, T, opt.dispatch_chunk_rows,
                              opt.combine_chunk_rows));
+  ExchangeLayout l;
+  const int64_t ELM = E / P + (E % P != 0);  // experts per rank, at most (E + P - 1 could wrap)
+  auto rc = product("EpExchange: the receive capacity ranks x EpOptions::max_tokens x min(topk, experts per rank)",
+                    {P, T, std::min(K, ELM)});
+  if (!rc) return rc.error();
+  l.RC = *rc;
+  // slot_dest holds owner * RC + row, and row_source and expert_offsets rows, all in i32.
+  if (l.RC > std::numeric_limits<int32_t>::max() / P)
+    return Error(HAL_OUT_OF_RANGE, fmt::format("EpExchange: {} ranks x a capacity of {} rows (EpOptions::max_tokens {} x "
+                                               "min(topk {}, experts per rank {}) per rank) is past the kernels' i32 row "
+                                               "index (slot_dest = rank x capacity + row < 2^31)", P, l.RC, T, K, ELM));
+  auto tk = product("EpExchange: the (token, k) slots EpOptions::max_tokens x topk", {T, K});
+  if (!tk) return tk.error();
+  l.C = *tk / opt.dispatch_chunk_rows + (*tk % opt.dispatch_chunk_rows != 0);
+  struct Region {
+    const char* name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    uint64_t* offset;
+  };
+  uint64_t recv_offset = 0;
+  const Region regions[] = {{"received rows", DType::bf16, {l.RC, H}, &recv_offset},
+                            {"expert outputs", DType::bf16, {l.RC, H}, &l.off_eout},
+                            {"counts", DType::i32, {P, E}, &l.off_counts},
+                            {"count flags", DType::i32, {P}, &l.off_cflags},
+                            {"chunk flags", DType::i32, {P, l.C}, &l.off_kflags},
+                            {"ready flags", DType::i32, {P}, &l.off_ready},
+                            {"row sources", DType::i32, {l.RC}, &l.off_source}};
+  constexpr uint64_t kLimit = uint64_t(std::numeric_limits<int64_t>::max()) - 255;
+  uint64_t at = 0;
+  for (const Region& r : regions) {
+    auto e = checked_extent(r.dtype, r.shape);
+    if (!e) return Error(e.error().status(), fmt::format("EpExchange: the {}: {}", r.name, e.error().message()));
+    if (uint64_t(e->bytes) > kLimit - at)
+      return Error(HAL_OUT_OF_RANGE, fmt::format("EpExchange: the exchange buffer holds more than 2^63 bytes (the {} "
+                                                 "{} {}: {} bytes after {})", r.name, dtype_name(r.dtype),
+                                                 fmt::join(r.shape, " x "), e->bytes, at));
+    *r.offset = at;
+    at = align_up(at + uint64_t(e->bytes));
+  }
+  l.total = at;
+  return l;
+}
+
+// Collective: every step that can fail on one rank alone is followed by an agreement
+// (Comm::agree) before the next collective, so that all ranks fail together instead of the
+// others waiting for the failed one until the communicator's timeout.
+Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, int64_t E, int64_t K, int64_t H,
+                                      const EpOptions& opt) {
+  auto info = comm.info();
+  if (!info) return info.error();
+  auto layout = exchange_layout(info->size, E, K, H, opt);
+  HALCYON_TRY(comm.agree(layout ? Status{} : Status{layout.error()}, "EpExchange"));
   // Every rank lays out its peers' buffers from its own shape (capacity, chunk flags per rank):
   // one that differs would write past a peer's buffer or wait for chunks never sent.
   HALCYON_TRY(same_on_every_rank(comm, "EpExchange", {{"experts", E}, {"topk", K}, {"hidden", H},
-                                                      {"EpOptions::max_tokens", T},
+                                                      {"EpOptions::max_tokens", opt.max_tokens},
                                                       {"EpOptions::dispatch_chunk_rows", opt.dispatch_chunk_rows},
                                                       {"EpOptions::dedup", opt.dedup ? 1 : 0}}));
+  const ExchangeLayout& l = *layout;
   auto st = std::make_shared<State>();
   st->device = device, st->opt = opt, st->E = E, st->K = K, st->H = H, st->rank = info->rank;
-  st->RC = P * T * std::min(K, ELM);
-  st->C = (T * K + opt.dispatch_chunk_rows - 1) / opt.dispatch_chunk_rows;
-  const uint64_t rows = uint64_t(st->RC * H * 2);
-  st->off_eout = align_up(rows);
-  st->off_counts = st->off_eout + align_up(rows);
-  st->off_cflags = st->off_counts + align_up(uint64_t(P * E * 4));
-  st->off_kflags = st->off_cflags + align_up(uint64_t(P * 4));
-  st->off_ready = st->off_kflags + align_up(uint64_t(P * st->C * 4));
-  st->off_source = st->off_ready + align_up(uint64_t(P * 4));
-  const uint64_t total = st->off_source + align_up(uint64_t(st->RC * 4));
-  auto mine = comm.buffer(total);
-  if (!mine) return mine.error();
-  st->mine = std::move(mine).value();
+  st->RC = l.RC, st->C = l.C;
+  st->off_eout = l.off_eout, st->off_counts = l.off_counts, st->off_cflags = l.off_cflags;
+  st->off_kflags = l.off_kflags, st->off_ready = l.off_ready, st->off_source = l.off_source;
   // Flags start at 0 (generations start at 1), before any peer can see the buffer.
-  auto s = device.create_stream();
-  if (!s) return s.error();
-  HALCYON_TRY(s->fill(st->mine, 0, total, uint8_t(0)));
-  HALCYON_TRY(s->synchronize());
-  auto mapped = comm.share(st->mine);
+  auto zeroed = [&]() -> Status {
+    auto mine = comm.buffer(l.total);
+    if (!mine) return mine.error();
+    st->mine = std::move(mine).value();
+    auto s = device.create_stream();
+    if (!s) return s.error();
+    HALCYON_TRY(s->fill(st->mine, 0, l.total, uint8_t(0)));
+    return s->synchronize();
+  };
+  HALCYON_TRY(comm.agree(zeroed(), "EpExchange"));
+  auto mapped = comm.share(st->mine);  // all ranks fail alike on a failed export or import
   if (!mapped) return mapped.error();
   st->mapped = std::move(mapped).value();
   st->peers.rank = info->rank;
@@ -528,13 +650,18 @@ Result<EpExchange> EpExchange::create(const Device& device, const Comm& comm, in
         {a, a + st->off_counts, a + st->off_cflags, a + st->off_kflags, a + st->off_source, a + st->off_eout,
          a + st->off_ready});
   }
-  auto dest = make_tensor(device, DType::i32, {T, K});
-  auto offsets = make_tensor(device, DType::i32, {E + 1});
-  if (!dest) return dest.error();
-  if (!offsets) return offsets.error();
-  st->slot_dest = std::move(dest).value();
-  st->expert_offsets = std::move(offsets).value();
-  HALCYON_TRY(comm.barrier());
+  auto tensors = [&]() -> Status {
+    auto dest = make_tensor(device, DType::i32, {opt.max_tokens, K});
+    auto offsets = make_tensor(device, DType::i32, {E + 1});
+    if (!dest) return dest.error();
+    if (!offsets) return offsets.error();
+    st->slot_dest = std::move(dest).value();
+    st->expert_offsets = std::move(offsets).value();
+    return {};
+  };
+  // The agreement is also the barrier the exchange needs: no rank leaves it before every rank
+  // has mapped its peers' buffers.
+  HALCYON_TRY(comm.agree(tensors(), "EpExchange"));
   EpExchange ex;
   ex.st_ = std::move(st);
   return ex;
@@ -636,31 +763,44 @@ Slice slice_of(int64_t T, int64_t i, int64_t n) { return {T * i / n, T * (i + 1)
 
 // Collective (every rank creates its layer): one exchange per micro-batch, each for
 // ceil(max_tokens / micro_batches) tokens with its own flags and generations, the comm stream,
-// events, tensors.
+// events, tensors. This rank's own objects first, agreed on, then the exchanges (collective,
+// each agreeing inside): nothing that can fail on one rank alone follows the last collective.
 Status MoeEpLayer::create_kernel_buffers() {
   auto& k = *kernel_;
-  const auto& c = config_;
   const int64_t n = k.opt.micro_batches;
   // Compared first, so that a rank whose count is bad does not leave the others waiting.
   HALCYON_TRY(same_on_every_rank(comm_, "MoeEpLayer", {{"EpOptions::micro_batches", n},
                                                       {"EpOptions::edge_exchanges_on_caller",
                                                        k.opt.edge_exchanges_on_caller ? 1 : 0}}));
-  if (n < 1)
+  if (n < 1)  // the same on every rank (compared above): all return here
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeEpLayer: EpOptions::micro_batches = {} must be >= 1", n));
   EpOptions each = k.opt;
-  each.max_tokens = (k.opt.max_tokens + n - 1) / n;
-  for (int64_t i = 0; i < n; ++i) {
-    auto ex = EpExchange::create(device_, comm_, c.experts, c.topk, c.hidden, each);
+  each.max_tokens = k.opt.max_tokens / n + (k.opt.max_tokens % n > 0);  // rounded up; max_tokens + n - 1 can wrap
+  HALCYON_TRY(comm_.agree(create_kernel_locals(each), "MoeEpLayer"));
+  for (auto& b : k.batches) {
+    auto ex = EpExchange::create(device_, comm_, config_.experts, config_.topk, config_.hidden, each);
     if (!ex) return ex.error();
-    KernelState::Batch b{std::move(ex).value(), {}, {}, {}, {}, {}, {}};
+    b.ex = std::move(ex).value();
+  }
+  return {};
+}
+
+// This rank's part of create_kernel_buffers, no collective: each micro-batch's events, the
+// comm stream and its events, and the gate's and the GEMMs' tensors (the exchanges' capacity
+// from their layout, checked as EpExchange::create checks it).
+Status MoeEpLayer::create_kernel_locals(const EpOptions& each) {
+  auto& k = *kernel_;
+  const auto& c = config_;
+  auto layout = exchange_layout(ranks_, c.experts, c.topk, c.hidden, each);
+  if (!layout) return layout.error();
+  k.batches.resize(size_t(k.opt.micro_batches));
+  for (KernelState::Batch& b : k.batches)
     for (auto [ev, timing] : {std::pair{&b.dispatched, false}, {&b.computed, false}, {&b.d0, true}, {&b.d1, true},
                               {&b.c0, true}, {&b.c1, true}}) {
       auto e = device_.create_event(timing);
       if (!e) return e.error();
       *ev = std::move(e).value();
     }
-    k.batches.push_back(std::move(b));
-  }
   auto comm = device_.create_stream(k.opt.comm_partition);
   if (!comm) return comm.error();
   k.comm = std::move(comm).value();
@@ -672,10 +812,9 @@ Status MoeEpLayer::create_kernel_buffers() {
   const int64_t T = k.opt.max_tokens;
   for (auto [t, dt, shape] :
        {std::tuple{&k.logits, DType::f32, std::vector<int64_t>{T, c.experts}}, {&k.topk_ids, DType::i32, {T, c.topk}},
-        {&k.topk_weights, DType::f32, {T, c.topk}},
-        {&k.hidden, DType::bf16, {std::max<int64_t>(k.batches[0].ex.capacity(), 1), c.inter}}}) {
+        {&k.topk_weights, DType::f32, {T, c.topk}}, {&k.hidden, DType::bf16, {std::max<int64_t>(layout->RC, 1), c.inter}}}) {
     auto made = make_tensor(device_, dt, shape);
-    if (!made) return made.error();
+    if (!made) return Error(made.error().status(), fmt::format("MoeEpLayer: {}", made.error().message()));
     *t = std::move(made).value();
   }
   return {};
@@ -781,8 +920,8 @@ Status MoeEpLayer::kernel_stats(const Stream& s, int64_t T, MoeEpStats& out) {
     for (int32_t v : dest) remote += v >= 0 && v / b.ex.capacity() != int64_t(rank_);
     st.rows_received += offsets[size_t(EL)];
   }
-  st.dispatch_bytes = uint64_t(remote * H * 2);
-  st.combine_bytes = uint64_t(remote * H * 2);
+  st.dispatch_bytes = uint64_t(remote) * uint64_t(H) * 2;  // within forward()'s checked T * K * (2H + 4)
+  st.combine_bytes = st.dispatch_bytes;
   const Event* last_end = nullptr;
   for (const CommStep& step : comm_order(int64_t(k.batches.size()))) {
     const auto& b = k.batches[size_t(step.batch)];

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string_view>
 #include <thread>
@@ -99,7 +100,38 @@ Status dequantize_fp8_experts(const Device& device, const MoeLayerConfig& c, con
   return {};
 }
 
+// moe_gate's parameters (kernels/moe/moe_gate.contract), checked when the layer is made rather
+// than by the first forward's gate: the score function, experts split into n_groups equal
+// groups, topk_groups of them kept, topk within the kept groups' experts, and routed_scale a
+// finite f32. Call after topk and experts are known >= 1.
+Status check_gate(const MoeLayerConfig& c) {
+  if (c.score != "sigmoid" && c.score != "softmax")
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: score '{}' must be sigmoid or softmax", c.score));
+  if (c.n_groups < 1 || c.experts % c.n_groups != 0)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: experts {} are not divisible into n_groups {} equal groups",
+                                                   c.experts, c.n_groups));
+  if (c.topk_groups < 1 || c.topk_groups > c.n_groups)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("MoeLayer: topk_groups {} is not in [1, n_groups {}]", c.topk_groups, c.n_groups));
+  const int64_t kept = c.topk_groups * (c.experts / c.n_groups);  // <= experts: no overflow
+  if (c.topk > kept)
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: topk {} is more than the {} experts of the topk_groups {} "
+                                                   "kept groups of {}", c.topk, kept, c.topk_groups,
+                                                   c.experts / c.n_groups));
+  if (!std::isfinite(c.routed_scale) || std::abs(c.routed_scale) > std::numeric_limits<float>::max())
+    return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: routed_scale {} is not a finite f32", c.routed_scale));
+  return {};
+}
+
 }  // namespace
+
+Status check_moe_router(const Device& device, const MoeLayerConfig& c, const MoeLayerWeights& w) {
+  auto info = device.info();
+  if (!info) return info.error();
+  HALCYON_TRY(expect_shape("w_router", w.w_router, DType::bf16, {c.hidden, c.experts}, info->uri));
+  if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {c.experts}, info->uri));
+  return {};
+}
 
 Status check_moe_config(const MoeLayerConfig& c) {
   const std::pair<const char*, int64_t> positive[] = {
@@ -108,6 +140,11 @@ Status check_moe_config(const MoeLayerConfig& c) {
     if (v < 1) return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: {} {} must be >= 1", field, v));
   if (c.topk > c.experts)
     return Error(HAL_INVALID_ARGUMENT, fmt::format("MoeLayer: topk {} is more than experts {}", c.topk, c.experts));
+  // -1 alone means "all experts": a more negative count is a caller's bug, not a request.
+  if (c.local_experts < -1)
+    return Error(HAL_INVALID_ARGUMENT,
+                 fmt::format("MoeLayer: local_experts {} is below -1 (-1: all experts are local)", c.local_experts));
+  HALCYON_TRY(check_gate(c));
   const int64_t E = c.experts, EL = c.local();
   int64_t end = 0;  // expert_begin + EL, which can overflow
   const bool wraps = __builtin_add_overflow(c.expert_begin, EL, &end);
@@ -177,12 +214,11 @@ std::array<std::vector<int64_t>, 4> moe_fp8_weight_shapes(const MoeLayerConfig& 
 
 Result<MoeLayer> MoeLayer::create(const Device& device, MoeLayerConfig c, MoeLayerWeights w, MoeLayerOptions o) {
   HALCYON_TRY(check_moe_config(c));
-  const int64_t H = c.hidden, I = c.inter, E = c.experts, EL = c.local();
+  const int64_t H = c.hidden, I = c.inter, EL = c.local();
   auto facts = device_facts(device);
   if (!facts) return facts.error();
   const std::string& uri = facts->uri;
-  HALCYON_TRY(expect_shape("w_router", w.w_router, DType::bf16, {H, E}, uri));
-  if (w.bias) HALCYON_TRY(expect_shape("bias", *w.bias, DType::f32, {E}, uri));
+  HALCYON_TRY(check_moe_router(device, c, w));
   const bool has_bf16 = w.w_gate_up.buffer || w.w_down.buffer || !w.fp8;
   if (has_bf16) {
     HALCYON_TRY(expect_shape("w_gate_up", w.w_gate_up, DType::bf16, {EL, H, 2 * I}, uri));

@@ -5,6 +5,8 @@
 #include <halcyon/runtime/moe_reference.hpp>
 #include <halcyon/kernels/reference/moe_fp8.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -268,6 +270,78 @@ TEST_CASE("moe layer: bad configurations and weights are refused") {
   auto checked = check_moe_config(many);
   REQUIRE(!checked.ok());
   CHECK(checked.error().message().find("topk 9 is more than experts 8") != std::string::npos);
+}
+
+// local_experts below -1 used to be taken as "all experts", and the gate's settings were
+// checked only by the first forward's moe_gate: both are refused at create now, naming the
+// value, by the C++ layer and by the C ABI (which checks through check_moe_config).
+TEST_CASE("moe layer: local_experts below -1 and bad gate settings are refused at create") {
+  Setup su(64, 32, 16, 4, 5);  // 16 experts in 4 groups, top 2 groups
+  auto dev = unwrap(halcyon::Device::open("cpu"));
+  auto s = unwrap(dev.create_stream());
+  MoeLayerWeights w;
+  w.w_router = upload(dev, s, DType::bf16, {64, 16}, su.w.w_router);
+  w.bias = upload(dev, s, DType::f32, {16}, su.w.bias);
+  w.w_gate_up = upload(dev, s, DType::bf16, {16, 64, 64}, su.w.w_gate_up);
+  w.w_down = upload(dev, s, DType::bf16, {16, 32, 64}, su.w.w_down);
+  unwrap(MoeLayer::create(dev, su.c, w));  // the valid config
+  auto refused = [&](const MoeLayerConfig& c, const std::string& needle) {
+    auto l = MoeLayer::create(dev, c, w);
+    REQUIRE(!l.ok());
+    CHECK(l.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK_MESSAGE(l.error().message().find(needle) != std::string::npos, l.error().message());
+  };
+  for (int64_t local : {int64_t(-2), int64_t(-16), INT64_MIN}) {
+    MoeLayerConfig c = su.c;
+    c.local_experts = local;
+    refused(c, fmt::format("local_experts {} is below -1", local));
+  }
+  struct Bad {
+    const char* what;
+    void (*set)(MoeLayerConfig&);
+    const char* needle;
+  };
+  const Bad bad[] = {
+      {"score", [](MoeLayerConfig& c) { c.score = "relu"; }, "score 'relu' must be sigmoid or softmax"},
+      {"n_groups 3", [](MoeLayerConfig& c) { c.n_groups = 3; }, "experts 16 are not divisible into n_groups 3"},
+      {"n_groups 0", [](MoeLayerConfig& c) { c.n_groups = 0; }, "experts 16 are not divisible into n_groups 0"},
+      {"topk_groups 0", [](MoeLayerConfig& c) { c.topk_groups = 0; }, "topk_groups 0 is not in [1, n_groups 4]"},
+      {"topk_groups 5", [](MoeLayerConfig& c) { c.topk_groups = 5; }, "topk_groups 5 is not in [1, n_groups 4]"},
+      {"topk 9", [](MoeLayerConfig& c) { c.topk = 9; }, "topk 9 is more than the 8 experts of the topk_groups 2"},
+      {"routed_scale inf", [](MoeLayerConfig& c) { c.routed_scale = INFINITY; }, "routed_scale inf is not a finite f32"},
+      {"routed_scale nan", [](MoeLayerConfig& c) { c.routed_scale = NAN; }, "routed_scale nan is not a finite f32"},
+      {"routed_scale 1e39", [](MoeLayerConfig& c) { c.routed_scale = 1e39; }, "is not a finite f32"},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.what);
+    MoeLayerConfig c = su.c;
+    b.set(c);
+    refused(c, b.needle);
+    std::vector<uint16_t> out;  // the host reference checks the config alike
+    auto r = moe_layer_reference(c, su.w, su.x, su.T, &out);
+    REQUIRE(!r.ok());
+    CHECK_MESSAGE(r.error().message().find(b.needle) != std::string::npos, r.error().message());
+  }
+  // The C ABI: the same checks, at hrt_moe_layer_create.
+  hrt_moe_layer_desc d{};
+  d.struct_size = HRT_MOE_LAYER_DESC_SIZE;
+  d.hidden = 64, d.inter = 32, d.experts = 16, d.topk = 4, d.n_groups = 4, d.topk_groups = 2;
+  d.local_experts = -1, d.normalize = 1, d.routed_scale = 2.5;
+  d.w_router = w.w_router.buffer.get();
+  d.w_gate_up = w.w_gate_up.buffer.get();
+  d.w_down = w.w_down.buffer.get();
+  hrt_moe_layer cl = nullptr;
+  test::expect_ok(hrt_moe_layer_create(dev.get(), &d, &cl));
+  hrt_moe_layer_destroy(cl);
+  d.local_experts = -3;
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_INVALID_ARGUMENT, "local_experts -3 is below -1");
+  d.local_experts = -1;
+  d.n_groups = 5;
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_INVALID_ARGUMENT,
+                     "experts 16 are not divisible into n_groups 5");
+  d.n_groups = 4;
+  d.topk = 12;
+  test::expect_error(hrt_moe_layer_create(dev.get(), &d, &cl), HAL_INVALID_ARGUMENT, "topk 12 is more than the 8");
 }
 
 TEST_CASE("moe layer: a workspace whose size overflows is refused, not allocated small") {

@@ -439,23 +439,45 @@ class Comm : public Handle<hal_comm, hal_comm_retain, hal_comm_release> {
     if (hal_error* e = hal_comm_buffer_import(get(), peer, &h, &b)) return Error::adopt(e);
     return Buffer(b);
   }
+  // Collective: every rank passes how its own part of a step that the ranks take together
+  // went, and learns whether every rank's went well. Call it wherever a rank can fail on its
+  // own before the next collective: a rank that returned early would leave its peers waiting
+  // in that collective until the communicator's timeout. Instead all fail together: a rank
+  // that failed with "rank R failed: <its message>" (its own status), the others with "<who>:
+  // rank R refused: see its error" (R the lowest failing rank, with its status). When the
+  // exchange itself fails, a rank's own failure is still returned first.
+  Status agree(const Status& mine, std::string_view who) const {
+    const int32_t code = mine ? 0 : int32_t(mine.error().status());
+    auto all = all_gather_values(std::vector<int32_t>{mine ? 0 : 1, code});
+    if (!mine)
+      return Error(mine.error().status(), "rank " + std::to_string(rank()) + " failed: " + mine.error().message());
+    if (!all) return all.error();
+    for (size_t p = 0; p + 1 < all->size(); p += 2)
+      if ((*all)[p] != 0)
+        return Error(hal_status((*all)[p + 1]),
+                     std::string(who) + ": rank " + std::to_string(p / 2) + " refused: see its error");
+    return {};
+  }
   // Collective: every rank's `local` (made by buffer()) mapped here, indexed by rank; entry
-  // rank() is `local` itself.
+  // rank() is `local` itself. Every rank fails when one rank's export or import fails (agree).
   Result<std::vector<Buffer>> share(const Buffer& local) const {
     auto mine = export_buffer(local);
-    if (!mine) return mine.error();
+    HALCYON_TRY(agree(mine ? Status{} : Status{mine.error()}, "Comm::share"));
     auto all = all_gather_values(std::vector<hal_comm_handle>{*mine});
     if (!all) return all.error();
     std::vector<Buffer> out(all->size());
-    for (uint32_t p = 0; p < out.size(); ++p) {
-      if (p == rank()) {
+    Status imported;
+    const uint32_t me = rank();
+    for (uint32_t p = 0; p < out.size() && imported; ++p) {
+      if (p == me) {
         out[p] = local;
         continue;
       }
       auto b = import_buffer(p, (*all)[p]);
-      if (!b) return b.error();
-      out[p] = std::move(b).value();
+      if (b) out[p] = std::move(b).value();
+      else imported = Error(b.error().status(), "importing rank " + std::to_string(p) + "'s buffer: " + b.error().message());
     }
+    HALCYON_TRY(agree(imported, "Comm::share"));
     return out;
   }
   // Per peer rank: byte offsets and sizes in `send` and `recv` (hal_comm_all_to_all).

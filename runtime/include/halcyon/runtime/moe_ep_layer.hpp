@@ -140,6 +140,7 @@ class MoeEpLayer {
   Status peer_dispatch(const Stream& stream, Routing& r);
   Status peer_combine(const Stream& stream, Routing& r);
   Status create_kernel_buffers();
+  Status create_kernel_locals(const EpOptions& each);
   Status kernel_forward(const Stream& stream, const Tensor& x, Tensor& out, MoeEpStats* stats);
   Status kernel_dispatch(const Stream& stream, int64_t batch, const Tensor& x, const Tensor& ids, bool timed);
   Status kernel_experts(const Stream& stream, int64_t batch);

@@ -42,8 +42,11 @@ struct MoeLayerConfig {
 };
 
 // Checks a config before anything is sized from it (MoeLayer::create, the C ABI, the host
-// reference): hidden, inter, experts and topk >= 1, topk <= experts, the local experts
-// [expert_begin, expert_begin + local()) within [0, experts), and the byte counts of the bf16
+// reference): hidden, inter, experts and topk >= 1, topk <= experts, local_experts -1 or more,
+// the local experts [expert_begin, expert_begin + local()) within [0, experts), the gate's
+// settings as moe_gate takes them (score sigmoid or softmax, experts divisible into n_groups,
+// topk_groups in [1, n_groups], topk <= topk_groups * experts / n_groups, routed_scale a finite
+// f32: a bad one fails here, not at the first forward), and the byte counts of the bf16
 // weights ([H, E], [EL, H, 2I], [EL, I, H]) at most 2^63 - 1: every size derived from the
 // config (the FP8 weights' are smaller) is then representable. Errors name the field.
 Status check_moe_config(const MoeLayerConfig& c);
@@ -77,6 +80,12 @@ struct MoeLayerWeights {
   // with the reason.
   std::optional<MoeFp8Weights> fp8 = std::nullopt;
 };
+
+// The router side of the weights for `config` (checked by check_moe_config): w_router [H, E]
+// bf16 and the bias [E] f32 where given, in memory of `device` and within their buffers.
+// MoeLayer::create checks them; the expert-parallel layer checks them on a rank that owns no
+// expert (it runs the router, not the experts).
+Status check_moe_router(const Device& device, const MoeLayerConfig& config, const MoeLayerWeights& weights);
 
 // How the up projection gets its rows: kGather (moe_grouped_gemm_swiglu_gather on rows read
 // through row_to_slot), kCopy (moe_permute writes the permuted copy, then
