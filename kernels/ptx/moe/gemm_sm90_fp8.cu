@@ -518,10 +518,13 @@ __device__ __forceinline__ void store_tile_quant(const Fp8Args& g, const Tile& t
   }
   consumer_sync(cg);
   // Token `tid`: the maximum over this CTA's 64 outputs, into own[] and the peer's peer[].
+  // fmaxf skips a NaN unless both are: the 0 makes a group of NaNs alone amax 0 (scale 0, as
+  // moe_quantize_fp8), not NaN.
   float a = 0.f;
   if (tid < NT)
-    a = fmaxf(fmaxf(lds_f32(part + tid * 4), lds_f32(part + (128 + tid) * 4)),
-              fmaxf(lds_f32(part + (256 + tid) * 4), lds_f32(part + (384 + tid) * 4)));
+    a = fmaxf(fmaxf(fmaxf(lds_f32(part + tid * 4), lds_f32(part + (128 + tid) * 4)),
+                    fmaxf(lds_f32(part + (256 + tid) * 4), lds_f32(part + (384 + tid) * 4))),
+              0.f);
   if (xphase > 0) mbar_wait_acquire_cluster(sm.xfree + 8 * cg, (xphase - 1) & 1);
   const uint32_t slot = (uint32_t)(cg * 128 + tid) * 4;
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(sm.own + slot), "f"(a) : "memory");
