@@ -295,16 +295,10 @@ int run(const std::vector<std::string>& args) {
     return 2;
   }
   // The --set values of parameters, checked before any file is read: a bad one is a usage
-  // error (2). bind() on the contract without its tensors and dimension rules checks only them.
-  {
-    Contract params_only = *c;
-    params_only.inputs.clear();
-    params_only.outputs.clear();
-    params_only.dim_rules.clear();
-    if (auto b = bind(params_only, params, {}, {}); !b) {
-      fmt::print(stderr, "halcyon run: {}\n", b.error().message());
-      return 2;
-    }
+  // error (2).
+  if (auto checked = check_params(*c, params); !checked) {
+    fmt::print(stderr, "halcyon run: {}\n", checked.error().message());
+    return 2;
   }
   // The output folder first: an operator's result with nowhere to go is wasted work.
   if (mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {

@@ -487,23 +487,31 @@ Status check_sizes(const Contract& c, const Binding& b) {
 }
 }  // namespace
 
-Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>& params,
-                     const std::map<std::string, int64_t>& dims,
-                     const std::map<std::string, std::vector<int64_t>>& input_shapes) {
-  Binding b;
+Result<ParamSet> check_params(const Contract& c, const std::map<std::string, std::string>& params) {
+  ParamSet set;
   for (auto& [k, v] : params)
     if (!c.find_param(k))
       return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: unknown parameter '{}'", c.op, k));
   for (auto& p : c.params) {
     auto it = params.find(p.name);
     if (it == params.end()) {
-      b.params.values()[p.name] = p.default_value;
+      set.values()[p.name] = p.default_value;
     } else {
       auto v = parse_param_value(p, it->second);
       if (!v) return Error(HAL_INVALID_ARGUMENT, fmt::format("{}: {}", c.op, v.error().message()));
-      b.params.values()[p.name] = *v;
+      set.values()[p.name] = *v;
     }
   }
+  return set;
+}
+
+Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>& params,
+                     const std::map<std::string, int64_t>& dims,
+                     const std::map<std::string, std::vector<int64_t>>& input_shapes) {
+  Binding b;
+  auto checked = check_params(c, params);
+  if (!checked) return checked.error();
+  b.params = std::move(checked).value();
   // Int params are usable in dim expressions.
   std::map<std::string, int64_t, std::less<>> env;
   for (auto& [k, v] : b.params.values())

@@ -91,6 +91,37 @@ TEST_CASE("contract: binding errors name the bad value") {
   CHECK(missing.error().message().find("unknown") != std::string::npos);
 }
 
+// check_params judges the parameters alone: no tensor, case or dim rule is needed, and what
+// it accepts or refuses (with the same message) is what bind() does with them.
+TEST_CASE("contract: check_params types parameters without tensors or dims") {
+  auto c = unwrap(parse_contract(kGate, "gate.contract"));
+  auto ps = unwrap(check_params(c, {{"topk", "4"}, {"normalize", "0"}}));
+  CHECK(ps.i("topk") == 4);
+  CHECK_FALSE(ps.b("normalize"));
+  CHECK(ps.s("score") == "sigmoid");  // defaults fill the rest
+  CHECK(ps.f("scale") == doctest::Approx(2.5));
+  CHECK(ps.values().size() == c.params.size());
+  // bind() with no dims cannot resolve T and E, but the parameters alone are fine.
+  CHECK_FALSE(bind(c, {{"topk", "4"}}, {}, {}).ok());
+  struct Bad {
+    std::map<std::string, std::string> params;
+    std::string says;
+  };
+  for (const Bad& bad : {Bad{{{"topk", "eight"}}, "gate_test: parameter 'topk': 'eight' is not an integer"},
+                         Bad{{{"scale", "inf"}}, "gate_test: parameter 'scale': 'inf' is not a finite number"},
+                         Bad{{{"normalize", "yes"}}, "gate_test: parameter 'normalize': 'yes' is not true or false"},
+                         Bad{{{"score", "relu"}}, "gate_test: parameter 'score': 'relu' is not one of sigmoid|softmax"},
+                         Bad{{{"colour", "red"}}, "gate_test: unknown parameter 'colour'"}}) {
+    auto r = check_params(c, bad.params);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().status() == HAL_INVALID_ARGUMENT);
+    CHECK(r.error().message() == bad.says);
+    auto b = bind(c, bad.params, {}, {{"logits", {5, 32}}});
+    REQUIRE_FALSE(b.ok());
+    CHECK(b.error().message() == bad.says);
+  }
+}
+
 TEST_CASE("contract: malformed contracts are rejected with file and line") {
   auto r = parse_contract("op x\noutput y f32 [N]\n", "x.contract");
   REQUIRE(!r.ok());

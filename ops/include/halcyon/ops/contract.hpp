@@ -175,7 +175,12 @@ struct Binding {
   std::vector<int64_t> shape_of(const TensorSpec& spec) const;
 };
 
-// Resolves params (text values, defaults) and dims. Dims come from `dims` first (a case),
+// The call's parameters alone, as text (`name` -> value): each must be a param of the
+// contract and parse as its type; the rest take their defaults. What bind() checks first, for
+// callers that must judge parameters before any tensor exists (`halcyon run --set`).
+Result<ParamSet> check_params(const Contract& c, const std::map<std::string, std::string>& params);
+
+// Resolves params (text values, defaults; check_params) and dims. Dims come from `dims` first (a case),
 // then from the shapes of given input tensors, then from dim rules.
 Result<Binding> bind(const Contract& c, const std::map<std::string, std::string>& params,
                      const std::map<std::string, int64_t>& dims,
