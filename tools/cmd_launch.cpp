@@ -33,6 +33,7 @@ struct Arg {
   std::string kind;   // buf, u32, i32, u64, f32
   std::string name;   // buffers
   std::string value;  // scalars: the literal; buffers: the .npy path
+  std::vector<unsigned char> bytes;  // scalars: the value as the kernel reads it, encoded once while parsing
   halcyon::rt::NpyArray array;
 };
 
@@ -86,8 +87,10 @@ std::string parse_arg(const std::string& s, Arg* a) {
   return "";
 }
 
-// Encodes a scalar argument; "" or the reason it does not parse.
-std::string scalar_bytes(const Arg& a, std::vector<unsigned char>* out) {
+// Encodes a scalar argument into a->bytes; "" or the reason it does not parse.
+std::string encode_scalar(Arg* arg) {
+  const Arg& a = *arg;
+  std::vector<unsigned char>* out = &arg->bytes;
   const char* s = a.value.c_str();
   char* end = nullptr;
   errno = 0;
@@ -213,9 +216,8 @@ int run(const std::vector<std::string>& argv) {
     } else if (a == "--arg") {
       Arg arg;
       if (std::string e = parse_arg(v, &arg); !e.empty()) return bad_value(e);
-      std::vector<unsigned char> bytes;
       if (arg.kind != "buf")
-        if (std::string e = scalar_bytes(arg, &bytes); !e.empty()) return bad_value("--arg '" + v + "': " + e);
+        if (std::string e = encode_scalar(&arg); !e.empty()) return bad_value("--arg '" + v + "': " + e);
       for (const Arg& seen : o.args)
         if (arg.kind == "buf" && seen.kind == "buf" && seen.name == arg.name)
           return bad_value("--arg buf:" + arg.name + " is given twice (each buffer is written back to NAME.npy)");
@@ -276,12 +278,10 @@ int run(const std::vector<std::string>& argv) {
       uint64_t addr = buffers[i].address();
       std::memcpy(blob.data() + p.offset, &addr, 8);
     } else {
-      std::vector<unsigned char> bytes;
-      if (std::string e = scalar_bytes(a, &bytes); !e.empty()) return fail(fmt::format("argument {}: {}", i, e));
-      if (p.kind != HAL_ARG_VALUE || p.size != bytes.size())
+      if (p.kind != HAL_ARG_VALUE || p.size != a.bytes.size())
         return fail(fmt::format("argument {} of '{}' is {}, but {}:{} gives a {}-byte value", i, o.kernel, want, a.kind,
-                                a.value, bytes.size()));
-      std::memcpy(blob.data() + p.offset, bytes.data(), bytes.size());
+                                a.value, a.bytes.size()));
+      std::memcpy(blob.data() + p.offset, a.bytes.data(), a.bytes.size());
     }
   }
 
