@@ -24,6 +24,11 @@ const char* format_name(uint32_t f) {
   }
 }
 constexpr uint32_t kMaxKernelArgs = 256;
+
+// x * y * z of a launch's grid or block, or false when it does not fit in 64 bits.
+bool product(const uint32_t v[3], uint64_t* out) {
+  return !__builtin_mul_overflow(uint64_t(v[0]), uint64_t(v[1]), out) && !__builtin_mul_overflow(*out, uint64_t(v[2]), out);
+}
 }  // namespace
 }  // namespace halcyon::core
 
@@ -189,18 +194,31 @@ HAL_API hal_error* hal_stream_launch(hal_stream st, hal_kernel kh, const hal_lau
                  fn, k->info.name, k->info.args_size, k->info.arg_count, ld.args_size);
     if (ld.args_size > 0 && !ld.args)
       return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': args is NULL", fn, k->info.name);
-    uint64_t threads = 1;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 3; ++i)
       if (ld.grid[i] == 0 || ld.block[i] == 0)
         return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': grid ({},{},{}) and block ({},{},{}) must be >= 1 in every dimension",
                    fn, k->info.name, ld.grid[0], ld.grid[1], ld.grid[2], ld.block[0], ld.block[1], ld.block[2]);
-      threads *= ld.block[i];
-    }
     uint32_t max_threads = k->info.max_threads_per_block ? k->info.max_threads_per_block
                                                          : s->device->info.max_threads_per_block;
+    // Counted in 64 bits: a wrapped product (2^31 x 2^31 x 4 is 0) would pass the limit.
+    uint64_t threads = 0;
+    if (!product(ld.block, &threads))
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': block ({}, {}, {}) has 2^64 or more threads", fn,
+                 k->info.name, ld.block[0], ld.block[1], ld.block[2]);
     if (max_threads && threads > max_threads)
       return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': block of {} threads exceeds its limit of {}", fn,
                  k->info.name, threads, max_threads);
+    // Every backend numbers blocks, and kernels their threads, in at most 64 bits: a launch
+    // with more would wrap to a few (or none) there. Refused here, whatever the backend's own
+    // grid limits are (hal.h's grid is 3 x 32 bits: up to 2^96 blocks).
+    uint64_t blocks = 0, all_threads = 0;
+    if (!product(ld.grid, &blocks))
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': grid ({}, {}, {}) has 2^64 or more blocks", fn, k->info.name,
+                 ld.grid[0], ld.grid[1], ld.grid[2]);
+    if (__builtin_mul_overflow(blocks, threads, &all_threads))
+      return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': grid ({}, {}, {}) with block ({}, {}, {}) has 2^64 or more threads ({} blocks of {} threads)",
+                 fn, k->info.name, ld.grid[0], ld.grid[1], ld.grid[2], ld.block[0], ld.block[1], ld.block[2], blocks,
+                 threads);
     uint32_t max_shared = s->device->info.max_shared_per_block;
     if (max_shared && uint64_t(ld.shared_bytes) + k->info.static_shared_bytes > max_shared)
       return err(HAL_INVALID_ARGUMENT, "{}: kernel '{}': {} dynamic + {} static bytes of shared memory exceed {}'s {} per block",

@@ -768,14 +768,36 @@ void module_kernels(TestContext& t) {
 
 // ---- launches -----------------------------------------------------------------------------
 
+// cts_iota over 64 elements of a buffer poisoned with 0x5A, for tests of refused launches.
+struct PoisonedIota {
+  Module m;
+  Kernel k;
+  Stream s;
+  Buffer out;
+  IotaArgs args;
+};
+
+PoisonedIota poisoned_iota(TestContext& t) {
+  PoisonedIota p;
+  p.m = load_host_module(t);
+  p.k = t.must(p.m.kernel("cts_iota"), "kernel cts_iota");
+  p.s = make_stream(t);
+  p.out = allocate(t, 4 * 64);
+  p.args = iota_args(p.out, 64, 1);
+  t.must(p.s.fill(p.out, 0, p.out.size(), uint8_t(0x5A)), "poison");
+  t.must(p.s.synchronize(), "synchronize");
+  return p;
+}
+
+// None of the refused launches ran: the buffer still holds its poison.
+void expect_poison(TestContext& t, const PoisonedIota& p) {
+  auto got = read_all(t, p.s, p.out, 0, p.out.size());
+  CTS_CHECK(t, std::all_of(got.begin(), got.end(), [](uint8_t b) { return b == 0x5A; }), "a refused launch wrote data");
+}
+
 void launch_validation(TestContext& t) {
-  Module m = load_host_module(t);
-  Kernel k = t.must(m.kernel("cts_iota"), "kernel cts_iota");
-  Stream s = make_stream(t);
-  Buffer out = allocate(t, 4 * 64);
-  IotaArgs args = iota_args(out, 64, 1);
-  t.must(s.fill(out, 0, out.size(), uint8_t(0x5A)), "poison");
-  t.must(s.synchronize(), "synchronize");
+  PoisonedIota p = poisoned_iota(t);
+  auto& [m, k, s, out, args] = p;
   std::vector<uint8_t> big(32, 0);
   t.expect_error(launch_raw(s, k, {1, 1, 1}, {1, 1, 1}, big.data(), 15), HAL_INVALID_ARGUMENT, "15-byte blob", {"16", "15"});
   t.expect_error(launch_raw(s, k, {1, 1, 1}, {1, 1, 1}, big.data(), 17), HAL_INVALID_ARGUMENT, "17-byte blob", {"17"});
@@ -801,9 +823,53 @@ void launch_validation(TestContext& t) {
     t.expect_error(launch_raw(s, k, {1, 1, 1}, {1, 1, 1}, &args, sizeof args, t.info.max_shared_per_block + 1),
                    HAL_INVALID_ARGUMENT, "one byte of shared memory too many",
                    {fmt::format("{}", t.info.max_shared_per_block + 1)});
-  // None of the refused launches ran: the buffer still holds its poison.
-  auto got = read_all(t, s, out, 0, out.size());
-  CTS_CHECK(t, std::all_of(got.begin(), got.end(), [](uint8_t b) { return b == 0x5A; }), "a refused launch wrote data");
+  expect_poison(t, p);
+}
+
+// hal.h's grid is 3 x 32 bits, up to 2^96 blocks; blocks (and kernels their threads) are
+// numbered in 64 bits. A launch of 2^64 or more blocks, threads per block or threads in all is
+// refused naming its grid or block (hal_stream_launch, before any backend sees it): a wrapped
+// count would run a few blocks or none. The shapes whose blocks fit in 64 bits come last: were
+// one accepted, it would run for centuries.
+void launch_grid_overflow(TestContext& t) {
+  PoisonedIota p = poisoned_iota(t);
+  auto& [m, k, s, out, args] = p;
+  constexpr uint32_t kMax = UINT32_MAX;
+  struct Shape {
+    std::array<uint32_t, 3> grid, block;
+    const char* what;
+    bool names_block;  // the block is the bad value, not the grid
+  };
+  for (const Shape& sh : {
+           Shape{{kMax, kMax, kMax}, {1, 1, 1}, "the largest grid (about 2^96 blocks)", false},
+           Shape{{kMax, kMax, 2}, {1, 1, 1}, "a grid of about 2^65 blocks", false},
+           Shape{{2, kMax, kMax}, {1, 1, 1}, "a grid of about 2^65 blocks (x = 2)", false},
+           Shape{{1u << 22, 1u << 21, 1u << 21}, {1, 1, 1}, "a grid of exactly 2^64 blocks", false},
+           Shape{{1, 1, 1}, {1u << 31, 1u << 31, 4}, "a block of exactly 2^64 threads (0 if wrapped)", true},
+           Shape{{1, 1, 1}, {kMax, kMax, kMax}, "a block of about 2^96 threads", true},
+           Shape{{kMax, kMax, 1}, {2, 1, 1}, "2^64 - 2^33 + 1 blocks of 2 threads", false},
+           Shape{{1u << 31, 1u << 31, 1}, {4, 1, 1}, "2^62 blocks of 4 threads: exactly 2^64 threads", false},
+       }) {
+    std::string grid = fmt::format("grid ({},{},{}) block ({},{},{})", sh.grid[0], sh.grid[1], sh.grid[2],
+                                   sh.block[0], sh.block[1], sh.block[2]);
+    const auto& bad = sh.names_block ? sh.block : sh.grid;
+    // Each distinct value once ("" is in every message).
+    std::string x = fmt::format("{}", bad[0]), y = bad[1] == bad[0] ? "" : fmt::format("{}", bad[1]),
+                z = bad[2] == bad[0] || bad[2] == bad[1] ? "" : fmt::format("{}", bad[2]);
+    t.expect_error(launch_raw(s, k, sh.grid, sh.block, &args, sizeof args), HAL_INVALID_ARGUMENT,
+                   fmt::format("{}: {}", sh.what, grid), {x, y, z});
+  }
+  // None of the refused launches ran, and the stream still runs a launch that fits.
+  expect_poison(t, p);
+  t.must(launch_raw(s, k, {64, 1, 1}, {1, 1, 1}, &args, sizeof args), "launch grid (64,1,1) after the refusals");
+  std::vector<uint32_t> v(64);
+  t.must(s.read(out, 0, v.data(), out.size()), "read");
+  t.must(s.synchronize(), "synchronize");
+  for (uint32_t i = 0; i < 64; ++i)
+    if (v[i] != i + 1) {
+      t.fail(fmt::format("after the refusals: element {} is 0x{:x}, expected {}", i, v[i], i + 1));
+      break;
+    }
 }
 
 void launch_writes(TestContext& t) {
@@ -1027,6 +1093,7 @@ std::vector<TestCase> api_tests() {
       {"api.module.corrupt", {"module.*"}, module_corrupt},
       {"api.module.kernels", {"module.host"}, module_kernels},
       {"api.launch.validation", {"module.host"}, launch_validation},
+      {"api.launch.grid_overflow", {"module.host"}, launch_grid_overflow},
       {"api.launch.writes", {"module.host"}, launch_writes},
       {"api.launch.shared_memory", {"module.host"}, launch_shared},
       {"api.partition.split", {"partition.*"}, partition_split},
