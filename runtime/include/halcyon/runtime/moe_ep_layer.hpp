@@ -92,6 +92,9 @@ struct EpOptions {
 // EpOptions::max_tokens tokens per rank; kPeerKernel runs on it, `halcyon bench ep` times it.
 class EpExchange {
  public:
+  // Collective. Every size of the layout is overflow-checked, and P * capacity must fit the
+  // kernels' i32 row indices; a rank's failed check, buffer, export or import fails every rank
+  // at once (Comm::agree), not after its peers' timeout.
   static Result<EpExchange> create(const Device& device, const Comm& comm, int64_t experts, int64_t topk,
                                    int64_t hidden, const EpOptions& options);
   // Collective, queued on `stream` (no host wait): the next generation's dispatch of x [T, H]
@@ -118,6 +121,9 @@ class MoeEpLayer {
   // `weights`: the router (and bias) for all experts, w_gate_up/w_down for this rank's experts
   // only (ep_expert_range of the communicator's rank and size). config.expert_begin and
   // local_experts are set from the communicator; a config that names other values is an error.
+  // Collective, whatever the transport: every rank checks the config and its weights (a rank
+  // without experts its router and bias), then the ranks agree (Comm::agree), so a refusal on
+  // one rank fails create() on every rank at once ("rank R failed: ..." / "rank R refused").
   static Result<MoeEpLayer> create(const Device& device, const Comm& comm, MoeLayerConfig config,
                                    MoeLayerWeights weights, MoeLayerOptions options = {},
                                    EpTransport transport = EpTransport::kAllToAll, EpOptions ep = {});
