@@ -183,14 +183,11 @@ void buffer_destroy(Buffer* b) {
 
 hal_error* stream_create(Device* d, Partition* part, const hal_stream_desc*, Stream** out) {
   HAL_BACKEND_GUARD({
-    const Symbols& z = d->s();
     auto s = std::make_unique<Stream>();
     s->device = d;
     // A tile partition's work goes to its first tile's compute engines.
     ze_device_handle_t target = part && !part->tiles.empty() ? d->tiles[part->tiles.front()] : d->handle;
-    ze_command_queue_desc_t qd{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, d->compute_ordinal, 0, 0,
-                               ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
-    ZE_CHECK(z.zeCommandListCreateImmediate(d->backend->context, target, &qd, &s->list));
+    if (hal_error* e = create_list(d, target, s.get())) return e;  // in order where the driver can
     if (hal_error* e = attach(s.get(), target)) {
       stream_destroy(s.release());
       return e;
@@ -297,6 +294,7 @@ hal_error* stream_write(Stream* s, Buffer* dst, uint64_t off, const void* src, u
   if (size == 0) return nullptr;
   std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryCopy(s->list, at(dst, off), src, size, nullptr, 0, nullptr));
+  ZE_CHECK(order_barrier(s));  // the next command waits for this one (Stream::in_order)
   return nullptr;
 }
 
@@ -304,6 +302,7 @@ hal_error* stream_read(Stream* s, Buffer* src, uint64_t off, void* dst, uint64_t
   if (size == 0) return nullptr;
   std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryCopy(s->list, dst, at(src, off), size, nullptr, 0, nullptr));
+  ZE_CHECK(order_barrier(s));  // the next command waits for this one (Stream::in_order)
   return nullptr;
 }
 
@@ -312,6 +311,7 @@ hal_error* stream_copy(Stream* s, Buffer* dst, uint64_t doff, Buffer* src, uint6
   std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryCopy(s->list, at(dst, doff), at(src, soff), size, nullptr, 0,
                                                         nullptr));
+  ZE_CHECK(order_barrier(s));  // the next command waits for this one (Stream::in_order)
   return nullptr;
 }
 
@@ -322,6 +322,7 @@ hal_error* stream_fill(Stream* s, Buffer* dst, uint64_t off, uint64_t size, uint
   std::lock_guard lock(s->mu);  // appends to the list: see Stream::mu
   ZE_CHECK(s->device->s().zeCommandListAppendMemoryFill(s->list, at(dst, off), &pattern, psize, size, nullptr, 0,
                                                         nullptr));
+  ZE_CHECK(order_barrier(s));  // the next command waits for this one (Stream::in_order)
   return nullptr;
 }
 

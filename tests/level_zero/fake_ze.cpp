@@ -131,6 +131,7 @@ struct State {
   std::map<uintptr_t, void*> bases;         // pointer handed out -> what clSVMAlloc returned
   size_t device_bytes = 0;
   bool fail_build = false, oom = false, lost = false, slow_events = false, no_list_queries = false;
+  bool no_in_order = false;  // refuse ZE_COMMAND_QUEUE_FLAG_IN_ORDER, as a driver that lacks it
   bool slow_appends = false;    // each append keeps its list in use a while (Appending)
   int concurrent_appends = 0;   // appends that began while another was in progress on that list
   int unordered_appends = 0;    // commands that a driver could start before the one before completes
@@ -314,6 +315,7 @@ extern "C" __attribute__((visibility("default"))) void fakeze_reset(void) {
   std::lock_guard lock(st.mu);
   st.calls.clear();
   st.fail_build = st.oom = st.lost = st.slow_events = st.no_list_queries = st.slow_appends = false;
+  st.no_in_order = false;
   st.concurrent_appends = st.unordered_appends = 0;
   st.last_list_device = -1;
   st.tiles_exposed = kTiles;
@@ -329,6 +331,7 @@ extern "C" __attribute__((visibility("default"))) int fakeze_inject(const char* 
   else if (w == "slow_events") st.slow_events = true;
   else if (w == "no_list_queries") st.no_list_queries = true;
   else if (w == "slow_appends") st.slow_appends = true;
+  else if (w == "no_in_order") st.no_in_order = true;
   else return 0;
   return 1;
 }
@@ -595,7 +598,8 @@ FAKE_API zeCommandListCreateImmediate(ze_context_handle_t c, ze_device_handle_t 
   // A flag the driver's version does not have is an unknown enumeration, as the validation
   // layer says (IN_ORDER is 1.7).
   const ze_command_queue_flags_t known =
-      ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY | (kApiVersion >= ZE_MAKE_VERSION(1, 7) ? kQueueFlagInOrder : 0);
+      ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY |
+      (kApiVersion >= ZE_MAKE_VERSION(1, 7) && !st.no_in_order ? kQueueFlagInOrder : 0);
   if (desc->flags & ~known) return ZE_RESULT_ERROR_INVALID_ENUMERATION;
   if (st.lost) return ZE_RESULT_ERROR_DEVICE_LOST;
   st.last_list_device = d->id;

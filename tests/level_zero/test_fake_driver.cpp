@@ -623,13 +623,19 @@ TEST_CASE("a kernel and a timing event's stamp complete in order with the stream
   // (core programming guide, "Execution Barriers"). The fake counts each command appended that
   // relies on more than that: here a launch between a write of its input and a read of its
   // output, and work after a timing event's stamp.
+  // Twice: on a list made in order (the default fake, 1.14), and on one without the flag (a
+  // driver that refuses it), where the backend orders each command with barriers.
+  for (const bool refuse_flag : {false, true}) {
+  CAPTURE(refuse_flag);
   auto d = open_ze();
+  if (refuse_flag) REQUIRE(fake().fn<int (*)(const char*)>("fakeze_inject")("no_in_order") == 1);
   const auto unordered = [] { return fake().fn<int (*)()>("fakeze_unordered_appends")(); };
   const auto in_order = [](const halcyon::Stream& s) {
     const uint64_t native = unwrap(s.info()).native;
     return fake().fn<int (*)(void*)>("fakeze_list_in_order")(reinterpret_cast<void*>(native));
   };
   auto s = unwrap(d.create_stream());
+  CHECK(in_order(s) == (refuse_flag ? 0 : 1));
   auto m = unwrap(d.load_module(HAL_MODULE_SPIRV, basic().target, basic().data, basic().size, "basic.spv"));
   auto k = unwrap(m.kernel("hc_vector_add"));
   const int n = 256;
@@ -652,10 +658,12 @@ TEST_CASE("a kernel and a timing event's stamp complete in order with the stream
   CHECK(z[0] == 3.0f);
   CHECK(z[n - 1] == 3.0f);
   CHECK_MESSAGE(unordered() == 0, "commands relying on an order their list did not ask for: ", unordered());
-  // The ordering barriers (one each side of a launch, one after a stamp) only on a list not
-  // made in order; the one before each stamp and the synchronize's are always there.
+  // The ordering barriers (one after each transfer: fill, write, read; one each side of a
+  // launch; one after a stamp) only on a list not made in order; the one before each stamp and
+  // the synchronize's are always there.
   REQUIRE(in_order(s) >= 0);
-  CHECK(fake().count("zeCommandListAppendBarrier") == (in_order(s) ? 0 : 6) + 2 + 1);
+  CHECK(fake().count("zeCommandListAppendBarrier") == (in_order(s) ? 0 : 3 + 4 + 2) + 2 + 1);
+  }
 }
 
 TEST_CASE("an event recorded on one thread is queried, waited for and synchronized on others") {
